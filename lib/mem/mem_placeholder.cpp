@@ -1,0 +1,1 @@
+// replaced by lib/mem sources
