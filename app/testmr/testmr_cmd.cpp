@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "testmr_cmd.h"
+
+#include <array>
+#include <cerrno>
+#include <limits>
+
+namespace nicmr::testmr {
+namespace {
+
+/* Splits a line into at most kMaxWords words without allocating. */
+constexpr size_t kMaxWords = 12;
+
+struct Words {
+	std::array<std::string_view, kMaxWords> w;
+	size_t n = 0;
+	bool too_many = false;
+};
+
+Words split(std::string_view line)
+{
+	Words out;
+	size_t i = 0;
+	while (i < line.size()) {
+		while (i < line.size() &&
+		       (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
+			i++;
+		if (i == line.size() || line[i] == '#')
+			break;
+		size_t start = i;
+		while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r' &&
+		       line[i] != '\n')
+			i++;
+		if (out.n == kMaxWords) {
+			out.too_many = true;
+			break;
+		}
+		out.w[out.n++] = line.substr(start, i - start);
+	}
+	return out;
+}
+
+bool parse_number(std::string_view word, uint64_t *out)
+{
+	unsigned base = 10;
+	if (word.size() > 2 && word[0] == '0' && (word[1] == 'x' || word[1] == 'X')) {
+		base = 16;
+		word.remove_prefix(2);
+	}
+	if (word.empty())
+		return false;
+	uint64_t v = 0;
+	for (char c : word) {
+		unsigned d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (base == 16 && c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (base == 16 && c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return false;
+		if (v > (std::numeric_limits<uint64_t>::max() - d) / base)
+			return false;
+		v = v * base + d;
+	}
+	*out = v;
+	return true;
+}
+
+int fail(std::string *error, std::string msg)
+{
+	if (error != nullptr)
+		*error = std::move(msg);
+	return -EINVAL;
+}
+
+} // namespace
+
+bool parse_size(std::string_view word, uint64_t *out)
+{
+	unsigned shift = 0;
+	if (!word.empty()) {
+		switch (word.back()) {
+		case 'k':
+		case 'K':
+			shift = 10;
+			break;
+		case 'm':
+		case 'M':
+			shift = 20;
+			break;
+		case 'g':
+		case 'G':
+			shift = 30;
+			break;
+		default:
+			break;
+		}
+	}
+	if (shift != 0)
+		word.remove_suffix(1);
+	uint64_t v;
+	if (!parse_number(word, &v))
+		return false;
+	if (shift != 0 && v > (std::numeric_limits<uint64_t>::max() >> shift))
+		return false;
+	*out = v << shift;
+	return true;
+}
+
+int parse_command(std::string_view line, Command *out, std::string *error)
+{
+	Words words = split(line);
+	if (words.too_many)
+		return fail(error, "too many words (at most 12)");
+	Command cmd;
+	const auto &w = words.w;
+	const size_t n = words.n;
+	if (n == 0) {
+		*out = cmd;
+		return 0;
+	}
+	auto is = [&](size_t i, std::string_view s) { return i < n && w[i] == s; };
+
+	if (is(0, "help") && n == 1) {
+		cmd.verb = Verb::help;
+	} else if ((is(0, "quit") || is(0, "exit")) && n == 1) {
+		cmd.verb = Verb::quit;
+	} else if (is(0, "demo") && n == 1) {
+		cmd.verb = Verb::demo;
+	} else if (is(0, "pool") && is(1, "create")) {
+		if (n < 3 || !parse_size(w[2], &cmd.size) || cmd.size == 0)
+			return fail(error,
+				    "usage: pool create SIZE [page 4k|2m|1g] [node N] [fallback]");
+		for (size_t i = 3; i < n; i++) {
+			if (w[i] == "page" && i + 1 < n) {
+				if (!parse_size(w[++i], &cmd.page_size))
+					return fail(error, "page: expected 4k, 2m or 1g");
+			} else if (w[i] == "node" && i + 1 < n) {
+				uint64_t node;
+				if (!parse_number(w[++i], &node) || node > 1023)
+					return fail(error, "node: expected a NUMA node number");
+				cmd.node = static_cast<int>(node);
+			} else if (w[i] == "fallback") {
+				cmd.fallback = true;
+			} else {
+				return fail(error, "pool create: unknown word '" +
+							   std::string(w[i]) + "'");
+			}
+		}
+		cmd.verb = Verb::pool_create;
+	} else if (is(0, "pool") && is(1, "destroy") && n == 3) {
+		if (!parse_number(w[2], &cmd.id))
+			return fail(error, "usage: pool destroy ID");
+		cmd.verb = Verb::pool_destroy;
+	} else if (is(0, "show") && is(1, "pools") && n == 2) {
+		cmd.verb = Verb::show_pools;
+	} else if (is(0, "show") && is(1, "pool") && n == 3) {
+		if (!parse_number(w[2], &cmd.id))
+			return fail(error, "usage: show pool ID");
+		cmd.verb = Verb::show_pool;
+	} else if (is(0, "show") && is(1, "device") && n == 2) {
+		cmd.verb = Verb::show_device;
+	} else if (is(0, "translate") && n == 3) {
+		if (!parse_number(w[1], &cmd.id) || !parse_size(w[2], &cmd.offset))
+			return fail(error, "usage: translate ID OFFSET");
+		cmd.verb = Verb::translate;
+	} else {
+		return fail(error, "unknown command '" + std::string(line.substr(0, 64)) +
+					   "' (try 'help')");
+	}
+	*out = cmd;
+	return 0;
+}
+
+const char *command_help()
+{
+	return "commands:\n"
+	       "  help                                     this text\n"
+	       "  pool create SIZE [page 4k|2m|1g] [node N] [fallback]\n"
+	       "                                           a pool, DMA-mapped on the device\n"
+	       "  pool destroy ID                          unmap and free a pool\n"
+	       "  show pools | show pool ID                pool layout: pages, IOVA, NUMA node\n"
+	       "  show device                              the device: capabilities, pages, PDs, "
+	       "mkeys\n"
+	       "  translate ID OFFSET                      IOVA of a byte of a pool\n"
+	       "  demo                                     what the main job shows\n"
+	       "  quit                                     leave\n";
+}
+
+} // namespace nicmr::testmr

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * testmr's command language: one command a line, words separated by blanks, as in testpmd.
+ * parse_command() turns untrusted text into a Command or an error message and never fails on bad
+ * input in any other way (it is a fuzz target).
+ *
+ *   help                                  list the commands
+ *   pool create SIZE [page 4k|2m|1g] [node N] [fallback]
+ *   pool destroy ID
+ *   show pools | show pool ID | show device
+ *   translate ID OFFSET                   IOVA of a pool byte
+ *   demo                                  what the main job shows
+ *   quit
+ *
+ * Sizes take a K, M or G suffix (powers of 1024); numbers may be decimal or 0x-hex.
+ */
+#ifndef NICMR_TESTMR_CMD_H
+#define NICMR_TESTMR_CMD_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace nicmr::testmr {
+
+enum class Verb {
+	none, /* an empty line or a comment (#) */
+	help,
+	pool_create,
+	pool_destroy,
+	show_pools,
+	show_pool,
+	show_device,
+	translate,
+	demo,
+	quit,
+};
+
+struct Command {
+	Verb verb = Verb::none;
+	uint64_t size = 0;	/* pool create */
+	uint64_t page_size = 0; /* pool create: 0 = default (2 MiB) */
+	int node = -1;		/* pool create */
+	bool fallback = false;	/* pool create */
+	uint64_t id = 0;	/* pool destroy, show pool, translate */
+	uint64_t offset = 0;	/* translate */
+};
+
+/* 0 and *out on success; -EINVAL and a message in *error otherwise. */
+int parse_command(std::string_view line, Command *out, std::string *error);
+
+/* Parses "64", "0x40", "2M", "1g". false on anything else, or on overflow. */
+bool parse_size(std::string_view word, uint64_t *out);
+
+/* The help text. */
+const char *command_help();
+
+} // namespace nicmr::testmr
+
+#endif

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine and runs every nicmr test: the suite in a normal build, again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, the concurrency stress tests under
+# ThreadSanitizer, the fuzz targets for a bounded time, and the format check.
+#
+#   devtools/test.sh            everything (what CI runs)
+#   NICMR_FUZZ_SECONDS=600 devtools/test.sh    fuzz longer
+#
+# It installs missing Debian packages (apt-get), reserves hugepages when it can, and says what it
+# could not do. Exit status: 0 when every test passed.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$NICMR_TOP"
+
+fuzz_seconds=${NICMR_FUZZ_SECONDS:-60}
+jobs=$(nproc)
+failed_phases=()
+
+phase "Debian packages"
+install_packages $NICMR_BUILD_PACKAGES $NICMR_TEST_PACKAGES
+
+phase "Hugepages"
+reserve_hugepages 2048 1100
+reserve_hugepages 1048576 1
+# When the machine could reserve them, a hugepage test that skips is a failure.
+if [ "$(free_hugepages 2048)" -ge 1024 ]; then
+	export NICMR_REQUIRE_HUGEPAGES=1
+	echo "    hugepage tests are required to run (NICMR_REQUIRE_HUGEPAGES=1)"
+fi
+
+# run_suite DIR [meson test args...]: records a failure instead of stopping, so that every
+# build reports.
+run_suite() {
+	local dir=$1
+	shift
+	if ! meson test -C "$dir" --print-errorlogs --num-processes "$jobs" "$@"; then
+		failed_phases+=("$dir")
+	fi
+}
+
+phase "Build (debugoptimized): build/"
+configure build -Dbuildtype=debugoptimized
+ninja -C build -j "$jobs"
+
+phase "Tests: build/"
+run_suite build
+
+phase "Build (ASan + UBSan): build-asan/"
+configure build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
+	-Dbenchmarks=disabled
+ninja -C build-asan -j "$jobs"
+
+phase "Tests under ASan + UBSan: build-asan/"
+# The QEMU guest test boots a whole machine; it runs once, in the normal build.
+run_suite build-asan --no-suite vfio-guest --timeout-multiplier 4
+
+phase "Build (TSan): build-tsan/"
+configure build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
+	-Dbenchmarks=disabled -Ddpdk=disabled
+ninja -C build-tsan -j "$jobs"
+
+phase "Concurrency stress under TSan: build-tsan/"
+run_suite build-tsan --suite stress --timeout-multiplier 4
+
+phase "Fuzz targets (${fuzz_seconds}s in all): build-fuzz/"
+CC=clang CXX=clang++ configure build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized \
+	-Db_lundef=false -Dbenchmarks=disabled -Dtests=disabled -Ddpdk=disabled
+ninja -C build-fuzz -j "$jobs"
+NICMR_FUZZ_SECONDS=$fuzz_seconds run_suite build-fuzz --suite fuzz
+
+phase "Format and lint"
+if ! devtools/check-format.sh; then
+	failed_phases+=("format")
+fi
+
+phase "Summary"
+python3 devtools/test-summary.py build build-asan build-tsan build-fuzz
+total_time
+if [ ${#failed_phases[@]} -ne 0 ]; then
+	echo "FAILED: ${failed_phases[*]}"
+	exit 1
+fi

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <cerrno>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "testmr_cmd.h"
+
+using nicmr::testmr::Command;
+using nicmr::testmr::parse_command;
+using nicmr::testmr::parse_size;
+using nicmr::testmr::Verb;
+
+TEST(TestmrCmd, SizesTakeBinarySuffixesAndHex)
+{
+	uint64_t v = 0;
+	EXPECT_TRUE(parse_size("64", &v));
+	EXPECT_EQ(v, 64u);
+	EXPECT_TRUE(parse_size("4k", &v));
+	EXPECT_EQ(v, 4096u);
+	EXPECT_TRUE(parse_size("2M", &v));
+	EXPECT_EQ(v, 2u << 20);
+	EXPECT_TRUE(parse_size("1g", &v));
+	EXPECT_EQ(v, 1u << 30);
+	EXPECT_TRUE(parse_size("0x40", &v));
+	EXPECT_EQ(v, 0x40u);
+}
+
+TEST(TestmrCmd, SizesRejectGarbageAndOverflow)
+{
+	uint64_t v = 7;
+	EXPECT_FALSE(parse_size("", &v));
+	EXPECT_FALSE(parse_size("k", &v));
+	EXPECT_FALSE(parse_size("12q", &v));
+	EXPECT_FALSE(parse_size("0x", &v));
+	EXPECT_FALSE(parse_size("18446744073709551616", &v));
+	EXPECT_FALSE(parse_size("17179869184G", &v));
+	EXPECT_EQ(v, 7u) << "a failed parse leaves the output alone";
+}
+
+TEST(TestmrCmd, PoolCreateWithEveryOption)
+{
+	Command c;
+	std::string err;
+	ASSERT_EQ(parse_command("pool create 64M page 1g node 0 fallback", &c, &err), 0) << err;
+	EXPECT_EQ(c.verb, Verb::pool_create);
+	EXPECT_EQ(c.size, 64u << 20);
+	EXPECT_EQ(c.page_size, 1u << 30);
+	EXPECT_EQ(c.node, 0);
+	EXPECT_TRUE(c.fallback);
+}
+
+TEST(TestmrCmd, PoolCreateDefaults)
+{
+	Command c;
+	ASSERT_EQ(parse_command("  pool   create 4m  ", &c, nullptr), 0);
+	EXPECT_EQ(c.page_size, 0u);
+	EXPECT_EQ(c.node, -1);
+	EXPECT_FALSE(c.fallback);
+}
+
+TEST(TestmrCmd, BadCommandsGiveEinvalAndAMessage)
+{
+	const char *bad[] = {"pool create",
+			     "pool create 0",
+			     "pool create 4m page",
+			     "pool create 4m node x",
+			     "pool create 4m colour red",
+			     "pool destroy",
+			     "show pool x",
+			     "translate 1",
+			     "frobnicate",
+			     "help me",
+			     "a b c d e f g h i j k l m"};
+	for (const char *line : bad) {
+		Command c;
+		std::string err;
+		EXPECT_EQ(parse_command(line, &c, &err), -EINVAL) << line;
+		EXPECT_FALSE(err.empty()) << line;
+	}
+}
+
+TEST(TestmrCmd, EmptyLinesAndCommentsAreNothing)
+{
+	Command c;
+	c.verb = Verb::quit;
+	ASSERT_EQ(parse_command("", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::none);
+	ASSERT_EQ(parse_command("   # a comment", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::none);
+}
+
+TEST(TestmrCmd, ShowTranslateAndQuit)
+{
+	Command c;
+	ASSERT_EQ(parse_command("show pools", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::show_pools);
+	ASSERT_EQ(parse_command("show pool 3", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::show_pool);
+	EXPECT_EQ(c.id, 3u);
+	ASSERT_EQ(parse_command("translate 1 0x1000", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::translate);
+	EXPECT_EQ(c.offset, 0x1000u);
+	ASSERT_EQ(parse_command("quit", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::quit);
+}
