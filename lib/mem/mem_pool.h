@@ -42,13 +42,19 @@ struct PoolParams {
 class Pool {
 public:
 	/*
-	 * Creates a pool. Errors: -EINVAL (bad params), -ENOMEM (not enough free hugepages of that
-	 * size and no fallback allowed: the log line gives wanted and free), -ENODEV (libhugetlbfs
-	 * backend without a hugetlbfs mount), or what mmap/mlock/mbind report.
+	 * Creates a pool. Errors: -EINVAL (size 0 or too large, unknown page size, NUMA node
+	 * out of range, backend external), -ENOMEM (not enough free hugepages of that size and no
+	 * fallback allowed: the log line gives wanted and free; or the pages could not be
+	 * populated), -ENODEV (libhugetlbfs backend without a hugetlbfs mount), -EOPNOTSUPP
+	 * (libhugetlbfs backend in a build without it), or what memfd_create/mmap/mbind/mlock
+	 * report. Slow path; any thread.
 	 */
 	static int create(const PoolParams &params, std::unique_ptr<Pool> *out);
 
-	/* Wraps memory the caller owns: [va, va + len) on pages of page_size. Not freed on destroy.
+	/*
+	 * Wraps memory the caller owns: [va, va + len) on pages of page_size. Not freed (nor fd
+	 * closed) on destroy. -EINVAL for a null va, len 0, an unknown page size, or va/len not
+	 * multiples of page_size.
 	 */
 	static int import(void *va, size_t len, size_t page_size, int fd, std::string name,
 			  std::unique_ptr<Pool> *out);
@@ -74,12 +80,16 @@ public:
 
 	/*
 	 * Physical address of every page (physical-address mode: root, /proc/self/pagemap).
-	 * -EPERM when frames read as zero (not root / no CAP_SYS_ADMIN). Never on a data path.
+	 * -EPERM when frames read as zero (not root / no CAP_SYS_ADMIN), -EINVAL when count <
+	 * page_count(), -EFAULT for a page not present, or the errno of reading the pagemap.
+	 * Never on a data path.
 	 */
 	int physical_addresses(uint64_t *pa, size_t count) const;
 
 private:
 	Pool() = default;
+	int map(const PoolParams &params, size_t page_size);
+
 	void *va_ = nullptr;
 	size_t size_ = 0;
 	size_t page_size_ = 0;
@@ -90,8 +100,15 @@ private:
 	bool owned_ = true;
 };
 
-/* Free hugepages of a size (HugePages_Free for the default size, sysfs for the others). */
+/*
+ * Free hugepages of a size (sysfs free_hugepages; HugePages_Free for the default size). 0 for
+ * 4 KiB and for sizes the kernel does not offer.
+ */
 size_t hugepages_free(size_t page_size);
+/* The same, on one NUMA node (sysfs node<N>/hugepages). 0 for an unknown node. */
+size_t hugepages_free_on_node(size_t page_size, int node);
+/* Highest NUMA node that exists (0 without libnuma or on a machine without NUMA). */
+int numa_max_node_id();
 
 } // namespace nicmr::mem
 

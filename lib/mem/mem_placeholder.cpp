@@ -1,1 +1,0 @@
-// replaced by lib/mem sources

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * DPDK memsegs as pools, with a real EAL (--in-memory --no-pci). Built twice: IOVA as VA and
+ * IOVA as PA (NICMR_TEST_IOVA_MODE), because EAL initialises once per process.
+ */
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_memory.h>
+#include <rte_memzone.h>
+
+#include "mem_dpdk.h"
+#include "mem_test_mapper.h"
+#include "mem_test_util.h"
+
+#ifndef NICMR_TEST_IOVA_MODE
+#define NICMR_TEST_IOVA_MODE "va"
+#endif
+
+using namespace nicmr::mem;
+using nicmr::mem::test::RecordingMapper;
+
+namespace {
+
+/* EAL needs 32 x 2 MiB for -m 64; the event test grows the heap by 96 MiB more. */
+constexpr size_t kEalPages = 32;
+constexpr size_t kGrowBytes = size_t{96} << 20;
+
+class Eal : public testing::Environment {
+public:
+	void SetUp() override
+	{
+		if (std::string(NICMR_TEST_IOVA_MODE) == "pa" && geteuid() != 0) {
+			why_ = "IOVA as PA needs root";
+			return;
+		}
+		size_t free_pages = hugepages_free(kPage2M);
+		if (free_pages < kEalPages) {
+			why_ = "EAL needs " + std::to_string(kEalPages) +
+			       " free 2 MiB hugepages, " + std::to_string(free_pages) + " free";
+			return;
+		}
+		std::string mode = "--iova-mode=" NICMR_TEST_IOVA_MODE;
+		std::vector<std::string> args = {"nicmr-test", "--in-memory", "--no-pci",
+						 "-l",	       "0",	      "--log-level=3",
+						 "-m",	       "64",	      mode};
+		std::vector<char *> argv;
+		for (std::string &a : args)
+			argv.push_back(a.data());
+		if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+			why_ = std::string("rte_eal_init failed: ") + rte_strerror(rte_errno);
+			return;
+		}
+		up_ = true;
+	}
+	void TearDown() override
+	{
+		if (up_)
+			rte_eal_cleanup();
+	}
+	static bool up() { return up_; }
+	static const std::string &why() { return why_; }
+
+private:
+	static inline bool up_ = false;
+	static inline std::string why_;
+};
+
+[[maybe_unused]] testing::Environment *const eal_env = testing::AddGlobalTestEnvironment(new Eal);
+
+#define NEED_EAL()                                                                                 \
+	do {                                                                                       \
+		if (!Eal::up()) {                                                                  \
+			if (nicmr::mem::test::hugepages_required())                                \
+				FAIL() << Eal::why() << " (NICMR_REQUIRE_HUGEPAGES=1)";            \
+			GTEST_SKIP() << Eal::why();                                                \
+		}                                                                                  \
+	} while (0)
+
+struct Seg {
+	const void *addr;
+	size_t len;
+	uint64_t iova;
+	size_t page_size;
+};
+
+std::vector<Seg> memsegs()
+{
+	std::vector<Seg> out;
+	rte_memseg_walk(
+		[](const struct rte_memseg_list *msl, const struct rte_memseg *ms, void *arg) {
+			static_cast<std::vector<Seg> *>(arg)->push_back(
+				{ms->addr, ms->len, ms->iova, msl->page_sz});
+			return 0;
+		},
+		&out);
+	return out;
+}
+
+size_t contig_runs()
+{
+	size_t n = 0;
+	rte_memseg_contig_walk(
+		[](const struct rte_memseg_list *, const struct rte_memseg *, size_t, void *arg) {
+			++*static_cast<size_t *>(arg);
+			return 0;
+		},
+		&n);
+	return n;
+}
+
+} // namespace
+
+TEST(MemDpdk, EalRunsInTheRequestedIovaMode)
+{
+	NEED_EAL();
+	EXPECT_EQ(rte_eal_iova_mode(),
+		  std::string(NICMR_TEST_IOVA_MODE) == "pa" ? RTE_IOVA_PA : RTE_IOVA_VA);
+}
+
+TEST(MemDpdk, EveryMemsegRunBecomesAnExternalPool)
+{
+	NEED_EAL();
+	RecordingMapper mapper;
+	DmaSpace space(mapper);
+	std::unique_ptr<DpdkMemSync> sync;
+	ASSERT_EQ(DpdkMemSync::create(space, &sync), 0);
+	EXPECT_TRUE(sync->following_events());
+	EXPECT_EQ(sync->pool_count(), contig_runs());
+	EXPECT_EQ(space.pool_count(), sync->pool_count());
+	EXPECT_EQ(mapper.live_mappings(), sync->pool_count());
+	std::vector<Seg> segs = memsegs();
+	ASSERT_FALSE(segs.empty());
+	for (const Seg &s : segs) {
+		const PoolEntry *e = space.lookup(s.addr, s.len);
+		ASSERT_NE(e, nullptr) << s.addr;
+		EXPECT_EQ(e->pool->backend(), PoolBackend::external);
+		EXPECT_EQ(e->pool->page_size(), s.page_size);
+		EXPECT_EQ(e->iova % e->iova_align, e->va % e->iova_align);
+	}
+}
+
+/* IOVA as VA: the memseg IOVA is its address. IOVA as PA: it is what pagemap says. */
+TEST(MemDpdk, MemsegIovaIsTheAddressOrThePagePhysicalAddress)
+{
+	NEED_EAL();
+	RecordingMapper mapper;
+	DmaSpace space(mapper);
+	std::unique_ptr<DpdkMemSync> sync;
+	ASSERT_EQ(DpdkMemSync::create(space, &sync), 0);
+	for (const Seg &s : memsegs()) {
+		if (rte_eal_iova_mode() == RTE_IOVA_VA) {
+			EXPECT_EQ(s.iova, reinterpret_cast<uintptr_t>(s.addr));
+			continue;
+		}
+		const PoolEntry *e = space.lookup(s.addr, s.len);
+		ASSERT_NE(e, nullptr);
+		std::vector<uint64_t> pa(e->pool->page_count());
+		ASSERT_EQ(e->pool->physical_addresses(pa.data(), pa.size()), 0);
+		size_t page = (reinterpret_cast<uintptr_t>(s.addr) - e->va) / e->pool->page_size();
+		EXPECT_EQ(pa[page], s.iova) << s.addr;
+	}
+}
+
+TEST(MemDpdk, AllocEventsAddPoolsAndFreeEventsRemoveThem)
+{
+	NEED_EAL();
+	size_t pages = kGrowBytes / kPage2M + 2;
+	if (hugepages_free(kPage2M) < pages) {
+		if (nicmr::mem::test::hugepages_required())
+			FAIL() << "need " << pages << " more free 2 MiB hugepages";
+		GTEST_SKIP() << "need " << pages << " more free 2 MiB hugepages to grow the heap";
+	}
+	RecordingMapper mapper;
+	DmaSpace space(mapper);
+	std::unique_ptr<DpdkMemSync> sync;
+	ASSERT_EQ(DpdkMemSync::create(space, &sync), 0);
+	const size_t before = sync->pool_count();
+	std::set<const PoolEntry *> initial;
+	for (const Seg &s : memsegs())
+		initial.insert(space.lookup(s.addr, s.len));
+
+	/* Larger than the -m 64 heap: DPDK must map new pages, which raises an alloc event. */
+	const struct rte_memzone *mz =
+		rte_memzone_reserve("nicmr-grow", kGrowBytes, SOCKET_ID_ANY, RTE_MEMZONE_2MB);
+	ASSERT_NE(mz, nullptr) << rte_strerror(rte_errno);
+	EXPECT_GT(sync->pool_count(), before);
+	EXPECT_EQ(space.pool_count(), sync->pool_count());
+	std::vector<const char *> grown;
+	for (size_t off = 0; off < mz->len; off += kPage2M) {
+		const char *a = static_cast<const char *>(mz->addr) + off;
+		const PoolEntry *e = space.lookup(a, 1);
+		ASSERT_NE(e, nullptr) << "memzone page " << off / kPage2M << " is in no pool";
+		uint64_t iova;
+		ASSERT_EQ(space.translate(a, 1, &iova), 0);
+		EXPECT_EQ(iova, e->iova + (reinterpret_cast<uintptr_t>(a) - e->va));
+		if (initial.count(e) == 0)
+			grown.push_back(a);
+	}
+	EXPECT_FALSE(grown.empty());
+
+	ASSERT_EQ(rte_memzone_free(mz), 0);
+	EXPECT_EQ(sync->pool_count(), before);
+	EXPECT_EQ(space.pool_count(), before);
+	EXPECT_EQ(mapper.live_mappings(), before);
+	for (const char *a : grown)
+		EXPECT_EQ(space.lookup(a, 1), nullptr) << "freed page still in a pool";
+}
+
+TEST(MemDpdk, DestroyRemovesEveryPoolItAdded)
+{
+	NEED_EAL();
+	RecordingMapper mapper;
+	DmaSpace space(mapper);
+	std::unique_ptr<DpdkMemSync> sync;
+	ASSERT_EQ(DpdkMemSync::create(space, &sync), 0);
+	ASSERT_GT(space.pool_count(), 0u);
+	sync.reset();
+	EXPECT_EQ(space.pool_count(), 0u);
+	EXPECT_EQ(mapper.live_mappings(), 0u);
+}
+
+TEST(MemDpdk, SecondSyncOnTheSameSpaceIsEEXISTAndLeavesNothing)
+{
+	NEED_EAL();
+	RecordingMapper mapper;
+	DmaSpace space(mapper);
+	std::unique_ptr<DpdkMemSync> first, second;
+	ASSERT_EQ(DpdkMemSync::create(space, &first), 0);
+	const size_t pools = space.pool_count();
+	EXPECT_EQ(DpdkMemSync::create(space, &second), -EEXIST);
+	EXPECT_EQ(second, nullptr);
+	EXPECT_EQ(space.pool_count(), pools);
+	EXPECT_EQ(mapper.live_mappings(), pools);
+}
