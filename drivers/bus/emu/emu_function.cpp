@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "emu_function.h"
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <system_error>
+
+#include "nicmr_log.h"
+
+namespace nicmr::emu {
+
+int EmuFunction::create(const EmuFunctionConfig &cfg, std::unique_ptr<EmuFunction> *out)
+{
+	if (out == nullptr || cfg.bar0_size < 4096 || cfg.bar0_size % 4096 != 0)
+		return -EINVAL;
+	std::unique_ptr<EmuFunction> f(new (std::nothrow) EmuFunction());
+	if (!f)
+		return -ENOMEM;
+	int rc = EmuIommu::create(cfg.iommu, &f->iommu_);
+	if (rc < 0)
+		return rc;
+	f->bar_words_ = cfg.bar0_size / 4;
+	f->bar_.reset(new (std::nothrow) uint32_t[f->bar_words_]());
+	if (!f->bar_)
+		return -ENOMEM;
+	f->name_ = cfg.name;
+	f->id_ = cfg.id;
+	f->delivery_ = cfg.delivery;
+	f->idle_sleep_ = cfg.poll_idle_sleep;
+	*out = std::move(f);
+	return 0;
+}
+
+EmuFunction::~EmuFunction()
+{
+	stop();
+}
+
+uint32_t EmuFunction::reg_read32(size_t offset) const noexcept
+{
+	if (offset % 4 != 0 || offset / 4 >= bar_words_)
+		return 0xffffffff;
+	return std::atomic_ref<uint32_t>(bar_[offset / 4]).load(std::memory_order_relaxed);
+}
+
+void EmuFunction::reg_write32(size_t offset, uint32_t value) noexcept
+{
+	if (offset % 4 != 0 || offset / 4 >= bar_words_)
+		return;
+	std::atomic_ref<uint32_t>(bar_[offset / 4]).store(value, std::memory_order_relaxed);
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+uint32_t EmuFunction::bar0_read32(size_t offset) const
+{
+	if (offset % 4 != 0 || offset / 4 >= bar_words_)
+		return 0xffffffff;
+	/* Acquire pairs with the device's release stores of registers it publishes (boot done). */
+	return std::atomic_ref<uint32_t>(bar_[offset / 4]).load(std::memory_order_acquire);
+}
+
+/* Hot path: no lock, no allocation, no system call (inline handlers aside). */
+void EmuFunction::bar0_write32(size_t offset, uint32_t value)
+{
+	if (offset % 4 != 0 || offset / 4 >= bar_words_)
+		return;
+	const size_t word = offset / 4;
+	std::atomic_ref<uint32_t> cell(bar_[word]);
+	/* Acquire pairs with the release store of the count in set_read_only/add_doorbell. */
+	const size_t nro = n_read_only_.load(std::memory_order_acquire);
+	for (size_t i = 0; i < nro; i++) {
+		if (read_only_[i].word != word)
+			continue;
+		const uint32_t m = read_only_[i].mask;
+		uint32_t old = cell.load(std::memory_order_relaxed);
+		/* The device may update its bits concurrently: merge with a CAS, not a blind store.
+		 */
+		while (!cell.compare_exchange_weak(old, (old & m) | (value & ~m),
+						   std::memory_order_release,
+						   std::memory_order_relaxed))
+			;
+		ring(word, value);
+		return;
+	}
+	/* Release: a device that reads this register after a doorbell sees what came before. */
+	cell.store(value, std::memory_order_release);
+	ring(word, value);
+}
+
+void EmuFunction::bar0_write64(size_t offset, uint64_t value)
+{
+	if (offset % 8 != 0 || offset / 4 + 1 >= bar_words_)
+		return;
+	/* The CPU stores the 8 bytes in memory order: the first word holds the low-address bytes.
+	 */
+	uint32_t w[2];
+	std::memcpy(w, &value, sizeof(w));
+	std::atomic_ref<uint32_t>(bar_[offset / 4]).store(w[0], std::memory_order_release);
+	std::atomic_ref<uint32_t>(bar_[offset / 4 + 1]).store(w[1], std::memory_order_release);
+	ring(offset / 4, value);
+}
+
+/* Hot path: linear scan of at most kMaxDoorbells entries, atomics only. */
+void EmuFunction::ring(size_t word, uint64_t value)
+{
+	const size_t n = n_doorbells_.load(std::memory_order_acquire);
+	for (size_t i = 0; i < n; i++) {
+		Doorbell &db = doorbells_[i];
+		if (db.word != word)
+			continue;
+		if (delivery_ == DoorbellDelivery::inline_call &&
+		    running_.load(std::memory_order_acquire)) {
+			delivered_.fetch_add(1, std::memory_order_relaxed);
+			db.handler(value);
+			return;
+		}
+		/* Release on both: the device thread that takes the pending bit with acquire sees
+		 * the value and every store the driver made before ringing (command entries). */
+		if (db.merge == DoorbellMerge::bitmask)
+			db.value.fetch_or(value, std::memory_order_release);
+		else
+			db.value.store(value, std::memory_order_release);
+		pending_.fetch_or(uint64_t{1} << i, std::memory_order_release);
+		return;
+	}
+}
+
+bool EmuFunction::drain()
+{
+	/* Acquire pairs with the release fetch_or in ring(). */
+	uint64_t mask = pending_.exchange(0, std::memory_order_acquire);
+	if (mask == 0)
+		return false;
+	while (mask != 0) {
+		const unsigned i = static_cast<unsigned>(__builtin_ctzll(mask));
+		mask &= mask - 1;
+		Doorbell &db = doorbells_[i];
+		uint64_t v;
+		if (db.merge == DoorbellMerge::bitmask) {
+			v = db.value.exchange(0, std::memory_order_acquire);
+			if (v == 0)
+				continue;
+		} else {
+			v = db.value.load(std::memory_order_acquire);
+		}
+		delivered_.fetch_add(1, std::memory_order_relaxed);
+		db.handler(v);
+	}
+	return true;
+}
+
+int EmuFunction::add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandler handler)
+{
+	if (offset % 4 != 0 || offset / 4 >= bar_words_ || !handler)
+		return -EINVAL;
+	std::lock_guard lk(control_);
+	if (running())
+		return -EBUSY;
+	const size_t n = n_doorbells_.load(std::memory_order_relaxed);
+	for (size_t i = 0; i < n; i++)
+		if (doorbells_[i].word == offset / 4)
+			return -EEXIST;
+	if (n == kMaxDoorbells)
+		return -ENOSPC;
+	doorbells_[n].word = offset / 4;
+	doorbells_[n].merge = merge;
+	doorbells_[n].handler = std::move(handler);
+	/* Release: a writer that sees the new count sees the entry filled in. */
+	n_doorbells_.store(n + 1, std::memory_order_release);
+	return 0;
+}
+
+int EmuFunction::set_read_only(size_t offset, uint32_t raw_mask)
+{
+	if (offset % 4 != 0 || offset / 4 >= bar_words_)
+		return -EINVAL;
+	std::lock_guard lk(control_);
+	if (running())
+		return -EBUSY;
+	const size_t n = n_read_only_.load(std::memory_order_relaxed);
+	for (size_t i = 0; i < n; i++) {
+		if (read_only_[i].word == offset / 4) {
+			read_only_[i].mask = raw_mask;
+			return 0;
+		}
+	}
+	if (n == kMaxReadOnly)
+		return -ENOSPC;
+	read_only_[n] = ReadOnly{offset / 4, raw_mask};
+	/* Release: publishes the entry to bar0_write32 on other threads. */
+	n_read_only_.store(n + 1, std::memory_order_release);
+	return 0;
+}
+
+int EmuFunction::start()
+{
+	std::lock_guard lk(control_);
+	if (running())
+		return -EALREADY;
+	if (delivery_ == DoorbellDelivery::inline_call) {
+		/* Running first: a doorbell rung during the drain is delivered inline, not lost. */
+		running_.store(true, std::memory_order_release);
+		drain();
+		return 0;
+	}
+	thread_stop_.store(false, std::memory_order_relaxed);
+	try {
+		thread_ = std::thread([this] { poll_loop(); });
+	} catch (const std::system_error &e) {
+		NICMR_LOG(error, "emu-bus", "%s: cannot start the device thread: %s", name_.c_str(),
+			  e.what());
+		return -EAGAIN;
+	}
+	running_.store(true, std::memory_order_release);
+	return 0;
+}
+
+void EmuFunction::stop()
+{
+	std::lock_guard lk(control_);
+	running_.store(false, std::memory_order_release);
+	if (thread_.joinable()) {
+		thread_stop_.store(true, std::memory_order_relaxed);
+		thread_.join();
+	}
+}
+
+void EmuFunction::poll_loop()
+{
+	/* A short spin keeps command latency low; then the thread sleeps so that an idle device
+	 * does not eat one of the machine's cores. */
+	constexpr unsigned kSpins = 2000;
+	unsigned idle = 0;
+	while (!thread_stop_.load(std::memory_order_relaxed)) {
+		if (drain()) {
+			idle = 0;
+			continue;
+		}
+		if (++idle < kSpins) {
+			std::this_thread::yield();
+			continue;
+		}
+		std::this_thread::sleep_for(idle_sleep_);
+	}
+}
+
+} // namespace nicmr::emu

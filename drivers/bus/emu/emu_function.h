@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * An emulated PCI function: the bus a device model plugs into.
+ *
+ *   driver                         EmuFunction                          device model
+ *   bar0_write32(off, v) --+--> BAR 0 memory (1 MiB)  <-- reg_read32/reg_write32 (device side)
+ *                          |    read-only masks (fw_rev, initializing, ...)
+ *                          +--> doorbell table --inline--> handler(value) on the ringing thread
+ *                          |                  \--thread--> pending bits -> poll thread -> handler
+ *   dma() = EmuIommu  <----------------------------------- dma_read/dma_write/pin (device side)
+ *
+ * BAR 0 holds the raw bytes the CPU stores, like a real BAR: byte order is the business of the
+ * driver and the device model. Each 32-bit word is accessed atomically (relaxed), so the driver
+ * and the device never race on a register.
+ *
+ * Doorbells. A device model registers the BAR offsets that are doorbells (add_doorbell) before
+ * the function is handed to a driver. A write to one is delivered:
+ *  - inline (DoorbellDelivery::inline_call): the handler runs on the writing thread before the
+ *    write returns; deterministic, for unit tests;
+ *  - by a device poll thread (DoorbellDelivery::poll_thread): the write only records the value
+ *    (OR-ed into a pending mask for DoorbellMerge::bitmask doorbells such as mlx5's cmd_dbell,
+ *    the latest value for DoorbellMerge::latest) and the thread calls the handler later, like an
+ *    asynchronous device. The thread spins briefly and then sleeps poll_idle_sleep between polls.
+ * stop() models a hung device: doorbells are still recorded but nothing is delivered until
+ * start(), so a driver waiting for a command must time out. Both modes honour it.
+ *
+ * Hot path: bar0_read32/bar0_write32/bar0_write64 take no lock, allocate nothing and make no
+ * system call (inline handlers are the device's own business).
+ */
+#ifndef NICMR_EMU_FUNCTION_H
+#define NICMR_EMU_FUNCTION_H
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "bus_pci.h"
+#include "emu_iommu.h"
+
+namespace nicmr::emu {
+
+enum class DoorbellDelivery {
+	inline_call, /* the handler runs on the thread that writes the doorbell */
+	poll_thread, /* a device thread polls recorded doorbells and runs the handlers */
+};
+
+enum class DoorbellMerge {
+	bitmask, /* pending writes are OR-ed (a slot bitmap, e.g. cmd_dbell) */
+	latest,	 /* the last written value wins (a producer counter) */
+};
+
+/* Called with the raw value the driver wrote (as the CPU stored it: no byte swap). */
+using DoorbellHandler = std::function<void(uint64_t value)>;
+
+struct EmuFunctionConfig {
+	std::string name = "emu:0";
+	bus::PciId id{0x15b3, 0x101d};	    /* Mellanox, ConnectX-6 Dx */
+	size_t bar0_size = size_t{1} << 20; /* bytes; a multiple of 4096, at least 4096 */
+	EmuIommuConfig iommu;
+	DoorbellDelivery delivery = DoorbellDelivery::inline_call;
+	/* Poll thread: sleep between idle polls (after a short spin). */
+	std::chrono::microseconds poll_idle_sleep{50};
+};
+
+class EmuFunction final : public bus::PciFunction {
+public:
+	static constexpr size_t kMaxDoorbells = 64;
+	static constexpr size_t kMaxReadOnly = 16;
+
+	/*
+	 * Creates a function in the stopped state (start() it once its device model has
+	 * registered its doorbells). Errors: -EINVAL (bad BAR size, bad IOMMU config, null out),
+	 * -ENOMEM.
+	 */
+	static int create(const EmuFunctionConfig &cfg, std::unique_ptr<EmuFunction> *out);
+	/* Stops the poll thread. The device model must outlive its handlers' last call: destroy
+	 * the function (or stop() it) before the model. */
+	~EmuFunction() override;
+	EmuFunction(const EmuFunction &) = delete;
+	EmuFunction &operator=(const EmuFunction &) = delete;
+
+	/* bus::PciFunction. Out-of-range or misaligned offsets read as all-ones (as a PCI master
+	 * abort does) and writes to them are dropped. */
+	const std::string &name() const override { return name_; }
+	bus::PciId id() const override { return id_; }
+	size_t bar0_size() const override { return bar_words_ * 4; }
+	uint32_t bar0_read32(size_t offset) const override;
+	void bar0_write32(size_t offset, uint32_t value) override;
+	void bar0_write64(size_t offset, uint64_t value) override;
+	mem::DmaMapper &dma() override { return *iommu_; }
+
+	/* Device side. */
+	EmuIommu &iommu() noexcept { return *iommu_; }
+	const EmuIommu &iommu() const noexcept { return *iommu_; }
+	DoorbellDelivery delivery() const noexcept { return delivery_; }
+	/* Register access that bypasses doorbells and read-only masks (the device's own view). */
+	uint32_t reg_read32(size_t offset) const noexcept;
+	void reg_write32(size_t offset, uint32_t value) noexcept;
+	/*
+	 * Makes the 32-bit register at offset a doorbell. Call before start() and before the
+	 * function is shared. Errors: -EINVAL (offset misaligned or outside BAR 0, empty
+	 * handler), -EEXIST (already a doorbell), -ENOSPC (kMaxDoorbells reached), -EBUSY
+	 * (running).
+	 */
+	int add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandler handler);
+	/*
+	 * Bits of the register at offset that the driver cannot change (raw mask, as stored).
+	 * Same rules and errors as add_doorbell (-ENOSPC past kMaxReadOnly; a second call for
+	 * the same offset replaces the mask).
+	 */
+	int set_read_only(size_t offset, uint32_t raw_mask);
+
+	/*
+	 * Starts delivering doorbells: recorded ones first (on the caller's thread in inline mode,
+	 * on the new poll thread otherwise). -EALREADY if running; -EAGAIN if the thread cannot
+	 * be started.
+	 */
+	int start();
+	/* Stops delivering; returns after any handler in progress on the poll thread has
+	 * returned. Doorbells written while stopped are recorded. Idempotent. */
+	void stop();
+	bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+	/* Doorbells delivered to handlers since creation. */
+	uint64_t doorbells_delivered() const noexcept
+	{
+		return delivered_.load(std::memory_order_relaxed);
+	}
+
+private:
+	struct Doorbell {
+		size_t word = 0;
+		DoorbellMerge merge = DoorbellMerge::bitmask;
+		DoorbellHandler handler;
+		std::atomic<uint64_t> value{0};
+	};
+	struct ReadOnly {
+		size_t word = 0;
+		uint32_t mask = 0;
+	};
+
+	EmuFunction() = default;
+	void ring(size_t word, uint64_t value);
+	/* Delivers every recorded doorbell once; true if any was. */
+	bool drain();
+	void poll_loop();
+
+	std::string name_;
+	bus::PciId id_{};
+	size_t bar_words_ = 0;
+	std::unique_ptr<uint32_t[]> bar_;
+	std::unique_ptr<EmuIommu> iommu_;
+	DoorbellDelivery delivery_ = DoorbellDelivery::inline_call;
+	std::chrono::microseconds idle_sleep_{50};
+
+	/* Written before start() only (add_doorbell/set_read_only refuse while running); the
+	 * release store of the counts publishes them to writers on other threads. */
+	std::array<Doorbell, kMaxDoorbells> doorbells_;
+	std::atomic<size_t> n_doorbells_{0};
+	std::array<ReadOnly, kMaxReadOnly> read_only_;
+	std::atomic<size_t> n_read_only_{0};
+
+	/* One bit per doorbell index with a recorded, undelivered value. */
+	std::atomic<uint64_t> pending_{0};
+	std::atomic<bool> running_{false};
+	std::atomic<bool> thread_stop_{false};
+	std::atomic<uint64_t> delivered_{0};
+	std::mutex control_; /* serialises start/stop and inline drains on start */
+	std::thread thread_;
+};
+
+} // namespace nicmr::emu
+
+#endif

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The mlx5 device model: a software ConnectX subset behind an emulated PCI function.
+ *
+ *   driver --BAR 0--> EmuFunction --cmd_dbell--> EmuMlx5Device::ring(slots)
+ *                                                  |  for each rung slot:
+ *                                                  |   read entry, gather input mailboxes  (IOMMU)
+ *                                                  |   execute(in, out)   <- the command decoder
+ *                                                  |   scatter output, status, ownership=0 (IOMMU)
+ *                                                  v
+ *        device state: HCA state, ISSI, pages given, caps, PDs, MkeyTable (emu_mlx5_mkey.h)
+ *
+ * Every PRM field is read and written through drivers/common/mlx5/mlx5_prm.h. The model reaches
+ * host memory only through the function's IOMMU; an access to an unmapped IOVA is a DMA fault
+ * (counted by the IOMMU, logged) and never a crash or a stray write. Every length, count and
+ * index a command carries is bounded before use.
+ *
+ * Thread safety: commands may be rung from any number of threads (inline delivery) or run on the
+ * device poll thread; one mutex serialises command execution (firmware-like: commands are slow
+ * path). The mkey table has its own reader/writer lock so that a data path can look keys up
+ * while commands run. doc/device-model.md lists defaults, limits, statuses and syndromes.
+ */
+#ifndef NICMR_EMU_MLX5_H
+#define NICMR_EMU_MLX5_H
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "emu_function.h"
+#include "emu_mlx5_mkey.h"
+
+namespace nicmr::emu {
+
+/*
+ * Syndromes the model reports with a failing status (cmd_hdr_out::syndrome). Real firmware
+ * syndromes are opaque 32-bit values; these are the model's own, one per cause, so that tests
+ * can tell causes apart. A driver should log them, not interpret them.
+ */
+enum class Syndrome : uint32_t {
+	none = 0,
+	bad_opcode = 0x0e000001,	      /* BAD_OP: opcode outside the subset */
+	bad_uid = 0x0e000002,		      /* BAD_PARAM: uid != 0 (no DEVX user contexts) */
+	bad_op_mod = 0x0e000003,	      /* BAD_PARAM */
+	bad_function_id = 0x0e000004,	      /* BAD_PARAM: only function 0, no embedded CPU */
+	input_too_short = 0x0e000005,	      /* BAD_INPUT_LEN */
+	output_too_short = 0x0e000006,	      /* BAD_OUTPUT_LEN */
+	dma_fault = 0x0e000007,		      /* INTERNAL_ERR: a mailbox or page IOVA is unmapped */
+	hca_disabled = 0x0e000010,	      /* BAD_SYS_STATE: before ENABLE_HCA */
+	hca_already_enabled = 0x0e000011,     /* BAD_SYS_STATE */
+	hca_not_initialized = 0x0e000012,     /* BAD_SYS_STATE: before INIT_HCA */
+	hca_already_initialized = 0x0e000013, /* BAD_SYS_STATE */
+	pages_missing = 0x0e000014,	      /* NO_RESOURCES: boot/init pages not given yet */
+	issi_unsupported = 0x0e000020,	      /* BAD_PARAM */
+	cap_type_unsupported = 0x0e000021, /* BAD_PARAM: also the nicmr_ext type (no extensions) */
+	cap_exceeds_max = 0x0e000022,	   /* BAD_PARAM: SET_HCA_CAP above the maximum */
+	page_unaligned = 0x0e000030,	   /* BAD_PARAM */
+	page_duplicate = 0x0e000031,	   /* BAD_PARAM: given twice */
+	page_limit = 0x0e000032,	   /* EXCEED_LIM: more than max_pages */
+	pd_table_full = 0x0e000040,	   /* EXCEED_LIM */
+	pd_out_of_range = 0x0e000041,	   /* BAD_INDEX */
+	pd_not_allocated = 0x0e000042,	   /* BAD_RES_STATE */
+	pd_in_use = 0x0e000043,		   /* RESOURCE_BUSY: mkeys still reference it */
+	mkey_table_full = 0x0e000050,	   /* EXCEED_LIM */
+	mkey_index_out_of_range = 0x0e000051, /* BAD_INDEX: 0 or >= 2^log_max_mkey */
+	mkey_index_in_use = 0x0e000052,	      /* BAD_RES_STATE: CREATE_MKEY at a live index */
+	mkey_not_found = 0x0e000053,	      /* BAD_RES_STATE: QUERY/DESTROY of a free index */
+	mkey_by_name_disabled = 0x0e000054,   /* BAD_PARAM: index asked for, capability off */
+	mkey_access_mode = 0x0e000055,	      /* BAD_PARAM: only MTT and KLM */
+	mkey_page_size = 0x0e000056,	      /* BAD_PARAM: MTT log_page_size outside [12, 30] */
+	mkey_translations = 0x0e000057,	      /* BAD_PARAM: actual size above the mkey's size */
+	mkey_translations_limit = 0x0e000058, /* EXCEED_LIM: size above the per-mkey limit */
+	mkey_range = 0x0e000059,	      /* BAD_PARAM: [start, start+len) not covered */
+	mkey_umem = 0x0e00005a,		      /* BAD_PARAM: mkey_umem_valid (no UMEM support) */
+	mkey_budget = 0x0e00005b,	      /* EXCEED_LIM: translation memory budget used up */
+	teardown_profile = 0x0e000060,	      /* BAD_PARAM: neither graceful nor force close */
+};
+
+/* HCA life cycle, firmware order: reset -ENABLE-> enabled -INIT-> initialized -TEARDOWN-> enabled
+ * -DISABLE-> reset. */
+enum class HcaState { reset, enabled, initialized };
+
+struct EmuConfig {
+	std::string name = "emu:0";
+	bus::PciId id{0x15b3, 0x101d}; /* ConnectX-6 Dx */
+	size_t bar0_size = size_t{1} << 20;
+	EmuIommuConfig iommu;
+	DoorbellDelivery delivery = DoorbellDelivery::inline_call;
+	std::chrono::microseconds poll_idle_sleep{50};
+	/* Time from power-on until the initializing bit clears; 0 = cleared before create returns.
+	 */
+	std::chrono::microseconds boot_delay{0};
+	/* Start doorbell delivery at creation (else call function().start()). */
+	bool start = true;
+
+	uint16_t fw_rev_major = 22, fw_rev_minor = 36, fw_rev_subminor = 1010;
+	uint32_t log_max_mkey = 16; /* 1..24: mkey indices 1 .. 2^n - 1 (0 is never handed out) */
+	uint32_t log_max_pd = 16;   /* 1..24: PD numbers 1 .. 2^n - 1 */
+	uint32_t ports = 2;	    /* 1..2 */
+	uint32_t boot_pages = 8;    /* pages QUERY_PAGES(boot) asks for */
+	uint32_t init_pages = 16;   /* more pages QUERY_PAGES(init) asks for */
+	uint32_t regular_pages = 0; /* more pages QUERY_PAGES(regular) asks for after INIT_HCA */
+	uint32_t max_pages = 1u << 18;	     /* pages the device accepts in all (1 GiB) */
+	uint32_t log_max_klm_list_size = 16; /* translations per mkey (MTT or KLM), 1..30 */
+	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
+	bool mkey_by_name = true; /* CREATE_MKEY at a chosen index (max and current cap) */
+};
+
+/* Counters for tests and logs. */
+struct EmuStats {
+	uint64_t commands = 0;	      /* commands completed (any status) */
+	uint64_t commands_failed = 0; /* completed with a status other than OK */
+	uint64_t delivery_errors = 0; /* completed with a delivery status other than OK */
+	uint64_t dropped = 0; /* rung but not executable: entry unreadable, not device-owned,
+				 slot beyond the queue, device booting or queue unset */
+};
+
+/* Result of one decoded command. */
+struct CmdResult {
+	uint8_t status = 0;
+	uint32_t syndrome = 0;
+};
+
+class EmuMlx5Device {
+public:
+	/* Bounds on a command: input and output up to 16 inline bytes plus this many mailboxes. */
+	static constexpr size_t kMaxMailboxBlocks = 1024;
+	static constexpr size_t kMaxCmdLen = 16 + kMaxMailboxBlocks * 512;
+
+	/*
+	 * Powers a device model on in fn (which must be stopped and outlive the model): publishes
+	 * the init segment with initializing = 1, registers cmd_dbell, and boots (see
+	 * EmuConfig::boot_delay; without a timer thread it boots at once). Errors: -EINVAL
+	 * (config out of range, BAR 0 too small), -EBUSY (fn running), -EEXIST (fn already hosts
+	 * a device), -ENOSPC (fn's doorbell table full); on error fn is left as it was. fn must be
+	 * stopped before the model is destroyed and not started again afterwards.
+	 */
+	static int create(EmuFunction &fn, const EmuConfig &cfg,
+			  std::unique_ptr<EmuMlx5Device> *out);
+	~EmuMlx5Device();
+	EmuMlx5Device(const EmuMlx5Device &) = delete;
+	EmuMlx5Device &operator=(const EmuMlx5Device &) = delete;
+
+	/*
+	 * The command decoder: executes one command held in flat buffers (as gathered from the
+	 * entry and its mailboxes). Writes the output, status and syndrome into out (out_len is
+	 * the driver's output length; out must hold at least max(out_len, 16) bytes). Any bytes
+	 * are accepted; nothing in them can crash the device. Thread-safe.
+	 */
+	CmdResult execute(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+
+	/* What the cmd_dbell handler runs: executes every device-owned slot in raw_mask (the
+	 * doorbell value as the CPU stored it). Thread-safe. */
+	void ring(uint64_t raw_mask);
+
+	bool booted() const noexcept { return booted_.load(std::memory_order_acquire); }
+	HcaState hca_state() const;
+	uint16_t issi() const;
+	/* Pages given and not taken back. */
+	size_t pages_given() const;
+	uint32_t pds_allocated() const;
+	EmuStats stats() const;
+	/* Device-side DMA faults (the IOMMU's counter). */
+	uint64_t dma_faults() const noexcept { return fn_.iommu().dma_faults(); }
+	const EmuConfig &config() const noexcept { return cfg_; }
+	MkeyTable &mkeys() noexcept { return mkeys_; }
+	const MkeyTable &mkeys() const noexcept { return mkeys_; }
+	/* Consistency of the device state (accounting, references); for tests and fuzzing. */
+	bool check_invariants() const;
+
+private:
+	struct Pd {
+		uint32_t mkeys = 0; /* live mkeys that name this PD */
+	};
+
+	EmuMlx5Device(EmuFunction &fn, const EmuConfig &cfg);
+	void publish_init_segment();
+	void finish_boot();
+	void run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride);
+	void count(const CmdResult &r);
+
+	/* The decoder proper, with lock_ held. */
+	CmdResult execute_locked(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	/* Command handlers, run with lock_ held. */
+	CmdResult cmd_enable_hca(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_disable_hca(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_issi(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_set_issi(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_pages(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_manage_pages(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_hca_cap(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_set_hca_cap(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_init_hca(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_teardown_hca(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_alloc_pd(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_dealloc_pd(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_create_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+
+	/* Pages the device needs in all at this point of its life (stage: query_pages_op_mod). */
+	uint64_t pages_required(uint16_t stage) const;
+	void release_resources();
+
+	EmuFunction &fn_;
+	EmuConfig cfg_;
+	std::atomic<bool> booted_{false};
+	std::thread boot_thread_;
+	std::mutex boot_lock_;
+	std::condition_variable boot_cv_;
+	bool boot_cancel_ = false; /* guarded by boot_lock_ */
+
+	mutable std::mutex lock_; /* serialises commands; guards everything below */
+	HcaState state_ = HcaState::reset;
+	uint16_t issi_ = 0;
+	std::unordered_set<uint64_t> pages_;
+	std::array<uint8_t, 4096> caps_general_max_{}, caps_general_cur_{};
+	std::array<uint8_t, 4096> caps_atomic_max_{}, caps_atomic_cur_{};
+	std::unordered_map<uint32_t, Pd> pds_;
+	uint32_t pd_next_ = 1;
+	uint64_t translation_bytes_ = 0; /* stored translations of all mkeys */
+	EmuStats stats_;
+
+	MkeyTable mkeys_;
+};
+
+/* A whole emulated device: the PCI function and the model it hosts. */
+class EmuMlx5 {
+public:
+	/* Stops delivery, then destroys the model, then the function. */
+	~EmuMlx5();
+	bus::PciFunction &function() noexcept { return *fn_; }
+	EmuFunction &emu_function() noexcept { return *fn_; }
+	EmuIommu &iommu() noexcept { return fn_->iommu(); }
+	EmuMlx5Device &device() noexcept { return *dev_; }
+
+private:
+	friend int emu_mlx5_create(const EmuConfig &cfg, std::unique_ptr<EmuMlx5> *out);
+	EmuMlx5() = default;
+	std::unique_ptr<EmuFunction> fn_;
+	std::unique_ptr<EmuMlx5Device> dev_;
+};
+
+/*
+ * Creates an emulated ConnectX in one call: function, IOMMU, model; delivery started unless
+ * cfg.start is false. Errors: those of EmuFunction::create and EmuMlx5Device::create.
+ */
+int emu_mlx5_create(const EmuConfig &cfg, std::unique_ptr<EmuMlx5> *out);
+
+} // namespace nicmr::emu
+
+#endif

@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Power-on, boot and the command queue of the mlx5 device model: how a command gets from the
+ * driver's memory to the decoder (emu_mlx5_cmd.cpp) and back.
+ *
+ *   entry (64 B, slot << log_stride) --- input_mailbox_ptr --> [data 512 | next | block_num |
+ * token] inline input 16 B + mailbox data ... = input (in_len bytes)  --> execute() output -->
+ * inline output 16 B + output mailboxes' data; then status, ownership = 0
+ *
+ * Protocol faults (wrong type, token or block number, misaligned mailbox, a length beyond
+ * kMaxCmdLen) complete the entry with a delivery status and run nothing. A mailbox that cannot
+ * be reached through the IOMMU completes the command with INTERNAL_ERR / dma_fault.
+ */
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <new>
+#include <system_error>
+
+#include "emu_mlx5.h"
+#include "mlx5_prm.h"
+#include "nicmr_log.h"
+
+namespace nicmr::emu {
+
+namespace prm = nicmr::mlx5::prm;
+
+namespace {
+
+/* Register helpers: a field of the init segment read or written in its BAR word. */
+uint32_t reg_get(const EmuFunction &fn, prm::Field f)
+{
+	uint32_t raw = fn.reg_read32(prm::dword_byte_offset(f));
+	return static_cast<uint32_t>(prm::get(&raw, prm::in_dword(f)));
+}
+
+void reg_set(EmuFunction &fn, prm::Field f, uint64_t v)
+{
+	const size_t off = prm::dword_byte_offset(f);
+	uint32_t raw = fn.reg_read32(off);
+	prm::set(&raw, prm::in_dword(f), v);
+	fn.reg_write32(off, raw);
+}
+
+/* The raw (as stored) mask of the bits of f inside its BAR word. */
+uint32_t raw_mask(prm::Field f)
+{
+	uint32_t raw = 0;
+	prm::set(&raw, prm::in_dword(f), ~uint64_t{0});
+	return raw;
+}
+
+size_t blocks_for(size_t len)
+{
+	const size_t in_entry = prm::cmdq_entry::inline_size;
+	return len <= in_entry
+		       ? 0
+		       : (len - in_entry + prm::mailbox::data_size - 1) / prm::mailbox::data_size;
+}
+
+} // namespace
+
+EmuMlx5Device::EmuMlx5Device(EmuFunction &fn, const EmuConfig &cfg)
+    : fn_(fn), cfg_(cfg), mkeys_(cfg.log_max_mkey)
+{}
+
+int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
+			  std::unique_ptr<EmuMlx5Device> *out)
+{
+	if (out == nullptr || cfg.log_max_mkey < 1 || cfg.log_max_mkey > 24 || cfg.log_max_pd < 1 ||
+	    cfg.log_max_pd > 24 || cfg.ports < 1 || cfg.ports > 2 ||
+	    cfg.log_max_klm_list_size < 1 || cfg.log_max_klm_list_size > 30 ||
+	    fn.bar0_size() < prm::init_seg::size ||
+	    uint64_t{cfg.boot_pages} + cfg.init_pages + cfg.regular_pages > cfg.max_pages)
+		return -EINVAL;
+	if (fn.running())
+		return -EBUSY;
+	std::unique_ptr<EmuMlx5Device> d(new EmuMlx5Device(fn, cfg));
+	EmuMlx5Device *self = d.get();
+	int rc = fn.add_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell),
+				 DoorbellMerge::bitmask, [self](uint64_t v) { self->ring(v); });
+	if (rc < 0)
+		return rc;
+	d->publish_init_segment();
+	/* Nothing below may fail: the doorbell now points at this device. */
+	if (cfg.boot_delay.count() == 0) {
+		d->finish_boot();
+	} else {
+		try {
+			d->boot_thread_ = std::thread([self] {
+				std::unique_lock lk(self->boot_lock_);
+				if (self->boot_cv_.wait_for(lk, self->cfg_.boot_delay,
+							    [self] { return self->boot_cancel_; }))
+					return;
+				lk.unlock();
+				self->finish_boot();
+			});
+		} catch (const std::system_error &e) {
+			NICMR_LOG(warn, "emu-mlx5", "%s: no boot timer thread (%s): booting now",
+				  cfg.name.c_str(), e.what());
+			d->finish_boot();
+		}
+	}
+	*out = std::move(d);
+	return 0;
+}
+
+EmuMlx5Device::~EmuMlx5Device()
+{
+	{
+		std::lock_guard lk(boot_lock_);
+		boot_cancel_ = true;
+	}
+	boot_cv_.notify_all();
+	if (boot_thread_.joinable())
+		boot_thread_.join();
+}
+
+void EmuMlx5Device::publish_init_segment()
+{
+	namespace is = prm::init_seg;
+	reg_set(fn_, is::fw_rev_major, cfg_.fw_rev_major);
+	reg_set(fn_, is::fw_rev_minor, cfg_.fw_rev_minor);
+	reg_set(fn_, is::fw_rev_subminor, cfg_.fw_rev_subminor);
+	reg_set(fn_, is::cmdif_rev, is::cmdif_rev_supported);
+	/* Firmware's queue geometry: 32 entries of 64 bytes, as ConnectX reports it. */
+	reg_set(fn_, is::log_cmdq_size, 5);
+	reg_set(fn_, is::log_cmdq_stride, 6);
+	reg_set(fn_, is::initializing, 1);
+
+	/* What firmware owns, the driver cannot overwrite: the revision words, the queue
+	 * geometry bits of cmdq_addr_l, the initializing word, the health counter. */
+	fn_.set_read_only(prm::dword_byte_offset(is::fw_rev_minor), ~uint32_t{0});
+	fn_.set_read_only(prm::dword_byte_offset(is::cmdif_rev), ~uint32_t{0});
+	fn_.set_read_only(prm::dword_byte_offset(is::cmdq_addr_l),
+			  raw_mask(is::log_cmdq_size) | raw_mask(is::log_cmdq_stride));
+	fn_.set_read_only(prm::dword_byte_offset(is::initializing), ~uint32_t{0});
+	fn_.set_read_only(prm::dword_byte_offset(is::health_syndrome), ~uint32_t{0});
+	fn_.set_read_only(prm::dword_byte_offset(is::health_counter), ~uint32_t{0});
+
+	/* Capabilities: maxima from the config; "current" starts equal to them. */
+	namespace hc = prm::hca_cap;
+	uint8_t *g = caps_general_max_.data();
+	prm::set(g, hc::log_max_mkey, cfg_.log_max_mkey);
+	prm::set(g, hc::log_max_pd, cfg_.log_max_pd);
+	prm::set(g, hc::num_ports, cfg_.ports);
+	prm::set(g, hc::log_max_klm_list_size, cfg_.log_max_klm_list_size);
+	prm::set(g, hc::mkey_by_name, cfg_.mkey_by_name ? 1 : 0);
+	prm::set(g, hc::log_max_mrw_sz, 64);
+	prm::set(g, hc::max_indirection, 4);
+	prm::set(g, hc::log_max_msg, 30);
+	prm::set(g, hc::log_pg_sz, 12);
+	prm::set(g, hc::umr_extended_translation_offset, 1);
+	prm::set(g, hc::umr_ptr_rlkey, 0);
+	prm::set(g, hc::umr_fence, 0);
+	prm::set(g, hc::null_mkey, 0);
+	prm::set(g, hc::atomic, 1);
+	prm::set(g, hc::rc, 1);
+	prm::set(g, hc::log_max_atomic_size_qp, 3);
+	/* No QPs or CQs yet: their maxima stay 0 until the data path is modelled. */
+	caps_general_cur_ = caps_general_max_;
+
+	namespace ac = prm::atomic_cap;
+	uint8_t *a = caps_atomic_max_.data();
+	prm::set(a, ac::atomic_operations, prm::atomic_ops::cmp_swap | prm::atomic_ops::fetch_add);
+	prm::set(a, ac::atomic_size_qp, 1u << 3); /* 8-byte operands */
+	prm::set(a, ac::atomic_req_8B_endianness_mode, 0);
+	caps_atomic_cur_ = caps_atomic_max_;
+}
+
+void EmuMlx5Device::finish_boot()
+{
+	booted_.store(true, std::memory_order_release);
+	reg_set(fn_, prm::init_seg::initializing, 0);
+	/* Release: a driver that reads initializing == 0 with acquire (bar0_read32) sees the
+	 * init segment the device published before it. */
+	std::atomic_thread_fence(std::memory_order_release);
+	NICMR_LOG(info, "emu-mlx5", "%s: booted, fw %u.%u.%u", cfg_.name.c_str(), cfg_.fw_rev_major,
+		  cfg_.fw_rev_minor, cfg_.fw_rev_subminor);
+}
+
+HcaState EmuMlx5Device::hca_state() const
+{
+	std::lock_guard lk(lock_);
+	return state_;
+}
+
+uint16_t EmuMlx5Device::issi() const
+{
+	std::lock_guard lk(lock_);
+	return issi_;
+}
+
+size_t EmuMlx5Device::pages_given() const
+{
+	std::lock_guard lk(lock_);
+	return pages_.size();
+}
+
+uint32_t EmuMlx5Device::pds_allocated() const
+{
+	std::lock_guard lk(lock_);
+	return static_cast<uint32_t>(pds_.size());
+}
+
+EmuStats EmuMlx5Device::stats() const
+{
+	std::lock_guard lk(lock_);
+	return stats_;
+}
+
+void EmuMlx5Device::count(const CmdResult &r)
+{
+	stats_.commands++;
+	if (r.status != prm::status::ok)
+		stats_.commands_failed++;
+}
+
+CmdResult EmuMlx5Device::execute(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len)
+{
+	std::lock_guard lk(lock_);
+	CmdResult r = execute_locked(in, in_len, out, out_len);
+	count(r);
+	return r;
+}
+
+void EmuMlx5Device::ring(uint64_t raw)
+{
+	uint32_t raw32 = static_cast<uint32_t>(raw);
+	uint32_t slots =
+		static_cast<uint32_t>(prm::get(&raw32, prm::in_dword(prm::init_seg::cmd_dbell)));
+	if (!booted()) {
+		/* A ConnectX ignores the command interface while it boots: the driver must wait
+		 * for initializing to clear, or time out. */
+		std::lock_guard lk(lock_);
+		stats_.dropped += static_cast<uint64_t>(__builtin_popcount(slots));
+		NICMR_LOG(warn, "emu-mlx5", "%s: doorbell 0x%x while booting: ignored",
+			  cfg_.name.c_str(), slots);
+		return;
+	}
+	const uint64_t h = reg_get(fn_, prm::init_seg::cmdq_addr_h);
+	const uint64_t l = reg_get(fn_, prm::init_seg::cmdq_addr_l);
+	const uint64_t cmdq = prm::init_seg::cmdq_addr(h, l);
+	const uint32_t log_sz = reg_get(fn_, prm::init_seg::log_cmdq_size);
+	const uint32_t log_stride = reg_get(fn_, prm::init_seg::log_cmdq_stride);
+	const uint32_t nslots = log_sz >= 5 ? 32 : 1u << log_sz;
+	while (slots != 0) {
+		const uint32_t slot = static_cast<uint32_t>(__builtin_ctz(slots));
+		slots &= slots - 1;
+		std::lock_guard lk(lock_);
+		if (slot >= nslots) {
+			stats_.dropped++;
+			NICMR_LOG(warn, "emu-mlx5", "%s: doorbell for slot %u beyond %u slots",
+				  cfg_.name.c_str(), slot, nslots);
+			continue;
+		}
+		run_slot(cmdq, slot, log_stride);
+	}
+}
+
+void EmuMlx5Device::run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride)
+{
+	namespace ce = prm::cmdq_entry;
+	namespace mb = prm::mailbox;
+	EmuIommu &mmu = fn_.iommu();
+	const uint64_t entry_iova = cmdq + prm::cmdq_entry::slot_offset(slot, log_stride);
+	uint8_t e[ce::size];
+	if (mmu.dma_read(entry_iova, e, sizeof(e)) < 0) {
+		stats_.dropped++;
+		return;
+	}
+	if (prm::get(e, ce::ownership) != ce::owner_hw) {
+		/* Not handed to the device: a real device ignores it too. */
+		stats_.dropped++;
+		return;
+	}
+	const uint64_t token = prm::get(e, ce::token);
+	const uint64_t in_len = prm::get(e, ce::input_length);
+	const uint64_t out_len = prm::get(e, ce::output_length);
+	uint32_t delivery = prm::delivery_status::ok;
+	CmdResult r{};
+	bool dma_failed = false;
+
+	std::vector<uint8_t> in, out;
+	std::vector<uint64_t> out_blocks;
+	if (prm::get(e, ce::type) != ce::type_pcie)
+		delivery = prm::delivery_status::bad_command_type;
+	else if (in_len > kMaxCmdLen)
+		delivery = prm::delivery_status::input_length_err;
+	else if (out_len > kMaxCmdLen)
+		delivery = prm::delivery_status::output_length_err;
+
+	/* Gather the input: inline bytes, then one mailbox per 512 bytes, the chain cut at the
+	 * number of blocks the length needs (a cycle or an endless chain cannot hold the device).
+	 */
+	if (delivery == prm::delivery_status::ok) {
+		in.assign(std::max<size_t>(in_len, ce::inline_size), 0);
+		std::memcpy(in.data(), e + ce::inline_input, ce::inline_size);
+		uint64_t ptr = prm::get(e, ce::input_mailbox_ptr);
+		const size_t nblk = blocks_for(in_len);
+		std::vector<uint8_t> blk(mb::size);
+		for (size_t i = 0; i < nblk; i++) {
+			if (ptr % mb::align != 0) {
+				delivery = prm::delivery_status::input_ptr_align_err;
+				break;
+			}
+			if (mmu.dma_read(ptr, blk.data(), mb::size) < 0) {
+				dma_failed = true;
+				break;
+			}
+			if (prm::get(blk.data(), mb::block_num) != i) {
+				delivery = prm::delivery_status::bad_block_number;
+				break;
+			}
+			if (prm::get(blk.data(), mb::token) != token) {
+				delivery = prm::delivery_status::token_err;
+				break;
+			}
+			const size_t at = ce::inline_size + i * mb::data_size;
+			std::memcpy(in.data() + at, blk.data(),
+				    std::min<size_t>(mb::data_size, in_len - at));
+			ptr = prm::get(blk.data(), mb::next_ptr);
+		}
+	}
+	/* Walk the output chain before running anything, so that a command whose output cannot
+	 * be delivered never changes device state. Only the control words are read. */
+	if (delivery == prm::delivery_status::ok && !dma_failed) {
+		uint64_t ptr = prm::get(e, ce::output_mailbox_ptr);
+		const size_t nblk = blocks_for(out_len);
+		out_blocks.reserve(nblk);
+		uint8_t ctl[mb::size - mb::data_size];
+		for (size_t i = 0; i < nblk; i++) {
+			if (ptr % mb::align != 0) {
+				delivery = prm::delivery_status::output_ptr_align_err;
+				break;
+			}
+			if (mmu.dma_read(ptr + mb::data_size, ctl, sizeof(ctl)) < 0) {
+				dma_failed = true;
+				break;
+			}
+			/* The control fields are read in place: offsets relative to the block. */
+			uint8_t whole[mb::size] = {};
+			std::memcpy(whole + mb::data_size, ctl, sizeof(ctl));
+			if (prm::get(whole, mb::block_num) != i) {
+				delivery = prm::delivery_status::bad_block_number;
+				break;
+			}
+			if (prm::get(whole, mb::token) != token) {
+				delivery = prm::delivery_status::token_err;
+				break;
+			}
+			out_blocks.push_back(ptr);
+			ptr = prm::get(whole, mb::next_ptr);
+		}
+	}
+
+	/* Sized only once the length is known to be within kMaxCmdLen. */
+	out.assign(delivery == prm::delivery_status::ok ? std::max<size_t>(out_len, ce::inline_size)
+							: ce::inline_size,
+		   0);
+	if (delivery != prm::delivery_status::ok) {
+		stats_.delivery_errors++;
+		NICMR_LOG(warn, "emu-mlx5", "%s: slot %u: delivery status 0x%x", cfg_.name.c_str(),
+			  slot, delivery);
+	} else if (dma_failed) {
+		r = CmdResult{prm::status::internal_err,
+			      static_cast<uint32_t>(Syndrome::dma_fault)};
+		prm::set(out.data(), prm::cmd_hdr_out::status, r.status);
+		prm::set(out.data(), prm::cmd_hdr_out::syndrome, r.syndrome);
+		count(r);
+	} else {
+		r = execute_locked(in.data(), in_len, out.data(), out_len);
+		count(r);
+		for (size_t i = 0; i < out_blocks.size(); i++) {
+			const size_t at = ce::inline_size + i * mb::data_size;
+			const size_t n = std::min<size_t>(mb::data_size, out_len - at);
+			if (mmu.dma_write(out_blocks[i], out.data() + at, n) < 0) {
+				/* Unmapped under our feet: the output is lost, say so. */
+				r = CmdResult{prm::status::internal_err,
+					      static_cast<uint32_t>(Syndrome::dma_fault)};
+				prm::set(out.data(), prm::cmd_hdr_out::status, r.status);
+				prm::set(out.data(), prm::cmd_hdr_out::syndrome, r.syndrome);
+				break;
+			}
+		}
+	}
+	if (delivery == prm::delivery_status::ok &&
+	    mmu.dma_write(entry_iova + ce::inline_output, out.data(), ce::inline_size) < 0) {
+		stats_.dropped++;
+		return;
+	}
+	/* Status and ownership share the last byte: compose it, then hand the entry back. */
+	prm::set(e, ce::status, delivery);
+	prm::set(e, ce::ownership, ce::owner_sw);
+	const size_t last = prm::byte_offset(ce::ownership);
+	if (mmu.dma_store8_release(entry_iova + last, e[last]) < 0)
+		stats_.dropped++;
+}
+
+EmuMlx5::~EmuMlx5()
+{
+	/* No handler may run once the model is gone: stop delivery first. */
+	if (fn_)
+		fn_->stop();
+	dev_.reset();
+	fn_.reset();
+}
+
+int emu_mlx5_create(const EmuConfig &cfg, std::unique_ptr<EmuMlx5> *out)
+{
+	if (out == nullptr)
+		return -EINVAL;
+	EmuFunctionConfig fc;
+	fc.name = cfg.name;
+	fc.id = cfg.id;
+	fc.bar0_size = cfg.bar0_size;
+	fc.iommu = cfg.iommu;
+	if (fc.iommu.name == EmuIommuConfig{}.name)
+		fc.iommu.name = cfg.name + "-iommu";
+	fc.delivery = cfg.delivery;
+	fc.poll_idle_sleep = cfg.poll_idle_sleep;
+	std::unique_ptr<EmuMlx5> e(new (std::nothrow) EmuMlx5());
+	if (!e)
+		return -ENOMEM;
+	int rc = EmuFunction::create(fc, &e->fn_);
+	if (rc < 0)
+		return rc;
+	rc = EmuMlx5Device::create(*e->fn_, cfg, &e->dev_);
+	if (rc < 0)
+		return rc;
+	if (cfg.start) {
+		rc = e->fn_->start();
+		if (rc < 0)
+			return rc;
+	}
+	*out = std::move(e);
+	return 0;
+}
+
+} // namespace nicmr::emu

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The emulated IOMMU: mapping rules, device accesses, faults. */
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "emu_iommu.h"
+#include "test_emu_harness.h"
+
+namespace nicmr::emu {
+namespace {
+
+using test::HostMem;
+
+std::unique_ptr<EmuIommu> make(EmuIommuConfig cfg = {})
+{
+	std::unique_ptr<EmuIommu> m;
+	EXPECT_EQ(EmuIommu::create(cfg, &m), 0);
+	return m;
+}
+
+TEST(EmuIommu, DefaultRangesAreVtd48BitsWithoutTheMsiWindow)
+{
+	auto m = make();
+	auto r = m->iova_ranges();
+	ASSERT_EQ(r.size(), 2u);
+	EXPECT_EQ(r[0].start, 0u);
+	EXPECT_EQ(r[0].last, 0xfedfffffu);
+	EXPECT_EQ(r[1].start, 0xfef00000u);
+	EXPECT_EQ(r[1].last, (uint64_t{1} << 48) - 1);
+	EXPECT_EQ(m->min_page_size(), 4096u);
+}
+
+TEST(EmuIommu, CreateRejectsBadConfig)
+{
+	std::unique_ptr<EmuIommu> m;
+	EmuIommuConfig c;
+	c.page_size = 6000;
+	EXPECT_EQ(EmuIommu::create(c, &m), -EINVAL);
+	c = {};
+	c.page_size = 2048;
+	EXPECT_EQ(EmuIommu::create(c, &m), -EINVAL);
+	c = {};
+	c.ranges = {{0x10000, 0x1ffff}, {0x18000, 0x2ffff}}; /* overlapping */
+	EXPECT_EQ(EmuIommu::create(c, &m), -EINVAL);
+	c.ranges = {{0x10000, 0x10fff + 1}}; /* last not at a page end */
+	EXPECT_EQ(EmuIommu::create(c, &m), -EINVAL);
+	c = {};
+	c.max_mappings = 0;
+	EXPECT_EQ(EmuIommu::create(c, &m), -EINVAL);
+	EXPECT_EQ(EmuIommu::create({}, nullptr), -EINVAL);
+	EXPECT_EQ(m, nullptr);
+}
+
+TEST(EmuIommu, MapRejectsMisalignedOrEmptyArguments)
+{
+	HostMem mem(1 << 20);
+	auto m = make();
+	EXPECT_EQ(m->dma_map(mem.data(), 0x100000, 0), -EINVAL);
+	EXPECT_EQ(m->dma_map(mem.data() + 8, 0x100000, 4096), -EINVAL);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x100008, 4096), -EINVAL);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x100000, 4095), -EINVAL);
+	EXPECT_EQ(m->dma_map(nullptr, 0x100000, 4096), -EINVAL);
+	EXPECT_EQ(m->mapping_count(), 0u);
+}
+
+TEST(EmuIommu, MapRejectsIovasOutsideTheValidRanges)
+{
+	HostMem mem(1 << 20);
+	auto m = make();
+	EXPECT_EQ(m->dma_map(mem.data(), 0xfee00000, 4096), -ERANGE);
+	/* Straddles the start of the MSI window. */
+	EXPECT_EQ(m->dma_map(mem.data(), 0xfedff000, 8192), -ERANGE);
+	EXPECT_EQ(m->dma_map(mem.data(), uint64_t{1} << 48, 4096), -ERANGE);
+	EXPECT_EQ(m->dma_map(mem.data(), 0xfffffffffffff000ull, 8192), -ERANGE);
+	EXPECT_EQ(m->dma_map(mem.data(), 0xfedff000, 4096), 0);
+	EXPECT_EQ(m->dma_map(mem.data() + 4096, 0xfef00000, 4096), 0);
+
+	EmuIommuConfig c;
+	c.ranges = {{0x200000, 0x2fffff}};
+	auto small = make(c);
+	EXPECT_EQ(small->dma_map(mem.data(), 0x1ff000, 4096), -ERANGE);
+	EXPECT_EQ(small->dma_map(mem.data(), 0x2ff000, 8192), -ERANGE);
+	EXPECT_EQ(small->dma_map(mem.data(), 0x2ff000, 4096), 0);
+}
+
+TEST(EmuIommu, MapRejectsOverlapOnEitherSide)
+{
+	HostMem mem(1 << 20);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x110000, 0x10000), 0);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x10f000, 0x2000), -EEXIST);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x11f000, 0x2000), -EEXIST);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x100000, 0x40000), -EEXIST);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x114000, 0x1000), -EEXIST);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x120000, 0x1000), 0); /* adjacent is fine */
+	EXPECT_EQ(m->dma_map(mem.data(), 0x10f000, 0x1000), 0);
+	EXPECT_EQ(m->mapping_count(), 3u);
+}
+
+TEST(EmuIommu, MappingLimitGivesEnospc)
+{
+	HostMem mem(1 << 20);
+	EmuIommuConfig c;
+	c.max_mappings = 2;
+	auto m = make(c);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x200000, 4096), 0);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x300000, 4096), -ENOSPC);
+	EXPECT_EQ(m->dma_unmap(0x100000, 4096), 0);
+	EXPECT_EQ(m->dma_map(mem.data(), 0x300000, 4096), 0);
+}
+
+TEST(EmuIommu, UnmapNeedsTheExactMapping)
+{
+	HostMem mem(1 << 20);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 0x4000), 0);
+	EXPECT_EQ(m->dma_unmap(0x100000, 0), -EINVAL);
+	EXPECT_EQ(m->dma_unmap(0x100000, 0x1000), -ENOENT);
+	EXPECT_EQ(m->dma_unmap(0x101000, 0x3000), -ENOENT);
+	EXPECT_EQ(m->dma_unmap(0x200000, 0x4000), -ENOENT);
+	EXPECT_EQ(m->dma_unmap(0x100000, 0x4000), 0);
+	EXPECT_EQ(m->dma_unmap(0x100000, 0x4000), -ENOENT);
+}
+
+TEST(EmuIommu, DeviceAccessSpansAdjacentMappings)
+{
+	HostMem a(8192), b(8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(a.data(), 0x100000, 8192), 0);
+	ASSERT_EQ(m->dma_map(b.data(), 0x102000, 8192), 0);
+	std::vector<uint8_t> src(100);
+	for (size_t i = 0; i < src.size(); i++)
+		src[i] = static_cast<uint8_t>(i + 1);
+	ASSERT_EQ(m->dma_write(0x102000 - 50, src.data(), src.size()), 0);
+	EXPECT_EQ(std::memcmp(a.data() + 8192 - 50, src.data(), 50), 0);
+	EXPECT_EQ(std::memcmp(b.data(), src.data() + 50, 50), 0);
+	std::vector<uint8_t> back(100);
+	ASSERT_EQ(m->dma_read(0x102000 - 50, back.data(), back.size()), 0);
+	EXPECT_EQ(back, src);
+	EXPECT_EQ(m->dma_faults(), 0u);
+	/* A host pointer needs one contiguous host range: these two are not. */
+	EXPECT_FALSE(m->pin(0x102000 - 50, 100));
+	EXPECT_EQ(m->dma_faults(), 1u);
+}
+
+TEST(EmuIommu, UnmappedAccessFailsWholeAndCountsAFault)
+{
+	HostMem mem(8192);
+	std::memset(mem.data(), 0xee, 8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 8192), 0);
+	std::vector<uint8_t> src(64, 0x11);
+	/* The last 32 bytes fall past the mapping: nothing at all may be written. */
+	EXPECT_EQ(m->dma_write(0x102000 - 32, src.data(), src.size()), -EFAULT);
+	for (size_t i = 0; i < 8192; i++)
+		ASSERT_EQ(mem.data()[i], 0xee) << "stray write at " << i;
+	EXPECT_EQ(m->dma_faults(), 1u);
+	EXPECT_EQ(m->last_fault_iova(), 0x102000u - 32);
+	uint8_t dst[16];
+	EXPECT_EQ(m->dma_read(0x50000, dst, sizeof(dst)), -EFAULT);
+	EXPECT_EQ(m->dma_store8_release(0x103000, 1), -EFAULT);
+	EXPECT_EQ(m->dma_faults(), 3u);
+	EXPECT_EQ(m->dma_read(0x50000, dst, 0), 0); /* nothing to move: no fault */
+	EXPECT_EQ(m->dma_faults(), 3u);
+	/* An access wrapping past 2^64 never reaches memory. */
+	EXPECT_EQ(m->dma_read(0xfffffffffffffff0ull, dst, sizeof(dst) + 16), -EFAULT);
+}
+
+TEST(EmuIommu, PinGivesTheHostPointerOfAWhollyMappedRange)
+{
+	HostMem mem(8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 8192), 0);
+	DmaPin p = m->pin(0x100010, 100);
+	ASSERT_TRUE(p);
+	EXPECT_EQ(p.ptr(), mem.data() + 0x10);
+	p = DmaPin();
+	EXPECT_FALSE(m->pin(0x101f00, 0x200));
+	EXPECT_EQ(m->dma_faults(), 1u);
+}
+
+TEST(EmuIommu, UnmapAfterwardsRevokesDeviceAccess)
+{
+	HostMem mem(8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 8192), 0);
+	uint8_t v = 7;
+	EXPECT_EQ(m->dma_write(0x100000, &v, 1), 0);
+	ASSERT_EQ(m->dma_unmap(0x100000, 8192), 0);
+	v = 9;
+	EXPECT_EQ(m->dma_write(0x100000, &v, 1), -EFAULT);
+	EXPECT_EQ(mem.data()[0], 7);
+}
+
+TEST(EmuIommu, UnmapWaitsForAPinnedRangeToBeReleased)
+{
+	HostMem mem(8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 8192), 0);
+	DmaPin p = m->pin(0x100000, 64);
+	ASSERT_TRUE(p);
+	std::atomic<bool> unmapped{false};
+	std::thread t([&] {
+		EXPECT_EQ(m->dma_unmap(0x100000, 8192), 0);
+		unmapped = true;
+	});
+	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	/* The device may still use its pointer: the unmap must not have returned. */
+	EXPECT_FALSE(unmapped.load());
+	static_cast<uint8_t *>(p.ptr())[0] = 1;
+	p = DmaPin();
+	t.join();
+	EXPECT_TRUE(unmapped.load());
+	EXPECT_EQ(m->mapping_count(), 0u);
+}
+
+TEST(EmuIommu, DeviceAccessesAreSafeAgainstConcurrentMapAndUnmap)
+{
+	HostMem mem(1 << 20);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
+	std::atomic<bool> stop{false};
+	std::thread mapper([&] {
+		for (int i = 0; i < 2000; i++) {
+			ASSERT_EQ(m->dma_map(mem.data() + 4096, 0x101000, 4096), 0);
+			ASSERT_EQ(m->dma_unmap(0x101000, 4096), 0);
+		}
+		stop = true;
+	});
+	uint64_t ok = 0, faults = 0;
+	uint8_t buf[64];
+	while (!stop) {
+		/* The second page comes and goes; the first stays. */
+		(m->dma_read(0x101000, buf, sizeof(buf)) == 0 ? ok : faults)++;
+		ASSERT_EQ(m->dma_read(0x100000, buf, sizeof(buf)), 0);
+	}
+	mapper.join();
+	EXPECT_EQ(faults, m->dma_faults());
+	EXPECT_EQ(m->mapping_count(), 1u);
+}
+
+} // namespace
+} // namespace nicmr::emu
