@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Command queue: posting an entry, mailbox chains, polling ownership with a deadline.
+ */
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "mlx5_cmdq.h"
+#include "mlx5_prm.h"
+#include "nicmr_log.h"
+
+namespace nicmr::mlx5 {
+namespace {
+
+constexpr const char *kLog = "mlx5";
+constexpr uint32_t kSlot = 0;
+
+uint32_t read_reg(const bus::PciFunction &fn, prm::Field f) noexcept
+{
+	uint32_t raw = fn.bar0_read32(prm::dword_byte_offset(f));
+	return static_cast<uint32_t>(prm::get(&raw, prm::in_dword(f)));
+}
+
+/* Ownership as one byte, so it can be loaded atomically while the device stores it. */
+constexpr size_t kOwnByte = prm::byte_offset(prm::cmdq_entry::ownership);
+constexpr prm::Field kOwnInByte{prm::cmdq_entry::ownership.bit_off % 8,
+				prm::cmdq_entry::ownership.bits};
+
+size_t blocks_for(size_t len) noexcept
+{
+	if (len <= prm::cmdq_entry::inline_size)
+		return 0;
+	return (len - prm::cmdq_entry::inline_size + prm::mailbox::data_size - 1) /
+	       prm::mailbox::data_size;
+}
+
+} // namespace
+
+int CmdQueue::create(bus::PciFunction &fn, mem::DmaArena &arena, std::chrono::milliseconds timeout,
+		     std::unique_ptr<CmdQueue> *out)
+{
+	if (out == nullptr)
+		return -EINVAL;
+	uint32_t log_sz = read_reg(fn, prm::init_seg::log_cmdq_size);
+	uint32_t log_stride = read_reg(fn, prm::init_seg::log_cmdq_stride);
+	if (log_stride < 6 || log_sz + log_stride > 12) {
+		NICMR_LOG(error, kLog,
+			  "%s: unusable command queue geometry log_sz %u log_stride %u",
+			  fn.name().c_str(), log_sz, log_stride);
+		return -EPROTO;
+	}
+	std::unique_ptr<CmdQueue> q(new (std::nothrow) CmdQueue(fn, arena));
+	if (!q)
+		return -ENOMEM;
+	q->timeout_ = timeout;
+	q->log_sz_ = log_sz;
+	q->log_stride_ = log_stride;
+	int rc = arena.alloc(prm::init_seg::cmdq_align, prm::init_seg::cmdq_align, &q->queue_);
+	if (rc != 0) {
+		NICMR_LOG(error, kLog, "%s: no DMA memory for the command queue (%d)",
+			  fn.name().c_str(), rc);
+		return rc;
+	}
+	/* High half first: the device takes the address when the low half is written. */
+	uint32_t h = 0, l = 0;
+	prm::set(&h, prm::in_dword(prm::init_seg::cmdq_addr_h),
+		 prm::init_seg::cmdq_addr_high(q->queue_.iova));
+	prm::set(&l, prm::in_dword(prm::init_seg::cmdq_addr_l),
+		 prm::init_seg::cmdq_addr_low(q->queue_.iova));
+	fn.bar0_write32(prm::dword_byte_offset(prm::init_seg::cmdq_addr_h), h);
+	fn.bar0_write32(prm::dword_byte_offset(prm::init_seg::cmdq_addr_l), l);
+	*out = std::move(q);
+	return 0;
+}
+
+CmdQueue::~CmdQueue()
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	for (auto &b : mailboxes_)
+		arena_.free(b);
+	mailboxes_.clear();
+	if (queue_.va != nullptr)
+		arena_.free(queue_);
+}
+
+bool CmdQueue::broken() const noexcept
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	return broken_;
+}
+
+size_t CmdQueue::mailboxes_cached() const
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	return mailboxes_.size();
+}
+
+int CmdQueue::reserve_mailboxes(size_t n) noexcept
+{
+	if (mailboxes_.size() >= n)
+		return 0;
+	try {
+		mailboxes_.reserve(n);
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	while (mailboxes_.size() < n) {
+		mem::DmaBlock b;
+		int rc = arena_.alloc(prm::mailbox::size, prm::mailbox::align, &b);
+		if (rc != 0) {
+			NICMR_LOG(error, kLog, "%s: no DMA memory for %zu command mailboxes (%d)",
+				  fn_.name().c_str(), n, rc);
+			return rc;
+		}
+		mailboxes_.push_back(b);
+	}
+	return 0;
+}
+
+uint64_t CmdQueue::chain(size_t first, size_t n, uint8_t token) noexcept
+{
+	for (size_t i = 0; i < n; i++) {
+		void *mb = mailboxes_[first + i].va;
+		uint64_t next = i + 1 < n ? mailboxes_[first + i + 1].iova : 0;
+		prm::set(mb, prm::mailbox::next_ptr, next);
+		prm::set(mb, prm::mailbox::block_num, i);
+		prm::set(mb, prm::mailbox::token, token);
+		prm::set(mb, prm::mailbox::ctrl_sig, 0);
+		prm::set(mb, prm::mailbox::sig, 0);
+	}
+	return n != 0 ? mailboxes_[first].iova : 0;
+}
+
+int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
+		  bool log_failure) noexcept
+{
+	int rc = check_lengths(in_len, out_len);
+	if (rc != 0)
+		return rc;
+	const auto *src = static_cast<const uint8_t *>(in);
+	auto *dst = static_cast<uint8_t *>(out);
+	const size_t n_in = blocks_for(in_len);
+	const size_t n_out = blocks_for(out_len);
+
+	std::lock_guard<std::mutex> lock(mu_);
+	if (broken_)
+		return -EIO;
+	rc = reserve_mailboxes(n_in + n_out);
+	if (rc != 0)
+		return rc;
+
+	auto *entry = static_cast<uint8_t *>(queue_.va) +
+		      prm::cmdq_entry::slot_offset(kSlot, log_stride_);
+	if (prm::get(&entry[kOwnByte], kOwnInByte) != prm::cmdq_entry::owner_sw) {
+		NICMR_LOG(error, kLog, "%s: command slot still owned by the device",
+			  fn_.name().c_str());
+		broken_ = true;
+		return -EIO;
+	}
+	/* A token the device echoes into every mailbox; never 0 so a zeroed block never matches. */
+	token_ = static_cast<uint8_t>(token_ == 0xff ? 1 : token_ + 1);
+
+	std::memset(entry, 0, prm::cmdq_entry::size);
+	prm::set(entry, prm::cmdq_entry::type, prm::cmdq_entry::type_pcie);
+	prm::set(entry, prm::cmdq_entry::input_length, in_len);
+	prm::set(entry, prm::cmdq_entry::output_length, out_len);
+	prm::set(entry, prm::cmdq_entry::token, token_);
+	std::memcpy(entry + prm::cmdq_entry::inline_input, src,
+		    std::min(in_len, prm::cmdq_entry::inline_size));
+
+	for (size_t i = 0; i < n_in; i++) {
+		size_t off = prm::cmdq_entry::inline_size + i * prm::mailbox::data_size;
+		size_t n = std::min(prm::mailbox::data_size, in_len - off);
+		auto *data = static_cast<uint8_t *>(mailboxes_[i].va);
+		std::memcpy(data, src + off, n);
+		std::memset(data + n, 0, prm::mailbox::data_size - n);
+	}
+	for (size_t i = 0; i < n_out; i++)
+		std::memset(mailboxes_[n_in + i].va, 0, prm::mailbox::data_size);
+	prm::set(entry, prm::cmdq_entry::input_mailbox_ptr, chain(0, n_in, token_));
+	prm::set(entry, prm::cmdq_entry::output_mailbox_ptr, chain(n_in, n_out, token_));
+	prm::set(entry, prm::cmdq_entry::ownership, prm::cmdq_entry::owner_hw);
+
+	/* The entry and the mailboxes must be visible to the device before it can see the
+	 * doorbell: release ordering for the plain stores above (wmb() before a doorbell). */
+	std::atomic_thread_fence(std::memory_order_release);
+	uint32_t bell = 0;
+	prm::set(&bell, prm::in_dword(prm::init_seg::cmd_dbell),
+		 prm::init_seg::cmd_dbell_slot(kSlot));
+	fn_.bar0_write32(prm::dword_byte_offset(prm::init_seg::cmd_dbell), bell);
+
+	const auto start = std::chrono::steady_clock::now();
+	const auto deadline = start + timeout_;
+	std::atomic_ref<uint8_t> own(entry[kOwnByte]);
+	for (uint32_t spins = 0;; spins++) {
+		/* Acquire: the device's output (entry and mailboxes) is read only after it handed
+		 * the entry back; pairs with the device's release store of the ownership byte. */
+		uint8_t b = own.load(std::memory_order_acquire);
+		if (prm::get(&b, kOwnInByte) == prm::cmdq_entry::owner_sw)
+			break;
+		if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= deadline) {
+			broken_ = true;
+			NICMR_LOG(error, kLog,
+				  "%s: %s (0x%x) timed out after %lld ms; command queue unusable",
+				  fn_.name().c_str(),
+				  opcode_name(static_cast<uint16_t>(
+					  prm::get(src, prm::cmd_hdr_in::opcode))),
+				  static_cast<unsigned>(prm::get(src, prm::cmd_hdr_in::opcode)),
+				  static_cast<long long>(timeout_.count()));
+			return -ETIMEDOUT;
+		}
+		if (spins >= 256)
+			std::this_thread::yield();
+	}
+
+	auto delivery = static_cast<uint32_t>(prm::get(entry, prm::cmdq_entry::status));
+	if (delivery != prm::delivery_status::ok) {
+		NICMR_LOG(
+			error, kLog, "%s: %s (0x%x) not delivered: entry status 0x%x",
+			fn_.name().c_str(),
+			opcode_name(static_cast<uint16_t>(prm::get(src, prm::cmd_hdr_in::opcode))),
+			static_cast<unsigned>(prm::get(src, prm::cmd_hdr_in::opcode)), delivery);
+		return -EIO;
+	}
+	std::memcpy(dst, entry + prm::cmdq_entry::inline_output,
+		    std::min(out_len, prm::cmdq_entry::inline_size));
+	for (size_t i = 0; i < n_out; i++) {
+		size_t off = prm::cmdq_entry::inline_size + i * prm::mailbox::data_size;
+		size_t n = std::min(prm::mailbox::data_size, out_len - off);
+		std::memcpy(dst + off, mailboxes_[n_in + i].va, n);
+	}
+	return finish(fn_.name().c_str(), in, out, log_failure);
+}
+
+} // namespace nicmr::mlx5

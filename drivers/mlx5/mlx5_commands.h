@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Command encoders and decoders: each function builds one PRM command through the layout table,
+ * runs it on a CmdTransport, and decodes the output. They know nothing of how the bytes travel,
+ * so the command queue and DEVX run the very same encodings.
+ *
+ * Every function returns 0 or a negative errno: the transport's errors (mlx5_cmd.h, including
+ * the status mapping), or -EINVAL for arguments the encoder refuses before anything is sent, or
+ * -ENOMEM when the encoding buffer cannot be allocated. Slow path.
+ */
+#ifndef NICMR_MLX5_COMMANDS_H
+#define NICMR_MLX5_COMMANDS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mlx5_cmd.h"
+#include "mlx5_prm.h"
+
+namespace nicmr::mlx5 {
+
+/* The mkey context (mkc) fields nicmr sets and reads. */
+struct MkeyContext {
+	uint32_t access_mode = prm::access_mode::mtt;
+	bool free = false;   /* 1: the mkey exists but matches no access until a UMR fills it */
+	bool umr_en = false; /* may be changed by UMR */
+	bool lr = true, lw = false, rr = false, rw = false, a = false;
+	bool length64 = false;
+	bool en_rinval = false;
+	uint32_t pd = 0;
+	uint32_t qpn = prm::mkc::qpn_any;
+	uint8_t variant = 0; /* mkey_7_0 */
+	uint64_t start_addr = 0;
+	uint64_t len = 0;
+	uint32_t log_page_size = 12;		/* 12..31 */
+	uint32_t translations_octword_size = 0; /* 0 on create: from the entries given */
+};
+
+/* One MTT entry: a page IOVA (aligned to the mkey's page size) and, with pg_access, enables. */
+struct MttEntry {
+	uint64_t iova = 0;
+	bool rd_en = true;
+	bool wr_en = true;
+};
+
+struct KlmEntry {
+	uint32_t byte_count = 0;
+	uint32_t mkey = 0;
+	uint64_t address = 0;
+};
+
+struct MkeyCreate {
+	MkeyContext ctx;
+	bool pg_access = false; /* the device checks each MTT entry's rd_en/wr_en */
+	/* 0: the device picks. Else the index to create (needs Caps::mkey_by_index). */
+	uint32_t index = 0;
+	std::span<const MttEntry> mtt; /* access_mode mtt */
+	std::span<const KlmEntry> klm; /* access_mode klm */
+};
+
+struct MkeyQuery {
+	MkeyContext ctx;
+	std::vector<MttEntry> mtt; /* up to the entries asked for, when access_mode is mtt */
+	std::vector<KlmEntry> klm; /* likewise for klm */
+};
+
+void encode_mkc(const MkeyContext &ctx, void *mkc) noexcept;
+MkeyContext decode_mkc(const void *mkc) noexcept;
+
+/*
+ * CREATE_MKEY input bytes for c (header, mkc, translations): what both transports send.
+ * -EINVAL: both mtt and klm given, entries that do not match access_mode, log_page_size above
+ * 31, index above 24 bits. -ENOMEM.
+ */
+int encode_create_mkey(const MkeyCreate &c, std::vector<uint8_t> *in);
+
+int enable_hca(CmdTransport &t);
+int disable_hca(CmdTransport &t);
+int init_hca(CmdTransport &t);
+/* profile: prm::teardown_hca_in::profile_graceful_close or _force_close. */
+int teardown_hca(CmdTransport &t, uint16_t profile);
+int query_issi(CmdTransport &t, uint16_t *current, uint32_t *supported_dw0);
+int set_issi(CmdTransport &t, uint16_t issi);
+/* op_mod: prm::query_pages_op_mod; num_pages > 0: the device wants pages, < 0: returns them. */
+int query_pages(CmdTransport &t, uint16_t op_mod, int32_t *num_pages);
+/* Gives the device 4 KiB pages at these IOVAs. -EINVAL when empty. */
+int manage_pages_give(CmdTransport &t, std::span<const uint64_t> iovas);
+/* Asks for up to count pages back; their IOVAs are appended to *returned. */
+int manage_pages_take(CmdTransport &t, uint32_t count, std::vector<uint64_t> *returned);
+/* cap receives query_hca_cap_out::capability_size bytes. quiet: a refusal is not logged. */
+int query_hca_cap(CmdTransport &t, uint16_t type, uint16_t mode, void *cap, bool quiet = false);
+/* cap holds set_hca_cap_in::capability_size bytes. */
+int set_hca_cap(CmdTransport &t, uint16_t type, const void *cap);
+int alloc_pd(CmdTransport &t, uint32_t *pd);
+int dealloc_pd(CmdTransport &t, uint32_t pd);
+int create_mkey(CmdTransport &t, const MkeyCreate &c, uint32_t *index);
+/* Reads the mkc and up to max_entries translation entries. */
+int query_mkey(CmdTransport &t, uint32_t index, size_t max_entries, MkeyQuery *out);
+int destroy_mkey(CmdTransport &t, uint32_t index);
+
+} // namespace nicmr::mlx5
+
+#endif

@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Device bring-up and teardown, capabilities, page management.
+ */
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "mlx5_device.h"
+#include "mlx5_prm.h"
+#include "nicmr_log.h"
+
+namespace nicmr::mlx5 {
+namespace {
+
+constexpr const char *kLog = "mlx5";
+/* Pages per MANAGE_PAGES command: 4 KiB of addresses, nine mailboxes. */
+constexpr uint32_t kPagesPerCommand = 512;
+
+uint32_t read_reg(const bus::PciFunction &fn, prm::Field f) noexcept
+{
+	uint32_t raw = fn.bar0_read32(prm::dword_byte_offset(f));
+	return static_cast<uint32_t>(prm::get(&raw, prm::in_dword(f)));
+}
+
+} // namespace
+
+int Device::open(bus::PciFunction &fn, mem::DmaSpace &space, const DeviceOptions &opts,
+		 std::unique_ptr<Device> *out)
+{
+	/* Memory mapped through another IOMMU would be unreachable by this function. */
+	if (out == nullptr || &space.mapper() != &fn.dma())
+		return -EINVAL;
+	std::unique_ptr<Device> dev(new (std::nothrow) Device(fn));
+	if (!dev)
+		return -ENOMEM;
+	if (opts.arena != nullptr) {
+		dev->arena_ = opts.arena;
+	} else {
+		int rc = mem::DmaArena::create(space, opts.arena_params, &dev->own_arena_);
+		if (rc != 0) {
+			NICMR_LOG(error, kLog, "%s: cannot create the driver's DMA arena (%d)",
+				  fn.name().c_str(), rc);
+			return rc;
+		}
+		dev->arena_ = dev->own_arena_.get();
+	}
+	/* On failure the destructor undoes whatever bring_up reached. */
+	int rc = dev->bring_up(opts);
+	if (rc != 0)
+		return rc;
+	*out = std::move(dev);
+	return 0;
+}
+
+Device::~Device()
+{
+	teardown();
+}
+
+int Device::wait_ready(std::chrono::milliseconds timeout)
+{
+	const auto deadline = std::chrono::steady_clock::now() + timeout;
+	while (read_reg(fn_, prm::init_seg::initializing) != 0) {
+		if (std::chrono::steady_clock::now() >= deadline) {
+			NICMR_LOG(error, kLog, "%s: still initializing after %lld ms",
+				  fn_.name().c_str(), static_cast<long long>(timeout.count()));
+			return -ETIMEDOUT;
+		}
+		/* Firmware boots in seconds: no point in spinning. */
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	}
+	return 0;
+}
+
+int Device::bring_up(const DeviceOptions &opts)
+{
+	int rc = wait_ready(opts.init_timeout);
+	if (rc != 0)
+		return rc;
+	auto cmdif = read_reg(fn_, prm::init_seg::cmdif_rev);
+	if (cmdif != prm::init_seg::cmdif_rev_supported) {
+		NICMR_LOG(error, kLog, "%s: command interface revision %u, nicmr speaks %u",
+			  fn_.name().c_str(), cmdif, prm::init_seg::cmdif_rev_supported);
+		return -EPROTONOSUPPORT;
+	}
+	caps_.fw_major = static_cast<uint16_t>(read_reg(fn_, prm::init_seg::fw_rev_major));
+	caps_.fw_minor = static_cast<uint16_t>(read_reg(fn_, prm::init_seg::fw_rev_minor));
+	caps_.fw_subminor = static_cast<uint16_t>(read_reg(fn_, prm::init_seg::fw_rev_subminor));
+
+	rc = CmdQueue::create(fn_, *arena_, opts.cmd_timeout, &cmdq_);
+	if (rc != 0)
+		return rc;
+	rc = enable_hca(*cmdq_);
+	if (rc != 0)
+		return rc;
+	enabled_ = true;
+
+	uint16_t issi = 0;
+	uint32_t supported = 0;
+	rc = query_issi(*cmdq_, &issi, &supported);
+	if (rc != 0)
+		return rc;
+	if (!prm::query_issi_out::issi_supported(supported, 1)) {
+		NICMR_LOG(error, kLog, "%s: ISSI 1 not supported (supported 0x%x)",
+			  fn_.name().c_str(), supported);
+		return -EPROTONOSUPPORT;
+	}
+	rc = set_issi(*cmdq_, 1);
+	if (rc != 0)
+		return rc;
+	caps_.issi = 1;
+
+	rc = satisfy_pages(prm::query_pages_op_mod::boot);
+	if (rc != 0)
+		return rc;
+	rc = query_caps(opts);
+	if (rc != 0)
+		return rc;
+	rc = satisfy_pages(prm::query_pages_op_mod::init);
+	if (rc != 0)
+		return rc;
+	rc = init_hca(*cmdq_);
+	if (rc != 0)
+		return rc;
+	initialized_ = true;
+
+	/* Atomic capabilities exist only on devices that do atomics. */
+	if (caps_.atomic) {
+		std::vector<uint8_t> cap(prm::query_hca_cap_out::capability_size);
+		rc = query_hca_cap(*cmdq_, prm::cap_type::atomic, prm::cap_mode::current,
+				   cap.data());
+		if (rc != 0)
+			return rc;
+		caps_.atomic_operations = static_cast<uint32_t>(
+			prm::get(cap.data(), prm::atomic_cap::atomic_operations));
+		caps_.atomic_size_qp = static_cast<uint32_t>(
+			prm::get(cap.data(), prm::atomic_cap::atomic_size_qp));
+	}
+	/* Extensions: a ConnectX refuses the type; that only means there are none. */
+	{
+		std::vector<uint8_t> cap(prm::query_hca_cap_out::capability_size);
+		if (query_hca_cap(*cmdq_, prm::cap_type::nicmr_ext, prm::cap_mode::current,
+				  cap.data(), true) == 0) {
+			caps_.ext_present = true;
+			caps_.ext_flags = prm::get(cap.data(), prm::ext_cap::flags);
+		} else if (cmdq_->broken()) {
+			return -ETIMEDOUT;
+		}
+	}
+	NICMR_LOG(info, kLog,
+		  "%s: up, fw %u.%u.%u, log_max_mkey %u, mkey_by_index %d, atomic %d, "
+		  "%zu pages given",
+		  fn_.name().c_str(), caps_.fw_major, caps_.fw_minor, caps_.fw_subminor,
+		  caps_.log_max_mkey, caps_.mkey_by_index, caps_.atomic, pages_given());
+	return 0;
+}
+
+int Device::query_caps(const DeviceOptions &opts)
+{
+	std::vector<uint8_t> max_cap(prm::query_hca_cap_out::capability_size);
+	std::vector<uint8_t> cur(prm::query_hca_cap_out::capability_size);
+	int rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::max, max_cap.data());
+	if (rc != 0)
+		return rc;
+	rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::current, cur.data());
+	if (rc != 0)
+		return rc;
+	if (opts.want_mkey_by_index && prm::get(max_cap.data(), prm::hca_cap::mkey_by_name) != 0 &&
+	    prm::get(cur.data(), prm::hca_cap::mkey_by_name) == 0) {
+		/* SET_HCA_CAP takes the whole structure: start from what is current. */
+		prm::set(cur.data(), prm::hca_cap::mkey_by_name, 1);
+		rc = set_hca_cap(*cmdq_, prm::cap_type::general, cur.data());
+		if (rc != 0)
+			return rc;
+		rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::current,
+				   cur.data());
+		if (rc != 0)
+			return rc;
+	}
+	const uint8_t *c = cur.data();
+	auto u = [c](prm::Field f) { return static_cast<uint32_t>(prm::get(c, f)); };
+	caps_.log_max_mkey = u(prm::hca_cap::log_max_mkey);
+	caps_.log_max_pd = u(prm::hca_cap::log_max_pd);
+	caps_.log_max_klm_list_size = u(prm::hca_cap::log_max_klm_list_size);
+	caps_.max_indirection = u(prm::hca_cap::max_indirection);
+	caps_.log_max_mrw_sz = u(prm::hca_cap::log_max_mrw_sz);
+	caps_.log_pg_sz = u(prm::hca_cap::log_pg_sz);
+	caps_.umr_extended_translation_offset = u(prm::hca_cap::umr_extended_translation_offset);
+	caps_.umr_modify_entity_size_disabled = u(prm::hca_cap::umr_modify_entity_size_disabled);
+	caps_.umr_modify_atomic_disabled = u(prm::hca_cap::umr_modify_atomic_disabled);
+	caps_.umr_indirect_mkey_disabled = u(prm::hca_cap::umr_indirect_mkey_disabled);
+	caps_.umr_ptr_rlkey = u(prm::hca_cap::umr_ptr_rlkey);
+	caps_.umr_fence = u(prm::hca_cap::umr_fence);
+	caps_.null_mkey = u(prm::hca_cap::null_mkey);
+	caps_.mkey_by_index = u(prm::hca_cap::mkey_by_name);
+	caps_.atomic = u(prm::hca_cap::atomic);
+	caps_.log_max_atomic_size_qp = u(prm::hca_cap::log_max_atomic_size_qp);
+	caps_.odp = u(prm::hca_cap::pg);
+	return 0;
+}
+
+size_t Device::pages_given() const
+{
+	std::lock_guard<std::mutex> lock(pages_mu_);
+	return pages_.size();
+}
+
+int Device::satisfy_pages(uint16_t op_mod)
+{
+	int32_t n = 0;
+	int rc = query_pages(*cmdq_, op_mod, &n);
+	if (rc != 0)
+		return rc;
+	if (n < 0) {
+		/* The device returns pages it no longer needs. */
+		std::vector<uint64_t> back;
+		rc = manage_pages_take(*cmdq_, static_cast<uint32_t>(-static_cast<int64_t>(n)),
+				       &back);
+		if (rc != 0)
+			return rc;
+		std::lock_guard<std::mutex> lock(pages_mu_);
+		for (uint64_t iova : back) {
+			auto it = pages_.find(iova);
+			if (it != pages_.end()) {
+				arena_->free(it->second);
+				pages_.erase(it);
+			}
+		}
+		return 0;
+	}
+	return n > 0 ? give_pages(static_cast<uint32_t>(n)) : 0;
+}
+
+int Device::give_pages(uint32_t count)
+{
+	std::vector<mem::DmaBlock> blocks;
+	std::vector<uint64_t> iovas;
+	while (count != 0) {
+		uint32_t batch = std::min(count, kPagesPerCommand);
+		blocks.clear();
+		iovas.clear();
+		for (uint32_t i = 0; i < batch; i++) {
+			mem::DmaBlock b;
+			int rc = arena_->alloc(prm::device_page_size, prm::device_page_size, &b);
+			if (rc != 0) {
+				NICMR_LOG(error, kLog, "%s: no DMA memory for %u device pages (%d)",
+					  fn_.name().c_str(), count, rc);
+				for (auto &x : blocks)
+					arena_->free(x);
+				return rc;
+			}
+			blocks.push_back(b);
+			iovas.push_back(b.iova);
+		}
+		int rc = manage_pages_give(*cmdq_, iovas);
+		if (rc != 0) {
+			/* Refused, or the queue broke: a refused batch was not taken; a timed-out
+			 * one is lost to a dead device anyway. */
+			for (auto &x : blocks)
+				arena_->free(x);
+			return rc;
+		}
+		std::lock_guard<std::mutex> lock(pages_mu_);
+		for (auto &b : blocks)
+			pages_.emplace(b.iova, b);
+		count -= batch;
+	}
+	return 0;
+}
+
+void Device::reclaim_pages()
+{
+	for (;;) {
+		size_t held = pages_given();
+		if (held == 0 || cmdq_->broken())
+			return;
+		std::vector<uint64_t> back;
+		int rc = manage_pages_take(
+			*cmdq_, static_cast<uint32_t>(std::min<size_t>(held, kPagesPerCommand)),
+			&back);
+		if (rc != 0 || back.empty()) {
+			NICMR_LOG(warn, kLog, "%s: device kept %zu pages (%d)", fn_.name().c_str(),
+				  held, rc);
+			return;
+		}
+		size_t freed = 0;
+		std::lock_guard<std::mutex> lock(pages_mu_);
+		for (uint64_t iova : back) {
+			auto it = pages_.find(iova);
+			if (it == pages_.end()) {
+				NICMR_LOG(error, kLog, "%s: device returned unknown page 0x%llx",
+					  fn_.name().c_str(),
+					  static_cast<unsigned long long>(iova));
+				continue;
+			}
+			arena_->free(it->second);
+			pages_.erase(it);
+			freed++;
+		}
+		/* A device answering with pages it was never given would keep us here. */
+		if (freed == 0)
+			return;
+	}
+}
+
+void Device::teardown()
+{
+	if (cmdq_ && !cmdq_->broken()) {
+		if (initialized_ &&
+		    teardown_hca(*cmdq_, prm::teardown_hca_in::profile_graceful_close) != 0 &&
+		    !cmdq_->broken())
+			teardown_hca(*cmdq_, prm::teardown_hca_in::profile_force_close);
+		reclaim_pages();
+		if (enabled_ && !cmdq_->broken())
+			disable_hca(*cmdq_);
+	}
+	initialized_ = false;
+	enabled_ = false;
+	{
+		/* A disabled (or dead) function no longer owns its pages. */
+		std::lock_guard<std::mutex> lock(pages_mu_);
+		if (!pages_.empty())
+			NICMR_LOG(warn, kLog, "%s: freeing %zu pages the device did not return",
+				  fn_.name().c_str(), pages_.size());
+		for (auto &p : pages_)
+			arena_->free(p.second);
+		pages_.clear();
+	}
+	cmdq_.reset();
+	own_arena_.reset();
+	arena_ = nullptr;
+}
+
+int Device::create_mkey(const MkeyCreate &c, uint32_t *index)
+{
+	if (c.index != 0 && !caps_.mkey_by_index)
+		return -EOPNOTSUPP;
+	return mlx5::create_mkey(*cmdq_, c, index);
+}
+
+int PdHandle::alloc(Device &dev, PdHandle *out)
+{
+	if (out == nullptr)
+		return -EINVAL;
+	uint32_t pd = 0;
+	int rc = dev.alloc_pd(&pd);
+	if (rc != 0)
+		return rc;
+	out->reset();
+	out->dev_ = &dev;
+	out->pd_ = pd;
+	return 0;
+}
+
+PdHandle &PdHandle::operator=(PdHandle &&o) noexcept
+{
+	if (this != &o) {
+		reset();
+		dev_ = o.dev_;
+		pd_ = o.pd_;
+		o.dev_ = nullptr;
+	}
+	return *this;
+}
+
+int PdHandle::reset() noexcept
+{
+	if (dev_ == nullptr)
+		return 0;
+	int rc = dev_->dealloc_pd(pd_);
+	dev_ = nullptr;
+	return rc;
+}
+
+int MkeyHandle::create(Device &dev, const MkeyCreate &c, MkeyHandle *out)
+{
+	if (out == nullptr)
+		return -EINVAL;
+	uint32_t index = 0;
+	int rc = dev.create_mkey(c, &index);
+	if (rc != 0)
+		return rc;
+	out->reset();
+	out->dev_ = &dev;
+	out->index_ = index;
+	return 0;
+}
+
+MkeyHandle &MkeyHandle::operator=(MkeyHandle &&o) noexcept
+{
+	if (this != &o) {
+		reset();
+		dev_ = o.dev_;
+		index_ = o.index_;
+		o.dev_ = nullptr;
+	}
+	return *this;
+}
+
+int MkeyHandle::reset() noexcept
+{
+	if (dev_ == nullptr)
+		return 0;
+	int rc = dev_->destroy_mkey(index_);
+	dev_ = nullptr;
+	return rc;
+}
+
+} // namespace nicmr::mlx5

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * An mlx5 device opened on a PCI function: bring-up, capabilities, PDs and mkeys.
+ *
+ * Bring-up, in the order of rdma-core's VFIO provider:
+ *   wait for init_seg.initializing == 0 -> check cmdif_rev == 5 -> command queue in DMA memory
+ *   -> ENABLE_HCA -> QUERY_ISSI / SET_ISSI(1) -> QUERY_PAGES(boot) + MANAGE_PAGES(give)
+ *   -> QUERY_HCA_CAP(general, max and current) -> SET_HCA_CAP when a wanted bit is off
+ *   -> QUERY_PAGES(init) + MANAGE_PAGES(give) -> INIT_HCA -> QUERY_HCA_CAP(atomic, extensions)
+ * Teardown (the destructor): TEARDOWN_HCA -> MANAGE_PAGES(take) until every page is back ->
+ * DISABLE_HCA -> free the pages, the mailboxes, the queue and (when the device made it) the
+ * arena, which returns its IOVA range to the DmaSpace.
+ *
+ * All DMA memory the driver owns (queue, mailboxes, pages given to the device) comes from one
+ * DmaArena in the function's DmaSpace: either the caller's (DeviceOptions::arena) or one the
+ * device creates from DeviceOptions::arena_params. Every call is a slow path and thread-safe
+ * (the command queue serialises commands).
+ */
+#ifndef NICMR_MLX5_DEVICE_H
+#define NICMR_MLX5_DEVICE_H
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "bus_pci.h"
+#include "mem_space.h"
+#include "mlx5_cmdq.h"
+#include "mlx5_commands.h"
+
+namespace nicmr::mlx5 {
+
+struct DeviceOptions {
+	/* How long the device may stay in initializing after open (real firmware: seconds). */
+	std::chrono::milliseconds init_timeout{10000};
+	/* How long one command may take before the queue is declared broken. */
+	std::chrono::milliseconds cmd_timeout{60000};
+	/* Use this arena for all DMA memory (it must belong to the space given to open); when
+	 * null the device creates its own from arena_params. */
+	mem::DmaArena *arena = nullptr;
+	mem::PoolParams arena_params{.size = size_t{4} << 20,
+				     .page_size = mem::kPage2M,
+				     .numa_node = -1,
+				     .allow_fallback = true,
+				     .backend = mem::PoolBackend::memfd,
+				     .name = "mlx5-ctrl"};
+	/* Turn on mkey_by_name with SET_HCA_CAP when the device can (mkeys at chosen indexes). */
+	bool want_mkey_by_index = true;
+};
+
+/* What the device offers, as nicmr uses it. */
+struct Caps {
+	uint16_t fw_major = 0, fw_minor = 0, fw_subminor = 0;
+	uint16_t issi = 0;
+	uint32_t log_max_mkey = 0;
+	uint32_t log_max_pd = 0;
+	uint32_t log_max_klm_list_size = 0;
+	uint32_t max_indirection = 0;
+	uint32_t log_max_mrw_sz = 0;
+	uint32_t log_pg_sz = 0;
+	/* UMR */
+	bool umr_extended_translation_offset = false;
+	bool umr_modify_entity_size_disabled = false;
+	bool umr_modify_atomic_disabled = false;
+	bool umr_indirect_mkey_disabled = false;
+	bool umr_ptr_rlkey = false;
+	uint32_t umr_fence = 0;
+	bool null_mkey = false;
+	/* CREATE_MKEY at a chosen index (mkey_by_name, enabled at bring-up when offered). */
+	bool mkey_by_index = false;
+	/* Atomics (atomic_operations and atomic_size_qp are zero when atomic is false). */
+	bool atomic = false;
+	uint32_t atomic_operations = 0; /* prm::atomic_ops bits */
+	uint32_t atomic_size_qp = 0;	/* bit n: 2^n-byte operands */
+	uint32_t log_max_atomic_size_qp = 0;
+	bool odp = false;
+	/* nicmr device-model extensions (prm::cap_type::nicmr_ext); 0 on ConnectX. */
+	bool ext_present = false;
+	uint64_t ext_flags = 0;
+};
+
+class Device {
+public:
+	/*
+	 * Opens and brings up the device on fn; space must be the DmaSpace over fn.dma().
+	 * Errors: -ETIMEDOUT (still initializing after init_timeout, or a command timed out),
+	 * -EPROTONOSUPPORT (cmdif revision is not 5, or ISSI 1 unsupported), -ENOMEM (no DMA
+	 * memory), a command's errno (mlx5_cmd.h), arena creation errors, -EINVAL (null out, or
+	 * space is not over fn.dma()).
+	 * A failed open gives back every page and frees everything it took.
+	 */
+	static int open(bus::PciFunction &fn, mem::DmaSpace &space, const DeviceOptions &opts,
+			std::unique_ptr<Device> *out);
+	/* Tears the device down (see above); logs, never fails. */
+	~Device();
+	Device(const Device &) = delete;
+	Device &operator=(const Device &) = delete;
+
+	bus::PciFunction &function() noexcept { return fn_; }
+	const Caps &caps() const noexcept { return caps_; }
+	CmdQueue &cmdq() noexcept { return *cmdq_; }
+	mem::DmaArena &arena() noexcept { return *arena_; }
+	/* Pages the device holds now (given minus returned). */
+	size_t pages_given() const;
+
+	/* Runs one raw command (see CmdTransport::exec). */
+	int exec(const void *in, size_t in_len, void *out, size_t out_len) noexcept
+	{
+		return cmdq_->exec(in, in_len, out, out_len);
+	}
+	uint8_t last_status() const noexcept { return cmdq_->last_status(); }
+	uint32_t last_syndrome() const noexcept { return cmdq_->last_syndrome(); }
+
+	int alloc_pd(uint32_t *pd) { return mlx5::alloc_pd(*cmdq_, pd); }
+	int dealloc_pd(uint32_t pd) { return mlx5::dealloc_pd(*cmdq_, pd); }
+	/* -EOPNOTSUPP (nothing sent) when c.index != 0 and the device lacks mkey_by_index. */
+	int create_mkey(const MkeyCreate &c, uint32_t *index);
+	int query_mkey(uint32_t index, size_t max_entries, MkeyQuery *out)
+	{
+		return mlx5::query_mkey(*cmdq_, index, max_entries, out);
+	}
+	int destroy_mkey(uint32_t index) { return mlx5::destroy_mkey(*cmdq_, index); }
+
+	/* Asks the device for pages it wants now (QUERY_PAGES regular) and gives them. */
+	int satisfy_pages(uint16_t op_mod);
+
+private:
+	Device(bus::PciFunction &fn) : fn_(fn) {}
+	int bring_up(const DeviceOptions &opts);
+	int wait_ready(std::chrono::milliseconds timeout);
+	int query_caps(const DeviceOptions &opts);
+	int give_pages(uint32_t count);
+	void reclaim_pages();
+	void teardown();
+
+	bus::PciFunction &fn_;
+	std::unique_ptr<mem::DmaArena> own_arena_;
+	mem::DmaArena *arena_ = nullptr;
+	std::unique_ptr<CmdQueue> cmdq_;
+	Caps caps_;
+	bool enabled_ = false;	   /* ENABLE_HCA succeeded */
+	bool initialized_ = false; /* INIT_HCA succeeded */
+
+	mutable std::mutex pages_mu_;
+	std::unordered_map<uint64_t, mem::DmaBlock> pages_; /* given to the device, by IOVA */
+};
+
+/* A PD owned by a handle: DEALLOC_PD when the handle is reset or goes (errors are logged). */
+class PdHandle {
+public:
+	PdHandle() = default;
+	/* ALLOC_PD on dev; errors as Device::alloc_pd. dev must outlive the handle. */
+	static int alloc(Device &dev, PdHandle *out);
+	~PdHandle() { reset(); }
+	PdHandle(PdHandle &&o) noexcept : dev_(o.dev_), pd_(o.pd_) { o.dev_ = nullptr; }
+	PdHandle &operator=(PdHandle &&o) noexcept;
+	PdHandle(const PdHandle &) = delete;
+	PdHandle &operator=(const PdHandle &) = delete;
+
+	uint32_t pd() const noexcept { return pd_; }
+	explicit operator bool() const noexcept { return dev_ != nullptr; }
+	/* Deallocates now; returns DEALLOC_PD's result (0 when empty). */
+	int reset() noexcept;
+
+private:
+	Device *dev_ = nullptr;
+	uint32_t pd_ = 0;
+};
+
+/* An mkey owned by a handle: DESTROY_MKEY when the handle is reset or goes. */
+class MkeyHandle {
+public:
+	MkeyHandle() = default;
+	/* CREATE_MKEY on dev; errors as Device::create_mkey. dev must outlive the handle. */
+	static int create(Device &dev, const MkeyCreate &c, MkeyHandle *out);
+	~MkeyHandle() { reset(); }
+	MkeyHandle(MkeyHandle &&o) noexcept : dev_(o.dev_), index_(o.index_) { o.dev_ = nullptr; }
+	MkeyHandle &operator=(MkeyHandle &&o) noexcept;
+	MkeyHandle(const MkeyHandle &) = delete;
+	MkeyHandle &operator=(const MkeyHandle &) = delete;
+
+	uint32_t index() const noexcept { return index_; }
+	explicit operator bool() const noexcept { return dev_ != nullptr; }
+	/* Destroys now; returns DESTROY_MKEY's result (0 when empty). */
+	int reset() noexcept;
+
+private:
+	Device *dev_ = nullptr;
+	uint32_t index_ = 0;
+};
+
+} // namespace nicmr::mlx5
+
+#endif
