@@ -1,0 +1,131 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# /init of the VFIO guest (busybox). It loads the modules mkinitramfs.py put in /modules, mounts
+# the host's root (shared read-only over 9p) at /hostroot, binds QEMU's edu device to vfio-pci
+# with the project's devtools/nicmr-devbind and runs the project's guest test binary inside the
+# host root. Everything the host checks is a "RESULT <name> PASS|FAIL [detail]" line on the
+# serial console; "NICMR-GUEST-DONE" marks the end.
+#
+# Kernel command line parameters read here:
+#   nicmr.test=PATH      the guest test binary (a path in the host's tree)
+#   nicmr.devbind=PATH   devtools/nicmr-devbind in the host's tree
+#   nicmr.hugepages=N    2 MiB hugepages to reserve (default 64)
+#   nicmr.dma_limit=N    vfio_iommu_type1 dma_entry_limit (default 256)
+#   nicmr.bench=PATH     a benchmark program to run after the test (prints BENCH lines)
+
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+
+# The firmware leaves terminal escapes on the first line: start the results on a fresh one.
+echo
+result() { echo "RESULT $*"; }
+finish() {
+	echo "NICMR-GUEST-DONE"
+	sync
+	poweroff -f
+}
+
+test_bin=
+devbind=
+hugepages=64
+dma_limit=256
+bench=
+for word in $(cat /proc/cmdline); do
+	case "$word" in
+	nicmr.test=*) test_bin=${word#nicmr.test=} ;;
+	nicmr.devbind=*) devbind=${word#nicmr.devbind=} ;;
+	nicmr.hugepages=*) hugepages=${word#nicmr.hugepages=} ;;
+	nicmr.dma_limit=*) dma_limit=${word#nicmr.dma_limit=} ;;
+	nicmr.bench=*) bench=${word#nicmr.bench=} ;;
+	esac
+done
+
+ok=1
+for m in $(cat /modules.order); do
+	args=
+	# A low mapping limit lets the guest test reach it (-ENOSPC) with a few hundred maps.
+	[ "$m" = vfio_iommu_type1 ] && args="dma_entry_limit=$dma_limit"
+	if ! insmod /modules/$m.ko $args; then
+		echo "init: insmod $m failed"
+		ok=0
+	fi
+done
+[ $ok = 1 ] && result guest-modules PASS || result guest-modules FAIL "insmod failed"
+
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /hostroot; then
+	result guest-hostroot FAIL "9p mount of the host root failed"
+	finish
+fi
+result guest-hostroot PASS
+mount -t proc proc /hostroot/proc
+mount -t sysfs sys /hostroot/sys
+mount -t devtmpfs dev /hostroot/dev
+mount -t tmpfs tmp /hostroot/tmp
+[ -d /hostroot/dev/hugepages ] && mount -t hugetlbfs none /hostroot/dev/hugepages
+echo "$hugepages" >/proc/sys/vm/nr_hugepages
+echo "init: hugepages 2M reserved: $(cat /proc/sys/vm/nr_hugepages)"
+
+grep -q . /sys/class/iommu/*/devices/* 2>/dev/null
+if ls /sys/kernel/iommu_groups/ | grep -q .; then
+	result guest-iommu PASS "$(ls /sys/kernel/iommu_groups | wc -l) groups"
+else
+	result guest-iommu FAIL "no IOMMU groups (intel_iommu=on missing?)"
+fi
+
+# Every edu function: the first is the test's device, a second one shares its container.
+edus=
+for d in /sys/bus/pci/devices/*; do
+	if [ "$(cat $d/vendor)" = 0x1234 ] && [ "$(cat $d/device)" = 0x11e8 ]; then
+		edus="$edus ${d##*/}"
+	fi
+done
+edus=${edus# }
+edu=${edus%% *}
+if [ -z "$edu" ]; then
+	result edu-present FAIL "no 1234:11e8 on the PCI bus"
+	finish
+fi
+result edu-present PASS "$edus"
+
+run() { chroot /hostroot /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp "$@"; }
+
+if [ -n "$devbind" ]; then
+	run python3 "$devbind" --status
+	bound=0
+	for e in $edus; do
+		run python3 "$devbind" --bind vfio-pci "$e" &&
+			[ "$(basename "$(readlink /sys/bus/pci/devices/$e/driver)")" = vfio-pci ] &&
+			bound=$((bound + 1))
+	done
+	if [ "$bound" = "$(echo $edus | wc -w)" ]; then
+		result devbind-vfio-pci PASS "$edus"
+	else
+		result devbind-vfio-pci FAIL "$bound of $edus bound to vfio-pci"
+	fi
+fi
+
+if [ -n "$test_bin" ]; then
+	dmesg -c >/dev/null
+	run "$test_bin" $edus
+	status=$?
+	# Non-zero also when a sanitizer in an instrumented build reported at exit.
+	[ $status = 0 ] && result guest-test-exit PASS || result guest-test-exit FAIL "status $status"
+	# The IOMMU refuses the DMA that follows an unmap and the kernel logs it as a DMAR fault.
+	faults=$(dmesg | grep -c 'DMAR: \[DMA \(Read\|Write\)')
+	dmesg | grep 'DMAR' | head -n 8
+	if [ "$faults" -gt 0 ]; then
+		result dmar-fault-logged PASS "$faults fault lines"
+	else
+		result dmar-fault-logged FAIL "no DMAR fault in dmesg"
+	fi
+fi
+if [ -n "$bench" ]; then
+	echo "init: running $bench"
+	run env NICMR_VFIO_DEVICE="$edu" "$bench" --benchmark_color=false
+	echo "init: bench exit status $?"
+fi
+finish

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Device: a PCI function bound to vfio-pci. BAR 0 is mapped into the process so that register
+ * access is a plain load or store; config space and the BAR holes between sparse-mmap areas go
+ * through pread/pwrite on the device fd at the region's offset.
+ */
+#include <fcntl.h>
+#include <linux/pci_regs.h>
+#include <linux/vfio.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include "nicmr_log.h"
+#include "vfio_bus.h"
+#include "vfio_group.h"
+
+namespace nicmr::bus::vfio {
+
+int Device::open(const std::string &pci_addr, const std::shared_ptr<Container> &container,
+		 std::unique_ptr<Device> *out)
+{
+	if (!container)
+		return -EINVAL;
+	std::unique_ptr<Device> d(new Device());
+	int rc = d->init(pci_addr, container);
+	if (rc < 0)
+		return rc; /* ~Device releases whatever init took */
+	*out = std::move(d);
+	return 0;
+}
+
+int Device::open(const std::string &pci_addr, std::unique_ptr<Device> *out, const Paths &paths)
+{
+	std::shared_ptr<Container> c;
+	int rc = Container::create(&c, paths);
+	if (rc < 0)
+		return rc;
+	return open(pci_addr, c, out);
+}
+
+int Device::init(const std::string &pci_addr, const std::shared_ptr<Container> &container)
+{
+	int group = -1;
+	int rc = check_device(container->paths(), pci_addr, &group);
+	if (rc < 0)
+		return rc;
+	normalize_pci_addr(pci_addr, &addr_);
+	name_ = "vfio:" + addr_;
+	container_ = container;
+	rc = container->attach_group(group, addr_, &group_);
+	if (rc < 0)
+		return rc;
+	fd_ = ioctl(group_->fd(), VFIO_GROUP_GET_DEVICE_FD, addr_.c_str());
+	if (fd_ < 0) {
+		int err = errno;
+		fd_ = -1;
+		NICMR_LOG(error, "vfio", "%s: VFIO_GROUP_GET_DEVICE_FD: %s%s", name_.c_str(),
+			  strerror(err), err == EBUSY ? " (the device is open elsewhere)" : "");
+		return -err;
+	}
+	vfio_device_info info{};
+	info.argsz = sizeof(info);
+	if (ioctl(fd_, VFIO_DEVICE_GET_INFO, &info) < 0) {
+		int err = errno;
+		NICMR_LOG(error, "vfio", "%s: VFIO_DEVICE_GET_INFO: %s", name_.c_str(),
+			  strerror(err));
+		return -err;
+	}
+	if (!(info.flags & VFIO_DEVICE_FLAGS_PCI) ||
+	    info.num_regions <= VFIO_PCI_CONFIG_REGION_INDEX) {
+		NICMR_LOG(error, "vfio", "%s is not a vfio-pci device", name_.c_str());
+		return -ENODEV;
+	}
+	can_reset_ = info.flags & VFIO_DEVICE_FLAGS_RESET;
+	rc = read_regions();
+	if (rc < 0)
+		return rc;
+	for (unsigned idx : {unsigned(VFIO_PCI_MSI_IRQ_INDEX), unsigned(VFIO_PCI_MSIX_IRQ_INDEX)}) {
+		if (idx >= info.num_irqs)
+			continue;
+		vfio_irq_info ii{};
+		ii.argsz = sizeof(ii);
+		ii.index = idx;
+		if (ioctl(fd_, VFIO_DEVICE_GET_IRQ_INFO, &ii) == 0)
+			(idx == VFIO_PCI_MSI_IRQ_INDEX ? msi_count_ : msix_count_) = ii.count;
+	}
+	uint16_t ids[2];
+	rc = config_read(PCI_VENDOR_ID, ids, sizeof(ids));
+	if (rc < 0)
+		return rc;
+	id_ = {ids[0], ids[1]};
+	rc = map_bar0();
+	if (rc < 0)
+		return rc;
+	NICMR_LOG(info, "vfio", "%s: %04x:%04x, group %d, BAR0 %zu bytes%s", name_.c_str(),
+		  id_.vendor, id_.device, group, bar0_size_, bar0_full_ ? "" : " (sparse)");
+	return 0;
+}
+
+int Device::read_regions()
+{
+	regions_.clear();
+	for (unsigned idx = VFIO_PCI_BAR0_REGION_INDEX; idx <= VFIO_PCI_CONFIG_REGION_INDEX;
+	     idx++) {
+		std::vector<uint8_t> buf(sizeof(vfio_region_info));
+		vfio_region_info ri{};
+		for (int tries = 0; tries < 4; tries++) {
+			ri = {};
+			ri.argsz = static_cast<uint32_t>(buf.size());
+			ri.index = idx;
+			std::memcpy(buf.data(), &ri, sizeof(ri));
+			if (ioctl(fd_, VFIO_DEVICE_GET_REGION_INFO, buf.data()) < 0) {
+				int err = errno;
+				NICMR_LOG(error, "vfio", "%s: region %u info: %s", name_.c_str(),
+					  idx, strerror(err));
+				return -err;
+			}
+			std::memcpy(&ri, buf.data(), sizeof(ri));
+			if (ri.argsz <= buf.size())
+				break;
+			buf.assign(ri.argsz, 0);
+		}
+		Region r;
+		r.index = idx;
+		r.flags = ri.flags;
+		r.size = ri.size;
+		r.offset = ri.offset;
+		int rc = parse_region_info(buf.data(), buf.size(), &r.sparse, &r.has_sparse);
+		if (rc < 0)
+			return rc;
+		regions_.push_back(std::move(r));
+	}
+	return 0;
+}
+
+int Device::map_bar0()
+{
+	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
+	if (r.size == 0 || !(r.flags & VFIO_REGION_INFO_FLAG_MMAP)) {
+		NICMR_LOG(error, "vfio", "%s: BAR 0 is %s", name_.c_str(),
+			  r.size == 0 ? "absent" : "not mmap-able");
+		return -ENOTSUP;
+	}
+	size_t size = r.size;
+	int prot = PROT_READ | PROT_WRITE;
+	if (!r.has_sparse) {
+		void *p = mmap(nullptr, size, prot, MAP_SHARED, fd_, off_t(r.offset));
+		if (p == MAP_FAILED) {
+			int err = errno;
+			NICMR_LOG(error, "vfio", "%s: mmap of BAR 0: %s", name_.c_str(),
+				  strerror(err));
+			return -err;
+		}
+		bar0_ = static_cast<uint8_t *>(p);
+		bar0_size_ = size;
+		bar0_full_ = true;
+		bar0_areas_ = {{0, size}};
+		return 0;
+	}
+	/* Reserve the whole BAR so the areas keep their offsets; holes stay inaccessible. */
+	void *base = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	bar0_ = static_cast<uint8_t *>(base);
+	bar0_size_ = size;
+	for (auto &a : r.sparse) {
+		void *p = mmap(bar0_ + a.offset, a.size, prot, MAP_SHARED | MAP_FIXED, fd_,
+			       off_t(r.offset + a.offset));
+		if (p == MAP_FAILED) {
+			int err = errno;
+			NICMR_LOG(error, "vfio", "%s: mmap of BAR 0 area +0x%" PRIx64 ": %s",
+				  name_.c_str(), a.offset, strerror(err));
+			return -err;
+		}
+	}
+	bar0_areas_ = r.sparse;
+	bar0_full_ = bar0_areas_.size() == 1 && bar0_areas_[0].offset == 0 &&
+		     bar0_areas_[0].size == size;
+	return 0;
+}
+
+Device::~Device()
+{
+	disable_irqs();
+	if (bar0_ != nullptr)
+		munmap(bar0_, bar0_size_);
+	if (fd_ >= 0)
+		close(fd_);
+	/* group_ and container_ go last: the group leaves the container when its last user does. */
+	group_.reset();
+}
+
+int Device::iommu_group() const noexcept
+{
+	return group_ ? group_->number() : -1;
+}
+
+bool Device::bar0_direct(size_t offset, size_t len) const noexcept
+{
+	for (auto &a : bar0_areas_)
+		if (offset >= a.offset && offset + len <= a.offset + a.size)
+			return true;
+	return false;
+}
+
+/* Hot path: no lock, no allocation, no system call when the BAR is mapped whole. */
+uint32_t Device::bar0_read32(size_t offset) const
+{
+	if (bar0_full_ || bar0_direct(offset, 4))
+		return *reinterpret_cast<volatile const uint32_t *>(bar0_ + offset);
+	uint32_t v = UINT32_MAX;
+	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
+	if (pread(fd_, &v, 4, off_t(r.offset + offset)) != 4)
+		v = UINT32_MAX; /* what a PCI read of nothing returns */
+	return v;
+}
+
+/* Hot path (doorbells): no lock, no allocation, no system call when the BAR is mapped whole. */
+void Device::bar0_write32(size_t offset, uint32_t value)
+{
+	if (bar0_full_ || bar0_direct(offset, 4)) {
+		*reinterpret_cast<volatile uint32_t *>(bar0_ + offset) = value;
+		return;
+	}
+	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
+	(void)!pwrite(fd_, &value, 4, off_t(r.offset + offset));
+}
+
+/* Hot path (doorbells): one 64-bit store, so the device sees the word in one transaction. */
+void Device::bar0_write64(size_t offset, uint64_t value)
+{
+	if (bar0_full_ || bar0_direct(offset, 8)) {
+		*reinterpret_cast<volatile uint64_t *>(bar0_ + offset) = value;
+		return;
+	}
+	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
+	(void)!pwrite(fd_, &value, 8, off_t(r.offset + offset));
+}
+
+int Device::region(unsigned index, Region *out) const
+{
+	if (index >= regions_.size())
+		return -EINVAL;
+	*out = regions_[index];
+	return 0;
+}
+
+int Device::config_read(uint32_t offset, void *buf, size_t len) const
+{
+	const Region &r = regions_[VFIO_PCI_CONFIG_REGION_INDEX];
+	if (len == 0 || offset >= r.size || len > r.size - offset)
+		return -EINVAL;
+	ssize_t n = pread(fd_, buf, len, off_t(r.offset + offset));
+	if (n < 0)
+		return -errno;
+	return size_t(n) == len ? 0 : -EIO;
+}
+
+int Device::config_write(uint32_t offset, const void *buf, size_t len)
+{
+	const Region &r = regions_[VFIO_PCI_CONFIG_REGION_INDEX];
+	if (len == 0 || offset >= r.size || len > r.size - offset)
+		return -EINVAL;
+	ssize_t n = pwrite(fd_, buf, len, off_t(r.offset + offset));
+	if (n < 0)
+		return -errno;
+	return size_t(n) == len ? 0 : -EIO;
+}
+
+int Device::set_bus_master(bool on)
+{
+	uint16_t cmd;
+	int rc = config_read(PCI_COMMAND, &cmd, sizeof(cmd));
+	if (rc < 0)
+		return rc;
+	cmd = on ? uint16_t(cmd | PCI_COMMAND_MASTER) : uint16_t(cmd & ~PCI_COMMAND_MASTER);
+	return config_write(PCI_COMMAND, &cmd, sizeof(cmd));
+}
+
+int Device::reset()
+{
+	if (!can_reset_) {
+		NICMR_LOG(warn, "vfio", "%s offers no reset (no FLR, PM or bus reset)",
+			  name_.c_str());
+		return -ENOTTY;
+	}
+	if (ioctl(fd_, VFIO_DEVICE_RESET) < 0) {
+		int err = errno;
+		NICMR_LOG(error, "vfio", "%s: VFIO_DEVICE_RESET: %s", name_.c_str(), strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
+int Device::enable_irqs(unsigned index, unsigned count, unsigned offered, const char *what)
+{
+	if (!irq_fds_.empty())
+		return -EBUSY;
+	if (offered == 0) {
+		NICMR_LOG(error, "vfio", "%s has no %s", name_.c_str(), what);
+		return -ENOTSUP;
+	}
+	if (count == 0 || count > offered)
+		return -EINVAL;
+	std::vector<int> fds;
+	for (unsigned i = 0; i < count; i++) {
+		int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (efd < 0) {
+			int err = errno;
+			for (int f : fds)
+				close(f);
+			return -err;
+		}
+		fds.push_back(efd);
+	}
+	size_t sz = sizeof(vfio_irq_set) + sizeof(int32_t) * count;
+	std::vector<uint8_t> buf(sz);
+	vfio_irq_set set{};
+	set.argsz = static_cast<uint32_t>(sz);
+	set.flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+	set.index = index;
+	set.start = 0;
+	set.count = count;
+	std::memcpy(buf.data(), &set, sizeof(set));
+	std::memcpy(buf.data() + sizeof(set), fds.data(), sizeof(int32_t) * count);
+	if (ioctl(fd_, VFIO_DEVICE_SET_IRQS, buf.data()) < 0) {
+		int err = errno;
+		NICMR_LOG(error, "vfio", "%s: enabling %u %s vectors: %s", name_.c_str(), count,
+			  what, strerror(err));
+		for (int f : fds)
+			close(f);
+		return -err;
+	}
+	irq_fds_ = std::move(fds);
+	irq_index_ = index;
+	return 0;
+}
+
+int Device::enable_msix(unsigned count)
+{
+	return enable_irqs(VFIO_PCI_MSIX_IRQ_INDEX, count, msix_count_, "MSI-X");
+}
+
+int Device::enable_msi(unsigned count)
+{
+	return enable_irqs(VFIO_PCI_MSI_IRQ_INDEX, count, msi_count_, "MSI");
+}
+
+int Device::disable_irqs()
+{
+	if (irq_fds_.empty())
+		return 0;
+	vfio_irq_set set{};
+	set.argsz = sizeof(set);
+	set.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+	set.index = irq_index_;
+	set.count = 0;
+	int rc = 0;
+	if (ioctl(fd_, VFIO_DEVICE_SET_IRQS, &set) < 0)
+		rc = -errno;
+	for (int f : irq_fds_)
+		close(f);
+	irq_fds_.clear();
+	return rc;
+}
+
+int Device::irq_eventfd(unsigned i) const noexcept
+{
+	return i < irq_fds_.size() ? irq_fds_[i] : -1;
+}
+
+bool is_connectx(PciId id) noexcept
+{
+	return id.vendor == kVendorMellanox;
+}
+
+int require_connectx(const PciFunction &fn)
+{
+	PciId id = fn.id();
+	if (is_connectx(id))
+		return 0;
+	NICMR_LOG(error, "mlx5",
+		  "%s is %04x:%04x, not a ConnectX (vendor 15b3): the mlx5 driver does not "
+		  "drive it",
+		  fn.name().c_str(), id.vendor, id.device);
+	return -ENODEV;
+}
+
+int open_connectx(const std::string &pci_addr, const std::shared_ptr<Container> &container,
+		  std::unique_ptr<Device> *out)
+{
+	std::unique_ptr<Device> d;
+	int rc = Device::open(pci_addr, container, &d);
+	if (rc < 0)
+		return rc;
+	rc = require_connectx(*d);
+	if (rc < 0)
+		return rc; /* d closes here: fd, BAR mapping and group go with it */
+	*out = std::move(d);
+	return 0;
+}
+
+} // namespace nicmr::bus::vfio
