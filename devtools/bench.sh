@@ -2,7 +2,7 @@
 # Builds nicmr (release) and runs every benchmark program; each prints medians and the ratios
 # against its baseline.
 #   devtools/bench.sh                 all benchmarks
-#   devtools/bench.sh bench-mem       one of them (bench-mem, bench-prm, ...)
+#   devtools/bench.sh bench-mem       some of them (bench-mem, bench-prm, ..., vfio)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$NICMR_TOP"
@@ -14,7 +14,7 @@ phase "Hugepages"
 reserve_hugepages 2048 1100
 
 phase "Build (release): build-release/"
-configure build-release -Dbuildtype=release -Dtests=disabled
+configure build-release -Dbuildtype=release
 ninja -C build-release -j "$(nproc)"
 
 mapfile -t benches < <(find build-release/bench -type f -executable -name 'bench-*' | sort)
@@ -24,6 +24,12 @@ for b in "${benches[@]}"; do
 		continue
 	fi
 	phase "$name"
-	"$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	"$b"
 done
+
+# VFIO map/unmap runs inside the QEMU guest (a real VFIO stack), against the emulated IOMMU.
+if [ $# -eq 0 ] || [[ " $* " == *" vfio "* ]]; then
+	phase "vfio (in the QEMU guest)"
+	meson test -C build-release --benchmark --suite vfio --verbose
+fi
 total_time

@@ -51,12 +51,11 @@ configure build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef
 ninja -C build-asan -j "$jobs"
 
 phase "Tests under ASan + UBSan: build-asan/"
-# The QEMU guest test boots a whole machine; it runs once, in the normal build.
-run_suite build-asan --no-suite vfio-guest --timeout-multiplier 4
+run_suite build-asan --timeout-multiplier 4
 
 phase "Build (TSan): build-tsan/"
 configure build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
-	-Dbenchmarks=disabled -Ddpdk=disabled
+	-Dbenchmarks=disabled
 ninja -C build-tsan -j "$jobs"
 
 phase "Concurrency stress under TSan: build-tsan/"

@@ -68,6 +68,46 @@ bool parse_number(std::string_view word, uint64_t *out)
 	return true;
 }
 
+/* "lr,lw,rr,rw,a" in any order and number. */
+bool parse_access(std::string_view word, uint32_t *out)
+{
+	uint32_t bits = 0;
+	while (!word.empty()) {
+		size_t comma = word.find(',');
+		std::string_view tok = word.substr(0, comma);
+		if (tok == "lr")
+			bits |= access_lr;
+		else if (tok == "lw")
+			bits |= access_lw;
+		else if (tok == "rr")
+			bits |= access_rr;
+		else if (tok == "rw")
+			bits |= access_rw;
+		else if (tok == "a")
+			bits |= access_a;
+		else
+			return false;
+		if (comma == std::string_view::npos)
+			break;
+		word.remove_prefix(comma + 1);
+		if (word.empty())
+			return false;
+	}
+	if (bits == 0)
+		return false;
+	*out = bits;
+	return true;
+}
+
+bool parse_u32(std::string_view word, uint32_t *out)
+{
+	uint64_t v;
+	if (!parse_number(word, &v) || v > std::numeric_limits<uint32_t>::max())
+		return false;
+	*out = static_cast<uint32_t>(v);
+	return true;
+}
+
 int fail(std::string *error, std::string msg)
 {
 	if (error != nullptr)
@@ -166,6 +206,35 @@ int parse_command(std::string_view line, Command *out, std::string *error)
 		if (!parse_number(w[1], &cmd.id) || !parse_size(w[2], &cmd.offset))
 			return fail(error, "usage: translate ID OFFSET");
 		cmd.verb = Verb::translate;
+	} else if (is(0, "pd") && is(1, "alloc") && n == 2) {
+		cmd.verb = Verb::pd_alloc;
+	} else if (is(0, "pd") && is(1, "free") && n == 3) {
+		if (!parse_u32(w[2], &cmd.pd))
+			return fail(error, "usage: pd free PD");
+		cmd.verb = Verb::pd_free;
+	} else if (is(0, "mkey") && is(1, "create")) {
+		if (n < 5 || !parse_number(w[2], &cmd.id) || !parse_size(w[3], &cmd.offset) ||
+		    !parse_size(w[4], &cmd.len) || cmd.len == 0)
+			return fail(error,
+				    "usage: mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] "
+				    "[pd PD]");
+		for (size_t i = 5; i < n; i++) {
+			if (w[i] == "access" && i + 1 < n) {
+				if (!parse_access(w[++i], &cmd.access))
+					return fail(error, "access: a list of lr, lw, rr, rw, a");
+			} else if (w[i] == "pd" && i + 1 < n) {
+				if (!parse_u32(w[++i], &cmd.pd))
+					return fail(error, "pd: expected a PD number");
+			} else {
+				return fail(error, "mkey create: unknown word '" +
+							   std::string(w[i]) + "'");
+			}
+		}
+		cmd.verb = Verb::mkey_create;
+	} else if (is(0, "mkey") && (is(1, "query") || is(1, "destroy")) && n == 3) {
+		if (!parse_u32(w[2], &cmd.index))
+			return fail(error, "usage: mkey query|destroy INDEX");
+		cmd.verb = is(1, "query") ? Verb::mkey_query : Verb::mkey_destroy;
 	} else {
 		return fail(error, "unknown command '" + std::string(line.substr(0, 64)) +
 					   "' (try 'help')");
@@ -185,6 +254,11 @@ const char *command_help()
 	       "  show device                              the device: capabilities, pages, PDs, "
 	       "mkeys\n"
 	       "  translate ID OFFSET                      IOVA of a byte of a pool\n"
+	       "  pd alloc | pd free PD                    protection domains\n"
+	       "  mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] [pd PD]\n"
+	       "                                           an MTT mkey over pool bytes "
+	       "(CREATE_MKEY)\n"
+	       "  mkey query INDEX | mkey destroy INDEX    QUERY_MKEY, DESTROY_MKEY\n"
 	       "  demo                                     what the main job shows\n"
 	       "  quit                                     leave\n";
 }

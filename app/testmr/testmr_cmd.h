@@ -9,6 +9,9 @@
  *   pool destroy ID
  *   show pools | show pool ID | show device
  *   translate ID OFFSET                   IOVA of a pool byte
+ *   pd alloc | pd free PD
+ *   mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] [pd PD]
+ *   mkey query INDEX | mkey destroy INDEX
  *   demo                                  what the main job shows
  *   quit
  *
@@ -33,6 +36,11 @@ enum class Verb {
 	show_pool,
 	show_device,
 	translate,
+	pd_alloc,
+	pd_free,
+	mkey_create,
+	mkey_query,
+	mkey_destroy,
 	demo,
 	quit,
 };
@@ -44,7 +52,20 @@ struct Command {
 	int node = -1;		/* pool create */
 	bool fallback = false;	/* pool create */
 	uint64_t id = 0;	/* pool destroy, show pool, translate */
-	uint64_t offset = 0;	/* translate */
+	uint64_t offset = 0;	/* translate, mkey create */
+	uint64_t len = 0;	/* mkey create */
+	uint32_t pd = 0;	/* pd free, mkey create (0: the session's first PD) */
+	uint32_t access = 0;	/* mkey create: Access bits; 0 = the default (lr,lw,rr,rw) */
+	uint32_t index = 0;	/* mkey query, mkey destroy */
+};
+
+/* mkey access bits as testmr spells them. */
+enum Access : uint32_t {
+	access_lr = 1u << 0,
+	access_lw = 1u << 1,
+	access_rr = 1u << 2,
+	access_rw = 1u << 3,
+	access_a = 1u << 4,
 };
 
 /* 0 and *out on success; -EINVAL and a message in *error otherwise. */

@@ -104,3 +104,46 @@ TEST(TestmrCmd, ShowTranslateAndQuit)
 	ASSERT_EQ(parse_command("quit", &c, nullptr), 0);
 	EXPECT_EQ(c.verb, Verb::quit);
 }
+
+TEST(TestmrCmd, PdAndMkeyCommands)
+{
+	Command c;
+	ASSERT_EQ(parse_command("pd alloc", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::pd_alloc);
+	ASSERT_EQ(parse_command("pd free 3", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::pd_free);
+	EXPECT_EQ(c.pd, 3u);
+	ASSERT_EQ(parse_command("mkey create 0 0x1000 1m access rr,lr pd 2", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::mkey_create);
+	EXPECT_EQ(c.id, 0u);
+	EXPECT_EQ(c.offset, 0x1000u);
+	EXPECT_EQ(c.len, 1u << 20);
+	EXPECT_EQ(c.access, nicmr::testmr::access_rr | nicmr::testmr::access_lr);
+	EXPECT_EQ(c.pd, 2u);
+	ASSERT_EQ(parse_command("mkey query 7", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::mkey_query);
+	EXPECT_EQ(c.index, 7u);
+	ASSERT_EQ(parse_command("mkey destroy 7", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::mkey_destroy);
+}
+
+TEST(TestmrCmd, BadPdAndMkeyCommandsGiveEinval)
+{
+	const char *bad[] = {"pd free",
+			     "pd free 4294967296",
+			     "mkey create 0 0 0",
+			     "mkey create 0 0",
+			     "mkey create 0 0 4k access",
+			     "mkey create 0 0 4k access rx",
+			     "mkey create 0 0 4k access lr,",
+			     "mkey create 0 0 4k pd",
+			     "mkey create 0 0 4k zap",
+			     "mkey query",
+			     "mkey destroy x"};
+	for (const char *line : bad) {
+		Command c;
+		std::string err;
+		EXPECT_EQ(parse_command(line, &c, &err), -EINVAL) << line;
+		EXPECT_FALSE(err.empty()) << line;
+	}
+}

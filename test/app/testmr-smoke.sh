@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# testmr as a user runs it: the demo, commands from -c and from a file, and a bad command that
+# must make it exit 1 with the reason.
+set -euo pipefail
+testmr=$1
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+"$testmr" --pool-size 8M >"$out"
+grep -q '^-- the emulated ConnectX, brought up by the mlx5 driver' "$out"
+grep -Eq 'pool "testmr-0": 8 MiB = (4 x 2 MiB|2048 x 4 KiB) pages' "$out"
+grep -Eq 'VA 0x[0-9a-f]+ -> IOVA 0x[0-9a-f]+' "$out"
+
+printf 'pool create 4m page 4k\nshow pool 0\ntranslate 0 0x10\npool destroy 0\nshow pools\n' \
+	| "$testmr" -i >"$out"
+grep -q 'pool "testmr-0": 4 MiB = 1024 x 4 KiB pages' "$out"
+grep -q 'pool 0 + 0x10: VA' "$out"
+grep -q '^pool 0 destroyed' "$out"
+grep -q '^no pools' "$out"
+
+# The device: a PD, an mkey over pool bytes, its query, and the PD refused while the mkey lives.
+"$testmr" -c 'pool create 4m' -c 'pd alloc' -c 'mkey create 0 0x1000 8k access lr,rr' \
+	-c 'mkey query 1' -c 'show device' >"$out"
+grep -q '^PD 1 allocated' "$out"
+grep -q '^mkey index 1: MTT, access lr,rr, PD 1' "$out"
+grep -q 'in use: 1 PDs, 1 mkeys (the device counts 1 PDs, 1 mkeys)' "$out"
+if "$testmr" -c 'pool create 4m' -c 'pd alloc' -c 'mkey create 0 0 4k' -c 'pd free 1' >"$out"; then
+	echo "freeing a PD that an mkey uses must fail" >&2
+	exit 1
+fi
+grep -q '^error: PD 1 is used by mkey index 1' "$out"
+
+if "$testmr" -c 'pool destroy 7' >"$out"; then
+	echo "a failed command must make testmr exit non-zero" >&2
+	exit 1
+fi
+grep -q '^error: no pool 7' "$out"
+echo "testmr smoke: ok"
