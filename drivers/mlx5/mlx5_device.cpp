@@ -27,12 +27,54 @@ uint32_t read_reg(const bus::PciFunction &fn, prm::Field f) noexcept
 
 } // namespace
 
+bool is_supported_device(bus::PciId id) noexcept
+{
+	/* Device IDs of the mlx5 family (the kernel's mlx5_core PCI table): PFs and their VFs. */
+	static constexpr uint16_t kDeviceIds[] = {
+		0x1011, /* Connect-IB */
+		0x1012, /* Connect-IB VF */
+		0x1013, /* ConnectX-4 */
+		0x1014, /* ConnectX-4 VF */
+		0x1015, /* ConnectX-4 Lx */
+		0x1016, /* ConnectX-4 Lx VF */
+		0x1017, /* ConnectX-5 */
+		0x1018, /* ConnectX-5 VF */
+		0x1019, /* ConnectX-5 Ex */
+		0x101a, /* ConnectX-5 Ex VF */
+		0x101b, /* ConnectX-6 */
+		0x101c, /* ConnectX-6 VF */
+		0x101d, /* ConnectX-6 Dx */
+		0x101e, /* ConnectX family VF */
+		0x101f, /* ConnectX-6 Lx */
+		0x1021, /* ConnectX-7 */
+		0x1023, /* ConnectX-8 */
+		0xa2d2, /* BlueField */
+		0xa2d3, /* BlueField VF */
+		0xa2d6, /* BlueField-2 */
+		0xa2dc, /* BlueField-3 */
+	};
+	if (id.vendor != kPciVendorMellanox)
+		return false;
+	for (uint16_t d : kDeviceIds)
+		if (d == id.device)
+			return true;
+	return false;
+}
+
 int Device::open(bus::PciFunction &fn, mem::DmaSpace &space, const DeviceOptions &opts,
 		 std::unique_ptr<Device> *out)
 {
 	/* Memory mapped through another IOMMU would be unreachable by this function. */
 	if (out == nullptr || &space.mapper() != &fn.dma())
 		return -EINVAL;
+	/* Before anything is written: registers of another device mean something else. */
+	if (bus::PciId id = fn.id(); !is_supported_device(id)) {
+		NICMR_LOG(error, kLog,
+			  "%s is %04x:%04x, not a ConnectX (vendor %04x): the mlx5 driver does not "
+			  "drive it",
+			  fn.name().c_str(), id.vendor, id.device, kPciVendorMellanox);
+		return -ENODEV;
+	}
 	std::unique_ptr<Device> dev(new (std::nothrow) Device(fn));
 	if (!dev)
 		return -ENOMEM;

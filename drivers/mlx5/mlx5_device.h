@@ -81,12 +81,22 @@ struct Caps {
 	uint64_t ext_flags = 0;
 };
 
+/* PCI vendor of every ConnectX. */
+inline constexpr uint16_t kPciVendorMellanox = 0x15b3;
+
+/*
+ * True for a ConnectX function the driver knows (ConnectX-4 to ConnectX-8 and BlueField, PFs
+ * and VFs, by device ID) — what Device::open checks before it touches the function.
+ */
+bool is_supported_device(bus::PciId id) noexcept;
+
 class Device {
 public:
 	/*
 	 * Opens and brings up the device on fn; space must be the DmaSpace over fn.dma().
-	 * Errors: -ETIMEDOUT (still initializing after init_timeout, or a command timed out),
-	 * -EPROTONOSUPPORT (cmdif revision is not 5, or ISSI 1 unsupported), -ENOMEM (no DMA
+	 * Errors: -ENODEV (fn is not a ConnectX: nothing was touched, the log line names its
+	 * vendor:device), -ETIMEDOUT (still initializing after init_timeout, or a command timed
+	 * out), -EPROTONOSUPPORT (cmdif revision is not 5, or ISSI 1 unsupported), -ENOMEM (no DMA
 	 * memory), a command's errno (mlx5_cmd.h), arena creation errors, -EINVAL (null out, or
 	 * space is not over fn.dma()).
 	 * A failed open gives back every page and frees everything it took.

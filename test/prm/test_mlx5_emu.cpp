@@ -512,3 +512,33 @@ TEST(Mlx5EmuLife, OpenWaitsForABootingDevice)
 	std::unique_ptr<mlx5::Device> dev;
 	EXPECT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
 }
+
+TEST(Mlx5EmuLife, AFunctionThatIsNotAConnectxIsRefusedUntouched)
+{
+	Rig r;
+	emu::EmuConfig cfg = config(emu::DoorbellDelivery::inline_call);
+	cfg.id = {0x1234, 0x11e8}; /* QEMU's edu */
+	ASSERT_EQ(r.make(cfg), 0);
+	const size_t mappings = r.hw->iommu().mapping_count();
+	std::unique_ptr<mlx5::Device> dev;
+	::testing::internal::CaptureStderr();
+	EXPECT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), -ENODEV);
+	std::string log = ::testing::internal::GetCapturedStderr();
+	EXPECT_NE(log.find("emu:0 is 1234:11e8, not a ConnectX (vendor 15b3)"), std::string::npos)
+		<< log;
+	EXPECT_EQ(dev, nullptr);
+	EXPECT_EQ(r.hw->device().stats().commands, 0u) << "no command reached the function";
+	EXPECT_EQ(r.hw->emu_function().doorbells_delivered(), 0u);
+	EXPECT_EQ(r.arena->bytes_in_use(), 0u);
+	EXPECT_EQ(r.hw->iommu().mapping_count(), mappings);
+}
+
+TEST(Mlx5EmuLife, OnlyKnownConnectxIdsAreSupported)
+{
+	EXPECT_TRUE(mlx5::is_supported_device({0x15b3, 0x1017}));  /* ConnectX-5 */
+	EXPECT_TRUE(mlx5::is_supported_device({0x15b3, 0x101d}));  /* ConnectX-6 Dx */
+	EXPECT_TRUE(mlx5::is_supported_device({0x15b3, 0x1021}));  /* ConnectX-7 */
+	EXPECT_FALSE(mlx5::is_supported_device({0x15b3, 0x6750})); /* a Mellanox, not mlx5 */
+	EXPECT_FALSE(mlx5::is_supported_device({0x1234, 0x11e8})); /* QEMU edu */
+	EXPECT_FALSE(mlx5::is_supported_device({0x8086, 0x1017})); /* right device, wrong vendor */
+}

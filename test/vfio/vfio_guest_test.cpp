@@ -9,7 +9,8 @@
  *   - an MSI raised by edu arrives on the vector's eventfd;
  *   - after dma_unmap the device's DMA no longer reaches the memory;
  *   - IOVAs outside the reported ranges give -ERANGE, the mapping limit gives -ENOSPC;
- *   - the mlx5 entry point (open_connectx) refuses edu with -ENODEV and leaks nothing.
+ *   - the mlx5 driver (mlx5::Device::open on the VFIO device) refuses edu with -ENODEV and
+ *     leaks nothing.
  * Each check prints "RESULT <name> PASS|FAIL <detail>" for the host side to collect.
  *
  *   - a second edu, in another IOMMU group, opened on the same Container, reaches the same
@@ -42,6 +43,7 @@
 
 #include "mem_pool.h"
 #include "mem_space.h"
+#include "mlx5_device.h"
 #include "vfio_bus.h"
 
 using namespace nicmr;
@@ -369,8 +371,13 @@ void test_mlx5_refuses(const std::string &addr)
 		if (rc < 0)
 			return;
 		std::unique_ptr<Device> d;
-		rc = bus::vfio::open_connectx(addr, c, &d);
-		empty = d == nullptr;
+		rc = Device::open(addr, c, &d);
+		if (rc < 0)
+			return;
+		mem::DmaSpace space(d->dma());
+		std::unique_ptr<mlx5::Device> dev;
+		rc = mlx5::Device::open(*d, space, mlx5::DeviceOptions{}, &dev);
+		empty = dev == nullptr && space.pool_count() == 0;
 	});
 	size_t fds1 = count_entries("/proc/self/fd");
 	size_t bars1 = count_lines("/proc/self/maps", "[vfio-device]");

@@ -510,42 +510,4 @@ TEST_F(TempDir, PermissionDeniedIsEacces)
 	EXPECT_EQ(WEXITSTATUS(status), 0) << "child did not see -EACCES (100: setuid failed)";
 }
 
-/* A PCI function with a chosen ID, for the mlx5 driver's vendor check. */
-class FakeFunction final : public bus::PciFunction {
-public:
-	explicit FakeFunction(bus::PciId id) : id_(id) {}
-	const std::string &name() const override { return name_; }
-	bus::PciId id() const override { return id_; }
-	size_t bar0_size() const override { return 0; }
-	uint32_t bar0_read32(size_t) const override { return 0; }
-	void bar0_write32(size_t, uint32_t) override {}
-	void bar0_write64(size_t, uint64_t) override {}
-	mem::DmaMapper &dma() override { std::abort(); }
-
-private:
-	bus::PciId id_;
-	std::string name_ = "vfio:0000:00:01.0";
-};
-
-TEST(VfioConnectx, OnlyMellanoxVendorIsAConnectx)
-{
-	EXPECT_TRUE(is_connectx({0x15b3, 0x1017}));  /* ConnectX-5 */
-	EXPECT_TRUE(is_connectx({0x15b3, 0x101b}));  /* ConnectX-6 */
-	EXPECT_FALSE(is_connectx({0x1234, 0x11e8})); /* QEMU edu */
-	EXPECT_FALSE(is_connectx({0x8086, 0x1572}));
-}
-
-TEST(VfioConnectx, EduIsRefusedWithEnodevAndAMessageNamingIt)
-{
-	FakeFunction edu({0x1234, 0x11e8});
-	::testing::internal::CaptureStderr();
-	int rc = require_connectx(edu);
-	std::string log = ::testing::internal::GetCapturedStderr();
-	EXPECT_EQ(rc, -ENODEV);
-	EXPECT_NE(log.find("vfio:0000:00:01.0 is 1234:11e8, not a ConnectX"), std::string::npos)
-		<< log;
-	FakeFunction cx({0x15b3, 0x101b});
-	EXPECT_EQ(require_connectx(cx), 0);
-}
-
 } // namespace

@@ -20,7 +20,7 @@
  *             the user the group file and a memlock limit for the pools)
  *   -ENOTSUP  the kernel's VFIO API version is not ours, or no TYPE1v2 IOMMU
  *             (modprobe vfio_iommu_type1)
- *   -ENODEV   no PCI device at that address; a device that is not a ConnectX for the mlx5 path
+ *   -ENODEV   no PCI device at that address
  *   -ENXIO    the device has no IOMMU group: the IOMMU is off (boot with intel_iommu=on or
  *             amd_iommu=on)
  *   -EBUSY    the device is not bound to vfio-pci (devtools/nicmr-devbind --bind vfio-pci
@@ -249,24 +249,6 @@ private:
 	std::vector<int> irq_fds_;
 	unsigned irq_index_ = 0;
 };
-
-inline constexpr uint16_t kVendorMellanox = 0x15b3;
-
-/* True for a Mellanox/NVIDIA ConnectX function (vendor 0x15b3). */
-bool is_connectx(PciId id) noexcept;
-
-/*
- * What the mlx5 driver checks first: 0 for a ConnectX, else -ENODEV with a log line that names
- * the function, its vendor:device and what was expected.
- */
-int require_connectx(const PciFunction &fn);
-
-/*
- * Opens a device for the mlx5 driver: Device::open, then require_connectx. On -ENODEV the
- * device is closed again (no fd, mapping or group membership remains) and *out stays empty.
- */
-int open_connectx(const std::string &pci_addr, const std::shared_ptr<Container> &container,
-		  std::unique_ptr<Device> *out);
 
 } // namespace nicmr::bus::vfio
 

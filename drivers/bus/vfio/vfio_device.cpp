@@ -375,35 +375,4 @@ int Device::irq_eventfd(unsigned i) const noexcept
 	return i < irq_fds_.size() ? irq_fds_[i] : -1;
 }
 
-bool is_connectx(PciId id) noexcept
-{
-	return id.vendor == kVendorMellanox;
-}
-
-int require_connectx(const PciFunction &fn)
-{
-	PciId id = fn.id();
-	if (is_connectx(id))
-		return 0;
-	NICMR_LOG(error, "mlx5",
-		  "%s is %04x:%04x, not a ConnectX (vendor 15b3): the mlx5 driver does not "
-		  "drive it",
-		  fn.name().c_str(), id.vendor, id.device);
-	return -ENODEV;
-}
-
-int open_connectx(const std::string &pci_addr, const std::shared_ptr<Container> &container,
-		  std::unique_ptr<Device> *out)
-{
-	std::unique_ptr<Device> d;
-	int rc = Device::open(pci_addr, container, &d);
-	if (rc < 0)
-		return rc;
-	rc = require_connectx(*d);
-	if (rc < 0)
-		return rc; /* d closes here: fd, BAR mapping and group go with it */
-	*out = std::move(d);
-	return 0;
-}
-
 } // namespace nicmr::bus::vfio
