@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "mr_keys.h"
+
+#include <cerrno>
+#include <new>
+#include <sys/mman.h>
+
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+namespace nicmr::mr {
+
+namespace {
+
+/* Slot word layout (see mr_keys.h). */
+constexpr uint32_t kStateShift = 8;
+constexpr uint32_t kStateMask = 3u << kStateShift;
+constexpr uint32_t kGhost = 1u << 10;
+constexpr uint32_t kHoldShift = 11;
+constexpr uint32_t kHoldOne = 1u << kHoldShift;
+constexpr uint32_t kHoldMax = UINT32_MAX >> kHoldShift;
+
+constexpr uint32_t slot_word(KeyState st, uint8_t variant) noexcept
+{
+	return static_cast<uint32_t>(st) << kStateShift | variant;
+}
+constexpr KeyState slot_state(uint32_t w) noexcept
+{
+	return static_cast<KeyState>((w & kStateMask) >> kStateShift);
+}
+
+void *map_zeroed(size_t len) noexcept
+{
+	/* Anonymous and lazily populated: pages appear as indices are first used. */
+	void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? nullptr : p;
+}
+
+void unmap(void *p, size_t len) noexcept
+{
+	if (p)
+		munmap(p, len);
+}
+
+/* rte_ring_init on our own memory, no EAL: capacity exactly count elements of esize bytes. */
+rte_ring *make_ring(const char *name, unsigned count, unsigned esize, unsigned flags,
+		    size_t *len) noexcept
+{
+	ssize_t sz = rte_ring_get_memsize_elem(esize, rte_align32pow2(count + 1));
+	if (sz < 0)
+		return nullptr;
+	*len = static_cast<size_t>(sz);
+	auto *r = static_cast<rte_ring *>(map_zeroed(*len));
+	if (!r)
+		return nullptr;
+	if (rte_ring_init(r, name, count, flags | RING_F_EXACT_SZ) != 0) {
+		unmap(r, *len);
+		return nullptr;
+	}
+	return r;
+}
+
+} // namespace
+
+KeyCache::~KeyCache()
+{
+	ks_.flush(*this);
+}
+
+int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) noexcept
+{
+	if (cfg.index_count < 2 || cfg.index_count > kMaxIndexCount || cfg.max_readers < 1 ||
+	    cfg.max_readers > 1024)
+		return -EINVAL;
+	std::unique_ptr<KeySpace> ks(new (std::nothrow) KeySpace());
+	if (!ks)
+		return -ENOMEM;
+	const uint32_t n = cfg.index_count;
+	ks->n_ = n;
+	ks->max_readers_ = cfg.max_readers;
+	ks->slots_len_ = size_t{n} * sizeof(std::atomic<uint32_t>);
+	static_assert(sizeof(std::atomic<uint32_t>) == 4 &&
+		      std::atomic<uint32_t>::is_always_lock_free);
+	/* Zero pages read as slot_word(free, 0): every index starts free at variant 0. */
+	ks->slots_ = static_cast<std::atomic<uint32_t> *>(map_zeroed(ks->slots_len_));
+	/*
+	 * HTS (head/tail sync) on both ends of both rings: every head, tail and slot access of
+	 * that mode is a C11 atomic, which ThreadSanitizer models exactly. The default MP/MC mode
+	 * (inline-assembly compare-and-set, plain tail stores) and RTS (32-bit halves of a 64-bit
+	 * head/tail word) both trip it with false reports. HTS serialises each end of a ring;
+	 * the per-thread caches move indices 32 at a time, so the rings see little traffic.
+	 */
+	ks->free_ = make_ring("nicmr_mr_free", n - 1, sizeof(uint32_t),
+			      RING_F_MP_HTS_ENQ | RING_F_MC_HTS_DEQ, &ks->free_len_);
+	/* Many threads retire; one at a time reclaims (under reclaim_lock_). */
+	ks->retire_ = make_ring("nicmr_mr_retire", n - 1, sizeof(Retired),
+				RING_F_MP_HTS_ENQ | RING_F_MC_HTS_DEQ, &ks->retire_len_);
+	ks->qsbr_len_ = rte_rcu_qsbr_get_memsize(cfg.max_readers);
+	ks->qsbr_ = static_cast<rte_rcu_qsbr *>(map_zeroed(ks->qsbr_len_));
+	if (!ks->slots_ || !ks->free_ || !ks->retire_ || !ks->qsbr_)
+		return -ENOMEM; /* the destructor unmaps what was mapped */
+	if (rte_rcu_qsbr_init(ks->qsbr_, cfg.max_readers) != 0)
+		return -EINVAL;
+
+	uint32_t batch[256];
+	for (uint32_t first = 1; first < n; first += 256) {
+		uint32_t cnt = 0;
+		for (uint32_t i = first; i < n && cnt < 256; ++i)
+			batch[cnt++] = i;
+		rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt, nullptr);
+	}
+	*out = std::move(ks);
+	return 0;
+}
+
+KeySpace::~KeySpace()
+{
+	unmap(qsbr_, qsbr_len_);
+	unmap(retire_, retire_len_);
+	unmap(free_, free_len_);
+	unmap(slots_, slots_len_);
+}
+
+bool KeySpace::take(KeyCache *c, uint32_t *index) noexcept
+{
+	if (!c)
+		return rte_ring_dequeue_elem(free_, index, sizeof(uint32_t)) == 0;
+	if (c->n_ == 0) {
+		c->n_ = rte_ring_dequeue_burst_elem(free_, c->idx_, sizeof(uint32_t), kCacheBatch,
+						    nullptr);
+		if (c->n_ == 0)
+			return false;
+	}
+	*index = c->idx_[--c->n_];
+	return true;
+}
+
+void KeySpace::put(KeyCache *c, uint32_t index) noexcept
+{
+	/* The ring holds N-1 elements and every index has at most one copy in the free
+	 * structures, so these enqueues cannot fail. */
+	if (!c) {
+		rte_ring_enqueue_elem(free_, &index, sizeof(uint32_t));
+		return;
+	}
+	if (c->n_ == kCacheSize) {
+		c->n_ -= kCacheBatch;
+		rte_ring_enqueue_bulk_elem(free_, c->idx_ + c->n_, sizeof(uint32_t), kCacheBatch,
+					   nullptr);
+	}
+	c->idx_[c->n_++] = index;
+}
+
+void KeySpace::flush(KeyCache &c) noexcept
+{
+	if (c.n_)
+		rte_ring_enqueue_bulk_elem(free_, c.idx_, sizeof(uint32_t), c.n_, nullptr);
+	c.n_ = 0;
+}
+
+/* A copy of index came out of the free structures: own it, or drop it if it was a ghost. */
+bool KeySpace::try_own(uint32_t index, uint32_t *mkey) noexcept
+{
+	std::atomic<uint32_t> &slot = slots_[index];
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	for (;;) {
+		if (slot_state(w) == KeyState::free) {
+			uint8_t v = static_cast<uint8_t>(w);
+			/* Acquire: the previous owner's writes to this index's table entry
+			 * happen before ours (pairs with the release in make_free). */
+			if (slot.compare_exchange_weak(w, slot_word(KeyState::binding, v),
+						       std::memory_order_acquire,
+						       std::memory_order_relaxed)) {
+				*mkey = make_mkey(index, v);
+				return true;
+			}
+			continue;
+		}
+		/* Claimed by a requested key meanwhile: this copy is the ghost; drop it. */
+		if (slot.compare_exchange_weak(w, w & ~kGhost, std::memory_order_relaxed))
+			return false;
+	}
+}
+
+int KeySpace::alloc(KeyCache *c, uint32_t *mkey) noexcept
+{
+	for (;;) {
+		uint32_t index;
+		if (!take(c, &index)) {
+			/* Empty: indices past their grace period are the last resort. */
+			if (reclaim(c) == 0)
+				return -ENOSPC;
+			continue;
+		}
+		if (try_own(index, mkey))
+			return 0;
+	}
+}
+
+int KeySpace::claim(uint64_t key, uint32_t *mkey) noexcept
+{
+	if (key > UINT32_MAX)
+		return -EKEYREJECTED;
+	const uint32_t index = mkey_index(static_cast<uint32_t>(key));
+	if (index == 0 || index >= n_)
+		return -EKEYREJECTED;
+	const uint8_t v = mkey_variant(static_cast<uint32_t>(key));
+	std::atomic<uint32_t> &slot = slots_[index];
+	bool reclaimed = false;
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	for (;;) {
+		switch (slot_state(w)) {
+		case KeyState::live:
+		case KeyState::binding:
+			return -EEXIST;
+		case KeyState::retiring:
+			if (reclaimed)
+				return -EAGAIN;
+			reclaim(nullptr);
+			reclaimed = true;
+			w = slot.load(std::memory_order_relaxed);
+			continue;
+		case KeyState::free:
+			/* Its one copy stays in the free structures as a ghost. Acquire: as in
+			 * try_own. */
+			if (slot.compare_exchange_weak(w, slot_word(KeyState::binding, v) | kGhost,
+						       std::memory_order_acquire,
+						       std::memory_order_relaxed)) {
+				*mkey = static_cast<uint32_t>(key);
+				return 0;
+			}
+			continue;
+		}
+		return -EAGAIN; /* unreachable: every state is handled above */
+	}
+}
+
+void KeySpace::make_free(KeyCache *c, uint32_t index) noexcept
+{
+	std::atomic<uint32_t> &slot = slots_[index];
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	uint32_t nw;
+	do {
+		/* The ghost bit is dropped: a ghost copy, if any, becomes the real one. */
+		nw = slot_word(KeyState::free, static_cast<uint8_t>(w + 1));
+		/* Release: our writes to the entry happen before the next owner's (pairs with
+		 * the acquire in try_own and claim). */
+	} while (!slot.compare_exchange_weak(w, nw, std::memory_order_release,
+					     std::memory_order_relaxed));
+	if (!(w & kGhost))
+		put(c, index);
+}
+
+void KeySpace::activate(uint32_t mkey) noexcept
+{
+	std::atomic<uint32_t> &slot = slots_[mkey_index(mkey)];
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	/* Release: pairs with the acquire in begin_retire (see mr_keys.h). A CAS, not a store:
+	 * the ghost bit may change under us. */
+	while (!slot.compare_exchange_weak(w, (w & ~kStateMask) | slot_word(KeyState::live, 0),
+					   std::memory_order_release, std::memory_order_relaxed))
+		;
+}
+
+void KeySpace::release(KeyCache *c, uint32_t mkey) noexcept
+{
+	make_free(c, mkey_index(mkey));
+}
+
+int KeySpace::begin_retire(uint32_t mkey) noexcept
+{
+	const uint32_t index = mkey_index(mkey);
+	if (index == 0 || index >= n_)
+		return -ENOKEY;
+	std::atomic<uint32_t> &slot = slots_[index];
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	for (;;) {
+		if (slot_state(w) != KeyState::live ||
+		    static_cast<uint8_t>(w) != mkey_variant(mkey))
+			return -ENOKEY;
+		if (w >> kHoldShift)
+			return -EBUSY;
+		/* Acquire: the entry was written by the last owner (activate, abort_retire release
+		 * it) before we read and rewrite it. */
+		if (slot.compare_exchange_weak(
+			    w, (w & ~kStateMask) | slot_word(KeyState::retiring, 0),
+			    std::memory_order_acquire, std::memory_order_relaxed))
+			return 0;
+	}
+}
+
+int KeySpace::hold(uint32_t mkey) noexcept
+{
+	const uint32_t index = mkey_index(mkey);
+	if (index == 0 || index >= n_)
+		return -ENOKEY;
+	std::atomic<uint32_t> &slot = slots_[index];
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	for (;;) {
+		if (slot_state(w) != KeyState::live ||
+		    static_cast<uint8_t>(w) != mkey_variant(mkey))
+			return -ENOKEY;
+		if ((w >> kHoldShift) == kHoldMax)
+			return -EOVERFLOW;
+		/* Acquire: as in begin_retire, the holder reads the entry the owner published. */
+		if (slot.compare_exchange_weak(w, w + kHoldOne, std::memory_order_acquire,
+					       std::memory_order_relaxed))
+			return 0;
+	}
+}
+
+void KeySpace::unhold(uint32_t index) noexcept
+{
+	/* Relaxed: the holder wrote nothing that the key's next owner needs to see. */
+	slots_[index].fetch_sub(kHoldOne, std::memory_order_relaxed);
+}
+
+void KeySpace::abort_retire(uint32_t mkey) noexcept
+{
+	std::atomic<uint32_t> &slot = slots_[mkey_index(mkey)];
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	/* Release: the restored entry is written before the key is live again. */
+	while (!slot.compare_exchange_weak(w, (w & ~kStateMask) | slot_word(KeyState::live, 0),
+					   std::memory_order_release, std::memory_order_relaxed))
+		;
+}
+
+void KeySpace::retire(KeyCache *c, uint32_t mkey) noexcept
+{
+	/* rte_rcu_qsbr_start orders the caller's invalidation of the entry before the new token
+	 * (release), so a reader that reports the token has stopped seeing the old entry. */
+	Retired r{rte_rcu_qsbr_start(qsbr_), mkey_index(mkey)};
+	rte_ring_enqueue_elem(retire_, &r, sizeof(r));
+	reclaim(c);
+}
+
+unsigned KeySpace::reclaim(KeyCache *c) noexcept
+{
+	std::unique_lock<std::mutex> lk(reclaim_lock_, std::try_to_lock);
+	if (!lk.owns_lock())
+		return 0;
+	unsigned freed = 0;
+	for (;;) {
+		if (!have_head_.load(std::memory_order_relaxed)) {
+			if (rte_ring_dequeue_elem(retire_, &head_, sizeof(head_)) != 0)
+				break;
+			have_head_.store(true, std::memory_order_relaxed);
+		}
+		/* Non-blocking: the caller may itself be an online reader. */
+		if (rte_rcu_qsbr_check(qsbr_, head_.token, false) != 1)
+			break;
+		have_head_.store(false, std::memory_order_relaxed);
+		make_free(c, static_cast<uint32_t>(head_.index));
+		++freed;
+	}
+	return freed;
+}
+
+int KeySpace::reader_register(unsigned id) noexcept
+{
+	/* Checked here too so that DPDK does not log about it. */
+	if (id >= max_readers_ || rte_rcu_qsbr_thread_register(qsbr_, id) != 0)
+		return -EINVAL;
+	rte_rcu_qsbr_thread_online(qsbr_, id);
+	return 0;
+}
+
+void KeySpace::reader_unregister(unsigned id) noexcept
+{
+	rte_rcu_qsbr_thread_offline(qsbr_, id);
+	rte_rcu_qsbr_thread_unregister(qsbr_, id);
+}
+
+void KeySpace::reader_online(unsigned id) noexcept
+{
+	rte_rcu_qsbr_thread_online(qsbr_, id);
+}
+
+void KeySpace::reader_offline(unsigned id) noexcept
+{
+	rte_rcu_qsbr_thread_offline(qsbr_, id);
+}
+
+void KeySpace::reader_quiescent(unsigned id) noexcept
+{
+	rte_rcu_qsbr_quiescent(qsbr_, id);
+}
+
+KeyState KeySpace::state_of(uint32_t index, uint8_t *variant) const noexcept
+{
+	uint32_t w = slots_[index].load(std::memory_order_relaxed);
+	if (variant)
+		*variant = static_cast<uint8_t>(w);
+	return slot_state(w);
+}
+
+uint32_t KeySpace::ring_free_count() const noexcept
+{
+	return rte_ring_count(free_);
+}
+
+uint32_t KeySpace::retiring_count() const noexcept
+{
+	return rte_ring_count(retire_) + (have_head_.load(std::memory_order_relaxed) ? 1 : 0);
+}
+
+} // namespace nicmr::mr

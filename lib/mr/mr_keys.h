@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The key space: which mkey indices are free, live or waiting for a grace period, and which
+ * variant each one carries.
+ *
+ *   mkey (32 bits) = index << 8 | variant          lkey = rkey = mkey
+ *
+ *   per index: slot word   [ holds:21 | ghost:1 | state:2 | variant:8 ]   (4 bytes; zero = free,
+ *                          variant 0; holds = live sub-MRs that keep a live key from leaving)
+ *
+ * The slot word also says who owns the index's table entry: the registering thread while it is
+ * binding, the deregistering thread while it is retiring. One writer per entry follows.
+ *
+ *   free indices:   KeyCache (per thread, 64)  <-- batches of 32 -->  global ring (rte_ring, HTS)
+ *   retired ones:   retire ring of (QSBR token, index), FIFO; reclaimed once the token is seen
+ *                   by every reader, then rotated to the next variant and freed.
+ *
+ * Index 0 is reserved and never handed out. The variant rotates (+1 mod 256) every time an
+ * index becomes free again, so a stale key never matches the next registration at its index.
+ *
+ * Requested keys pick a specific index. An rte_ring cannot give up one element from its middle,
+ * so a claimed index keeps its copy in the free structures, marked "ghost" in its slot word;
+ * whoever takes the ghost copy later drops it, and if the index is freed before that happens
+ * the copy simply becomes real again. Every index thus has at most one copy in the free
+ * structures, and no lock is taken anywhere except by the single reclaimer of the retire ring
+ * (a try-lock: a thread that finds it busy leaves reclaiming to the holder).
+ */
+#ifndef NICMR_MR_KEYS_H
+#define NICMR_MR_KEYS_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+struct rte_ring;
+struct rte_rcu_qsbr;
+
+namespace nicmr::mr {
+
+inline constexpr uint32_t kVariantBits = 8;
+/* Indices are 24 bits wide (mkey_index in PRM.md). */
+inline constexpr uint32_t kMaxIndexCount = 1u << 24;
+/* Per-thread cache: refilled and drained in batches of kCacheBatch, holds up to kCacheSize. */
+inline constexpr uint32_t kCacheBatch = 32;
+inline constexpr uint32_t kCacheSize = 2 * kCacheBatch;
+
+constexpr uint32_t mkey_index(uint32_t mkey) noexcept
+{
+	return mkey >> kVariantBits;
+}
+constexpr uint8_t mkey_variant(uint32_t mkey) noexcept
+{
+	return static_cast<uint8_t>(mkey);
+}
+constexpr uint32_t make_mkey(uint32_t index, uint8_t variant) noexcept
+{
+	return index << kVariantBits | variant;
+}
+
+struct KeySpaceConfig {
+	/* N: the device's mkey count. Indices 1..N-1 are handed out. 2 <= N <= 2^24. */
+	uint32_t index_count = 0;
+	/* QSBR reader slots: reader ids are 0..max_readers-1. 1 <= max_readers <= 1024. */
+	uint32_t max_readers = 64;
+};
+
+/* free -> binding (alloc/claim) -> live (activate) -> retiring (begin_retire) -> free (reclaim);
+ * binding -> free (release); retiring -> live (abort_retire). */
+enum class KeyState : uint8_t { free = 0, live = 1, retiring = 2, binding = 3 };
+
+class KeySpace;
+
+/*
+ * A per-thread stash of free indices (like rte_mempool_cache). One thread at a time may use a
+ * cache; a cache must be destroyed before its KeySpace. Its destructor returns what it holds.
+ */
+class KeyCache {
+public:
+	explicit KeyCache(KeySpace &ks) noexcept : ks_(ks) {}
+	~KeyCache();
+	KeyCache(const KeyCache &) = delete;
+	KeyCache &operator=(const KeyCache &) = delete;
+
+	uint32_t size() const noexcept { return n_; }
+
+private:
+	friend class KeySpace;
+	KeySpace &ks_;
+	uint32_t n_ = 0;
+	uint32_t idx_[kCacheSize];
+};
+
+class KeySpace {
+public:
+	/*
+	 * Creates a key space with every index 1..N-1 free at variant 0.
+	 * Returns 0, -EINVAL (index_count or max_readers out of range), -ENOMEM.
+	 */
+	static int create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) noexcept;
+	~KeySpace();
+	KeySpace(const KeySpace &) = delete;
+	KeySpace &operator=(const KeySpace &) = delete;
+
+	uint32_t index_count() const noexcept { return n_; }
+
+	/*
+	 * Takes a free index (through cache when given, else straight from the global ring) and
+	 * returns its mkey, now binding (owned by the caller until activate or release). Any
+	 * thread. No lock unless the pool is empty, when it tries to reclaim retired indices first.
+	 * Returns 0, or -ENOSPC when no free index is reachable (others may sit in other threads'
+	 * caches or wait for a grace period).
+	 */
+	int alloc(KeyCache *cache, uint32_t *mkey) noexcept;
+
+	/*
+	 * Takes the index a requested key names, with the key's variant: the mkey is the key,
+	 * now binding. Any thread; lock-free (the ghost scheme above).
+	 * Returns 0; -EKEYREJECTED when the key is outside the key space (above 32 bits, index 0,
+	 * index >= N); -EEXIST when the index is live or binding; -EAGAIN when the index waits for
+	 * its grace period (retry once readers have reported quiescent states).
+	 */
+	int claim(uint64_t requested_key, uint32_t *mkey) noexcept;
+
+	/* Binding -> live: the caller has published the entry (release: the entry's writes
+	 * happen before whoever later takes the key for deregistration). */
+	void activate(uint32_t mkey) noexcept;
+
+	/*
+	 * Gives back a binding mkey that was never published (a failed registration): the index is
+	 * free again at once, variant rotated. Only the thread that took it.
+	 */
+	void release(KeyCache *cache, uint32_t mkey) noexcept;
+
+	/*
+	 * Deregistration, step 1: marks the live mkey as leaving (claims and lookups of the key by
+	 * the engine fail from here on). Returns 0; -ENOKEY when mkey is not live with that
+	 * exact variant (stale, free, already leaving, out of range); -EBUSY when it has holds.
+	 */
+	int begin_retire(uint32_t mkey) noexcept;
+	/*
+	 * Holds a live key: it cannot begin_retire until unhold (a sub-MR holds its base). Any
+	 * thread. Returns 0, -ENOKEY (not live with that variant), -EOVERFLOW (2^21 - 1 holds).
+	 */
+	int hold(uint32_t mkey) noexcept;
+	/* Drops one hold on the (live) key at index. */
+	void unhold(uint32_t index) noexcept;
+	/* Undoes begin_retire (the device refused the revoke; the key stays registered). */
+	void abort_retire(uint32_t mkey) noexcept;
+	/*
+	 * Deregistration, step 2 (after the entry was invalidated and the device revoked the key):
+	 * queues the index behind a QSBR token; it is freed, variant rotated, once every reader
+	 * has reported a quiescent state after this call. Opportunistically reclaims.
+	 */
+	void retire(KeyCache *cache, uint32_t mkey) noexcept;
+
+	/* Frees every retired index whose grace period is over. Returns how many. Any thread. */
+	unsigned reclaim(KeyCache *cache) noexcept;
+
+	/*
+	 * QSBR readers (data-path threads). reader_register() registers id and puts it online;
+	 * from then on the thread must call reader_quiescent(id) from its poll loop, outside any
+	 * use of a lookup's result, or go offline before it blocks. Each reader thread has its own
+	 * id. Returns 0, or -EINVAL when id >= max_readers (registering an id again is harmless).
+	 */
+	int reader_register(unsigned id) noexcept;
+	void reader_unregister(unsigned id) noexcept;
+	void reader_online(unsigned id) noexcept;
+	void reader_offline(unsigned id) noexcept;
+	/* Hot path: one store. */
+	void reader_quiescent(unsigned id) noexcept;
+
+	/* The state and current variant of an index (diagnostics and tests). */
+	KeyState state_of(uint32_t index, uint8_t *variant) const noexcept;
+	/* Free indices in the global ring (not counting caches). */
+	uint32_t ring_free_count() const noexcept;
+	/* Indices waiting for a grace period. */
+	uint32_t retiring_count() const noexcept;
+	/* Fixed host memory per index: slot word, free-ring slot, retire-ring slot. */
+	static constexpr size_t bytes_per_index() noexcept { return 4 + 4 + 16; }
+
+private:
+	friend class KeyCache;
+	struct Retired {
+		uint64_t token;
+		uint64_t index;
+	};
+	KeySpace() = default;
+	bool take(KeyCache *cache, uint32_t *index) noexcept;
+	void put(KeyCache *cache, uint32_t index) noexcept;
+	bool try_own(uint32_t index, uint32_t *mkey) noexcept;
+	void make_free(KeyCache *cache, uint32_t index) noexcept;
+	void flush(KeyCache &cache) noexcept;
+
+	uint32_t n_ = 0;
+	uint32_t max_readers_ = 0;
+	std::atomic<uint32_t> *slots_ = nullptr;
+	rte_ring *free_ = nullptr;
+	rte_ring *retire_ = nullptr;
+	rte_rcu_qsbr *qsbr_ = nullptr;
+	size_t slots_len_ = 0, free_len_ = 0, retire_len_ = 0, qsbr_len_ = 0;
+
+	/* The retire ring has one consumer at a time: whoever holds this (try-lock only). It
+	 * guards head_ too: the oldest entry, taken off the ring but not yet past its grace. */
+	std::mutex reclaim_lock_;
+	std::atomic<bool> have_head_{false};
+	Retired head_{};
+};
+
+} // namespace nicmr::mr
+
+#endif

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The seam between the registration engine and the device. The engine decides which mkey
+ * (index and variant) a region gets and what it may do; an MkeyProgrammer makes the device
+ * agree: the mlx5 driver implements it with UMR work requests on pre-created free mkeys
+ * (free=1, umr_en=1), tests implement it with fakes. Every call is synchronous: when it
+ * returns 0 the device enforces the new state (the UMR's completion was polled).
+ */
+#ifndef NICMR_MR_PROGRAMMER_H
+#define NICMR_MR_PROGRAMMER_H
+
+#include <cstdint>
+
+namespace nicmr::mr {
+
+struct BindParams {
+	uint64_t start; /* mkc start_addr: VA, or 0 when zero-based */
+	uint64_t len;	/* mkc len, > 0 */
+	uint8_t access; /* MkeyAccess bits -> mkc lr/lw/rr/rw/a */
+	uint32_t pd;	/* mkc pd (24 bits) */
+	/* Translations: either one contiguous IOVA range (pools are mapped at congruent IOVAs,
+	 * so a region in a pool is iova_base + (addr - start)) with the largest page size that
+	 * the mapping allows, or an explicit MTT list. */
+	uint64_t iova_base;
+	uint8_t log_page_size; /* 12..30 */
+	const uint64_t *mtt;   /* page IOVAs, or nullptr for the iova_base form */
+	uint32_t mtt_count;
+};
+
+class MkeyProgrammer {
+public:
+	virtual ~MkeyProgrammer() = default;
+	/*
+	 * Makes indices first..first+count-1 exist on the device as free mkeys that UMR may
+	 * program (index 0 is never asked for). Called once when the engine is created.
+	 * Returns 0 or a negative errno; on failure nothing stays created.
+	 */
+	virtual int create_free_mkeys(uint32_t first_index, uint32_t count) = 0;
+	/* Programs mkey (index and variant) with params and clears free. 0 or negative errno;
+	 * on failure the mkey is left free. */
+	virtual int bind(uint32_t mkey, const BindParams &params) = 0;
+	/* Sets the mkey free again; the device refuses it from then on. 0 or negative errno;
+	 * on failure the mkey is left as it was. */
+	virtual int revoke(uint32_t mkey) = 0;
+};
+
+/* Accepts everything and touches nothing: the host-only engine, and benchmarks of it. */
+class NullProgrammer final : public MkeyProgrammer {
+public:
+	int create_free_mkeys(uint32_t, uint32_t) override { return 0; }
+	int bind(uint32_t, const BindParams &) override { return 0; }
+	int revoke(uint32_t) override { return 0; }
+};
+
+} // namespace nicmr::mr
+
+#endif

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "mr_rawkey.h"
+
+#include <cerrno>
+#include <cstring>
+#include <nmmintrin.h>
+
+#include "mr_access.h"
+#include "mr_keys.h"
+#include "mr_range.h"
+
+namespace nicmr::mr {
+
+namespace {
+
+/* Byte offsets of the layout table in mr_rawkey.h. */
+enum : size_t {
+	kOffMagic = 0,
+	kOffVersion = 4,
+	kOffSize = 6,
+	kOffDevice = 8,
+	kOffBase = 16,
+	kOffLength = 24,
+	kOffMkey = 32,
+	kOffPd = 36,
+	kOffAccess = 40,
+	kOffReserved = 41,
+	kOffCrc = 60,
+};
+
+template <typename T> void put_le(uint8_t *p, T v) noexcept
+{
+	for (size_t i = 0; i < sizeof(T); ++i)
+		p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+template <typename T> T get_le(const uint8_t *p) noexcept
+{
+	T v = 0;
+	for (size_t i = 0; i < sizeof(T); ++i)
+		v |= static_cast<T>(p[i]) << (8 * i);
+	return v;
+}
+
+bool key_valid(const RawKey &k) noexcept
+{
+	return k.device_id != 0 && range_valid(k.base_addr, k.length) && access_valid(k.access) &&
+	       mkey_index(k.mkey) != 0 && k.pd <= 0xffffff;
+}
+
+} // namespace
+
+/* SSE4.2 is part of DPDK's x86 baseline, which nicmr builds on. */
+__attribute__((target("sse4.2"))) uint32_t crc32c(const uint8_t *p, size_t len) noexcept
+{
+	uint64_t c = 0xffffffffu;
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t w;
+		std::memcpy(&w, p, 8);
+		c = _mm_crc32_u64(c, w);
+	}
+	auto c32 = static_cast<uint32_t>(c);
+	for (; len; ++p, --len)
+		c32 = _mm_crc32_u8(c32, *p);
+	return ~c32;
+}
+
+int encode_raw_key(const RawKey &k, uint8_t *buf, size_t *size) noexcept
+{
+	if (!key_valid(k))
+		return -EINVAL;
+	if (*size < kRawKeySize) {
+		*size = kRawKeySize;
+		return -ENOSPC;
+	}
+	uint8_t b[kRawKeySize] = {};
+	put_le<uint32_t>(b + kOffMagic, kRawKeyMagic);
+	put_le<uint16_t>(b + kOffVersion, kRawKeyVersion);
+	put_le<uint16_t>(b + kOffSize, kRawKeySize);
+	put_le<uint64_t>(b + kOffDevice, k.device_id);
+	put_le<uint64_t>(b + kOffBase, k.base_addr);
+	put_le<uint64_t>(b + kOffLength, k.length);
+	put_le<uint32_t>(b + kOffMkey, k.mkey);
+	put_le<uint32_t>(b + kOffPd, k.pd);
+	b[kOffAccess] = k.access;
+	put_le<uint32_t>(b + kOffCrc, crc32c(b, kOffCrc));
+	std::memcpy(buf, b, kRawKeySize);
+	*size = kRawKeySize;
+	return 0;
+}
+
+int decode_raw_key(const uint8_t *buf, size_t size, uint64_t expected_device, RawKey *out) noexcept
+{
+	if (!buf || size != kRawKeySize)
+		return -EINVAL;
+	if (get_le<uint32_t>(buf + kOffMagic) != kRawKeyMagic ||
+	    get_le<uint16_t>(buf + kOffVersion) != kRawKeyVersion ||
+	    get_le<uint16_t>(buf + kOffSize) != kRawKeySize)
+		return -EINVAL;
+	if (get_le<uint32_t>(buf + kOffCrc) != crc32c(buf, kOffCrc))
+		return -EINVAL;
+	for (size_t i = kOffReserved; i < kOffCrc; ++i)
+		if (buf[i])
+			return -EINVAL;
+	RawKey k;
+	k.device_id = get_le<uint64_t>(buf + kOffDevice);
+	k.base_addr = get_le<uint64_t>(buf + kOffBase);
+	k.length = get_le<uint64_t>(buf + kOffLength);
+	k.mkey = get_le<uint32_t>(buf + kOffMkey);
+	k.pd = get_le<uint32_t>(buf + kOffPd);
+	k.access = buf[kOffAccess];
+	/* A checksum only proves the bytes are what the sender wrote: the sender may be wrong
+	 * or hostile, so the fields are checked on their own too. */
+	if (!key_valid(k))
+		return -EINVAL;
+	if (expected_device != kAnyDevice && k.device_id != expected_device)
+		return -EXDEV;
+	*out = k;
+	return 0;
+}
+
+} // namespace nicmr::mr

@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <cerrno>
+#include <functional>
+#include <gtest/gtest.h>
+#include <map>
+#include <random>
+#include <set>
+
+#include "mr_engine.h"
+
+using namespace nicmr::mr;
+
+namespace {
+
+/* A device that records what it was told and fails where a test asks it to. */
+class FakeProgrammer final : public MkeyProgrammer {
+public:
+	int create_free_mkeys(uint32_t first, uint32_t count) override
+	{
+		created_first = first;
+		created_count = count;
+		return fail_create;
+	}
+	int bind(uint32_t mkey, const BindParams &p) override
+	{
+		last_bind = mkey;
+		last_params = p;
+		if (on_bind)
+			on_bind(mkey);
+		if (fail_bind)
+			return fail_bind;
+		bound.insert(mkey);
+		return 0;
+	}
+	int revoke(uint32_t mkey) override
+	{
+		if (fail_revoke)
+			return fail_revoke;
+		bound.erase(mkey);
+		return 0;
+	}
+	int fail_create = 0, fail_bind = 0, fail_revoke = 0;
+	uint32_t created_first = 0, created_count = 0, last_bind = 0;
+	BindParams last_params{};
+	std::set<uint32_t> bound;
+	std::function<void(uint32_t)> on_bind;
+};
+
+constexpr uint64_t kAddr = 0x7f0000100000;
+constexpr uint64_t kIova = 0x100000;
+constexpr uint8_t kRw =
+	kAccessLocalRead | kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite;
+
+RegRequest region(uint64_t addr = kAddr, uint64_t len = 0x10000, uint8_t access = kRw)
+{
+	RegRequest r;
+	r.addr = addr;
+	r.len = len;
+	r.access = access;
+	r.pd = 3;
+	r.iova = kIova + (addr - kAddr);
+	return r;
+}
+
+class MrEngine : public ::testing::Test {
+protected:
+	void SetUp() override { ASSERT_EQ(Engine::create({64, 4, 0xd1}, prog_, &e_), 0); }
+	int look(uint32_t k, uint64_t addr, uint64_t len = 8, uint8_t access = kAccessRemoteRead)
+	{
+		return e_->lookup({k, addr, len, access, 3}, &r_);
+	}
+	/* Free indices wherever they sit (no cache is in use in these tests). */
+	uint32_t free_keys() { return e_->keys().ring_free_count(); }
+	FakeProgrammer prog_;
+	std::unique_ptr<Engine> e_;
+	LookupResult r_{};
+};
+
+} // namespace
+
+TEST(MrEngineCreate, PreCreatesEveryIndexButZero)
+{
+	FakeProgrammer p;
+	std::unique_ptr<Engine> e;
+	ASSERT_EQ(Engine::create({128, 4, 1}, p, &e), 0);
+	EXPECT_EQ(p.created_first, 1u);
+	EXPECT_EQ(p.created_count, 127u);
+}
+
+TEST(MrEngineCreate, FailedPreCreationLeavesNoEngine)
+{
+	FakeProgrammer p;
+	p.fail_create = -EIO;
+	std::unique_ptr<Engine> e;
+	EXPECT_EQ(Engine::create({128, 4, 1}, p, &e), -EIO);
+	EXPECT_EQ(e, nullptr);
+}
+
+TEST(MrEngineCreate, BadConfigIsEinval)
+{
+	FakeProgrammer p;
+	std::unique_ptr<Engine> e;
+	EXPECT_EQ(Engine::create({128, 4, 0}, p, &e), -EINVAL) << "device id 0";
+	EXPECT_EQ(Engine::create({1, 4, 1}, p, &e), -EINVAL);
+	EXPECT_EQ(Engine::create({128, 0, 1}, p, &e), -EINVAL);
+	EXPECT_EQ(p.created_count, 0u) << "the device was not asked for anything";
+}
+
+TEST_F(MrEngine, RegisteredKeyTranslatesAndDeregisteredKeyDoesNot)
+{
+	uint32_t k;
+	ASSERT_EQ(e_->reg(region(), nullptr, &k), 0);
+	EXPECT_EQ(prog_.last_bind, k);
+	EXPECT_EQ(prog_.last_params.start, kAddr);
+	EXPECT_EQ(prog_.last_params.len, 0x10000u);
+	EXPECT_EQ(prog_.last_params.access, kRw);
+	EXPECT_EQ(prog_.last_params.pd, 3u);
+	EXPECT_EQ(prog_.last_params.iova_base, kIova);
+	ASSERT_EQ(look(k, kAddr + 0x100), 0);
+	EXPECT_EQ(r_.iova, kIova + 0x100);
+	ASSERT_EQ(e_->dereg(k, nullptr), 0);
+	EXPECT_EQ(prog_.bound.count(k), 0u) << "revoked on the device";
+	EXPECT_EQ(look(k, kAddr + 0x100), -ENOKEY);
+	EXPECT_EQ(e_->dereg(k, nullptr), -ENOKEY) << "twice";
+}
+
+TEST_F(MrEngine, ZeroBasedRegionIsAddressedByOffset)
+{
+	RegRequest r = region();
+	r.flags = kRegZeroBased;
+	uint32_t k;
+	ASSERT_EQ(e_->reg(r, nullptr, &k), 0);
+	EXPECT_EQ(prog_.last_params.start, 0u);
+	ASSERT_EQ(look(k, 0x20), 0);
+	EXPECT_EQ(r_.iova, kIova + 0x20);
+	EXPECT_EQ(r_.flags, kEntryZeroBased);
+	EXPECT_EQ(look(k, kAddr), -ERANGE);
+}
+
+TEST_F(MrEngine, InvalidArgumentsAreEinvalAndTakeNoKey)
+{
+	const uint32_t before = free_keys();
+	uint32_t k;
+	RegRequest r = region(kAddr, 0);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "len 0";
+	r = region(UINT64_MAX - 0xff, 0x1000);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "addr wraps";
+	r = region();
+	r.iova = UINT64_MAX - 0xff;
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "iova wraps";
+	r = region(kAddr, 0x1000, kAccessRemoteWrite);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "rw without lw";
+	r = region(kAddr, 0x1000, 0x40);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "unknown access bit";
+	r = region();
+	r.pd = 1u << 24;
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "pd";
+	r = region();
+	r.log_page_size = 11;
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "page size";
+	r.log_page_size = 31;
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EINVAL) << "page size";
+	r = region();
+	r.flags = 1u << 20;
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EOPNOTSUPP) << "unknown flag";
+	EXPECT_EQ(free_keys(), before);
+	EXPECT_TRUE(prog_.bound.empty());
+}
+
+TEST_F(MrEngine, PoolLookupRegionMayUseAnyHandle)
+{
+	RegRequest r = region();
+	r.flags = kRegPoolLookup;
+	r.iova = UINT64_MAX; /* a handle, not an address: no wrap check */
+	uint32_t k;
+	ASSERT_EQ(e_->reg(r, nullptr, &k), 0);
+	ASSERT_EQ(look(k, kAddr + 4), 0);
+	EXPECT_EQ(r_.iova, 4u);
+	EXPECT_EQ(r_.handle, UINT64_MAX);
+}
+
+TEST_F(MrEngine, FailedBindLeavesNothingBehind)
+{
+	const uint32_t before = free_keys();
+	prog_.fail_bind = -ETIMEDOUT;
+	uint32_t k = 0xdead;
+	EXPECT_EQ(e_->reg(region(), nullptr, &k), -ETIMEDOUT);
+	EXPECT_EQ(k, 0xdeadu) << "no key returned";
+	const uint32_t tried = prog_.last_bind;
+	uint8_t v;
+	EXPECT_EQ(e_->keys().state_of(mkey_index(tried), &v), KeyState::free);
+	EXPECT_EQ(v, mkey_variant(tried) + 1) << "the key it tried is never reused as is";
+	EXPECT_EQ(free_keys(), before);
+	EXPECT_EQ(look(tried, kAddr), -ENOKEY);
+	EXPECT_TRUE(prog_.bound.empty());
+}
+
+TEST_F(MrEngine, FailedBindOfRequestedKeyFreesTheIndex)
+{
+	prog_.fail_bind = -EIO;
+	uint32_t k;
+	RegRequest r = region();
+	r.flags = kRegRequestedKey;
+	r.requested_key = make_mkey(9, 1);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EIO);
+	prog_.fail_bind = 0;
+	ASSERT_EQ(e_->reg(r, nullptr, &k), 0) << "the index is free again";
+	EXPECT_EQ(k, make_mkey(9, 1));
+}
+
+TEST_F(MrEngine, FailedRevokeKeepsTheRegionWorking)
+{
+	uint32_t k;
+	ASSERT_EQ(e_->reg(region(), nullptr, &k), 0);
+	prog_.fail_revoke = -EIO;
+	EXPECT_EQ(e_->dereg(k, nullptr), -EIO);
+	ASSERT_EQ(look(k, kAddr), 0);
+	EXPECT_EQ(r_.iova, kIova);
+	EXPECT_EQ(e_->keys().state_of(mkey_index(k), nullptr), KeyState::live);
+	EXPECT_EQ(e_->keys().retiring_count(), 0u);
+	prog_.fail_revoke = 0;
+	EXPECT_EQ(e_->dereg(k, nullptr), 0);
+	EXPECT_EQ(look(k, kAddr), -ENOKEY);
+}
+
+TEST_F(MrEngine, ExhaustedKeySpaceIsEnospcAndLeavesNothing)
+{
+	std::vector<uint32_t> keys;
+	uint32_t k;
+	for (int i = 0; i < 63; ++i) {
+		ASSERT_EQ(e_->reg(region(), nullptr, &k), 0);
+		keys.push_back(k);
+	}
+	EXPECT_EQ(e_->reg(region(), nullptr, &k), -ENOSPC);
+	EXPECT_EQ(prog_.bound.size(), 63u);
+	for (uint32_t key : keys)
+		ASSERT_EQ(e_->dereg(key, nullptr), 0);
+	EXPECT_EQ(free_keys(), 63u);
+}
+
+TEST_F(MrEngine, RequestedKeysFollowTheKeySpaceRules)
+{
+	RegRequest r = region();
+	r.flags = kRegRequestedKey;
+	uint32_t k;
+	r.requested_key = make_mkey(5, 0xaa);
+	ASSERT_EQ(e_->reg(r, nullptr, &k), 0);
+	EXPECT_EQ(k, make_mkey(5, 0xaa));
+	EXPECT_EQ(look(k, kAddr), 0);
+	r.requested_key = make_mkey(5, 0xbb);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EEXIST);
+	r.requested_key = make_mkey(64, 0);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EKEYREJECTED);
+	r.requested_key = 1ull << 32;
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EKEYREJECTED);
+	r.requested_key = 0;
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EKEYREJECTED);
+}
+
+TEST_F(MrEngine, ClosedWellKnownKeyIsReusableAfterTheGracePeriod)
+{
+	ASSERT_EQ(e_->reader_register(0), 0);
+	RegRequest r = region();
+	r.flags = kRegRequestedKey;
+	r.requested_key = make_mkey(5, 1);
+	uint32_t k;
+	ASSERT_EQ(e_->reg(r, nullptr, &k), 0);
+	ASSERT_EQ(e_->dereg(k, nullptr), 0);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), -EAGAIN);
+	e_->reader_quiescent(0);
+	EXPECT_EQ(e_->reg(r, nullptr, &k), 0);
+	e_->reader_unregister(0);
+}
+
+TEST_F(MrEngine, KeyCannotBeDeregisteredWhileItIsBeingRegistered)
+{
+	int inner = 1;
+	prog_.on_bind = [&](uint32_t mkey) { inner = e_->dereg(mkey, nullptr); };
+	uint32_t k;
+	ASSERT_EQ(e_->reg(region(), nullptr, &k), 0);
+	EXPECT_EQ(inner, -ENOKEY);
+	EXPECT_EQ(look(k, kAddr), 0);
+}
+
+TEST_F(MrEngine, RawKeyOfARegionMapsBackToItsKey)
+{
+	uint32_t k;
+	ASSERT_EQ(e_->reg(region(), nullptr, &k), 0);
+	uint8_t buf[kRawKeySize];
+	size_t size = 1;
+	EXPECT_EQ(e_->raw_attr(k, buf, &size), -ENOSPC);
+	EXPECT_EQ(size, kRawKeySize);
+	ASSERT_EQ(e_->raw_attr(k, buf, &size), 0);
+	RawKey rk;
+	ASSERT_EQ(decode_raw_key(buf, size, 0xd1, &rk), 0);
+	EXPECT_EQ(rk.base_addr, kAddr);
+	EXPECT_EQ(rk.length, 0x10000u);
+	EXPECT_EQ(rk.access, kRw);
+	EXPECT_EQ(rk.pd, 3u);
+	uint64_t key = 0;
+	ASSERT_EQ(Engine::map_raw(buf, size, 0xd1, &key), 0);
+	EXPECT_EQ(key, k);
+	EXPECT_EQ(Engine::unmap_raw(key), 0);
+	EXPECT_EQ(Engine::map_raw(buf, size, 0xd2, &key), -EXDEV);
+	buf[20] ^= 1;
+	EXPECT_EQ(Engine::map_raw(buf, size, kAnyDevice, &key), -EINVAL);
+	ASSERT_EQ(e_->dereg(k, nullptr), 0);
+	EXPECT_EQ(e_->raw_attr(k, buf, &size), -ENOKEY);
+}
+
+/*
+ * Random reg/reg_sub/dereg/lookup/raw sequences against a plain model: which mkeys are live with
+ * which region (and sub-MRs on them), and which variant each index will hand out next. No readers
+ * are registered, so every grace period is over at once and indices come back (and variants wrap)
+ * quickly.
+ */
+TEST(MrEngineProperty, RandomSequencesAgreeWithAModel)
+{
+	constexpr uint32_t kIdx = 17;
+	FakeProgrammer prog;
+	std::unique_ptr<Engine> e;
+	ASSERT_EQ(Engine::create({kIdx, 4, 7}, prog, &e), 0);
+	KeyCache cache(e->keys());
+	struct Region {
+		uint64_t addr, len, iova;
+		uint8_t access;
+		uint32_t base = 0;  /* for a sub-MR: its base's mkey */
+		unsigned holds = 0; /* live sub-MRs on this region */
+	};
+	std::map<uint32_t, Region> live;      /* mkey -> region */
+	std::map<uint32_t, uint8_t> next_var; /* index -> variant it carries while free */
+	std::vector<uint32_t> dead;
+	std::mt19937_64 rng(12345);
+	auto live_at = [&](uint32_t index) {
+		for (auto &[k, r] : live)
+			if (mkey_index(k) == index)
+				return true;
+		return false;
+	};
+	const uint8_t accesses[] = {kAccessLocalRead, kRw, kAccessRemoteRead | kAccessLocalRead,
+				    kAccessLocalWrite | kAccessRemoteAtomic};
+	std::map<int, unsigned> outcomes; /* every result of reg, reg_sub and dereg */
+	auto close = [&](uint32_t k) {
+		Region &g = live.at(k);
+		const int want = g.holds ? -EBUSY : 0;
+		outcomes[want]++;
+		EXPECT_EQ(e->dereg(k, &cache), want);
+		if (want == 0) {
+			if (g.base)
+				live.at(g.base).holds--;
+			live.erase(k);
+			dead.push_back(k);
+		}
+	};
+	for (int step = 0; step < 30000; ++step) {
+		const unsigned op = rng() % 10;
+		if (op >= 8 && !live.empty()) {
+			const uint32_t base = std::next(live.begin(), rng() % live.size())->first;
+			const Region &b = live.at(base);
+			/* Mostly inside, sometimes sticking out by a byte on either side. */
+			uint64_t off = rng() % b.len;
+			uint64_t len = 1 + rng() % (b.len - off);
+			uint64_t addr = b.addr + off;
+			const unsigned shape = rng() % 8;
+			if (shape == 0 && off == 0)
+				addr -= 1;
+			else if (shape == 1)
+				len += 1;
+			const bool inside = addr >= b.addr && addr + len <= b.addr + b.len;
+			const uint8_t access = accesses[rng() % 4];
+			prog.fail_bind = rng() % 10 == 0 ? -EIO : 0;
+			uint32_t k = 0;
+			const int rc = e->reg_sub(base, region(addr, len, access), &cache, &k);
+			outcomes[rc]++;
+			const int want = !access_covers(b.access, access) ? -EACCES
+					 : !inside			  ? -ERANGE
+					 : live.size() == kIdx - 1	  ? -ENOSPC
+					 : prog.fail_bind		  ? -EIO
+									  : 0;
+			ASSERT_EQ(rc, want) << "step " << step;
+			if (want == 0) {
+				ASSERT_EQ(mkey_variant(k), next_var[mkey_index(k)]) << step;
+				live[k] = {addr, len, b.iova + (addr - b.addr), access, base, 0};
+				live.at(base).holds++;
+				next_var[mkey_index(k)] = mkey_variant(k) + 1;
+			} else if (want == -EIO) {
+				const uint32_t t = prog.last_bind;
+				ASSERT_EQ(mkey_variant(t), next_var[mkey_index(t)]) << step;
+				next_var[mkey_index(t)] = mkey_variant(t) + 1;
+			}
+			continue;
+		}
+		if (op < 3) {
+			RegRequest r = region(kAddr + (rng() % 1000) * 0x1000, 1 + rng() % 0x8000,
+					      accesses[rng() % 4]);
+			const bool requested = rng() % 3 == 0;
+			if (requested) {
+				r.flags = kRegRequestedKey;
+				r.requested_key = rng() % 8 == 0
+							  ? rng()
+							  : make_mkey(rng() % (kIdx + 2),
+								      static_cast<uint8_t>(rng()));
+			}
+			prog.fail_bind = rng() % 10 == 0 ? -EIO : 0;
+			uint32_t k = 0;
+			int rc = e->reg(r, &cache, &k);
+			outcomes[rc]++;
+			int want;
+			if (requested) {
+				uint64_t q = r.requested_key;
+				uint32_t idx = mkey_index(static_cast<uint32_t>(q));
+				want = (q > UINT32_MAX || idx == 0 || idx >= kIdx) ? -EKEYREJECTED
+				       : live_at(idx)				   ? -EEXIST
+				       : prog.fail_bind				   ? -EIO
+										   : 0;
+			} else {
+				want = live.size() == kIdx - 1 ? -ENOSPC
+				       : prog.fail_bind	       ? -EIO
+							       : 0;
+			}
+			ASSERT_EQ(rc, want) << "step " << step;
+			if (want == 0) {
+				if (!requested) {
+					ASSERT_EQ(mkey_variant(k), next_var[mkey_index(k)]) << step;
+				}
+				live[k] = {r.addr, r.len, r.iova, r.access, 0, 0};
+				next_var[mkey_index(k)] = mkey_variant(k) + 1;
+			} else if (want == -EIO) {
+				uint32_t t = prog.last_bind;
+				if (!requested) {
+					ASSERT_EQ(mkey_variant(t), next_var[mkey_index(t)]) << step;
+				}
+				next_var[mkey_index(t)] = mkey_variant(t) + 1;
+			}
+		} else if (op < 5 && !live.empty()) {
+			close(std::next(live.begin(), rng() % live.size())->first);
+			ASSERT_FALSE(HasFailure()) << step;
+		} else if (op < 6 && !dead.empty()) {
+			const uint32_t k = dead[rng() % dead.size()];
+			if (live.count(k))
+				close(k);
+			else
+				ASSERT_EQ(e->dereg(k, &cache), -ENOKEY) << step;
+			ASSERT_FALSE(HasFailure()) << step;
+		} else if (!live.empty() || !dead.empty()) {
+			const bool pick_live = !live.empty() && (dead.empty() || rng() % 2);
+			const uint32_t k =
+				pick_live ? std::next(live.begin(), rng() % live.size())->first
+					  : dead[rng() % dead.size()];
+			auto it = live.find(k);
+			LookupResult res;
+			if (it == live.end()) {
+				ASSERT_EQ(e->lookup({k, kAddr, 1, 0, kAnyPd}, &res), -ENOKEY)
+					<< step;
+				uint8_t raw[kRawKeySize];
+				size_t size = sizeof raw;
+				ASSERT_EQ(e->raw_attr(k, raw, &size), -ENOKEY) << step;
+				continue;
+			}
+			const Region &g = it->second;
+			const uint64_t off = rng() % g.len;
+			const uint64_t len = 1 + rng() % (g.len - off + 1);
+			const bool fits = off + len <= g.len;
+			const uint8_t need = accesses[rng() % 4];
+			int want = !access_covers(g.access, need) ? -EACCES : fits ? 0 : -ERANGE;
+			ASSERT_EQ(e->lookup({k, g.addr + off, len, need, 3}, &res), want) << step;
+			if (want == 0) {
+				ASSERT_EQ(res.iova, g.iova + off) << step;
+			}
+		}
+	}
+	/* Subs before their bases: the newest registrations first would not do (indices are
+	 * reused), so close whatever holds nothing until nothing is left. */
+	while (!live.empty()) {
+		for (auto it = live.begin(); it != live.end();) {
+			const uint32_t k = (it++)->first;
+			if (live.at(k).holds == 0)
+				close(k);
+		}
+		ASSERT_FALSE(HasFailure());
+	}
+	EXPECT_EQ(e->keys().retiring_count(), 0u);
+	/* The run reached every outcome, or it proved less than it claims. */
+	for (int rc : {0, -EIO, -ENOSPC, -EEXIST, -EKEYREJECTED, -EACCES, -ERANGE, -EBUSY})
+		EXPECT_GT(outcomes[rc], 0u) << "never saw " << rc;
+}
+
+TEST_F(MrEngine, SubMrTranslatesInsideItsBaseWithTheBasePd)
+{
+	uint32_t base, sub;
+	ASSERT_EQ(e_->reg(region(), nullptr, &base), 0);
+	RegRequest r = region(kAddr + 0x1000, 0x2000, kAccessLocalRead | kAccessRemoteRead);
+	r.pd = 99;	/* ignored: the base's PD */
+	r.iova = 12345; /* ignored: the base's translations */
+	ASSERT_EQ(e_->reg_sub(base, r, nullptr, &sub), 0);
+	EXPECT_NE(mkey_index(sub), mkey_index(base));
+	EXPECT_EQ(prog_.last_params.iova_base, kIova + 0x1000);
+	EXPECT_EQ(prog_.last_params.pd, 3u);
+	ASSERT_EQ(look(sub, kAddr + 0x1010), 0);
+	EXPECT_EQ(r_.iova, kIova + 0x1010);
+	EXPECT_EQ(r_.flags, kEntrySub);
+	EXPECT_EQ(look(sub, kAddr + 0x1010, 8, kAccessRemoteWrite), -EACCES) << "own access";
+	EXPECT_EQ(look(sub, kAddr + 0x3000), -ERANGE) << "own range";
+	ASSERT_EQ(look(base, kAddr + 0x3000, 8, kAccessRemoteWrite), 0) << "base unchanged";
+}
+
+TEST_F(MrEngine, SubMrMayNotExceedItsBase)
+{
+	uint32_t base, sub = 0;
+	RegRequest b = region();
+	b.access = kAccessLocalRead | kAccessRemoteRead;
+	ASSERT_EQ(e_->reg(b, nullptr, &base), 0);
+	const uint32_t before = free_keys();
+	EXPECT_EQ(e_->reg_sub(base, region(kAddr, 0x100, kRw), nullptr, &sub), -EACCES);
+	EXPECT_EQ(e_->reg_sub(base, region(kAddr - 1, 0x100, kAccessLocalRead), nullptr, &sub),
+		  -ERANGE);
+	EXPECT_EQ(e_->reg_sub(base, region(kAddr + 0xff00, 0x101, kAccessLocalRead), nullptr, &sub),
+		  -ERANGE);
+	EXPECT_EQ(e_->reg_sub(base, region(kAddr, 0, kAccessLocalRead), nullptr, &sub), -EINVAL);
+	EXPECT_EQ(e_->reg_sub(base, region(kAddr, 0x100, kAccessRemoteWrite), nullptr, &sub),
+		  -EINVAL);
+	EXPECT_EQ(e_->reg_sub(base ^ 1, region(kAddr, 0x100, kAccessLocalRead), nullptr, &sub),
+		  -ENOKEY);
+	RegRequest f = region(kAddr, 0x100, kAccessLocalRead);
+	f.flags = kRegPoolLookup;
+	EXPECT_EQ(e_->reg_sub(base, f, nullptr, &sub), -EOPNOTSUPP);
+	EXPECT_EQ(sub, 0u);
+	EXPECT_EQ(free_keys(), before);
+	EXPECT_EQ(e_->dereg(base, nullptr), 0) << "no hold left behind";
+}
+
+TEST_F(MrEngine, SubMrOfAPoolLookupBaseIsEopnotsupp)
+{
+	RegRequest b = region();
+	b.flags = kRegPoolLookup;
+	uint32_t base, sub;
+	ASSERT_EQ(e_->reg(b, nullptr, &base), 0);
+	EXPECT_EQ(e_->reg_sub(base, region(kAddr, 0x100, kAccessLocalRead), nullptr, &sub),
+		  -EOPNOTSUPP);
+	EXPECT_EQ(e_->dereg(base, nullptr), 0);
+}
+
+TEST_F(MrEngine, BaseWithLiveSubMrsIsEbusy)
+{
+	uint32_t base, sub, subsub;
+	ASSERT_EQ(e_->reg(region(), nullptr, &base), 0);
+	ASSERT_EQ(e_->reg_sub(base, region(kAddr + 0x100, 0x1000, kAccessLocalRead), nullptr, &sub),
+		  0);
+	ASSERT_EQ(e_->reg_sub(sub, region(kAddr + 0x200, 0x10, kAccessLocalRead), nullptr, &subsub),
+		  0);
+	EXPECT_EQ(e_->dereg(base, nullptr), -EBUSY);
+	EXPECT_EQ(e_->dereg(sub, nullptr), -EBUSY);
+	EXPECT_EQ(look(base, kAddr), 0) << "a refused close changes nothing";
+	ASSERT_EQ(e_->dereg(subsub, nullptr), 0);
+	EXPECT_EQ(e_->dereg(base, nullptr), -EBUSY);
+	ASSERT_EQ(e_->dereg(sub, nullptr), 0);
+	EXPECT_EQ(e_->dereg(base, nullptr), 0);
+}
+
+TEST_F(MrEngine, FailedSubMrBindReleasesItsHoldOnTheBase)
+{
+	uint32_t base, sub;
+	ASSERT_EQ(e_->reg(region(), nullptr, &base), 0);
+	prog_.fail_bind = -EIO;
+	EXPECT_EQ(e_->reg_sub(base, region(kAddr, 0x100, kAccessLocalRead), nullptr, &sub), -EIO);
+	EXPECT_EQ(e_->dereg(base, nullptr), 0);
+}

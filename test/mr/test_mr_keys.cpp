@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <cerrno>
+#include <gtest/gtest.h>
+#include <set>
+#include <vector>
+
+#include "mr_keys.h"
+
+using namespace nicmr::mr;
+
+namespace {
+
+std::unique_ptr<KeySpace> make(uint32_t n, uint32_t readers = 4)
+{
+	std::unique_ptr<KeySpace> ks;
+	EXPECT_EQ(KeySpace::create({n, readers}, &ks), 0);
+	return ks;
+}
+
+/* alloc + activate: what a successful registration does to the key space. */
+uint32_t take_live(KeySpace &ks, KeyCache *c)
+{
+	uint32_t k = 0;
+	EXPECT_EQ(ks.alloc(c, &k), 0);
+	ks.activate(k);
+	return k;
+}
+
+} // namespace
+
+TEST(MrKeys, FormatPutsIndexAboveEightBitVariant)
+{
+	EXPECT_EQ(make_mkey(0x123456, 0xab), 0x123456abu);
+	EXPECT_EQ(mkey_index(0x123456abu), 0x123456u);
+	EXPECT_EQ(mkey_variant(0x123456abu), 0xab);
+	EXPECT_EQ(make_mkey(kMaxIndexCount - 1, 0xff), 0xffffffffu);
+}
+
+TEST(MrKeys, CreateRejectsConfigOutOfRange)
+{
+	std::unique_ptr<KeySpace> ks;
+	EXPECT_EQ(KeySpace::create({0, 4}, &ks), -EINVAL);
+	EXPECT_EQ(KeySpace::create({1, 4}, &ks), -EINVAL);
+	EXPECT_EQ(KeySpace::create({kMaxIndexCount + 1, 4}, &ks), -EINVAL);
+	EXPECT_EQ(KeySpace::create({16, 0}, &ks), -EINVAL);
+	EXPECT_EQ(KeySpace::create({16, 1025}, &ks), -EINVAL);
+	EXPECT_EQ(ks, nullptr);
+	EXPECT_EQ(KeySpace::create({2, 1}, &ks), 0);
+	EXPECT_EQ(ks->ring_free_count(), 1u);
+}
+
+TEST(MrKeys, HandsOutEveryIndexButZeroExactlyOnce)
+{
+	auto ks = make(100);
+	KeyCache c(*ks);
+	std::set<uint32_t> seen;
+	for (int i = 0; i < 99; ++i) {
+		uint32_t k = take_live(*ks, &c);
+		EXPECT_NE(mkey_index(k), 0u);
+		EXPECT_LT(mkey_index(k), 100u);
+		EXPECT_EQ(mkey_variant(k), 0) << "first use of an index has variant 0";
+		EXPECT_TRUE(seen.insert(mkey_index(k)).second);
+	}
+	uint32_t k;
+	EXPECT_EQ(ks->alloc(&c, &k), -ENOSPC);
+	EXPECT_EQ(ks->alloc(nullptr, &k), -ENOSPC);
+}
+
+TEST(MrKeys, VariantRotatesOnEveryReuseAndWraps)
+{
+	auto ks = make(2);
+	for (unsigned i = 0; i < 600; ++i) {
+		uint32_t k;
+		ASSERT_EQ(ks->alloc(nullptr, &k), 0);
+		EXPECT_EQ(k, make_mkey(1, static_cast<uint8_t>(i)));
+		if (i % 2) {
+			ks->release(nullptr, k);
+		} else {
+			ks->activate(k);
+			ASSERT_EQ(ks->begin_retire(k), 0);
+			ks->retire(nullptr, k); /* no readers: the grace period is already over */
+		}
+	}
+}
+
+TEST(MrKeys, RequestedKeyTakesItsIndexAndVariant)
+{
+	auto ks = make(10);
+	uint32_t k = 0;
+	ASSERT_EQ(ks->claim(make_mkey(5, 0x77), &k), 0);
+	EXPECT_EQ(k, make_mkey(5, 0x77));
+	uint8_t v;
+	EXPECT_EQ(ks->state_of(5, &v), KeyState::binding);
+	EXPECT_EQ(v, 0x77);
+	/* Index 5's copy in the ring is now a ghost: alloc never hands it out. */
+	KeyCache c(*ks);
+	std::set<uint32_t> seen;
+	uint32_t o;
+	while (ks->alloc(&c, &o) == 0)
+		seen.insert(mkey_index(o));
+	EXPECT_EQ(seen.size(), 8u);
+	EXPECT_EQ(seen.count(5), 0u);
+}
+
+TEST(MrKeys, RequestedKeyOnIndexInUseIsEexist)
+{
+	auto ks = make(10);
+	uint32_t k, o;
+	ASSERT_EQ(ks->claim(make_mkey(3, 1), &k), 0);
+	EXPECT_EQ(ks->claim(make_mkey(3, 1), &o), -EEXIST) << "binding";
+	EXPECT_EQ(ks->claim(make_mkey(3, 2), &o), -EEXIST) << "any variant of the index";
+	ks->activate(k);
+	EXPECT_EQ(ks->claim(make_mkey(3, 1), &o), -EEXIST) << "live";
+	uint32_t a = take_live(*ks, nullptr);
+	EXPECT_EQ(ks->claim(a, &o), -EEXIST);
+}
+
+TEST(MrKeys, RequestedKeyOutsideKeySpaceIsRejected)
+{
+	auto ks = make(10);
+	uint32_t k;
+	EXPECT_EQ(ks->claim(1ull << 32 | make_mkey(1, 0), &k), -EKEYREJECTED);
+	EXPECT_EQ(ks->claim(UINT64_MAX, &k), -EKEYREJECTED);
+	EXPECT_EQ(ks->claim(make_mkey(0, 0x42), &k), -EKEYREJECTED);
+	EXPECT_EQ(ks->claim(make_mkey(10, 0), &k), -EKEYREJECTED);
+	EXPECT_EQ(ks->claim(make_mkey(9, 0xff), &k), 0);
+}
+
+TEST(MrKeys, RequestedKeyOnRetiringIndexIsEagainUntilReadersAreQuiescent)
+{
+	auto ks = make(10);
+	ASSERT_EQ(ks->reader_register(0), 0);
+	uint32_t k = take_live(*ks, nullptr), o;
+	ASSERT_EQ(ks->begin_retire(k), 0);
+	ks->retire(nullptr, k);
+	EXPECT_EQ(ks->state_of(mkey_index(k), nullptr), KeyState::retiring);
+	EXPECT_EQ(ks->claim(k, &o), -EAGAIN);
+	ks->reader_quiescent(0);
+	ASSERT_EQ(ks->claim(k, &o), 0) << "claim reclaims first";
+	EXPECT_EQ(o, k);
+	ks->reader_unregister(0);
+}
+
+TEST(MrKeys, GhostCopyBecomesRealWhenIndexIsFreedFirst)
+{
+	auto ks = make(3);
+	uint32_t k;
+	ASSERT_EQ(ks->claim(make_mkey(1, 9), &k), 0);
+	ks->release(nullptr, k);
+	uint8_t v;
+	EXPECT_EQ(ks->state_of(1, &v), KeyState::free);
+	EXPECT_EQ(v, 10) << "rotated";
+	EXPECT_EQ(ks->ring_free_count(), 2u) << "no second copy";
+	std::multiset<uint32_t> got;
+	uint32_t o;
+	while (ks->alloc(nullptr, &o) == 0)
+		got.insert(o);
+	EXPECT_EQ(got, (std::multiset<uint32_t>{make_mkey(1, 10), make_mkey(2, 0)}));
+}
+
+TEST(MrKeys, GhostIsDroppedAndIndexReturnsOnceWhenFreedLater)
+{
+	auto ks = make(3);
+	uint32_t k, o;
+	ASSERT_EQ(ks->claim(make_mkey(2, 0), &k), 0);
+	std::vector<uint32_t> got;
+	while (ks->alloc(nullptr, &o) == 0)
+		got.push_back(o);
+	EXPECT_EQ(got, std::vector<uint32_t>{make_mkey(1, 0)}) << "ghost of 2 dropped";
+	ks->release(nullptr, k);
+	ASSERT_EQ(ks->alloc(nullptr, &o), 0);
+	EXPECT_EQ(o, make_mkey(2, 1));
+	EXPECT_EQ(ks->alloc(nullptr, &o), -ENOSPC);
+}
+
+TEST(MrKeys, RetiredIndexWaitsForEveryOnlineReader)
+{
+	auto ks = make(4);
+	ASSERT_EQ(ks->reader_register(0), 0);
+	ASSERT_EQ(ks->reader_register(1), 0);
+	ASSERT_EQ(ks->reader_register(2), 0);
+	ks->reader_offline(2);
+	uint32_t k = take_live(*ks, nullptr);
+	ASSERT_EQ(ks->begin_retire(k), 0);
+	ks->retire(nullptr, k);
+	EXPECT_EQ(ks->retiring_count(), 1u);
+	EXPECT_EQ(ks->reclaim(nullptr), 0u);
+	ks->reader_quiescent(0);
+	EXPECT_EQ(ks->reclaim(nullptr), 0u);
+	ks->reader_quiescent(1);
+	EXPECT_EQ(ks->reclaim(nullptr), 1u) << "offline reader 2 does not hold it back";
+	uint8_t v;
+	EXPECT_EQ(ks->state_of(mkey_index(k), &v), KeyState::free);
+	EXPECT_EQ(v, mkey_variant(k) + 1);
+	EXPECT_EQ(ks->retiring_count(), 0u);
+	for (unsigned id = 0; id < 3; ++id)
+		ks->reader_unregister(id);
+}
+
+TEST(MrKeys, AllocReclaimsWhenPoolIsEmpty)
+{
+	auto ks = make(2);
+	ASSERT_EQ(ks->reader_register(0), 0);
+	uint32_t k = take_live(*ks, nullptr), o;
+	ASSERT_EQ(ks->begin_retire(k), 0);
+	ks->retire(nullptr, k);
+	EXPECT_EQ(ks->alloc(nullptr, &o), -ENOSPC) << "still in its grace period";
+	ks->reader_quiescent(0);
+	ASSERT_EQ(ks->alloc(nullptr, &o), 0);
+	EXPECT_EQ(o, make_mkey(1, 1));
+	ks->reader_unregister(0);
+}
+
+TEST(MrKeys, ReaderIdOutOfRangeIsEinval)
+{
+	auto ks = make(4, 2);
+	EXPECT_EQ(ks->reader_register(2), -EINVAL);
+	EXPECT_EQ(ks->reader_register(1), 0);
+	ks->reader_unregister(1);
+}
+
+TEST(MrKeys, BeginRetireTakesOnlyALiveKeyWithItsVariant)
+{
+	auto ks = make(8);
+	uint32_t k = take_live(*ks, nullptr), b;
+	EXPECT_EQ(ks->begin_retire(k ^ 1), -ENOKEY) << "stale variant";
+	EXPECT_EQ(ks->begin_retire(make_mkey(0, 0)), -ENOKEY);
+	EXPECT_EQ(ks->begin_retire(make_mkey(8, 0)), -ENOKEY);
+	ASSERT_EQ(ks->alloc(nullptr, &b), 0);
+	EXPECT_EQ(ks->begin_retire(b), -ENOKEY) << "binding is not live yet";
+	ASSERT_EQ(ks->begin_retire(k), 0);
+	EXPECT_EQ(ks->begin_retire(k), -ENOKEY) << "already leaving";
+	ks->abort_retire(k);
+	EXPECT_EQ(ks->state_of(mkey_index(k), nullptr), KeyState::live);
+	EXPECT_EQ(ks->begin_retire(k), 0);
+}
+
+TEST(MrKeys, CacheRefillsAndDrainsInBatches)
+{
+	auto ks = make(1000);
+	const uint32_t total = 999;
+	{
+		KeyCache c(*ks);
+		uint32_t k;
+		ASSERT_EQ(ks->alloc(&c, &k), 0);
+		EXPECT_EQ(c.size(), kCacheBatch - 1);
+		EXPECT_EQ(ks->ring_free_count(), total - kCacheBatch);
+		std::vector<uint32_t> keys{k};
+		for (uint32_t i = 1; i < kCacheSize + 1; ++i) {
+			ASSERT_EQ(ks->alloc(&c, &k), 0);
+			keys.push_back(k);
+		}
+		/* 65 taken: three refills of 32, 31 left in the cache. */
+		EXPECT_EQ(c.size(), 3 * kCacheBatch - (kCacheSize + 1));
+		for (uint32_t key : keys)
+			ks->release(&c, key);
+		/* 31 + 65 = 96 > 64: one drain of 32 when the cache was full. */
+		EXPECT_EQ(c.size(), 3 * kCacheBatch - kCacheBatch);
+		EXPECT_EQ(ks->ring_free_count(), total - 3 * kCacheBatch + kCacheBatch);
+	}
+	EXPECT_EQ(ks->ring_free_count(), total) << "the cache gave everything back";
+}
+
+TEST(MrKeys, HeldKeyCannotBeginToRetire)
+{
+	auto ks = make(8);
+	uint32_t k = take_live(*ks, nullptr), b;
+	EXPECT_EQ(ks->hold(k ^ 1), -ENOKEY) << "stale variant";
+	EXPECT_EQ(ks->hold(make_mkey(0, 0)), -ENOKEY);
+	ASSERT_EQ(ks->alloc(nullptr, &b), 0);
+	EXPECT_EQ(ks->hold(b), -ENOKEY) << "binding";
+	ASSERT_EQ(ks->hold(k), 0);
+	ASSERT_EQ(ks->hold(k), 0);
+	EXPECT_EQ(ks->begin_retire(k), -EBUSY);
+	ks->unhold(mkey_index(k));
+	EXPECT_EQ(ks->begin_retire(k), -EBUSY);
+	ks->unhold(mkey_index(k));
+	ASSERT_EQ(ks->begin_retire(k), 0);
+	EXPECT_EQ(ks->hold(k), -ENOKEY) << "leaving";
+}
