@@ -64,7 +64,23 @@ result guest-hostroot PASS
 mount -t proc proc /hostroot/proc
 mount -t sysfs sys /hostroot/sys
 mount -t devtmpfs dev /hostroot/dev
+# The guest writes to a tmpfs /tmp, not to the host's. A checkout under the host's /tmp (a CI
+# clone may be there) stays visible: its top folder is bound back in over the tmpfs.
+mkdir -p /hosttmp
+mount -o bind /hostroot/tmp /hosttmp
 mount -t tmpfs tmp /hostroot/tmp
+for p in "$test_bin" "$devbind" "$bench"; do
+	case "$p" in
+	/tmp/?*)
+		top=${p#/tmp/}
+		top=${top%%/*}
+		if [ ! -d "/hostroot/tmp/$top" ]; then
+			mkdir -p "/hostroot/tmp/$top"
+			mount -o bind "/hosttmp/$top" "/hostroot/tmp/$top"
+		fi
+		;;
+	esac
+done
 [ -d /hostroot/dev/hugepages ] && mount -t hugetlbfs none /hostroot/dev/hugepages
 echo "$hugepages" >/proc/sys/vm/nr_hugepages
 echo "init: hugepages 2M reserved: $(cat /proc/sys/vm/nr_hugepages)"

@@ -64,10 +64,6 @@ def main():
     if not os.access(test_bin, os.X_OK):
         fail("guest test binary %s is missing (build it: ninja test/vfio/vfio-guest-test)"
              % test_bin)
-    # The guest mounts a tmpfs over the host's /tmp: binaries there are invisible to it.
-    for p in [test_bin] + ([os.path.abspath(args.bench)] if args.bench else []):
-        if p.startswith("/tmp/"):
-            fail("%s is under /tmp, which the guest hides; build elsewhere" % p)
 
     t0 = time.monotonic()
     r = subprocess.run([os.path.join(tools, "fetch-kernel.sh"), args.kernel_cache],
