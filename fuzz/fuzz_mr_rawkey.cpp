@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	uint8_t again[kRawKeySize];
 	size_t len = sizeof(again);
-	if (encode_raw_key(key, again, &len) != 0 || len > size || std::memcmp(again, data, len) != 0)
+	if (encode_raw_key(key, again, &len) != 0 || len > size ||
+	    std::memcmp(again, data, len) != 0)
 		std::abort();
 	return 0;
 }
