@@ -254,6 +254,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	Reader rd(data, size);
 	EmuConfig cfg;
 	cfg.bar0_size = 8192;
+	cfg.uars = 1; /* BAR 0 holds the init segment and one UAR page */
 	cfg.log_max_mkey = 6;
 	cfg.log_max_pd = 3;
 	cfg.boot_pages = kConfigBootPages;

@@ -34,7 +34,7 @@ TEST(EmuMlx5Cmd, UnknownOpcodeIsBadOp)
 	ASSERT_EQ(h.rc(), 0);
 	EXPECT_STATUS(h.run(simple(0x999)), prm::status::bad_op, Syndrome::bad_opcode);
 	/* In the PRM but not in the model yet. */
-	EXPECT_STATUS(h.run(simple(prm::opcode::create_cq)), prm::status::bad_op,
+	EXPECT_STATUS(h.run(simple(prm::opcode::access_reg)), prm::status::bad_op,
 		      Syndrome::bad_opcode);
 }
 

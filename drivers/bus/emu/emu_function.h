@@ -127,6 +127,20 @@ public:
 	 * returned. Doorbells written while stopped are recorded. Idempotent. */
 	void stop();
 	bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+	/* Doorbells registered so far (room left: kMaxDoorbells - doorbell_count()). */
+	size_t doorbell_count() const noexcept
+	{
+		return n_doorbells_.load(std::memory_order_acquire);
+	}
+	/* Whether the register at offset is a doorbell. */
+	bool has_doorbell(size_t offset) const noexcept
+	{
+		const size_t n = doorbell_count();
+		for (size_t i = 0; i < n; i++)
+			if (doorbells_[i].word * 4 == offset)
+				return true;
+		return false;
+	}
 	/* Doorbells delivered to handlers since creation. */
 	uint64_t doorbells_delivered() const noexcept
 	{

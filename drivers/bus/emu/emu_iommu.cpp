@@ -187,6 +187,56 @@ int EmuIommu::dma_store8_release(uint64_t iova, uint8_t value)
 	return 0;
 }
 
+int EmuIommu::dma_load32_acquire(uint64_t iova, uint32_t *raw) const
+{
+	if (iova % 4 != 0)
+		return -EINVAL;
+	std::shared_lock lk(lock_);
+	uint32_t *host = nullptr;
+	if (!walk(iova, 4, [&host](char *h, size_t) { host = reinterpret_cast<uint32_t *>(h); })) {
+		fault("read", iova, 4);
+		return -EFAULT;
+	}
+	/* Acquire pairs with the driver's release store of the counter (after its WQEs or
+	 * CQE reads). Mappings are page aligned, so the host word is 4-byte aligned too. */
+	*raw = std::atomic_ref<uint32_t>(*host).load(std::memory_order_acquire);
+	return 0;
+}
+
+bool EmuIommu::mapped(uint64_t iova, size_t len) const
+{
+	if (len == 0)
+		return true;
+	std::shared_lock lk(lock_);
+	return walk(iova, len, nullptr);
+}
+
+int EmuIommu::dma_copy(uint64_t dst_iova, uint64_t src_iova, size_t len)
+{
+	if (len == 0)
+		return 0;
+	std::shared_lock lk(lock_);
+	/* Both whole ranges first: a faulting transfer must not leave a partial copy behind. */
+	if (!walk(src_iova, len, nullptr)) {
+		fault("read", src_iova, len);
+		return -EFAULT;
+	}
+	if (!walk(dst_iova, len, nullptr)) {
+		fault("write", dst_iova, len);
+		return -EFAULT;
+	}
+	/* Piece by piece over the source; each source piece may span several destination
+	 * mappings. */
+	walk(src_iova, len, [&](char *src, size_t n) {
+		walk(dst_iova, n, [&src](char *dst, size_t m) {
+			std::memmove(dst, src, m);
+			src += m;
+		});
+		dst_iova += n;
+	});
+	return 0;
+}
+
 DmaPin EmuIommu::pin(uint64_t iova, size_t len) const
 {
 	DmaPin p;

@@ -102,6 +102,22 @@ public:
 	 * driver that reads the byte with acquire. -EFAULT as above.
 	 */
 	int dma_store8_release(uint64_t iova, uint8_t value);
+	/*
+	 * Device-to-device copy (an RDMA transfer between two mapped ranges): checks both whole
+	 * ranges, then copies piece by piece with memmove (the ranges may overlap), all under one
+	 * hold of the shared lock. 0; -EFAULT when any byte of either range is unmapped (nothing
+	 * copied, fault counted). len 0 is a no-op success.
+	 */
+	int dma_copy(uint64_t dst_iova, uint64_t src_iova, size_t len);
+	/* Whether every byte of [iova, iova + len) is mapped (no fault is counted). */
+	bool mapped(uint64_t iova, size_t len) const;
+	/*
+	 * Loads a 4-byte aligned 32-bit word (raw, as stored) with acquire order: a doorbell
+	 * record the driver updates while the device runs (producer and consumer counters), so
+	 * that the load is one access and everything the driver wrote before the counter is
+	 * visible. -EINVAL (misaligned), -EFAULT as above.
+	 */
+	int dma_load32_acquire(uint64_t iova, uint32_t *raw) const;
 	/* Host view for zero-copy; see DmaPin. */
 	DmaPin pin(uint64_t iova, size_t len) const;
 

@@ -226,6 +226,7 @@ inline constexpr uint16_t create_mkey = 0x200;
 inline constexpr uint16_t query_mkey = 0x201;
 inline constexpr uint16_t destroy_mkey = 0x202;
 inline constexpr uint16_t create_eq = 0x301;
+inline constexpr uint16_t destroy_eq = 0x302;
 inline constexpr uint16_t create_cq = 0x400;
 inline constexpr uint16_t destroy_cq = 0x401;
 inline constexpr uint16_t create_qp = 0x500;
@@ -235,9 +236,11 @@ inline constexpr uint16_t init2rtr_qp = 0x503;
 inline constexpr uint16_t rtr2rts_qp = 0x504;
 inline constexpr uint16_t qp_2err = 0x507;
 inline constexpr uint16_t qp_2rst = 0x50a;
+inline constexpr uint16_t query_qp = 0x50b;
 inline constexpr uint16_t alloc_pd = 0x800;
 inline constexpr uint16_t dealloc_pd = 0x801;
 inline constexpr uint16_t alloc_uar = 0x802;
+inline constexpr uint16_t dealloc_uar = 0x803;
 inline constexpr uint16_t access_reg = 0x805;
 inline constexpr uint16_t create_umem = 0xa08;
 inline constexpr uint16_t destroy_umem = 0xa0a;
@@ -595,6 +598,366 @@ namespace ext_cap {
 inline constexpr size_t size = 64;
 inline constexpr Field flags{0x000, 64};
 } // namespace ext_cap
+
+/*
+ * ---------------------------------------------------------------------------------------------
+ * Data path: UAR, EQ, CQ, QP commands and their contexts. WQE, CQE and segment layouts are in
+ * <infiniband/mlx5dv.h> (struct mlx5_wqe_*_seg, mlx5_cqe64, mlx5_err_cqe, MLX5_OPCODE_*,
+ * MLX5_CQE_*): include that; what it lacks is here. doc/data-path.md states the contract
+ * between nicmr's driver and its device model.
+ * ---------------------------------------------------------------------------------------------
+ */
+
+/* A queue buffer's pages as 64-bit big-endian IOVAs after a create command's context. */
+inline constexpr size_t pas_entry_size = 8;
+/* Queue buffer pages: 4 KiB << log_page_size (the field stores the shift above 4 KiB). */
+inline constexpr uint32_t queue_page_shift_base = 12;
+
+/* User access region: one 4 KiB page of BAR 0 per index; the SQ doorbell sits inside it. */
+namespace uar {
+inline constexpr size_t page_size = 4096;
+inline constexpr size_t sq_doorbell_offset = 0x800; /* 64-bit write: first 8 ctrl-seg bytes */
+inline constexpr size_t bf_offset = 0x900;	    /* BlueFlame buffer: nicmr does not use it */
+/* Byte offset of UAR page index in BAR 0. */
+constexpr uint64_t page_offset(uint32_t index) noexcept
+{
+	return uint64_t{index} * page_size;
+}
+} // namespace uar
+
+namespace alloc_uar_in {
+inline constexpr size_t size = 16;
+}
+namespace alloc_uar_out {
+inline constexpr size_t size = 16;
+inline constexpr Field uar{0x048, 24};
+} // namespace alloc_uar_out
+namespace dealloc_uar_in {
+inline constexpr size_t size = 16;
+inline constexpr Field uar{0x048, 24};
+} // namespace dealloc_uar_in
+namespace dealloc_uar_out {
+inline constexpr size_t size = 16;
+}
+
+/* Event queue context (eqc): 64 bytes. */
+namespace eqc {
+inline constexpr size_t size = 64;
+inline constexpr Field status{0x000, 4};
+inline constexpr Field ec{0x00d, 1};
+inline constexpr Field oi{0x00e, 1}; /* overrun ignore */
+inline constexpr Field st{0x014, 4}; /* armed / fired */
+inline constexpr Field page_offset{0x054, 6};
+inline constexpr Field log_eq_size{0x063, 5};
+inline constexpr Field uar_page{0x068, 24};
+/* 8 bits at 0xb8 in older headers, 12 bits at 0xb4 in newer ones: encode values below 256. */
+inline constexpr Field intr{0x0b4, 12};
+inline constexpr Field log_page_size{0x0c3, 5};
+inline constexpr Field consumer_counter{0x148, 24};
+inline constexpr Field producer_counter{0x168, 24};
+} // namespace eqc
+
+namespace create_eq_in {
+inline constexpr size_t eqc_offset = 0x10; /* bytes */
+/* Bit n of this 64-bit word enables event type n (the first word of the bitmask array). */
+inline constexpr Field event_bitmask{0x2c0, 64};
+inline constexpr size_t pas_offset = 0x110; /* bytes; bit 0x880 */
+inline constexpr size_t size = pas_offset;  /* followed by the pas entries */
+} // namespace create_eq_in
+namespace create_eq_out {
+inline constexpr size_t size = 16;
+inline constexpr Field eq_number{0x058, 8};
+} // namespace create_eq_out
+namespace destroy_eq_in {
+inline constexpr size_t size = 16;
+inline constexpr Field eq_number{0x058, 8};
+} // namespace destroy_eq_in
+namespace destroy_eq_out {
+inline constexpr size_t size = 16;
+}
+
+/* Asynchronous event types (event_bitmask bit numbers and eqe::event_type). */
+namespace event_type {
+inline constexpr uint8_t path_mig = 0x01;
+inline constexpr uint8_t comm_est = 0x02;
+inline constexpr uint8_t sq_drained = 0x03;
+inline constexpr uint8_t cq_error = 0x04;
+inline constexpr uint8_t wq_catas_error = 0x05;
+inline constexpr uint8_t wq_inval_req_error = 0x10;
+inline constexpr uint8_t wq_access_error = 0x11;
+} // namespace event_type
+constexpr uint64_t event_bit(uint8_t type) noexcept
+{
+	return uint64_t{1} << type;
+}
+
+/* Event queue entry: 64 bytes; the owner bit flips on each pass over the ring, like a CQE's. */
+namespace eqe {
+inline constexpr size_t size = 64;
+inline constexpr Field event_type{0x008, 8};
+inline constexpr Field event_sub_type{0x018, 8};
+inline constexpr size_t data_offset = 0x20; /* 28 bytes of event data */
+/*
+ * Queue events (struct mlx5_eqe_qp_srq): data bytes 20 (type: 0 QP, 1 SRQ) and 24..27 (the QP
+ * or SRQ number, low 24 bits), i.e. EQE bytes 0x34 and 0x38.
+ */
+inline constexpr Field qp_srq_type{0x1a0, 8};
+inline constexpr Field qpn{0x1c8, 24};
+inline constexpr Field signature{0x1f0, 8};
+inline constexpr Field owner{0x1ff, 1}; /* byte 63 bit 0 */
+inline constexpr size_t owner_byte = 63;
+} // namespace eqe
+
+/* Completion queue context (cqc): 64 bytes. */
+namespace cqc {
+inline constexpr size_t size = 64;
+inline constexpr Field status{0x000, 4};
+inline constexpr Field dbr_umem_valid{0x006, 1};
+inline constexpr Field cqe_sz{0x008, 3}; /* 0: 64-byte CQEs, 1: 128 */
+inline constexpr Field cc{0x00b, 1};
+inline constexpr Field oi{0x00e, 1};
+inline constexpr Field st{0x014, 4};
+inline constexpr Field page_offset{0x054, 6};
+inline constexpr Field log_cq_size{0x063, 5};
+inline constexpr Field uar_page{0x068, 24};
+inline constexpr Field cq_period{0x084, 12};
+inline constexpr Field cq_max_count{0x090, 16};
+/* 8 bits at 0xb8 in older headers, 32 at 0xa0 in newer ones: encode values below 256. */
+inline constexpr Field c_eqn{0x0a0, 32};
+inline constexpr Field log_page_size{0x0c3, 5};
+inline constexpr Field last_notified_index{0x108, 24};
+inline constexpr Field last_solicit_index{0x128, 24};
+inline constexpr Field consumer_counter{0x148, 24};
+inline constexpr Field producer_counter{0x168, 24};
+inline constexpr Field dbr_addr{0x1c0, 64};
+
+inline constexpr uint32_t cqe_sz_64 = 0;
+inline constexpr uint32_t cqe_sz_128 = 1;
+} // namespace cqc
+
+namespace create_cq_in {
+inline constexpr size_t cqc_offset = 0x10;  /* bytes */
+inline constexpr size_t pas_offset = 0x110; /* bytes; bit 0x880 */
+inline constexpr size_t size = pas_offset;  /* followed by the pas entries */
+} // namespace create_cq_in
+namespace create_cq_out {
+inline constexpr size_t size = 16;
+inline constexpr Field cqn{0x048, 24};
+} // namespace create_cq_out
+namespace destroy_cq_in {
+inline constexpr size_t size = 16;
+inline constexpr Field cqn{0x048, 24};
+} // namespace destroy_cq_in
+namespace destroy_cq_out {
+inline constexpr size_t size = 16;
+}
+
+/* Doorbell record: two big-endian 32-bit counters in host memory per queue. */
+namespace dbr {
+inline constexpr size_t size = 8;
+inline constexpr Field cq_ci{0x008, 24};      /* CQ: dword 0, consumer index */
+inline constexpr Field rq_counter{0x000, 32}; /* QP: dword 0 (unused by nicmr: no RQ) */
+inline constexpr Field sq_counter{0x020, 32}; /* QP: dword 1, SQ producer in WQEBBs */
+inline constexpr size_t cq_ci_dword = 0;
+inline constexpr size_t qp_sq_dword = 1;
+} // namespace dbr
+
+/* Queue pair context (qpc): 232 bytes (0x740 bits). */
+namespace qpc {
+inline constexpr size_t size = 0xe8;
+inline constexpr Field state{0x000, 4};
+inline constexpr Field st{0x008, 8};
+inline constexpr Field pm_state{0x013, 2};
+inline constexpr Field pd{0x028, 24};
+inline constexpr Field mtu{0x040, 3};
+inline constexpr Field log_msg_max{0x043, 5};
+inline constexpr Field log_rq_size{0x049, 4};
+inline constexpr Field log_rq_stride{0x04d, 3};
+inline constexpr Field no_sq{0x050, 1};
+inline constexpr Field log_sq_size{0x051, 4};
+inline constexpr Field rlky{0x05b, 1}; /* reserved lkey enable */
+inline constexpr Field uar_page{0x068, 24};
+inline constexpr Field user_index{0x088, 24};
+inline constexpr Field log_page_size{0x0a3, 5};
+inline constexpr Field remote_qpn{0x0a8, 24};
+/* primary_address_path (ads, 0x160 bits) starts at 0x0c0; nicmr uses its port only. */
+inline constexpr uint32_t primary_address_path = 0x0c0;
+inline constexpr Field primary_ack_timeout{0x0c0 + 0x040, 5};
+inline constexpr Field primary_vhca_port_num{0x0c0 + 0x128, 8};
+inline constexpr Field log_ack_req_freq{0x380, 4};
+inline constexpr Field log_sra_max{0x388, 3};
+inline constexpr Field retry_count{0x38d, 3};
+inline constexpr Field rnr_retry{0x390, 3};
+inline constexpr Field next_send_psn{0x3c8, 24};
+inline constexpr Field cqn_snd{0x3e8, 24};
+inline constexpr Field last_acked_psn{0x448, 24};
+inline constexpr Field log_rra_max{0x488, 3};
+inline constexpr Field atomic_mode{0x48c, 4};
+inline constexpr Field rre{0x490, 1};
+inline constexpr Field rwe{0x491, 1};
+inline constexpr Field rae{0x492, 1};
+inline constexpr Field page_offset{0x494, 6};
+inline constexpr Field min_rnr_nak{0x4a3, 5};
+inline constexpr Field next_rcv_psn{0x4a8, 24};
+inline constexpr Field cqn_rcv{0x4e8, 24};
+inline constexpr Field dbr_addr{0x500, 64};
+inline constexpr Field q_key{0x540, 32};
+inline constexpr Field rq_type{0x565, 3};
+inline constexpr Field srqn_rmpn_xrqn{0x568, 24};
+inline constexpr Field hw_sq_wqebb_counter{0x5a0, 16};
+inline constexpr Field sw_sq_wqebb_counter{0x5b0, 16};
+inline constexpr Field dbr_umem_valid{0x683, 1};
+} // namespace qpc
+
+namespace qp_state {
+inline constexpr uint32_t rst = 0x0;
+inline constexpr uint32_t init = 0x1;
+inline constexpr uint32_t rtr = 0x2;
+inline constexpr uint32_t rts = 0x3;
+inline constexpr uint32_t sqer = 0x4;
+inline constexpr uint32_t sqd = 0x5;
+inline constexpr uint32_t err = 0x6;
+} // namespace qp_state
+
+namespace qp_st {
+inline constexpr uint32_t rc = 0x0;
+inline constexpr uint32_t uc = 0x1;
+inline constexpr uint32_t ud = 0x2;
+inline constexpr uint32_t xrc = 0x3;
+} // namespace qp_st
+
+namespace qp_pm_state {
+inline constexpr uint32_t migrated = 0x3;
+}
+
+namespace qp_rq_type {
+inline constexpr uint32_t regular = 0x0;
+inline constexpr uint32_t srq = 0x1;
+inline constexpr uint32_t zero_len = 0x3; /* no receive queue */
+} // namespace qp_rq_type
+
+/* CREATE_QP: qpc at byte 0x18, pas from byte 0x110. */
+namespace create_qp_in {
+inline constexpr Field input_qpn{0x048, 24};
+inline constexpr Field opt_param_mask{0x080, 32};
+inline constexpr size_t qpc_offset = 0x18; /* bytes; bit 0x0c0 */
+inline constexpr Field wq_umem_valid{0x860, 1};
+inline constexpr size_t pas_offset = 0x110; /* bytes; bit 0x880 */
+inline constexpr size_t size = pas_offset;  /* followed by the pas entries */
+} // namespace create_qp_in
+namespace create_qp_out {
+inline constexpr size_t size = 16;
+inline constexpr Field qpn{0x048, 24};
+} // namespace create_qp_out
+namespace destroy_qp_in {
+inline constexpr size_t size = 16;
+inline constexpr Field qpn{0x048, 24};
+} // namespace destroy_qp_in
+namespace destroy_qp_out {
+inline constexpr size_t size = 16;
+}
+
+/* opt_param_mask bits of INIT2RTR / RTR2RTS: which optional qpc fields the command sets. */
+namespace qp_optpar {
+inline constexpr uint32_t rre = 1u << 1;
+inline constexpr uint32_t rae = 1u << 2;
+inline constexpr uint32_t rwe = 1u << 3;
+} // namespace qp_optpar
+
+/* RST2INIT, INIT2RTR and RTR2RTS share one layout: qpn, opt_param_mask, qpc. */
+namespace modify_qp_in {
+inline constexpr size_t size = 0x110;
+inline constexpr Field qpn{0x048, 24};
+inline constexpr Field opt_param_mask{0x080, 32};
+inline constexpr size_t qpc_offset = 0x18; /* bytes */
+} // namespace modify_qp_in
+namespace modify_qp_out {
+inline constexpr size_t size = 16;
+}
+/* 2ERR and 2RST: the qpn only. */
+namespace qp_2err_in {
+inline constexpr size_t size = 16;
+inline constexpr Field qpn{0x048, 24};
+} // namespace qp_2err_in
+namespace qp_2rst_in {
+inline constexpr size_t size = 16;
+inline constexpr Field qpn{0x048, 24};
+} // namespace qp_2rst_in
+namespace qp_2err_out {
+inline constexpr size_t size = 16;
+}
+namespace qp_2rst_out {
+inline constexpr size_t size = 16;
+}
+
+namespace query_qp_in {
+inline constexpr size_t size = 16;
+inline constexpr Field qpn{0x048, 24};
+} // namespace query_qp_in
+namespace query_qp_out {
+inline constexpr Field opt_param_mask{0x080, 32};
+inline constexpr size_t qpc_offset = 0x18;  /* bytes */
+inline constexpr size_t pas_offset = 0x110; /* bytes */
+inline constexpr size_t size = pas_offset;  /* the pas entries are not asked for */
+} // namespace query_qp_out
+
+/* Work queue geometry. */
+namespace wq {
+inline constexpr size_t wqebb_size = 64; /* send WQE basic block */
+inline constexpr size_t ds_size = 16;	 /* ctrl seg's ds counts 16-byte units */
+inline constexpr size_t cqe_size = 64;
+inline constexpr size_t eqe_size = 64;
+/* WQEBBs a WQE of ds 16-byte units takes. */
+constexpr uint32_t wqebbs(uint32_t ds) noexcept
+{
+	return (ds * ds_size + wqebb_size - 1) / wqebb_size;
+}
+} // namespace wq
+
+/*
+ * The device's reserved lkey: a UMR that gives its translations by pointer names the list's IOVA
+ * with this lkey (DMA without an mkey). Real hardware reports it via QUERY_SPECIAL_CONTEXTS;
+ * nicmr's device model fixes it here.
+ */
+inline constexpr uint32_t reserved_lkey = 0x100;
+
+/* UMR control segment flags (struct mlx5_wqe_umr_ctrl_seg::flags). */
+namespace umr_flags {
+inline constexpr uint8_t inline_xlt = 1u << 7;
+inline constexpr uint8_t translation_offset_en = 1u << 4;
+inline constexpr uint8_t check_qpn = 1u << 3;
+/* Check field, bits 6:5: headers disagree on the names, these are the values. */
+inline constexpr Field check{0x01, 2}; /* within the flags byte */
+inline constexpr uint8_t check_none = 0;
+inline constexpr uint8_t check_fail_if_not_free = 1; /* bind: the mkey must be free */
+inline constexpr uint8_t check_fail_if_free = 2;     /* revoke: the mkey must be live */
+constexpr uint8_t check_bits(uint8_t value) noexcept
+{
+	return static_cast<uint8_t>((value & 0x3) << 5);
+}
+constexpr uint8_t check_of(uint8_t flags) noexcept
+{
+	return static_cast<uint8_t>((flags >> 5) & 0x3);
+}
+} // namespace umr_flags
+
+/* UMR mkey_mask bits: which mkc fields the UMR writes (the others stay as they are). */
+namespace umr_mkey_mask {
+inline constexpr uint64_t len = 1ull << 0;
+inline constexpr uint64_t page_size = 1ull << 1;
+inline constexpr uint64_t start_addr = 1ull << 6;
+inline constexpr uint64_t pd = 1ull << 7;
+inline constexpr uint64_t en_rinval = 1ull << 8;
+inline constexpr uint64_t key = 1ull << 13; /* mkey_7_0, the variant */
+inline constexpr uint64_t qpn = 1ull << 14;
+inline constexpr uint64_t lr = 1ull << 17;
+inline constexpr uint64_t lw = 1ull << 18;
+inline constexpr uint64_t rr = 1ull << 19;
+inline constexpr uint64_t rw = 1ull << 20;
+inline constexpr uint64_t a = 1ull << 21;
+inline constexpr uint64_t small_fence = 1ull << 23;
+inline constexpr uint64_t free = 1ull << 29;
+} // namespace umr_mkey_mask
 
 } // namespace nicmr::mlx5::prm
 

@@ -9,8 +9,11 @@
  *                                                  |   scatter output, status, ownership=0 (IOMMU)
  *                                                  v
  *        device state: HCA state, ISSI, pages given, caps, PDs, MkeyTable (emu_mlx5_mkey.h)
+ *        data path: UARs, EQs, CQs, QPs, the WQE engine (emu_mlx5_dp.h), rung through the UAR
+ *        doorbells the model registers at creation
  *
- * Every PRM field is read and written through drivers/common/mlx5/mlx5_prm.h. The model reaches
+ * Every PRM field is read and written through drivers/common/mlx5/mlx5_prm.h (WQE segments and
+ * CQEs through rdma-core's <infiniband/mlx5dv.h> structures). The model reaches
  * host memory only through the function's IOMMU; an access to an unmapped IOVA is a DMA fault
  * (counted by the IOMMU, logged) and never a crash or a stray write. Every length, count and
  * index a command carries is bounded before use.
@@ -38,6 +41,7 @@
 #include <vector>
 
 #include "emu_function.h"
+#include "emu_mlx5_dp.h"
 #include "emu_mlx5_mkey.h"
 
 namespace nicmr::emu {
@@ -84,6 +88,23 @@ enum class Syndrome : uint32_t {
 	mkey_umem = 0x0e00005a,		      /* BAD_PARAM: mkey_umem_valid (no UMEM support) */
 	mkey_budget = 0x0e00005b,	      /* EXCEED_LIM: translation memory budget used up */
 	teardown_profile = 0x0e000060,	      /* BAD_PARAM: neither graceful nor force close */
+	uar_table_full = 0x0e000070,	      /* EXCEED_LIM: every UAR index allocated */
+	uar_not_allocated = 0x0e000071,	      /* BAD_RES_STATE */
+	uar_in_use = 0x0e000072,	      /* RESOURCE_BUSY: a QP rings it */
+	queue_params = 0x0e000073,  /* BAD_PARAM: queue size, page size, page_offset, CQE size,
+				       UMEM, too few pages, misaligned page or record */
+	queue_memory = 0x0e000074,  /* BAD_PARAM: a queue page or record not mapped */
+	eq_table_full = 0x0e000080, /* EXCEED_LIM */
+	eq_not_found = 0x0e000081,  /* BAD_RES_STATE */
+	eq_in_use = 0x0e000082,	    /* RESOURCE_BUSY: a CQ names it */
+	cq_table_full = 0x0e000090, /* EXCEED_LIM */
+	cq_not_found = 0x0e000091,  /* BAD_RES_STATE */
+	cq_in_use = 0x0e000092,	    /* RESOURCE_BUSY: a QP completes there */
+	qp_table_full = 0x0e0000a0, /* EXCEED_LIM */
+	qp_not_found = 0x0e0000a1,  /* BAD_RES_STATE */
+	qp_bad_state = 0x0e0000a2,  /* BAD_QP_STATE: transition not from this state */
+	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, or a UMEM */
+	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports */
 };
 
 /* HCA life cycle, firmware order: reset -ENABLE-> enabled -INIT-> initialized -TEARDOWN-> enabled
@@ -114,6 +135,15 @@ struct EmuConfig {
 	uint32_t log_max_klm_list_size = 16; /* translations per mkey (MTT or KLM), 1..30 */
 	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
 	bool mkey_by_name = true; /* CREATE_MKEY at a chosen index (max and current cap) */
+	/* Data path (emu_mlx5_dp.h). UAR indices 1..uars get an SQ doorbell at creation: at most
+	 * EmuFunction::kMaxDoorbells - 1 (cmd_dbell takes one), BAR 0 must hold uars + 1 pages. */
+	uint32_t uars = 32;
+	uint32_t log_max_qp = 10;    /* 1..24 */
+	uint32_t log_max_cq = 10;    /* 1..24 */
+	uint32_t log_max_eq = 4;     /* 1..8 */
+	uint32_t log_max_qp_sz = 15; /* WQEBBs per SQ, 1..16 */
+	uint32_t log_max_cq_sz = 22; /* CQEs per CQ, 1..22 */
+	uint32_t log_max_eq_sz = 16; /* EQEs per EQ, 1..22 */
 };
 
 /* Counters for tests and logs. */
@@ -175,6 +205,9 @@ public:
 	const EmuConfig &config() const noexcept { return cfg_; }
 	MkeyTable &mkeys() noexcept { return mkeys_; }
 	const MkeyTable &mkeys() const noexcept { return mkeys_; }
+	/* The data path: QPs, CQs, EQs, UARs and the WQE engine. */
+	EmuDataPath &data_path() noexcept { return *dp_; }
+	const EmuDataPath &data_path() const noexcept { return *dp_; }
 	/* Consistency of the device state (accounting, references); for tests and fuzzing. */
 	bool check_invariants() const;
 
@@ -207,6 +240,20 @@ private:
 	CmdResult cmd_create_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	/* Data-path commands (emu_mlx5_dp_cmd.cpp). */
+	CmdResult cmd_alloc_uar(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_dealloc_uar(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_create_eq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_destroy_eq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_create_cq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_destroy_cq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_destroy_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	/* Checks common to the data-path commands: lengths, then the initialized HCA with its
+	 * regular pages. */
+	bool dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min, CmdResult *r);
 
 	/* Pages the device needs in all at this point of its life (stage: query_pages_op_mod). */
 	uint64_t pages_required(uint16_t stage) const;
@@ -232,6 +279,8 @@ private:
 	EmuStats stats_;
 
 	MkeyTable mkeys_;
+	/* After mkeys_: it refers to the table. Its own locks (emu_mlx5_dp.h). */
+	std::unique_ptr<EmuDataPath> dp_;
 };
 
 /* A whole emulated device: the PCI function and the model it hosts. */

@@ -108,6 +108,40 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		case prm::opcode::destroy_mkey:
 			h = &EmuMlx5Device::cmd_destroy_mkey;
 			break;
+		case prm::opcode::alloc_uar:
+			h = &EmuMlx5Device::cmd_alloc_uar;
+			break;
+		case prm::opcode::dealloc_uar:
+			h = &EmuMlx5Device::cmd_dealloc_uar;
+			break;
+		case prm::opcode::create_eq:
+			h = &EmuMlx5Device::cmd_create_eq;
+			break;
+		case prm::opcode::destroy_eq:
+			h = &EmuMlx5Device::cmd_destroy_eq;
+			break;
+		case prm::opcode::create_cq:
+			h = &EmuMlx5Device::cmd_create_cq;
+			break;
+		case prm::opcode::destroy_cq:
+			h = &EmuMlx5Device::cmd_destroy_cq;
+			break;
+		case prm::opcode::create_qp:
+			h = &EmuMlx5Device::cmd_create_qp;
+			break;
+		case prm::opcode::destroy_qp:
+			h = &EmuMlx5Device::cmd_destroy_qp;
+			break;
+		case prm::opcode::rst2init_qp:
+		case prm::opcode::init2rtr_qp:
+		case prm::opcode::rtr2rts_qp:
+		case prm::opcode::qp_2err:
+		case prm::opcode::qp_2rst:
+			h = &EmuMlx5Device::cmd_modify_qp;
+			break;
+		case prm::opcode::query_qp:
+			h = &EmuMlx5Device::cmd_query_qp;
+			break;
 		default:
 			break;
 		}
@@ -141,6 +175,7 @@ uint64_t EmuMlx5Device::pages_required(uint16_t stage) const
 
 void EmuMlx5Device::release_resources()
 {
+	dp_->clear();
 	mkeys_.clear();
 	pds_.clear();
 	pd_next_ = 1;
@@ -435,7 +470,7 @@ CmdResult EmuMlx5Device::cmd_dealloc_pd(const uint8_t *in, size_t in_len, uint8_
 	auto it = pds_.find(static_cast<uint32_t>(pd));
 	if (it == pds_.end())
 		return fail(prm::status::bad_res_state, Syndrome::pd_not_allocated);
-	if (it->second.mkeys != 0)
+	if (it->second.mkeys != 0 || dp_->pd_in_use(static_cast<uint32_t>(pd)))
 		return fail(prm::status::resource_busy, Syndrome::pd_in_use);
 	pds_.erase(it);
 	return kOk;
@@ -507,6 +542,7 @@ CmdResult EmuMlx5Device::cmd_create_mkey(const uint8_t *in, size_t in_len, uint8
 	std::memcpy(e.mkc.data(), mkc, prm::mkc::size);
 	e.pg_access = prm::get(in, m::pg_access) != 0;
 	e.access_mode = mode;
+	e.owner_pd = static_cast<uint32_t>(pd);
 	e.translations.assign(bytes, 0);
 	if (actual != 0) /* an empty vector has no data() to copy into */
 		std::memcpy(e.translations.data(), in + m::translations_offset, actual * 16);
@@ -540,8 +576,8 @@ CmdResult EmuMlx5Device::cmd_query_mkey(const uint8_t *in, size_t in_len, uint8_
 	const size_t room = (out_len - o::translations_offset) / 16 * 16;
 	int rc = mkeys_.with(static_cast<uint32_t>(index), [&](const MkeyEntry &e) {
 		std::memcpy(out + o::mkc_offset, e.mkc.data(), prm::mkc::size);
-		std::memcpy(out + o::translations_offset, e.translations.data(),
-			    std::min(room, e.translations.size()));
+		if (const size_t n = std::min(room, e.translations.size()); n != 0)
+			std::memcpy(out + o::translations_offset, e.translations.data(), n);
 	});
 	if (rc < 0)
 		return fail(prm::status::bad_res_state, Syndrome::mkey_not_found);
@@ -562,8 +598,7 @@ CmdResult EmuMlx5Device::cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint
 	MkeyEntry old;
 	if (mkeys_.destroy(static_cast<uint32_t>(index), &old) < 0)
 		return fail(prm::status::bad_res_state, Syndrome::mkey_not_found);
-	const auto pd = static_cast<uint32_t>(prm::get(old.mkc.data(), prm::mkc::pd));
-	auto it = pds_.find(pd);
+	auto it = pds_.find(old.owner_pd);
 	if (it != pds_.end() && it->second.mkeys > 0)
 		it->second.mkeys--;
 	translation_bytes_ -= std::min<uint64_t>(translation_bytes_, old.translations.size());
@@ -577,7 +612,10 @@ bool EmuMlx5Device::check_invariants() const
 	std::lock_guard lk(lock_);
 	if (pages_.size() > cfg_.max_pages)
 		return false;
-	if (state_ != HcaState::initialized && (!pds_.empty() || mkeys_.live() != 0))
+	if (state_ != HcaState::initialized &&
+	    (!pds_.empty() || mkeys_.live() != 0 || dp_->qps() != 0 || dp_->cqs() != 0))
+		return false;
+	if (!dp_->check_invariants())
 		return false;
 	if (pds_.size() >= (size_t{1} << cfg_.log_max_pd))
 		return false;
@@ -587,7 +625,7 @@ bool EmuMlx5Device::check_invariants() const
 	mkeys_.for_each([&](uint32_t idx, const MkeyEntry &e) {
 		if (idx == 0 || idx >= mkeys_.capacity())
 			ok = false;
-		refs[static_cast<uint32_t>(prm::get(e.mkc.data(), prm::mkc::pd))]++;
+		refs[e.owner_pd]++;
 		bytes += e.translations.size();
 	});
 	if (!ok || bytes != translation_bytes_ || bytes > cfg_.translation_budget)

@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "emu_mlx5.h"
+#include "emu_mlx5_translate.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
 
@@ -60,8 +61,28 @@ size_t blocks_for(size_t len)
 
 } // namespace
 
+namespace {
+
+DpConfig dp_config(const EmuConfig &cfg)
+{
+	DpConfig d;
+	d.uars = cfg.uars;
+	d.log_max_qp = cfg.log_max_qp;
+	d.log_max_cq = cfg.log_max_cq;
+	d.log_max_eq = cfg.log_max_eq;
+	d.log_max_qp_sz = cfg.log_max_qp_sz;
+	d.log_max_cq_sz = cfg.log_max_cq_sz;
+	d.log_max_eq_sz = cfg.log_max_eq_sz;
+	d.ports = cfg.ports;
+	d.log_max_msg = 30;
+	return d;
+}
+
+} // namespace
+
 EmuMlx5Device::EmuMlx5Device(EmuFunction &fn, const EmuConfig &cfg)
-    : fn_(fn), cfg_(cfg), mkeys_(cfg.log_max_mkey)
+    : fn_(fn), cfg_(cfg), mkeys_(cfg.log_max_mkey),
+      dp_(std::make_unique<EmuDataPath>(fn.iommu(), mkeys_, dp_config(cfg)))
 {}
 
 int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
@@ -71,16 +92,41 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	    cfg.log_max_pd > 24 || cfg.ports < 1 || cfg.ports > 2 ||
 	    cfg.log_max_klm_list_size < 1 || cfg.log_max_klm_list_size > 30 ||
 	    fn.bar0_size() < prm::init_seg::size ||
-	    uint64_t{cfg.boot_pages} + cfg.init_pages + cfg.regular_pages > cfg.max_pages)
+	    uint64_t{cfg.boot_pages} + cfg.init_pages + cfg.regular_pages > cfg.max_pages ||
+	    cfg.uars >= EmuFunction::kMaxDoorbells ||
+	    (uint64_t{cfg.uars} + 1) * prm::uar::page_size > fn.bar0_size() || cfg.log_max_qp < 1 ||
+	    cfg.log_max_qp > 24 || cfg.log_max_cq < 1 || cfg.log_max_cq > 24 ||
+	    cfg.log_max_eq < 1 || cfg.log_max_eq > 8 || cfg.log_max_qp_sz < 1 ||
+	    cfg.log_max_qp_sz > 16 || cfg.log_max_cq_sz < 1 || cfg.log_max_cq_sz > 22 ||
+	    cfg.log_max_eq_sz < 1 || cfg.log_max_eq_sz > 22)
 		return -EINVAL;
 	if (fn.running())
 		return -EBUSY;
+	/* A second model, and room for cmd_dbell and every UAR doorbell: checked before the
+	 * first doorbell is added, so that a refusal leaves fn as it was. */
+	if (fn.has_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell)))
+		return -EEXIST;
+	if (fn.doorbell_count() + 1 + cfg.uars > EmuFunction::kMaxDoorbells)
+		return -ENOSPC;
 	std::unique_ptr<EmuMlx5Device> d(new EmuMlx5Device(fn, cfg));
 	EmuMlx5Device *self = d.get();
 	int rc = fn.add_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell),
 				 DoorbellMerge::bitmask, [self](uint64_t v) { self->ring(v); });
 	if (rc < 0)
 		return rc;
+	/* The SQ doorbell of every UAR page. Inline delivery runs the QP the value names on
+	 * the ringing thread; the poll thread sees only the latest value of each UAR, which may
+	 * be another QP's, so it looks at every QP on the UAR. */
+	const bool by_value = fn.delivery() == DoorbellDelivery::inline_call;
+	for (uint32_t i = 1; i <= cfg.uars && rc == 0; i++) {
+		EmuDataPath *dp = d->dp_.get();
+		rc = fn.add_doorbell(prm::uar::page_offset(i) + prm::uar::sq_doorbell_offset,
+				     DoorbellMerge::latest, [dp, i, by_value](uint64_t v) {
+					     dp->uar_doorbell(i, v, by_value);
+				     });
+	}
+	if (rc < 0)
+		return rc; /* only if the function already had a doorbell at a UAR offset */
 	d->publish_init_segment();
 	/* Nothing below may fail: the doorbell now points at this device. */
 	if (cfg.boot_delay.count() == 0) {
@@ -147,7 +193,7 @@ void EmuMlx5Device::publish_init_segment()
 	prm::set(g, hc::log_max_klm_list_size, cfg_.log_max_klm_list_size);
 	prm::set(g, hc::mkey_by_name, cfg_.mkey_by_name ? 1 : 0);
 	prm::set(g, hc::log_max_mrw_sz, 64);
-	prm::set(g, hc::max_indirection, 4);
+	prm::set(g, hc::max_indirection, Translator::kMaxIndirection);
 	prm::set(g, hc::log_max_msg, 30);
 	prm::set(g, hc::log_pg_sz, 12);
 	prm::set(g, hc::umr_extended_translation_offset, 1);
@@ -157,7 +203,12 @@ void EmuMlx5Device::publish_init_segment()
 	prm::set(g, hc::atomic, 1);
 	prm::set(g, hc::rc, 1);
 	prm::set(g, hc::log_max_atomic_size_qp, 3);
-	/* No QPs or CQs yet: their maxima stay 0 until the data path is modelled. */
+	prm::set(g, hc::log_max_qp, cfg_.log_max_qp);
+	prm::set(g, hc::log_max_qp_sz, cfg_.log_max_qp_sz);
+	prm::set(g, hc::log_max_cq, cfg_.log_max_cq);
+	prm::set(g, hc::log_max_cq_sz, cfg_.log_max_cq_sz);
+	prm::set(g, hc::log_max_eq, cfg_.log_max_eq);
+	prm::set(g, hc::log_max_eq_sz, cfg_.log_max_eq_sz);
 	caps_general_cur_ = caps_general_max_;
 
 	namespace ac = prm::atomic_cap;

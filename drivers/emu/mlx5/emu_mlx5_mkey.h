@@ -30,6 +30,9 @@ struct MkeyEntry {
 	bool pg_access = false;
 	uint32_t access_mode = 0;	   /* prm::access_mode value */
 	std::vector<uint8_t> translations; /* translations_octword_size * 16 bytes */
+	/* The PD given at CREATE_MKEY: the one DEALLOC_PD accounting charges (a UMR may point
+	 * the mkc's pd elsewhere later without the command path's lock). */
+	uint32_t owner_pd = 0;
 };
 
 class MkeyTable {
@@ -67,6 +70,32 @@ public:
 			return -ENOENT;
 		f(it->second);
 		return 0;
+	}
+	/*
+	 * Runs f() under one hold of the shared lock, during which find_locked() may be called
+	 * any number of times (an indirect mkey's walk looks up several keys without letting a
+	 * writer in between, and without taking the lock recursively). Returns what f returns.
+	 */
+	template <class F> auto read(F &&f) const
+	{
+		std::shared_lock lk(lock_);
+		return f();
+	}
+	/* Only inside read() or update(): the entry at index, or nullptr. No allocation. */
+	const MkeyEntry *find_locked(uint32_t index) const
+	{
+		if (index == 0 || index >= capacity_)
+			return nullptr;
+		auto it = map_.find(index);
+		return it == map_.end() ? nullptr : &it->second;
+	}
+	/* Runs f(MkeyEntry *) under the exclusive lock (nullptr when index has no entry); UMR
+	 * and LOCAL_INVAL change a key this way, atomically for every reader. */
+	template <class F> auto update(uint32_t index, F &&f)
+	{
+		std::unique_lock lk(lock_);
+		auto it = index == 0 || index >= capacity_ ? map_.end() : map_.find(index);
+		return f(it == map_.end() ? nullptr : &it->second);
 	}
 	/* Runs f(index, const MkeyEntry &) for every live entry, under the shared lock. */
 	template <class F> void for_each(F &&f) const

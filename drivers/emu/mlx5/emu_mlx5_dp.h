@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The data path of the mlx5 device model: UARs, CQs, EQs, RC QPs on two looped-back ports, and
+ * the engine that executes send WQEs (emu_mlx5_wqe.cpp) with the access checks and translations
+ * of emu_mlx5_translate.h.
+ *
+ *   driver: WQE -> SQ (PAS pages), dbr[1] = producer, 8 ctrl bytes -> UAR page i + 0x800
+ *       |
+ *       v   doorbell (inline: ringing thread; poll thread: scan every QP on UAR i)
+ *   QP (lock) --- WQEs from its consumer counter up to dbr[1] ---+
+ *       |  local gather/scatter: Translator (QP's PD)             | remote access: the QP its
+ *       |  UMR / LOCAL_INVAL: MkeyTable::update                   | remote_qpn names (other port,
+ *       v                                                         v  naming it back): its PD
+ *   CQ (lock): CQE n at slot n & mask, owner bit, op_own last     EQ: WQ access / invalid
+ *                                                                     request events
+ *
+ * Locks, in the order they nest: EmuMlx5Device::lock_ (commands) -> table_lock_ (objects:
+ * exclusive to create, change or destroy, shared on the data path) -> Qp::lock -> the
+ * MkeyTable's lock -> Cq::lock / Eq::lock -> the IOMMU's lock. A QP's state is atomic: a
+ * requester moves its responder to ERR without taking the responder's lock (two QPs
+ * connected to each other never wait for each other).
+ *
+ * Every index, count and size that the driver's memory gives (dbr counters, ds, byte counts,
+ * translation sizes) is bounded before use: a malformed WQE completes with an error CQE, it
+ * never crashes the model. doc/device-model.md names the defaults, limits and syndromes.
+ */
+#ifndef NICMR_EMU_MLX5_DP_H
+#define NICMR_EMU_MLX5_DP_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "emu_iommu.h"
+#include "emu_mlx5_mkey.h"
+
+namespace nicmr::emu {
+
+/* Limits of the data path (EmuConfig carries the settable ones). */
+struct DpConfig {
+	uint32_t uars = 32;	     /* UAR indices 1..uars with a pre-registered SQ doorbell */
+	uint32_t log_max_qp = 10;    /* QP numbers 1 .. 2^n - 1 */
+	uint32_t log_max_cq = 10;    /* CQ numbers 1 .. 2^n - 1 */
+	uint32_t log_max_eq = 4;     /* EQ numbers 1 .. 2^n - 1 (at most 255) */
+	uint32_t log_max_qp_sz = 15; /* WQEBBs per SQ */
+	uint32_t log_max_cq_sz = 22; /* CQEs per CQ */
+	uint32_t log_max_eq_sz = 16; /* EQEs per EQ */
+	uint32_t log_max_msg = 30;   /* bytes per message */
+	uint32_t ports = 2;
+};
+
+/* A queue's memory: pages of 4 KiB << log_page_size at the IOVAs in pas. */
+struct QueueMem {
+	std::vector<uint64_t> pas;
+	uint32_t log_page_size = 0; /* above 4 KiB */
+	/* IOVA of byte off of the queue (off below the queue's size). */
+	uint64_t iova(uint64_t off) const noexcept
+	{
+		const uint32_t shift = 12 + log_page_size;
+		return pas[off >> shift] + (off & ((uint64_t{1} << shift) - 1));
+	}
+	uint64_t bytes() const noexcept { return uint64_t{pas.size()} << (12 + log_page_size); }
+};
+
+struct CqAttr {
+	uint32_t log_size = 0; /* CQEs = 2^log_size */
+	QueueMem mem;
+	uint64_t dbr = 0; /* IOVA of the doorbell record (dbr[0]: consumer index) */
+	uint32_t eqn = 0; /* completion EQ (poll mode: recorded, no events) */
+};
+
+struct EqAttr {
+	uint32_t log_size = 0;
+	QueueMem mem;
+	uint64_t event_bitmask = 0; /* bit n: event type n is delivered */
+};
+
+struct QpAttr {
+	uint32_t pd = 0;
+	uint32_t cqn = 0; /* send CQ */
+	uint32_t uar = 0; /* UAR index the QP rings */
+	uint32_t log_sq_size = 0;
+	QueueMem mem;
+	uint64_t dbr = 0; /* IOVA of the doorbell record (dbr[1]: SQ producer in WQEBBs) */
+};
+
+/* The parameters a transition may set (the rest keep their value). */
+struct QpPath {
+	uint32_t port = 1;			    /* INIT: primary_address_path.vhca_port_num */
+	uint32_t remote_qpn = 0;		    /* INIT2RTR */
+	bool rre = false, rwe = false, rae = false; /* RST2INIT / INIT2RTR / RTR2RTS */
+};
+
+/* QP states (the PRM's qpc.state values). */
+enum class QpState : uint8_t { rst = 0, init = 1, rtr = 2, rts = 3, err = 6 };
+enum class QpTransition { rst2init, init2rtr, rtr2rts, to_err, to_rst };
+
+/* What QUERY_QP reports. */
+struct QpInfo {
+	QpAttr attr;
+	QpPath path;
+	QpState state = QpState::rst;
+	uint16_t sq_ci = 0; /* WQEBBs the device has taken */
+};
+
+struct DpStats {
+	uint64_t wqes = 0;	     /* WQEs taken off send queues */
+	uint64_t cqes = 0;	     /* CQEs written */
+	uint64_t cqe_errors = 0;     /* of them with REQ_ERR */
+	uint64_t cq_overruns = 0;    /* CQEs dropped: the CQ was full */
+	uint64_t eqes = 0;	     /* events written */
+	uint64_t events_dropped = 0; /* no EQ, or the type not in its bitmask */
+	uint64_t bytes = 0;	     /* payload moved by RDMA WRITE/READ */
+	uint64_t doorbells = 0;	     /* UAR doorbells handled */
+	uint64_t dbr_faults = 0;     /* a doorbell record or WQE unreadable (DMA fault) */
+};
+
+class EmuDataPath {
+public:
+	static constexpr uint32_t kMaxWqeBytes = 63 * 16; /* ds is 6 bits */
+
+	EmuDataPath(EmuIommu &mmu, MkeyTable &mkeys, const DpConfig &cfg);
+	~EmuDataPath();
+	EmuDataPath(const EmuDataPath &) = delete;
+	EmuDataPath &operator=(const EmuDataPath &) = delete;
+
+	const DpConfig &config() const noexcept { return cfg_; }
+
+	/* UARs: ALLOC returns the lowest free index in 1..uars. -ENOSPC; DEALLOC: -ENOENT
+	 * (not allocated), -EBUSY (a QP still rings it). */
+	int alloc_uar(uint32_t *index);
+	int dealloc_uar(uint32_t index);
+
+	/*
+	 * Object commands. 0 or: -EINVAL (a size or page size out of range, too few pages),
+	 * -ENOSPC (table full), -ENOENT (a named object does not exist), -EBUSY (still used),
+	 * -EFAULT (queue memory or record not reachable through the IOMMU), -EPERM (illegal QP
+	 * transition); create_qp: -ENOENT (no such CQ), -ENXIO (UAR not allocated). The caller
+	 * has checked that PDs exist.
+	 */
+	int create_cq(const CqAttr &a, uint32_t *cqn);
+	int destroy_cq(uint32_t cqn);
+	int create_eq(const EqAttr &a, uint32_t *eqn);
+	int destroy_eq(uint32_t eqn);
+	int create_qp(const QpAttr &a, uint32_t *qpn);
+	int destroy_qp(uint32_t qpn);
+	int modify_qp(uint32_t qpn, QpTransition t, const QpPath &p);
+	/* -ENOENT or 0 with *state / *info. */
+	int qp_state(uint32_t qpn, QpState *state) const;
+	int query_qp(uint32_t qpn, QpInfo *info) const;
+	/* QPs and CQs naming a PD / EQs named by CQs: for DEALLOC_PD and DESTROY_EQ checks. */
+	bool pd_in_use(uint32_t pd) const;
+	size_t qps() const;
+	size_t cqs() const;
+	/* Drops every object (TEARDOWN_HCA). */
+	void clear();
+
+	/*
+	 * The SQ doorbell of UAR index uar, raw as the CPU stored the 8 ctrl bytes. by_value:
+	 * process the QP the value names (inline delivery); otherwise, or when that QP is not
+	 * on this UAR, every QP bound to the UAR (a poll thread's latest value may be another
+	 * QP's). Thread-safe.
+	 */
+	void uar_doorbell(uint32_t uar, uint64_t raw, bool by_value);
+	/* Executes qpn's posted WQEs (consumer counter up to dbr[1]). -ENOENT. Thread-safe. */
+	int process_qp(uint32_t qpn);
+
+	DpStats stats() const;
+	bool check_invariants() const;
+
+private:
+	struct Cq;
+	struct Eq;
+	struct Qp;
+	struct Exec;
+	friend struct Exec;
+
+	void run_qp(Qp &qp);
+	/* Writes one CQE (REQ when syndrome is 0, else REQ_ERR). */
+	void complete(Qp &qp, uint16_t wqe_counter, uint8_t opcode, uint32_t byte_cnt,
+		      uint8_t syndrome);
+	void post_event(uint8_t type, uint32_t qpn);
+	Qp *find_qp(uint32_t qpn) const;
+
+	EmuIommu &mmu_;
+	MkeyTable &mkeys_;
+	const DpConfig cfg_;
+
+	mutable std::shared_mutex table_lock_;
+	std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
+	std::map<uint32_t, std::unique_ptr<Eq>> eqs_;
+	std::map<uint32_t, std::unique_ptr<Qp>> qps_;
+	std::vector<std::vector<uint32_t>> uar_qps_; /* QPs bound to each UAR index */
+	std::vector<bool> uar_allocated_;
+	uint32_t next_qpn_ = 1, next_cqn_ = 1;
+	uint64_t eq_created_ = 0; /* creation order, to find the first EQ */
+
+	struct Counters {
+		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
+			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0};
+	};
+	mutable Counters ctr_; /* relaxed: statistics only */
+};
+
+} // namespace nicmr::emu
+
+#endif

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The data-path commands of the mlx5 device model's decoder: UARs, EQs, CQs, QPs and the QP
+ * transitions. They decode the PRM contexts through the layout table into the data path's
+ * attributes (emu_mlx5_dp.h), which owns the objects. Order of checks as in emu_mlx5_cmd.cpp:
+ * lengths, HCA state, then parameters; nothing changes before every check has passed.
+ */
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "emu_mlx5.h"
+#include "mlx5_prm.h"
+
+namespace nicmr::emu {
+
+namespace prm = nicmr::mlx5::prm;
+
+namespace {
+
+constexpr CmdResult fail(uint8_t status, Syndrome s)
+{
+	return CmdResult{status, static_cast<uint32_t>(s)};
+}
+
+constexpr CmdResult kOk{};
+
+/* The pas list after a create command's context: as many entries as the input holds. */
+QueueMem queue_mem(const uint8_t *in, size_t in_len, size_t pas_offset, uint32_t log_page_size)
+{
+	QueueMem m;
+	m.log_page_size = log_page_size;
+	const size_t n = (in_len - pas_offset) / prm::pas_entry_size;
+	m.pas.reserve(n);
+	for (size_t i = 0; i < n; i++)
+		m.pas.push_back(
+			prm::get(in + pas_offset + i * prm::pas_entry_size, prm::pas_entry));
+	return m;
+}
+
+/* A data path error for a queue's memory. */
+CmdResult queue_error(int rc, Syndrome full)
+{
+	switch (rc) {
+	case -ENOSPC:
+		return fail(prm::status::exceed_lim, full);
+	case -EFAULT:
+		return fail(prm::status::bad_param, Syndrome::queue_memory);
+	default:
+		return fail(prm::status::bad_param, Syndrome::queue_params);
+	}
+}
+
+} // namespace
+
+bool EmuMlx5Device::dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min,
+			     CmdResult *r)
+{
+	if (in_len < in_min) {
+		*r = fail(prm::status::bad_input_len, Syndrome::input_too_short);
+		return false;
+	}
+	if (out_len < out_min) {
+		*r = fail(prm::status::bad_output_len, Syndrome::output_too_short);
+		return false;
+	}
+	if (state_ != HcaState::initialized) {
+		*r = fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
+		return false;
+	}
+	if (pages_.size() < pages_required(prm::query_pages_op_mod::regular)) {
+		*r = fail(prm::status::no_resources, Syndrome::pages_missing);
+		return false;
+	}
+	return true;
+}
+
+CmdResult EmuMlx5Device::cmd_alloc_uar(const uint8_t *, size_t in_len, uint8_t *out, size_t out_len)
+{
+	CmdResult r;
+	if (!dp_ready(in_len, prm::alloc_uar_in::size, out_len, prm::alloc_uar_out::size, &r))
+		return r;
+	uint32_t idx = 0;
+	if (dp_->alloc_uar(&idx) < 0)
+		return fail(prm::status::exceed_lim, Syndrome::uar_table_full);
+	prm::set(out, prm::alloc_uar_out::uar, idx);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_dealloc_uar(const uint8_t *in, size_t in_len, uint8_t *,
+					 size_t out_len)
+{
+	CmdResult r;
+	if (!dp_ready(in_len, prm::dealloc_uar_in::size, out_len, prm::dealloc_uar_out::size, &r))
+		return r;
+	const int rc =
+		dp_->dealloc_uar(static_cast<uint32_t>(prm::get(in, prm::dealloc_uar_in::uar)));
+	if (rc == -EBUSY)
+		return fail(prm::status::resource_busy, Syndrome::uar_in_use);
+	if (rc < 0)
+		return fail(prm::status::bad_res_state, Syndrome::uar_not_allocated);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_create_eq(const uint8_t *in, size_t in_len, uint8_t *out,
+				       size_t out_len)
+{
+	namespace m = prm::create_eq_in;
+	CmdResult r;
+	if (!dp_ready(in_len, m::size, out_len, prm::create_eq_out::size, &r))
+		return r;
+	const uint8_t *eqc = in + m::eqc_offset;
+	if (prm::get(eqc, prm::eqc::page_offset) != 0)
+		return fail(prm::status::bad_param, Syndrome::queue_params);
+	EqAttr a;
+	a.log_size = static_cast<uint32_t>(prm::get(eqc, prm::eqc::log_eq_size));
+	a.event_bitmask = prm::get(in, m::event_bitmask);
+	a.mem = queue_mem(in, in_len, m::pas_offset,
+			  static_cast<uint32_t>(prm::get(eqc, prm::eqc::log_page_size)));
+	uint32_t eqn = 0;
+	const int rc = dp_->create_eq(a, &eqn);
+	if (rc < 0)
+		return queue_error(rc, Syndrome::eq_table_full);
+	prm::set(out, prm::create_eq_out::eq_number, eqn);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_destroy_eq(const uint8_t *in, size_t in_len, uint8_t *, size_t out_len)
+{
+	CmdResult r;
+	if (!dp_ready(in_len, prm::destroy_eq_in::size, out_len, prm::destroy_eq_out::size, &r))
+		return r;
+	const int rc =
+		dp_->destroy_eq(static_cast<uint32_t>(prm::get(in, prm::destroy_eq_in::eq_number)));
+	if (rc == -EBUSY)
+		return fail(prm::status::resource_busy, Syndrome::eq_in_use);
+	if (rc < 0)
+		return fail(prm::status::bad_res_state, Syndrome::eq_not_found);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_create_cq(const uint8_t *in, size_t in_len, uint8_t *out,
+				       size_t out_len)
+{
+	namespace m = prm::create_cq_in;
+	CmdResult r;
+	if (!dp_ready(in_len, m::size, out_len, prm::create_cq_out::size, &r))
+		return r;
+	const uint8_t *cqc = in + m::cqc_offset;
+	/* 64-byte CQEs only; no UMEM; the queue starts at its first page. */
+	if (prm::get(cqc, prm::cqc::cqe_sz) != prm::cqc::cqe_sz_64 ||
+	    prm::get(cqc, prm::cqc::dbr_umem_valid) != 0 ||
+	    prm::get(cqc, prm::cqc::page_offset) != 0)
+		return fail(prm::status::bad_param, Syndrome::queue_params);
+	CqAttr a;
+	a.log_size = static_cast<uint32_t>(prm::get(cqc, prm::cqc::log_cq_size));
+	a.dbr = prm::get(cqc, prm::cqc::dbr_addr);
+	a.eqn = static_cast<uint32_t>(prm::get(cqc, prm::cqc::c_eqn));
+	a.mem = queue_mem(in, in_len, m::pas_offset,
+			  static_cast<uint32_t>(prm::get(cqc, prm::cqc::log_page_size)));
+	uint32_t cqn = 0;
+	const int rc = dp_->create_cq(a, &cqn);
+	if (rc < 0)
+		return queue_error(rc, Syndrome::cq_table_full);
+	prm::set(out, prm::create_cq_out::cqn, cqn);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_destroy_cq(const uint8_t *in, size_t in_len, uint8_t *, size_t out_len)
+{
+	CmdResult r;
+	if (!dp_ready(in_len, prm::destroy_cq_in::size, out_len, prm::destroy_cq_out::size, &r))
+		return r;
+	const int rc =
+		dp_->destroy_cq(static_cast<uint32_t>(prm::get(in, prm::destroy_cq_in::cqn)));
+	if (rc == -EBUSY)
+		return fail(prm::status::resource_busy, Syndrome::cq_in_use);
+	if (rc < 0)
+		return fail(prm::status::bad_res_state, Syndrome::cq_not_found);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t *out,
+				       size_t out_len)
+{
+	namespace m = prm::create_qp_in;
+	CmdResult r;
+	if (!dp_ready(in_len, m::size, out_len, prm::create_qp_out::size, &r))
+		return r;
+	const uint8_t *qpc = in + m::qpc_offset;
+	if (prm::get(qpc, prm::qpc::st) != prm::qp_st::rc || prm::get(in, m::wq_umem_valid) != 0 ||
+	    prm::get(qpc, prm::qpc::dbr_umem_valid) != 0 || prm::get(qpc, prm::qpc::no_sq) != 0)
+		return fail(prm::status::bad_param, Syndrome::qp_type);
+	if (prm::get(qpc, prm::qpc::page_offset) != 0)
+		return fail(prm::status::bad_param, Syndrome::queue_params);
+	const uint64_t pd = prm::get(qpc, prm::qpc::pd);
+	if (pds_.count(static_cast<uint32_t>(pd)) == 0)
+		return fail(prm::status::bad_res_state, Syndrome::pd_not_allocated);
+	QpAttr a;
+	a.pd = static_cast<uint32_t>(pd);
+	a.cqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_snd));
+	a.uar = static_cast<uint32_t>(prm::get(qpc, prm::qpc::uar_page));
+	a.log_sq_size = static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_sq_size));
+	a.dbr = prm::get(qpc, prm::qpc::dbr_addr);
+	a.mem = queue_mem(in, in_len, m::pas_offset,
+			  static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_page_size)));
+	uint32_t qpn = 0;
+	const int rc = dp_->create_qp(a, &qpn);
+	if (rc == -ENOENT)
+		return fail(prm::status::bad_res_state, Syndrome::cq_not_found);
+	if (rc == -ENXIO)
+		return fail(prm::status::bad_res_state, Syndrome::uar_not_allocated);
+	if (rc < 0)
+		return queue_error(rc, Syndrome::qp_table_full);
+	prm::set(out, prm::create_qp_out::qpn, qpn);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_destroy_qp(const uint8_t *in, size_t in_len, uint8_t *, size_t out_len)
+{
+	CmdResult r;
+	if (!dp_ready(in_len, prm::destroy_qp_in::size, out_len, prm::destroy_qp_out::size, &r))
+		return r;
+	if (dp_->destroy_qp(static_cast<uint32_t>(prm::get(in, prm::destroy_qp_in::qpn))) < 0)
+		return fail(prm::status::bad_res_state, Syndrome::qp_not_found);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t *, size_t out_len)
+{
+	const auto op = static_cast<uint16_t>(prm::get(in, prm::cmd_hdr_in::opcode));
+	const bool with_qpc = op == prm::opcode::rst2init_qp || op == prm::opcode::init2rtr_qp ||
+			      op == prm::opcode::rtr2rts_qp;
+	CmdResult r;
+	if (!dp_ready(in_len, with_qpc ? prm::modify_qp_in::size : prm::qp_2err_in::size, out_len,
+		      prm::modify_qp_out::size, &r))
+		return r;
+	const auto qpn = static_cast<uint32_t>(prm::get(in, prm::modify_qp_in::qpn));
+	QpInfo cur;
+	if (dp_->query_qp(qpn, &cur) < 0)
+		return fail(prm::status::bad_res_state, Syndrome::qp_not_found);
+	QpPath p = cur.path;
+	QpTransition t = QpTransition::to_err;
+	if (with_qpc) {
+		const uint8_t *qpc = in + prm::modify_qp_in::qpc_offset;
+		const uint64_t opt = prm::get(in, prm::modify_qp_in::opt_param_mask);
+		const uint64_t port = prm::get(qpc, prm::qpc::primary_vhca_port_num);
+		const bool rst2init = op == prm::opcode::rst2init_qp;
+		/* RST2INIT sets the port and the remote access enables; the later transitions
+		 * change the enables only where opt_param_mask says so. */
+		if (rst2init || (op == prm::opcode::init2rtr_qp && port != 0)) {
+			if (port < 1 || port > cfg_.ports)
+				return fail(prm::status::bad_param, Syndrome::qp_port);
+			p.port = static_cast<uint32_t>(port);
+		}
+		if (rst2init || (opt & prm::qp_optpar::rre) != 0)
+			p.rre = prm::get(qpc, prm::qpc::rre) != 0;
+		if (rst2init || (opt & prm::qp_optpar::rwe) != 0)
+			p.rwe = prm::get(qpc, prm::qpc::rwe) != 0;
+		if (rst2init || (opt & prm::qp_optpar::rae) != 0)
+			p.rae = prm::get(qpc, prm::qpc::rae) != 0;
+		if (op == prm::opcode::init2rtr_qp)
+			p.remote_qpn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::remote_qpn));
+		t = rst2init			     ? QpTransition::rst2init
+		    : op == prm::opcode::init2rtr_qp ? QpTransition::init2rtr
+						     : QpTransition::rtr2rts;
+	} else {
+		t = op == prm::opcode::qp_2err ? QpTransition::to_err : QpTransition::to_rst;
+	}
+	const int rc = dp_->modify_qp(qpn, t, p);
+	if (rc == -EPERM)
+		return fail(prm::status::bad_qp_state, Syndrome::qp_bad_state);
+	if (rc == -EINVAL)
+		return fail(prm::status::bad_param, Syndrome::qp_port);
+	if (rc < 0)
+		return fail(prm::status::bad_res_state, Syndrome::qp_not_found);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t *out,
+				      size_t out_len)
+{
+	CmdResult r;
+	if (!dp_ready(in_len, prm::query_qp_in::size, out_len, prm::query_qp_out::size, &r))
+		return r;
+	QpInfo q;
+	if (dp_->query_qp(static_cast<uint32_t>(prm::get(in, prm::query_qp_in::qpn)), &q) < 0)
+		return fail(prm::status::bad_res_state, Syndrome::qp_not_found);
+	uint8_t *qpc = out + prm::query_qp_out::qpc_offset;
+	prm::set(qpc, prm::qpc::state, static_cast<uint32_t>(q.state));
+	prm::set(qpc, prm::qpc::st, prm::qp_st::rc);
+	prm::set(qpc, prm::qpc::pd, q.attr.pd);
+	prm::set(qpc, prm::qpc::log_sq_size, q.attr.log_sq_size);
+	prm::set(qpc, prm::qpc::uar_page, q.attr.uar);
+	prm::set(qpc, prm::qpc::log_page_size, q.attr.mem.log_page_size);
+	prm::set(qpc, prm::qpc::remote_qpn, q.path.remote_qpn);
+	prm::set(qpc, prm::qpc::primary_vhca_port_num, q.path.port);
+	prm::set(qpc, prm::qpc::cqn_snd, q.attr.cqn);
+	prm::set(qpc, prm::qpc::rre, q.path.rre);
+	prm::set(qpc, prm::qpc::rwe, q.path.rwe);
+	prm::set(qpc, prm::qpc::rae, q.path.rae);
+	prm::set(qpc, prm::qpc::dbr_addr, q.attr.dbr);
+	prm::set(qpc, prm::qpc::hw_sq_wqebb_counter, q.sq_ci);
+	return kOk;
+}
+
+} // namespace nicmr::emu

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Data-path objects of the mlx5 device model: UARs, CQs, EQs and QPs, their state machine and
+ * the UAR doorbells that start the WQE engine (emu_mlx5_wqe.cpp).
+ *
+ * QP state machine (PRM; any other transition fails with BAD_QP_STATE):
+ *
+ *   RST --RST2INIT--> INIT --INIT2RTR--> RTR --RTR2RTS--> RTS
+ *    ^                                                     |
+ *    +------------------ 2RST (from any) <--- ERR <--------+ 2ERR (from any), or a WQE error
+ *
+ * 2RST forgets the SQ's consumer counter (the driver resets its producer too); ERR flushes
+ * every WQE posted from then on with WR_FLUSH_ERR.
+ */
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include "emu_mlx5_dp_impl.h"
+#include "mlx5_prm.h"
+#include "nicmr_log.h"
+
+namespace nicmr::emu {
+
+namespace prm = nicmr::mlx5::prm;
+
+namespace {
+
+/* Queue memory: whole pages cover 2^log_entries entries of 2^log_stride bytes, every page
+ * reachable through the IOMMU. */
+int check_queue(const EmuIommu &mmu, const QueueMem &m, uint32_t log_entries, uint32_t log_stride)
+{
+	if (m.log_page_size > 18) /* 1 GiB pages at most */
+		return -EINVAL;
+	const uint64_t need = uint64_t{1} << (log_entries + log_stride);
+	const uint64_t page = uint64_t{1} << (12 + m.log_page_size);
+	if (m.pas.size() < (need + page - 1) / page)
+		return -EINVAL;
+	for (uint64_t i = 0; i < (need + page - 1) / page; i++) {
+		if (m.pas[i] % 4096 != 0)
+			return -EINVAL;
+		if (!mmu.mapped(m.pas[i], std::min(page, need)))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+} // namespace
+
+EmuDataPath::EmuDataPath(EmuIommu &mmu, MkeyTable &mkeys, const DpConfig &cfg)
+    : mmu_(mmu), mkeys_(mkeys), cfg_(cfg), uar_qps_(cfg.uars + 1), uar_allocated_(cfg.uars + 1)
+{}
+
+EmuDataPath::~EmuDataPath() = default;
+
+int EmuDataPath::alloc_uar(uint32_t *index)
+{
+	std::unique_lock lk(table_lock_);
+	for (uint32_t i = 1; i <= cfg_.uars; i++) {
+		if (!uar_allocated_[i]) {
+			uar_allocated_[i] = true;
+			*index = i;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+int EmuDataPath::dealloc_uar(uint32_t index)
+{
+	std::unique_lock lk(table_lock_);
+	if (index == 0 || index > cfg_.uars || !uar_allocated_[index])
+		return -ENOENT;
+	if (!uar_qps_[index].empty())
+		return -EBUSY;
+	uar_allocated_[index] = false;
+	return 0;
+}
+
+int EmuDataPath::create_cq(const CqAttr &a, uint32_t *cqn)
+{
+	if (a.log_size > cfg_.log_max_cq_sz)
+		return -EINVAL;
+	int rc = check_queue(mmu_, a.mem, a.log_size, 6);
+	if (rc < 0)
+		return rc;
+	if (!mmu_.mapped(a.dbr, prm::dbr::size) || a.dbr % 8 != 0)
+		return a.dbr % 8 != 0 ? -EINVAL : -EFAULT;
+	std::unique_lock lk(table_lock_);
+	const uint32_t cap = uint32_t{1} << cfg_.log_max_cq;
+	if (cqs_.size() >= cap - 1)
+		return -ENOSPC;
+	uint32_t n = next_cqn_;
+	while (cqs_.count(n) != 0)
+		n = n + 1 < cap ? n + 1 : 1;
+	next_cqn_ = n + 1 < cap ? n + 1 : 1;
+	auto cq = std::make_unique<Cq>();
+	cq->cqn = n;
+	cq->attr = a;
+	cqs_.emplace(n, std::move(cq));
+	*cqn = n;
+	return 0;
+}
+
+int EmuDataPath::destroy_cq(uint32_t cqn)
+{
+	std::unique_lock lk(table_lock_);
+	auto it = cqs_.find(cqn);
+	if (it == cqs_.end())
+		return -ENOENT;
+	if (it->second->users != 0)
+		return -EBUSY;
+	cqs_.erase(it);
+	return 0;
+}
+
+int EmuDataPath::create_eq(const EqAttr &a, uint32_t *eqn)
+{
+	if (a.log_size > cfg_.log_max_eq_sz)
+		return -EINVAL;
+	int rc = check_queue(mmu_, a.mem, a.log_size, 6);
+	if (rc < 0)
+		return rc;
+	std::unique_lock lk(table_lock_);
+	const uint32_t cap = std::min(uint32_t{1} << cfg_.log_max_eq, uint32_t{256});
+	for (uint32_t n = 1; n < cap; n++) {
+		if (eqs_.count(n) != 0)
+			continue;
+		auto eq = std::make_unique<Eq>();
+		eq->eqn = n;
+		eq->attr = a;
+		eq->order = eq_created_++;
+		eqs_.emplace(n, std::move(eq));
+		*eqn = n;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+int EmuDataPath::destroy_eq(uint32_t eqn)
+{
+	std::unique_lock lk(table_lock_);
+	auto it = eqs_.find(eqn);
+	if (it == eqs_.end())
+		return -ENOENT;
+	for (const auto &[n, cq] : cqs_)
+		if (cq->attr.eqn == eqn)
+			return -EBUSY;
+	eqs_.erase(it);
+	return 0;
+}
+
+int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
+{
+	if (a.log_sq_size > cfg_.log_max_qp_sz)
+		return -EINVAL;
+	int rc = check_queue(mmu_, a.mem, a.log_sq_size, 6);
+	if (rc < 0)
+		return rc;
+	if (a.dbr % 8 != 0)
+		return -EINVAL;
+	if (!mmu_.mapped(a.dbr, prm::dbr::size))
+		return -EFAULT;
+	std::unique_lock lk(table_lock_);
+	auto cq = cqs_.find(a.cqn);
+	if (cq == cqs_.end())
+		return -ENOENT;
+	if (a.uar == 0 || a.uar > cfg_.uars || !uar_allocated_[a.uar])
+		return -ENXIO;
+	const uint32_t cap = uint32_t{1} << cfg_.log_max_qp;
+	if (qps_.size() >= cap - 1)
+		return -ENOSPC;
+	uint32_t n = next_qpn_;
+	while (qps_.count(n) != 0)
+		n = n + 1 < cap ? n + 1 : 1;
+	next_qpn_ = n + 1 < cap ? n + 1 : 1;
+	auto qp = std::make_unique<Qp>();
+	qp->qpn = n;
+	qp->attr = a;
+	uar_qps_[a.uar].push_back(n);
+	cq->second->users++;
+	qps_.emplace(n, std::move(qp));
+	*qpn = n;
+	return 0;
+}
+
+int EmuDataPath::destroy_qp(uint32_t qpn)
+{
+	std::unique_lock lk(table_lock_);
+	auto it = qps_.find(qpn);
+	if (it == qps_.end())
+		return -ENOENT;
+	Qp &qp = *it->second;
+	auto &users = uar_qps_[qp.attr.uar];
+	users.erase(std::remove(users.begin(), users.end(), qpn), users.end());
+	auto cq = cqs_.find(qp.attr.cqn);
+	if (cq != cqs_.end() && cq->second->users > 0)
+		cq->second->users--;
+	/* The exclusive table lock waits for every data-path thread that could hold the QP. */
+	qps_.erase(it);
+	return 0;
+}
+
+int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
+{
+	std::unique_lock lk(table_lock_);
+	auto it = qps_.find(qpn);
+	if (it == qps_.end())
+		return -ENOENT;
+	Qp &qp = *it->second;
+	/* The engine runs a QP only under the shared table lock: with it held exclusive,
+	 * nothing runs this QP now, so its consumer counter may be reset here. */
+	const QpState s = qp.get_state();
+	switch (t) {
+	case QpTransition::rst2init:
+		if (s != QpState::rst)
+			return -EPERM;
+		if (p.port < 1 || p.port > cfg_.ports)
+			return -EINVAL;
+		qp.path.port = p.port;
+		qp.path.rre = p.rre;
+		qp.path.rwe = p.rwe;
+		qp.path.rae = p.rae;
+		qp.set_state(QpState::init);
+		return 0;
+	case QpTransition::init2rtr:
+		if (s != QpState::init)
+			return -EPERM;
+		qp.path.remote_qpn = p.remote_qpn;
+		qp.path.rre = p.rre;
+		qp.path.rwe = p.rwe;
+		qp.path.rae = p.rae;
+		qp.set_state(QpState::rtr);
+		return 0;
+	case QpTransition::rtr2rts:
+		if (s != QpState::rtr)
+			return -EPERM;
+		qp.set_state(QpState::rts);
+		return 0;
+	case QpTransition::to_err:
+		qp.set_state(QpState::err);
+		return 0;
+	case QpTransition::to_rst:
+		qp.set_state(QpState::rst);
+		qp.ci = 0;
+		qp.path = QpPath{};
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int EmuDataPath::qp_state(uint32_t qpn, QpState *state) const
+{
+	std::shared_lock lk(table_lock_);
+	Qp *qp = find_qp(qpn);
+	if (qp == nullptr)
+		return -ENOENT;
+	*state = qp->get_state();
+	return 0;
+}
+
+int EmuDataPath::query_qp(uint32_t qpn, QpInfo *info) const
+{
+	std::shared_lock lk(table_lock_);
+	Qp *qp = find_qp(qpn);
+	if (qp == nullptr)
+		return -ENOENT;
+	info->attr = qp->attr;
+	info->path = qp->path;
+	info->state = qp->get_state();
+	std::lock_guard ql(qp->lock);
+	info->sq_ci = qp->ci;
+	return 0;
+}
+
+bool EmuDataPath::pd_in_use(uint32_t pd) const
+{
+	std::shared_lock lk(table_lock_);
+	for (const auto &[n, qp] : qps_)
+		if (qp->attr.pd == pd)
+			return true;
+	return false;
+}
+
+size_t EmuDataPath::qps() const
+{
+	std::shared_lock lk(table_lock_);
+	return qps_.size();
+}
+
+size_t EmuDataPath::cqs() const
+{
+	std::shared_lock lk(table_lock_);
+	return cqs_.size();
+}
+
+void EmuDataPath::clear()
+{
+	std::unique_lock lk(table_lock_);
+	qps_.clear();
+	cqs_.clear();
+	eqs_.clear();
+	for (auto &u : uar_qps_)
+		u.clear();
+	std::fill(uar_allocated_.begin(), uar_allocated_.end(), false);
+	next_qpn_ = next_cqn_ = 1;
+}
+
+EmuDataPath::Qp *EmuDataPath::find_qp(uint32_t qpn) const
+{
+	auto it = qps_.find(qpn);
+	return it == qps_.end() ? nullptr : it->second.get();
+}
+
+/* Device hot path: the shared table lock and the QP's lock, no allocation. */
+void EmuDataPath::uar_doorbell(uint32_t uar, uint64_t raw, bool by_value)
+{
+	ctr_.doorbells.fetch_add(1, std::memory_order_relaxed);
+	std::shared_lock lk(table_lock_);
+	if (uar == 0 || uar > cfg_.uars)
+		return;
+	const auto &users = uar_qps_[uar];
+	if (by_value) {
+		/* The CPU stored the ctrl segment's first 8 bytes: opmod_idx_opcode, qpn_ds. */
+		mlx5_wqe_ctrl_seg c{};
+		static_assert(sizeof(raw) == offsetof(mlx5_wqe_ctrl_seg, signature));
+		std::memcpy(&c, &raw, sizeof(raw));
+		const uint32_t qpn = be32toh(c.qpn_ds) >> 8; /* as mlx5dv_set_ctrl_seg packs it */
+		if (std::find(users.begin(), users.end(), qpn) != users.end()) {
+			run_qp(*find_qp(qpn));
+			return;
+		}
+	}
+	/* The value may be another QP's (the latest ring wins): look at every QP here. */
+	for (uint32_t qpn : users)
+		run_qp(*find_qp(qpn));
+}
+
+int EmuDataPath::process_qp(uint32_t qpn)
+{
+	std::shared_lock lk(table_lock_);
+	Qp *qp = find_qp(qpn);
+	if (qp == nullptr)
+		return -ENOENT;
+	run_qp(*qp);
+	return 0;
+}
+
+DpStats EmuDataPath::stats() const
+{
+	DpStats s;
+	s.wqes = ctr_.wqes.load(std::memory_order_relaxed);
+	s.cqes = ctr_.cqes.load(std::memory_order_relaxed);
+	s.cqe_errors = ctr_.cqe_errors.load(std::memory_order_relaxed);
+	s.cq_overruns = ctr_.cq_overruns.load(std::memory_order_relaxed);
+	s.eqes = ctr_.eqes.load(std::memory_order_relaxed);
+	s.events_dropped = ctr_.events_dropped.load(std::memory_order_relaxed);
+	s.bytes = ctr_.bytes.load(std::memory_order_relaxed);
+	s.doorbells = ctr_.doorbells.load(std::memory_order_relaxed);
+	s.dbr_faults = ctr_.dbr_faults.load(std::memory_order_relaxed);
+	return s;
+}
+
+bool EmuDataPath::check_invariants() const
+{
+	std::shared_lock lk(table_lock_);
+	std::map<uint32_t, uint32_t> users;
+	size_t bound = 0;
+	for (const auto &[n, qp] : qps_) {
+		if (cqs_.count(qp->attr.cqn) == 0 || qp->attr.uar == 0 ||
+		    qp->attr.uar > cfg_.uars || !uar_allocated_[qp->attr.uar])
+			return false;
+		users[qp->attr.cqn]++;
+		const auto &u = uar_qps_[qp->attr.uar];
+		if (std::count(u.begin(), u.end(), n) != 1)
+			return false;
+	}
+	for (const auto &u : uar_qps_)
+		bound += u.size();
+	if (bound != qps_.size())
+		return false;
+	for (const auto &[n, cq] : cqs_) {
+		auto it = users.find(n);
+		if (cq->users != (it == users.end() ? 0 : it->second))
+			return false;
+	}
+	return true;
+}
+
+} // namespace nicmr::emu

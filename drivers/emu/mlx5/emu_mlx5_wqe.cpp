@@ -1,0 +1,681 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The WQE engine of the mlx5 device model: takes a QP's posted send WQEs off its SQ, executes
+ * them against the looped-back responder and writes CQEs (and the responder's async events).
+ *
+ *   SQ slot ci & mask: ctrl (16 B) | segments ...        (ds 16-byte units, up to 16 WQEBBs,
+ *                                                          wrapping to the SQ's start)
+ *   NOP 0x00           ctrl
+ *   RDMA_WRITE 0x08    ctrl | raddr | data segs, or one inline seg (byte_count | INLINE, data)
+ *   RDMA_READ 0x10     ctrl | raddr | data segs
+ *   ATOMIC_CS/FA 0x11/0x12  ctrl | raddr | atomic seg | one 8-byte data seg (the old value)
+ *   LOCAL_INVAL 0x1b (and 0x01)  ctrl (imm = mkey)
+ *   UMR 0x25           ctrl (imm = mkey) | umr ctrl seg | mkey context seg | translations
+ *                      inline (padded to 64 B) or one data seg (IOVA, reserved lkey)
+ *
+ * Every check happens before the first byte moves: the whole gather list, the whole remote
+ * range and every translation on the way are validated under one hold of the mkey table's
+ * shared lock, and the copy runs under the same hold (a UMR cannot change a key in between).
+ * A failed WQE completes with REQ_ERR and its syndrome, the QP moves to ERR and every later WQE
+ * completes with WR_FLUSH_ERR. Data moves IOVA run to IOVA run (EmuIommu::dma_copy), so a
+ * transfer over contiguous pages is one memmove.
+ *
+ * Device hot path: no allocation (UMR by pointer reuses the QP's scratch buffer), no system
+ * call; locks as listed in emu_mlx5_dp.h.
+ */
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "emu_mlx5_dp_impl.h"
+#include "emu_mlx5_translate.h"
+#include "mlx5_prm.h"
+#include "nicmr_log.h"
+
+namespace nicmr::emu {
+
+namespace prm = nicmr::mlx5::prm;
+
+namespace {
+
+constexpr uint8_t kOk = 0;
+/* ConnectX's LOCAL_INVAL is 0x1b (mlx5dv.h); 0x01 (SEND_INVAL there) is taken as a local
+ * invalidate too, as nicmr's driver contract names it. The model has no receive queues. */
+constexpr uint8_t kOpLocalInvalAlt = 0x01;
+
+constexpr size_t kCtrl = sizeof(mlx5_wqe_ctrl_seg);
+constexpr size_t kRaddr = sizeof(mlx5_wqe_raddr_seg);
+constexpr size_t kData = sizeof(mlx5_wqe_data_seg);
+constexpr size_t kAtomic = sizeof(mlx5_wqe_atomic_seg);
+constexpr size_t kUmrCtrl = sizeof(mlx5_wqe_umr_ctrl_seg);
+constexpr size_t kMkeyCtx = sizeof(mlx5_wqe_mkey_context_seg);
+static_assert(kCtrl == 16 && kRaddr == 16 && kData == 16 && kUmrCtrl == 48 && kMkeyCtx == 64);
+
+/* The control segment, decoded as mlx5dv_set_ctrl_seg() packs it. */
+struct Ctrl {
+	uint8_t opcode = 0;
+	uint32_t ds = 0; /* 16-byte units of the whole WQE */
+	uint8_t fm_ce_se = 0;
+	uint32_t imm = 0; /* host order */
+};
+
+Ctrl parse_ctrl(const uint8_t *w)
+{
+	mlx5_wqe_ctrl_seg c;
+	std::memcpy(&c, w, sizeof(c));
+	Ctrl r;
+	r.opcode = static_cast<uint8_t>(be32toh(c.opmod_idx_opcode) & 0xff);
+	r.ds = be32toh(c.qpn_ds) & 0x3f;
+	r.fm_ce_se = c.fm_ce_se;
+	r.imm = be32toh(c.imm);
+	return r;
+}
+
+struct DataSeg {
+	uint32_t bc;
+	uint32_t lkey;
+	uint64_t addr;
+};
+
+DataSeg parse_data(const uint8_t *p)
+{
+	mlx5_wqe_data_seg d;
+	std::memcpy(&d, p, sizeof(d));
+	return {be32toh(d.byte_count), be32toh(d.lkey), be64toh(d.addr)};
+}
+
+struct Raddr {
+	uint64_t addr;
+	uint32_t rkey;
+};
+
+Raddr parse_raddr(const uint8_t *p)
+{
+	mlx5_wqe_raddr_seg r;
+	std::memcpy(&r, p, sizeof(r));
+	return {be64toh(r.raddr), be32toh(r.rkey)};
+}
+
+/* The mkc fields a UMR's mkey_mask selects, in the context segment's (mkc) layout. */
+struct MaskedField {
+	uint64_t bit;
+	prm::Field field;
+};
+constexpr MaskedField kUmrFields[] = {
+	{prm::umr_mkey_mask::len, prm::mkc::len},
+	{prm::umr_mkey_mask::len, prm::mkc::length64},
+	{prm::umr_mkey_mask::page_size, prm::mkc::log_page_size},
+	{prm::umr_mkey_mask::start_addr, prm::mkc::start_addr},
+	{prm::umr_mkey_mask::pd, prm::mkc::pd},
+	{prm::umr_mkey_mask::en_rinval, prm::mkc::en_rinval},
+	{prm::umr_mkey_mask::key, prm::mkc::mkey_7_0},
+	{prm::umr_mkey_mask::qpn, prm::mkc::qpn},
+	{prm::umr_mkey_mask::lr, prm::mkc::lr},
+	{prm::umr_mkey_mask::lw, prm::mkc::lw},
+	{prm::umr_mkey_mask::rr, prm::mkc::rr},
+	{prm::umr_mkey_mask::rw, prm::mkc::rw},
+	{prm::umr_mkey_mask::a, prm::mkc::a},
+	{prm::umr_mkey_mask::free, prm::mkc::free},
+};
+
+} // namespace
+
+/* One WQE's execution. */
+struct EmuDataPath::Exec {
+	EmuDataPath &dp;
+	Qp &qp;
+	const uint8_t *w;
+	size_t len; /* ds * 16 */
+	Ctrl c;
+	uint32_t byte_cnt = 0;
+	/* A responder event to post after the mkey lock is dropped. */
+	uint8_t event = 0;
+	Qp *responder = nullptr;
+
+	uint8_t run();
+	uint8_t connect(Access need);
+	uint8_t responder_fail(uint8_t syndrome, uint8_t ev);
+	uint8_t gather_list(DataSeg *segs, size_t *n, uint64_t *total, size_t first);
+	uint8_t rdma_write();
+	uint8_t rdma_read();
+	uint8_t atomic();
+	uint8_t local_inval();
+	uint8_t umr();
+	uint8_t copy(const Translator &st, uint32_t skey, uint64_t saddr, Access sa,
+		     const Translator &dt, uint32_t dkey, uint64_t daddr, Access da, uint64_t n);
+};
+
+/* The responder: the QP remote_qpn names, on the other port, naming this QP back; or the QP
+ * itself when its remote_qpn is its own number (a QP looped back to itself, as RC allows). */
+uint8_t EmuDataPath::Exec::connect(Access need)
+{
+	Qp *r = dp.find_qp(qp.path.remote_qpn);
+	if (r == nullptr || r->path.remote_qpn != qp.qpn ||
+	    (r != &qp && r->path.port == qp.path.port))
+		/* Nobody answers on the wire: the requester retries, then gives up. */
+		return MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR;
+	responder = r;
+	const QpState s = r->get_state();
+	if (s != QpState::rtr && s != QpState::rts)
+		return MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
+	const bool ok = (need == Access::remote_read && r->path.rre) ||
+			(need == Access::remote_write && r->path.rwe) ||
+			(need == Access::remote_atomic && r->path.rae);
+	if (!ok)
+		return responder_fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+				      prm::event_type::wq_inval_req_error);
+	return kOk;
+}
+
+/* A responder-side failure: the responder QP goes to ERR and raises its event. */
+uint8_t EmuDataPath::Exec::responder_fail(uint8_t syndrome, uint8_t ev)
+{
+	if (responder != nullptr) {
+		responder->set_state(QpState::err);
+		event = ev;
+	}
+	return syndrome;
+}
+
+/* Data segments from byte offset first to the end of the WQE. */
+uint8_t EmuDataPath::Exec::gather_list(DataSeg *segs, size_t *n, uint64_t *total, size_t first)
+{
+	*n = 0;
+	*total = 0;
+	for (size_t at = first; at + kData <= len; at += kData) {
+		DataSeg d = parse_data(w + at);
+		if ((d.bc & MLX5_INLINE_SEG) != 0)
+			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		segs[(*n)++] = d;
+		*total += d.bc;
+	}
+	if (*total > (uint64_t{1} << dp.cfg_.log_max_msg))
+		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+	return kOk;
+}
+
+uint8_t EmuDataPath::Exec::copy(const Translator &st, uint32_t skey, uint64_t saddr, Access sa,
+				const Translator &dt, uint32_t dkey, uint64_t daddr, Access da,
+				uint64_t n)
+{
+	uint64_t done = 0;
+	while (done < n) {
+		IovaRun s, d;
+		uint8_t syn = st.resolve(skey, saddr + done, n - done, sa, &s);
+		if (syn == kOk)
+			syn = dt.resolve(dkey, daddr + done, s.len, da, &d);
+		if (syn != kOk)
+			return syn;
+		/* Validated before: a fault now means the driver unmapped memory under a
+		 * running transfer. */
+		if (dp.mmu_.dma_copy(d.iova, s.iova, d.len) < 0)
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		done += d.len;
+	}
+	return kOk;
+}
+
+uint8_t EmuDataPath::Exec::rdma_write()
+{
+	if (len < kCtrl + kRaddr + 4)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	const Raddr ra = parse_raddr(w + kCtrl);
+	const size_t seg_at = kCtrl + kRaddr;
+	uint32_t first;
+	std::memcpy(&first, w + seg_at, 4);
+	const bool inl = (be32toh(first) & MLX5_INLINE_SEG) != 0;
+
+	DataSeg segs[kMaxWqeBytes / kData];
+	size_t nseg = 0;
+	uint64_t total = 0;
+	const uint8_t *inl_data = nullptr;
+	if (inl) {
+		total = be32toh(first) & ~uint32_t{MLX5_INLINE_SEG};
+		if (seg_at + 4 + total > len)
+			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+		inl_data = w + seg_at + 4;
+	} else {
+		uint8_t s = gather_list(segs, &nseg, &total, seg_at);
+		if (s != kOk)
+			return s;
+	}
+	const uint32_t pd = qp.attr.pd;
+	return dp.mkeys_.read([&]() -> uint8_t {
+		Translator local(dp.mkeys_, dp.mmu_, pd, qp.qpn);
+		for (size_t i = 0; i < nseg; i++) {
+			uint8_t s = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
+						   Access::local_read);
+			if (s != kOk)
+				return s;
+		}
+		uint8_t s = connect(Access::remote_write);
+		if (s != kOk)
+			return s;
+		Translator remote(dp.mkeys_, dp.mmu_, responder->attr.pd, responder->qpn);
+		s = remote.validate(ra.rkey, ra.addr, total, Access::remote_write);
+		if (s != kOk)
+			return responder_fail(s, prm::event_type::wq_access_error);
+		if (inl) {
+			for (uint64_t done = 0; done < total;) {
+				IovaRun d;
+				s = remote.resolve(ra.rkey, ra.addr + done, total - done,
+						   Access::remote_write, &d);
+				if (s != kOk)
+					return s;
+				if (dp.mmu_.dma_write(d.iova, inl_data + done, d.len) < 0)
+					return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+				done += d.len;
+			}
+		} else {
+			uint64_t off = 0;
+			for (size_t i = 0; i < nseg; i++) {
+				s = copy(local, segs[i].lkey, segs[i].addr, Access::local_read,
+					 remote, ra.rkey, ra.addr + off, Access::remote_write,
+					 segs[i].bc);
+				if (s != kOk)
+					return s;
+				off += segs[i].bc;
+			}
+		}
+		byte_cnt = static_cast<uint32_t>(total);
+		return kOk;
+	});
+}
+
+uint8_t EmuDataPath::Exec::rdma_read()
+{
+	if (len < kCtrl + kRaddr)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	const Raddr ra = parse_raddr(w + kCtrl);
+	DataSeg segs[kMaxWqeBytes / kData];
+	size_t nseg = 0;
+	uint64_t total = 0;
+	uint8_t s = gather_list(segs, &nseg, &total, kCtrl + kRaddr);
+	if (s != kOk)
+		return s;
+	const uint32_t pd = qp.attr.pd;
+	return dp.mkeys_.read([&]() -> uint8_t {
+		Translator local(dp.mkeys_, dp.mmu_, pd, qp.qpn);
+		for (size_t i = 0; i < nseg; i++) {
+			uint8_t r = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
+						   Access::local_write);
+			if (r != kOk)
+				return r;
+		}
+		uint8_t r = connect(Access::remote_read);
+		if (r != kOk)
+			return r;
+		Translator remote(dp.mkeys_, dp.mmu_, responder->attr.pd, responder->qpn);
+		r = remote.validate(ra.rkey, ra.addr, total, Access::remote_read);
+		if (r != kOk)
+			return responder_fail(r, prm::event_type::wq_access_error);
+		uint64_t off = 0;
+		for (size_t i = 0; i < nseg; i++) {
+			r = copy(remote, ra.rkey, ra.addr + off, Access::remote_read, local,
+				 segs[i].lkey, segs[i].addr, Access::local_write, segs[i].bc);
+			if (r != kOk)
+				return r;
+			off += segs[i].bc;
+		}
+		byte_cnt = static_cast<uint32_t>(total);
+		return kOk;
+	});
+}
+
+uint8_t EmuDataPath::Exec::atomic()
+{
+	if (len < kCtrl + kRaddr + kAtomic + kData)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	const Raddr ra = parse_raddr(w + kCtrl);
+	mlx5_wqe_atomic_seg as;
+	std::memcpy(&as, w + kCtrl + kRaddr, sizeof(as));
+	const uint64_t swap_add = be64toh(as.swap_add);
+	const uint64_t compare = be64toh(as.compare);
+	const DataSeg d = parse_data(w + kCtrl + kRaddr + kAtomic);
+	if (d.bc != 8)
+		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+	const bool cs = c.opcode == MLX5_OPCODE_ATOMIC_CS;
+	const uint32_t pd = qp.attr.pd;
+	return dp.mkeys_.read([&]() -> uint8_t {
+		Translator local(dp.mkeys_, dp.mmu_, pd, qp.qpn);
+		uint8_t r = local.validate(d.lkey, d.addr, 8, Access::local_write);
+		if (r != kOk)
+			return r;
+		r = connect(Access::remote_atomic);
+		if (r != kOk)
+			return r;
+		/* ConnectX needs naturally aligned 8-byte atomics; the responder refuses the
+		 * request as invalid, like an IB responder does. */
+		if (ra.addr % 8 != 0)
+			return responder_fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+					      prm::event_type::wq_inval_req_error);
+		Translator remote(dp.mkeys_, dp.mmu_, responder->attr.pd, responder->qpn);
+		r = remote.validate(ra.rkey, ra.addr, 8, Access::remote_atomic);
+		if (r != kOk)
+			return responder_fail(r, prm::event_type::wq_access_error);
+		IovaRun t;
+		r = remote.resolve(ra.rkey, ra.addr, 8, Access::remote_atomic, &t);
+		if (r != kOk)
+			return r;
+		if (t.iova % 8 != 0)
+			return responder_fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+					      prm::event_type::wq_inval_req_error);
+		uint64_t old_be;
+		{
+			DmaPin pin = dp.mmu_.pin(t.iova, 8);
+			if (!pin)
+				return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+			/* Host mappings are page aligned, so the host address is 8-aligned too.
+			 * Relaxed would do for the value; acq_rel orders this update against
+			 * other QPs' atomics on the same word as a responder's would be. */
+			std::atomic_ref<uint64_t> cell(*static_cast<uint64_t *>(pin.ptr()));
+			old_be = cell.load(std::memory_order_relaxed);
+			for (;;) {
+				const uint64_t old = be64toh(old_be);
+				uint64_t nv =
+					cs ? (old == compare ? swap_add : old) : old + swap_add;
+				if (nv == old && cs)
+					break;
+				if (cell.compare_exchange_weak(old_be, htobe64(nv),
+							       std::memory_order_acq_rel,
+							       std::memory_order_relaxed))
+					break;
+			}
+		}
+		/* The old value, big-endian, into the local buffer. */
+		IovaRun l;
+		r = local.resolve(d.lkey, d.addr, 8, Access::local_write, &l);
+		uint64_t done = 0;
+		while (r == kOk && done < 8) {
+			if (dp.mmu_.dma_write(l.iova, reinterpret_cast<uint8_t *>(&old_be) + done,
+					      l.len) < 0)
+				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+			done += l.len;
+			if (done < 8)
+				r = local.resolve(d.lkey, d.addr + done, 8 - done,
+						  Access::local_write, &l);
+		}
+		if (r != kOk)
+			return r;
+		byte_cnt = 8;
+		return kOk;
+	});
+}
+
+uint8_t EmuDataPath::Exec::local_inval()
+{
+	const uint32_t key = c.imm;
+	return dp.mkeys_.update(key >> 8, [&](MkeyEntry *e) -> uint8_t {
+		if (e == nullptr)
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		uint8_t *mkc = e->mkc.data();
+		if (prm::get(mkc, prm::mkc::mkey_7_0) != (key & 0xff) ||
+		    prm::get(mkc, prm::mkc::pd) != qp.attr.pd)
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		prm::set(mkc, prm::mkc::free, 1);
+		return kOk;
+	});
+}
+
+uint8_t EmuDataPath::Exec::umr()
+{
+	if (len < kCtrl + kUmrCtrl + kMkeyCtx)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	mlx5_wqe_umr_ctrl_seg u;
+	std::memcpy(&u, w + kCtrl, sizeof(u));
+	const uint8_t flags = u.flags;
+	const uint64_t mask = be64toh(u.mkey_mask);
+	const uint64_t oct = be16toh(u.klm_octowords);
+	const uint64_t xoff = (flags & prm::umr_flags::translation_offset_en) != 0
+				      ? uint64_t{be16toh(u.translation_offset)} * 16
+				      : 0;
+	const uint8_t check = prm::umr_flags::check_of(flags);
+	if (check == 3)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	const uint8_t *ctx = w + kCtrl + kUmrCtrl;
+	const size_t xlt_at = kCtrl + kUmrCtrl + kMkeyCtx;
+	const uint64_t xlt_bytes = oct * 16;
+	const uint8_t *xlt = nullptr;
+	if (xlt_bytes != 0) {
+		if ((flags & prm::umr_flags::inline_xlt) != 0) {
+			if (xlt_at + xlt_bytes > len)
+				return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+			xlt = w + xlt_at;
+		} else {
+			if (xlt_at + kData > len)
+				return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+			const DataSeg d = parse_data(w + xlt_at);
+			if (d.lkey != prm::reserved_lkey)
+				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+			if (d.bc < xlt_bytes)
+				return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+			/* Read before the table's exclusive lock: DMA is never done under it.
+			 * The buffer grows once to the largest list (amortised, no per-WQE
+			 * allocation). */
+			if (qp.scratch.size() < xlt_bytes)
+				qp.scratch.resize(xlt_bytes);
+			if (dp.mmu_.dma_read(d.addr, qp.scratch.data(), xlt_bytes) < 0)
+				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+			xlt = qp.scratch.data();
+		}
+	}
+	const uint32_t key = c.imm;
+	return dp.mkeys_.update(key >> 8, [&](MkeyEntry *e) -> uint8_t {
+		/* Every check before the first change: a failed UMR leaves the mkey as it was. */
+		if (e == nullptr)
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		uint8_t *mkc = e->mkc.data();
+		if (prm::get(mkc, prm::mkc::umr_en) == 0)
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		const bool is_free = prm::get(mkc, prm::mkc::free) != 0;
+		if ((check == prm::umr_flags::check_fail_if_not_free && !is_free) ||
+		    (check == prm::umr_flags::check_fail_if_free && is_free))
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		if (xlt_bytes != 0 &&
+		    (xoff > e->translations.size() || xlt_bytes > e->translations.size() - xoff))
+			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+		if ((mask & prm::umr_mkey_mask::page_size) != 0 &&
+		    e->access_mode == prm::access_mode::mtt) {
+			const uint64_t lps = prm::get(ctx, prm::mkc::log_page_size);
+			if (lps < 12 || lps > 30)
+				return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		}
+		for (const auto &f : kUmrFields)
+			if ((mask & f.bit) != 0)
+				prm::set(mkc, f.field, prm::get(ctx, f.field));
+		if (xlt_bytes != 0)
+			std::memcpy(e->translations.data() + xoff, xlt, xlt_bytes);
+		return kOk;
+	});
+}
+
+uint8_t EmuDataPath::Exec::run()
+{
+	switch (c.opcode) {
+	case MLX5_OPCODE_NOP:
+		return kOk;
+	case MLX5_OPCODE_RDMA_WRITE:
+		return rdma_write();
+	case MLX5_OPCODE_RDMA_READ:
+		return rdma_read();
+	case MLX5_OPCODE_ATOMIC_CS:
+	case MLX5_OPCODE_ATOMIC_FA:
+		return atomic();
+	case MLX5_OPCODE_LOCAL_INVAL:
+	case kOpLocalInvalAlt:
+		return local_inval();
+	case MLX5_OPCODE_UMR:
+		return umr();
+	default:
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	}
+}
+
+/* Device hot path: the CQ's lock, IOMMU accesses, no allocation. Table lock held shared. */
+void EmuDataPath::complete(Qp &qp, uint16_t wqe_counter, uint8_t opcode, uint32_t byte_cnt,
+			   uint8_t syndrome)
+{
+	auto it = cqs_.find(qp.attr.cqn);
+	if (it == cqs_.end())
+		return;
+	Cq &cq = *it->second;
+	std::lock_guard lk(cq.lock);
+	const uint64_t size = uint64_t{1} << cq.attr.log_size;
+	uint8_t rec[prm::dbr::size] = {};
+	uint32_t raw = 0;
+	if (mmu_.dma_load32_acquire(cq.attr.dbr + prm::dbr::cq_ci_dword * 4, &raw) == 0) {
+		std::memcpy(rec + prm::dbr::cq_ci_dword * 4, &raw, sizeof(raw));
+		/* The consumer index is 24 bits: compare modulo 2^24. */
+		const auto ci = static_cast<uint32_t>(prm::get(rec, prm::dbr::cq_ci));
+		if (((static_cast<uint32_t>(cq.produced) - ci) & 0xffffff) >= size) {
+			ctr_.cq_overruns.fetch_add(1, std::memory_order_relaxed);
+			return;
+		}
+	} else {
+		ctr_.dbr_faults.fetch_add(1, std::memory_order_relaxed);
+	}
+	const uint64_t n = cq.produced;
+	const uint64_t iova = cq.attr.mem.iova((n & (size - 1)) * prm::wq::cqe_size);
+	const uint8_t owner = static_cast<uint8_t>((n >> cq.attr.log_size) & 1);
+	uint8_t op_own;
+	uint8_t buf[prm::wq::cqe_size] = {};
+	if (syndrome == kOk) {
+		mlx5_cqe64 cqe;
+		std::memset(&cqe, 0, sizeof(cqe));
+		cqe.byte_cnt = htobe32(byte_cnt);
+		cqe.sop_drop_qpn = htobe32(qp.qpn);
+		cqe.wqe_counter = htobe16(wqe_counter);
+		op_own = static_cast<uint8_t>(MLX5_CQE_REQ << 4 | owner);
+		std::memcpy(buf, &cqe, sizeof(cqe));
+	} else {
+		mlx5_err_cqe cqe;
+		std::memset(&cqe, 0, sizeof(cqe));
+		cqe.syndrome = syndrome;
+		/* Vendor syndrome: the model repeats the syndrome (real values are opaque). */
+		cqe.vendor_err_synd = syndrome;
+		cqe.s_wqe_opcode_qpn = htobe32(uint32_t{opcode} << 24 | qp.qpn);
+		cqe.wqe_counter = htobe16(wqe_counter);
+		op_own = static_cast<uint8_t>(MLX5_CQE_REQ_ERR << 4 | owner);
+		std::memcpy(buf, &cqe, sizeof(cqe));
+	}
+	static_assert(sizeof(mlx5_cqe64) == 64 && sizeof(mlx5_err_cqe) == 64);
+	/* Everything but op_own first; op_own last with release, so that a driver that sees
+	 * the new owner bit with acquire sees the whole CQE. */
+	if (mmu_.dma_write(iova, buf, prm::wq::cqe_size - 1) < 0 ||
+	    mmu_.dma_store8_release(iova + prm::wq::cqe_size - 1, op_own) < 0)
+		return;
+	cq.produced++;
+	ctr_.cqes.fetch_add(1, std::memory_order_relaxed);
+	if (syndrome != kOk)
+		ctr_.cqe_errors.fetch_add(1, std::memory_order_relaxed);
+}
+
+/* Table lock held shared. Events go to the first EQ created that is still there. */
+void EmuDataPath::post_event(uint8_t type, uint32_t qpn)
+{
+	Eq *eq = nullptr;
+	for (const auto &[n, e] : eqs_)
+		if (eq == nullptr || e->order < eq->order)
+			eq = e.get();
+	if (eq == nullptr || (eq->attr.event_bitmask & prm::event_bit(type)) == 0) {
+		ctr_.events_dropped.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	std::lock_guard lk(eq->lock);
+	const uint64_t n = eq->produced;
+	const uint64_t size = uint64_t{1} << eq->attr.log_size;
+	const uint64_t iova = eq->attr.mem.iova((n & (size - 1)) * prm::wq::eqe_size);
+	uint8_t buf[prm::eqe::size] = {};
+	prm::set(buf, prm::eqe::event_type, type);
+	prm::set(buf, prm::eqe::qp_srq_type, 0);
+	prm::set(buf, prm::eqe::qpn, qpn);
+	prm::set(buf, prm::eqe::owner, (n >> eq->attr.log_size) & 1);
+	/* Owner byte last, with release (as for CQEs). */
+	if (mmu_.dma_write(iova, buf, prm::eqe::owner_byte) < 0 ||
+	    mmu_.dma_store8_release(iova + prm::eqe::owner_byte, buf[prm::eqe::owner_byte]) < 0)
+		return;
+	eq->produced++;
+	ctr_.eqes.fetch_add(1, std::memory_order_relaxed);
+}
+
+/* Device hot path: the QP's lock (table lock held shared), IOMMU reads, no allocation. */
+void EmuDataPath::run_qp(Qp &qp)
+{
+	std::lock_guard lk(qp.lock);
+	QpState st = qp.get_state();
+	if (st != QpState::rts && st != QpState::err)
+		return; /* WQEs wait until RTS (or are flushed in ERR) */
+	/* The producer counter alone, in one acquire load: the driver writes it while the
+	 * device runs, and its WQEs must be visible once the counter is. */
+	uint8_t rec[prm::dbr::size] = {};
+	uint32_t raw = 0;
+	if (mmu_.dma_load32_acquire(qp.attr.dbr + prm::dbr::qp_sq_dword * 4, &raw) < 0) {
+		ctr_.dbr_faults.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	std::memcpy(rec + prm::dbr::qp_sq_dword * 4, &raw, sizeof(raw));
+	const auto pi = static_cast<uint16_t>(prm::get(rec, prm::dbr::sq_counter));
+	const uint32_t size = uint32_t{1} << qp.attr.log_sq_size;
+	uint8_t wqe[kMaxWqeBytes + prm::wq::wqebb_size];
+	while (qp.ci != pi) {
+		const uint16_t ci = qp.ci;
+		const auto avail = static_cast<uint16_t>(pi - ci);
+		st = qp.get_state();
+		ctr_.wqes.fetch_add(1, std::memory_order_relaxed);
+		if (avail > size) {
+			/* A producer more than a ring ahead: the record is corrupt. Error once,
+			 * then nothing is left to run. */
+			if (st != QpState::err)
+				complete(qp, ci, 0, 0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+			qp.set_state(QpState::err);
+			qp.ci = pi;
+			break;
+		}
+		const auto wqebb_iova = [&](uint32_t i) {
+			return qp.attr.mem.iova(((ci + i) & (size - 1)) * prm::wq::wqebb_size);
+		};
+		if (mmu_.dma_read(wqebb_iova(0), wqe, prm::wq::wqebb_size) < 0) {
+			ctr_.dbr_faults.fetch_add(1, std::memory_order_relaxed);
+			complete(qp, ci, 0, 0,
+				 st == QpState::err ? MLX5_CQE_SYNDROME_WR_FLUSH_ERR
+						    : MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+			qp.set_state(QpState::err);
+			qp.ci = static_cast<uint16_t>(ci + 1);
+			continue;
+		}
+		const Ctrl c = parse_ctrl(wqe);
+		uint32_t nbb = c.ds == 0 ? 1 : prm::wq::wqebbs(c.ds);
+		bool malformed = c.ds == 0 || nbb > avail;
+		if (malformed)
+			nbb = 1;
+		for (uint32_t i = 1; i < nbb && !malformed; i++)
+			if (mmu_.dma_read(wqebb_iova(i), wqe + i * prm::wq::wqebb_size,
+					  prm::wq::wqebb_size) < 0)
+				malformed = true;
+		qp.ci = static_cast<uint16_t>(ci + nbb);
+		if (st == QpState::err) {
+			complete(qp, ci, c.opcode, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+			continue;
+		}
+		uint8_t syn = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		Exec ex{*this, qp, wqe, size_t{c.ds} * 16, c};
+		if (!malformed)
+			syn = ex.run();
+		if (ex.event != 0 && ex.responder != nullptr)
+			post_event(ex.event, ex.responder->qpn);
+		if (syn != kOk) {
+			qp.set_state(QpState::err);
+			complete(qp, ci, c.opcode, 0, syn);
+			continue;
+		}
+		if (c.opcode == MLX5_OPCODE_RDMA_WRITE || c.opcode == MLX5_OPCODE_RDMA_READ)
+			ctr_.bytes.fetch_add(ex.byte_cnt, std::memory_order_relaxed);
+		if ((c.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0)
+			complete(qp, ci, c.opcode, ex.byte_cnt, kOk);
+	}
+}
+
+} // namespace nicmr::emu

@@ -1,0 +1,1082 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The device model's data path end to end, as a driver sees it: QPs and CQs made by raw
+ * commands, WQEs in the SQ, UAR doorbells, CQEs and EQEs polled by owner bit. Data checked
+ * byte for byte, canaries around every target, exact syndromes.
+ */
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+
+#include "test_emu_dp_harness.h"
+
+namespace nicmr::emu::test {
+namespace {
+
+constexpr Perm kAll{true, true, true, true, true};
+
+/* Fills [off, off + n) with a pattern seeded by seed. */
+void fill(DpBed &b, size_t off, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b.at(off)[i] = static_cast<uint8_t>(seed + i * 7);
+}
+
+bool all_are(DpBed &b, size_t off, size_t n, uint8_t v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b.at(off)[i] != v)
+			return false;
+	return true;
+}
+
+class EmuDp : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		ASSERT_TRUE(b.ok());
+		b.pair();
+		ASSERT_FALSE(HasFatalFailure());
+		src = kDataOff;
+		dst = kDataOff + 0x100000;
+		/* Canaries everywhere the target lies. */
+		std::memset(b.at(dst - 4096), 0xcc, 0x100000 + 8192);
+	}
+	DpBed b;
+	size_t src = 0, dst = 0;
+};
+
+TEST_F(EmuDp, RdmaWriteMovesTheBytesAndCompletes)
+{
+	fill(b, src, 20000, 3);
+	const uint32_t l = b.mr(src, 20000, {true, false, false, false, false});
+	const uint32_t r = b.mr(dst, 20000, {false, false, false, true, false});
+	ASSERT_NE(l, 0u);
+	ASSERT_NE(r, 0u);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 100), r)
+			     .data(5000, l, DpBed::iova(src))
+			     .data(7000, l, DpBed::iova(src + 5000))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(cqe_counter(*c), 0u);
+	EXPECT_EQ(cqe_qpn(*c), b.qa.qpn);
+	EXPECT_EQ(cqe_bytes(*c), 12000u);
+	EXPECT_EQ(std::memcmp(b.at(dst + 100), b.at(src), 12000), 0);
+	EXPECT_TRUE(all_are(b, dst - 4096, 4096 + 100, 0xcc));
+	EXPECT_TRUE(all_are(b, dst + 100 + 12000, 4096, 0xcc));
+	EXPECT_FALSE(b.poll(b.cqa));
+	EXPECT_FALSE(b.poll(b.cqb)) << "the responder's CQ gets nothing for an RDMA WRITE";
+}
+
+TEST_F(EmuDp, InlineWriteAndReadBack)
+{
+	const uint32_t r = b.mr(dst, 4096, {true, true, true, true, false});
+	const uint32_t l = b.mr(src, 4096, kAll);
+	const char msg[] = "inline bytes from the WQE itself, forty-odd";
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 8), r)
+			     .inline_data(msg, sizeof(msg))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(cqe_bytes(*c), sizeof(msg));
+	EXPECT_EQ(std::memcmp(b.at(dst + 8), msg, sizeof(msg)), 0);
+	EXPECT_EQ(b.at(dst + 7)[0], 0xcc);
+	EXPECT_EQ(b.at(dst + 8 + sizeof(msg))[0], 0xcc);
+
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_READ, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 8), r)
+			     .data(sizeof(msg), l, DpBed::iova(src + 64))
+			     .done());
+	c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(cqe_counter(*c), 2u) << "the inline WQE took two WQEBBs";
+	EXPECT_EQ(std::memcmp(b.at(src + 64), msg, sizeof(msg)), 0);
+}
+
+TEST_F(EmuDp, WqesWrapAroundTheSqEnd)
+{
+	const uint32_t l = b.mr(src, 65536, kAll);
+	const uint32_t r = b.mr(dst, 65536, kAll);
+	fill(b, src, 65536, 9);
+	/* 64 WQEBBs; two-WQEBB WQEs (4 data segs = ds 6) cross the end at slot 63. */
+	for (int i = 0; i < 100; i++) {
+		Wqe w(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn);
+		w.raddr(DpBed::iova(dst + i * 64), r);
+		for (int s = 0; s < 4; s++)
+			w.data(16, l, DpBed::iova(src + i * 64 + s * 16));
+		if (i == 0)
+			b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done()); /* odd offset */
+		b.post(b.qa, w.done());
+		while (b.poll(b.cqa))
+			;
+	}
+	EXPECT_EQ(std::memcmp(b.at(dst), b.at(src), 6400), 0);
+	EXPECT_EQ(b.dp().stats().cqe_errors, 0u);
+}
+
+TEST_F(EmuDp, UnsignaledWqesGiveNoCqe)
+{
+	const uint32_t l = b.mr(src, 4096, kAll);
+	const uint32_t r = b.mr(dst, 4096, kAll);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn, 0, 0)
+			     .raddr(DpBed::iova(dst), r)
+			     .data(8, l, DpBed::iova(src))
+			     .done());
+	EXPECT_FALSE(b.poll(b.cqa));
+	b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_counter(*c), 1u);
+}
+
+TEST_F(EmuDp, RemoteAccessErrorLeavesTargetAndRaisesEvent)
+{
+	const uint32_t l = b.mr(src, 8192, kAll);
+	const uint32_t ro = b.mr(dst, 4096, {true, false, true, false, false}); /* no rw */
+	fill(b, src, 8192, 1);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(dst), ro)
+			     .data(64, l, DpBed::iova(src))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ_ERR);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	EXPECT_EQ(cqe_counter(*c), 0u);
+	EXPECT_TRUE(all_are(b, dst - 4096, 8192 + 4096, 0xcc));
+	QpState s;
+	ASSERT_EQ(b.dp().qp_state(b.qa.qpn, &s), 0);
+	EXPECT_EQ(s, QpState::err);
+	ASSERT_EQ(b.dp().qp_state(b.qb.qpn, &s), 0);
+	EXPECT_EQ(s, QpState::err);
+	auto e = b.poll_eq();
+	ASSERT_TRUE(e);
+	EXPECT_EQ(e->first, prm::event_type::wq_access_error);
+	EXPECT_EQ(e->second, b.qb.qpn);
+
+	/* Everything later is flushed, signalled or not. */
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn, 0, 0)
+			     .raddr(DpBed::iova(dst), ro)
+			     .data(64, l, DpBed::iova(src))
+			     .done());
+	b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done());
+	for (uint16_t i = 1; i <= 2; i++) {
+		c = b.poll(b.cqa);
+		ASSERT_TRUE(c);
+		EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ_ERR);
+		EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+		EXPECT_EQ(cqe_counter(*c), i);
+	}
+	EXPECT_TRUE(all_are(b, dst - 4096, 8192 + 4096, 0xcc));
+}
+
+TEST_F(EmuDp, RemoteBoundsAreCheckedForTheWholeMessage)
+{
+	const uint32_t l = b.mr(src, 8192, kAll);
+	const uint32_t r = b.mr(dst, 4096, kAll);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 4000), r)
+			     .data(50, l, DpBed::iova(src))
+			     .data(50, l, DpBed::iova(src + 50))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	EXPECT_TRUE(all_are(b, dst, 8192, 0xcc)) << "not even the part that fits";
+}
+
+TEST_F(EmuDp, LocalKeyErrorsHaveTheirSyndromes)
+{
+	const uint32_t r = b.mr(dst, 4096, kAll);
+	const uint32_t ro = b.mr(src, 4096, {true, false, false, false, false});
+	/* A bad lkey on a gather. */
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(dst), r)
+			     .data(8, ro ^ 0x1, DpBed::iova(src))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+	EXPECT_TRUE(all_are(b, dst, 4096, 0xcc));
+	QpState s;
+	ASSERT_EQ(b.dp().qp_state(b.qb.qpn, &s), 0);
+	EXPECT_EQ(s, QpState::rts) << "a local error leaves the responder alone";
+	EXPECT_FALSE(b.poll_eq());
+}
+
+TEST_F(EmuDp, ReadIntoReadOnlyMrIsLocalAccessError)
+{
+	DpBed c2;
+	ASSERT_TRUE(c2.ok());
+	c2.pair();
+	const uint32_t r = c2.mr(dst, 4096, kAll);
+	const uint32_t ro = c2.mr(src, 4096, {true, false, false, false, false});
+	std::memset(c2.at(src), 0xab, 4096);
+	c2.post(c2.qa, Wqe(MLX5_OPCODE_RDMA_READ, c2.qa.qpn)
+			       .raddr(DpBed::iova(dst), r)
+			       .data(8, ro, DpBed::iova(src))
+			       .done());
+	auto c = c2.poll(c2.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR);
+	EXPECT_TRUE(all_are(c2, src, 4096, 0xab));
+}
+
+TEST(EmuDpConnect, ResponderWithoutRemoteWriteEnableIsInvalidRequest)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.pair(kAll, {true, true, true, false, true}); /* qb: no rwe */
+	const uint32_t l = b.mr(kDataOff, 4096, kAll);
+	const uint32_t r = b.mr(kDataOff + 8192, 4096, kAll);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(kDataOff + 8192), r)
+			     .data(8, l, DpBed::iova(kDataOff))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
+	auto e = b.poll_eq();
+	ASSERT_TRUE(e);
+	EXPECT_EQ(e->first, prm::event_type::wq_inval_req_error);
+	EXPECT_EQ(e->second, b.qb.qpn);
+}
+
+TEST(EmuDpConnect, UnconnectedRequesterRetriesOut)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qb, 1, &b.cqa, b.uar).status(), prm::status::ok);
+	/* qa names qb, qb names nobody: no connection. */
+	b.connect(b.qa, 1, b.qb.qpn);
+	b.connect(b.qb, 2, 0);
+	const uint32_t l = b.mr(kDataOff, 4096, kAll);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_READ, b.qa.qpn)
+			     .raddr(DpBed::iova(kDataOff), l)
+			     .data(8, l, DpBed::iova(kDataOff))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
+}
+
+TEST(EmuDpConnect, QpLoopedBackToItselfIsItsOwnResponder)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	b.connect(b.qa, 1, b.qa.qpn);
+	const uint32_t k = b.mr(kDataOff, 8192, kAll);
+	std::memset(b.at(kDataOff), 0x5e, 64);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(kDataOff + 4096), k)
+			     .data(64, k, DpBed::iova(kDataOff))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(std::memcmp(b.at(kDataOff + 4096), b.at(kDataOff), 64), 0);
+}
+
+TEST_F(EmuDp, MalformedWqesCompleteWithQpOpError)
+{
+	b.post(b.qa, Wqe(0x3f, b.qa.qpn).done()); /* not an opcode of the subset */
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+
+	DpBed c2;
+	ASSERT_TRUE(c2.ok());
+	c2.pair();
+	c2.post(c2.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, c2.qa.qpn).done(0)); /* ds 0 */
+	c = c2.poll(c2.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+
+	DpBed c3;
+	ASSERT_TRUE(c3.ok());
+	c3.pair();
+	/* An inline length beyond the WQE. */
+	const uint32_t bc = htobe32(1000 | MLX5_INLINE_SEG);
+	c3.post(c3.qa,
+		Wqe(MLX5_OPCODE_RDMA_WRITE, c3.qa.qpn).raddr(0, 0).raw(&bc, 4).pad64().done());
+	c = c3.poll(c3.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+}
+
+TEST_F(EmuDp, WqesWaitUntilRts)
+{
+	DpBed c2;
+	ASSERT_TRUE(c2.ok());
+	c2.uar = c2.alloc_uar();
+	ASSERT_EQ(c2.create_cq(&c2.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(c2.create_qp(&c2.qa, 0, &c2.cqa, c2.uar).status(), prm::status::ok);
+	c2.post(c2.qa, Wqe(MLX5_OPCODE_NOP, c2.qa.qpn).done());
+	EXPECT_FALSE(c2.poll(c2.cqa));
+	c2.connect(c2.qa, 1, 0);
+	c2.post(c2.qa, Wqe(MLX5_OPCODE_NOP, c2.qa.qpn).done());
+	EXPECT_TRUE(c2.poll(c2.cqa));
+	EXPECT_TRUE(c2.poll(c2.cqa));
+}
+
+TEST_F(EmuDp, FullCqDropsAndCounts)
+{
+	/* 64 CQEs fit; the 65th is dropped while the consumer index stays at 0. */
+	for (int i = 0; i < 65; i++)
+		b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done());
+	EXPECT_EQ(b.dp().stats().cq_overruns, 1u);
+	int n = 0;
+	while (b.poll(b.cqa))
+		n++;
+	EXPECT_EQ(n, 64);
+}
+
+TEST_F(EmuDp, OwnerBitFlipsOnEachPass)
+{
+	for (int i = 0; i < 200; i++) {
+		b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done());
+		auto c = b.poll(b.cqa);
+		ASSERT_TRUE(c) << i;
+		EXPECT_EQ(cqe_counter(*c), static_cast<uint16_t>(i));
+	}
+}
+
+/* ---- Atomics ---------------------------------------------------------------------------- */
+
+uint64_t be64_at(DpBed &b, size_t off)
+{
+	uint64_t v;
+	std::memcpy(&v, b.at(off), 8);
+	return be64toh(v);
+}
+void set_be64(DpBed &b, size_t off, uint64_t v)
+{
+	v = htobe64(v);
+	std::memcpy(b.at(off), &v, 8);
+}
+
+TEST_F(EmuDp, AtomicsUpdateBigEndianWordsAndReturnTheOldValue)
+{
+	const uint32_t l = b.mr(src, 4096, kAll);
+	const uint32_t r = b.mr(dst, 4096, kAll);
+	set_be64(b, dst + 64, 100);
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_FA, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 64), r)
+			     .atomic(5, 0)
+			     .data(8, l, DpBed::iova(src))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(be64_at(b, dst + 64), 105u);
+	EXPECT_EQ(be64_at(b, src), 100u);
+
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_CS, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 64), r)
+			     .atomic(7, 105)
+			     .data(8, l, DpBed::iova(src + 8))
+			     .done());
+	ASSERT_TRUE(b.poll(b.cqa));
+	EXPECT_EQ(be64_at(b, dst + 64), 7u);
+	EXPECT_EQ(be64_at(b, src + 8), 105u);
+	/* A failed compare changes nothing and still returns the value. */
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_CS, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 64), r)
+			     .atomic(9, 1)
+			     .data(8, l, DpBed::iova(src + 16))
+			     .done());
+	ASSERT_TRUE(b.poll(b.cqa));
+	EXPECT_EQ(be64_at(b, dst + 64), 7u);
+	EXPECT_EQ(be64_at(b, src + 16), 7u);
+}
+
+TEST_F(EmuDp, MisalignedAtomicIsInvalidRequest)
+{
+	const uint32_t l = b.mr(src, 4096, kAll);
+	const uint32_t r = b.mr(dst, 4096, kAll);
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_FA, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 4), r)
+			     .atomic(1, 0)
+			     .data(8, l, DpBed::iova(src))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
+	EXPECT_TRUE(all_are(b, dst, 64, 0xcc));
+}
+
+TEST_F(EmuDp, AtomicWithoutRemoteAtomicRightIsRemoteAccessError)
+{
+	const uint32_t l = b.mr(src, 4096, kAll);
+	const uint32_t r = b.mr(dst, 4096, {true, true, true, true, false});
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_FA, b.qa.qpn)
+			     .raddr(DpBed::iova(dst), r)
+			     .atomic(1, 0)
+			     .data(8, l, DpBed::iova(src))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+}
+
+/* ---- UMR and LOCAL_INVAL --------------------------------------------------------------- */
+
+/* A UMR WQE: mkey context fields through the layout table. */
+std::vector<uint8_t> umr_wqe(uint32_t qpn, uint32_t key, uint8_t flags, uint64_t mask,
+			     const std::function<void(uint8_t *)> &ctx,
+			     const std::vector<uint64_t> &mtt, bool inline_xlt,
+			     uint64_t xlt_iova = 0, uint32_t xlt_lkey = prm::reserved_lkey)
+{
+	Wqe w(MLX5_OPCODE_UMR, qpn, key);
+	mlx5_wqe_umr_ctrl_seg u{};
+	u.flags = static_cast<uint8_t>(
+		flags | (inline_xlt && !mtt.empty() ? prm::umr_flags::inline_xlt : 0));
+	u.klm_octowords = htobe16(static_cast<uint16_t>((mtt.size() + 1) / 2));
+	u.mkey_mask = htobe64(mask);
+	w.raw(&u, sizeof(u));
+	uint8_t c[64] = {};
+	ctx(c);
+	w.raw(c, sizeof(c));
+	if (!mtt.empty()) {
+		if (inline_xlt) {
+			std::vector<uint8_t> t(((mtt.size() + 1) / 2) * 16, 0);
+			for (size_t i = 0; i < mtt.size(); i++)
+				prm::set(t.data() + 8 * i, prm::mtt::address, mtt[i]);
+			w.raw(t.data(), t.size());
+			w.pad64();
+		} else {
+			w.data(static_cast<uint32_t>(((mtt.size() + 1) / 2) * 16), xlt_lkey,
+			       xlt_iova);
+		}
+	}
+	return w.done();
+}
+
+class EmuDpUmr : public EmuDp {
+protected:
+	/* A free, UMR-enabled MTT mkey with room for 16 pages, as a registration cache makes. */
+	uint32_t free_key()
+	{
+		MkeyOpts o;
+		o.free = true;
+		o.umr_en = true;
+		o.acc = {false, false, false, false, false};
+		o.capacity_octwords = 8;
+		o.variant = 0x40;
+		return b.mkey(o);
+	}
+	std::vector<uint8_t> bind(uint32_t key, uint8_t check, size_t off, size_t len,
+				  uint32_t variant, bool inl = true, uint64_t xlt_iova = 0)
+	{
+		std::vector<uint64_t> mtt;
+		for (size_t p = 0; p < (len + 4095) / 4096; p++)
+			mtt.push_back(DpBed::iova(off) + p * 4096);
+		namespace mm = prm::umr_mkey_mask;
+		const uint64_t mask = mm::len | mm::page_size | mm::start_addr | mm::pd | mm::key |
+				      mm::qpn | mm::lr | mm::lw | mm::rr | mm::rw | mm::a |
+				      mm::free;
+		if (!inl) {
+			for (size_t i = 0; i < mtt.size(); i++)
+				prm::set(b.at(0x300000 + 8 * i), prm::mtt::address, mtt[i]);
+		}
+		return umr_wqe(
+			b.qa.qpn, key, prm::umr_flags::check_bits(check), mask,
+			[&](uint8_t *c) {
+				prm::set(c, prm::mkc::free, 0);
+				prm::set(c, prm::mkc::lr, 1);
+				prm::set(c, prm::mkc::lw, 1);
+				prm::set(c, prm::mkc::rr, 1);
+				prm::set(c, prm::mkc::rw, 1);
+				prm::set(c, prm::mkc::a, 1);
+				prm::set(c, prm::mkc::qpn, prm::mkc::qpn_any);
+				prm::set(c, prm::mkc::mkey_7_0, variant);
+				prm::set(c, prm::mkc::pd, b.pd);
+				prm::set(c, prm::mkc::start_addr, DpBed::iova(off));
+				prm::set(c, prm::mkc::len, len);
+				prm::set(c, prm::mkc::log_page_size, 12);
+			},
+			mtt, inl, xlt_iova);
+	}
+	uint8_t write(uint32_t rkey, size_t to, size_t n)
+	{
+		b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+				     .raddr(DpBed::iova(to), rkey)
+				     .data(static_cast<uint32_t>(n), lkey, DpBed::iova(src))
+				     .done());
+		auto c = b.poll(b.cqa);
+		EXPECT_TRUE(c);
+		return c && cqe_opcode(*c) == MLX5_CQE_REQ_ERR ? cqe_syndrome(*c) : 0;
+	}
+	void SetUp() override
+	{
+		EmuDp::SetUp();
+		lkey = b.mr(src, 65536, kAll);
+		fill(b, src, 65536, 5);
+	}
+	uint32_t lkey = 0;
+};
+
+TEST_F(EmuDpUmr, InlineBindMakesAWorkingKeyWithANewVariant)
+{
+	const uint32_t k = free_key();
+	ASSERT_NE(k, 0u);
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 8192, 0x41));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	const uint32_t nk = (k & ~0xffu) | 0x41;
+	EXPECT_EQ(write(nk, dst + 4000, 200), 0);
+	EXPECT_EQ(std::memcmp(b.at(dst + 4000), b.at(src), 200), 0);
+}
+
+TEST_F(EmuDpUmr, PointerBindReadsTheListThroughTheReservedLkey)
+{
+	const uint32_t k = free_key();
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 3 * 4096, 0x42, false,
+			  DpBed::iova(0x300000)));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(write((k & ~0xffu) | 0x42, dst + 4096, 8192), 0);
+	EXPECT_EQ(std::memcmp(b.at(dst + 4096), b.at(src), 8192), 0);
+}
+
+TEST_F(EmuDpUmr, FailedCheckLeavesTheKeyUnchanged)
+{
+	const uint32_t k = free_key();
+	/* "fail if free" on a free key. */
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_free, dst, 4096, 0x43));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+	int rc = b.dev().mkeys().with(k >> 8, [&](const MkeyEntry &e) {
+		EXPECT_EQ(prm::get(e.mkc.data(), prm::mkc::free), 1u);
+		EXPECT_EQ(prm::get(e.mkc.data(), prm::mkc::mkey_7_0), 0x40u);
+		EXPECT_EQ(prm::get(e.mkc.data(), prm::mkc::len), 0u);
+	});
+	EXPECT_EQ(rc, 0);
+}
+
+TEST_F(EmuDpUmr, BindOfALiveKeyFailsWithCheckFree)
+{
+	const uint32_t k = free_key();
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x44));
+	ASSERT_TRUE(b.poll(b.cqa));
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x45));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+}
+
+TEST_F(EmuDpUmr, RevokeAndLocalInvalidateMakeTheKeyFree)
+{
+	const uint32_t k = free_key();
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x46));
+	ASSERT_TRUE(b.poll(b.cqa));
+	const uint32_t nk = (k & ~0xffu) | 0x46;
+	/* Revoke: free = 1 through the mask, must be live. */
+	b.post(b.qa,
+	       umr_wqe(
+		       b.qa.qpn, nk, prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_free),
+		       prm::umr_mkey_mask::free, [](uint8_t *c) { prm::set(c, prm::mkc::free, 1); },
+		       {}, true));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(write(nk, dst, 8), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	EXPECT_TRUE(all_are(b, dst, 4096, 0xcc));
+
+	DpBed c2;
+	ASSERT_TRUE(c2.ok());
+	c2.pair();
+	const uint32_t r = c2.mr(dst, 4096, kAll);
+	const uint32_t l = c2.mr(src, 4096, kAll);
+	c2.post(c2.qa, Wqe(MLX5_OPCODE_LOCAL_INVAL, c2.qa.qpn, r).done());
+	c = c2.poll(c2.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	c2.post(c2.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, c2.qa.qpn)
+			       .raddr(DpBed::iova(dst), r)
+			       .data(8, l, DpBed::iova(src))
+			       .done());
+	c = c2.poll(c2.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+}
+
+TEST_F(EmuDpUmr, KeyWithoutUmrEnableIsRefused)
+{
+	MkeyOpts o;
+	o.free = true;
+	o.umr_en = false;
+	o.capacity_octwords = 8;
+	const uint32_t k = b.mkey(o);
+	b.post(b.qa, bind(k, 0, dst, 4096, 0x47));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+}
+
+TEST_F(EmuDpUmr, TranslationsBeyondTheKeysCapacityAreLengthError)
+{
+	const uint32_t k = free_key(); /* 16 pages */
+	b.post(b.qa, bind(k, 0, dst, 17 * 4096, 0x48));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+}
+
+TEST_F(EmuDpUmr, PointerWithAnOrdinaryLkeyIsRefused)
+{
+	const uint32_t k = free_key();
+	auto w = umr_wqe(
+		b.qa.qpn, k, 0, prm::umr_mkey_mask::len,
+		[](uint8_t *c) { prm::set(c, prm::mkc::len, 8); }, {DpBed::iova(dst)}, false,
+		DpBed::iova(0x300000), lkey);
+	b.post(b.qa, w);
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+}
+
+TEST_F(EmuDpUmr, TranslationOffsetRewritesOnlyTheEntriesAtIt)
+{
+	const uint32_t k = free_key();
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4 * 4096, 0x49));
+	ASSERT_TRUE(b.poll(b.cqa));
+	const uint32_t nk = (k & ~0xffu) | 0x49;
+	/* Entries 2 and 3 (octword 1) now point at the source pages 0 and 1. */
+	Wqe w(MLX5_OPCODE_UMR, b.qa.qpn, nk);
+	mlx5_wqe_umr_ctrl_seg u{};
+	u.flags = prm::umr_flags::inline_xlt | prm::umr_flags::translation_offset_en;
+	u.klm_octowords = htobe16(1);
+	u.translation_offset = htobe16(1);
+	w.raw(&u, sizeof(u));
+	uint8_t ctx[64] = {};
+	w.raw(ctx, sizeof(ctx));
+	uint8_t t[16];
+	prm::set(t, prm::mtt::address, DpBed::iova(src));
+	prm::set(t + 8, prm::mtt::address, DpBed::iova(src + 4096));
+	w.raw(t, sizeof(t)).pad64();
+	b.post(b.qa, w.done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	/* Reading the key's third page now reads the source's first. */
+	const uint32_t scratch = b.mr(dst + 0x80000, 4096, kAll);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_READ, b.qa.qpn)
+			     .raddr(DpBed::iova(dst) + 2 * 4096, nk)
+			     .data(64, scratch, DpBed::iova(dst + 0x80000))
+			     .done());
+	c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(std::memcmp(b.at(dst + 0x80000), b.at(src), 64), 0);
+}
+
+TEST_F(EmuDp, WriteThroughAnIndirectKey)
+{
+	const uint32_t l = b.mr(src, 8192, kAll);
+	const uint32_t p1 = b.mr(dst, 4096, kAll);
+	const uint32_t p2 = b.mr(dst + 0x10000, 4096, kAll);
+	fill(b, src, 8192, 77);
+	std::vector<uint8_t> klm(32);
+	prm::set(klm.data(), prm::klm::byte_count, 100);
+	prm::set(klm.data(), prm::klm::mkey, p1);
+	prm::set(klm.data(), prm::klm::address, DpBed::iova(dst + 50));
+	prm::set(klm.data() + 16, prm::klm::byte_count, 200);
+	prm::set(klm.data() + 16, prm::klm::mkey, p2);
+	prm::set(klm.data() + 16, prm::klm::address, DpBed::iova(dst + 0x10000));
+	MkeyOpts o;
+	o.acc = kAll;
+	o.start = 0x1000;
+	o.len = 300;
+	o.klm = klm;
+	o.variant = 0x77;
+	const uint32_t ind = b.mkey(o);
+	ASSERT_NE(ind, 0u);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(0x1000, ind)
+			     .data(300, l, DpBed::iova(src))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(std::memcmp(b.at(dst + 50), b.at(src), 100), 0);
+	EXPECT_EQ(std::memcmp(b.at(dst + 0x10000), b.at(src + 100), 200), 0);
+	EXPECT_TRUE(all_are(b, dst, 50, 0xcc));
+	EXPECT_TRUE(all_are(b, dst + 150, 100, 0xcc));
+	EXPECT_TRUE(all_are(b, dst + 0x10000 + 200, 100, 0xcc));
+}
+
+TEST_F(EmuDp, ErrQpRecoversThroughReset)
+{
+	b.post(b.qa, Wqe(0x3f, b.qa.qpn).done());
+	ASSERT_TRUE(b.poll(b.cqa));
+	ASSERT_EQ(b.modify(prm::opcode::qp_2rst, b.qa.qpn).status(), prm::status::ok);
+	b.qa.pi = 0;
+	b.store_dbr(b.qa.dbr_off + 4, prm::dbr::sq_counter, 0);
+	b.connect(b.qa, 1, b.qb.qpn);
+	b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(cqe_counter(*c), 0u);
+}
+
+TEST_F(EmuDp, EventsOutsideTheBitmaskAreDroppedAndCounted)
+{
+	DpBed c2;
+	ASSERT_TRUE(c2.ok());
+	c2.uar = c2.alloc_uar();
+	ASSERT_EQ(c2.create_eq(6, 0).status(), prm::status::ok); /* subscribes to nothing */
+	ASSERT_EQ(c2.create_cq(&c2.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(c2.create_cq(&c2.cqb, 1, 6).status(), prm::status::ok);
+	ASSERT_EQ(c2.create_qp(&c2.qa, 0, &c2.cqa, c2.uar).status(), prm::status::ok);
+	ASSERT_EQ(c2.create_qp(&c2.qb, 1, &c2.cqb, c2.uar).status(), prm::status::ok);
+	c2.connect(c2.qa, 1, c2.qb.qpn);
+	c2.connect(c2.qb, 2, c2.qa.qpn);
+	const uint32_t l = c2.mr(kDataOff, 4096, kAll);
+	const uint32_t ro = c2.mr(kDataOff + 8192, 4096, {true, false, true, false, false});
+	c2.post(c2.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, c2.qa.qpn)
+			       .raddr(DpBed::iova(kDataOff + 8192), ro)
+			       .data(8, l, DpBed::iova(kDataOff))
+			       .done());
+	auto c = c2.poll(c2.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	EXPECT_FALSE(c2.poll_eq());
+	EXPECT_EQ(c2.dp().stats().events_dropped, 1u);
+	EXPECT_EQ(c2.dp().stats().eqes, 0u);
+}
+
+TEST_F(EmuDp, InlineDoorbellWithAnotherQpsValueStillFindsTheWork)
+{
+	b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done(), false);
+	/* A ring whose value names no QP on this UAR. */
+	const uint8_t junk[8] = {0, 0, 0, 0, 0xee, 0xee, 0xee, 0x01};
+	b.doorbell(b.qa, junk);
+	EXPECT_TRUE(b.poll(b.cqa));
+}
+
+/* ---- Doorbells and concurrency --------------------------------------------------------- */
+
+TEST(EmuDpDoorbell, PollThreadSeesEveryQpOnASharedUar)
+{
+	EmuConfig cfg;
+	cfg.delivery = DoorbellDelivery::poll_thread;
+	DpBed b(cfg);
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	/* Post on both QPs, then ring once with only qa's value: qb's work is found anyway. */
+	auto wa = Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done();
+	b.post(b.qa, wa, false);
+	b.post(b.qb, Wqe(MLX5_OPCODE_NOP, b.qb.qpn).done(), false);
+	b.doorbell(b.qa, b.at(b.qa.sq_off));
+	EXPECT_TRUE(b.wait(b.cqa));
+	EXPECT_TRUE(b.wait(b.cqb));
+}
+
+TEST(EmuDpDoorbell, UarsArePreRegisteredAndAllocatedFromOne)
+{
+	EmuConfig cfg;
+	cfg.uars = 3;
+	DpBed b(cfg);
+	ASSERT_TRUE(b.ok());
+	EXPECT_EQ(b.alloc_uar(), 1u);
+	EXPECT_EQ(b.alloc_uar(), 2u);
+	EXPECT_EQ(b.alloc_uar(), 3u);
+	Reply r = b.h().run(
+		Cmd(prm::opcode::alloc_uar, prm::alloc_uar_in::size, prm::alloc_uar_out::size));
+	EXPECT_EQ(r.status(), prm::status::exceed_lim);
+	EXPECT_EQ(r.syndrome(), static_cast<uint32_t>(Syndrome::uar_table_full));
+	EXPECT_EQ(b.h().emu().emu_function().doorbell_count(), 4u);
+}
+
+TEST(EmuDpDoorbell, TooManyUarsForTheDoorbellTableAreRefused)
+{
+	EmuConfig cfg;
+	cfg.uars = 64;
+	std::unique_ptr<EmuMlx5> e;
+	EXPECT_EQ(emu_mlx5_create(cfg, &e), -EINVAL);
+	cfg.uars = 63;
+	EXPECT_EQ(emu_mlx5_create(cfg, &e), 0);
+}
+
+void concurrent_fetch_add(DoorbellDelivery mode)
+{
+	EmuConfig cfg;
+	cfg.delivery = mode;
+	DpBed b(cfg);
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	const size_t src = kDataOff, dst = kDataOff + 0x10000;
+	const uint32_t l = b.mr(src, 0x10000, kAll);
+	const uint32_t r = b.mr(dst, 4096, kAll);
+	set_be64(b, dst, 0);
+	constexpr int kOps = 2000;
+	/* qa targets qb's memory and qb targets its own through qa: both hit one word. */
+	auto worker = [&](TestQp &qp, size_t out) {
+		for (int i = 0; i < kOps; i++) {
+			b.post(qp, Wqe(MLX5_OPCODE_ATOMIC_FA, qp.qpn)
+					   .raddr(DpBed::iova(dst), r)
+					   .atomic(1, 0)
+					   .data(8, l, DpBed::iova(out + (i % 64) * 8))
+					   .done());
+			std::optional<std::vector<uint8_t>> c;
+			while (!(c = b.poll(*qp.cq)))
+				std::this_thread::yield();
+			ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+		}
+	};
+	std::thread t1(worker, std::ref(b.qa), src);
+	std::thread t2(worker, std::ref(b.qb), src + 0x8000);
+	t1.join();
+	t2.join();
+	EXPECT_EQ(be64_at(b, dst), 2u * kOps);
+	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+TEST(EmuDpConcurrent, AtomicsFromTwoQpsOnTwoThreadsNeverLoseAnUpdateInline)
+{
+	concurrent_fetch_add(DoorbellDelivery::inline_call);
+}
+
+TEST(EmuDpConcurrent, AtomicsFromTwoQpsOnTwoThreadsNeverLoseAnUpdatePollThread)
+{
+	concurrent_fetch_add(DoorbellDelivery::poll_thread);
+}
+
+TEST(EmuDpConcurrent, UmrWhileAnotherQpWritesNeverCorruptsTheTable)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	const uint32_t l = b.mr(kDataOff, 0x10000, kAll);
+	const uint32_t r = b.mr(kDataOff + 0x20000, 0x10000, kAll);
+	MkeyOpts o;
+	o.free = true;
+	o.umr_en = true;
+	o.acc = {};
+	o.capacity_octwords = 8;
+	o.variant = 1;
+	const uint32_t k = b.mkey(o);
+	std::thread writer([&] {
+		for (int i = 0; i < 500; i++) {
+			b.post(b.qb, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qb.qpn)
+					     .raddr(DpBed::iova(kDataOff + 0x20000), r)
+					     .data(4096, l, DpBed::iova(kDataOff))
+					     .done());
+			std::optional<std::vector<uint8_t>> c;
+			while (!(c = b.poll(b.cqb)))
+				std::this_thread::yield();
+			ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+		}
+	});
+	for (int i = 0; i < 500; i++) {
+		const uint32_t v = static_cast<uint32_t>(2 + i % 200);
+		b.post(b.qa, umr_wqe(
+				     b.qa.qpn, k, 0,
+				     prm::umr_mkey_mask::key | prm::umr_mkey_mask::len |
+					     prm::umr_mkey_mask::start_addr,
+				     [&](uint8_t *c) {
+					     prm::set(c, prm::mkc::mkey_7_0, v);
+					     prm::set(c, prm::mkc::len, 4096u * (1 + i % 8));
+					     prm::set(c, prm::mkc::start_addr, 0x1000u * i);
+				     },
+				     {DpBed::iova(kDataOff)}, true));
+		std::optional<std::vector<uint8_t>> c;
+		while (!(c = b.poll(b.cqa)))
+			std::this_thread::yield();
+		ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	}
+	writer.join();
+	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+/* ---- Commands --------------------------------------------------------------------------- */
+
+#define EXPECT_CMD(reply, st, syn)                                                                 \
+	do {                                                                                       \
+		Reply r_ = (reply);                                                                \
+		EXPECT_EQ(r_.status(), (st));                                                      \
+		EXPECT_EQ(r_.syndrome(), static_cast<uint32_t>(syn));                              \
+	} while (0)
+
+TEST(EmuDpCmd, IllegalQpTransitionsAreBadQpState)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	EXPECT_CMD(b.modify(prm::opcode::init2rtr_qp, b.qa.qpn), prm::status::bad_qp_state,
+		   Syndrome::qp_bad_state);
+	EXPECT_CMD(b.modify(prm::opcode::rtr2rts_qp, b.qa.qpn), prm::status::bad_qp_state,
+		   Syndrome::qp_bad_state);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, b.qa.qpn, 3), prm::status::bad_param,
+		   Syndrome::qp_port);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, b.qa.qpn, 2), prm::status::ok,
+		   Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, b.qa.qpn, 2), prm::status::bad_qp_state,
+		   Syndrome::qp_bad_state);
+	EXPECT_CMD(b.modify(prm::opcode::qp_2err, b.qa.qpn), prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rtr2rts_qp, b.qa.qpn), prm::status::bad_qp_state,
+		   Syndrome::qp_bad_state);
+	EXPECT_CMD(b.modify(prm::opcode::qp_2rst, b.qa.qpn), prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, b.qa.qpn, 1), prm::status::ok,
+		   Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::qp_2err, 999), prm::status::bad_res_state,
+		   Syndrome::qp_not_found);
+}
+
+TEST(EmuDpCmd, QueryQpReportsStateAndPath)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	Cmd q(prm::opcode::query_qp, prm::query_qp_in::size, prm::query_qp_out::size);
+	q.set(prm::query_qp_in::qpn, b.qb.qpn);
+	Reply r = b.h().run(q);
+	ASSERT_EQ(r.status(), prm::status::ok);
+	const size_t o = prm::query_qp_out::qpc_offset;
+	EXPECT_EQ(r.get_at(o, prm::qpc::state), prm::qp_state::rts);
+	EXPECT_EQ(r.get_at(o, prm::qpc::remote_qpn), b.qa.qpn);
+	EXPECT_EQ(r.get_at(o, prm::qpc::primary_vhca_port_num), 2u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::pd), b.pd);
+}
+
+TEST(EmuDpCmd, BusyObjectsCannotBeDestroyed)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	Cmd dcq(prm::opcode::destroy_cq, prm::destroy_cq_in::size, prm::destroy_cq_out::size);
+	dcq.set(prm::destroy_cq_in::cqn, b.cqa.cqn);
+	EXPECT_CMD(b.h().run(dcq), prm::status::resource_busy, Syndrome::cq_in_use);
+	Cmd duar(prm::opcode::dealloc_uar, prm::dealloc_uar_in::size, prm::dealloc_uar_out::size);
+	duar.set(prm::dealloc_uar_in::uar, b.uar);
+	EXPECT_CMD(b.h().run(duar), prm::status::resource_busy, Syndrome::uar_in_use);
+	Cmd dpd(prm::opcode::dealloc_pd, prm::dealloc_pd_in::size, prm::dealloc_pd_out::size);
+	dpd.set(prm::dealloc_pd_in::pd, b.pd);
+	EXPECT_CMD(b.h().run(dpd), prm::status::resource_busy, Syndrome::pd_in_use);
+
+	Cmd dqp(prm::opcode::destroy_qp, prm::destroy_qp_in::size, prm::destroy_qp_out::size);
+	dqp.set(prm::destroy_qp_in::qpn, b.qa.qpn);
+	EXPECT_CMD(b.h().run(dqp), prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.h().run(dqp), prm::status::bad_res_state, Syndrome::qp_not_found);
+	EXPECT_CMD(b.h().run(dcq), prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.h().run(dcq), prm::status::bad_res_state, Syndrome::cq_not_found);
+	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+TEST(EmuDpCmd, QueueMemoryMustBeMappedAndLargeEnough)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	Cmd c(prm::opcode::create_cq, prm::create_cq_in::size + 8, prm::create_cq_out::size);
+	c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::log_cq_size, 6);
+	c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::dbr_addr, DpBed::iova(kDbrOff));
+	c.set_at(prm::create_cq_in::pas_offset, prm::pas_entry, 0x7000000000ull);
+	EXPECT_CMD(b.h().run(c), prm::status::bad_param, Syndrome::queue_memory);
+	Cmd big(prm::opcode::create_cq, prm::create_cq_in::size + 8, prm::create_cq_out::size);
+	big.set_at(prm::create_cq_in::cqc_offset, prm::cqc::log_cq_size, 8); /* 16 KiB, 1 page */
+	big.set_at(prm::create_cq_in::cqc_offset, prm::cqc::dbr_addr, DpBed::iova(kDbrOff));
+	big.set_at(prm::create_cq_in::pas_offset, prm::pas_entry, DpBed::iova(kCqOff));
+	EXPECT_CMD(b.h().run(big), prm::status::bad_param, Syndrome::queue_params);
+	Cmd qp(prm::opcode::create_qp, prm::create_qp_in::size + 8, prm::create_qp_out::size);
+	qp.set_at(prm::create_qp_in::qpc_offset, prm::qpc::st, prm::qp_st::ud);
+	EXPECT_CMD(b.h().run(qp), prm::status::bad_param, Syndrome::qp_type);
+}
+
+TEST(EmuDpCmd, TablesAndReferencesHaveTheirStatuses)
+{
+	EmuConfig cfg;
+	cfg.log_max_qp = 1; /* QP 1 only */
+	cfg.log_max_cq = 2; /* CQs 1..3 */
+	cfg.log_max_eq = 1; /* EQ 1 only */
+	DpBed b(cfg);
+	ASSERT_TRUE(b.ok());
+	TestCq c0, c1, c2, c3;
+	TestQp q0, q1;
+	/* A QP needs an existing CQ and an allocated UAR. */
+	c0.cqn = 3;
+	EXPECT_CMD(b.create_qp(&q0, 0, &c0, 1), prm::status::bad_res_state, Syndrome::cq_not_found);
+	ASSERT_EQ(b.create_cq(&c0, 0, 6).status(), prm::status::ok);
+	EXPECT_CMD(b.create_qp(&q0, 0, &c0, 1), prm::status::bad_res_state,
+		   Syndrome::uar_not_allocated);
+	EXPECT_CMD(b.create_qp(&q0, 0, &c0, 1, 6, b.pd + 1), prm::status::bad_res_state,
+		   Syndrome::pd_not_allocated);
+	const uint32_t uar = b.alloc_uar();
+	ASSERT_EQ(b.create_qp(&q0, 0, &c0, uar).status(), prm::status::ok);
+	EXPECT_CMD(b.create_qp(&q1, 1, &c0, uar), prm::status::exceed_lim, Syndrome::qp_table_full);
+	ASSERT_EQ(b.create_cq(&c1, 1, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_cq(&c2, 2, 6).status(), prm::status::ok);
+	EXPECT_CMD(b.create_cq(&c3, 3, 6), prm::status::exceed_lim, Syndrome::cq_table_full);
+	ASSERT_EQ(b.create_eq(6, 0).status(), prm::status::ok);
+	EXPECT_CMD(b.create_eq(6, 0), prm::status::exceed_lim, Syndrome::eq_table_full);
+
+	Cmd deq(prm::opcode::destroy_eq, prm::destroy_eq_in::size, prm::destroy_eq_out::size);
+	deq.set(prm::destroy_eq_in::eq_number, 2);
+	EXPECT_CMD(b.h().run(deq), prm::status::bad_res_state, Syndrome::eq_not_found);
+	Cmd duar(prm::opcode::dealloc_uar, prm::dealloc_uar_in::size, prm::dealloc_uar_out::size);
+	duar.set(prm::dealloc_uar_in::uar, uar + 1);
+	EXPECT_CMD(b.h().run(duar), prm::status::bad_res_state, Syndrome::uar_not_allocated);
+	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+TEST(EmuDpCmd, EqNamedByACqIsBusy)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	ASSERT_EQ(b.create_eq(6, 0).status(), prm::status::ok);
+	TestCq c;
+	c.ring_off = kCqOff;
+	Cmd cq(prm::opcode::create_cq, prm::create_cq_in::size + 8, prm::create_cq_out::size);
+	cq.set_at(prm::create_cq_in::cqc_offset, prm::cqc::log_cq_size, 4);
+	cq.set_at(prm::create_cq_in::cqc_offset, prm::cqc::c_eqn, 1);
+	cq.set_at(prm::create_cq_in::cqc_offset, prm::cqc::dbr_addr, DpBed::iova(kDbrOff));
+	cq.set_at(prm::create_cq_in::pas_offset, prm::pas_entry, DpBed::iova(kCqOff));
+	ASSERT_EQ(b.h().run(cq).status(), prm::status::ok);
+	Cmd deq(prm::opcode::destroy_eq, prm::destroy_eq_in::size, prm::destroy_eq_out::size);
+	deq.set(prm::destroy_eq_in::eq_number, 1);
+	EXPECT_CMD(b.h().run(deq), prm::status::resource_busy, Syndrome::eq_in_use);
+}
+
+TEST(EmuDpCmd, DataPathCommandsNeedAnInitializedHca)
+{
+	Harness h;
+	ASSERT_EQ(h.rc(), 0);
+	ASSERT_EQ(h.enable_hca(), prm::status::ok);
+	EXPECT_CMD(h.run(Cmd(prm::opcode::alloc_uar, prm::alloc_uar_in::size,
+			     prm::alloc_uar_out::size)),
+		   prm::status::bad_sys_state, Syndrome::hca_not_initialized);
+}
+
+TEST(EmuDpCmd, TeardownDropsEveryDataPathObject)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	Cmd t(prm::opcode::teardown_hca, prm::teardown_hca_in::size, prm::teardown_hca_out::size);
+	EXPECT_CMD(b.h().run(t), prm::status::ok, Syndrome::none);
+	EXPECT_EQ(b.dp().qps(), 0u);
+	EXPECT_EQ(b.dp().cqs(), 0u);
+	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+} // namespace
+} // namespace nicmr::emu::test
