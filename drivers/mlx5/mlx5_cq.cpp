@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+
+#include "mlx5_cq.h"
+#include "mlx5_dp_commands.h"
+#include "nicmr_log.h"
+
+namespace nicmr::mlx5 {
+
+int Cq::create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *out)
+{
+	if (p.log_size < 1 || p.log_size > 16)
+		return -EINVAL;
+	std::unique_ptr<Cq> cq(new (std::nothrow) Cq(dev));
+	if (!cq)
+		return -ENOMEM;
+	size_t bytes = size_t{1} << p.log_size << 6;
+	int rc = QueueBuffer::alloc(dev.arena(), bytes, true, &cq->ring_);
+	if (rc == 0)
+		rc = QueueBuffer::alloc(dev.arena(), prm::dbr::size, false, &cq->dbr_);
+	if (rc != 0)
+		return rc;
+	cq->log_size_ = p.log_size;
+	cq->mask_ = (1u << p.log_size) - 1;
+	cq->cqes_ = cq->ring_.va();
+	cq->dbr_ci_ = reinterpret_cast<uint32_t *>(cq->dbr_.va()) + prm::dbr::cq_ci_dword;
+	/* Invalid opcode and owner 1: no slot of the first pass (owner 0) looks written. */
+	for (uint32_t i = 0; i <= cq->mask_; i++) {
+		auto *cqe = reinterpret_cast<mlx5_cqe64 *>(cq->cqes_ + (size_t{i} << 6));
+		cqe->op_own = MLX5_CQE_INVALID << 4 | 1;
+	}
+
+	CqCreate c;
+	c.log_size = p.log_size;
+	c.uar = uar.index();
+	c.eqn = p.eqn;
+	c.dbr_iova = cq->dbr_.iova();
+	c.mem.pas = cq->ring_.pas();
+	/* The ring and its initial CQEs are plain stores; the command queue's doorbell (a
+	 * release in CmdQueue) orders them before the device can look. */
+	rc = create_cq(dev.cmdq(), c, &cq->cqn_);
+	if (rc != 0)
+		return rc;
+	cq->created_ = true;
+	*out = std::move(cq);
+	return 0;
+}
+
+Cq::~Cq()
+{
+	if (!created_)
+		return;
+	int rc = destroy_cq(dev_.cmdq(), cqn_);
+	if (rc != 0)
+		NICMR_LOG(error, "mlx5", "%s: DESTROY_CQ 0x%x failed: %d",
+			  dev_.function().name().c_str(), cqn_, rc);
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int Cq::poll(Completion *out, int max) noexcept
+{
+	int n = 0;
+	while (n < max) {
+		uint8_t *slot = cqes_ + (size_t{ci_ & mask_} << 6);
+		auto *cqe = reinterpret_cast<mlx5_cqe64 *>(slot);
+		/* Acquire: pairs with the device's release store of op_own, so the other CQE bytes
+		 * read below are the ones it wrote before handing the slot over. */
+		uint8_t op_own =
+			std::atomic_ref<uint8_t>(cqe->op_own).load(std::memory_order_acquire);
+		uint8_t opcode = op_own >> 4;
+		if (opcode == MLX5_CQE_INVALID ||
+		    (op_own & MLX5_CQE_OWNER_MASK) != ((ci_ >> log_size_) & 1))
+			break;
+		Completion &c = out[n];
+		c.wr_id = 0;
+		c.opcode = opcode;
+		c.wqe_index = be16toh(cqe->wqe_counter);
+		if (opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR) {
+			auto *err = reinterpret_cast<mlx5_err_cqe *>(slot);
+			c.syndrome = err->syndrome;
+			c.vendor_syndrome = err->vendor_err_synd;
+			c.qpn = be32toh(err->s_wqe_opcode_qpn) & 0xffffff;
+			c.byte_len = 0;
+		} else {
+			c.syndrome = 0;
+			c.vendor_syndrome = 0;
+			c.qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
+			c.byte_len = be32toh(cqe->byte_cnt);
+		}
+		ci_++;
+		n++;
+	}
+	if (n != 0) {
+		/* Release: our reads of the consumed CQEs happen before the device may see the
+		 * slots as free and write them again. */
+		std::atomic_ref<uint32_t>(*dbr_ci_).store(htobe32(ci_ & 0xffffff),
+							  std::memory_order_release);
+	}
+	return n;
+}
+
+} // namespace nicmr::mlx5

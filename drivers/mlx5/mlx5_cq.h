@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A completion queue in poll mode: 2^log_size 64-byte CQEs in host DMA memory and a doorbell
+ * record whose dword 0 carries the consumer index.
+ *
+ *   device: writes CQE n at slot n & mask, op_own last (release), owner = (n >> log_size) & 1
+ *   driver: CQE at ci is new when opcode != MLX5_CQE_INVALID and owner == (ci >> log_size) & 1
+ *           (acquire load of op_own), then ci++ and dbr[0] = ci (big-endian, low 24 bits)
+ *
+ * Every CQE starts as (MLX5_CQE_INVALID << 4) | 1, so that nothing of the first pass looks
+ * valid. No arm doorbell: nicmr polls. poll() is for one thread at a time.
+ */
+#ifndef NICMR_MLX5_CQ_H
+#define NICMR_MLX5_CQ_H
+
+#include <cstdint>
+#include <memory>
+
+#include <infiniband/mlx5dv.h>
+
+#include "mlx5_device.h"
+#include "mlx5_qbuf.h"
+#include "mlx5_uar.h"
+
+namespace nicmr::mlx5 {
+
+/* One completion as nicmr uses it (decoded from struct mlx5_cqe64 / mlx5_err_cqe). */
+struct Completion {
+	uint64_t wr_id = 0; /* filled by Qp::poll from the posting; 0 from Cq::poll */
+	uint32_t qpn = 0;
+	uint32_t byte_len = 0;	/* bytes moved (success only) */
+	uint16_t wqe_index = 0; /* the WQE's index in WQEBBs, as posted */
+	uint8_t opcode = 0;	/* MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, ... */
+	uint8_t syndrome = 0;	/* MLX5_CQE_SYNDROME_*, 0 on success */
+	uint8_t vendor_syndrome = 0;
+	bool ok() const noexcept
+	{
+		return syndrome == 0 && opcode != MLX5_CQE_REQ_ERR && opcode != MLX5_CQE_RESP_ERR;
+	}
+};
+
+struct CqParams {
+	uint32_t log_size = 8; /* 2^n CQEs, 1..16 */
+	uint32_t eqn = 0;      /* c_eqn: the EQ of this CQ (poll mode: never signalled) */
+};
+
+class Cq {
+public:
+	/*
+	 * CREATE_CQ on dev, with its ring and doorbell record from dev.arena(); uar must outlive
+	 * the CQ. Errors: -EINVAL (log_size outside 1..16), -ENOMEM (arena), the command's.
+	 * A failed create leaves nothing.
+	 */
+	static int create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *out);
+	/* DESTROY_CQ, then frees the memory (errors are logged). Destroy its QPs first. */
+	~Cq();
+	Cq(const Cq &) = delete;
+	Cq &operator=(const Cq &) = delete;
+
+	uint32_t cqn() const noexcept { return cqn_; }
+	uint32_t size() const noexcept { return mask_ + 1; }
+	/* Completions consumed so far (the consumer index). */
+	uint32_t consumer_index() const noexcept { return ci_; }
+
+	/*
+	 * Hot path: takes up to max new completions into out and returns how many (0: none yet).
+	 * No lock, no allocation, no system call; one thread at a time.
+	 */
+	int poll(Completion *out, int max) noexcept;
+
+private:
+	Cq(Device &dev) : dev_(dev) {}
+	Device &dev_;
+	QueueBuffer ring_;
+	QueueBuffer dbr_;
+	uint32_t cqn_ = 0;
+	bool created_ = false;
+	uint32_t log_size_ = 0;
+	uint32_t mask_ = 0;
+	uint32_t ci_ = 0;
+	uint8_t *cqes_ = nullptr;
+	uint32_t *dbr_ci_ = nullptr;
+};
+
+} // namespace nicmr::mlx5
+
+#endif

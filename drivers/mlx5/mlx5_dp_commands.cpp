@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Data-path command encoders: every byte goes through the layout table (mlx5_prm.h).
+ */
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "mlx5_dp_commands.h"
+
+namespace nicmr::mlx5 {
+namespace {
+
+void header(uint8_t *b, uint16_t opcode) noexcept
+{
+	prm::set(b, prm::cmd_hdr_in::opcode, opcode);
+}
+
+int run_small(CmdTransport &t, uint16_t opcode, prm::Field f, uint32_t v, uint8_t (&out)[16])
+{
+	uint8_t in[16] = {};
+	header(in, opcode);
+	prm::set(in, f, v);
+	std::memset(out, 0, sizeof(out));
+	return t.exec(in, sizeof(in), out, sizeof(out));
+}
+
+int run_vec(CmdTransport &t, const std::vector<uint8_t> &in, uint8_t (&out)[16])
+{
+	std::memset(out, 0, sizeof(out));
+	return t.exec(in.data(), in.size(), out, sizeof(out));
+}
+
+/* Sizes the buffer and writes the page list after the context. */
+int with_pas(size_t fixed, const QueueMemory &m, std::vector<uint8_t> *in)
+{
+	if (m.pas.empty() || m.log_page_size > 31)
+		return -EINVAL;
+	try {
+		in->assign(fixed + m.pas.size() * prm::pas_entry_size, 0);
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m.pas.size(); i++)
+		prm::set(in->data() + fixed + i * prm::pas_entry_size, prm::pas_entry, m.pas[i]);
+	return 0;
+}
+
+} // namespace
+
+int alloc_uar(CmdTransport &t, uint32_t *uar)
+{
+	uint8_t in[prm::alloc_uar_in::size] = {};
+	uint8_t out[prm::alloc_uar_out::size] = {};
+	header(in, prm::opcode::alloc_uar);
+	int rc = t.exec(in, sizeof(in), out, sizeof(out));
+	if (rc == 0)
+		*uar = static_cast<uint32_t>(prm::get(out, prm::alloc_uar_out::uar));
+	return rc;
+}
+
+int dealloc_uar(CmdTransport &t, uint32_t uar)
+{
+	uint8_t out[16];
+	return run_small(t, prm::opcode::dealloc_uar, prm::dealloc_uar_in::uar, uar, out);
+}
+
+int encode_create_eq(const EqCreate &c, std::vector<uint8_t> *in)
+{
+	if (c.log_size > 24 || c.intr > 0xff)
+		return -EINVAL;
+	int rc = with_pas(prm::create_eq_in::pas_offset, c.mem, in);
+	if (rc != 0)
+		return rc;
+	uint8_t *b = in->data();
+	header(b, prm::opcode::create_eq);
+	uint8_t *eqc = b + prm::create_eq_in::eqc_offset;
+	prm::set(eqc, prm::eqc::log_eq_size, c.log_size);
+	prm::set(eqc, prm::eqc::uar_page, c.uar);
+	prm::set(eqc, prm::eqc::intr, c.intr);
+	prm::set(eqc, prm::eqc::log_page_size, c.mem.log_page_size);
+	prm::set(eqc, prm::eqc::page_offset, 0);
+	prm::set(b, prm::create_eq_in::event_bitmask, c.event_bitmask);
+	return 0;
+}
+
+int create_eq(CmdTransport &t, const EqCreate &c, uint32_t *eqn)
+{
+	std::vector<uint8_t> in;
+	int rc = encode_create_eq(c, &in);
+	if (rc != 0)
+		return rc;
+	uint8_t out[prm::create_eq_out::size];
+	rc = run_vec(t, in, out);
+	if (rc == 0)
+		*eqn = static_cast<uint32_t>(prm::get(out, prm::create_eq_out::eq_number));
+	return rc;
+}
+
+int destroy_eq(CmdTransport &t, uint32_t eqn)
+{
+	uint8_t out[16];
+	return run_small(t, prm::opcode::destroy_eq, prm::destroy_eq_in::eq_number, eqn, out);
+}
+
+int encode_create_cq(const CqCreate &c, std::vector<uint8_t> *in)
+{
+	if (c.log_size > 24 || c.eqn > 0xff)
+		return -EINVAL;
+	int rc = with_pas(prm::create_cq_in::pas_offset, c.mem, in);
+	if (rc != 0)
+		return rc;
+	uint8_t *b = in->data();
+	header(b, prm::opcode::create_cq);
+	uint8_t *cqc = b + prm::create_cq_in::cqc_offset;
+	prm::set(cqc, prm::cqc::cqe_sz, prm::cqc::cqe_sz_64);
+	prm::set(cqc, prm::cqc::log_cq_size, c.log_size);
+	prm::set(cqc, prm::cqc::uar_page, c.uar);
+	prm::set(cqc, prm::cqc::c_eqn, c.eqn);
+	prm::set(cqc, prm::cqc::log_page_size, c.mem.log_page_size);
+	prm::set(cqc, prm::cqc::page_offset, 0);
+	prm::set(cqc, prm::cqc::dbr_addr, c.dbr_iova);
+	return 0;
+}
+
+int create_cq(CmdTransport &t, const CqCreate &c, uint32_t *cqn)
+{
+	std::vector<uint8_t> in;
+	int rc = encode_create_cq(c, &in);
+	if (rc != 0)
+		return rc;
+	uint8_t out[prm::create_cq_out::size];
+	rc = run_vec(t, in, out);
+	if (rc == 0)
+		*cqn = static_cast<uint32_t>(prm::get(out, prm::create_cq_out::cqn));
+	return rc;
+}
+
+int destroy_cq(CmdTransport &t, uint32_t cqn)
+{
+	uint8_t out[16];
+	return run_small(t, prm::opcode::destroy_cq, prm::destroy_cq_in::cqn, cqn, out);
+}
+
+int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
+{
+	if (c.log_sq_size < 1 || c.log_sq_size > 15 || !prm::fits(prm::qpc::pd, c.pd))
+		return -EINVAL;
+	int rc = with_pas(prm::create_qp_in::pas_offset, c.mem, in);
+	if (rc != 0)
+		return rc;
+	uint8_t *b = in->data();
+	header(b, prm::opcode::create_qp);
+	uint8_t *q = b + prm::create_qp_in::qpc_offset;
+	prm::set(q, prm::qpc::st, prm::qp_st::rc);
+	prm::set(q, prm::qpc::pm_state, prm::qp_pm_state::migrated);
+	prm::set(q, prm::qpc::pd, c.pd);
+	prm::set(q, prm::qpc::uar_page, c.uar);
+	prm::set(q, prm::qpc::log_sq_size, c.log_sq_size);
+	prm::set(q, prm::qpc::no_sq, 0);
+	prm::set(q, prm::qpc::rq_type, prm::qp_rq_type::zero_len);
+	prm::set(q, prm::qpc::log_rq_size, 0);
+	prm::set(q, prm::qpc::log_rq_stride, 0);
+	prm::set(q, prm::qpc::cqn_snd, c.cqn_snd);
+	prm::set(q, prm::qpc::cqn_rcv, c.cqn_rcv);
+	prm::set(q, prm::qpc::log_page_size, c.mem.log_page_size);
+	prm::set(q, prm::qpc::page_offset, 0);
+	prm::set(q, prm::qpc::dbr_addr, c.dbr_iova);
+	return 0;
+}
+
+int create_qp(CmdTransport &t, const QpCreate &c, uint32_t *qpn)
+{
+	std::vector<uint8_t> in;
+	int rc = encode_create_qp(c, &in);
+	if (rc != 0)
+		return rc;
+	uint8_t out[prm::create_qp_out::size];
+	rc = run_vec(t, in, out);
+	if (rc == 0)
+		*qpn = static_cast<uint32_t>(prm::get(out, prm::create_qp_out::qpn));
+	return rc;
+}
+
+int destroy_qp(CmdTransport &t, uint32_t qpn)
+{
+	uint8_t out[16];
+	return run_small(t, prm::opcode::destroy_qp, prm::destroy_qp_in::qpn, qpn, out);
+}
+
+int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector<uint8_t> *in)
+{
+	if (a.port < 1 || a.port > 2 || a.log_sra_max > 7 || a.log_rra_max > 7 ||
+	    !prm::fits(prm::qpc::remote_qpn, a.remote_qpn) || !prm::fits(prm::qpc::pd, a.pd))
+		return -EINVAL;
+	try {
+		in->assign(prm::modify_qp_in::size, 0);
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	uint8_t *b = in->data();
+	header(b, opcode);
+	prm::set(b, prm::modify_qp_in::qpn, qpn);
+	uint8_t *q = b + prm::modify_qp_in::qpc_offset;
+	prm::set(q, prm::qpc::st, prm::qp_st::rc);
+	prm::set(q, prm::qpc::pm_state, prm::qp_pm_state::migrated);
+	prm::set(q, prm::qpc::pd, a.pd);
+	prm::set(q, prm::qpc::primary_vhca_port_num, a.port);
+	prm::set(q, prm::qpc::remote_qpn, a.remote_qpn);
+	prm::set(q, prm::qpc::rre, a.rre);
+	prm::set(q, prm::qpc::rwe, a.rwe);
+	prm::set(q, prm::qpc::rae, a.rae);
+	prm::set(q, prm::qpc::log_sra_max, a.log_sra_max);
+	prm::set(q, prm::qpc::log_rra_max, a.log_rra_max);
+	return 0;
+}
+
+namespace {
+int modify(CmdTransport &t, uint16_t opcode, uint32_t qpn, const QpAttr &a)
+{
+	std::vector<uint8_t> in;
+	int rc = encode_modify_qp(opcode, qpn, a, &in);
+	if (rc != 0)
+		return rc;
+	uint8_t out[prm::modify_qp_out::size];
+	return run_vec(t, in, out);
+}
+} // namespace
+
+int rst2init_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a)
+{
+	return modify(t, prm::opcode::rst2init_qp, qpn, a);
+}
+int init2rtr_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a)
+{
+	return modify(t, prm::opcode::init2rtr_qp, qpn, a);
+}
+int rtr2rts_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a)
+{
+	return modify(t, prm::opcode::rtr2rts_qp, qpn, a);
+}
+
+int qp_2err(CmdTransport &t, uint32_t qpn)
+{
+	uint8_t out[16];
+	return run_small(t, prm::opcode::qp_2err, prm::qp_2err_in::qpn, qpn, out);
+}
+
+int qp_2rst(CmdTransport &t, uint32_t qpn)
+{
+	uint8_t out[16];
+	return run_small(t, prm::opcode::qp_2rst, prm::qp_2rst_in::qpn, qpn, out);
+}
+
+int query_qp_state(CmdTransport &t, uint32_t qpn, uint32_t *state)
+{
+	uint8_t in[prm::query_qp_in::size] = {};
+	header(in, prm::opcode::query_qp);
+	prm::set(in, prm::query_qp_in::qpn, qpn);
+	std::vector<uint8_t> out;
+	try {
+		out.assign(prm::query_qp_out::size, 0);
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	int rc = t.exec(in, sizeof(in), out.data(), out.size());
+	if (rc == 0)
+		*state = static_cast<uint32_t>(
+			prm::get(out.data() + prm::query_qp_out::qpc_offset, prm::qpc::state));
+	return rc;
+}
+
+} // namespace nicmr::mlx5

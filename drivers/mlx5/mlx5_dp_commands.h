@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Data-path command encoders: UAR, EQ, CQ and QP commands (ALLOC_UAR ... 2RST_QP), built
+ * through the layout table and run on any CmdTransport, like mlx5_commands.h.
+ *
+ * Every function returns 0 or a negative errno: the transport's (mlx5_cmd.h: BAD_QP_STATE and
+ * BAD_PARAM give -EINVAL, BAD_INDEX -ENXIO, EXCEED_LIM -ENOMEM, NO_RESOURCES -ENOSPC), -EINVAL
+ * for arguments refused before anything is sent (sizes out of range, an empty page list), or
+ * -ENOMEM when the encoding buffer cannot be allocated. Slow path.
+ */
+#ifndef NICMR_MLX5_DP_COMMANDS_H
+#define NICMR_MLX5_DP_COMMANDS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mlx5_cmd.h"
+#include "mlx5_prm.h"
+
+namespace nicmr::mlx5 {
+
+/* A ring in host DMA memory: its pages (4 KiB << log_page_size each) and doorbell record. */
+struct QueueMemory {
+	std::span<const uint64_t> pas; /* page IOVAs, in ring order */
+	uint32_t log_page_size = 0;    /* over 4 KiB */
+};
+
+struct EqCreate {
+	uint32_t log_size = 6; /* 2^n 64-byte EQEs */
+	uint32_t uar = 0;
+	uint32_t intr = 0;
+	uint64_t event_bitmask = 0; /* prm::event_bit(type) | ... */
+	QueueMemory mem;
+};
+
+struct CqCreate {
+	uint32_t log_size = 8; /* 2^n 64-byte CQEs */
+	uint32_t uar = 0;
+	uint32_t eqn = 0;
+	uint64_t dbr_iova = 0;
+	QueueMemory mem;
+};
+
+struct QpCreate {
+	uint32_t pd = 0;
+	uint32_t uar = 0;
+	uint32_t log_sq_size = 8; /* 2^n 64-byte WQEBBs, 1..15 */
+	uint32_t cqn_snd = 0;
+	uint32_t cqn_rcv = 0; /* no RQ; the device may still want a CQ number */
+	uint64_t dbr_iova = 0;
+	QueueMemory mem;
+};
+
+/*
+ * What a transition sets in the qpc. Each of RST2INIT, INIT2RTR and RTR2RTS sends all of it:
+ * the PRM's home of each field is RST2INIT for port and access enables, INIT2RTR for remote_qpn
+ * and log_rra_max, RTR2RTS for log_sra_max; carrying them all keeps the QP's state whole
+ * whichever transition a device reads them at.
+ */
+struct QpAttr {
+	uint32_t port = 1; /* primary_address_path.vhca_port_num: 1 or 2 */
+	uint32_t remote_qpn = 0;
+	bool rre = false, rwe = false, rae = false;
+	uint32_t log_sra_max = 0; /* outstanding RDMA READ/ATOMIC as requester: 2^n */
+	uint32_t log_rra_max = 0; /* as responder */
+	uint32_t pd = 0;	  /* repeated from create */
+};
+
+int alloc_uar(CmdTransport &t, uint32_t *uar);
+int dealloc_uar(CmdTransport &t, uint32_t uar);
+/* -EINVAL: log_size above 24, empty pas. */
+int create_eq(CmdTransport &t, const EqCreate &c, uint32_t *eqn);
+int destroy_eq(CmdTransport &t, uint32_t eqn);
+/* -EINVAL: log_size above 24, empty pas. */
+int create_cq(CmdTransport &t, const CqCreate &c, uint32_t *cqn);
+int destroy_cq(CmdTransport &t, uint32_t cqn);
+/* RC QP with a send queue only (rq_type zero-length). -EINVAL: log_sq_size outside 1..15,
+ * empty pas. */
+int create_qp(CmdTransport &t, const QpCreate &c, uint32_t *qpn);
+int destroy_qp(CmdTransport &t, uint32_t qpn);
+/* -EINVAL also for a port outside 1..2 (nothing sent). */
+int rst2init_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a);
+int init2rtr_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a);
+int rtr2rts_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a);
+int qp_2err(CmdTransport &t, uint32_t qpn);
+int qp_2rst(CmdTransport &t, uint32_t qpn);
+/* The QP's state (prm::qp_state). */
+int query_qp_state(CmdTransport &t, uint32_t qpn, uint32_t *state);
+
+/* The input bytes the encoders send (for tests of the encodings). */
+int encode_create_cq(const CqCreate &c, std::vector<uint8_t> *in);
+int encode_create_eq(const EqCreate &c, std::vector<uint8_t> *in);
+int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in);
+int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector<uint8_t> *in);
+
+} // namespace nicmr::mlx5
+
+#endif

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <atomic>
+#include <cerrno>
+#include <new>
+
+#include "mlx5_dp_commands.h"
+#include "mlx5_eq.h"
+#include "nicmr_log.h"
+
+namespace nicmr::mlx5 {
+
+int Eq::create(Device &dev, Uar &uar, const EqParams &p, std::unique_ptr<Eq> *out)
+{
+	if (p.log_size < 1 || p.log_size > 16)
+		return -EINVAL;
+	std::unique_ptr<Eq> eq(new (std::nothrow) Eq(dev));
+	if (!eq)
+		return -ENOMEM;
+	int rc = QueueBuffer::alloc(dev.arena(), size_t{prm::eqe::size} << p.log_size, true,
+				    &eq->ring_);
+	if (rc != 0)
+		return rc;
+	eq->log_size_ = p.log_size;
+	eq->mask_ = (1u << p.log_size) - 1;
+	for (uint32_t i = 0; i <= eq->mask_; i++)
+		prm::set(eq->ring_.va() + size_t{i} * prm::eqe::size, prm::eqe::owner, 1);
+	EqCreate c;
+	c.log_size = p.log_size;
+	c.uar = uar.index();
+	c.event_bitmask = p.event_bitmask;
+	c.mem.pas = eq->ring_.pas();
+	rc = create_eq(dev.cmdq(), c, &eq->eqn_);
+	if (rc != 0)
+		return rc;
+	eq->created_ = true;
+	*out = std::move(eq);
+	return 0;
+}
+
+Eq::~Eq()
+{
+	if (!created_)
+		return;
+	int rc = destroy_eq(dev_.cmdq(), eqn_);
+	if (rc != 0)
+		NICMR_LOG(error, "mlx5", "%s: DESTROY_EQ %u failed: %d",
+			  dev_.function().name().c_str(), eqn_, rc);
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int Eq::poll(Event *out, int max) noexcept
+{
+	int n = 0;
+	while (n < max) {
+		uint8_t *e = ring_.va() + size_t{ci_ & mask_} * prm::eqe::size;
+		/* Acquire: pairs with the device's release store of the owner byte, written last.
+		 */
+		uint8_t own = std::atomic_ref<uint8_t>(e[prm::eqe::owner_byte])
+				      .load(std::memory_order_acquire);
+		if ((own & 1) != ((ci_ >> log_size_) & 1))
+			break;
+		out[n].type = static_cast<uint8_t>(prm::get(e, prm::eqe::event_type));
+		out[n].sub_type = static_cast<uint8_t>(prm::get(e, prm::eqe::event_sub_type));
+		out[n].qpn = static_cast<uint32_t>(prm::get(e, prm::eqe::qpn));
+		ci_++;
+		n++;
+	}
+	return n;
+}
+
+} // namespace nicmr::mlx5

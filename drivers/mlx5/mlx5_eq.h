@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * An event queue in poll mode, for asynchronous events (a responder's WQ access errors):
+ * 2^log_size 64-byte EQEs in host DMA memory. EQE n sits at slot n & mask with owner bit
+ * (n >> log_size) & 1; every EQE starts with owner 1, so nothing of the first pass looks new.
+ * No interrupts, no EQ doorbell: the device model posts async events to the first EQ created
+ * on the device (doc/data-path.md); an EQ left unpolled for 2^log_size events overruns.
+ */
+#ifndef NICMR_MLX5_EQ_H
+#define NICMR_MLX5_EQ_H
+
+#include <cstdint>
+#include <memory>
+
+#include "mlx5_device.h"
+#include "mlx5_qbuf.h"
+#include "mlx5_uar.h"
+
+namespace nicmr::mlx5 {
+
+struct Event {
+	uint8_t type = 0; /* prm::event_type */
+	uint8_t sub_type = 0;
+	uint32_t qpn = 0; /* queue events: the QP (or SRQ) number */
+};
+
+struct EqParams {
+	uint32_t log_size = 6; /* 2^n EQEs, 1..16 */
+	/* Default: the QP error events nicmr's data path reports. */
+	uint64_t event_bitmask = prm::event_bit(prm::event_type::wq_inval_req_error) |
+				 prm::event_bit(prm::event_type::wq_access_error) |
+				 prm::event_bit(prm::event_type::wq_catas_error);
+};
+
+class Eq {
+public:
+	/* CREATE_EQ on dev; errors: -EINVAL (log_size outside 1..16), -ENOMEM, the command's. */
+	static int create(Device &dev, Uar &uar, const EqParams &p, std::unique_ptr<Eq> *out);
+	~Eq(); /* DESTROY_EQ, then frees the ring */
+	Eq(const Eq &) = delete;
+	Eq &operator=(const Eq &) = delete;
+
+	uint32_t eqn() const noexcept { return eqn_; }
+	/* Hot path: takes up to max new events; no lock, no allocation, no system call. */
+	int poll(Event *out, int max) noexcept;
+
+private:
+	Eq(Device &dev) : dev_(dev) {}
+	Device &dev_;
+	QueueBuffer ring_;
+	uint32_t eqn_ = 0;
+	bool created_ = false;
+	uint32_t log_size_ = 0;
+	uint32_t mask_ = 0;
+	uint32_t ci_ = 0;
+};
+
+} // namespace nicmr::mlx5
+
+#endif

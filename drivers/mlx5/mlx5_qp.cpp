@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "mlx5_qp.h"
+#include "nicmr_log.h"
+
+namespace nicmr::mlx5 {
+
+int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr<Qp> *out)
+{
+	if (p.log_sq_size < 1 || p.log_sq_size > 15 || p.port < 1 || p.port > 2 ||
+	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7)
+		return -EINVAL;
+	std::unique_ptr<Qp> qp(new (std::nothrow) Qp(dev, uar, cq));
+	if (!qp)
+		return -ENOMEM;
+	qp->sq_size_ = 1u << p.log_sq_size;
+	try {
+		qp->wr_ids_.assign(qp->sq_size_, 0);
+		qp->wqe_bbs_.assign(qp->sq_size_, 0);
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	int rc = QueueBuffer::alloc(dev.arena(), size_t{qp->sq_size_} * prm::wq::wqebb_size, true,
+				    &qp->ring_);
+	if (rc == 0)
+		rc = QueueBuffer::alloc(dev.arena(), prm::dbr::size, false, &qp->dbr_);
+	if (rc != 0)
+		return rc;
+	qp->sq_ = qp->ring_.va();
+	qp->dbr_sq_ = reinterpret_cast<uint32_t *>(qp->dbr_.va()) + prm::dbr::qp_sq_dword;
+	qp->attr_.pd = p.pd;
+	qp->attr_.port = p.port;
+	qp->attr_.rre = p.rre;
+	qp->attr_.rwe = p.rwe;
+	qp->attr_.rae = p.rae;
+	qp->attr_.log_sra_max = p.log_sra_max;
+	qp->attr_.log_rra_max = p.log_rra_max;
+
+	QpCreate c;
+	c.pd = p.pd;
+	c.uar = uar.index();
+	c.log_sq_size = p.log_sq_size;
+	c.cqn_snd = cq.cqn();
+	c.cqn_rcv = cq.cqn();
+	c.dbr_iova = qp->dbr_.iova();
+	c.mem.pas = qp->ring_.pas();
+	rc = create_qp(dev.cmdq(), c, &qp->qpn_);
+	if (rc != 0)
+		return rc;
+	qp->created_ = true;
+	*out = std::move(qp);
+	return 0;
+}
+
+Qp::~Qp()
+{
+	if (!created_)
+		return;
+	int rc = destroy_qp(dev_.cmdq(), qpn_);
+	if (rc != 0)
+		NICMR_LOG(error, "mlx5", "%s: DESTROY_QP 0x%x failed: %d",
+			  dev_.function().name().c_str(), qpn_, rc);
+}
+
+int Qp::to_init()
+{
+	return rst2init_qp(dev_.cmdq(), qpn_, attr_);
+}
+
+int Qp::to_rtr(uint32_t remote_qpn)
+{
+	QpAttr a = attr_;
+	a.remote_qpn = remote_qpn;
+	int rc = init2rtr_qp(dev_.cmdq(), qpn_, a);
+	if (rc == 0)
+		attr_.remote_qpn = remote_qpn;
+	return rc;
+}
+
+int Qp::to_rts()
+{
+	return rtr2rts_qp(dev_.cmdq(), qpn_, attr_);
+}
+
+int Qp::to_err()
+{
+	return qp_2err(dev_.cmdq(), qpn_);
+}
+
+int Qp::to_reset()
+{
+	int rc = qp_2rst(dev_.cmdq(), qpn_);
+	if (rc != 0)
+		return rc;
+	/* A reset SQ starts again at WQE index 0, on the device and here. */
+	sq_pi_ = sq_ci_ = rung_pi_ = 0;
+	last_ctrl_ = nullptr;
+	std::atomic_ref<uint32_t>(*dbr_sq_).store(0, std::memory_order_relaxed);
+	return 0;
+}
+
+int Qp::connect(uint32_t remote_qpn)
+{
+	int rc = to_init();
+	if (rc == 0)
+		rc = to_rtr(remote_qpn);
+	if (rc == 0)
+		rc = to_rts();
+	return rc;
+}
+
+int Qp::recover()
+{
+	int rc = to_reset();
+	if (rc == 0)
+		rc = connect(attr_.remote_qpn);
+	if (rc != 0)
+		NICMR_LOG(error, "mlx5", "%s: QP 0x%x recovery failed: %d",
+			  dev_.function().name().c_str(), qpn_, rc);
+	return rc;
+}
+
+int Qp::query_state(uint32_t *state)
+{
+	return query_qp_state(dev_.cmdq(), qpn_, state);
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int Qp::begin(uint32_t ds, WqeSlot *w) noexcept
+{
+	if (ds == 0 || ds > kMaxWqeDs)
+		return -EINVAL;
+	uint32_t bbs = prm::wq::wqebbs(ds);
+	if (sq_pi_ - sq_ci_ + bbs > sq_size_)
+		return -ENOSPC;
+	size_t off = size_t{sq_pi_ & (sq_size_ - 1)} * prm::wq::wqebb_size;
+	w->cur = SqCursor(sq_, size_t{sq_size_} * prm::wq::wqebb_size, off);
+	w->ctrl = static_cast<mlx5_wqe_ctrl_seg *>(w->cur.take(sizeof(mlx5_wqe_ctrl_seg)));
+	w->index = static_cast<uint16_t>(sq_pi_);
+	w->bbs = bbs;
+	return 0;
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+void Qp::finish(WqeSlot &w, uint8_t opcode, uint32_t ds, uint32_t imm_be, uint64_t wr_id,
+		unsigned flags) noexcept
+{
+	set_ctrl(w.ctrl, w.index, opcode, qpn_, ds, fm_ce_se(flags), imm_be);
+	uint32_t slot = sq_pi_ & (sq_size_ - 1);
+	wr_ids_[slot] = wr_id;
+	wqe_bbs_[slot] = static_cast<uint8_t>(w.bbs);
+	sq_pi_ += w.bbs;
+	last_ctrl_ = w.ctrl;
+	if (!(flags & kNoDoorbell))
+		ring();
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+void Qp::ring() noexcept
+{
+	if (rung_pi_ == sq_pi_)
+		return;
+	/* Release: the WQE bytes are visible before the producer counter that publishes them
+	 * (a device that reads dbr[1] with acquire, or later, sees the WQEs whole). */
+	std::atomic_ref<uint32_t>(*dbr_sq_).store(htobe32(sq_pi_ & 0xffff),
+						  std::memory_order_release);
+	/* Store-store before the MMIO: a device woken by the doorbell must find dbr[1] and the
+	 * WQEs already written (the doorbell itself is a plain BAR store). */
+	std::atomic_thread_fence(std::memory_order_release);
+	uint64_t v;
+	std::memcpy(&v, last_ctrl_, sizeof(v));
+	uar_.ring_sq(v);
+	rung_pi_ = sq_pi_;
+}
+
+int Qp::post_nop(uint64_t wr_id, unsigned flags) noexcept
+{
+	WqeSlot w;
+	int rc = begin(1, &w);
+	if (rc != 0)
+		return rc;
+	finish(w, MLX5_OPCODE_NOP, 1, 0, wr_id, flags);
+	return 0;
+}
+
+int Qp::post_rdma(uint8_t opcode, std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey,
+		  uint64_t wr_id, unsigned flags) noexcept
+{
+	if (sgl.size() > max_sge())
+		return -EINVAL;
+	uint32_t ds = 2 + static_cast<uint32_t>(sgl.size());
+	WqeSlot w;
+	int rc = begin(ds, &w);
+	if (rc != 0)
+		return rc;
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
+	for (const Sge &s : sgl)
+		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), s.addr, s.length,
+			 s.lkey);
+	finish(w, opcode, ds, 0, wr_id, flags);
+	return 0;
+}
+
+int Qp::post_write(std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey, uint64_t wr_id,
+		   unsigned flags) noexcept
+{
+	return post_rdma(MLX5_OPCODE_RDMA_WRITE, sgl, raddr, rkey, wr_id, flags);
+}
+
+int Qp::post_read(std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey, uint64_t wr_id,
+		  unsigned flags) noexcept
+{
+	return post_rdma(MLX5_OPCODE_RDMA_READ, sgl, raddr, rkey, wr_id, flags);
+}
+
+int Qp::post_write_inline(const void *data, uint32_t len, uint64_t raddr, uint32_t rkey,
+			  uint64_t wr_id, unsigned flags) noexcept
+{
+	if (len > max_inline())
+		return -EINVAL;
+	uint32_t ds = 2 + inline_ds(len);
+	WqeSlot w;
+	int rc = begin(ds, &w);
+	if (rc != 0)
+		return rc;
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
+	/* A 4-byte header, then the payload; the segment starts 16-byte aligned, so the header
+	 * never straddles the end of the ring, the payload may (copy() wraps and pads). */
+	uint32_t bc = htobe32(len | MLX5_INLINE_SEG);
+	std::memcpy(w.cur.take(4), &bc, 4);
+	w.cur.copy(data, len);
+	finish(w, MLX5_OPCODE_RDMA_WRITE, ds, 0, wr_id, flags);
+	return 0;
+}
+
+int Qp::post_atomic_cs(const Sge &result, uint64_t raddr, uint32_t rkey, uint64_t compare,
+		       uint64_t swap, uint64_t wr_id, unsigned flags) noexcept
+{
+	WqeSlot w;
+	int rc = begin(4, &w);
+	if (rc != 0)
+		return rc;
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
+	set_atomic(static_cast<mlx5_wqe_atomic_seg *>(w.cur.take(16)), swap, compare);
+	set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), result.addr, 8, result.lkey);
+	finish(w, MLX5_OPCODE_ATOMIC_CS, 4, 0, wr_id, flags);
+	return 0;
+}
+
+int Qp::post_atomic_fa(const Sge &result, uint64_t raddr, uint32_t rkey, uint64_t add,
+		       uint64_t wr_id, unsigned flags) noexcept
+{
+	WqeSlot w;
+	int rc = begin(4, &w);
+	if (rc != 0)
+		return rc;
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
+	set_atomic(static_cast<mlx5_wqe_atomic_seg *>(w.cur.take(16)), add, 0);
+	set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), result.addr, 8, result.lkey);
+	finish(w, MLX5_OPCODE_ATOMIC_FA, 4, 0, wr_id, flags);
+	return 0;
+}
+
+int Qp::post_local_inval(uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept
+{
+	WqeSlot w;
+	int rc = begin(1, &w);
+	if (rc != 0)
+		return rc;
+	finish(w, MLX5_OPCODE_LOCAL_INVAL, 1, htobe32(mkey), wr_id, flags);
+	return 0;
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+uint64_t Qp::retire(uint16_t wqe_index) noexcept
+{
+	uint32_t slot = wqe_index & (sq_size_ - 1);
+	auto ahead = static_cast<uint16_t>(wqe_index - static_cast<uint16_t>(sq_ci_));
+	sq_ci_ += ahead + wqe_bbs_[slot];
+	return wr_ids_[slot];
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int Qp::poll(Completion *out, int max) noexcept
+{
+	int n = cq_.poll(out, max);
+	int kept = 0;
+	for (int i = 0; i < n; i++) {
+		if (out[i].qpn != qpn_)
+			continue;
+		out[i].wr_id = retire(out[i].wqe_index);
+		out[kept++] = out[i];
+	}
+	return kept;
+}
+
+} // namespace nicmr::mlx5

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * An RC queue pair with a send queue only (no RQ: rq_type zero-length), for RDMA WRITE, READ,
+ * atomics, LOCAL_INVAL and UMR.
+ *
+ * States, as the device keeps them: RST -RST2INIT-> INIT -INIT2RTR-> RTR -RTR2RTS-> RTS; any
+ * state -2ERR-> ERR; any state -2RST-> RST. An illegal transition is refused by the device with
+ * BAD_QP_STATE (-EINVAL). A WQE that fails moves the QP to ERR; every later WQE completes with
+ * MLX5_CQE_SYNDROME_WR_FLUSH_ERR until 2RST.
+ *
+ * Posting (hot path, one thread per QP, no lock):
+ *   write the WQE into the ring -> release fence -> dbr[1] = producer counter (WQEBBs, BE32)
+ *   -> release fence (store-store before MMIO) -> 64-bit store of the ctrl segment's first
+ *   8 bytes to the UAR's doorbell (0x800).
+ * The device executes WQEs from its consumer index up to dbr[1] and writes a CQE for each
+ * signalled WQE and for every error; Qp::poll maps CQEs back to the wr_id given at posting and
+ * frees their WQEBBs (an unsignalled WQE's room comes back with the next signalled one).
+ */
+#ifndef NICMR_MLX5_QP_H
+#define NICMR_MLX5_QP_H
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "mlx5_cq.h"
+#include "mlx5_dp_commands.h"
+#include "mlx5_qbuf.h"
+#include "mlx5_uar.h"
+#include "mlx5_wqe.h"
+
+namespace nicmr::mlx5 {
+
+/* One gather/scatter entry: an address in the lkey's address space. */
+struct Sge {
+	uint64_t addr = 0;
+	uint32_t length = 0;
+	uint32_t lkey = 0;
+};
+
+struct QpParams {
+	uint32_t pd = 0;
+	uint32_t log_sq_size = 8; /* 2^n WQEBBs, 1..15; the CQ must have at least as many CQEs */
+	uint32_t port = 1;	  /* 1 or 2 */
+	/* Responder enables: what a connected peer may do to this QP's memory. */
+	bool rre = false, rwe = false, rae = false;
+	uint32_t log_sra_max = 3; /* outstanding READ/ATOMIC as requester: 2^n */
+	uint32_t log_rra_max = 3; /* as responder */
+};
+
+/* A WQE being built: its ctrl segment, the cursor after it, its index and size. */
+struct WqeSlot {
+	mlx5_wqe_ctrl_seg *ctrl = nullptr;
+	SqCursor cur;
+	uint16_t index = 0;
+	uint32_t bbs = 0;
+};
+
+class Qp {
+public:
+	/*
+	 * CREATE_QP (state RST) on dev with SQ ring and doorbell record from dev.arena(); uar and
+	 * cq must outlive the QP. Errors: -EINVAL (log_sq_size outside 1..15, port outside 1..2,
+	 * cq smaller than the SQ), -ENOMEM, the command's. A failed create leaves nothing.
+	 */
+	static int create(Device &dev, Uar &uar, Cq &cq, const QpParams &p,
+			  std::unique_ptr<Qp> *out);
+	/* DESTROY_QP, then frees the memory (errors are logged). */
+	~Qp();
+	Qp(const Qp &) = delete;
+	Qp &operator=(const Qp &) = delete;
+
+	uint32_t qpn() const noexcept { return qpn_; }
+	uint32_t pd() const noexcept { return attr_.pd; }
+	uint32_t port() const noexcept { return attr_.port; }
+	uint32_t remote_qpn() const noexcept { return attr_.remote_qpn; }
+	Cq &cq() noexcept { return cq_; }
+	Device &device() noexcept { return dev_; }
+
+	/* Transitions (slow path). Errors: the command's; BAD_QP_STATE gives -EINVAL. */
+	int to_init();
+	int to_rtr(uint32_t remote_qpn);
+	int to_rts();
+	int to_err();
+	/* 2RST; also restarts the SQ at index 0 and forgets WQEs not completed. Poll the CQ
+	 * empty first: CQEs of the old numbering would otherwise be taken for new WQEs. */
+	int to_reset();
+	/* RST -> INIT -> RTR (remote_qpn) -> RTS. */
+	int connect(uint32_t remote_qpn);
+	/* After an error: 2RST, then connect() again to the same remote QP. */
+	int recover();
+	/* The device's view of the state (QUERY_QP): prm::qp_state. */
+	int query_state(uint32_t *state);
+
+	/*
+	 * Posting. Hot path: no lock, no allocation, no system call; one thread at a time.
+	 * Errors: -ENOSPC (the SQ has no room: poll first), -EINVAL (too many segments for one
+	 * WQE: ds above 63, or an inline payload above max_inline()).
+	 */
+	int post_nop(uint64_t wr_id, unsigned flags) noexcept;
+	int post_write(std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey, uint64_t wr_id,
+		       unsigned flags) noexcept;
+	int post_write_inline(const void *data, uint32_t len, uint64_t raddr, uint32_t rkey,
+			      uint64_t wr_id, unsigned flags) noexcept;
+	int post_read(std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey, uint64_t wr_id,
+		      unsigned flags) noexcept;
+	/* 64-bit atomics: the original value lands big-endian at result (8 bytes). */
+	int post_atomic_cs(const Sge &result, uint64_t raddr, uint32_t rkey, uint64_t compare,
+			   uint64_t swap, uint64_t wr_id, unsigned flags) noexcept;
+	int post_atomic_fa(const Sge &result, uint64_t raddr, uint32_t rkey, uint64_t add,
+			   uint64_t wr_id, unsigned flags) noexcept;
+	/* Sets mkey free (MLX5_OPCODE_LOCAL_INVAL with the mkey in imm). */
+	int post_local_inval(uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept;
+	/* Rings the doorbell for WQEs posted with kNoDoorbell (nothing when none is pending). */
+	void ring() noexcept;
+
+	/* Building blocks for other WQE kinds (mlx5_umr.h). begin(): -ENOSPC, -EINVAL as above. */
+	int begin(uint32_t ds, WqeSlot *w) noexcept;
+	void finish(WqeSlot &w, uint8_t opcode, uint32_t ds, uint32_t imm_be, uint64_t wr_id,
+		    unsigned flags) noexcept;
+
+	/*
+	 * Hot path: polls the QP's CQ (one CQ per QP for this call: completions of other QPs on
+	 * the same CQ are dropped — route them with Cq::poll and retire() instead). Fills wr_id.
+	 */
+	int poll(Completion *out, int max) noexcept;
+	/* Frees the WQEBBs up to and including the WQE at wqe_index; returns its wr_id. */
+	uint64_t retire(uint16_t wqe_index) noexcept;
+
+	/* WQEBBs free now; WQEBBs in the ring. */
+	uint32_t sq_room() const noexcept { return sq_size_ - (sq_pi_ - sq_ci_); }
+	uint32_t sq_size() const noexcept { return sq_size_; }
+	/* Largest payload of post_write_inline. */
+	static constexpr uint32_t max_inline() noexcept { return (kMaxWqeDs - 2) * 16 - 4; }
+	/* Largest scatter/gather list of post_write/post_read. */
+	static constexpr uint32_t max_sge() noexcept { return kMaxWqeDs - 2; }
+
+private:
+	Qp(Device &dev, Uar &uar, Cq &cq) : dev_(dev), uar_(uar), cq_(cq) {}
+	int post_rdma(uint8_t opcode, std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey,
+		      uint64_t wr_id, unsigned flags) noexcept;
+
+	Device &dev_;
+	Uar &uar_;
+	Cq &cq_;
+	QueueBuffer ring_;
+	QueueBuffer dbr_;
+	std::vector<uint64_t> wr_ids_; /* by WQE start slot */
+	std::vector<uint8_t> wqe_bbs_; /* by WQE start slot */
+	QpAttr attr_;
+	uint32_t qpn_ = 0;
+	bool created_ = false;
+	uint8_t *sq_ = nullptr;
+	uint32_t *dbr_sq_ = nullptr;
+	uint32_t sq_size_ = 0; /* WQEBBs */
+	uint32_t sq_pi_ = 0;   /* WQEBBs posted, ever (low 16 bits are the WQE index) */
+	uint32_t sq_ci_ = 0;   /* WQEBBs completed */
+	uint32_t rung_pi_ = 0; /* sq_pi_ at the last doorbell */
+	mlx5_wqe_ctrl_seg *last_ctrl_ = nullptr;
+};
+
+} // namespace nicmr::mlx5
+
+#endif

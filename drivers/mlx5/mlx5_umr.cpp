@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "mlx5_umr.h"
+#include "nicmr_log.h"
+
+namespace nicmr::mlx5 {
+namespace {
+
+constexpr uint64_t kBindMask =
+	prm::umr_mkey_mask::len | prm::umr_mkey_mask::page_size | prm::umr_mkey_mask::start_addr |
+	prm::umr_mkey_mask::pd | prm::umr_mkey_mask::key | prm::umr_mkey_mask::qpn |
+	prm::umr_mkey_mask::lr | prm::umr_mkey_mask::lw | prm::umr_mkey_mask::rr |
+	prm::umr_mkey_mask::rw | prm::umr_mkey_mask::a | prm::umr_mkey_mask::free;
+
+void set_umr_ctrl(mlx5_wqe_umr_ctrl_seg *u, uint8_t flags, uint16_t octwords, uint16_t offset,
+		  uint64_t mask) noexcept
+{
+	std::memset(u, 0, sizeof(*u));
+	u->flags = flags;
+	u->klm_octowords = htobe16(octwords);
+	u->translation_offset = htobe16(offset);
+	u->mkey_mask = htobe64(mask);
+}
+
+void encode_mtt(const MttEntry &m, uint8_t *p) noexcept
+{
+	prm::set(p, prm::mtt::address, m.iova);
+	prm::set(p, prm::mtt::wr_en, m.wr_en);
+	prm::set(p, prm::mtt::rd_en, m.rd_en);
+}
+
+void encode_klm(const KlmEntry &k, uint8_t *p) noexcept
+{
+	prm::set(p, prm::klm::byte_count, k.byte_count);
+	prm::set(p, prm::klm::mkey, k.mkey);
+	prm::set(p, prm::klm::address, k.address);
+}
+
+uint16_t xlt_octwords(const UmrBind &b) noexcept
+{
+	return static_cast<uint16_t>(b.klm.empty() ? prm::mtt_octwords(b.mtt.size())
+						   : prm::klm_octwords(b.klm.size()));
+}
+
+} // namespace
+
+size_t umr_xlt_bytes(const UmrBind &b) noexcept
+{
+	return b.mtt.size() * prm::mtt::size + b.klm.size() * prm::klm::size;
+}
+
+void umr_encode_xlt(const UmrBind &b, void *dst) noexcept
+{
+	auto *p = static_cast<uint8_t *>(dst);
+	for (const MttEntry &m : b.mtt) {
+		encode_mtt(m, p);
+		p += prm::mtt::size;
+	}
+	for (const KlmEntry &k : b.klm) {
+		encode_klm(k, p);
+		p += prm::klm::size;
+	}
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noexcept
+{
+	if ((!b.mtt.empty() && !b.klm.empty()) || b.log_page_size > 31)
+		return -EINVAL;
+	size_t xlt = umr_xlt_bytes(b);
+	bool inl = b.xlt_iova == 0;
+	size_t xlt_padded = (xlt + 63) / 64 * 64;
+	if (inl && xlt_padded > kMaxInlineXltBytes)
+		return -EINVAL;
+	uint32_t ds = 1 + 3 + 4 + static_cast<uint32_t>(inl ? xlt_padded / 16 : 1);
+	WqeSlot w;
+	int rc = qp.begin(ds, &w);
+	if (rc != 0)
+		return rc;
+	uint8_t uflags = prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_not_free);
+	if (inl)
+		uflags |= prm::umr_flags::inline_xlt;
+	if (b.xlt_offset != 0)
+		uflags |= prm::umr_flags::translation_offset_en;
+	set_umr_ctrl(static_cast<mlx5_wqe_umr_ctrl_seg *>(w.cur.take(48)), uflags, xlt_octwords(b),
+		     b.xlt_offset, kBindMask);
+	void *mkc = w.cur.take(64);
+	std::memset(mkc, 0, prm::mkc::size);
+	prm::set(mkc, prm::mkc::free, 0);
+	prm::set(mkc, prm::mkc::lr, b.lr);
+	prm::set(mkc, prm::mkc::lw, b.lw);
+	prm::set(mkc, prm::mkc::rr, b.rr);
+	prm::set(mkc, prm::mkc::rw, b.rw);
+	prm::set(mkc, prm::mkc::a, b.a);
+	prm::set(mkc, prm::mkc::qpn, b.qpn);
+	prm::set(mkc, prm::mkc::mkey_7_0, b.mkey & 0xff);
+	prm::set(mkc, prm::mkc::pd, b.pd);
+	prm::set(mkc, prm::mkc::start_addr, b.start);
+	prm::set(mkc, prm::mkc::len, b.len);
+	prm::set(mkc, prm::mkc::log_page_size, b.log_page_size);
+	if (inl) {
+		/* Entries go out in 16-byte pieces through the cursor: the list may wrap. */
+		uint8_t piece[16];
+		size_t i = 0;
+		for (const MttEntry &m : b.mtt) {
+			encode_mtt(m, piece + (i & 1) * 8);
+			if (i++ & 1)
+				w.cur.copy(piece, 16);
+		}
+		if (i & 1)
+			w.cur.copy(piece, 8);
+		for (const KlmEntry &k : b.klm) {
+			encode_klm(k, piece);
+			w.cur.copy(piece, 16);
+		}
+		w.cur.pad_to_wqebb();
+	} else {
+		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), b.xlt_iova,
+			 static_cast<uint32_t>(xlt), prm::reserved_lkey);
+	}
+	qp.finish(w, MLX5_OPCODE_UMR, ds, htobe32(b.mkey), wr_id, flags);
+	return 0;
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int post_umr_revoke(Qp &qp, uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept
+{
+	const uint32_t ds = 1 + 3 + 4;
+	WqeSlot w;
+	int rc = qp.begin(ds, &w);
+	if (rc != 0)
+		return rc;
+	set_umr_ctrl(static_cast<mlx5_wqe_umr_ctrl_seg *>(w.cur.take(48)),
+		     prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_free), 0, 0,
+		     prm::umr_mkey_mask::free);
+	void *mkc = w.cur.take(64);
+	std::memset(mkc, 0, prm::mkc::size);
+	prm::set(mkc, prm::mkc::free, 1);
+	qp.finish(w, MLX5_OPCODE_UMR, ds, htobe32(mkey), wr_id, flags);
+	return 0;
+}
+
+int UmrQueue::create(Device &dev, uint32_t pd, const UmrOptions &o, std::unique_ptr<UmrQueue> *out)
+{
+	std::unique_ptr<UmrQueue> q(new (std::nothrow) UmrQueue(dev, o));
+	if (!q)
+		return -ENOMEM;
+	int rc = Uar::alloc(dev, &q->uar_);
+	if (rc == 0) {
+		CqParams cp;
+		cp.log_size = o.log_sq_size;
+		rc = Cq::create(dev, *q->uar_, cp, &q->cq_);
+	}
+	if (rc == 0) {
+		QpParams qp;
+		qp.pd = pd;
+		qp.log_sq_size = o.log_sq_size;
+		qp.port = o.port;
+		rc = Qp::create(dev, *q->uar_, *q->cq_, qp, &q->qp_);
+	}
+	if (rc == 0)
+		rc = q->qp_->connect(q->qp_->qpn());
+	if (rc == 0 && o.xlt_buffer != 0)
+		rc = QueueBuffer::alloc(dev.arena(), o.xlt_buffer, false, &q->xlt_);
+	if (rc != 0)
+		return rc;
+	*out = std::move(q);
+	return 0;
+}
+
+UmrQueue::~UmrQueue()
+{
+	/* QP before CQ before UAR: members go in reverse order, reset them explicitly to say so. */
+	qp_.reset();
+	cq_.reset();
+	uar_.reset();
+}
+
+int UmrQueue::wait(Completion *c)
+{
+	/* Inline delivery completes during the doorbell: look before reading the clock. */
+	if (qp_->poll(c, 1) == 1)
+		return 0;
+	auto deadline = std::chrono::steady_clock::now() + opts_.timeout;
+	for (uint32_t spins = 0;; spins++) {
+		if (qp_->poll(c, 1) == 1)
+			return 0;
+		if ((spins & 1023) == 1023 && std::chrono::steady_clock::now() > deadline)
+			return -ETIMEDOUT;
+	}
+}
+
+int UmrQueue::finish_one(int refused_errno)
+{
+	Completion c;
+	int rc = wait(&c);
+	if (rc != 0) {
+		NICMR_LOG(error, "mlx5", "%s: UMR on QP 0x%x: no completion in %lld ms",
+			  dev_.function().name().c_str(), qp_->qpn(),
+			  static_cast<long long>(opts_.timeout.count()));
+		return rc;
+	}
+	if (c.ok())
+		return 0;
+	last_syndrome_ = c.syndrome;
+	recoveries_++;
+	int rec = qp_->recover();
+	if (rec != 0)
+		return rec;
+	return c.syndrome == MLX5_CQE_SYNDROME_LOCAL_PROT_ERR ? refused_errno : -EIO;
+}
+
+int UmrQueue::bind(const UmrBind &b)
+{
+	std::lock_guard<std::mutex> lk(mu_);
+	size_t xlt = umr_xlt_bytes(b);
+	UmrBind p = b;
+	if (b.xlt_iova == 0 && (xlt + 63) / 64 * 64 > kMaxInlineXltBytes) {
+		if (xlt > xlt_.size())
+			return -E2BIG;
+		umr_encode_xlt(b, xlt_.va());
+		p.xlt_iova = xlt_.iova();
+	}
+	int rc = post_umr_bind(*qp_, p, 0, kSignaled);
+	if (rc != 0)
+		return rc;
+	return finish_one(-EBUSY);
+}
+
+int UmrQueue::revoke(uint32_t mkey)
+{
+	std::lock_guard<std::mutex> lk(mu_);
+	int rc = post_umr_revoke(*qp_, mkey, 0, kSignaled);
+	if (rc != 0)
+		return rc;
+	return finish_one(-EALREADY);
+}
+
+} // namespace nicmr::mlx5

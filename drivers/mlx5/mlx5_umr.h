@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UMR: re-pointing a pre-created mkey with a send-queue work request instead of a command.
+ *
+ *   ctrl (opcode MLX5_OPCODE_UMR, imm = mkey)          16 B
+ *   mlx5_wqe_umr_ctrl_seg (flags, octwords, mkey_mask) 48 B
+ *   mlx5_wqe_mkey_context_seg (the mkc layout)         64 B
+ *   translations: inline, padded to 64 B (flags INLINE)  or  one mlx5_wqe_data_seg pointing at
+ *   the list's IOVA with the device's reserved lkey (prm::reserved_lkey)
+ *
+ * Bind: check field "fail if not free", mkey_mask LEN | PAGE_SIZE | START_ADDR | PD | KEY | QPN
+ * | LR | LW | RR | RW | A | FREE, mkc free = 0. Revoke: check "fail if free", mkey_mask FREE,
+ * mkc free = 1. A refused check completes with MLX5_CQE_SYNDROME_LOCAL_PROT_ERR and puts the
+ * QP in ERR; UmrQueue recovers it (2RST, INIT, RTR, RTS) before it returns.
+ */
+#ifndef NICMR_MLX5_UMR_H
+#define NICMR_MLX5_UMR_H
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "mlx5_commands.h"
+#include "mlx5_qp.h"
+
+namespace nicmr::mlx5 {
+
+struct UmrBind {
+	uint32_t mkey = 0; /* index << 8 | variant; the variant becomes mkey_7_0 */
+	bool lr = true, lw = false, rr = false, rw = false, a = false;
+	uint32_t pd = 0;
+	uint32_t qpn = prm::mkc::qpn_any;
+	uint64_t start = 0;
+	uint64_t len = 0;
+	uint32_t log_page_size = 12;
+	/* Translations: MTT entries (MTT mkey) or KLM entries (KLM mkey), not both. */
+	std::span<const MttEntry> mtt;
+	std::span<const KlmEntry> klm;
+	/*
+	 * 0: translations inline in the WQE (they must fit: kMaxInlineXltBytes). Else the IOVA
+	 * where encode_translations() put them; the WQE points there with the reserved lkey.
+	 */
+	uint64_t xlt_iova = 0;
+	/* Octwords into the mkey's translation table to start writing at (TRANSLATION_OFFSET_EN
+	 * when non-zero). */
+	uint16_t xlt_offset = 0;
+};
+
+/* Translation bytes inline in one WQE at most (ds 63 minus ctrl, umr ctrl and mkc). */
+inline constexpr size_t kMaxInlineXltBytes = (kMaxWqeDs * 16 - 128) / 64 * 64;
+
+/* Bytes of b's translation list (MTT entries 8 B each, KLM 16 B). */
+size_t umr_xlt_bytes(const UmrBind &b) noexcept;
+/* Writes b's translation list, big-endian, at dst (umr_xlt_bytes(b) bytes). */
+void umr_encode_xlt(const UmrBind &b, void *dst) noexcept;
+
+/*
+ * Posting (hot path: no lock, no allocation, no system call; the QP's thread). Errors: those
+ * of Qp::begin, -EINVAL (both mtt and klm given, inline translations above
+ * kMaxInlineXltBytes, log_page_size above 31).
+ */
+int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noexcept;
+int post_umr_revoke(Qp &qp, uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept;
+
+struct UmrOptions {
+	uint32_t log_sq_size = 6;
+	uint32_t port = 1;
+	std::chrono::milliseconds timeout{2000}; /* per UMR completion */
+	size_t xlt_buffer = size_t{64} << 10;	 /* pointer-mode translation list, bytes */
+};
+
+/*
+ * A QP of its own for synchronous UMRs: post, ring, poll the completion, recover the QP after
+ * a refused UMR. Thread-safe (one mutex around the QP: a bind is a few hundred nanoseconds).
+ * The QP is connected to itself on options.port.
+ */
+class UmrQueue {
+public:
+	/* Errors: those of Uar::alloc, Cq::create, Qp::create, Qp::connect, QueueBuffer::alloc. */
+	static int create(Device &dev, uint32_t pd, const UmrOptions &o,
+			  std::unique_ptr<UmrQueue> *out);
+	~UmrQueue();
+
+	/*
+	 * Binds and waits. 0; -EBUSY (the device refused: the mkey is not free, or not UMR-capable,
+	 * or does not exist); -E2BIG (translations above xlt_buffer); -ETIMEDOUT; -EIO (another
+	 * error completion; last_syndrome() says which). The QP is recovered after a refusal.
+	 */
+	int bind(const UmrBind &b);
+	/* Revokes and waits: 0; -EALREADY (the device refused: the mkey is free already, or
+	 * unknown); -ETIMEDOUT; -EIO. */
+	int revoke(uint32_t mkey);
+	/* Syndrome of the last failed UMR (MLX5_CQE_SYNDROME_*), 0 when none failed. */
+	uint8_t last_syndrome() const noexcept { return last_syndrome_; }
+	uint64_t recoveries() const noexcept { return recoveries_; }
+	Qp &qp() noexcept { return *qp_; }
+
+private:
+	UmrQueue(Device &dev, const UmrOptions &o) : dev_(dev), opts_(o) {}
+	int wait(Completion *c);
+	int finish_one(int refused_errno);
+	Device &dev_;
+	UmrOptions opts_;
+	std::mutex mu_;
+	std::unique_ptr<Uar> uar_;
+	std::unique_ptr<Cq> cq_;
+	std::unique_ptr<Qp> qp_;
+	QueueBuffer xlt_;
+	uint8_t last_syndrome_ = 0;
+	uint64_t recoveries_ = 0;
+};
+
+} // namespace nicmr::mlx5
+
+#endif

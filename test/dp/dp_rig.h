@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A data-path rig for tests and benchmarks: an emulated ConnectX, the driver opened on it, one
+ * PD, a UAR, an EQ, and two RC QPs (port 1 and port 2, a CQ each) connected to each other over
+ * the device model's loopback wire; a data arena whose blocks tests register as MTT or KLM
+ * mkeys with CREATE_MKEY.
+ */
+#ifndef NICMR_TEST_DP_RIG_H
+#define NICMR_TEST_DP_RIG_H
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "emu_mlx5.h"
+#include "mem_space.h"
+#include "mlx5_cq.h"
+#include "mlx5_device.h"
+#include "mlx5_eq.h"
+#include "mlx5_qp.h"
+#include "mlx5_uar.h"
+
+namespace nicmr::testdp {
+
+namespace emu = nicmr::emu;
+namespace mem = nicmr::mem;
+namespace mlx5 = nicmr::mlx5;
+namespace prm = nicmr::mlx5::prm;
+using namespace std::chrono_literals;
+
+struct RigOptions {
+	emu::DoorbellDelivery delivery = emu::DoorbellDelivery::inline_call;
+	size_t data_bytes = size_t{8} << 20;
+	bool rre = true, rwe = true, rae = true; /* responder enables of both QPs */
+	uint32_t log_sq_size = 8;
+};
+
+/* An mkey made for a test: the handle destroys it. */
+struct TestMr {
+	mlx5::MkeyHandle handle;
+	uint32_t key = 0; /* index << 8 | variant */
+};
+
+struct Rig {
+	std::unique_ptr<emu::EmuMlx5> hw;
+	std::unique_ptr<mem::DmaSpace> space;
+	std::unique_ptr<mem::DmaArena> ctrl;
+	std::unique_ptr<mem::DmaArena> data;
+	std::unique_ptr<mlx5::Device> dev;
+	mlx5::PdHandle pd;
+	std::unique_ptr<mlx5::Uar> uar;
+	std::unique_ptr<mlx5::Eq> eq;
+	std::unique_ptr<mlx5::Cq> cq[2];
+	std::unique_ptr<mlx5::Qp> qp[2];
+
+	int make(const RigOptions &o = {})
+	{
+		emu::EmuConfig cfg;
+		cfg.delivery = o.delivery;
+		cfg.bar0_size = size_t{1} << 20;
+		int rc = emu::emu_mlx5_create(cfg, &hw);
+		if (rc != 0)
+			return rc;
+		space = std::make_unique<mem::DmaSpace>(hw->function().dma());
+		mem::PoolParams p;
+		p.size = size_t{8} << 20;
+		p.page_size = mem::kPage4K;
+		p.name = "dp-ctrl";
+		if ((rc = mem::DmaArena::create(*space, p, &ctrl)) != 0)
+			return rc;
+		p.size = o.data_bytes;
+		p.name = "dp-data";
+		if ((rc = mem::DmaArena::create(*space, p, &data)) != 0)
+			return rc;
+		mlx5::DeviceOptions d;
+		d.arena = ctrl.get();
+		d.init_timeout = 2000ms;
+		d.cmd_timeout = 5000ms;
+		if ((rc = mlx5::Device::open(hw->function(), *space, d, &dev)) != 0)
+			return rc;
+		if ((rc = mlx5::PdHandle::alloc(*dev, &pd)) != 0)
+			return rc;
+		if ((rc = mlx5::Uar::alloc(*dev, &uar)) != 0)
+			return rc;
+		if ((rc = mlx5::Eq::create(*dev, *uar, {}, &eq)) != 0)
+			return rc;
+		for (int i = 0; i < 2; i++) {
+			mlx5::CqParams cp;
+			cp.log_size = o.log_sq_size;
+			cp.eqn = eq->eqn();
+			if ((rc = mlx5::Cq::create(*dev, *uar, cp, &cq[i])) != 0)
+				return rc;
+			mlx5::QpParams qp_p;
+			qp_p.pd = pd.pd();
+			qp_p.port = static_cast<uint32_t>(i + 1);
+			qp_p.log_sq_size = o.log_sq_size;
+			qp_p.rre = o.rre;
+			qp_p.rwe = o.rwe;
+			qp_p.rae = o.rae;
+			if ((rc = mlx5::Qp::create(*dev, *uar, *cq[i], qp_p, &qp[i])) != 0)
+				return rc;
+		}
+		if ((rc = qp[0]->connect(qp[1]->qpn())) != 0)
+			return rc;
+		return qp[1]->connect(qp[0]->qpn());
+	}
+
+	~Rig()
+	{
+		for (auto &q : qp)
+			q.reset();
+		for (auto &c : cq)
+			c.reset();
+		eq.reset();
+		uar.reset();
+		pd.reset();
+		dev.reset();
+		data.reset();
+		ctrl.reset();
+		space.reset();
+		hw.reset();
+	}
+
+	/*
+	 * An MTT mkey over [va, va + len) of a data block: start_addr = va, one entry per page of
+	 * 2^log_page bytes from the page holding va. ctx fields come from tmpl (access, pd, ...).
+	 */
+	int mtt_mr(const mem::DmaBlock &b, size_t off, size_t len, const mlx5::MkeyContext &tmpl,
+		   TestMr *out, bool pg_access = false,
+		   std::vector<mlx5::MttEntry> *mtt_out = nullptr)
+	{
+		const uint64_t page = uint64_t{1} << tmpl.log_page_size;
+		uint64_t va = reinterpret_cast<uintptr_t>(b.va) + off;
+		uint64_t iova = b.iova + off;
+		uint64_t first = iova & ~(page - 1);
+		uint64_t last = (iova + (len ? len : 1) - 1) & ~(page - 1);
+		std::vector<mlx5::MttEntry> mtt;
+		for (uint64_t p = first; p <= last; p += page)
+			mtt.push_back({p, true, true});
+		if (mtt_out != nullptr) {
+			*mtt_out = mtt;
+			return 0;
+		}
+		mlx5::MkeyCreate c;
+		c.ctx = tmpl;
+		c.ctx.access_mode = prm::access_mode::mtt;
+		c.ctx.start_addr = va;
+		c.ctx.len = len;
+		c.pg_access = pg_access;
+		c.mtt = mtt;
+		int rc = mlx5::MkeyHandle::create(*dev, c, &out->handle);
+		if (rc == 0)
+			out->key = out->handle.index() << 8 | tmpl.variant;
+		return rc;
+	}
+
+	int create_raw(const mlx5::MkeyCreate &c, TestMr *out)
+	{
+		int rc = mlx5::MkeyHandle::create(*dev, c, &out->handle);
+		if (rc == 0)
+			out->key = out->handle.index() << 8 | c.ctx.variant;
+		return rc;
+	}
+
+	mlx5::MkeyContext ctx(bool lr, bool lw, bool rr, bool rw, bool a, uint8_t variant = 0x5a)
+	{
+		mlx5::MkeyContext c;
+		c.pd = pd.pd();
+		c.lr = lr;
+		c.lw = lw;
+		c.rr = rr;
+		c.rw = rw;
+		c.a = a;
+		c.variant = variant;
+		return c;
+	}
+
+	/* Polls QP i for one completion (up to 5 s). */
+	bool wait(int i, mlx5::Completion *c)
+	{
+		auto deadline = std::chrono::steady_clock::now() + 5s;
+		while (std::chrono::steady_clock::now() < deadline)
+			if (qp[i]->poll(c, 1) == 1)
+				return true;
+		return false;
+	}
+	/* Polls the EQ for one event (up to 2 s). */
+	bool wait_event(mlx5::Event *e)
+	{
+		auto deadline = std::chrono::steady_clock::now() + 2s;
+		while (std::chrono::steady_clock::now() < deadline)
+			if (eq->poll(e, 1) == 1)
+				return true;
+		return false;
+	}
+};
+
+} // namespace nicmr::testdp
+
+#endif
