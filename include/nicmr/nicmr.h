@@ -5,10 +5,21 @@
  *
  * Conventions of every call: it returns 0 (or a non-negative count) on success and a negative
  * errno on failure; it never aborts or exits the process. Which threads may call a function is
- * said in its documentation.
+ * said in its documentation. A failed call leaves nothing behind: no object, no mkey, no DMA
+ * mapping, no pinned page.
+ *
+ * Objects and their lifetimes (doc/native-api.md has the pictures):
+ *
+ *   nicmr_device ── nicmr_pool (memory mapped for the device's DMA)
+ *                └─ nicmr_pd ── nicmr_mr (a registered region; its key) ── sub-MRs
+ *
+ * An object cannot be destroyed while objects below it live (-EBUSY).
  */
 #ifndef NICMR_NICMR_H
 #define NICMR_NICMR_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,6 +27,296 @@ extern "C" {
 
 /** The library's version, "major.minor.patch". Any thread. */
 const char *nicmr_version(void);
+
+/* ---- Devices ------------------------------------------------------------------------------ */
+
+/** An opened device: a NIC (or the emulated one), its IOMMU space and its key space. */
+struct nicmr_device;
+
+/** What a device offers (nicmr_device_query). */
+struct nicmr_device_attr {
+	uint64_t device_id;   /**< this open's id, carried in raw keys; never 0 */
+	uint32_t mkey_count;  /**< mkey indices 1 .. mkey_count - 1 may be registered */
+	uint32_t max_readers; /**< data-path thread ids 0 .. max_readers - 1 */
+	uint32_t max_pd;      /**< PD numbers below this */
+	uint32_t extensions;  /**< 1: the device offers nicmr's device-model extensions */
+	uint64_t ext_flags;   /**< which extensions (0 on ConnectX) */
+	uint16_t fw_major, fw_minor, fw_subminor;
+	char name[64]; /**< the spec it was opened with, truncated */
+};
+
+/** Live objects and resources of a device (nicmr_device_get_stats): diagnostics and tests. */
+struct nicmr_device_stats {
+	uint64_t mrs;		/**< registered MRs (sub-MRs included) */
+	uint64_t pools;		/**< pools created or imported */
+	uint64_t pds;		/**< PDs allocated by the application */
+	uint64_t slow_mappings; /**< DMA mappings made for MRs outside every pool */
+	uint64_t pinned_pages;	/**< 4 KiB pages locked for slow-path MRs */
+	uint64_t keys_free;	/**< mkey indices free to take now */
+	uint64_t keys_retiring; /**< mkey indices waiting for a grace period */
+	int64_t dev_mkeys;	/**< mkeys that exist on the device (emu only; else -1) */
+	int64_t iommu_mappings; /**< mappings in the IOMMU (emu only; else -1) */
+};
+
+/**
+ * Opens a device by spec string:
+ *   - "emu" or "emu:ports=2,mkeys=65536,delivery=inline" — an emulated ConnectX.
+ *     ports: 1 or 2 (default 2); mkeys: a power of two, 2 .. 2^24 (default 65536);
+ *     delivery: "inline" (doorbells run on the writer's thread; default) or "thread" (a
+ *     device thread polls doorbells); programmer: "umr" (UMR work requests; default) or
+ *     "cmd" (firmware commands, slower; doc/native-api.md).
+ *   - "vfio:<PCI address>" — a ConnectX bound to vfio-pci, e.g. "vfio:0000:03:00.0".
+ *   - "devx:<ib device>" — a ConnectX owned by the kernel, e.g. "devx:mlx5_0".
+ * Slow path; any thread.
+ *
+ * @param spec device spec (above)
+ * @param[out] out the device
+ * @return 0;
+ *   -EINVAL  null argument, unknown kind, unknown option or bad option value (logged);
+ *   -ENOENT, -EACCES, -ENODEV, -EBUSY, -EPERM, -ENXIO, -ENOTSUP  (vfio) the VFIO bus's error,
+ *            logged with what to do about it;
+ *   -ENODEV  (devx) no such RDMA device; -EOPNOTSUPP (devx) registration over DEVX is not
+ *            available in this version, or the build has no rdma-core;
+ *   -ENOMEM, and the driver's bring-up errors (-ETIMEDOUT, -EPROTONOSUPPORT, -EIO ...).
+ */
+int nicmr_device_open(const char *spec, struct nicmr_device **out);
+
+/**
+ * Closes a device: tears the NIC down and frees everything. Slow path; any thread, once no
+ * other thread uses the device.
+ * @return 0; -EINVAL (null); -EBUSY (MRs, PDs or pools still live: the device stays open).
+ */
+int nicmr_device_close(struct nicmr_device *dev);
+
+/**
+ * Reads the device's attributes. Any thread.
+ * @return 0; -EINVAL (null argument).
+ */
+int nicmr_device_query(const struct nicmr_device *dev, struct nicmr_device_attr *attr);
+
+/** The device id carried in raw keys (0 for a null device). Any thread. */
+uint64_t nicmr_device_id(const struct nicmr_device *dev);
+
+/**
+ * Reads the device's counters (a consistent snapshot only when no other thread changes it).
+ * Any thread. @return 0; -EINVAL (null argument).
+ */
+int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *stats);
+
+/* ---- Pools -------------------------------------------------------------------------------- */
+
+/** Memory mapped once for the device's DMA; regions inside it register on the fast path. */
+struct nicmr_pool;
+
+#define NICMR_PAGE_4K ((size_t)1 << 12)
+#define NICMR_PAGE_2M ((size_t)1 << 21)
+#define NICMR_PAGE_1G ((size_t)1 << 30)
+/** numa_node value: no preference. */
+#define NICMR_NUMA_ANY (-1)
+
+struct nicmr_pool_params {
+	size_t size;	    /**< bytes, > 0; rounded up to page_size */
+	size_t page_size;   /**< NICMR_PAGE_4K, _2M (default) or _1G */
+	int numa_node;	    /**< NICMR_NUMA_ANY (default) or a node */
+	int allow_fallback; /**< nonzero: 4 KiB pages when no hugepage is free (default 0) */
+	const char *name;   /**< for log lines and /proc/self/maps; NULL: "pool" */
+};
+
+/** Fills params with the defaults above (size 0: the caller sets it). Any thread. */
+void nicmr_pool_params_init(struct nicmr_pool_params *params);
+
+/**
+ * Creates a pool of hugepages (or 4 KiB pages) and maps it for the device's DMA at an IOVA
+ * congruent with its address. Slow path; any thread.
+ * @return 0; -EINVAL (null argument, size 0, unknown page size, NUMA node out of range);
+ *   -ENOMEM (not enough free hugepages and no fallback: the log line says how to reserve them);
+ *   -ENOSPC (IOVA space exhausted); the IOMMU's errors (-ENOSPC mapping limit).
+ */
+int nicmr_pool_create(struct nicmr_device *dev, const struct nicmr_pool_params *params,
+		      struct nicmr_pool **out);
+
+/**
+ * Imports memory the application owns (e.g. hugepages it mapped itself) as a pool: mapped for
+ * DMA, never freed by nicmr. The memory must stay mapped until nicmr_pool_destroy. Slow path;
+ * any thread.
+ * @param addr start, a multiple of page_size
+ * @param len length, a nonzero multiple of page_size
+ * @param page_size NICMR_PAGE_4K, _2M or _1G: the pages backing the memory
+ * @return 0; -EINVAL (null argument, len 0, unknown page size, misaligned addr or len);
+ *   -EEXIST (overlaps another pool of the device); -ENOSPC; the IOMMU's errors.
+ */
+int nicmr_pool_import(struct nicmr_device *dev, void *addr, size_t len, size_t page_size,
+		      struct nicmr_pool **out);
+
+/**
+ * Unmaps and frees a pool (imported memory is unmapped from the device, not freed).
+ * Slow path; any thread. @return 0; -EINVAL (null); -EBUSY (MRs inside it live).
+ */
+int nicmr_pool_destroy(struct nicmr_pool *pool);
+
+/** The pool's start address (NULL for a null pool). Any thread. */
+void *nicmr_pool_addr(const struct nicmr_pool *pool);
+/** The pool's length in bytes (0 for a null pool). Any thread. */
+size_t nicmr_pool_len(const struct nicmr_pool *pool);
+
+/* ---- Protection domains ------------------------------------------------------------------- */
+
+/** A protection domain: MRs and queue pairs of one PD only reach each other. */
+struct nicmr_pd;
+
+/**
+ * Allocates a PD (ALLOC_PD). Slow path; any thread.
+ * @return 0; -EINVAL (null argument); the device's errors (-ENOSPC: PD table full).
+ */
+int nicmr_pd_alloc(struct nicmr_device *dev, struct nicmr_pd **out);
+/**
+ * Frees a PD (DEALLOC_PD). Slow path; any thread.
+ * @return 0; -EINVAL (null); -EBUSY (MRs of it live).
+ */
+int nicmr_pd_free(struct nicmr_pd *pd);
+/** The PD number (24 bits; 0 for a null PD). Any thread. */
+uint32_t nicmr_pd_num(const struct nicmr_pd *pd);
+
+/* ---- Memory regions ----------------------------------------------------------------------- */
+
+/** A registered region and its key. */
+struct nicmr_mr;
+
+/*
+ * Access bits, nicmr's own numbers. Two vocabularies:
+ *  fi_mr(3):      SEND, RECV, READ, WRITE, REMOTE_READ, REMOTE_WRITE
+ *  ibv_reg_mr(3): LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC, MW_BIND
+ * A set that holds LOCAL_WRITE, REMOTE_ATOMIC or MW_BIND follows ibv_reg_mr's rules (local
+ * read always; REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE, else -EINVAL); any other set
+ * follows fi_mr's (REMOTE_WRITE grants remote write and atomics; 0 grants nothing).
+ */
+#define NICMR_ACCESS_SEND	   (1ull << 0)
+#define NICMR_ACCESS_RECV	   (1ull << 1)
+#define NICMR_ACCESS_READ	   (1ull << 2)
+#define NICMR_ACCESS_WRITE	   (1ull << 3)
+#define NICMR_ACCESS_REMOTE_READ   (1ull << 4)
+#define NICMR_ACCESS_REMOTE_WRITE  (1ull << 5)
+#define NICMR_ACCESS_LOCAL_WRITE   (1ull << 6)
+#define NICMR_ACCESS_REMOTE_ATOMIC (1ull << 7)
+#define NICMR_ACCESS_MW_BIND	   (1ull << 8)
+
+/** nicmr_mr_reg flag: take requested_key as the key (else the device picks one). */
+#define NICMR_MR_REQUESTED_KEY (1ull << 0)
+/** nicmr_mr_reg flag: remote accesses give offsets from 0, not virtual addresses. */
+#define NICMR_MR_ZERO_BASED (1ull << 1)
+
+/**
+ * Registers [addr, addr + len) in pd. Memory inside a pool takes the fast path (no mapping,
+ * the largest page size the pool's placement allows). Memory outside every pool takes the slow
+ * path: the pages must be mapped (else -EFAULT); they are locked, and DMA-mapped for this MR
+ * alone at an IOVA congruent with addr; dereg unmaps and unlocks them. Slow path; any thread.
+ *
+ * @param access NICMR_ACCESS_* bits
+ * @param flags NICMR_MR_* bits
+ * @param requested_key the key wanted, with NICMR_MR_REQUESTED_KEY (else ignored)
+ * @param[out] out the MR
+ * @return 0;
+ *   -EINVAL        null argument, len 0, addr + len wraps, unknown access bit or ibv rule
+ *                  broken, NICMR_MR_ZERO_BASED with addr not 4 KiB-aligned;
+ *   -EOPNOTSUPP    unknown flag;
+ *   -EFAULT        (slow path) part of the range is not mapped, or not readable, or not
+ *                  writable while access lets the device write;
+ *   -EEXIST        requested key live;      -EKEYREJECTED  requested key outside the key space;
+ *   -EAGAIN        requested key waits for its grace period (readers must report quiescence);
+ *   -ENOSPC        no free key, or no IOVA space for a slow-path mapping;
+ *   -E2BIG         more translations than a pre-created mkey holds (UMR programmer);
+ *   -ENOMEM, and the device's or IOMMU's errors.
+ */
+int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, uint64_t flags,
+		 uint64_t requested_key, struct nicmr_mr **out);
+
+/**
+ * Registers a sub-MR: [base's start + offset, + len) of base, its own key, access no more than
+ * base's, base's PD and translations. base cannot be deregistered while it lives. Slow path;
+ * any thread.
+ * @param flags NICMR_MR_REQUESTED_KEY only (a sub-MR is zero-based when base is)
+ * @return 0; -EINVAL (null, len 0, wrap, access); -EOPNOTSUPP (flag); -EACCES (access beyond
+ *   base's); -ERANGE (not inside base); -EOVERFLOW (too many sub-MRs on base); and the key
+ *   errors of nicmr_mr_reg.
+ */
+int nicmr_mr_reg_sub(struct nicmr_mr *base, size_t offset, size_t len, uint64_t access,
+		     uint64_t flags, uint64_t requested_key, struct nicmr_mr **out);
+
+/**
+ * Deregisters: when it returns 0 no lookup accepts the key and the device refuses it; mr is
+ * freed. Slow path; any thread (not concurrently with other uses of mr).
+ * @return 0; -EINVAL (null); -EBUSY (sub-MRs of it live; mr stays registered); the device's
+ *   revoke error (mr stays registered).
+ */
+int nicmr_mr_dereg(struct nicmr_mr *mr);
+
+/** The key (mkey = lkey = rkey, 32 bits); 0 for a null MR. Any thread. */
+uint32_t nicmr_mr_key(const struct nicmr_mr *mr);
+/** The registered address (for a sub-MR: base's address + offset); NULL for a null MR. Any
+ * thread. */
+void *nicmr_mr_addr(const struct nicmr_mr *mr);
+/** The registered length in bytes; 0 for a null MR. Any thread. */
+size_t nicmr_mr_len(const struct nicmr_mr *mr);
+/** 1: the MR took the fast path (inside a pool); 0: slow path; -EINVAL: null. Any thread. */
+int nicmr_mr_in_pool(const struct nicmr_mr *mr);
+
+/* ---- Raw keys ----------------------------------------------------------------------------- */
+
+/** Size of a raw key blob (format: doc/registration.md). */
+#define NICMR_RAW_KEY_SIZE 64
+
+/**
+ * Writes mr's raw key into buf. Any thread.
+ * @param[in,out] size in: buf's size; out: the size needed (NICMR_RAW_KEY_SIZE)
+ * @return 0; -EINVAL (null mr or size, null buf with *size > 0); -ENOSPC (buf too small,
+ *   *size says what is needed, nothing written).
+ */
+int nicmr_mr_raw_attr(const struct nicmr_mr *mr, void *buf, size_t *size);
+
+/**
+ * Checks a raw key and gives the key it names. Allocates nothing. Any thread.
+ * @return 0; -EINVAL (null argument or malformed blob); -EXDEV (a key of another device).
+ */
+int nicmr_mr_map_raw(struct nicmr_device *dev, const void *buf, size_t size, uint64_t *key);
+
+/** Releases what nicmr_mr_map_raw gave (nothing to free). @return 0; -EINVAL (null dev). */
+int nicmr_mr_unmap_key(struct nicmr_device *dev, uint64_t key);
+
+/* ---- Data path ---------------------------------------------------------------------------- */
+
+/**
+ * Checks that key grants access to [addr, addr + len) and translates addr to its IOVA.
+ * HOT PATH: lockless, no allocation, no system call. Any thread; a thread that keeps using
+ * the result across calls must be a registered reader (nicmr_thread_register) and report
+ * quiescent states between uses.
+ * @param addr in the key's address space: VA, or offset when zero-based
+ * @param access NICMR_ACCESS_* bits the operation needs (SEND, WRITE: local read; RECV, READ,
+ *   LOCAL_WRITE: local write; REMOTE_*: the remote right)
+ * @return 0; -EINVAL (len 0, wrap, unknown access bit, null); -ENOKEY (not a live key, stale
+ *   variant); -EAGAIN (being (de)registered now); -EKEYREVOKED; -EACCES (right missing);
+ *   -ERANGE (outside the region).
+ */
+int nicmr_key_lookup(const struct nicmr_device *dev, uint32_t key, uint64_t addr, size_t len,
+		     uint64_t access, uint64_t *iova);
+
+/**
+ * Registers the calling thread as data-path reader id (0 .. max_readers - 1) and puts it
+ * online. From then on it must call nicmr_thread_quiescent(id) from its poll loop, outside any
+ * use of a lookup's result, and unregister before it blocks or exits: deregistrations wait for
+ * every online reader's next quiescent state before a key index is reused.
+ * @return 0; -EINVAL (null dev, id out of range).
+ */
+int nicmr_thread_register(struct nicmr_device *dev, unsigned id);
+/**
+ * Reports a quiescent state: the thread holds no lookup result now. HOT PATH: one store.
+ * Only the thread registered as id; ignored for a null dev or an id out of range.
+ */
+void nicmr_thread_quiescent(struct nicmr_device *dev, unsigned id);
+/**
+ * Takes reader id offline and unregisters it: deregistrations stop waiting for it. Only the
+ * thread registered as id; ignored for a null dev or an id out of range.
+ */
+void nicmr_thread_unregister(struct nicmr_device *dev, unsigned id);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Devices by spec string, their queries, raw keys, key lookups and data-path readers.
+ *
+ *   "emu[:opts]"        emu_mlx5_create -> DmaSpace(fn.dma()) -> mlx5::Device::open
+ *   "vfio:<pci addr>"   vfio::Device::open (own container) -> DmaSpace -> mlx5::Device::open
+ *   "devx:<ib dev>"     DevxTransport::open (registration over DEVX is not offered yet)
+ * then, for both bus kinds: a private PD for free mkeys, the CmdProgrammer, the Engine.
+ */
+#include <sys/random.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "api_internal.h"
+#include "mlx5_mkey_programmer.h"
+#include "nicmr_config.h"
+#include "nicmr_log.h"
+#if NICMR_HAVE_RDMA_CORE
+#include "mlx5_devx.h"
+#endif
+
+using namespace nicmr;
+
+namespace nicmr::api {
+
+mem::IovaRange slow_window(const std::vector<mem::IovaRange> &ranges)
+{
+	if (ranges.empty())
+		return {1, 0}; /* empty */
+	const mem::IovaRange &r = ranges.back();
+	const uint64_t span = r.last - r.start; /* bytes - 1 */
+	uint64_t start = r.start + (span / 4) * 3;
+	start = (start + mem::kPage2M - 1) & ~uint64_t(mem::kPage2M - 1);
+	if (start < r.start || start > r.last)
+		return r;
+	return {start, r.last};
+}
+
+namespace {
+
+struct EmuOptions {
+	bool umr = true; /* programmer=umr (default) or programmer=cmd */
+	uint32_t ports = kEmuDefaultPorts;
+	uint32_t mkeys = kEmuDefaultMkeys;
+	emu::DoorbellDelivery delivery = emu::DoorbellDelivery::inline_call;
+};
+
+bool parse_u32(std::string_view v, uint32_t *out)
+{
+	if (v.empty() || v.size() > 9)
+		return false;
+	uint32_t x = 0;
+	for (char c : v) {
+		if (c < '0' || c > '9')
+			return false;
+		x = x * 10 + uint32_t(c - '0');
+	}
+	*out = x;
+	return true;
+}
+
+int parse_emu(std::string_view opts, EmuOptions *o)
+{
+	if (!opts.empty() && opts.back() == ',') {
+		NICMR_LOG(error, "api", "emu options end with an empty option");
+		return -EINVAL;
+	}
+	while (!opts.empty()) {
+		size_t comma = opts.find(',');
+		std::string_view kv = opts.substr(0, comma);
+		opts = comma == std::string_view::npos ? std::string_view{}
+						       : opts.substr(comma + 1);
+		size_t eq = kv.find('=');
+		if (eq == std::string_view::npos) {
+			NICMR_LOG(error, "api", "emu option '%.*s' is not key=value",
+				  int(kv.size()), kv.data());
+			return -EINVAL;
+		}
+		std::string_view k = kv.substr(0, eq), v = kv.substr(eq + 1);
+		if (k == "ports") {
+			if (!parse_u32(v, &o->ports) || o->ports < 1 || o->ports > 2) {
+				NICMR_LOG(error, "api", "emu ports=%.*s: 1 or 2", int(v.size()),
+					  v.data());
+				return -EINVAL;
+			}
+		} else if (k == "mkeys") {
+			if (!parse_u32(v, &o->mkeys) || o->mkeys < 2 || o->mkeys > (1u << 24) ||
+			    !std::has_single_bit(o->mkeys)) {
+				NICMR_LOG(error, "api",
+					  "emu mkeys=%.*s: a power of two from 2 to 16777216",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+		} else if (k == "programmer") {
+			if (v == "umr")
+				o->umr = true;
+			else if (v == "cmd")
+				o->umr = false;
+			else {
+				NICMR_LOG(error, "api", "emu programmer=%.*s: umr or cmd",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+		} else if (k == "delivery") {
+			if (v == "inline")
+				o->delivery = emu::DoorbellDelivery::inline_call;
+			else if (v == "thread")
+				o->delivery = emu::DoorbellDelivery::poll_thread;
+			else {
+				NICMR_LOG(error, "api", "emu delivery=%.*s: inline or thread",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+		} else {
+			NICMR_LOG(error, "api",
+				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer)",
+				  int(k.size()), k.data());
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+uint64_t new_device_id()
+{
+	/* Random, so that a raw key from another process's device is told apart too. */
+	static std::atomic<uint64_t> counter{1};
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
+		id = 0;
+	id ^= counter.fetch_add(1, std::memory_order_relaxed) << 1;
+	return id == 0 ? 1 : id;
+}
+
+/*
+ * The device seam. UMR (the data path's programmer: free mkeys pre-created, bound and revoked
+ * with UMR work requests) unless the spec asked for the command programmer. Each free mkey
+ * holds max_translations MTT entries: as many as keep all of them within 32 MiB of device
+ * translation memory, at least 64 and at most 4096.
+ */
+int make_programmer(nicmr_device *dev, bool umr, uint32_t index_count)
+{
+	if (!umr) {
+		dev->prog =
+			std::make_unique<CmdProgrammer>(*dev->drv, dev->free_pd.pd(), index_count);
+		return 0;
+	}
+	mlx5::MkeyProgrammerOptions po;
+	po.max_translations =
+		std::clamp<uint32_t>(uint32_t((size_t{32} << 20) / 8 / index_count), 64, 4096);
+	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> p;
+	int rc = mlx5::Mlx5MkeyProgrammer::create(*dev->drv, dev->free_pd.pd(), po, &p);
+	if (rc) {
+		NICMR_LOG(error, "api", "%s: UMR programmer failed: %d", dev->spec.c_str(), rc);
+		return rc;
+	}
+	dev->max_translations = po.max_translations;
+	dev->prog = std::move(p);
+	return 0;
+}
+
+/* Driver, private PD, programmer and engine over dev->fn. */
+int bring_up(nicmr_device *dev, bool umr)
+{
+	dev->space = std::make_unique<mem::DmaSpace>(dev->fn->dma());
+	mlx5::DeviceOptions opts;
+	int rc = mlx5::Device::open(*dev->fn, *dev->space, opts, &dev->drv);
+	if (rc) {
+		NICMR_LOG(error, "api", "%s: mlx5 bring-up failed: %d", dev->spec.c_str(), rc);
+		return rc;
+	}
+	rc = mlx5::PdHandle::alloc(*dev->drv, &dev->free_pd);
+	if (rc) {
+		NICMR_LOG(error, "api", "%s: ALLOC_PD for free mkeys failed: %d", dev->spec.c_str(),
+			  rc);
+		return rc;
+	}
+	const mlx5::Caps &caps = dev->drv->caps();
+	const uint32_t log_n = std::min<uint32_t>(caps.log_max_mkey, 24);
+	if (log_n < 1)
+		return -ENODEV;
+	mr::EngineConfig cfg;
+	cfg.index_count = uint32_t{1} << log_n;
+	cfg.max_readers = kMaxReaders;
+	cfg.device_id = dev->id;
+	rc = make_programmer(dev, umr, cfg.index_count);
+	if (rc)
+		return rc;
+	rc = mr::Engine::create(cfg, *dev->prog, &dev->engine);
+	if (rc) {
+		NICMR_LOG(error, "api", "%s: registration engine (%u keys) failed: %d",
+			  dev->spec.c_str(), cfg.index_count, rc);
+		return rc;
+	}
+	const mem::IovaRange w = slow_window(dev->fn->dma().iova_ranges());
+	if (w.start > w.last)
+		return -ENOSPC;
+	dev->slow_iova = std::make_unique<mem::IovaAllocator>(std::vector<mem::IovaRange>{w});
+	return 0;
+}
+
+int open_emu(nicmr_device *dev, std::string_view opts)
+{
+	EmuOptions o;
+	int rc = parse_emu(opts, &o);
+	if (rc)
+		return rc;
+	emu::EmuConfig cfg;
+	static std::atomic<unsigned> n{0};
+	cfg.name = "emu:" + std::to_string(n.fetch_add(1, std::memory_order_relaxed));
+	cfg.ports = o.ports;
+	cfg.log_max_mkey = uint32_t(std::countr_zero(o.mkeys));
+	cfg.delivery = o.delivery;
+	rc = emu::emu_mlx5_create(cfg, &dev->emu);
+	if (rc) {
+		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);
+		return rc;
+	}
+	dev->fn = &dev->emu->function();
+	return bring_up(dev, o.umr);
+}
+
+int open_vfio(nicmr_device *dev, std::string_view addr)
+{
+	if (addr.empty()) {
+		NICMR_LOG(error, "api", "vfio spec needs a PCI address (vfio:0000:03:00.0)");
+		return -EINVAL;
+	}
+	int rc = bus::vfio::Device::open(std::string(addr), &dev->vfio);
+	if (rc) {
+		NICMR_LOG(error, "api", "%s: VFIO open failed: %d (%s)", dev->spec.c_str(), rc,
+			  std::strerror(-rc));
+		return rc;
+	}
+	dev->fn = dev->vfio.get();
+	return bring_up(dev, true);
+}
+
+int open_devx(nicmr_device *dev, std::string_view ibdev)
+{
+	if (ibdev.empty()) {
+		NICMR_LOG(error, "api", "devx spec needs an RDMA device name (devx:mlx5_0)");
+		return -EINVAL;
+	}
+#if NICMR_HAVE_RDMA_CORE
+	std::unique_ptr<mlx5::DevxTransport> t;
+	int rc = mlx5::DevxTransport::open(std::string(ibdev).c_str(), &t);
+	if (rc) {
+		NICMR_LOG(error, "api", "%s: no usable RDMA device '%.*s': %d (%s)",
+			  dev->spec.c_str(), int(ibdev.size()), ibdev.data(), rc,
+			  std::strerror(-rc));
+		return rc;
+	}
+	NICMR_LOG(error, "api",
+		  "%s: the device opened, but registration over DEVX is not offered yet (use "
+		  "vfio:<pci address>)",
+		  dev->spec.c_str());
+	return -EOPNOTSUPP;
+#else
+	NICMR_LOG(error, "api", "%s: this build has no rdma-core (DEVX)", dev->spec.c_str());
+	return -EOPNOTSUPP;
+#endif
+}
+
+} // namespace
+} // namespace nicmr::api
+
+nicmr_device::~nicmr_device()
+{
+	/* Top-down: keys and the engine first, the bus last. */
+	engine.reset();
+	prog.reset();
+	free_pd.reset();
+	drv.reset();
+	space.reset();
+	fn = nullptr;
+	vfio.reset();
+	emu.reset();
+}
+
+extern "C" {
+
+int nicmr_device_open(const char *spec, struct nicmr_device **out)
+{
+	if (spec == nullptr || out == nullptr)
+		return -EINVAL;
+	std::string_view s(spec);
+	std::string_view kind = s.substr(0, s.find(':'));
+	std::string_view rest = kind.size() < s.size() ? s.substr(kind.size() + 1) : "";
+	std::unique_ptr<nicmr_device> dev;
+	try {
+		dev = std::make_unique<nicmr_device>();
+		dev->spec = spec;
+	} catch (...) {
+		return -ENOMEM;
+	}
+	dev->id = api::new_device_id();
+	int rc;
+	try {
+		if (kind == "emu")
+			rc = api::open_emu(dev.get(), rest);
+		else if (kind == "vfio")
+			rc = api::open_vfio(dev.get(), rest);
+		else if (kind == "devx")
+			rc = api::open_devx(dev.get(), rest);
+		else {
+			NICMR_LOG(error, "api",
+				  "device spec '%s': expected emu[:options], vfio:<pci address> or "
+				  "devx:<ib device>",
+				  spec);
+			rc = -EINVAL;
+		}
+	} catch (...) {
+		rc = -ENOMEM;
+	}
+	if (rc)
+		return rc; /* dev's destructor undoes whatever part was built */
+	NICMR_LOG(info, "api", "%s: open, %u keys, device id %#llx", spec,
+		  dev->engine->keys().index_count(), static_cast<unsigned long long>(dev->id));
+	*out = dev.release();
+	return 0;
+}
+
+int nicmr_device_close(struct nicmr_device *dev)
+{
+	if (dev == nullptr)
+		return -EINVAL;
+	{
+		std::shared_lock lk(dev->objs_mu);
+		const uint64_t mrs = dev->mrs.load(std::memory_order_acquire);
+		const uint64_t pds = dev->pds.load(std::memory_order_acquire);
+		if (mrs || pds || !dev->pools.empty()) {
+			NICMR_LOG(error, "api",
+				  "%s: close refused: %llu MRs, %llu PDs, %zu pools live",
+				  dev->spec.c_str(), static_cast<unsigned long long>(mrs),
+				  static_cast<unsigned long long>(pds), dev->pools.size());
+			return -EBUSY;
+		}
+	}
+	delete dev;
+	return 0;
+}
+
+int nicmr_device_query(const struct nicmr_device *dev, struct nicmr_device_attr *attr)
+{
+	if (dev == nullptr || attr == nullptr)
+		return -EINVAL;
+	const mlx5::Caps &c = dev->drv->caps();
+	*attr = {};
+	attr->device_id = dev->id;
+	attr->mkey_count = dev->engine->keys().index_count();
+	attr->max_readers = api::kMaxReaders;
+	attr->max_pd = c.log_max_pd >= 32 ? UINT32_MAX : uint32_t{1} << c.log_max_pd;
+	attr->extensions = c.ext_present ? 1 : 0;
+	attr->ext_flags = c.ext_flags;
+	attr->fw_major = c.fw_major;
+	attr->fw_minor = c.fw_minor;
+	attr->fw_subminor = c.fw_subminor;
+	std::snprintf(attr->name, sizeof(attr->name), "%s", dev->spec.c_str());
+	return 0;
+}
+
+uint64_t nicmr_device_id(const struct nicmr_device *dev)
+{
+	return dev ? dev->id : 0;
+}
+
+int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *st)
+{
+	if (dev == nullptr || st == nullptr)
+		return -EINVAL;
+	*st = {};
+	st->mrs = dev->mrs.load(std::memory_order_relaxed);
+	st->pds = dev->pds.load(std::memory_order_relaxed);
+	{
+		std::shared_lock lk(dev->objs_mu);
+		st->pools = dev->pools.size();
+	}
+	{
+		std::lock_guard lk(dev->slow_mu);
+		st->slow_mappings = dev->slow_maps;
+		st->pinned_pages = dev->pins.size();
+	}
+	st->keys_free = dev->engine->keys().ring_free_count();
+	st->keys_retiring = dev->engine->keys().retiring_count();
+	st->dev_mkeys = dev->emu ? int64_t(dev->emu->device().mkeys().live()) : -1;
+	st->iommu_mappings = dev->emu ? int64_t(dev->emu->iommu().mapping_count()) : -1;
+	return 0;
+}
+
+int nicmr_mr_map_raw(struct nicmr_device *dev, const void *buf, size_t size, uint64_t *key)
+{
+	if (dev == nullptr || buf == nullptr || key == nullptr)
+		return -EINVAL;
+	return mr::Engine::map_raw(static_cast<const uint8_t *>(buf), size, dev->id, key);
+}
+
+int nicmr_mr_unmap_key(struct nicmr_device *dev, uint64_t key)
+{
+	if (dev == nullptr)
+		return -EINVAL;
+	return mr::Engine::unmap_raw(key);
+}
+
+int nicmr_key_lookup(const struct nicmr_device *dev, uint32_t key, uint64_t addr, size_t len,
+		     uint64_t access, uint64_t *iova)
+{
+	/* HOT PATH: no lock, no allocation, no system call: a bit mapping and the table's
+	 * lockless lookup. */
+	constexpr uint64_t known = NICMR_ACCESS_SEND | NICMR_ACCESS_RECV | NICMR_ACCESS_READ |
+				   NICMR_ACCESS_WRITE | NICMR_ACCESS_REMOTE_READ |
+				   NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_LOCAL_WRITE |
+				   NICMR_ACCESS_REMOTE_ATOMIC | NICMR_ACCESS_MW_BIND;
+	if (dev == nullptr || iova == nullptr || (access & ~known))
+		return -EINVAL;
+	uint8_t need = 0;
+	if (access & (NICMR_ACCESS_SEND | NICMR_ACCESS_WRITE))
+		need |= mr::kAccessLocalRead;
+	if (access & (NICMR_ACCESS_RECV | NICMR_ACCESS_READ | NICMR_ACCESS_LOCAL_WRITE))
+		need |= mr::kAccessLocalWrite;
+	if (access & NICMR_ACCESS_REMOTE_READ)
+		need |= mr::kAccessRemoteRead;
+	if (access & NICMR_ACCESS_REMOTE_WRITE)
+		need |= mr::kAccessRemoteWrite;
+	if (access & NICMR_ACCESS_REMOTE_ATOMIC)
+		need |= mr::kAccessRemoteAtomic;
+	if (access & NICMR_ACCESS_MW_BIND)
+		need |= mr::kAccessMwBind;
+	mr::LookupRequest req{key, addr, len, need, mr::kAnyPd};
+	mr::LookupResult res;
+	int rc = dev->engine->lookup(req, &res);
+	if (rc == 0)
+		*iova = res.iova;
+	return rc;
+}
+
+int nicmr_thread_register(struct nicmr_device *dev, unsigned id)
+{
+	if (dev == nullptr)
+		return -EINVAL;
+	return dev->engine->reader_register(id);
+}
+
+void nicmr_thread_quiescent(struct nicmr_device *dev, unsigned id)
+{
+	/* HOT PATH: one store (the QSBR counter of id). */
+	if (dev != nullptr && id < api::kMaxReaders)
+		dev->engine->reader_quiescent(id);
+}
+
+void nicmr_thread_unregister(struct nicmr_device *dev, unsigned id)
+{
+	if (dev != nullptr && id < api::kMaxReaders)
+		dev->engine->reader_unregister(id);
+}
+
+} /* extern "C" */

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The objects behind the native C API's opaque handles.
+ *
+ *   nicmr_device ─ bus function (emu / vfio) ─ DmaSpace ─ mlx5::Device ─ CmdProgrammer ─ Engine
+ *        │  pools_ (by mem::Pool*) ─ nicmr_pool ── mrs (count)
+ *        │  pins_ (4 KiB page -> count), slow_iova_ (IOVA window of slow-path mappings)
+ *        └─ nicmr_pd ── mrs (count)          nicmr_mr ── pool or SlowMap, base (sub-MR)
+ *
+ * Locks: objs_mu guards pools_ (shared by registrations, exclusive by pool create/destroy);
+ * slow_mu guards pins_ and slow_iova_. Counts are atomics so that a destroy can say -EBUSY.
+ * Tests include this header to look at the device model beneath.
+ */
+#ifndef NICMR_API_INTERNAL_H
+#define NICMR_API_INTERNAL_H
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "api_programmer.h"
+#include "emu_mlx5.h"
+#include "mem_space.h"
+#include "mlx5_device.h"
+#include "mr_engine.h"
+#include "nicmr/nicmr.h"
+#include "vfio_bus.h"
+
+namespace nicmr::api {
+
+/* The IOVA window of slow-path mappings: the top quarter of the highest valid range (pools are
+ * placed lowest first, so the two never meet in practice; if they did, the IOMMU's -EEXIST
+ * would fail the later mapping cleanly). */
+mem::IovaRange slow_window(const std::vector<mem::IovaRange> &ranges);
+
+/* Defaults of the emu spec. */
+inline constexpr uint32_t kEmuDefaultPorts = 2;
+inline constexpr uint32_t kEmuDefaultMkeys = 65536;
+inline constexpr uint32_t kMaxReaders = 64;
+
+} // namespace nicmr::api
+
+struct nicmr_pool {
+	nicmr_device *dev = nullptr;
+	const nicmr::mem::PoolEntry *entry = nullptr;
+	const nicmr::mem::Pool *pool = nullptr;
+	std::atomic<uint64_t> mrs{0};
+};
+
+struct nicmr_pd {
+	nicmr_device *dev = nullptr;
+	nicmr::mlx5::PdHandle handle;
+	std::atomic<uint64_t> mrs{0};
+};
+
+/* A slow-path mapping: [va, va + len) page-aligned, mapped at iova; the pages it locked. */
+struct nicmr_slow_map {
+	uintptr_t va = 0;
+	size_t len = 0;
+	uint64_t iova = 0;
+	size_t align = 4096; /* iova % align == va % align: the largest translation page */
+	std::vector<std::pair<uintptr_t, size_t>> pinned; /* runs this MR counted in pins_ */
+};
+
+struct nicmr_mr {
+	nicmr_device *dev = nullptr;
+	nicmr_pd *pd = nullptr;
+	nicmr_pool *pool = nullptr; /* fast path */
+	nicmr_mr *base = nullptr;   /* sub-MR */
+	std::unique_ptr<nicmr_slow_map> slow;
+	uint32_t mkey = 0;
+	uintptr_t addr = 0; /* as given (sub-MR: base addr + offset) */
+	size_t len = 0;
+	uint64_t start = 0; /* in the key's address space: addr, or 0 when zero-based */
+	uint64_t iova = 0;  /* of start */
+	uint8_t access = 0;
+	bool zero_based = false;
+};
+
+struct nicmr_device {
+	std::string spec;
+	uint64_t id = 0;
+	/* Destroyed bottom-up: members in the order they were built. */
+	std::unique_ptr<nicmr::emu::EmuMlx5> emu;
+	std::unique_ptr<nicmr::bus::vfio::Device> vfio;
+	nicmr::bus::PciFunction *fn = nullptr;
+	std::unique_ptr<nicmr::mem::DmaSpace> space;
+	std::unique_ptr<nicmr::mlx5::Device> drv;
+	nicmr::mlx5::PdHandle free_pd;
+	std::unique_ptr<nicmr::mr::MkeyProgrammer> prog;
+	std::unique_ptr<nicmr::mr::Engine> engine;
+	uint32_t max_translations = 0; /* per mkey with the UMR programmer; 0: no limit */
+
+	std::shared_mutex objs_mu;
+	std::unordered_map<const nicmr::mem::Pool *, nicmr_pool *> pools; /* objs_mu */
+
+	std::mutex slow_mu;
+	std::unique_ptr<nicmr::mem::IovaAllocator> slow_iova; /* slow_mu */
+	std::map<uintptr_t, uint32_t> pins;		      /* 4 KiB page -> count; slow_mu */
+	uint64_t slow_maps = 0;				      /* slow_mu */
+
+	std::atomic<uint64_t> mrs{0};
+	std::atomic<uint64_t> pds{0};
+
+	~nicmr_device();
+};
+
+/* Slow-path mapping of [addr, addr + len) (api_mem.cpp); write: the device may write into it.
+ * 0; -EFAULT (unmapped, or not readable / writable), -ENOMEM, -ENOSPC, IOMMU errors; nothing
+ * left on failure. */
+int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool write,
+			  std::unique_ptr<nicmr_slow_map> *out);
+void nicmr_slow_map_release(nicmr_device *dev, std::unique_ptr<nicmr_slow_map> map);
+
+#endif

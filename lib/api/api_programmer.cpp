@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "api_programmer.h"
+
+#include <cerrno>
+
+#include "mr_access.h"
+#include "nicmr_log.h"
+
+namespace nicmr::api {
+
+CmdProgrammer::CmdProgrammer(mlx5::Device &dev, uint32_t free_pd, uint32_t index_count)
+    : dev_(dev), free_pd_(free_pd), exists_(index_count, false)
+{}
+
+CmdProgrammer::~CmdProgrammer()
+{
+	std::lock_guard lk(mu_);
+	for (uint32_t i = 1; i < exists_.size(); i++) {
+		if (!exists_[i])
+			continue;
+		int rc = dev_.destroy_mkey(i);
+		if (rc)
+			NICMR_LOG(warn, "api", "DESTROY_MKEY of index %u at close failed: %d", i,
+				  rc);
+	}
+}
+
+int CmdProgrammer::create_free_mkeys(uint32_t first_index, uint32_t count)
+{
+	/* Lazy (see the top of the header): only check that the engine's range fits ours. */
+	if (first_index == 0 || uint64_t{first_index} + count > exists_.size())
+		return -EINVAL;
+	return 0;
+}
+
+size_t CmdProgrammer::created() const
+{
+	std::lock_guard lk(mu_);
+	return created_;
+}
+
+int CmdProgrammer::create_free(uint32_t index, uint8_t variant)
+{
+	mlx5::MkeyCreate c;
+	c.ctx.free = true;
+	c.ctx.umr_en = true;
+	c.ctx.lr = false;
+	c.ctx.pd = free_pd_;
+	c.ctx.variant = variant;
+	/* Room for one octword (two entries) although none is given: the device model's
+	 * QUERY_MKEY copies the translations with memcpy, which an empty table would call with a
+	 * null source (undefined behaviour that UBSan reports). */
+	c.ctx.translations_octword_size = 1;
+	c.index = index;
+	uint32_t got = 0;
+	int rc = dev_.create_mkey(c, &got);
+	if (rc == 0) {
+		exists_[index] = true;
+		created_++;
+	}
+	return rc;
+}
+
+int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
+{
+	const uint32_t index = mkey >> 8;
+	if (index == 0 || index >= exists_.size() || p.len == 0 || p.log_page_size < 12 ||
+	    p.log_page_size > 30)
+		return -EINVAL;
+	const uint64_t page = uint64_t{1} << p.log_page_size;
+	std::vector<mlx5::MttEntry> mtt;
+	try {
+		if (p.mtt != nullptr) {
+			mtt.resize(p.mtt_count);
+			for (uint32_t i = 0; i < p.mtt_count; i++)
+				mtt[i].iova = p.mtt[i];
+		} else {
+			/* The device finds addr's page as (start % page + addr - start) / page, so
+			 * the list starts at the page holding the IOVA of start. */
+			const uint64_t first = p.iova_base & ~(page - 1);
+			const uint64_t span = (p.iova_base - first) + p.len;
+			const uint64_t n = (span + page - 1) / page;
+			mtt.resize(n);
+			for (uint64_t i = 0; i < n; i++)
+				mtt[i].iova = first + i * page;
+		}
+	} catch (...) {
+		return -ENOMEM;
+	}
+	mlx5::MkeyCreate c;
+	c.ctx.free = false;
+	c.ctx.umr_en = true;
+	c.ctx.lr = p.access & mr::kAccessLocalRead;
+	c.ctx.lw = p.access & mr::kAccessLocalWrite;
+	c.ctx.rr = p.access & mr::kAccessRemoteRead;
+	c.ctx.rw = p.access & mr::kAccessRemoteWrite;
+	c.ctx.a = p.access & mr::kAccessRemoteAtomic;
+	c.ctx.pd = p.pd;
+	c.ctx.variant = static_cast<uint8_t>(mkey & 0xff);
+	c.ctx.start_addr = p.start;
+	c.ctx.len = p.len;
+	c.ctx.log_page_size = p.log_page_size;
+	c.index = index;
+	c.mtt = mtt;
+
+	std::lock_guard lk(mu_);
+	if (exists_[index]) {
+		int rc = dev_.destroy_mkey(index);
+		if (rc) {
+			NICMR_LOG(warn, "api", "bind %#x: DESTROY_MKEY of the free mkey failed: %d",
+				  mkey, rc);
+			return rc;
+		}
+		exists_[index] = false;
+		created_--;
+	}
+	uint32_t got = 0;
+	int rc = dev_.create_mkey(c, &got);
+	if (rc) {
+		NICMR_LOG(warn, "api", "bind %#x: CREATE_MKEY (start %#llx len %llu) failed: %d",
+			  mkey, static_cast<unsigned long long>(p.start),
+			  static_cast<unsigned long long>(p.len), rc);
+		/* Leave it free, as the seam promises; a missing index is refused all the same. */
+		(void)create_free(index, static_cast<uint8_t>(mkey & 0xff));
+		return rc;
+	}
+	exists_[index] = true;
+	created_++;
+	return 0;
+}
+
+int CmdProgrammer::revoke(uint32_t mkey)
+{
+	const uint32_t index = mkey >> 8;
+	if (index == 0 || index >= exists_.size())
+		return -EINVAL;
+	std::lock_guard lk(mu_);
+	if (exists_[index]) {
+		int rc = dev_.destroy_mkey(index);
+		if (rc) {
+			NICMR_LOG(warn, "api", "revoke %#x: DESTROY_MKEY failed: %d", mkey, rc);
+			return rc;
+		}
+		exists_[index] = false;
+		created_--;
+	}
+	/* The key is dead from the destroy on; a failed re-create only costs the free mkey. */
+	int rc = create_free(index, static_cast<uint8_t>(mkey & 0xff));
+	if (rc)
+		NICMR_LOG(warn, "api", "revoke %#x: re-creating the free mkey failed: %d", mkey,
+			  rc);
+	return 0;
+}
+
+} // namespace nicmr::api

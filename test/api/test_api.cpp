@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The native C API: devices, pools, PDs, raw keys, lookups and readers. */
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "test_api_util.h"
+
+using namespace nicmr::test;
+
+TEST(ApiDevice, EmuDefaultsOffer65536KeysAndNoExtensions)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open("emu", &dev), 0);
+	nicmr_device_attr a;
+	ASSERT_EQ(nicmr_device_query(dev, &a), 0);
+	EXPECT_EQ(a.mkey_count, 65536u);
+	EXPECT_EQ(a.max_readers, 64u);
+	EXPECT_NE(a.device_id, 0u);
+	EXPECT_EQ(a.device_id, nicmr_device_id(dev));
+	EXPECT_EQ(a.extensions, dev->drv->caps().ext_present ? 1u : 0u);
+	EXPECT_EQ(a.fw_major, 22);
+	EXPECT_STREQ(a.name, "emu");
+	EXPECT_EQ(dev->emu->device().config().ports, 2u);
+	EXPECT_EQ(dev->emu->device().config().delivery, nicmr::emu::DoorbellDelivery::inline_call);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+}
+
+TEST(ApiDevice, EmuOptionsAreApplied)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open("emu:ports=1,mkeys=256,delivery=thread", &dev), 0);
+	nicmr_device_attr a;
+	ASSERT_EQ(nicmr_device_query(dev, &a), 0);
+	EXPECT_EQ(a.mkey_count, 256u);
+	EXPECT_EQ(dev->emu->device().config().ports, 1u);
+	EXPECT_EQ(dev->emu->device().config().delivery, nicmr::emu::DoorbellDelivery::poll_thread);
+	/* Commands work through the device thread too. */
+	nicmr_pd *pd = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+	Anon m(8192);
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 100, NICMR_ACCESS_SEND, 0, 0, &mr), 0);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pd_free(pd), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+}
+
+TEST(ApiDevice, BadSpecsAreEinval)
+{
+	nicmr_device *dev = nullptr;
+	for (const char *s :
+	     {"", "bogus", "emu:ports=3", "emu:ports=0", "emu:ports=x", "emu:mkeys=1000",
+	      "emu:mkeys=1", "emu:mkeys=33554432", "emu:delivery=fast", "emu:color=red",
+	      "emu:ports", "emu:ports=1,", "vfio:", "devx:", "EMU"})
+		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
+	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
+	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);
+	EXPECT_EQ(dev, nullptr);
+}
+
+TEST(ApiDevice, VfioFailsWithTheBusError)
+{
+	nicmr_device *dev = nullptr;
+	int rc = nicmr_device_open("vfio:0000:03:00.0", &dev);
+	if (access("/dev/vfio/vfio", F_OK) != 0)
+		EXPECT_EQ(rc, -ENOENT) << "no /dev/vfio/vfio: the VFIO bus says -ENOENT";
+	else
+		EXPECT_LT(rc, 0) << "no ConnectX at 0000:03:00.0 on this machine";
+	EXPECT_EQ(dev, nullptr);
+}
+
+TEST(ApiDevice, DevxWithoutSuchNicIsEnodev)
+{
+	nicmr_device *dev = nullptr;
+	int rc = nicmr_device_open("devx:mlx5_nicmr_none", &dev);
+#if NICMR_HAVE_RDMA_CORE
+	EXPECT_EQ(rc, -ENODEV);
+#else
+	EXPECT_EQ(rc, -EOPNOTSUPP);
+#endif
+	EXPECT_EQ(dev, nullptr);
+}
+
+TEST(ApiDevice, CloseRefusedWhileObjectsLive)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open(kSpec, &dev), 0);
+	nicmr_pd *pd = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+	EXPECT_EQ(nicmr_device_close(dev), -EBUSY);
+	EXPECT_EQ(nicmr_pd_free(pd), 0);
+
+	Anon m(1 << 16);
+	nicmr_pool *pool = nullptr;
+	ASSERT_EQ(nicmr_pool_import(dev, m.get(), m.len(), NICMR_PAGE_4K, &pool), 0);
+	EXPECT_EQ(nicmr_device_close(dev), -EBUSY);
+	EXPECT_EQ(nicmr_pool_destroy(pool), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+	EXPECT_EQ(nicmr_device_close(nullptr), -EINVAL);
+}
+
+TEST(ApiDevice, TwoDevicesHaveDifferentIds)
+{
+	nicmr_device *a = nullptr, *b = nullptr;
+	ASSERT_EQ(nicmr_device_open(kSpec, &a), 0);
+	ASSERT_EQ(nicmr_device_open(kSpec, &b), 0);
+	EXPECT_NE(nicmr_device_id(a), nicmr_device_id(b));
+	EXPECT_EQ(nicmr_device_close(b), 0);
+	EXPECT_EQ(nicmr_device_close(a), 0);
+}
+
+TEST(ApiDevice, QueriesRejectNull)
+{
+	nicmr_device_attr a;
+	nicmr_device_stats s;
+	EXPECT_EQ(nicmr_device_query(nullptr, &a), -EINVAL);
+	EXPECT_EQ(nicmr_device_get_stats(nullptr, &s), -EINVAL);
+	EXPECT_EQ(nicmr_device_id(nullptr), 0u);
+}
+
+using ApiPool = ApiFixture;
+
+TEST_F(ApiPool, CreateMapsOnceAndDestroyUnmaps)
+{
+	auto before = stats(dev);
+	nicmr_pool_params p;
+	nicmr_pool_params_init(&p);
+	EXPECT_EQ(p.page_size, NICMR_PAGE_2M);
+	EXPECT_EQ(p.numa_node, NICMR_NUMA_ANY);
+	p.size = 4096 * 3;
+	p.page_size = NICMR_PAGE_4K;
+	nicmr_pool *q = nullptr;
+	ASSERT_EQ(nicmr_pool_create(dev, &p, &q), 0);
+	EXPECT_EQ(nicmr_pool_len(q), 4096u * 3);
+	EXPECT_NE(nicmr_pool_addr(q), nullptr);
+	auto during = stats(dev);
+	EXPECT_EQ(during.pools, before.pools + 1);
+	EXPECT_EQ(during.iommu_mappings, before.iommu_mappings + 1);
+	EXPECT_EQ(nicmr_pool_destroy(q), 0);
+	expect_same(stats(dev), before);
+}
+
+TEST_F(ApiPool, CreateOnNumaNodeZeroWithFallback)
+{
+	nicmr_pool_params p;
+	nicmr_pool_params_init(&p);
+	p.size = NICMR_PAGE_2M;
+	p.numa_node = 0; /* every machine has node 0 */
+	p.allow_fallback = 1;
+	nicmr_pool *q = nullptr;
+	ASSERT_EQ(nicmr_pool_create(dev, &p, &q), 0);
+	EXPECT_GE(nicmr_pool_len(q), size_t{NICMR_PAGE_2M});
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, nicmr_pool_addr(q), NICMR_PAGE_2M, NICMR_ACCESS_RECV, 0, 0, &mr),
+		  0);
+	EXPECT_EQ(nicmr_mr_in_pool(mr), 1);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pool_destroy(q), 0);
+}
+
+TEST_F(ApiPool, CreateRejectsBadParams)
+{
+	auto before = stats(dev);
+	nicmr_pool_params p;
+	nicmr_pool_params_init(&p);
+	nicmr_pool *q = nullptr;
+	EXPECT_EQ(nicmr_pool_create(dev, &p, &q), -EINVAL); /* size 0 */
+	p.size = 4096;
+	p.page_size = 12345;
+	EXPECT_EQ(nicmr_pool_create(dev, &p, &q), -EINVAL);
+	p.page_size = NICMR_PAGE_4K;
+	p.numa_node = 4096;
+	EXPECT_EQ(nicmr_pool_create(dev, &p, &q), -EINVAL);
+	p.numa_node = NICMR_NUMA_ANY;
+	EXPECT_EQ(nicmr_pool_create(nullptr, &p, &q), -EINVAL);
+	EXPECT_EQ(nicmr_pool_create(dev, nullptr, &q), -EINVAL);
+	EXPECT_EQ(nicmr_pool_create(dev, &p, nullptr), -EINVAL);
+	EXPECT_EQ(q, nullptr);
+	expect_same(stats(dev), before);
+	EXPECT_EQ(nicmr_pool_destroy(nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_pool_addr(nullptr), nullptr);
+	EXPECT_EQ(nicmr_pool_len(nullptr), 0u);
+}
+
+TEST_F(ApiPool, ImportTakesApplicationMemoryAndRefusesOverlap)
+{
+	Anon m(1 << 16);
+	auto before = stats(dev);
+	nicmr_pool *q = nullptr;
+	EXPECT_EQ(nicmr_pool_import(dev, m.get() + 1, 4096, NICMR_PAGE_4K, &q), -EINVAL);
+	EXPECT_EQ(nicmr_pool_import(dev, m.get(), 100, NICMR_PAGE_4K, &q), -EINVAL);
+	EXPECT_EQ(nicmr_pool_import(dev, m.get(), 0, NICMR_PAGE_4K, &q), -EINVAL);
+	EXPECT_EQ(nicmr_pool_import(dev, m.get(), 4096, 8192, &q), -EINVAL);
+	EXPECT_EQ(nicmr_pool_import(dev, nullptr, 4096, NICMR_PAGE_4K, &q), -EINVAL);
+	expect_same(stats(dev), before);
+
+	ASSERT_EQ(nicmr_pool_import(dev, m.get(), m.len(), NICMR_PAGE_4K, &q), 0);
+	EXPECT_EQ(nicmr_pool_addr(q), m.get());
+	EXPECT_EQ(nicmr_pool_len(q), m.len());
+	auto mid = stats(dev);
+	nicmr_pool *r = nullptr;
+	EXPECT_EQ(nicmr_pool_import(dev, m.get() + 4096, 4096, NICMR_PAGE_4K, &r), -EEXIST);
+	expect_same(stats(dev), mid);
+
+	/* Registrations inside it take the fast path. */
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get() + 100, 5000, NICMR_ACCESS_SEND, 0, 0, &mr), 0);
+	EXPECT_EQ(nicmr_mr_in_pool(mr), 1);
+	EXPECT_EQ(stats(dev).slow_mappings, 0u);
+	EXPECT_EQ(nicmr_pool_destroy(q), -EBUSY);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pool_destroy(q), 0);
+	/* Imported memory is the application's: still there after destroy. */
+	EXPECT_EQ(m.get()[0], 0x5a);
+	expect_released(stats(dev), before);
+}
+
+TEST_F(ApiPool, ImportOfHugepageMemory)
+{
+	void *p = mmap(nullptr, NICMR_PAGE_2M * 2, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (p == MAP_FAILED)
+		GTEST_SKIP() << "no free 2 MiB hugepage (write /proc/sys/vm/nr_hugepages)";
+	std::memset(p, 1, NICMR_PAGE_2M * 2);
+	nicmr_pool *q = nullptr;
+	ASSERT_EQ(nicmr_pool_import(dev, p, NICMR_PAGE_2M * 2, NICMR_PAGE_2M, &q), 0);
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, p, NICMR_PAGE_2M * 2, NICMR_ACCESS_RECV, 0, 0, &mr), 0);
+	{
+		nicmr::mlx5::MkeyQuery mq;
+		ASSERT_EQ(query(nicmr_mr_key(mr), &mq), 0);
+		EXPECT_GE(mq.ctx.log_page_size, 21u) << "a 2 MiB-congruent pool uses large pages";
+	}
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pool_destroy(q), 0);
+	munmap(p, NICMR_PAGE_2M * 2);
+}
+
+using ApiPd = ApiFixture;
+
+TEST_F(ApiPd, AllocGivesDistinctPdsAndFreeRefusesWhileMrsLive)
+{
+	nicmr_pd *p2 = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &p2), 0);
+	EXPECT_NE(nicmr_pd_num(p2), nicmr_pd_num(pd));
+	EXPECT_NE(nicmr_pd_num(p2), 0u);
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(p2, base, 4096, NICMR_ACCESS_SEND, 0, 0, &mr), 0);
+	EXPECT_EQ(nicmr_pd_free(p2), -EBUSY);
+	nicmr::mlx5::MkeyQuery mq;
+	ASSERT_EQ(query(nicmr_mr_key(mr), &mq), 0);
+	EXPECT_EQ(mq.ctx.pd, nicmr_pd_num(p2));
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pd_free(p2), 0);
+	EXPECT_EQ(nicmr_pd_free(nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_pd_alloc(nullptr, &p2), -EINVAL);
+	EXPECT_EQ(nicmr_pd_alloc(dev, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_pd_num(nullptr), 0u);
+}
+
+using ApiRaw = ApiFixture;
+
+TEST_F(ApiRaw, RoundTripOnTheSameDeviceAndExdevOnAnother)
+{
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, base + 64, 1000, NICMR_ACCESS_REMOTE_READ, 0, 0, &mr), 0);
+	size_t size = 0;
+	EXPECT_EQ(nicmr_mr_raw_attr(mr, nullptr, &size), -ENOSPC);
+	EXPECT_EQ(size, size_t{NICMR_RAW_KEY_SIZE});
+	uint8_t buf[NICMR_RAW_KEY_SIZE + 8];
+	size = 10;
+	EXPECT_EQ(nicmr_mr_raw_attr(mr, buf, &size), -ENOSPC);
+	EXPECT_EQ(size, size_t{NICMR_RAW_KEY_SIZE});
+	size = sizeof(buf);
+	ASSERT_EQ(nicmr_mr_raw_attr(mr, buf, &size), 0);
+	EXPECT_EQ(size, size_t{NICMR_RAW_KEY_SIZE});
+	EXPECT_EQ(nicmr_mr_raw_attr(nullptr, buf, &size), -EINVAL);
+	EXPECT_EQ(nicmr_mr_raw_attr(mr, buf, nullptr), -EINVAL);
+
+	uint64_t key = 0;
+	ASSERT_EQ(nicmr_mr_map_raw(dev, buf, NICMR_RAW_KEY_SIZE, &key), 0);
+	EXPECT_EQ(key, nicmr_mr_key(mr));
+	EXPECT_EQ(nicmr_mr_unmap_key(dev, key), 0);
+	EXPECT_EQ(nicmr_mr_unmap_key(nullptr, key), -EINVAL);
+
+	nicmr_device *other = nullptr;
+	ASSERT_EQ(nicmr_device_open(kSpec, &other), 0);
+	EXPECT_EQ(nicmr_mr_map_raw(other, buf, NICMR_RAW_KEY_SIZE, &key), -EXDEV);
+	EXPECT_EQ(nicmr_device_close(other), 0);
+
+	EXPECT_EQ(nicmr_mr_map_raw(dev, buf, NICMR_RAW_KEY_SIZE - 1, &key), -EINVAL);
+	uint8_t bad[NICMR_RAW_KEY_SIZE];
+	std::memcpy(bad, buf, sizeof(bad));
+	bad[20] ^= 1;
+	EXPECT_EQ(nicmr_mr_map_raw(dev, bad, sizeof(bad), &key), -EINVAL);
+	EXPECT_EQ(nicmr_mr_map_raw(dev, nullptr, sizeof(bad), &key), -EINVAL);
+	EXPECT_EQ(nicmr_mr_map_raw(dev, buf, sizeof(bad), nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_mr_map_raw(nullptr, buf, sizeof(bad), &key), -EINVAL);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+}
+
+using ApiLookup = ApiFixture;
+
+TEST_F(ApiLookup, ChecksRightsBoundsAndStaleKeys)
+{
+	nicmr_mr *mr = nullptr;
+	char *a = base + 8192;
+	ASSERT_EQ(
+		nicmr_mr_reg(pd, a, 4096, NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_SEND, 0, 0, &mr),
+		0);
+	const uint32_t k = nicmr_mr_key(mr);
+	uint64_t iova = 0, iova0 = 0;
+	const auto va = reinterpret_cast<uint64_t>(a);
+	ASSERT_EQ(nicmr_key_lookup(dev, k, va, 16, NICMR_ACCESS_REMOTE_READ, &iova0), 0);
+	ASSERT_EQ(nicmr_key_lookup(dev, k, va + 100, 16, NICMR_ACCESS_SEND, &iova), 0);
+	EXPECT_EQ(iova, iova0 + 100);
+	const nicmr::mem::PoolEntry *e = dev->space->lookup(a, 1);
+	ASSERT_NE(e, nullptr);
+	EXPECT_EQ(iova0, e->iova + (va - e->va));
+	EXPECT_EQ(nicmr_key_lookup(dev, k, va, 16, NICMR_ACCESS_REMOTE_WRITE, &iova), -EACCES);
+	EXPECT_EQ(nicmr_key_lookup(dev, k, va, 16, NICMR_ACCESS_RECV, &iova), -EACCES);
+	EXPECT_EQ(nicmr_key_lookup(dev, k, va + 4090, 16, NICMR_ACCESS_SEND, &iova), -ERANGE);
+	EXPECT_EQ(nicmr_key_lookup(dev, k, va, 0, NICMR_ACCESS_SEND, &iova), -EINVAL);
+	EXPECT_EQ(nicmr_key_lookup(dev, k, va, 16, 1ull << 40, &iova), -EINVAL);
+	EXPECT_EQ(nicmr_key_lookup(dev, k ^ 1, va, 16, NICMR_ACCESS_SEND, &iova), -ENOKEY);
+	EXPECT_EQ(nicmr_key_lookup(nullptr, k, va, 16, NICMR_ACCESS_SEND, &iova), -EINVAL);
+	EXPECT_EQ(nicmr_key_lookup(dev, k, va, 16, NICMR_ACCESS_SEND, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_key_lookup(dev, k, va, 16, NICMR_ACCESS_SEND, &iova), -ENOKEY);
+}
+
+TEST_F(ApiLookup, ReaderHoldsBackKeyReuseUntilQuiescent)
+{
+	EXPECT_EQ(nicmr_thread_register(dev, 64), -EINVAL);
+	EXPECT_EQ(nicmr_thread_register(nullptr, 0), -EINVAL);
+	ASSERT_EQ(nicmr_thread_register(dev, 0), 0);
+	const uint64_t want = (7u << 8) | 3;
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(
+		nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, NICMR_MR_REQUESTED_KEY, want, &mr),
+		0);
+	ASSERT_EQ(nicmr_mr_dereg(mr), 0);
+	auto before = stats(dev);
+	EXPECT_GE(before.keys_retiring, 1u);
+	/* The reader has not reported since the dereg: index 7 may still be in its hands. */
+	EXPECT_EQ(
+		nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, NICMR_MR_REQUESTED_KEY, want, &mr),
+		-EAGAIN);
+	expect_same(stats(dev), before);
+	nicmr_thread_quiescent(dev, 0);
+	ASSERT_EQ(
+		nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, NICMR_MR_REQUESTED_KEY, want, &mr),
+		0);
+	EXPECT_EQ(nicmr_mr_key(mr), want);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	nicmr_thread_unregister(dev, 0);
+}
+
+TEST(ApiCpp, HandlesReleaseInOrder)
+{
+	nicmr::DevicePtr dev;
+	ASSERT_EQ(nicmr::open_device(kSpec, &dev), 0);
+	nicmr::PdPtr pd;
+	ASSERT_EQ(nicmr::alloc_pd(dev.get(), &pd), 0);
+	nicmr_pool_params p;
+	nicmr_pool_params_init(&p);
+	p.size = 1 << 16;
+	p.page_size = NICMR_PAGE_4K;
+	nicmr::PoolPtr pool;
+	ASSERT_EQ(nicmr::create_pool(dev.get(), p, &pool), 0);
+	nicmr::MrPtr mr, sub;
+	ASSERT_EQ(nicmr::reg_mr(pd.get(), nicmr_pool_addr(pool.get()), 8192,
+				NICMR_ACCESS_SEND | NICMR_ACCESS_RECV, &mr),
+		  0);
+	ASSERT_EQ(nicmr::reg_sub_mr(mr.get(), 4096, 100, NICMR_ACCESS_SEND, &sub), 0);
+	nicmr::ReaderScope r(dev.get(), 1);
+	EXPECT_EQ(r.status(), 0);
+	r.quiescent();
+	EXPECT_EQ(stats(dev.get()).mrs, 2u);
+	nicmr::DevicePtr bad;
+	EXPECT_EQ(nicmr::open_device("nope", &bad), -EINVAL);
+	EXPECT_FALSE(bad);
+}
