@@ -169,6 +169,8 @@ int parse_command(std::string_view line, Command *out, std::string *error)
 		cmd.verb = Verb::quit;
 	} else if (is(0, "demo") && n == 1) {
 		cmd.verb = Verb::demo;
+	} else if (is(0, "rdma") && n == 1) {
+		cmd.verb = Verb::rdma;
 	} else if (is(0, "pool") && is(1, "create")) {
 		if (n < 3 || !parse_size(w[2], &cmd.size) || cmd.size == 0)
 			return fail(error,
@@ -259,6 +261,9 @@ const char *command_help()
 	       "                                           an MTT mkey over pool bytes "
 	       "(CREATE_MKEY)\n"
 	       "  mkey query INDEX | mkey destroy INDEX    QUERY_MKEY, DESTROY_MKEY\n"
+	       "  rdma                                     connect the two ports: RDMA WRITE, "
+	       "READ, atomics,\n"
+	       "                                           UMR, and an access the device refuses\n"
 	       "  demo                                     what the main job shows\n"
 	       "  quit                                     leave\n";
 }

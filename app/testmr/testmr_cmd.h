@@ -12,6 +12,7 @@
  *   pd alloc | pd free PD
  *   mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] [pd PD]
  *   mkey query INDEX | mkey destroy INDEX
+ *   rdma                                  RDMA between the two ports, then a refused access
  *   demo                                  what the main job shows
  *   quit
  *
@@ -41,6 +42,7 @@ enum class Verb {
 	mkey_create,
 	mkey_query,
 	mkey_destroy,
+	rdma,
 	demo,
 	quit,
 };

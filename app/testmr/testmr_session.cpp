@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mem_describe.h"
+#include "mlx5_dp_demo.h"
 
 namespace nicmr::testmr {
 
@@ -93,6 +94,8 @@ int Session::run(const Command &cmd)
 		return mkey_query(cmd.index);
 	case Verb::mkey_destroy:
 		return mkey_destroy(cmd.index);
+	case Verb::rdma:
+		return rdma();
 	case Verb::demo:
 		return demo();
 	}
@@ -409,8 +412,21 @@ int Session::demo()
 	if ((rc = mkey_query(index)) != 0)
 		return rc;
 
+	std::fprintf(out_,
+		     "\n-- the data path: the two ports connected by the device's loopback wire\n");
+	if ((rc = rdma()) != 0)
+		return rc;
+
 	std::fprintf(out_, "\n-- the device now\n");
 	return show_device();
+}
+
+int Session::rdma()
+{
+	int rc = mlx5::dp_loopback_demo(*dev_, out_);
+	if (rc != 0)
+		std::fprintf(out_, "error: the RDMA demo failed: %s\n", std::strerror(-rc));
+	return rc;
 }
 
 } // namespace nicmr::testmr

@@ -54,6 +54,7 @@ private:
 	int mkey_create(const Command &cmd, uint32_t *index);
 	int mkey_query(uint32_t index);
 	int mkey_destroy(uint32_t index);
+	int rdma();
 	int demo();
 
 	SessionConfig cfg_;

@@ -147,3 +147,11 @@ TEST(TestmrCmd, BadPdAndMkeyCommandsGiveEinval)
 		EXPECT_FALSE(err.empty()) << line;
 	}
 }
+
+TEST(TestmrCmd, RdmaTakesNoArguments)
+{
+	Command c;
+	ASSERT_EQ(parse_command("rdma", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::rdma);
+	EXPECT_EQ(parse_command("rdma now", &c, nullptr), -EINVAL);
+}

@@ -10,6 +10,11 @@ trap 'rm -f "$out"' EXIT
 grep -q '^-- the emulated ConnectX, brought up by the mlx5 driver' "$out"
 grep -Eq 'pool "testmr-0": 8 MiB = (4 x 2 MiB|2048 x 4 KiB) pages' "$out"
 grep -Eq 'VA 0x[0-9a-f]+ -> IOVA 0x[0-9a-f]+' "$out"
+# The data path: verified RDMA between the ports, and the device refusing a revoked key.
+grep -q '^  B equals A: yes' "$out"
+grep -q '^RDMA WRITE through the revoked key .*CQE opcode 13 syndrome 0x13' "$out"
+grep -q '^  responder event: type 0x11' "$out"
+grep -q '^data path demo: all steps as expected' "$out"
 
 printf 'pool create 4m page 4k\nshow pool 0\ntranslate 0 0x10\npool destroy 0\nshow pools\n' \
 	| "$testmr" -i >"$out"
