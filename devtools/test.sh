@@ -67,8 +67,8 @@ CC=clang CXX=clang++ configure build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized
 ninja -C build-fuzz -j "$jobs"
 NICMR_FUZZ_SECONDS=$fuzz_seconds run_suite build-fuzz --suite fuzz
 
-phase "Format and lint"
-if ! devtools/check-format.sh; then
+phase "Format (clang-format) and lint (clang-tidy over build/)"
+if ! devtools/check-format.sh --tidy build; then
 	failed_phases+=("format")
 fi
 

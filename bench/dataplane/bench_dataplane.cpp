@@ -64,9 +64,9 @@ struct Bench {
 		ma.handle.reset();
 		mb.handle.reset();
 		if (a.va != nullptr)
-			r.data->free(a);
+			r.data->release(a);
 		if (b.va != nullptr)
-			r.data->free(b);
+			r.data->release(b);
 	}
 	uint64_t va(const mem::DmaBlock &x) const { return reinterpret_cast<uintptr_t>(x.va); }
 };

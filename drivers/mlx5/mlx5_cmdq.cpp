@@ -81,10 +81,10 @@ CmdQueue::~CmdQueue()
 {
 	std::lock_guard<std::mutex> lock(mu_);
 	for (auto &b : mailboxes_)
-		arena_.free(b);
+		arena_.release(b);
 	mailboxes_.clear();
 	if (queue_.va != nullptr)
-		arena_.free(queue_);
+		arena_.release(queue_);
 }
 
 bool CmdQueue::broken() const noexcept

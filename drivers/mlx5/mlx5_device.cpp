@@ -267,7 +267,7 @@ int Device::satisfy_pages(uint16_t op_mod)
 		for (uint64_t iova : back) {
 			auto it = pages_.find(iova);
 			if (it != pages_.end()) {
-				arena_->free(it->second);
+				arena_->release(it->second);
 				pages_.erase(it);
 			}
 		}
@@ -291,7 +291,7 @@ int Device::give_pages(uint32_t count)
 				NICMR_LOG(error, kLog, "%s: no DMA memory for %u device pages (%d)",
 					  fn_.name().c_str(), count, rc);
 				for (auto &x : blocks)
-					arena_->free(x);
+					arena_->release(x);
 				return rc;
 			}
 			blocks.push_back(b);
@@ -302,7 +302,7 @@ int Device::give_pages(uint32_t count)
 			/* Refused, or the queue broke: a refused batch was not taken; a timed-out
 			 * one is lost to a dead device anyway. */
 			for (auto &x : blocks)
-				arena_->free(x);
+				arena_->release(x);
 			return rc;
 		}
 		std::lock_guard<std::mutex> lock(pages_mu_);
@@ -338,7 +338,7 @@ void Device::reclaim_pages()
 					  static_cast<unsigned long long>(iova));
 				continue;
 			}
-			arena_->free(it->second);
+			arena_->release(it->second);
 			pages_.erase(it);
 			freed++;
 		}
@@ -368,7 +368,7 @@ void Device::teardown()
 			NICMR_LOG(warn, kLog, "%s: freeing %zu pages the device did not return",
 				  fn_.name().c_str(), pages_.size());
 		for (auto &p : pages_)
-			arena_->free(p.second);
+			arena_->release(p.second);
 		pages_.clear();
 	}
 	cmdq_.reset();

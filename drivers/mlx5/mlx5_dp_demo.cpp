@@ -22,7 +22,7 @@ struct Blocks {
 	~Blocks()
 	{
 		for (auto &b : v)
-			arena.free(b);
+			arena.release(b);
 	}
 	int get(size_t len, mem::DmaBlock *b)
 	{

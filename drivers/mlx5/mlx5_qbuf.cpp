@@ -52,7 +52,7 @@ void QueueBuffer::reset() noexcept
 {
 	if (arena_ == nullptr)
 		return;
-	int rc = arena_->free(block_);
+	int rc = arena_->release(block_);
 	if (rc != 0)
 		NICMR_LOG(error, "mlx5", "queue buffer iova 0x%llx: free failed: %d",
 			  static_cast<unsigned long long>(block_.iova), rc);

@@ -207,7 +207,7 @@ int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool wr
 			NICMR_LOG(warn, "api", "%s: dma_map of slow-path [%#lx, +%zu) at %#llx: %d",
 				  dev->spec.c_str(), (unsigned long)va, n,
 				  static_cast<unsigned long long>(m->iova), rc);
-			dev->slow_iova->free(m->iova, n);
+			dev->slow_iova->release(m->iova, n);
 			unpin_runs(dev, m->pinned);
 			return rc;
 		}
@@ -229,7 +229,7 @@ void nicmr_slow_map_release(nicmr_device *dev, std::unique_ptr<nicmr_slow_map> m
 	if (rc)
 		NICMR_LOG(warn, "api", "%s: dma_unmap of slow-path [%#lx, +%zu) failed: %d",
 			  dev->spec.c_str(), (unsigned long)m->va, m->len, rc);
-	dev->slow_iova->free(m->iova, m->len);
+	dev->slow_iova->release(m->iova, m->len);
 	unpin_runs(dev, m->pinned);
 	dev->slow_maps--;
 }

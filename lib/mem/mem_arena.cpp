@@ -91,7 +91,7 @@ int DmaArena::alloc(size_t len, size_t align, DmaBlock *out)
 	return -ENOMEM;
 }
 
-int DmaArena::free(const DmaBlock &block)
+int DmaArena::release(const DmaBlock &block)
 {
 	const uintptr_t va = reinterpret_cast<uintptr_t>(block.va);
 	if (va < entry_->va || va >= entry_->va + entry_->len)

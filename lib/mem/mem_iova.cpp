@@ -56,7 +56,7 @@ int IovaAllocator::alloc(size_t len, size_t align, uint64_t va_hint, uint64_t *i
 	return -ENOSPC;
 }
 
-int IovaAllocator::free(uint64_t iova, size_t len)
+int IovaAllocator::release(uint64_t iova, size_t len)
 {
 	auto u = used_.find(iova);
 	if (u == used_.end() || u->second != len || len == 0)

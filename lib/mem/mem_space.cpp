@@ -91,7 +91,7 @@ int DmaSpace::unmap_and_free(Live &live)
 	if (rc != 0)
 		NICMR_LOG(error, kLog, "pool %s: dma_unmap(iova 0x%" PRIx64 ", %zu): %d",
 			  live.pool->name().c_str(), e.iova, e.len, rc);
-	int frc = iova_.free(e.iova, e.len);
+	int frc = iova_.release(e.iova, e.len);
 	if (frc != 0)
 		NICMR_LOG(error, kLog, "pool %s: IOVA 0x%" PRIx64 " was not allocated: %d",
 			  live.pool->name().c_str(), e.iova, frc);
@@ -143,7 +143,7 @@ int DmaSpace::add_pool(std::unique_ptr<Pool> pool, const PoolEntry **entry)
 	if (rc != 0) {
 		NICMR_LOG(error, kLog, "pool %s: dma_map(%p, iova 0x%" PRIx64 ", %zu): %d",
 			  pool->name().c_str(), pool->va(), iova, len, rc);
-		iova_.free(iova, len);
+		iova_.release(iova, len);
 		return rc;
 	}
 
@@ -164,7 +164,7 @@ int DmaSpace::add_pool(std::unique_ptr<Pool> pool, const PoolEntry **entry)
 		rc = publish(std::move(slots));
 	if (rc != 0) {
 		mapper_.dma_unmap(iova, len);
-		iova_.free(iova, len);
+		iova_.release(iova, len);
 		return rc;
 	}
 	live.pool = std::move(pool);

@@ -41,7 +41,7 @@ public:
 	/* -EINVAL (len 0, align not a power of two), -ENOSPC (no room). */
 	int alloc(size_t len, size_t align, uint64_t va_hint, uint64_t *iova);
 	/* -ENOENT when [iova, iova + len) was not allocated as one piece. */
-	int free(uint64_t iova, size_t len);
+	int release(uint64_t iova, size_t len);
 	size_t allocated_bytes() const noexcept;
 
 private:
@@ -176,7 +176,7 @@ public:
 	 */
 	int alloc(size_t len, size_t align, DmaBlock *out);
 	/* -ENOENT when block was not handed out by this arena (or was freed already). */
-	int free(const DmaBlock &block);
+	int release(const DmaBlock &block);
 	size_t bytes_in_use() const noexcept;
 	size_t capacity() const noexcept;
 	const PoolEntry &entry() const noexcept { return *entry_; }

@@ -61,6 +61,6 @@ TEST(DpEngine, RegisteredKeyWorksForRdmaAndDeregTakesItAway)
 	src_mr.handle.reset();
 	eng.reset();
 	prog.reset();
-	EXPECT_EQ(r.data->free(dst), 0);
-	EXPECT_EQ(r.data->free(src), 0);
+	EXPECT_EQ(r.data->release(dst), 0);
+	EXPECT_EQ(r.data->release(src), 0);
 }

@@ -81,7 +81,7 @@ struct Target {
 	{
 		mr.handle.reset();
 		if (arena != nullptr)
-			arena->free(block);
+			arena->release(block);
 		arena = nullptr;
 	}
 	bool guards_intact() const

@@ -44,10 +44,10 @@ protected:
 		umr.reset();
 		src_mr.handle.reset();
 		if (buf.va != nullptr) {
-			EXPECT_EQ(r.data->free(buf), 0);
+			EXPECT_EQ(r.data->release(buf), 0);
 		}
 		if (src.va != nullptr) {
-			EXPECT_EQ(r.data->free(src), 0);
+			EXPECT_EQ(r.data->release(src), 0);
 		}
 	}
 

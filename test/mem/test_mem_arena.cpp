@@ -57,7 +57,7 @@ TEST(MemArena, AllocReturnsZeroedIovaAlignedBlocksInsideThePool)
 	}
 	EXPECT_EQ(arena->bytes_in_use(), 5 * 128u);
 	for (const DmaBlock &b : blocks)
-		ASSERT_EQ(arena->free(b), 0);
+		ASSERT_EQ(arena->release(b), 0);
 	EXPECT_EQ(arena->bytes_in_use(), 0u);
 	DmaBlock whole;
 	ASSERT_EQ(arena->alloc(arena->capacity(), 4096, &whole), 0); /* coalesced again */
@@ -81,10 +81,10 @@ TEST(MemArena, BadArgumentsAndFullArenaGiveExactCodes)
 	DmaBlock c;
 	EXPECT_EQ(arena->alloc(2 * kPage4K, 64, &c), -ENOMEM);
 	EXPECT_EQ(arena->bytes_in_use(), 3 * kPage4K);
-	ASSERT_EQ(arena->free(b), 0);
-	EXPECT_EQ(arena->free(b), -ENOENT); /* double free */
+	ASSERT_EQ(arena->release(b), 0);
+	EXPECT_EQ(arena->release(b), -ENOENT); /* double free */
 	int x;
-	EXPECT_EQ(arena->free(DmaBlock{&x, 0, 64}), -ENOENT);
+	EXPECT_EQ(arena->release(DmaBlock{&x, 0, 64}), -ENOENT);
 	EXPECT_EQ(arena->bytes_in_use(), 0u);
 }
 
@@ -146,13 +146,13 @@ TEST(MemArena, ThreadsGetDisjointBlocks)
 				for (size_t k = 0; k < old.len; k++)
 					if (q[k] != tag)
 						errors++; /* someone else wrote into my block */
-				if (arena->free(old) != 0)
+				if (arena->release(old) != 0)
 					errors++;
 				mine.erase(mine.begin());
 			}
 		}
 		for (const DmaBlock &b : mine)
-			if (arena->free(b) != 0)
+			if (arena->release(b) != 0)
 				errors++;
 	};
 	std::thread t1(worker, 1), t2(worker, 2);

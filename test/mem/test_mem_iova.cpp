@@ -60,7 +60,7 @@ TEST(MemIova, ExhaustionIsENOSPCAndFreeingMakesRoomAgain)
 	}
 	EXPECT_EQ(a.alloc(4096, 4096, 0, &iova), -ENOSPC);
 	for (uint64_t g : got)
-		ASSERT_EQ(a.free(g, 4096), 0);
+		ASSERT_EQ(a.release(g, 4096), 0);
 	EXPECT_EQ(a.allocated_bytes(), 0u);
 	/* Coalesced again: the whole range fits in one piece. */
 	ASSERT_EQ(a.alloc(16 * 4096, 4096, 0, &iova), 0);
@@ -72,10 +72,10 @@ TEST(MemIova, FreeOfWhatWasNotAllocatedIsENOENT)
 	IovaAllocator a({{0, (1ull << 32) - 1}});
 	uint64_t iova;
 	ASSERT_EQ(a.alloc(8192, 4096, 0, &iova), 0);
-	EXPECT_EQ(a.free(iova + 4096, 4096), -ENOENT);
-	EXPECT_EQ(a.free(iova, 4096), -ENOENT); /* not as one piece */
-	EXPECT_EQ(a.free(iova, 8192), 0);
-	EXPECT_EQ(a.free(iova, 8192), -ENOENT); /* twice */
+	EXPECT_EQ(a.release(iova + 4096, 4096), -ENOENT);
+	EXPECT_EQ(a.release(iova, 4096), -ENOENT); /* not as one piece */
+	EXPECT_EQ(a.release(iova, 8192), 0);
+	EXPECT_EQ(a.release(iova, 8192), -ENOENT); /* twice */
 }
 
 TEST(MemIova, HandlesARangeEndingAtTheTopOfTheSpace)
@@ -85,7 +85,7 @@ TEST(MemIova, HandlesARangeEndingAtTheTopOfTheSpace)
 	ASSERT_EQ(a.alloc(1 << 20, 1 << 20, 0, &iova), 0);
 	EXPECT_EQ(iova, UINT64_MAX - (1ull << 20) + 1);
 	EXPECT_EQ(a.alloc(4096, 4096, 0, &iova), -ENOSPC);
-	ASSERT_EQ(a.free(UINT64_MAX - (1ull << 20) + 1, 1 << 20), 0);
+	ASSERT_EQ(a.release(UINT64_MAX - (1ull << 20) + 1, 1 << 20), 0);
 	ASSERT_EQ(a.alloc(4096, 1ull << 40, 0x1000, &iova), -ENOSPC); /* no congruent slot */
 }
 
@@ -114,7 +114,7 @@ TEST(MemIova, RandomPlacementsAreCongruentAlignedAndDisjoint)
 	for (int i = 0; i < 4000; i++) {
 		if (!live.empty() && rng() % 3 == 0) {
 			size_t k = rng() % live.size();
-			ASSERT_EQ(a.free(live[k].iova, live[k].len), 0);
+			ASSERT_EQ(a.release(live[k].iova, live[k].len), 0);
 			bytes -= live[k].len;
 			live.erase(live.begin() + static_cast<long>(k));
 			continue;
@@ -138,7 +138,7 @@ TEST(MemIova, RandomPlacementsAreCongruentAlignedAndDisjoint)
 	for (size_t i = 1; i < live.size(); i++)
 		ASSERT_LE(live[i - 1].iova + live[i - 1].len, live[i].iova);
 	for (const Piece &p : live)
-		ASSERT_EQ(a.free(p.iova, p.len), 0);
+		ASSERT_EQ(a.release(p.iova, p.len), 0);
 	EXPECT_EQ(a.allocated_bytes(), 0u);
 	uint64_t iova;
 	EXPECT_EQ(a.alloc(1ull << 34, 4096, 0, &iova), 0); /* the last range is whole again */

@@ -115,7 +115,9 @@ int check_device(const Paths &paths, const std::string &pci_addr, int *group)
 		if (e->d_name[0] == '.')
 			continue;
 		std::string other = e->d_name;
-		std::string odrv = link_name(members + "/" + other + "/driver");
+		std::string driver_link = members;
+		driver_link.append("/").append(other).append("/driver");
+		std::string odrv = link_name(driver_link);
 		if (!driver_viable(odrv)) {
 			NICMR_LOG(error, "vfio",
 				  "IOMMU group %s is not viable: %s in it is bound to %s; bind it "
