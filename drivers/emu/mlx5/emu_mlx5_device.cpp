@@ -222,10 +222,11 @@ void EmuMlx5Device::publish_init_segment()
 void EmuMlx5Device::finish_boot()
 {
 	booted_.store(true, std::memory_order_release);
-	reg_set(fn_, prm::init_seg::initializing, 0);
-	/* Release: a driver that reads initializing == 0 with acquire (bar0_read32) sees the
-	 * init segment the device published before it. */
+	/* Release, before the store that clears initializing (BAR words are relaxed atomics): a
+	 * driver that reads initializing == 0 and then fences with acquire sees the init segment
+	 * the device published before it. After the store it would order nothing. */
 	std::atomic_thread_fence(std::memory_order_release);
+	reg_set(fn_, prm::init_seg::initializing, 0);
 	NICMR_LOG(info, "emu-mlx5", "%s: booted, fw %u.%u.%u", cfg_.name.c_str(), cfg_.fw_rev_major,
 		  cfg_.fw_rev_minor, cfg_.fw_rev_subminor);
 }
