@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * The nicmr libfabric provider's ops extension (doc/libfabric.md).
+ *
+ * Registrations inside a nicmr pool take the fast path (no mapping, no pinning); memory the
+ * application allocated any other way takes the slow path. This extension lets a libfabric
+ * application make pools on the domain's device, or import memory it already owns (its
+ * hugepages) as a pool:
+ *
+ *   struct fi_nicmr_pool_ops *ops;
+ *   fi_open_ops(&domain->fid, FI_NICMR_POOL_OPS, 0, (void **)&ops, NULL);
+ *   ops->pool_create(domain, 64 << 20, NICMR_PAGE_2M, NICMR_NUMA_ANY,
+ *                    FI_NICMR_POOL_FALLBACK, &pool);
+ *   fi_mr_reg(domain, ops->pool_addr(pool), 4096, ...);   // fast path
+ *
+ * Every call returns 0 or a negative libfabric error code; none aborts or exits.
+ */
+#ifndef NICMR_FI_NICMR_H
+#define NICMR_FI_NICMR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include "nicmr/nicmr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The name to give fi_open_ops on a nicmr domain. */
+#define FI_NICMR_POOL_OPS "nicmr_pool_ops"
+
+/** pool_create flag: use 4 KiB pages when no hugepage of page_size is free. */
+#define FI_NICMR_POOL_FALLBACK (1ull << 0)
+
+/** A pool of a domain's device (opaque). */
+struct fi_nicmr_pool;
+
+struct fi_nicmr_pool_ops {
+	size_t size; /**< sizeof(struct fi_nicmr_pool_ops) of the provider */
+
+	/**
+	 * Allocates a pool of size bytes (rounded up to page_size) and maps it for the device.
+	 * @param page_size NICMR_PAGE_4K, NICMR_PAGE_2M or NICMR_PAGE_1G
+	 * @param numa_node NICMR_NUMA_ANY or a node
+	 * @param flags FI_NICMR_POOL_FALLBACK or 0
+	 * @return 0; -FI_EINVAL (null argument, size 0, unknown page size or node);
+	 *   -FI_EBADFLAGS (unknown flag); -FI_ENOMEM (no free hugepages and no fallback);
+	 *   -FI_ENOSPC (IOVA space exhausted).
+	 */
+	int (*pool_create)(struct fid_domain *domain, size_t size, size_t page_size, int numa_node,
+			   uint64_t flags, struct fi_nicmr_pool **pool);
+	/**
+	 * Imports [addr, addr + len), memory the application mapped (and keeps mapped until
+	 * pool_destroy), backed by pages of page_size. nicmr never frees it.
+	 * @return 0; -FI_EINVAL (null argument, len 0, unknown page size, addr or len not a
+	 *   multiple of page_size); -FI_EEXIST (overlaps a pool of the device); -FI_ENOSPC.
+	 */
+	int (*pool_import)(struct fid_domain *domain, void *addr, size_t len, size_t page_size,
+			   struct fi_nicmr_pool **pool);
+	/**
+	 * Unmaps the pool from the device (and frees it when pool_create made it).
+	 * @return 0; -FI_EINVAL (null); -FI_EBUSY (MRs inside it are open).
+	 */
+	int (*pool_destroy)(struct fi_nicmr_pool *pool);
+	/** The pool's start address; NULL for a null pool. */
+	void *(*pool_addr)(const struct fi_nicmr_pool *pool);
+	/** The pool's length in bytes; 0 for a null pool. */
+	size_t (*pool_len)(const struct fi_nicmr_pool *pool);
+	/** 1: mr took the fast path (inside a pool); 0: slow path; -FI_EINVAL: null or not a
+	 * nicmr MR. */
+	int (*mr_in_pool)(struct fid_mr *mr);
+	/** The domain's device counters (live MRs, pools, slow-path mappings, pinned pages...).
+	 * @return 0; -FI_EINVAL (null argument). */
+	int (*device_stats)(struct fid_domain *domain, struct nicmr_device_stats *stats);
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

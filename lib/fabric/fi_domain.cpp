@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Fabric and domain fids, and the "nicmr_pool_ops" extension. A fabric opens its device when
+ * the first domain opens (so fi_fabric alone costs nothing) and closes it in fi_close; each
+ * domain is one PD of that device. Every call that makes an object checks its arguments
+ * first and undoes what it made when a later step fails.
+ */
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include <rdma/providers/fi_log.h>
+
+#include "fi_internal.h"
+
+namespace nicmr::fabric {
+
+namespace {
+
+int fabric_close(struct fid *fid)
+{
+	Fabric *fab = reinterpret_cast<Fabric *>(fid);
+	/* acquire: a domain's fi_close that gave the count back is done with the device. */
+	if (fab->domains.load(std::memory_order_acquire) != 0)
+		return -FI_EBUSY;
+	if (fab->dev) {
+		int ret = nicmr_device_close(fab->dev);
+		if (ret != 0)
+			return fi_code(ret);
+	}
+	delete fab;
+	return 0;
+}
+
+int no_passive_ep(struct fid_fabric *, struct fi_info *, struct fid_pep **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_eq_open(struct fid_fabric *, struct fi_eq_attr *, struct fid_eq **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_wait_open(struct fid_fabric *, struct fi_wait_attr *, struct fid_wait **)
+{
+	return -FI_ENOSYS;
+}
+int no_trywait(struct fid_fabric *, struct fid **, int)
+{
+	return -FI_ENOSYS;
+}
+int no_domain2(struct fid_fabric *, struct fi_info *, struct fid_domain **, uint64_t, void *)
+{
+	return -FI_ENOSYS;
+}
+
+struct fi_ops fabric_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = fabric_close,
+	.bind = no_bind,
+	.control = no_control,
+	.ops_open = no_ops_open,
+	.tostr = no_tostr,
+	.ops_set = no_ops_set,
+};
+
+struct fi_ops_fabric fabric_ops = {
+	.size = sizeof(struct fi_ops_fabric),
+	.domain = domain_open,
+	.passive_ep = no_passive_ep,
+	.eq_open = no_eq_open,
+	.wait_open = no_wait_open,
+	.trywait = no_trywait,
+	.domain2 = no_domain2,
+};
+
+int domain_close(struct fid *fid)
+{
+	Domain *dom = reinterpret_cast<Domain *>(fid);
+	/* acquire: pairs with the release of fi_close(mr) / pool_destroy, so the PD is freed
+	 * only after their native calls are done with it. */
+	if (dom->mrs.load(std::memory_order_acquire) != 0 ||
+	    dom->pools.load(std::memory_order_acquire) != 0)
+		return -FI_EBUSY;
+	int ret = nicmr_pd_free(dom->pd);
+	if (ret != 0)
+		return fi_code(ret);
+	/* release: the PD is gone before fabric_close may see the count drop. */
+	dom->fabric->domains.fetch_sub(1, std::memory_order_release);
+	delete dom;
+	return 0;
+}
+
+int domain_control(struct fid *fid, int command, void *arg)
+{
+	Domain *dom = reinterpret_cast<Domain *>(fid);
+	switch (command) {
+	case FI_MAP_RAW_MR:
+		return mr_map_raw(dom, static_cast<struct fi_mr_map_raw *>(arg));
+	case FI_UNMAP_KEY:
+		return mr_unmap_key(dom, static_cast<const uint64_t *>(arg));
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+int domain_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *)
+{
+	if (!name || !ops)
+		return -FI_EINVAL;
+	if (flags)
+		return -FI_EBADFLAGS;
+	if (std::strcmp(name, FI_NICMR_POOL_OPS) != 0)
+		return -FI_ENOSYS;
+	return pool_ops_open(reinterpret_cast<Domain *>(fid), ops);
+}
+
+struct fi_ops domain_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = domain_close,
+	.bind = no_bind,
+	.control = domain_control,
+	.ops_open = domain_ops_open,
+	.tostr = no_tostr,
+	.ops_set = no_ops_set,
+};
+
+int no_av_open(struct fid_domain *, struct fi_av_attr *, struct fid_av **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_cq_open(struct fid_domain *, struct fi_cq_attr *, struct fid_cq **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_endpoint(struct fid_domain *, struct fi_info *, struct fid_ep **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_cntr_open(struct fid_domain *, struct fi_cntr_attr *, struct fid_cntr **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_poll_open(struct fid_domain *, struct fi_poll_attr *, struct fid_poll **)
+{
+	return -FI_ENOSYS;
+}
+int no_stx_ctx(struct fid_domain *, struct fi_tx_attr *, struct fid_stx **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_srx_ctx(struct fid_domain *, struct fi_rx_attr *, struct fid_ep **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_query_atomic(struct fid_domain *, enum fi_datatype, enum fi_op, struct fi_atomic_attr *,
+		    uint64_t)
+{
+	return -FI_ENOSYS;
+}
+int no_query_collective(struct fid_domain *, enum fi_collective_op, struct fi_collective_attr *,
+			uint64_t)
+{
+	return -FI_ENOSYS;
+}
+int no_endpoint2(struct fid_domain *, struct fi_info *, struct fid_ep **, uint64_t, void *)
+{
+	return -FI_ENOSYS;
+}
+
+struct fi_ops_domain domain_ops = {
+	.size = sizeof(struct fi_ops_domain),
+	.av_open = no_av_open,
+	.cq_open = no_cq_open,
+	.endpoint = no_endpoint,
+	.scalable_ep = no_endpoint,
+	.cntr_open = no_cntr_open,
+	.poll_open = no_poll_open,
+	.stx_ctx = no_stx_ctx,
+	.srx_ctx = no_srx_ctx,
+	.query_atomic = no_query_atomic,
+	.query_collective = no_query_collective,
+	.endpoint2 = no_endpoint2,
+};
+
+struct fi_ops_mr domain_mr_ops = {
+	.size = sizeof(struct fi_ops_mr),
+	.reg = mr_reg,
+	.regv = mr_regv,
+	.regattr = mr_regattr,
+};
+
+/* The domain's mr_mode from the info the application passes (its own copy, possibly edited):
+ * FI_MR_BASIC is the old spelling; FI_MR_ALLOCATED must stay. */
+int domain_mr_mode(int mode, int *out)
+{
+	if (mode == FI_MR_BASIC)
+		mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	else if (mode & (FI_MR_BASIC | FI_MR_SCALABLE))
+		return -FI_EINVAL;
+	if ((mode & kMrRequired) != kMrRequired)
+		return -FI_EINVAL;
+	*out = mode & (kMrRequired | kMrOptional);
+	return 0;
+}
+
+/* The pool ops: the pool remembers its domain so that the domain cannot close under it. */
+struct PoolHandle {
+	Domain *domain;
+	nicmr_pool *pool;
+};
+
+} // namespace
+
+} // namespace nicmr::fabric
+
+struct fi_nicmr_pool : nicmr::fabric::PoolHandle {};
+
+namespace nicmr::fabric {
+
+namespace {
+
+Domain *domain_of(struct fid_domain *d)
+{
+	if (!d || d->fid.fclass != FI_CLASS_DOMAIN || d->fid.ops != &domain_fi_ops)
+		return nullptr;
+	return reinterpret_cast<Domain *>(d);
+}
+
+int pool_adopt(Domain *dom, nicmr_pool *p, struct fi_nicmr_pool **out)
+{
+	auto *h = new (std::nothrow) fi_nicmr_pool;
+	if (!h) {
+		nicmr_pool_destroy(p);
+		return -FI_ENOMEM;
+	}
+	h->domain = dom;
+	h->pool = p;
+	/* relaxed: the pool reaches other threads through the application, not this count. */
+	dom->pools.fetch_add(1, std::memory_order_relaxed);
+	*out = h;
+	return 0;
+}
+
+int pool_create(struct fid_domain *domain, size_t size, size_t page_size, int numa_node,
+		uint64_t flags, struct fi_nicmr_pool **out)
+{
+	Domain *dom = domain_of(domain);
+	if (!dom || !out)
+		return -FI_EINVAL;
+	if (flags & ~FI_NICMR_POOL_FALLBACK)
+		return -FI_EBADFLAGS;
+	nicmr_pool_params params;
+	nicmr_pool_params_init(&params);
+	params.size = size;
+	params.page_size = page_size;
+	params.numa_node = numa_node;
+	params.allow_fallback = (flags & FI_NICMR_POOL_FALLBACK) ? 1 : 0;
+	params.name = "fi_nicmr";
+	nicmr_pool *p = nullptr;
+	int ret = nicmr_pool_create(dom->fabric->dev, &params, &p);
+	if (ret != 0)
+		return fi_code(ret);
+	return pool_adopt(dom, p, out);
+}
+
+int pool_import(struct fid_domain *domain, void *addr, size_t len, size_t page_size,
+		struct fi_nicmr_pool **out)
+{
+	Domain *dom = domain_of(domain);
+	if (!dom || !out)
+		return -FI_EINVAL;
+	nicmr_pool *p = nullptr;
+	int ret = nicmr_pool_import(dom->fabric->dev, addr, len, page_size, &p);
+	if (ret != 0)
+		return fi_code(ret);
+	return pool_adopt(dom, p, out);
+}
+
+int pool_destroy(struct fi_nicmr_pool *h)
+{
+	if (!h)
+		return -FI_EINVAL;
+	int ret = nicmr_pool_destroy(h->pool);
+	if (ret != 0)
+		return fi_code(ret);
+	/* release: the pool is gone before domain_close may see the count drop. */
+	h->domain->pools.fetch_sub(1, std::memory_order_release);
+	delete h;
+	return 0;
+}
+
+void *pool_addr(const struct fi_nicmr_pool *h)
+{
+	return h ? nicmr_pool_addr(h->pool) : nullptr;
+}
+
+size_t pool_len(const struct fi_nicmr_pool *h)
+{
+	return h ? nicmr_pool_len(h->pool) : 0;
+}
+
+int mr_in_pool(struct fid_mr *fmr)
+{
+	Mr *mr = mr_of(fmr);
+	if (!mr)
+		return -FI_EINVAL;
+	return nicmr_mr_in_pool(mr->mr);
+}
+
+int device_stats(struct fid_domain *domain, struct nicmr_device_stats *stats)
+{
+	Domain *dom = domain_of(domain);
+	if (!dom || !stats)
+		return -FI_EINVAL;
+	return fi_code(nicmr_device_get_stats(dom->fabric->dev, stats));
+}
+
+struct fi_nicmr_pool_ops pool_ops = {
+	.size = sizeof(struct fi_nicmr_pool_ops),
+	.pool_create = pool_create,
+	.pool_import = pool_import,
+	.pool_destroy = pool_destroy,
+	.pool_addr = pool_addr,
+	.pool_len = pool_len,
+	.mr_in_pool = mr_in_pool,
+	.device_stats = device_stats,
+};
+
+} // namespace
+
+int pool_ops_open(Domain *, void **ops)
+{
+	*ops = &pool_ops;
+	return 0;
+}
+
+int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
+{
+	if (!attr || !fabric)
+		return -FI_EINVAL;
+	if (attr->name && std::strcmp(attr->name, kFabricName) != 0)
+		return -FI_ENODATA;
+	DeviceSpec ds;
+	if (device_spec(&ds) != 0)
+		return -FI_ENODATA;
+	Fabric *fab = new (std::nothrow) Fabric;
+	if (!fab)
+		return -FI_ENOMEM;
+	fab->spec = ds.spec;
+	fab->domain_name = ds.domain_name;
+	fab->fid.fid.fclass = FI_CLASS_FABRIC;
+	fab->fid.fid.context = context;
+	fab->fid.fid.ops = &fabric_fi_ops;
+	fab->fid.ops = &fabric_ops;
+	fab->fid.api_version = attr->api_version;
+	*fabric = &fab->fid;
+	return 0;
+}
+
+int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **out,
+		void *context)
+{
+	if (!fabric || !info || !out || !info->domain_attr)
+		return -FI_EINVAL;
+	Fabric *fab = reinterpret_cast<Fabric *>(fabric);
+	const char *name = info->domain_attr->name;
+	if (name && fab->domain_name != name)
+		return -FI_EINVAL;
+	int mr_mode = 0;
+	int ret = domain_mr_mode(info->domain_attr->mr_mode, &mr_mode);
+	if (ret != 0)
+		return ret;
+	{
+		std::lock_guard<std::mutex> lock(fab->mu);
+		if (!fab->dev) {
+			ret = nicmr_device_open(fab->spec.c_str(), &fab->dev);
+			if (ret != 0) {
+				FI_WARN(&provider, FI_LOG_DOMAIN, "opening %s: %d\n",
+					fab->spec.c_str(), ret);
+				fab->dev = nullptr;
+				return fi_code(ret);
+			}
+		}
+	}
+	/* Owned here until the fid is handed out: a failed PD allocation frees it. */
+	std::unique_ptr<Domain> dom(new (std::nothrow) Domain);
+	if (!dom)
+		return -FI_ENOMEM;
+	ret = nicmr_pd_alloc(fab->dev, &dom->pd);
+	if (ret != 0)
+		return fi_code(ret);
+	dom->fabric = fab;
+	dom->mr_mode = mr_mode;
+	dom->fid.fid.fclass = FI_CLASS_DOMAIN;
+	dom->fid.fid.context = context;
+	dom->fid.fid.ops = &domain_fi_ops;
+	dom->fid.ops = &domain_ops;
+	dom->fid.mr = &domain_mr_ops;
+	/* relaxed: the domain reaches other threads through the application, not this count. */
+	fab->domains.fetch_add(1, std::memory_order_relaxed);
+	*out = &dom.release()->fid;
+	return 0;
+}
+
+} // namespace nicmr::fabric

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fi_mr(3) on a nicmr domain: reg, regv, regattr, close, raw keys, bind/refresh/enable. Every
+ * argument is checked here, before the native call, so that each bad input gets fi_mr(3)'s
+ * code and nothing is made; the native API then registers (fast path inside a pool, slow path
+ * for memory the application allocated itself).
+ */
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "fi_internal.h"
+
+namespace nicmr::fabric {
+
+namespace {
+
+constexpr uint64_t kFiAccess =
+	FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+uint64_t native_access(uint64_t access)
+{
+	uint64_t a = 0;
+	a |= (access & FI_SEND) ? NICMR_ACCESS_SEND : 0;
+	a |= (access & FI_RECV) ? NICMR_ACCESS_RECV : 0;
+	a |= (access & FI_READ) ? NICMR_ACCESS_READ : 0;
+	a |= (access & FI_WRITE) ? NICMR_ACCESS_WRITE : 0;
+	a |= (access & FI_REMOTE_READ) ? NICMR_ACCESS_REMOTE_READ : 0;
+	a |= (access & FI_REMOTE_WRITE) ? NICMR_ACCESS_REMOTE_WRITE : 0;
+	return a;
+}
+
+int mr_close(struct fid *fid)
+{
+	Mr *mr = reinterpret_cast<Mr *>(fid);
+	int ret = nicmr_mr_dereg(mr->mr);
+	if (ret != 0)
+		return fi_code(ret); /* still registered: the application may retry */
+	/* release: the MR is gone before domain_close may see the count drop. */
+	mr->domain->mrs.fetch_sub(1, std::memory_order_release);
+	delete mr;
+	return 0;
+}
+
+int mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	(void)fid;
+	(void)flags;
+	if (!bfid)
+		return -FI_EINVAL;
+	/* No counters or endpoints exist yet, so there is nothing an MR could be bound to. */
+	return -FI_ENOSYS;
+}
+
+int mr_raw_attr(Mr *mr, struct fi_mr_raw_attr *attr)
+{
+	if (!attr || !attr->key_size)
+		return -FI_EINVAL;
+	if (attr->flags)
+		return -FI_EBADFLAGS;
+	if (*attr->key_size < kRawKeySize) {
+		*attr->key_size = kRawKeySize;
+		return -FI_ETOOSMALL;
+	}
+	if (!attr->raw_key)
+		return -FI_EINVAL;
+	size_t size = *attr->key_size;
+	int ret = nicmr_mr_raw_attr(mr->mr, attr->raw_key, &size);
+	if (ret == -ENOSPC) {
+		*attr->key_size = size;
+		return -FI_ETOOSMALL;
+	}
+	if (ret != 0)
+		return fi_code(ret);
+	*attr->key_size = size;
+	if (attr->base_addr) {
+		/* The address a peer targets: the VA, or 0 for an offset-based region. */
+		*attr->base_addr = (mr->domain->mr_mode & FI_MR_VIRT_ADDR)
+					   ? reinterpret_cast<uintptr_t>(nicmr_mr_addr(mr->mr))
+					   : 0;
+	}
+	return 0;
+}
+
+int mr_control(struct fid *fid, int command, void *arg)
+{
+	Mr *mr = reinterpret_cast<Mr *>(fid);
+	switch (command) {
+	case FI_GET_RAW_MR:
+		return mr_raw_attr(mr, static_cast<struct fi_mr_raw_attr *>(arg));
+	case FI_REFRESH:
+		/* Pages are locked for the MR's life (FI_MR_ALLOCATED): nothing to refresh, and no
+		 * way to change them is offered yet. */
+		return -FI_ENOSYS;
+	case FI_ENABLE:
+		/* An MR is enabled when fi_mr_reg returns: nicmr never asks for FI_MR_ENDPOINT
+		 * or FI_MR_RMA_EVENT, so enabling is a no-op. */
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+struct fi_ops mr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = mr_close,
+	.bind = mr_bind,
+	.control = mr_control,
+	.ops_open = no_ops_open,
+	.tostr = no_tostr,
+	.ops_set = no_ops_set,
+};
+
+Domain *domain_of(struct fid *fid)
+{
+	if (!fid || fid->fclass != FI_CLASS_DOMAIN)
+		return nullptr;
+	return reinterpret_cast<Domain *>(fid);
+}
+
+int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t offset,
+	    uint64_t requested_key, uint64_t flags, struct fid_mr **out, void *context)
+{
+	if (!dom || !out || !buf || len == 0)
+		return -FI_EINVAL;
+	if (flags)
+		return -FI_EBADFLAGS; /* FI_RMA_EVENT included: the domain has no RMA events */
+	if (offset != 0 || (access & ~kFiAccess))
+		return -FI_EINVAL;
+	uint64_t nflags = 0;
+	uint64_t key = 0;
+	if (!(dom->mr_mode & FI_MR_PROV_KEY)) {
+		/* The application picks the key; it must be an mkey of this device. */
+		if (requested_key > UINT32_MAX)
+			return -FI_EKEYREJECTED;
+		nflags |= NICMR_MR_REQUESTED_KEY;
+		key = requested_key;
+	}
+	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
+		nflags |= NICMR_MR_ZERO_BASED;
+	/* Owned here until the fid is handed out: a failed registration frees it. */
+	std::unique_ptr<Mr> mr(new (std::nothrow) Mr);
+	if (!mr)
+		return -FI_ENOMEM;
+	int ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, native_access(access), nflags,
+			       key, &mr->mr);
+	if (ret != 0)
+		return fi_code(ret);
+	mr->domain = dom;
+	mr->fid.fid.fclass = FI_CLASS_MR;
+	mr->fid.fid.context = context;
+	mr->fid.fid.ops = &mr_fi_ops;
+	mr->fid.mem_desc = mr.get();
+	/* Under FI_MR_RAW the key travels as the raw blob (fi_mr_raw_attr), never as 64 bits. */
+	mr->fid.key = (dom->mr_mode & FI_MR_RAW) ? FI_KEY_NOTAVAIL : nicmr_mr_key(mr->mr);
+	/* relaxed: the MR reaches other threads through the application, not this count. */
+	dom->mrs.fetch_add(1, std::memory_order_relaxed);
+	*out = &mr.release()->fid;
+	return 0;
+}
+
+} // namespace
+
+Mr *mr_of(struct fid_mr *fmr)
+{
+	if (!fmr || fmr->fid.fclass != FI_CLASS_MR || fmr->fid.ops != &mr_fi_ops)
+		return nullptr;
+	return reinterpret_cast<Mr *>(fmr);
+}
+
+int mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
+	   uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context)
+{
+	return reg_one(domain_of(fid), buf, len, access, offset, requested_key, flags, mr, context);
+}
+
+int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access,
+	    uint64_t offset, uint64_t requested_key, uint64_t flags, struct fid_mr **mr,
+	    void *context)
+{
+	/* mr_iov_limit is 1: one region per MR. */
+	if (!iov || count != 1)
+		return -FI_EINVAL;
+	return reg_one(domain_of(fid), iov[0].iov_base, iov[0].iov_len, access, offset,
+		       requested_key, flags, mr, context);
+}
+
+int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr)
+{
+	if (!attr || !attr->mr_iov || attr->iov_count != 1 || attr->auth_key_size)
+		return -FI_EINVAL;
+	if (attr->iface != FI_HMEM_SYSTEM)
+		return -FI_ENOSYS; /* device memory is not offered */
+	return reg_one(domain_of(fid), attr->mr_iov[0].iov_base, attr->mr_iov[0].iov_len,
+		       attr->access, attr->offset, attr->requested_key, flags, mr, attr->context);
+}
+
+int mr_map_raw(Domain *dom, struct fi_mr_map_raw *map)
+{
+	if (!map || !map->raw_key || !map->key)
+		return -FI_EINVAL;
+	if (map->flags)
+		return -FI_EBADFLAGS;
+	/* The blob carries its own base address and length, checked by the native decoder;
+	 * map->base_addr is not needed to name the key. */
+	uint64_t key = 0;
+	int ret = nicmr_mr_map_raw(dom->fabric->dev, map->raw_key, map->key_size, &key);
+	if (ret != 0)
+		return fi_code(ret);
+	*map->key = key;
+	return 0;
+}
+
+int mr_unmap_key(Domain *dom, const uint64_t *key)
+{
+	if (!key)
+		return -FI_EINVAL;
+	return fi_code(nicmr_mr_unmap_key(dom->fabric->dev, *key));
+}
+
+} // namespace nicmr::fabric

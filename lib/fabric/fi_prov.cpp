@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The provider's entry (fi_prov_ini) and fi_getinfo: one fabric "nicmr" with one domain per
+ * device, and the mr_mode negotiation. Endpoints are not offered yet, so caps are 0 and the
+ * endpoint type is FI_EP_RDM only so that fi_getinfo can list the domain.
+ */
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <rdma/providers/fi_log.h>
+
+#include "fi_internal.h"
+
+namespace nicmr::fabric {
+
+namespace {
+
+/* The provider's own version: nicmr's major.minor. */
+constexpr uint32_t kProvVersion = FI_VERSION(0, 1);
+/* The mkeys an emu device has when its spec does not say (native API default). */
+constexpr size_t kEmuDefaultMkeys = 65536;
+
+int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+	    const struct fi_info *hints, struct fi_info **info);
+
+void cleanup()
+{}
+
+/* mr_mode of hints (FI_MR_BASIC is the old spelling of ALLOCATED | PROV_KEY | VIRT_ADDR), to
+ * what the domain works with; -FI_ENODATA when the application does not allow what nicmr needs. */
+int negotiate_mr_mode(int offered, int *out)
+{
+	if (offered == FI_MR_BASIC)
+		offered = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	else if (offered & (FI_MR_BASIC | FI_MR_SCALABLE))
+		return -FI_ENODATA; /* FI_MR_SCALABLE: nicmr needs FI_MR_ALLOCATED */
+	if ((offered & kMrRequired) != kMrRequired)
+		return -FI_ENODATA;
+	*out = offered & (kMrRequired | kMrOptional);
+	return 0;
+}
+
+/* Whether the hints ask for anything this version does not have (0) or not (1). */
+bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
+{
+	*mr_mode = kMrRequired | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	if (!hints)
+		return true;
+	/* No endpoints, hence no capability and no mode bit the application could offer. */
+	if (hints->caps)
+		return false;
+	if (hints->addr_format != FI_FORMAT_UNSPEC)
+		return false;
+	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
+	    hints->ep_attr->type != FI_EP_RDM)
+		return false;
+	if ((hints->tx_attr && hints->tx_attr->caps) || (hints->rx_attr && hints->rx_attr->caps))
+		return false;
+	if (hints->fabric_attr && hints->fabric_attr->name &&
+	    std::strcmp(hints->fabric_attr->name, kFabricName) != 0)
+		return false;
+	const struct fi_domain_attr *d = hints->domain_attr;
+	if (!d)
+		return true;
+	if (d->name && ds.domain_name != d->name)
+		return false;
+	if (d->caps || d->av_type != FI_AV_UNSPEC)
+		return false;
+	if (d->mr_iov_limit > 1 || d->mr_cnt > ds.mr_cnt)
+		return false;
+	if (negotiate_mr_mode(d->mr_mode, mr_mode) != 0)
+		return false;
+	const size_t key_size = (*mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
+	if (d->mr_key_size && d->mr_key_size < key_size)
+		return false;
+	return true;
+}
+
+int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+	    const struct fi_info *hints, struct fi_info **info)
+{
+	(void)flags;
+	if (!info)
+		return -FI_EINVAL;
+	*info = nullptr;
+	/* mr_mode as a bit set is a 1.5 API; there are no addresses to resolve. */
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || node || service)
+		return -FI_ENODATA;
+	DeviceSpec ds;
+	if (device_spec(&ds) != 0)
+		return -FI_ENODATA;
+	int mr_mode = 0;
+	if (!hints_fit(hints, ds, &mr_mode))
+		return -FI_ENODATA;
+
+	struct fi_info *fi = fi_allocinfo();
+	if (!fi)
+		return -FI_ENOMEM;
+	fi->caps = 0;
+	fi->mode = 0;
+	fi->addr_format = FI_FORMAT_UNSPEC;
+	fi->ep_attr->type = FI_EP_RDM;
+	fi->fabric_attr->name = strdup(kFabricName);
+	/* prov_name is the core's to set (it names the provider that answered). */
+	fi->fabric_attr->prov_version = kProvVersion;
+	fi->fabric_attr->api_version = version;
+	fi->domain_attr->name = strdup(ds.domain_name.c_str());
+	fi->domain_attr->threading = FI_THREAD_SAFE;
+	/* Registration completes in the call: nothing waits for the application to progress. */
+	fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
+	fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	fi->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	fi->domain_attr->av_type = FI_AV_UNSPEC;
+	fi->domain_attr->mr_mode = mr_mode;
+	fi->domain_attr->mr_key_size = (mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
+	fi->domain_attr->mr_iov_limit = 1;
+	fi->domain_attr->mr_cnt = ds.mr_cnt;
+	if (!fi->fabric_attr->name || !fi->domain_attr->name) {
+		fi_freeinfo(fi);
+		return -FI_ENOMEM;
+	}
+	*info = fi;
+	return 0;
+}
+
+/* The value of option key= in an emu spec ("emu:ports=2,mkeys=1024"), or "" . */
+std::string spec_option(const std::string &spec, const std::string &key)
+{
+	size_t colon = spec.find(':');
+	if (colon == std::string::npos)
+		return "";
+	std::string opts = spec.substr(colon + 1);
+	size_t pos = 0;
+	while (pos <= opts.size()) {
+		size_t comma = opts.find(',', pos);
+		std::string kv = opts.substr(pos, comma == std::string::npos ? std::string::npos
+									     : comma - pos);
+		if (kv.compare(0, key.size() + 1, key + "=") == 0)
+			return kv.substr(key.size() + 1);
+		if (comma == std::string::npos)
+			break;
+		pos = comma + 1;
+	}
+	return "";
+}
+
+} // namespace
+
+struct fi_provider provider = {
+	.version = kProvVersion,
+	.fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+	.context = {},
+	.name = kProvName,
+	.getinfo = getinfo,
+	.fabric = fabric_open,
+	.cleanup = cleanup,
+};
+
+int device_spec(DeviceSpec *out)
+{
+	char *value = nullptr;
+	std::string spec = kDefaultSpec;
+	if (fi_param_get_str(&provider, "device", &value) == FI_SUCCESS && value && *value)
+		spec = value;
+	/* Only the emulated device is offered through libfabric in this version: its key count
+	 * is known from the spec without opening the device. */
+	if (spec != "emu" && spec.compare(0, 4, "emu:") != 0) {
+		FI_WARN(&provider, FI_LOG_CORE,
+			"FI_NICMR_DEVICE=%s: only emu devices are offered\n", spec.c_str());
+		return -FI_ENODATA;
+	}
+	size_t mkeys = kEmuDefaultMkeys;
+	std::string m = spec_option(spec, "mkeys");
+	if (!m.empty()) {
+		char *end = nullptr;
+		unsigned long long v = std::strtoull(m.c_str(), &end, 0);
+		if (!end || *end || v < 2) {
+			FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: bad mkeys\n",
+				spec.c_str());
+			return -FI_ENODATA;
+		}
+		mkeys = v;
+	}
+	out->spec = spec;
+	out->domain_name = "emu0";
+	out->mr_cnt = mkeys - 1; /* index 0 is never a key */
+	return 0;
+}
+
+int fi_code(int err)
+{
+	switch (err) {
+	case 0:
+		return 0;
+	case -EEXIST:
+		return -FI_ENOKEY; /* requested key live */
+	case -EKEYREJECTED:
+		return -FI_EKEYREJECTED;
+	case -EOPNOTSUPP:
+		return -FI_EBADFLAGS;
+	case -EXDEV:
+		return -FI_EINVAL; /* a raw key of another device is not a key here */
+	default:
+		return err; /* FI_E* equal errno values for the rest */
+	}
+}
+
+int no_bind(struct fid *, struct fid *, uint64_t)
+{
+	return -FI_ENOSYS;
+}
+int no_control(struct fid *, int, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_ops_open(struct fid *, const char *, uint64_t, void **, void *)
+{
+	return -FI_ENOSYS;
+}
+int no_tostr(const struct fid *, char *, size_t)
+{
+	return -FI_ENOSYS;
+}
+int no_ops_set(struct fid *, const char *, uint64_t, void *, void *)
+{
+	return -FI_ENOSYS;
+}
+
+} // namespace nicmr::fabric
+
+extern "C" FI_EXT_INI
+{
+	using nicmr::fabric::provider;
+	fi_param_define(&provider, "device", FI_PARAM_STRING,
+			"nicmr device spec to open for the domain (default: emu; "
+			"e.g. emu:mkeys=4096)");
+	return &provider;
+}

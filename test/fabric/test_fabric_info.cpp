@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* fi_getinfo, fi_fabric, fi_domain on nicmr, and the mr_mode sweep. */
+#include <bit>
+#include <cstdlib>
+#include <string>
+
+#include "test_fabric_util.h"
+
+namespace nicmr::test {
+namespace {
+
+TEST(FabricInfo, GetinfoFindsNicmrFabricAndDomain)
+{
+	Hints h(kAppMrMode);
+	Info info;
+	ASSERT_EQ(info.get(h), 0);
+	ASSERT_NE(info.p(), nullptr);
+	EXPECT_EQ(info->next, nullptr) << "one domain per device";
+	EXPECT_STREQ(info->fabric_attr->prov_name, "nicmr");
+	EXPECT_STREQ(info->fabric_attr->name, "nicmr");
+	EXPECT_STREQ(info->domain_attr->name, "emu0");
+	EXPECT_EQ(info->caps, 0u) << "no endpoints yet";
+	EXPECT_EQ(info->mode, 0u);
+	EXPECT_EQ(info->ep_attr->type, FI_EP_RDM);
+	EXPECT_EQ(info->domain_attr->threading, FI_THREAD_SAFE);
+	EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	EXPECT_EQ(info->domain_attr->mr_key_size, 4u);
+	EXPECT_EQ(info->domain_attr->mr_iov_limit, 1u);
+	const char *spec = std::getenv("FI_NICMR_DEVICE");
+	ASSERT_NE(spec, nullptr) << "the test environment names the device";
+	std::string s(spec);
+	size_t at = s.find("mkeys=");
+	ASSERT_NE(at, std::string::npos);
+	EXPECT_EQ(info->domain_attr->mr_cnt, std::stoul(s.substr(at + 6)) - 1);
+}
+
+TEST(FabricInfo, NullHintsListNicmrWithItsDefaults)
+{
+	fi_info *all = nullptr;
+	ASSERT_EQ(fi_getinfo(kApi, nullptr, nullptr, 0, nullptr, &all), 0);
+	int found = 0;
+	for (fi_info *i = all; i; i = i->next) {
+		if (std::strcmp(i->fabric_attr->prov_name, "nicmr") != 0)
+			continue;
+		++found;
+		EXPECT_EQ(i->domain_attr->mr_mode,
+			  FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	}
+	fi_freeinfo(all);
+	EXPECT_EQ(found, 1);
+}
+
+TEST(FabricInfo, CapabilitiesNeedingEndpointsGiveNoData)
+{
+	for (uint64_t caps : {FI_RMA, FI_ATOMIC, FI_MSG, FI_TAGGED}) {
+		Hints h(kAppMrMode);
+		h->caps = caps;
+		Info info;
+		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << caps;
+	}
+}
+
+TEST(FabricInfo, OtherEndpointTypesAndDomainNamesGiveNoData)
+{
+	{
+		Hints h(kAppMrMode);
+		h->ep_attr->type = FI_EP_MSG;
+		Info info;
+		EXPECT_EQ(info.get(h), -FI_ENODATA);
+	}
+	{
+		Hints h(kAppMrMode);
+		h->domain_attr->name = strdup("emu7");
+		Info info;
+		EXPECT_EQ(info.get(h), -FI_ENODATA);
+	}
+	{
+		Hints h(kAppMrMode);
+		h->domain_attr->mr_iov_limit = 2;
+		Info info;
+		EXPECT_EQ(info.get(h), -FI_ENODATA);
+	}
+}
+
+TEST(FabricInfo, RawKeysMakeTheKeySize64)
+{
+	Hints h(kAppMrMode | FI_MR_RAW);
+	Info info;
+	ASSERT_EQ(info.get(h), 0);
+	EXPECT_TRUE(info->domain_attr->mr_mode & FI_MR_RAW);
+	EXPECT_EQ(info->domain_attr->mr_key_size, 64u);
+
+	Hints small(kAppMrMode | FI_MR_RAW);
+	small->domain_attr->mr_key_size = 8;
+	Info none;
+	EXPECT_EQ(none.get(small), -FI_ENODATA) << "a 64-byte key does not fit in 8";
+}
+
+TEST(FabricInfo, LegacyBasicModeIsHonouredScalableIsNot)
+{
+	Hints basic(FI_MR_BASIC);
+	Info info;
+	ASSERT_EQ(info.get(basic), 0);
+	EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	Hints scalable(FI_MR_SCALABLE);
+	Info none;
+	EXPECT_EQ(none.get(scalable), -FI_ENODATA);
+}
+
+TEST(FabricInfo, DomainRefusesInfoItCannotHonour)
+{
+	Hints h(kAppMrMode);
+	Info info;
+	ASSERT_EQ(info.get(h), 0);
+	Fid<fid_fabric> fabric;
+	ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
+	info->domain_attr->mr_mode &= ~FI_MR_ALLOCATED;
+	Fid<fid_domain> dom;
+	EXPECT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), -FI_EINVAL);
+	info->domain_attr->mr_mode |= FI_MR_ALLOCATED | FI_MR_SCALABLE;
+	EXPECT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), -FI_EINVAL);
+	info->domain_attr->mr_mode &= ~FI_MR_SCALABLE;
+	free(info->domain_attr->name);
+	info->domain_attr->name = strdup("emu1");
+	EXPECT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), -FI_EINVAL);
+	EXPECT_EQ(dom.get(), nullptr);
+	EXPECT_EQ(fi_domain(fabric.get(), nullptr, dom.out(), nullptr), -FI_EINVAL);
+}
+
+TEST(FabricInfo, EndpointsCountersAndQueuesAreNotOfferedYet)
+{
+	Hints h(kAppMrMode);
+	Info info;
+	ASSERT_EQ(info.get(h), 0);
+	Fid<fid_fabric> fabric;
+	ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
+	Fid<fid_domain> dom;
+	ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
+	fid_ep *ep = nullptr;
+	EXPECT_EQ(fi_endpoint(dom.get(), info.p(), &ep, nullptr), -FI_ENOSYS);
+	fi_cq_attr cq_attr{};
+	fid_cq *cq = nullptr;
+	EXPECT_EQ(fi_cq_open(dom.get(), &cq_attr, &cq, nullptr), -FI_ENOSYS);
+	fi_cntr_attr cntr_attr{};
+	fid_cntr *cntr = nullptr;
+	EXPECT_EQ(fi_cntr_open(dom.get(), &cntr_attr, &cntr, nullptr), -FI_ENOSYS);
+	fi_av_attr av_attr{};
+	fid_av *av = nullptr;
+	EXPECT_EQ(fi_av_open(dom.get(), &av_attr, &av, nullptr), -FI_ENOSYS);
+	void *ops = nullptr;
+	EXPECT_EQ(fi_open_ops(&dom->fid, "no_such_ops", 0, &ops, nullptr), -FI_ENOSYS);
+}
+
+TEST(FabricInfo, FabricWithLiveDomainIsBusy)
+{
+	Hints h(kAppMrMode);
+	Info info;
+	ASSERT_EQ(info.get(h), 0);
+	Fid<fid_fabric> fabric;
+	ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
+	Fid<fid_domain> dom;
+	ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
+	EXPECT_EQ(fi_close(&fabric->fid), -FI_EBUSY);
+	dom.reset();
+}
+
+/*
+ * Every subset of the mr_mode bits nicmr knows: either fi_getinfo says -FI_ENODATA (the
+ * application does not allow FI_MR_ALLOCATED, which nicmr needs), or the answer is a subset
+ * of what was offered, exactly the offered bits nicmr acts on, and registration works under
+ * it with the key rules it implies.
+ */
+TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
+{
+	constexpr unsigned kBits = sizeof(kKnownBits) / sizeof(kKnownBits[0]);
+	constexpr int kActs = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR;
+	Fid<fid_fabric> fabric;
+	Buf buf(2 * 4096);
+	ASSERT_NE(buf.get(), nullptr);
+	nicmr_device_stats before{};
+	bool have_before = false;
+	for (unsigned combo = 0; combo < (1u << kBits); combo++) {
+		int offered = 0;
+		for (unsigned b = 0; b < kBits; b++)
+			if (combo & (1u << b))
+				offered |= kKnownBits[b];
+		SCOPED_TRACE(testing::Message() << "mr_mode 0x" << std::hex << offered);
+		Hints h(offered);
+		Info info;
+		int ret = info.get(h);
+		if (!(offered & FI_MR_ALLOCATED)) {
+			EXPECT_EQ(ret, -FI_ENODATA);
+			continue;
+		}
+		ASSERT_EQ(ret, 0);
+		const int got = info->domain_attr->mr_mode;
+		EXPECT_EQ(got & ~offered, 0) << "only bits the application allows";
+		EXPECT_EQ(got, offered & kActs);
+		EXPECT_EQ(info->domain_attr->mr_key_size, (got & FI_MR_RAW) ? 64u : 4u);
+
+		if (!fabric.get()) {
+			ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
+		}
+		Fid<fid_domain> dom;
+		ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
+		if (!have_before) {
+			before = stats(dom.get());
+			have_before = true;
+		}
+		/* Requested keys: index combo + 1 (variant 0), distinct for every combination. */
+		const uint64_t want = uint64_t(combo + 1) << 8;
+		Fid<fid_mr> mr;
+		ASSERT_EQ(fi_mr_reg(dom.get(), buf.get(), buf.len(), FI_REMOTE_READ | FI_READ, 0,
+				    want, 0, mr.out(), nullptr),
+			  0);
+		uint64_t key = fi_mr_key(mr.get());
+		if (got & FI_MR_RAW) {
+			EXPECT_EQ(key, FI_KEY_NOTAVAIL);
+			uint8_t raw[64];
+			size_t size = sizeof(raw);
+			uint64_t base = 1;
+			ASSERT_EQ(fi_mr_raw_attr(mr.get(), &base, raw, &size, 0), 0);
+			EXPECT_EQ(base,
+				  (got & FI_MR_VIRT_ADDR) ? uint64_t(uintptr_t(buf.get())) : 0u);
+			ASSERT_EQ(fi_mr_map_raw(dom.get(), base, raw, size, &key, 0), 0);
+			EXPECT_EQ(fi_mr_unmap_key(dom.get(), key), 0);
+		}
+		EXPECT_NE(key, 0u);
+		if (!(got & FI_MR_PROV_KEY)) {
+			EXPECT_EQ(key, want) << "the requested key is the key";
+		}
+		mr.reset();
+		dom.reset();
+	}
+	if (have_before) {
+		/* The last domain is gone; a fresh one sees what the sweep left behind. */
+		Hints h(kAppMrMode);
+		Info info;
+		ASSERT_EQ(info.get(h), 0);
+		Fid<fid_domain> dom;
+		ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
+		nicmr_device_stats after = stats(dom.get());
+		EXPECT_EQ(after.mrs, before.mrs);
+		EXPECT_EQ(after.pds, before.pds);
+		EXPECT_EQ(after.slow_mappings, before.slow_mappings);
+		EXPECT_EQ(after.pinned_pages, before.pinned_pages);
+	}
+}
+
+} // namespace
+} // namespace nicmr::test

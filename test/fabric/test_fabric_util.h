@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Helpers of the provider's conformance tests. They use libfabric's public API through the
+ * installed libfabric, as an application would; the environment (test/fabric/meson.build)
+ * points FI_PROVIDER_PATH at the built provider and restricts libfabric to it (FI_PROVIDER),
+ * so that no other provider's signal handlers run in these processes.
+ */
+#ifndef NICMR_TEST_FABRIC_UTIL_H
+#define NICMR_TEST_FABRIC_UTIL_H
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "nicmr/fi_nicmr.h"
+
+namespace nicmr::test {
+
+inline constexpr uint32_t kApi = FI_VERSION(1, 17);
+/* What a typical application allows: the provider keeps what it needs out of these. */
+inline constexpr int kAppMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+/* The mr_mode bits nicmr knows (the sweep goes over every subset). */
+inline constexpr int kKnownBits[] = {FI_MR_LOCAL,     FI_MR_RAW,      FI_MR_VIRT_ADDR,
+				     FI_MR_ALLOCATED, FI_MR_PROV_KEY, FI_MR_MMU_NOTIFY,
+				     FI_MR_RMA_EVENT, FI_MR_ENDPOINT};
+
+/* fi_info hints for nicmr with mr_mode (other fields unset). */
+class Hints {
+public:
+	explicit Hints(int mr_mode)
+	{
+		h_ = fi_allocinfo();
+		if (h_) {
+			h_->fabric_attr->prov_name = strdup("nicmr");
+			h_->domain_attr->mr_mode = mr_mode;
+		}
+	}
+	~Hints() { fi_freeinfo(h_); }
+	Hints(const Hints &) = delete;
+	Hints &operator=(const Hints &) = delete;
+	fi_info *get() const { return h_; }
+	fi_info *operator->() const { return h_; }
+
+private:
+	fi_info *h_ = nullptr;
+};
+
+/* The fi_getinfo answer, freed when it goes. */
+class Info {
+public:
+	Info() = default;
+	~Info() { fi_freeinfo(p_); }
+	Info(const Info &) = delete;
+	Info &operator=(const Info &) = delete;
+	int get(const Hints &h) { return fi_getinfo(kApi, nullptr, nullptr, 0, h.get(), &p_); }
+	fi_info *p() const { return p_; }
+	fi_info *operator->() const { return p_; }
+
+private:
+	fi_info *p_ = nullptr;
+};
+
+/* A fid closed when it goes (an MR, a domain, a fabric); release() keeps it open. */
+template <typename T> class Fid {
+public:
+	Fid() = default;
+	~Fid() { reset(); }
+	Fid(const Fid &) = delete;
+	Fid &operator=(const Fid &) = delete;
+	T **out() { return &p_; }
+	T *get() const { return p_; }
+	T *operator->() const { return p_; }
+	void reset()
+	{
+		if (p_) {
+			EXPECT_EQ(fi_close(&p_->fid), 0);
+		}
+		p_ = nullptr;
+	}
+
+private:
+	T *p_ = nullptr;
+};
+
+/* Page-aligned anonymous memory (outside every pool: slow-path registrations). */
+class Buf {
+public:
+	explicit Buf(size_t len) : len_(len)
+	{
+		void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+		p_ = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
+		if (p_)
+			std::memset(p_, 0x3c, len);
+	}
+	~Buf()
+	{
+		if (p_)
+			munmap(p_, len_);
+	}
+	Buf(const Buf &) = delete;
+	Buf &operator=(const Buf &) = delete;
+	char *get() const { return p_; }
+	size_t len() const { return len_; }
+
+private:
+	char *p_ = nullptr;
+	size_t len_;
+};
+
+inline fi_nicmr_pool_ops *pool_ops(fid_domain *dom)
+{
+	void *ops = nullptr;
+	EXPECT_EQ(fi_open_ops(&dom->fid, FI_NICMR_POOL_OPS, 0, &ops, nullptr), 0);
+	return static_cast<fi_nicmr_pool_ops *>(ops);
+}
+
+inline nicmr_device_stats stats(fid_domain *dom)
+{
+	nicmr_device_stats s{};
+	EXPECT_EQ(pool_ops(dom)->device_stats(dom, &s), 0);
+	return s;
+}
+
+/* What a failed call must leave as it was. */
+inline void expect_same(const nicmr_device_stats &a, const nicmr_device_stats &b)
+{
+	EXPECT_EQ(a.mrs, b.mrs);
+	EXPECT_EQ(a.pools, b.pools);
+	EXPECT_EQ(a.pds, b.pds);
+	EXPECT_EQ(a.slow_mappings, b.slow_mappings);
+	EXPECT_EQ(a.pinned_pages, b.pinned_pages);
+	EXPECT_EQ(a.iommu_mappings, b.iommu_mappings);
+}
+
+/* A fabric and one domain opened with mr_mode. */
+class FabricFixture : public ::testing::Test {
+protected:
+	void open(int mr_mode)
+	{
+		Hints h(mr_mode);
+		ASSERT_NE(h.get(), nullptr);
+		ASSERT_EQ(info_.get(h), 0);
+		ASSERT_NE(info_.p(), nullptr);
+		ASSERT_EQ(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), 0);
+		ASSERT_EQ(fi_domain(fabric_.get(), info_.p(), domain_.out(), nullptr), 0);
+	}
+	void SetUp() override { open(kAppMrMode); }
+	void TearDown() override
+	{
+		domain_.reset();
+		fabric_.reset();
+	}
+	Info info_;
+	Fid<fid_fabric> fabric_;
+	Fid<fid_domain> domain_;
+};
+
+} // namespace nicmr::test
+
+#endif
