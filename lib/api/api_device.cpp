@@ -141,7 +141,10 @@ uint64_t new_device_id()
  * The device seam. UMR (the data path's programmer: free mkeys pre-created, bound and revoked
  * with UMR work requests) unless the spec asked for the command programmer. Each free mkey
  * holds max_translations MTT entries: as many as keep all of them within 32 MiB of device
- * translation memory, at least 64 and at most 4096.
+ * translation memory, at most 4096, and at least 64 up to 2^16 mkeys. Larger key spaces get
+ * fewer (2^21 mkeys: 2 each, enough for regions of one or two pool pages), since the device's
+ * translation memory is finite (the emulated one has 64 MiB) and every free mkey reserves its
+ * share at creation.
  */
 int make_programmer(nicmr_device *dev, bool umr, uint32_t index_count)
 {
@@ -151,8 +154,8 @@ int make_programmer(nicmr_device *dev, bool umr, uint32_t index_count)
 		return 0;
 	}
 	mlx5::MkeyProgrammerOptions po;
-	po.max_translations =
-		std::clamp<uint32_t>(uint32_t((size_t{32} << 20) / 8 / index_count), 64, 4096);
+	po.max_translations = std::clamp<uint32_t>(uint32_t((size_t{32} << 20) / 8 / index_count),
+						   index_count <= (1u << 16) ? 64 : 1, 4096);
 	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> p;
 	int rc = mlx5::Mlx5MkeyProgrammer::create(*dev->drv, dev->free_pd.pd(), po, &p);
 	if (rc) {
@@ -197,6 +200,7 @@ int bring_up(nicmr_device *dev, bool umr)
 			  dev->spec.c_str(), cfg.index_count, rc);
 		return rc;
 	}
+	dev->table = &dev->engine->table();
 	const mem::IovaRange w = slow_window(dev->fn->dma().iova_ranges());
 	if (w.start > w.last)
 		return -ENOSPC;
@@ -272,7 +276,10 @@ int open_devx(nicmr_device *dev, std::string_view ibdev)
 
 nicmr_device::~nicmr_device()
 {
-	/* Top-down: keys and the engine first, the bus last. */
+	/* Top-down: keys and the engine first, the bus last. The threads' key caches return
+	 * their keys before the key space goes. */
+	nicmr::api::close_caches(this);
+	table = nullptr;
 	engine.reset();
 	prog.reset();
 	free_pd.reset();
@@ -300,6 +307,7 @@ int nicmr_device_open(const char *spec, struct nicmr_device **out)
 		return -ENOMEM;
 	}
 	dev->id = api::new_device_id();
+	dev->serial = api::next_device_serial();
 	int rc;
 	try {
 		if (kind == "emu")
@@ -386,7 +394,7 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 		st->slow_mappings = dev->slow_maps;
 		st->pinned_pages = dev->pins.size();
 	}
-	st->keys_free = dev->engine->keys().ring_free_count();
+	st->keys_free = dev->engine->keys().ring_free_count() + api::cached_keys(dev);
 	st->keys_retiring = dev->engine->keys().retiring_count();
 	st->dev_mkeys = dev->emu ? int64_t(dev->emu->device().mkeys().live()) : -1;
 	st->iommu_mappings = dev->emu ? int64_t(dev->emu->iommu().mapping_count()) : -1;
@@ -433,7 +441,7 @@ int nicmr_key_lookup(const struct nicmr_device *dev, uint32_t key, uint64_t addr
 		need |= mr::kAccessMwBind;
 	mr::LookupRequest req{key, addr, len, need, mr::kAnyPd};
 	mr::LookupResult res;
-	int rc = dev->engine->lookup(req, &res);
+	int rc = dev->table->lookup(req, &res);
 	if (rc == 0)
 		*iova = res.iova;
 	return rc;

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -42,6 +43,47 @@ mem::IovaRange slow_window(const std::vector<mem::IovaRange> &ranges);
 inline constexpr uint32_t kEmuDefaultPorts = 2;
 inline constexpr uint32_t kEmuDefaultMkeys = 65536;
 inline constexpr uint32_t kMaxReaders = 64;
+/* Devices with fewer mkeys register without per-thread key caches: a cache may keep up to
+ * mr::kCacheSize free keys out of other threads' reach, which only a large key space can afford
+ * (64 keys in 4,096 is 1.6 %), and small devices keep an exact -ENOSPC. */
+inline constexpr uint32_t kMinKeysForCaches = 4096;
+
+/*
+ * A registering thread's key cache for one open device (api_cache.cpp). Owned jointly by the
+ * thread's thread_local list and the device's list; cache_mu() (one lock for the process: slow
+ * paths only) guards dev and the cache's destruction. The owning thread alone uses cache and
+ * writes size; a device close (when no thread uses the device) or the thread's exit, whichever
+ * comes first, returns the cached keys and detaches the two.
+ */
+struct ThreadCache {
+	uint64_t serial = 0;	     /* the device open it belongs to (never reused) */
+	nicmr_device *dev = nullptr; /* nullptr once detached; cache_mu() */
+	std::optional<mr::KeyCache> cache;
+	std::atomic<uint32_t> size{0}; /* cache->size() as of the owner's last call: stats */
+};
+
+/* The calling thread's cache for dev, created on first use: nullptr when dev registers
+ * without caches (kMinKeysForCaches) or the cache cannot be allocated (the engine then takes
+ * keys straight from its global ring). Lock-free once created. */
+ThreadCache *thread_cache(nicmr_device *dev) noexcept;
+/* The KeyCache to hand the engine (nullptr for none). */
+inline mr::KeyCache *key_cache(ThreadCache *tc) noexcept
+{
+	return tc ? &*tc->cache : nullptr;
+}
+/* After a reg or dereg through tc: refreshes the size that stats read (relaxed: a count for
+ * diagnostics, ordered with nothing). */
+inline void note_cache_size(ThreadCache *tc) noexcept
+{
+	if (tc)
+		tc->size.store(tc->cache->size(), std::memory_order_relaxed);
+}
+/* A process-unique number for each device open (nicmr_device::serial). */
+uint64_t next_device_serial() noexcept;
+/* Free keys held in the device's thread caches (stats). */
+uint64_t cached_keys(nicmr_device *dev) noexcept;
+/* Device close: returns every thread's cached keys to the engine and detaches the caches. */
+void close_caches(nicmr_device *dev) noexcept;
 
 } // namespace nicmr::api
 
@@ -94,6 +136,8 @@ struct nicmr_device {
 	nicmr::mlx5::PdHandle free_pd;
 	std::unique_ptr<nicmr::mr::MkeyProgrammer> prog;
 	std::unique_ptr<nicmr::mr::Engine> engine;
+	/* engine->table(), one dependent load closer to the entry for nicmr_key_lookup. */
+	const nicmr::mr::ShadowTable *table = nullptr;
 	uint32_t max_translations = 0; /* per mkey with the UMR programmer; 0: no limit */
 
 	std::shared_mutex objs_mu;
@@ -106,6 +150,10 @@ struct nicmr_device {
 
 	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pds{0};
+
+	/* Registering threads' key caches; api::cache_mu(). serial names this open for them. */
+	uint64_t serial = 0;
+	std::vector<std::shared_ptr<nicmr::api::ThreadCache>> caches;
 
 	~nicmr_device();
 };

@@ -189,7 +189,9 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	req.requested_key = requested_key;
 	req.flags = ((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
 		    (zero ? uint32_t(mr::kRegZeroBased) : 0u);
-	int rc = dev->engine->reg(req, nullptr, &m->mkey);
+	api::ThreadCache *tc = api::thread_cache(dev);
+	int rc = dev->engine->reg(req, api::key_cache(tc), &m->mkey);
+	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: reg [%#lx, +%zu) access %#llx failed: %d",
 			  dev->spec.c_str(), (unsigned long)a, len,
@@ -238,7 +240,9 @@ int nicmr_mr_reg_sub(struct nicmr_mr *base, size_t offset, size_t len, uint64_t 
 	req.access = bits;
 	req.requested_key = requested_key;
 	req.flags = (flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u;
-	int rc = dev->engine->reg_sub(base->mkey, req, nullptr, &m->mkey);
+	api::ThreadCache *tc = api::thread_cache(dev);
+	int rc = dev->engine->reg_sub(base->mkey, req, api::key_cache(tc), &m->mkey);
+	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: sub-MR of %#x (+%zu, %zu bytes) failed: %d",
 			  dev->spec.c_str(), base->mkey, offset, len, rc);
@@ -255,7 +259,9 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 	if (mr == nullptr)
 		return -EINVAL;
 	nicmr_device *dev = mr->dev;
-	int rc = dev->engine->dereg(mr->mkey, nullptr);
+	api::ThreadCache *tc = api::thread_cache(dev);
+	int rc = dev->engine->dereg(mr->mkey, api::key_cache(tc));
+	api::note_cache_size(tc);
 	if (rc) {
 		if (rc != -EBUSY)
 			NICMR_LOG(warn, "api", "%s: dereg of %#x failed: %d", dev->spec.c_str(),

@@ -86,8 +86,9 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 	/* Zero pages read as slot_word(free, 0): every index starts free at variant 0. */
 	ks->slots_ = static_cast<std::atomic<uint32_t> *>(map_zeroed(ks->slots_len_));
 	/*
-	 * HTS (head/tail sync) on both ends of both rings: every head, tail and slot access of
-	 * that mode is a C11 atomic, which ThreadSanitizer models exactly. The default MP/MC mode
+	 * HTS (head/tail sync) on both ends of both rings: its heads and tails are C11 atomics.
+	 * One edge of it, a 32-bit tail store read by a 64-bit head/tail load, is invisible to
+	 * ThreadSanitizer (test/tsan.supp, doc/registration.md). The default MP/MC mode
 	 * (inline-assembly compare-and-set, plain tail stores) and RTS (32-bit halves of a 64-bit
 	 * head/tail word) both trip it with false reports. HTS serialises each end of a ring;
 	 * the per-thread caches move indices 32 at a time, so the rings see little traffic.

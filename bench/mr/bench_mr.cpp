@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * bench-mr: registration and lookup through the native C API (include/nicmr/nicmr.h) on the
+ * emulated ConnectX, doorbell delivery inline (the writer's thread runs the device) and thread
+ * (a device thread polls doorbells).
+ *   BM_RegDeregPool/<bytes>/<mode>  nicmr_mr_reg + nicmr_mr_dereg of a region inside a pool
+ *   BM_RegDeregMmap4K/<mode>        the same for 4 KiB of plain mmap'd memory (slow path: pin,
+ *                                   DMA-map, UMR, unmap)
+ *   BM_Lookup/<live>/<same|random>  nicmr_key_lookup with <live> MRs registered: one key, or a
+ *                                   different key each call in random order
+ *   BM_RegDeregThreads/threads:N    reg + dereg on N threads at once (inline), items/s is the
+ *                                   throughput of all threads
+ *   BM_HostMemoryPerMr              RSS and heap growth over 100,000 live MRs, per MR
+ * Timings are medians of the repetitions; ratios against the baseline named in each line are
+ * printed at the end, from medians of this run: CPU time of the calling thread for the
+ * single-thread lines (steady on a shared machine; thread delivery's device thread is not in
+ * it), items/s of wall-clock time for the thread-scaling line.
+ */
+#include <algorithm>
+#include <benchmark/benchmark.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <malloc.h>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <vector>
+
+#include "api_internal.h"
+#include "nicmr/nicmr.h"
+
+namespace {
+
+constexpr uint64_t kAccess = NICMR_ACCESS_SEND | NICMR_ACCESS_RECV | NICMR_ACCESS_REMOTE_READ;
+constexpr size_t kGiB = size_t{1} << 30;
+constexpr int kReps = 5;
+
+const char *mode_name(int thread)
+{
+	return thread ? "thread" : "inline";
+}
+
+/* A device with a PD and pools: the small pool (2 MiB pages) for regions up to 2 MiB, the big
+ * one (1 GiB: one 1 GiB page, else 512 x 2 MiB) for the 1 GiB region. */
+struct Dev {
+	nicmr_device *dev = nullptr;
+	nicmr_pd *pd = nullptr;
+	nicmr_pool *small = nullptr, *big = nullptr;
+	std::string big_error;
+	std::string spec;
+
+	explicit Dev(const std::string &s) : spec(s)
+	{
+		if (nicmr_device_open(s.c_str(), &dev) != 0 || nicmr_pd_alloc(dev, &pd) != 0) {
+			std::fprintf(stderr, "bench-mr: cannot open %s\n", s.c_str());
+			std::abort();
+		}
+	}
+	~Dev()
+	{
+		if (small)
+			nicmr_pool_destroy(small);
+		if (big)
+			nicmr_pool_destroy(big);
+		nicmr_pd_free(pd);
+		nicmr_device_close(dev);
+	}
+	nicmr_pool *pool(size_t size, size_t page)
+	{
+		nicmr_pool_params p;
+		nicmr_pool_params_init(&p);
+		p.size = size;
+		p.page_size = page;
+		p.name = "bench-mr";
+		nicmr_pool *out = nullptr;
+		return nicmr_pool_create(dev, &p, &out) == 0 ? out : nullptr;
+	}
+	/* A pool holding at least bytes, or nullptr with big_error set. */
+	nicmr_pool *for_size(size_t bytes)
+	{
+		if (bytes <= (size_t{2} << 20)) {
+			if (!small)
+				small = pool(size_t{4} << 20, NICMR_PAGE_2M);
+			if (!small)
+				small = pool(size_t{4} << 20, NICMR_PAGE_4K);
+			return small;
+		}
+		if (!big && big_error.empty()) {
+			big = pool(kGiB, NICMR_PAGE_1G);
+			if (!big)
+				big = pool(kGiB, NICMR_PAGE_2M);
+			if (!big)
+				big_error = "no 1 GiB hugepage and no 512 free 2 MiB hugepages "
+					    "(reserve "
+					    "them in /proc/sys/vm/nr_hugepages or "
+					    "/sys/kernel/mm/hugepages/hugepages-1048576kB/"
+					    "nr_hugepages)";
+		}
+		return big;
+	}
+};
+
+/* One device per spec, kept for the whole run (opening one pre-creates every mkey); main()
+ * closes them. */
+std::map<std::string, std::unique_ptr<Dev>> devs;
+
+Dev &device(const std::string &spec)
+{
+	auto &d = devs[spec];
+	if (!d)
+		d = std::make_unique<Dev>(spec);
+	return *d;
+}
+
+std::string spec_for(int thread)
+{
+	return std::string("emu:mkeys=65536,delivery=") + mode_name(thread);
+}
+
+void BM_RegDeregPool(benchmark::State &st)
+{
+	const size_t bytes = size_t(st.range(0));
+	Dev &d = device(spec_for(int(st.range(1))));
+	nicmr_pool *p = d.for_size(bytes);
+	if (!p) {
+		st.SkipWithError(("skipped: " + d.big_error).c_str());
+		return;
+	}
+	void *a = nicmr_pool_addr(p);
+	for (auto _ : st) {
+		nicmr_mr *mr = nullptr;
+		if (nicmr_mr_reg(d.pd, a, bytes, kAccess, 0, 0, &mr) != 0 ||
+		    nicmr_mr_dereg(mr) != 0) {
+			st.SkipWithError("registration failed");
+			break;
+		}
+	}
+	st.SetLabel(mode_name(int(st.range(1))));
+}
+
+void BM_RegDeregMmap4K(benchmark::State &st)
+{
+	Dev &d = device(spec_for(int(st.range(0))));
+	void *a = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	std::memset(a, 1, 4096);
+	for (auto _ : st) {
+		nicmr_mr *mr = nullptr;
+		if (nicmr_mr_reg(d.pd, a, 4096, kAccess, 0, 0, &mr) != 0 ||
+		    nicmr_mr_dereg(mr) != 0) {
+			st.SkipWithError("registration failed");
+			break;
+		}
+	}
+	munmap(a, 4096);
+	st.SetLabel(mode_name(int(st.range(0))));
+}
+
+/* live MRs of 64 bytes each inside one pool, and the lookups to make. */
+struct LookupWorld {
+	size_t live = 0;
+	std::vector<nicmr_mr *> mrs;
+	std::vector<std::pair<uint32_t, uint64_t>> order; /* key, address: random order */
+	Dev *d = nullptr;
+	nicmr_pool *pool = nullptr;
+	~LookupWorld()
+	{
+		for (auto *m : mrs)
+			nicmr_mr_dereg(m);
+		if (pool)
+			nicmr_pool_destroy(pool);
+	}
+};
+
+/* The largest key space the model allows is 2^24; 2^21 holds a million live keys. */
+const char *kBigSpec = "emu:mkeys=2097152,delivery=inline";
+
+std::unique_ptr<LookupWorld> w;
+
+LookupWorld *lookup_world(size_t live)
+{
+	if (w && w->live == live)
+		return w.get();
+	w.reset();
+	auto nw = std::make_unique<LookupWorld>();
+	nw->live = live;
+	nw->d = &device(kBigSpec);
+	const size_t bytes = std::max<size_t>(live * 64, 4096);
+	nw->pool = nw->d->pool((bytes + (2 << 20) - 1) & ~size_t((2 << 20) - 1), NICMR_PAGE_2M);
+	if (!nw->pool)
+		nw->pool = nw->d->pool(bytes, NICMR_PAGE_4K);
+	if (!nw->pool)
+		return nullptr;
+	char *base = static_cast<char *>(nicmr_pool_addr(nw->pool));
+	for (size_t i = 0; i < live; ++i) {
+		nicmr_mr *mr = nullptr;
+		if (nicmr_mr_reg(nw->d->pd, base + i * 64, 64, kAccess, 0, 0, &mr) != 0)
+			return nullptr;
+		nw->mrs.push_back(mr);
+		nw->order.emplace_back(nicmr_mr_key(mr), uint64_t(uintptr_t(base + i * 64)));
+	}
+	std::shuffle(nw->order.begin(), nw->order.end(), std::mt19937(42));
+	w = std::move(nw);
+	return w.get();
+}
+
+void BM_Lookup(benchmark::State &st)
+{
+	LookupWorld *w = lookup_world(size_t(st.range(0)));
+	if (!w) {
+		st.SkipWithError("could not register the live MRs");
+		return;
+	}
+	nicmr_device *dev = w->d->dev;
+	uint64_t iova = 0;
+	if (st.range(1) == 0) {
+		const auto [k, a] = w->order[w->order.size() / 2];
+		for (auto _ : st) {
+			benchmark::DoNotOptimize(nicmr_key_lookup(dev, k, a + 8, 16,
+								  NICMR_ACCESS_REMOTE_READ, &iova));
+			benchmark::DoNotOptimize(iova);
+		}
+	} else {
+		const size_t n = w->order.size();
+		size_t i = 0;
+		for (auto _ : st) {
+			const auto &[k, a] = w->order[i];
+			benchmark::DoNotOptimize(nicmr_key_lookup(dev, k, a + 8, 16,
+								  NICMR_ACCESS_REMOTE_READ, &iova));
+			benchmark::DoNotOptimize(iova);
+			i = i + 1 == n ? 0 : i + 1;
+		}
+	}
+	st.SetLabel(st.range(1) ? "random" : "same");
+}
+
+void BM_RegDeregThreads(benchmark::State &st)
+{
+	static Dev *d = nullptr;
+	static nicmr_pool *p = nullptr;
+	if (st.thread_index() == 0) {
+		d = &device(spec_for(0));
+		p = d->for_size(4096);
+	}
+	/* Google Benchmark starts every thread's timing loop together, after the setup above. */
+	for (auto _ : st) {
+		nicmr_mr *mr = nullptr;
+		if (nicmr_mr_reg(d->pd, nicmr_pool_addr(p), 4096, kAccess, 0, 0, &mr) != 0 ||
+		    nicmr_mr_dereg(mr) != 0) {
+			st.SkipWithError("registration failed");
+			break;
+		}
+	}
+	st.SetItemsProcessed(st.iterations());
+}
+
+long rss_bytes()
+{
+	std::ifstream f("/proc/self/statm");
+	long pages = 0, res = 0;
+	f >> pages >> res;
+	return res * sysconf(_SC_PAGESIZE);
+}
+
+void BM_HostMemoryPerMr(benchmark::State &st)
+{
+	constexpr size_t kLive = 100000;
+	Dev &d = device("emu:mkeys=262144,delivery=inline");
+	nicmr_pool *p = d.pool(size_t{8} << 20, NICMR_PAGE_2M);
+	if (!p)
+		p = d.pool(size_t{8} << 20, NICMR_PAGE_4K);
+	char *base = static_cast<char *>(nicmr_pool_addr(p));
+	for (auto _ : st) {
+		std::vector<nicmr_mr *> mrs;
+		mrs.reserve(kLive);
+		const long rss0 = rss_bytes();
+		const size_t heap0 = mallinfo2().uordblks;
+		for (size_t i = 0; i < kLive; ++i) {
+			nicmr_mr *mr = nullptr;
+			if (nicmr_mr_reg(d.pd, base + i * 64, 64, kAccess, 0, 0, &mr) != 0)
+				std::abort();
+			mrs.push_back(mr);
+		}
+		const long rss1 = rss_bytes();
+		const size_t heap1 = mallinfo2().uordblks;
+		for (auto *m : mrs)
+			nicmr_mr_dereg(m);
+		st.counters["rss_per_mr"] = double(rss1 - rss0) / kLive;
+		st.counters["heap_per_mr"] = double(heap1 - heap0) / kLive;
+	}
+	st.counters["sizeof_nicmr_mr"] = double(sizeof(nicmr_mr));
+	st.counters["table_entry"] = double(nicmr::mr::Engine::bytes_per_live_region());
+	nicmr_pool_destroy(p);
+}
+
+/* Prints the console table and remembers medians for the ratio lines. */
+class Reporter : public benchmark::ConsoleReporter {
+public:
+	std::map<std::string, Run> med;
+	void ReportRuns(const std::vector<Run> &runs) override
+	{
+		for (const Run &r : runs)
+			if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
+				med[r.run_name.str()] = r;
+		ConsoleReporter::ReportRuns(runs);
+	}
+	double ns(const std::string &n) const
+	{
+		auto it = med.find(n);
+		return it == med.end() || it->second.error_occurred
+			       ? 0
+			       : it->second.GetAdjustedRealTime();
+	}
+	double items(const std::string &n) const
+	{
+		auto it = med.find(n);
+		if (it == med.end())
+			return 0;
+		auto c = it->second.counters.find("items_per_second");
+		return c == it->second.counters.end() ? 0 : double(c->second);
+	}
+	void ratio(const char *what, double num, double den, const char *target) const
+	{
+		if (num > 0 && den > 0)
+			std::printf("ratio  %-58s %7.2f   %s\n", what, num / den, target);
+		else
+			std::printf("ratio  %-58s    n/a   (a side was skipped)\n", what);
+	}
+};
+
+} // namespace
+
+BENCHMARK(BM_RegDeregPool)
+	->ArgNames({"bytes", "thread"})
+	->ArgsProduct({{4096, 65536, 2 << 20, 1 << 30}, {0, 1}})
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
+BENCHMARK(BM_RegDeregMmap4K)
+	->ArgName("thread")
+	->DenseRange(0, 1)
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
+BENCHMARK(BM_Lookup)
+	->ArgNames({"live", "random"})
+	->ArgsProduct({{1, 1000, 1000000}, {0, 1}})
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
+BENCHMARK(BM_RegDeregThreads)
+	->Threads(1)
+	->Threads(2)
+	->UseRealTime()
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
+BENCHMARK(BM_HostMemoryPerMr)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+int main(int argc, char **argv)
+{
+	std::printf("bench-mr: native C API on emu (inline / thread doorbell delivery); reg+dereg "
+		    "pairs, key lookups, 2-thread registration throughput, host bytes per MR. "
+		    "Times are medians of %d repetitions; single-thread ratios use CPU time, the "
+		    "thread-scaling ratio wall-clock items/s.\n",
+		    kReps);
+	benchmark::Initialize(&argc, argv);
+	Reporter rep;
+	benchmark::RunSpecifiedBenchmarks(&rep);
+	const std::string rd = "BM_RegDeregPool/bytes:";
+	rep.ratio("reg+dereg 1 GiB / 4 KiB (pool, inline)",
+		  rep.ns(rd + "1073741824/thread:0/repeats:5"),
+		  rep.ns(rd + "4096/thread:0/repeats:5"), "");
+	rep.ratio("reg+dereg 4 KiB thread delivery / inline",
+		  rep.ns(rd + "4096/thread:1/repeats:5"), rep.ns(rd + "4096/thread:0/repeats:5"),
+		  "");
+	rep.ratio("reg+dereg 4 KiB mmap'd / pool (inline)",
+		  rep.ns("BM_RegDeregMmap4K/thread:0/repeats:5"),
+		  rep.ns(rd + "4096/thread:0/repeats:5"), "");
+	rep.ratio("lookup random, 1,000,000 live / 1 live",
+		  rep.ns("BM_Lookup/live:1000000/random:1/repeats:5"),
+		  rep.ns("BM_Lookup/live:1/random:1/repeats:5"), "target: flat (~1)");
+	rep.ratio("reg+dereg throughput 2 threads / 1 thread (inline)",
+		  rep.items("BM_RegDeregThreads/repeats:5/real_time/threads:2"),
+		  rep.items("BM_RegDeregThreads/repeats:5/real_time/threads:1"), "target: >= 1.7");
+	/* MRs first, then pools, PDs and devices. */
+	w.reset();
+	devs.clear();
+	return 0;
+}
