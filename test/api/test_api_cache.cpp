@@ -20,15 +20,18 @@ struct Open {
 	explicit Open(const std::string &spec)
 	{
 		EXPECT_EQ(nicmr_device_open(spec.c_str(), &dev), 0);
-		if (dev)
+		if (dev) {
 			EXPECT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+		}
 	}
 	~Open()
 	{
-		if (pd)
+		if (pd) {
 			EXPECT_EQ(nicmr_pd_free(pd), 0);
-		if (dev)
+		}
+		if (dev) {
 			EXPECT_EQ(nicmr_device_close(dev), 0);
+		}
 	}
 };
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "emu_mlx5.h"
+#include "emu_mlx5_cmd_util.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
 
@@ -20,26 +21,9 @@ namespace prm = nicmr::mlx5::prm;
 
 namespace {
 
-constexpr CmdResult fail(uint8_t status, Syndrome s)
-{
-	return CmdResult{status, static_cast<uint32_t>(s)};
-}
-
-constexpr CmdResult kOk{};
-
-/* Length check shared by all handlers: true when the command may go on. */
-bool lengths(size_t in_len, size_t in_min, size_t out_len, size_t out_min, CmdResult *r)
-{
-	if (in_len < in_min) {
-		*r = fail(prm::status::bad_input_len, Syndrome::input_too_short);
-		return false;
-	}
-	if (out_len < out_min) {
-		*r = fail(prm::status::bad_output_len, Syndrome::output_too_short);
-		return false;
-	}
-	return true;
-}
+using cmd::fail;
+using cmd::kOk;
+using cmd::lengths;
 
 uint16_t op_mod(const uint8_t *in)
 {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "emu_mlx5.h"
+#include "emu_mlx5_cmd_util.h"
 #include "mlx5_prm.h"
 
 namespace nicmr::emu {
@@ -18,12 +19,8 @@ namespace prm = nicmr::mlx5::prm;
 
 namespace {
 
-constexpr CmdResult fail(uint8_t status, Syndrome s)
-{
-	return CmdResult{status, static_cast<uint32_t>(s)};
-}
-
-constexpr CmdResult kOk{};
+using cmd::fail;
+using cmd::kOk;
 
 /* The pas list after a create command's context: as many entries as the input holds. */
 QueueMem queue_mem(const uint8_t *in, size_t in_len, size_t pas_offset, uint32_t log_page_size)
@@ -56,14 +53,8 @@ CmdResult queue_error(int rc, Syndrome full)
 bool EmuMlx5Device::dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min,
 			     CmdResult *r)
 {
-	if (in_len < in_min) {
-		*r = fail(prm::status::bad_input_len, Syndrome::input_too_short);
+	if (!cmd::lengths(in_len, in_min, out_len, out_min, r))
 		return false;
-	}
-	if (out_len < out_min) {
-		*r = fail(prm::status::bad_output_len, Syndrome::output_too_short);
-		return false;
-	}
 	if (state_ != HcaState::initialized) {
 		*r = fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
 		return false;
