@@ -24,7 +24,7 @@ for b in "${benches[@]}"; do
 		continue
 	fi
 	phase "$name"
-	"$b"
+	"$b" --benchmark_color=false
 done
 
 # VFIO map/unmap runs inside the QEMU guest (a real VFIO stack), against the emulated IOMMU.
