@@ -14,7 +14,15 @@ cache=${1:-/var/cache/nicmr/kernel}
 command -v apt-cache >/dev/null 2>&1 || { echo "fetch-kernel: apt-cache not found (a Debian host is needed)" >&2; exit 1; }
 command -v dpkg-deb >/dev/null 2>&1 || { echo "fetch-kernel: dpkg-deb not found" >&2; exit 1; }
 
-pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
+resolve() {
+	apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1
+}
+pkg=$(resolve)
+# A machine whose package lists were never fetched knows no kernel package yet.
+if [ -z "$pkg" ] && [ "$(id -u)" -eq 0 ]; then
+	apt-get update -qq >&2 || true
+	pkg=$(resolve)
+fi
 if [ -z "$pkg" ]; then
 	echo "fetch-kernel: cannot resolve linux-image-amd64's kernel package (run apt-get update)" >&2
 	exit 1
