@@ -7,6 +7,11 @@
  *   Engine::reg (key, device programming, shadow table) -> counts.
  * Every step taken is undone when a later one fails: a failed registration leaves no key, no
  * mkey, no mapping, no locked page and no object.
+ *
+ * Not yet the lock-free fast path DESIGN.md asks for: registration allocates its nicmr_mr,
+ * counts pool users under the device's shared lock, and the UMR programmer serialises binds on
+ * one queue under a mutex. Key lookups (nicmr_key_lookup) do keep the rule: no lock, no
+ * allocation, no system call.
  */
 #include <algorithm>
 #include <bit>
