@@ -32,9 +32,27 @@
 namespace nicmr::mem {
 namespace {
 constexpr const char *kLog = "mem";
-}
 
-DmaSpace::DmaSpace(DmaMapper &mapper) : mapper_(mapper), iova_(mapper.iova_ranges())
+/* The mapper's valid ranges without the first IOVA page: a device that DMAs to IOVA 0 (a null
+ * pointer that reached a descriptor) then faults in the IOMMU instead of landing in a pool. */
+std::vector<IovaRange> without_null_page(std::vector<IovaRange> ranges)
+{
+	std::vector<IovaRange> out;
+	out.reserve(ranges.size());
+	for (IovaRange r : ranges) {
+		if (r.start < kNullIovaGuard) {
+			if (r.last < kNullIovaGuard)
+				continue;
+			r.start = kNullIovaGuard;
+		}
+		out.push_back(r);
+	}
+	return out;
+}
+} // namespace
+
+DmaSpace::DmaSpace(DmaMapper &mapper)
+    : mapper_(mapper), iova_(without_null_page(mapper.iova_ranges()))
 {
 	current_owner_ = std::make_unique<Snapshot>();
 	/* Release: a reader that sees the pointer sees the (empty) vector constructed. */

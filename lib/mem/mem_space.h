@@ -9,7 +9,8 @@
  * Placement: a pool of size S is put at an IOVA aligned to A = min(1 GiB, bit_ceil(S)), at
  * least its page size; when the valid ranges have no room at A, A halves down to the page size.
  * Always iova % A == va % A, so that the translation tables of a region inside the pool can
- * use pages of size A.
+ * use pages of size A. The first IOVA page (kNullIovaGuard bytes) is never given out, so a DMA
+ * to IOVA 0 faults.
  *
  * Readers (lookup, translate) take no lock, make no system call, allocate nothing: they read an
  * immutable sorted snapshot (with a bucket index over the VA span) published with a release
@@ -35,6 +36,9 @@
 namespace nicmr::mem {
 
 /* Allocates aligned IOVA ranges out of a set of valid ranges. Not thread-safe (DmaSpace locks). */
+/* Bytes at IOVA 0 that a DmaSpace never places a pool in. */
+inline constexpr uint64_t kNullIovaGuard = 4096;
+
 class IovaAllocator {
 public:
 	explicit IovaAllocator(std::vector<IovaRange> valid);

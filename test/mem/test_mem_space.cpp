@@ -267,6 +267,24 @@ TEST(MemSpace, IovaExhaustionIsENOSPCAndLeaksNothing)
 	EXPECT_EQ(space.add_pool(import_pool(mem.va(), 8 << 20), nullptr), 0);
 }
 
+TEST(MemSpace, NoPoolIsEverPlacedOnTheFirstIovaPage)
+{
+	/* Ranges from IOVA 0: the first 4 KiB page is kept out, so a 4 KiB pool lands at 4 KiB
+	 * and a range that lies wholly in the guard page gives no room at all. */
+	RecordingMapper mapper({{0, (1ull << 20) - 1}});
+	DmaSpace space(mapper);
+	AnonMemory mem(kPage4K);
+	const PoolEntry *e = nullptr;
+	ASSERT_EQ(space.add_pool(import_pool(mem.va(), kPage4K), &e), 0);
+	EXPECT_GE(e->iova, kNullIovaGuard);
+	ASSERT_EQ(space.remove_pool(e->pool), 0);
+
+	RecordingMapper guard_only({{0, kNullIovaGuard - 1}});
+	DmaSpace tiny(guard_only);
+	EXPECT_EQ(tiny.add_pool(import_pool(mem.va(), kPage4K), nullptr), -ENOSPC);
+	EXPECT_EQ(guard_only.count(true), 0u);
+}
+
 TEST(MemSpace, AlignmentShrinksToWhatTheRangesAllow)
 {
 	AnonMemory mem(4 << 20);
