@@ -12,8 +12,10 @@
  * connected pair, both ends its own (on its CQ), the responder in the peer domain's PD because
  * the device checks the target's keys against the responder QP's PD. Both endpoints live on the
  * same device (the device model's ports 1 and 2, joined by its wire): endpoints take port 1 and
- * port 2 in turn as they open. The peer's domain cannot close while E's responder QP in its PD
- * lives (the PD is busy).
+ * port 2 in turn as they open, and a pair always runs from the initiator's port to the other
+ * one, whichever port the peer took (the model's wire carries nothing between two QPs of one
+ * port, other than a QP connected to itself). The peer's domain cannot close while E's responder QP
+ * in its PD lives (the PD is busy).
  *
  * Every request is signalled: its completion (or error) reaches the bound CQ and counters when
  * someone progresses the endpoint (fi_cq_read, fi_cntr_read / wait, or a post that needs room).
@@ -197,11 +199,13 @@ int peer_of(Endpoint *ep, fi_addr_t fi_addr, Peer **out)
 		return -FI_EADDRNOTAVAIL;
 	Endpoint *target = t->second;
 	Peer p;
+	/* The wire joins port 1 and port 2: the responder sits on the other port. */
+	const uint32_t rport = 3 - ep->port;
 	ret = nicmr_qp_create(ep->domain->pd, ep->port, ep->ncq, kEpDepth, &p.req);
 	if (ret == 0)
-		ret = nicmr_qp_create(target->domain->pd, target->port, ep->ncq, 2, &p.resp);
+		ret = nicmr_qp_create(target->domain->pd, rport, ep->ncq, 2, &p.resp);
 	if (ret == 0)
-		ret = nicmr_qp_connect(p.req, target->port, nicmr_qp_num(p.resp));
+		ret = nicmr_qp_connect(p.req, rport, nicmr_qp_num(p.resp));
 	if (ret == 0)
 		ret = nicmr_qp_connect(p.resp, ep->port, nicmr_qp_num(p.req));
 	if (ret != 0) {
