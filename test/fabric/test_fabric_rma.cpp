@@ -54,9 +54,13 @@ struct Ep {
 
 class Rma : public FabricFixture {
 protected:
+	/* The mr_mode the application offers. */
+	virtual int mode() const { return kAppMrMode; }
 	void SetUp() override
 	{
-		FabricFixture::SetUp();
+		open(mode());
+		if (HasFatalFailure())
+			return;
 		ASSERT_EQ(info_->caps & (FI_RMA | FI_ATOMIC), FI_RMA | FI_ATOMIC);
 		before_ = stats(domain_.get());
 		open_ep(domain_.get(), &a_);
@@ -72,9 +76,22 @@ protected:
 				    nullptr),
 			  0);
 		rkey_ = fi_mr_key(rmr_.get());
+		if (info_->domain_attr->mr_mode & FI_MR_RAW) {
+			/* The initiator learns the key from the raw key, as a peer process would.
+			 */
+			uint8_t raw[64];
+			size_t size = sizeof(raw);
+			uint64_t base = 0;
+			ASSERT_EQ(fi_mr_raw_attr(rmr_.get(), &base, raw, &size, 0), 0);
+			ASSERT_EQ(fi_mr_map_raw(domain_.get(), base, raw, size, &rkey_, 0), 0);
+			mapped_ = true;
+		}
 	}
 	void TearDown() override
 	{
+		if (mapped_) {
+			EXPECT_EQ(fi_mr_unmap_key(domain_.get(), rkey_), 0);
+		}
 		lmr_.reset();
 		rmr_.reset();
 		a_.close();
@@ -119,7 +136,13 @@ protected:
 		ASSERT_EQ(fi_getname(&from->ep->fid, addr, &len), 0);
 		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->self, 0, nullptr), 1);
 	}
-	uint64_t raddr(size_t off) const { return uint64_t(uintptr_t(dst_.get() + off)); }
+	/* A target address: the VA, or the offset when the domain's keys are zero-based. */
+	uint64_t raddr(size_t off) const
+	{
+		if (!(info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR))
+			return off;
+		return uint64_t(uintptr_t(dst_.get() + off));
+	}
 	void *desc() { return fi_mr_desc(lmr_.get()); }
 	/* One completion of a's CQ that must be a success with context ctx. */
 	void expect_done(void *ctx, uint64_t flags)
@@ -145,7 +168,20 @@ protected:
 	Buf src_{kLen}, dst_{kLen};
 	Fid<fid_mr> lmr_, rmr_;
 	uint64_t rkey_ = 0;
+	bool mapped_ = false;
 	int ctx_[8] = {};
+};
+
+/* Keys from fi_mr_map_raw (FI_MR_RAW). */
+class RmaRawKeys : public Rma {
+protected:
+	int mode() const override { return kAppMrMode | FI_MR_RAW; }
+};
+
+/* Zero-based keys: target addresses are offsets, local buffers still VAs. */
+class RmaOffsets : public Rma {
+protected:
+	int mode() const override { return kAppMrMode & ~FI_MR_VIRT_ADDR; }
 };
 
 TEST_F(Rma, WriteAndReadMoveEveryByteBetweenEndpoints)
@@ -669,6 +705,51 @@ TEST_F(Rma, EventQueueCarriesNoEvents)
 	attr.wait_obj = FI_WAIT_FD;
 	Fid<fid_eq> fd;
 	EXPECT_EQ(fi_eq_open(fabric_.get(), &attr, fd.out(), nullptr), -FI_ENOSYS);
+}
+
+TEST_F(RmaRawKeys, WriteReadAndAtomicsWorkWithMappedRawKeys)
+{
+	ASSERT_TRUE(mapped_);
+	ASSERT_EQ(info_->domain_attr->mr_key_size, 64u);
+	for (size_t i = 0; i < 8192; i++)
+		src_.get()[i] = static_cast<char>(i * 3);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 8192, desc(), a_.peer, raddr(100), rkey_,
+			   &ctx_[0]),
+		  0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 100, 8192), 0);
+	std::memset(src_.get(), 0, 8192);
+	ASSERT_EQ(fi_read(a_.ep.get(), src_.get(), 8192, desc(), a_.peer, raddr(100), rkey_,
+			  &ctx_[1]),
+		  0);
+	expect_done(&ctx_[1], FI_RMA | FI_READ);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 100, 8192), 0);
+	uint64_t v = htobe64(1), add = 2, r = 0;
+	std::memcpy(dst_.get() + 16384, &v, 8);
+	ASSERT_EQ(fi_fetch_atomic(a_.ep.get(), &add, 1, nullptr, &r, nullptr, a_.peer, raddr(16384),
+				  rkey_, FI_UINT64, FI_SUM, &ctx_[2]),
+		  0);
+	expect_done(&ctx_[2], FI_ATOMIC | FI_READ);
+	EXPECT_EQ(r, 1u);
+	std::memcpy(&v, dst_.get() + 16384, 8);
+	EXPECT_EQ(be64toh(v), 3u);
+}
+
+TEST_F(RmaOffsets, TargetAddressesAreOffsetsIntoTheRegion)
+{
+	ASSERT_EQ(info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR, 0);
+	std::memset(src_.get(), 0x3d, 4096);
+	std::memset(dst_.get(), 0, 8192);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get() + 4096, 4096, desc(), a_.peer, raddr(4096),
+			   rkey_, &ctx_[0]),
+		  0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	EXPECT_EQ(dst_.get()[4095], 0);
+	EXPECT_EQ(std::memcmp(src_.get() + 4096, dst_.get() + 4096, 4096), 0);
+	ASSERT_EQ(
+		fi_write(a_.ep.get(), src_.get(), 64, desc(), a_.peer, kLen - 32, rkey_, &ctx_[1]),
+		0);
+	EXPECT_EQ(expect_error(&ctx_[1]).err, FI_EACCES) << "past the region's end";
 }
 
 } // namespace
