@@ -423,5 +423,44 @@ TEST_F(DataPath, OneCqServesSeveralQps)
 	EXPECT_EQ(nicmr_qp_destroy(r2), 0);
 }
 
+/* The same data path with the device model on its own thread (doorbells delivered later). */
+class DataPathThreaded : public DataPath {
+protected:
+	const char *spec() const override { return "emu:mkeys=1024,delivery=thread"; }
+};
+
+TEST_F(DataPathThreaded, WriteReadAndAtomicsComplete)
+{
+	for (size_t i = 0; i < kLen; i++)
+		a[i] = static_cast<char>(i * 11);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), kLen, ka, u(b), kb, 1, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, b, kLen), 0);
+	std::memset(a, 0, 4096);
+	ASSERT_EQ(nicmr_post_read(qa, u(a), 4096, ka, u(b), kb, 2, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).wr_id, 2u);
+	EXPECT_EQ(std::memcmp(a, b, 4096), 0);
+	uint64_t v = htobe64(9);
+	std::memcpy(b + 8, &v, 8);
+	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 8, kb, 1, 3, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, b + 8, 8);
+	EXPECT_EQ(be64toh(v), 10u);
+}
+
+TEST_F(DataPathThreaded, StaleKeyFailsAndBothQpsRecover)
+{
+	std::memset(b, 0xcc, 64);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(b), kb + 1, 1, NICMR_SEND_SIGNALED), 0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS);
+	EXPECT_EQ(static_cast<uint8_t>(b[0]), 0xcc);
+	ASSERT_EQ(nicmr_qp_recover(qa), 0);
+	ASSERT_EQ(nicmr_qp_recover(qb), 0);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(b), kb, 2, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, b, 64), 0);
+}
+
 } // namespace
 } // namespace nicmr::test
