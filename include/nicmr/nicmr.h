@@ -376,8 +376,8 @@ struct nicmr_wc {
 
 /** Posting flags. */
 #define NICMR_SEND_SIGNALED (1u << 0) /**< a completion on success too (errors always give one) */
-#define NICMR_SEND_INLINE (1u << 1)   /**< write: payload copied into the WQE; lkey ignored */
-#define NICMR_SEND_FENCE (1u << 2)    /**< wait for earlier READ/atomics of the QP */
+#define NICMR_SEND_INLINE   (1u << 1) /**< write: payload copied into the WQE; lkey ignored */
+#define NICMR_SEND_FENCE    (1u << 2) /**< wait for earlier READ/atomics of the QP */
 
 /** Largest payload of an inline write (NICMR_SEND_INLINE). */
 #define NICMR_MAX_INLINE 972u
@@ -455,7 +455,8 @@ uint32_t nicmr_qp_port(const struct nicmr_qp *qp);
  * a QP of the same device (the loopback wire) on remote_port; connect it back to qp for a
  * working pair. Slow path; the thread that posts on qp.
  * @return 0; -EINVAL (null, remote_port not that QP's port, qp's port above the device's
- *   ports or qp not in RESET: the device's BAD_PARAM / BAD_QP_STATE); -ENOENT (no QP remote_qpn on this device); the device's errors.
+ *   ports or qp not in RESET: the device's BAD_PARAM / BAD_QP_STATE); -ENOENT (no QP
+ *   remote_qpn on this device); the device's errors.
  */
 int nicmr_qp_connect(struct nicmr_qp *qp, uint32_t remote_port, uint32_t remote_qpn);
 
@@ -493,11 +494,11 @@ int nicmr_qp_recover(struct nicmr_qp *qp);
 
 /** RDMA WRITE of [laddr, laddr + len) (lkey; NICMR_SEND_INLINE: laddr is a pointer and
  * lkey is ignored) to raddr (rkey). */
-int nicmr_post_write(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
-		     uint64_t raddr, uint32_t rkey, uint64_t wr_id, unsigned flags);
+int nicmr_post_write(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey, uint64_t raddr,
+		     uint32_t rkey, uint64_t wr_id, unsigned flags);
 /** RDMA READ of [raddr, raddr + len) (rkey) into laddr (lkey, which needs local write). */
-int nicmr_post_read(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
-		    uint64_t raddr, uint32_t rkey, uint64_t wr_id, unsigned flags);
+int nicmr_post_read(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey, uint64_t raddr,
+		    uint32_t rkey, uint64_t wr_id, unsigned flags);
 /**
  * Atomic fetch-and-add of add on the 64-bit word at raddr; the old value lands in the 8 bytes
  * at result (lkey, local write). The device's atomic format: the target word and the result

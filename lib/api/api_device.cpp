@@ -346,7 +346,8 @@ int nicmr_device_close(struct nicmr_device *dev)
 		const uint64_t dp = dev->dp_objs.load(std::memory_order_acquire);
 		if (mrs || pds || !dev->pools.empty() || dp) {
 			NICMR_LOG(error, "api",
-				  "%s: close refused: %llu MRs, %llu PDs, %zu pools, %llu CQs/QPs live",
+				  "%s: close refused: %llu MRs, %llu PDs, %zu pools, %llu CQs/QPs "
+				  "live",
 				  dev->spec.c_str(), static_cast<unsigned long long>(mrs),
 				  static_cast<unsigned long long>(pds), dev->pools.size(),
 				  static_cast<unsigned long long>(dp));
