@@ -401,8 +401,8 @@ enum nicmr_qp_state {
  * takes one of the device's UARs (the device model has 32; the key programmer holds one).
  * Slow path; any thread.
  * @param depth 2 .. NICMR_MAX_CQ_DEPTH
- * @return 0; -EINVAL (null argument, depth out of range); -ENOMEM; the device's errors
- *   (-ENOSPC: no UAR or CQ left).
+ * @return 0; -EINVAL (null argument, depth out of range); -ENOSPC (the device has no UAR
+ *   left, or no CQ); -ENOMEM; the device's errors.
  */
 int nicmr_cq_create(struct nicmr_device *dev, uint32_t depth, struct nicmr_cq **out);
 

@@ -134,6 +134,10 @@ int nicmr_cq_create(struct nicmr_device *dev, uint32_t depth, struct nicmr_cq **
 		return -ENOMEM;
 	cq->dev = dev;
 	int rc = mlx5::Uar::alloc(*dev->drv, &cq->uar);
+	/* The device's EXCEED_LIM (-ENOMEM from the command layer) means no UAR is left: a
+	 * resource limit of the device, not host memory. */
+	if (rc == -ENOMEM && !cq->uar)
+		rc = -ENOSPC;
 	if (rc == 0) {
 		mlx5::CqParams p;
 		p.log_size = log2_up(depth);

@@ -213,7 +213,7 @@ int peer_of(Endpoint *ep, fi_addr_t fi_addr, Peer **out)
 	if (ret != 0) {
 		FI_WARN(&provider, FI_LOG_EP_DATA, "pair to QP 0x%x: %d\n", a.qpn, ret);
 		peer_destroy(ep, p);
-		return ret == -ENOSPC ? -FI_EAGAIN : fi_code(ret);
+		return fi_code(ret); /* -FI_ENOSPC: no QP left on the CQ or the device */
 	}
 	try {
 		*out = &ep->peers.emplace(a.qpn, p).first->second;

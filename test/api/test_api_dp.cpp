@@ -387,6 +387,22 @@ TEST_F(DataPath, ObjectsBelowKeepTheirParentsAlive)
 	EXPECT_EQ(nicmr_device_close(d2), 0);
 }
 
+TEST_F(DataPath, CqsBeyondTheDevicesUarsAreRefusedWithNoSpace)
+{
+	std::vector<nicmr_cq *> cqs;
+	nicmr_cq *cq = nullptr;
+	int rc = 0;
+	while (cqs.size() < 64 && (rc = nicmr_cq_create(dev, 8, &cq)) == 0)
+		cqs.push_back(cq);
+	EXPECT_EQ(rc, -ENOSPC);
+	/* 32 UARs in the model: the key programmer holds one, cqa and cqb two. */
+	EXPECT_EQ(cqs.size(), 29u);
+	for (nicmr_cq *c : cqs)
+		EXPECT_EQ(nicmr_cq_destroy(c), 0);
+	ASSERT_EQ(nicmr_cq_create(dev, 8, &cq), 0) << "their UARs are back";
+	EXPECT_EQ(nicmr_cq_destroy(cq), 0);
+}
+
 TEST_F(DataPath, QueuesComeAndGoWithoutLeaking)
 {
 	const nicmr_device_stats before = stats(dev);

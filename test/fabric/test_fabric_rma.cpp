@@ -686,6 +686,26 @@ TEST_F(Rma, BadInputGetsItsCode)
 	EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY);
 }
 
+TEST_F(Rma, EndpointsBeyondTheDevicesUarsAreRefusedAndLeaveNothing)
+{
+	const nicmr_device_stats base = stats(domain_.get());
+	constexpr int kMax = 40;
+	Fid<fid_ep> eps[kMax];
+	int opened = 0, ret = 0;
+	while (opened < kMax &&
+	       (ret = fi_endpoint(domain_.get(), info_.p(), eps[opened].out(), nullptr)) == 0)
+		opened++;
+	EXPECT_EQ(ret, -FI_ENOSPC);
+	EXPECT_EQ(eps[opened].get(), nullptr);
+	EXPECT_EQ(opened + 2, static_cast<int>(info_->domain_attr->ep_cnt))
+		<< "a_ and b_ are open: ep_cnt says the limit";
+	nicmr_device_stats s = stats(domain_.get());
+	EXPECT_EQ(s.mrs, base.mrs + static_cast<uint64_t>(opened)) << "a scratch MR each";
+	for (auto &e : eps)
+		e.reset();
+	expect_same(base, stats(domain_.get()));
+}
+
 TEST_F(Rma, EventQueueCarriesNoEvents)
 {
 	fi_eq_attr attr{};
