@@ -11,9 +11,11 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_rma.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "test_fabric_util.h"
 
@@ -704,6 +706,48 @@ TEST_F(Rma, EndpointsBeyondTheDevicesUarsAreRefusedAndLeaveNothing)
 	for (auto &e : eps)
 		e.reset();
 	expect_same(base, stats(domain_.get()));
+}
+
+TEST_F(Rma, ThreadsShareAnEndpointAndItsCq)
+{
+	/* FI_THREAD_SAFE: two threads post on one endpoint and both reap its CQ. */
+	constexpr int kPerThread = 300;
+	std::atomic<int> reaped{0}, failed{0};
+	auto work = [&](int t) {
+		int posted = 0;
+		fi_cq_msg_entry e[8];
+		while (posted < kPerThread) {
+			ssize_t r =
+				fi_write(a_.ep.get(), src_.get() + t * 4096, 64, desc(), a_.peer,
+					 raddr(t * 4096 + (posted % 32) * 64), rkey_, nullptr);
+			if (r == 0)
+				posted++;
+			else if (r != -FI_EAGAIN)
+				failed++;
+			ssize_t n = fi_cq_read(a_.cq.get(), e, 8);
+			if (n > 0)
+				reaped += static_cast<int>(n);
+			else if (n != -FI_EAGAIN)
+				failed++;
+		}
+	};
+	std::memset(src_.get(), 0x61, 4096);
+	std::memset(src_.get() + 4096, 0x62, 4096);
+	std::thread t0(work, 0), t1(work, 1);
+	t0.join();
+	t1.join();
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	fi_cq_msg_entry e[8];
+	while (reaped < 2 * kPerThread && std::chrono::steady_clock::now() < end) {
+		ssize_t n = fi_cq_read(a_.cq.get(), e, 8);
+		if (n > 0)
+			reaped += static_cast<int>(n);
+	}
+	EXPECT_EQ(failed.load(), 0);
+	EXPECT_EQ(reaped.load(), 2 * kPerThread);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), uint64_t{2 * kPerThread});
+	EXPECT_EQ(dst_.get()[0], 0x61);
+	EXPECT_EQ(dst_.get()[4096 + 2047], 0x62);
 }
 
 TEST_F(Rma, EventQueueCarriesNoEvents)
