@@ -750,6 +750,57 @@ TEST_F(Rma, ThreadsShareAnEndpointAndItsCq)
 	EXPECT_EQ(dst_.get()[4096 + 2047], 0x62);
 }
 
+TEST_F(Rma, CqFormatsContextAndDataCarryTheRequest)
+{
+	for (fi_cq_format f : {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_DATA}) {
+		SCOPED_TRACE(f);
+		fi_cq_attr attr{};
+		attr.format = f;
+		attr.size = 4;
+		Fid<fid_cq> cq;
+		ASSERT_EQ(fi_cq_open(domain_.get(), &attr, cq.out(), nullptr), 0);
+		Fid<fid_ep> ep;
+		ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), ep.out(), nullptr), 0);
+		ASSERT_EQ(fi_ep_bind(ep.get(), &a_.av->fid, 0), 0);
+		ASSERT_EQ(fi_ep_bind(ep.get(), &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+		ASSERT_EQ(fi_enable(ep.get()), 0);
+		fi_cq_data_entry d{};
+		fi_addr_t from = 0;
+		EXPECT_EQ(fi_cq_sread(cq.get(), &d, 1, nullptr, 10), -FI_EAGAIN);
+		ASSERT_EQ(fi_write(ep.get(), src_.get(), 32, desc(), a_.peer, raddr(0), rkey_,
+				   &ctx_[5]),
+			  0);
+		fi_cq_data_entry out[2];
+		std::memset(out, 0xee, sizeof(out));
+		ASSERT_EQ(fi_cq_sreadfrom(cq.get(), out, 2, &from, nullptr, 5000), 1);
+		EXPECT_EQ(from, FI_ADDR_NOTAVAIL);
+		EXPECT_EQ(out[0].op_context, &ctx_[5]);
+		if (f == FI_CQ_FORMAT_DATA) {
+			EXPECT_EQ(out[0].flags, FI_RMA | FI_WRITE);
+			EXPECT_EQ(out[0].len, 0u);
+			EXPECT_EQ(out[0].buf, nullptr);
+			EXPECT_EQ(out[0].data, 0u);
+		} else {
+			/* fi_cq_entry is one pointer: the rest is untouched. */
+			EXPECT_EQ(reinterpret_cast<uint8_t *>(out)[sizeof(fi_cq_entry)], 0xee);
+		}
+		/* A CQ of 4 entries holds 4; more wait in the device's CQ until read. */
+		for (int i = 0; i < 6; i++)
+			ASSERT_EQ(fi_write(ep.get(), src_.get(), 32, desc(), a_.peer, raddr(0),
+					   rkey_, &ctx_[i]),
+				  0);
+		int got = 0;
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (got < 6 && std::chrono::steady_clock::now() < end) {
+			ssize_t n = fi_cq_read(cq.get(), out, 2);
+			if (n > 0)
+				got += static_cast<int>(n);
+		}
+		EXPECT_EQ(got, 6);
+		ep.reset();
+	}
+}
+
 TEST_F(Rma, EventQueueCarriesNoEvents)
 {
 	fi_eq_attr attr{};
