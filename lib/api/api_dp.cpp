@@ -267,6 +267,8 @@ int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq
 	}
 	/* release: the QP's fields are written before the poller can find it. */
 	send_cq->qps[slot].store(qp.get(), std::memory_order_release);
+	/* release: the slot's pointer is stored before a poller that sees the larger bound
+	 * scans up to it (it then finds the QP, not a stale null). */
 	if (static_cast<uint32_t>(slot) + 1 > send_cq->nqps.load(std::memory_order_relaxed))
 		send_cq->nqps.store(static_cast<uint32_t>(slot) + 1, std::memory_order_release);
 	/* The PD's user count keeps nicmr_pd_free from freeing the PD under the QP (relaxed:
@@ -288,6 +290,8 @@ int nicmr_qp_destroy(struct nicmr_qp *qp)
 	}
 	for (auto &q : qp->cq->qps)
 		if (q.load(std::memory_order_relaxed) == qp)
+			/* release: ordered after the QP's last use by this thread; the CQ's
+			 * destroy (acquire) sees the slot free only after. */
 			q.store(nullptr, std::memory_order_release);
 	qp->qp.reset();
 	/* release: the QP is gone before pd_free or device close may see the counts drop. */

@@ -28,6 +28,7 @@ int av_close(struct fid *fid)
 		return -FI_EBUSY;
 	Domain *dom = av->domain;
 	delete av;
+	/* release: the AV is gone before domain_close (acquire) may see the count drop. */
 	dom->children.fetch_sub(1, std::memory_order_release);
 	return 0;
 }

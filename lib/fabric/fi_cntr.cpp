@@ -108,6 +108,7 @@ int cntr_close(struct fid *fid)
 	}
 	Domain *dom = c->domain;
 	delete c;
+	/* release: the counter is gone before domain_close (acquire) may see the count drop. */
 	dom->children.fetch_sub(1, std::memory_order_release);
 	return 0;
 }

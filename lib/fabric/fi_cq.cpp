@@ -195,6 +195,7 @@ int cq_close(struct fid *fid)
 	}
 	Domain *dom = cq->domain;
 	delete cq;
+	/* release: the CQ is gone before domain_close (acquire) may see the count drop. */
 	dom->children.fetch_sub(1, std::memory_order_release);
 	return 0;
 }

@@ -754,6 +754,8 @@ int ep_close(struct fid *fid)
 		cntr_unbind(ep->wcntr, ep);
 	if (ep->rcntr && ep->rcntr != ep->wcntr)
 		cntr_unbind(ep->rcntr, ep);
+	/* release: the endpoint's last reads of the AV / EQ happen before their close may see
+	 * the count drop (the close's acquire load pairs with these). */
 	if (ep->av)
 		ep->av->eps.fetch_sub(1, std::memory_order_release);
 	if (ep->eq)

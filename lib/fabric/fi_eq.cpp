@@ -61,10 +61,12 @@ const char *eq_strerror(struct fid_eq *, int, const void *, char *buf, size_t le
 int eq_close(struct fid *fid)
 {
 	Eq *eq = reinterpret_cast<Eq *>(fid);
+	/* acquire: pairs with an endpoint close's release; it no longer uses the EQ. */
 	if (eq->eps.load(std::memory_order_acquire) != 0)
 		return -FI_EBUSY;
 	Fabric *fab = eq->fabric;
 	delete eq;
+	/* release: the EQ is gone before fabric_close (acquire) may see the count drop. */
 	fab->eqs.fetch_sub(1, std::memory_order_release);
 	return 0;
 }
