@@ -84,7 +84,8 @@ int nicmr_device_open(const char *spec, struct nicmr_device **out);
 /**
  * Closes a device: tears the NIC down and frees everything. Slow path; any thread, once no
  * other thread uses the device.
- * @return 0; -EINVAL (null); -EBUSY (MRs, PDs or pools still live: the device stays open).
+ * @return 0; -EINVAL (null); -EBUSY (MRs, PDs, pools, CQs or QPs still live: the device stays
+ *   open).
  */
 int nicmr_device_close(struct nicmr_device *dev);
 
@@ -317,6 +318,199 @@ void nicmr_thread_quiescent(struct nicmr_device *dev, unsigned id);
  * thread registered as id; ignored for a null dev or an id out of range.
  */
 void nicmr_thread_unregister(struct nicmr_device *dev, unsigned id);
+
+/* ---- Data path: completion queues, queue pairs, RDMA ------------------------------------- */
+
+/*
+ * RC queue pairs with a send queue only, between the device's ports over its loopback wire
+ * (the device model joins port 1 and port 2; a QP may also connect to another QP of the same
+ * port, or to itself). The requester's work runs against the responder QP's PD and keys, so
+ * the responder QP must be in the PD of the memory it exposes. Threads: a CQ and every QP that
+ * reports to it are used by one thread at a time (posting, polling, recovery); create and
+ * destroy are slow paths that must not run concurrently with polls of the same CQ.
+ * doc/native-api.md ("Data path") has the picture and the recovery rules.
+ */
+
+/** A completion queue (poll mode: no interrupts, no events). */
+struct nicmr_cq;
+/** An RC queue pair (send queue only). */
+struct nicmr_qp;
+
+/** Completion status (struct nicmr_wc::status), one per CQE syndrome nicmr knows. */
+enum nicmr_wc_status {
+	NICMR_WC_SUCCESS = 0,
+	NICMR_WC_LOCAL_LEN = 1,	       /**< syndrome 0x01 */
+	NICMR_WC_LOCAL_QP_OP = 2,      /**< 0x02 */
+	NICMR_WC_LOCAL_PROT = 3,       /**< 0x04: bad lkey, PD or bounds of a local SGE */
+	NICMR_WC_WR_FLUSH = 4,	       /**< 0x05: posted after the QP went to ERR */
+	NICMR_WC_MW_BIND = 5,	       /**< 0x06 */
+	NICMR_WC_BAD_RESP = 6,	       /**< 0x10 */
+	NICMR_WC_LOCAL_ACCESS = 7,     /**< 0x11: scatter into an MR without local write */
+	NICMR_WC_REMOTE_INVAL_REQ = 8, /**< 0x12: responder not ready or without the enable */
+	NICMR_WC_REMOTE_ACCESS = 9,    /**< 0x13: rkey missing, stale, out of bounds or denied */
+	NICMR_WC_REMOTE_OP = 10,       /**< 0x14 */
+	NICMR_WC_RETRY_EXC = 11,       /**< 0x15 */
+	NICMR_WC_RNR_RETRY_EXC = 12,   /**< 0x16 */
+	NICMR_WC_REMOTE_ABORT = 13,    /**< 0x22 */
+	NICMR_WC_GENERAL = 14	       /**< any other syndrome (raw value in syndrome) */
+};
+
+/** What a completed work request was (struct nicmr_wc::opcode). */
+enum nicmr_wc_opcode {
+	NICMR_WC_RDMA_WRITE = 0,
+	NICMR_WC_RDMA_READ = 1,
+	NICMR_WC_FETCH_ADD = 2,
+	NICMR_WC_COMP_SWAP = 3
+};
+
+/** One completion (nicmr_cq_poll). */
+struct nicmr_wc {
+	uint64_t wr_id;		 /**< as posted */
+	uint32_t qp_num;	 /**< the QP that posted it */
+	uint32_t byte_len;	 /**< bytes moved (success only; 8 for atomics) */
+	uint8_t opcode;		 /**< enum nicmr_wc_opcode */
+	uint8_t status;		 /**< enum nicmr_wc_status */
+	uint8_t syndrome;	 /**< the CQE syndrome (MLX5_CQE_SYNDROME_*), 0 on success */
+	uint8_t vendor_syndrome; /**< the CQE's vendor syndrome, 0 on success */
+};
+
+/** Posting flags. */
+#define NICMR_SEND_SIGNALED (1u << 0) /**< a completion on success too (errors always give one) */
+#define NICMR_SEND_INLINE   (1u << 1) /**< write: payload copied into the WQE; lkey ignored */
+#define NICMR_SEND_FENCE    (1u << 2) /**< wait for earlier READ/atomics of the QP */
+
+/** Largest payload of an inline write (NICMR_SEND_INLINE). */
+#define NICMR_MAX_INLINE 972u
+/** Largest CQ and QP depths (nicmr_cq_create, nicmr_qp_create). */
+#define NICMR_MAX_CQ_DEPTH 65536u
+#define NICMR_MAX_QP_DEPTH 32768u
+/** QPs that may report to one CQ. */
+#define NICMR_MAX_QPS_PER_CQ 64u
+
+/** QP states (nicmr_qp_state). */
+enum nicmr_qp_state {
+	NICMR_QP_RESET = 0,
+	NICMR_QP_INIT = 1,
+	NICMR_QP_RTR = 2,
+	NICMR_QP_RTS = 3,
+	NICMR_QP_ERR = 6
+};
+
+/**
+ * Creates a completion queue of at least depth entries (rounded up to a power of two). It
+ * takes one of the device's UARs (the device model has 32; the key programmer holds one).
+ * Slow path; any thread.
+ * @param depth 2 .. NICMR_MAX_CQ_DEPTH
+ * @return 0; -EINVAL (null argument, depth out of range); -ENOSPC (the device has no UAR
+ *   left, or no CQ); -ENOMEM; the device's errors.
+ */
+int nicmr_cq_create(struct nicmr_device *dev, uint32_t depth, struct nicmr_cq **out);
+
+/**
+ * Destroys a CQ. Slow path; the CQ's polling thread, or any thread once no one polls it.
+ * @return 0; -EINVAL (null); -EBUSY (QPs report to it: it stays).
+ */
+int nicmr_cq_destroy(struct nicmr_cq *cq);
+
+/** The CQ's number on the device (0 for a null CQ). Any thread. */
+uint32_t nicmr_cq_num(const struct nicmr_cq *cq);
+
+/**
+ * Takes up to n completions, in the order the device wrote them, of every QP that reports to
+ * cq. Completions of unsignalled successful work requests are not reported.
+ * HOT PATH: no lock, no allocation, no system call. One thread at a time per CQ.
+ * @return the number taken (0: none yet); -EINVAL (null cq, null wc with n > 0, n < 0).
+ */
+int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n);
+
+/**
+ * Creates an RC QP in pd on port (1 or 2) of pd's device, reporting to send_cq, with room for
+ * at least depth work requests (rounded up to a power of two; a request takes one or more
+ * 64-byte slots: an inline write or a long SGE list more). State RESET. As a responder it
+ * allows remote read, write and atomics: the keys decide what a peer may do. Counts as a user
+ * of pd (nicmr_pd_free is -EBUSY while it lives). Slow path; any thread, not concurrently with
+ * polls of send_cq.
+ * @param depth 2 .. NICMR_MAX_QP_DEPTH, at most send_cq's depth
+ * @return 0; -EINVAL (null argument, port not 1 or 2, depth out of range or above the CQ's,
+ *   CQ of another device); -ENOSPC (NICMR_MAX_QPS_PER_CQ QPs report
+ *   to send_cq already, or the device has no QP left); -ENOMEM; the device's errors.
+ */
+int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq, uint32_t depth,
+		    struct nicmr_qp **out);
+
+/**
+ * Destroys a QP; work requests still in flight are forgotten (poll them first when their
+ * completions matter). Slow path; the thread that polls its CQ.
+ * @return 0; -EINVAL (null).
+ */
+int nicmr_qp_destroy(struct nicmr_qp *qp);
+
+/** The QP number (24 bits; 0 for a null QP). Any thread. */
+uint32_t nicmr_qp_num(const struct nicmr_qp *qp);
+/** The QP's port (0 for a null QP). Any thread. */
+uint32_t nicmr_qp_port(const struct nicmr_qp *qp);
+
+/**
+ * Connects qp to remote_qpn on remote_port: RESET -> INIT -> RTR -> RTS. The remote QP must be
+ * a QP of the same device (the loopback wire) on remote_port; connect it back to qp for a
+ * working pair. Slow path; the thread that posts on qp.
+ * @return 0; -EINVAL (null, remote_port not that QP's port, qp's port above the device's
+ *   ports or qp not in RESET: the device's BAD_PARAM / BAD_QP_STATE); -ENOENT (no QP
+ *   remote_qpn on this device); the device's errors.
+ */
+int nicmr_qp_connect(struct nicmr_qp *qp, uint32_t remote_port, uint32_t remote_qpn);
+
+/**
+ * Reads the QP's state from the device (QUERY_QP). Slow path. @return 0; -EINVAL (null);
+ * the device's errors. @param[out] state enum nicmr_qp_state
+ */
+int nicmr_qp_state(struct nicmr_qp *qp, uint32_t *state);
+
+/**
+ * Brings a QP in ERR back to RTS, connected to the same remote QP: 2RST, then RESET -> INIT ->
+ * RTR -> RTS. Poll its CQ first until every posted request has completed (a failed request
+ * flushes the rest with NICMR_WC_WR_FLUSH). A remote access error also puts the responder QP in
+ * ERR: recover it too, or the next request fails with NICMR_WC_REMOTE_INVAL_REQ. Slow path; the
+ * thread that posts on qp.
+ * @return 0; -EINVAL (null, never connected); -EBUSY (requests still in flight); the device's
+ *   errors.
+ */
+int nicmr_qp_recover(struct nicmr_qp *qp);
+
+/*
+ * Posting. Every call: HOT PATH, no lock, no allocation, no system call; one thread at a time
+ * per QP (and its CQ's poller). Local addresses are in lkey's address space (the VA, or the
+ * offset for a zero-based MR) and are checked with the lockless key lookup before anything is
+ * posted; remote ones in rkey's, checked by the device (a refusal completes with an error
+ * status, never silently). Errors of every posting call, nothing posted:
+ *   -EINVAL   null qp, len 0 or above 2^31, inline above NICMR_MAX_INLINE, unknown flag,
+ *             atomic address not 8-byte aligned;
+ *   -ENOTCONN qp never connected;
+ *   -ENOKEY, -EACCES, -ERANGE, -EKEYREVOKED, -EAGAIN  the local SGE failed the key lookup
+ *             (nicmr_key_lookup: not a live key; local right missing; outside the region);
+ *   -ENOSPC   no room in the send queue: poll the CQ first;
+ *   -EOPNOTSUPP  (atomics) the device does not offer the operation.
+ */
+
+/** RDMA WRITE of [laddr, laddr + len) (lkey; NICMR_SEND_INLINE: laddr is a pointer and
+ * lkey is ignored) to raddr (rkey). */
+int nicmr_post_write(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey, uint64_t raddr,
+		     uint32_t rkey, uint64_t wr_id, unsigned flags);
+/** RDMA READ of [raddr, raddr + len) (rkey) into laddr (lkey, which needs local write). */
+int nicmr_post_read(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey, uint64_t raddr,
+		    uint32_t rkey, uint64_t wr_id, unsigned flags);
+/**
+ * Atomic fetch-and-add of add on the 64-bit word at raddr; the old value lands in the 8 bytes
+ * at result (lkey, local write). The device's atomic format: the target word and the result
+ * are big-endian (ConnectX's default mode).
+ */
+int nicmr_post_atomic_fadd(struct nicmr_qp *qp, uint64_t result, uint32_t lkey, uint64_t raddr,
+			   uint32_t rkey, uint64_t add, uint64_t wr_id, unsigned flags);
+/** Atomic compare-and-swap: the word at raddr becomes swap when it equals compare; the old
+ * value lands at result (as nicmr_post_atomic_fadd). */
+int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey, uint64_t raddr,
+			    uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t wr_id,
+			    unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -342,11 +342,15 @@ int nicmr_device_close(struct nicmr_device *dev)
 		std::shared_lock lk(dev->objs_mu);
 		const uint64_t mrs = dev->mrs.load(std::memory_order_acquire);
 		const uint64_t pds = dev->pds.load(std::memory_order_acquire);
-		if (mrs || pds || !dev->pools.empty()) {
+		/* acquire: a CQ or QP destroy that gave its count back is done with the device. */
+		const uint64_t dp = dev->dp_objs.load(std::memory_order_acquire);
+		if (mrs || pds || !dev->pools.empty() || dp) {
 			NICMR_LOG(error, "api",
-				  "%s: close refused: %llu MRs, %llu PDs, %zu pools live",
+				  "%s: close refused: %llu MRs, %llu PDs, %zu pools, %llu CQs/QPs "
+				  "live",
 				  dev->spec.c_str(), static_cast<unsigned long long>(mrs),
-				  static_cast<unsigned long long>(pds), dev->pools.size());
+				  static_cast<unsigned long long>(pds), dev->pools.size(),
+				  static_cast<unsigned long long>(dp));
 			return -EBUSY;
 		}
 	}

@@ -28,6 +28,8 @@
 #include "emu_mlx5.h"
 #include "mem_space.h"
 #include "mlx5_device.h"
+#include "mlx5_qp.h"
+#include "mlx5_uar.h"
 #include "mr_engine.h"
 #include "nicmr/nicmr.h"
 #include "vfio_bus.h"
@@ -155,6 +157,12 @@ struct nicmr_device {
 	uint64_t serial = 0;
 	std::vector<std::shared_ptr<nicmr::api::ThreadCache>> caches;
 
+	/* Data path (api_dp.cpp): live CQs and QPs, so that close can say -EBUSY; the QPs by
+	 * number, for nicmr_qp_connect's check of the remote end. */
+	std::atomic<uint64_t> dp_objs{0};
+	std::mutex dp_mu;
+	std::unordered_map<uint32_t, struct nicmr_qp *> dp_qps; /* dp_mu */
+
 	~nicmr_device();
 };
 
@@ -164,5 +172,37 @@ struct nicmr_device {
 int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool write,
 			  std::unique_ptr<nicmr_slow_map> *out);
 void nicmr_slow_map_release(nicmr_device *dev, std::unique_ptr<nicmr_slow_map> map);
+
+/*
+ * Data path (api_dp.cpp). A CQ owns its UAR (its QPs ring through it) and routes its CQEs to
+ * the QPs that report to it through a fixed table read lock-free by the poller. A QP keeps, by
+ * its own post counter, what each request was: the driver carries that counter as its wr_id.
+ */
+struct nicmr_dp_slot {
+	uint64_t wr_id = 0;
+	uint8_t opcode = 0; /* enum nicmr_wc_opcode */
+};
+
+struct nicmr_cq {
+	nicmr_device *dev = nullptr;
+	std::unique_ptr<nicmr::mlx5::Uar> uar;
+	std::unique_ptr<nicmr::mlx5::Cq> cq;
+	/* QPs reporting here: written by QP create/destroy (slow path, never during a poll of
+	 * this CQ), read by the poller. */
+	std::atomic<nicmr_qp *> qps[NICMR_MAX_QPS_PER_CQ] = {};
+	std::atomic<uint32_t> nqps{0};
+};
+
+struct nicmr_qp {
+	nicmr_pd *pd = nullptr;
+	nicmr_cq *cq = nullptr;
+	std::unique_ptr<nicmr::mlx5::Qp> qp;
+	uint32_t qpn = 0;
+	uint32_t port = 0;
+	bool connected = false;
+	std::vector<nicmr_dp_slot> slots; /* by post counter & mask */
+	uint32_t mask = 0;
+	uint64_t posted = 0;
+};
 
 #endif

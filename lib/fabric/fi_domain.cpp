@@ -21,7 +21,8 @@ int fabric_close(struct fid *fid)
 {
 	Fabric *fab = reinterpret_cast<Fabric *>(fid);
 	/* acquire: a domain's fi_close that gave the count back is done with the device. */
-	if (fab->domains.load(std::memory_order_acquire) != 0)
+	if (fab->domains.load(std::memory_order_acquire) != 0 ||
+	    fab->eqs.load(std::memory_order_acquire) != 0)
 		return -FI_EBUSY;
 	if (fab->dev) {
 		int ret = nicmr_device_close(fab->dev);
@@ -33,10 +34,6 @@ int fabric_close(struct fid *fid)
 }
 
 int no_passive_ep(struct fid_fabric *, struct fi_info *, struct fid_pep **, void *)
-{
-	return -FI_ENOSYS;
-}
-int no_eq_open(struct fid_fabric *, struct fi_eq_attr *, struct fid_eq **, void *)
 {
 	return -FI_ENOSYS;
 }
@@ -67,7 +64,7 @@ struct fi_ops_fabric fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = domain_open,
 	.passive_ep = no_passive_ep,
-	.eq_open = no_eq_open,
+	.eq_open = eq_open,
 	.wait_open = no_wait_open,
 	.trywait = no_trywait,
 	.domain2 = no_domain2,
@@ -79,7 +76,8 @@ int domain_close(struct fid *fid)
 	/* acquire: pairs with the release of fi_close(mr) / pool_destroy, so the PD is freed
 	 * only after their native calls are done with it. */
 	if (dom->mrs.load(std::memory_order_acquire) != 0 ||
-	    dom->pools.load(std::memory_order_acquire) != 0)
+	    dom->pools.load(std::memory_order_acquire) != 0 ||
+	    dom->children.load(std::memory_order_acquire) != 0)
 		return -FI_EBUSY;
 	int ret = nicmr_pd_free(dom->pd);
 	if (ret != 0)
@@ -124,19 +122,7 @@ struct fi_ops domain_fi_ops = {
 	.ops_set = no_ops_set,
 };
 
-int no_av_open(struct fid_domain *, struct fi_av_attr *, struct fid_av **, void *)
-{
-	return -FI_ENOSYS;
-}
-int no_cq_open(struct fid_domain *, struct fi_cq_attr *, struct fid_cq **, void *)
-{
-	return -FI_ENOSYS;
-}
 int no_endpoint(struct fid_domain *, struct fi_info *, struct fid_ep **, void *)
-{
-	return -FI_ENOSYS;
-}
-int no_cntr_open(struct fid_domain *, struct fi_cntr_attr *, struct fid_cntr **, void *)
 {
 	return -FI_ENOSYS;
 }
@@ -152,11 +138,6 @@ int no_srx_ctx(struct fid_domain *, struct fi_rx_attr *, struct fid_ep **, void 
 {
 	return -FI_ENOSYS;
 }
-int no_query_atomic(struct fid_domain *, enum fi_datatype, enum fi_op, struct fi_atomic_attr *,
-		    uint64_t)
-{
-	return -FI_ENOSYS;
-}
 int no_query_collective(struct fid_domain *, enum fi_collective_op, struct fi_collective_attr *,
 			uint64_t)
 {
@@ -169,15 +150,15 @@ int no_endpoint2(struct fid_domain *, struct fi_info *, struct fid_ep **, uint64
 
 struct fi_ops_domain domain_ops = {
 	.size = sizeof(struct fi_ops_domain),
-	.av_open = no_av_open,
-	.cq_open = no_cq_open,
-	.endpoint = no_endpoint,
+	.av_open = av_open,
+	.cq_open = cq_open,
+	.endpoint = endpoint_open,
 	.scalable_ep = no_endpoint,
-	.cntr_open = no_cntr_open,
+	.cntr_open = cntr_open,
 	.poll_open = no_poll_open,
 	.stx_ctx = no_stx_ctx,
 	.srx_ctx = no_srx_ctx,
-	.query_atomic = no_query_atomic,
+	.query_atomic = query_atomic,
 	.query_collective = no_query_collective,
 	.endpoint2 = no_endpoint2,
 };

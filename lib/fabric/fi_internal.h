@@ -15,14 +15,21 @@
 #define NICMR_FI_INTERNAL_H
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/providers/fi_prov.h>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "nicmr/fi_nicmr.h"
 #include "nicmr/nicmr.h"
@@ -35,7 +42,7 @@ inline constexpr const char *kDefaultSpec = "emu";
 
 /* The mr_mode bits nicmr acts on: ALLOCATED is required; the others are kept when offered. */
 inline constexpr int kMrRequired = FI_MR_ALLOCATED;
-inline constexpr int kMrOptional = FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR;
+inline constexpr int kMrOptional = FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
 
 /* Key sizes: the mkey (32 bits), or the raw key blob under FI_MR_RAW. */
 inline constexpr size_t kKeySize = 4;
@@ -55,13 +62,19 @@ int device_spec(DeviceSpec *out);
 /* Negative errno of the native API to a libfabric code. */
 int fi_code(int native_err);
 
+struct Endpoint;
+
 struct Fabric {
 	struct fid_fabric fid; /* first: &fid is the Fabric */
-	std::mutex mu;	       /* guards dev's first open */
+	std::mutex mu;	       /* guards dev's first open, eps and ep_count */
 	nicmr_device *dev = nullptr;
 	std::string spec;
 	std::string domain_name;
 	std::atomic<uint64_t> domains{0};
+	std::atomic<uint64_t> eqs{0};
+	/* Endpoints by the number of their address QP (fi_ep.cpp): how a peer is found. */
+	std::unordered_map<uint32_t, Endpoint *> eps; /* mu */
+	uint64_t ep_count = 0;			      /* mu: endpoints ever opened (ports) */
 };
 
 struct Domain {
@@ -71,6 +84,8 @@ struct Domain {
 	int mr_mode = 0;
 	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pools{0};
+	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
+	std::atomic<uint64_t> children{0};
 };
 
 struct Mr {
@@ -78,6 +93,104 @@ struct Mr {
 	Domain *domain = nullptr;
 	nicmr_mr *mr = nullptr;
 };
+
+/* ---- Endpoints and their companions (fi_ep.cpp, fi_av.cpp, fi_cq.cpp, fi_cntr.cpp, fi_eq.cpp) */
+
+/* The capabilities an endpoint has: RMA and atomics as initiator and target. */
+inline constexpr uint64_t kEpCaps =
+	FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/* Requests in flight per endpoint (tx_attr->size), the depth of every QP and CQ it makes. */
+inline constexpr uint32_t kEpDepth = 64;
+/* Largest fi_inject_write / inline write (the device's inline WRITE payload). */
+inline constexpr size_t kInjectSize = NICMR_MAX_INLINE;
+/* Default sizes of a CQ and an AV when the attributes say 0. */
+inline constexpr size_t kCqDefaultSize = 256;
+inline constexpr size_t kAvDefaultCount = 64;
+
+/* An endpoint's address: the device, the port and the number of its address QP. */
+struct EpAddr {
+	uint64_t device_id;
+	uint32_t port;
+	uint32_t qpn;
+};
+
+struct Av {
+	struct fid_av fid; /* first */
+	Domain *domain = nullptr;
+	enum fi_av_type type = FI_AV_TABLE;
+	std::mutex mu; /* guards table (inserts may grow it) */
+	std::vector<EpAddr> table;
+	std::vector<uint8_t> live;
+	std::atomic<uint64_t> eps{0}; /* endpoints bound */
+};
+/* The address behind fi_addr, or -FI_EINVAL (no such live entry). */
+int av_lookup_addr(Av *av, fi_addr_t fi_addr, EpAddr *out);
+
+/* One completion as a CQ holds it until read. */
+struct CqEntry {
+	void *context;
+	uint64_t flags;
+	int err;	/* 0 or a positive FI_E* */
+	int prov_errno; /* the CQE syndrome */
+};
+
+struct Cq {
+	struct fid_cq fid; /* first */
+	Domain *domain = nullptr;
+	enum fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+	std::mutex bind_mu;	     /* guards eps; taken before any endpoint's mu */
+	std::vector<Endpoint *> eps; /* bind_mu */
+	std::mutex mu;		     /* guards the ring; taken after an endpoint's mu */
+	std::vector<CqEntry> ring;
+	uint64_t head = 0, tail = 0; /* mu */
+};
+/* Room left in the ring (mu held). */
+inline size_t cq_room(const Cq *cq)
+{
+	return cq->ring.size() - static_cast<size_t>(cq->tail - cq->head);
+}
+/* Appends an entry (mu held; the caller checked the room). */
+void cq_push(Cq *cq, const CqEntry &e);
+
+struct Cntr {
+	struct fid_cntr fid; /* first */
+	Domain *domain = nullptr;
+	std::atomic<uint64_t> value{0};
+	std::atomic<uint64_t> errs{0};
+	std::mutex bind_mu;	     /* as Cq::bind_mu */
+	std::vector<Endpoint *> eps; /* bind_mu */
+};
+
+struct Eq {
+	struct fid_eq fid; /* first */
+	Fabric *fabric = nullptr;
+	std::atomic<uint64_t> eps{0};
+};
+
+/* Polls the endpoint's completions into its CQ and counters (fi_ep.cpp). */
+void ep_progress(Endpoint *ep);
+/* Detaches an endpoint from a CQ or counter (its close). */
+void cq_unbind(Cq *cq, Endpoint *ep);
+void cntr_unbind(Cntr *cntr, Endpoint *ep);
+int cq_bind_ep(Cq *cq, Endpoint *ep);
+int cntr_bind_ep(Cntr *cntr, Endpoint *ep);
+
+Av *av_of(struct fid *fid);
+Cq *cq_of(struct fid *fid);
+Cntr *cntr_of(struct fid *fid);
+Eq *eq_of(struct fid *fid);
+
+int av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av, void *context);
+int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);
+int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
+	      void *context);
+int eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context);
+int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
+		  void *context);
+int query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
+		 struct fi_atomic_attr *attr, uint64_t flags);
+/* The datatype/op pairs the device does for each kind of atomic call (0 or -FI_EOPNOTSUPP). */
+int atomic_valid(enum fi_datatype datatype, enum fi_op op, uint64_t kind_flags);
 
 int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,

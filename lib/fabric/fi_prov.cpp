@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The provider's entry (fi_prov_ini) and fi_getinfo: one fabric "nicmr" with one domain per
- * device, and the mr_mode negotiation. Endpoints are not offered yet, so caps are 0 and the
- * endpoint type is FI_EP_RDM only so that fi_getinfo can list the domain.
+ * device, and the mr_mode negotiation. Endpoints are RDM with RMA and atomics (fi_ep.cpp); they
+ * need FI_MR_LOCAL (every local buffer comes with its descriptor), so an application that does
+ * not offer FI_MR_LOCAL gets the fi_mr surface alone: caps 0.
  */
 #include <cerrno>
 #include <cstdlib>
@@ -44,18 +45,18 @@ int negotiate_mr_mode(int offered, int *out)
 /* Whether the hints ask for anything this version does not have (0) or not (1). */
 bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 {
-	*mr_mode = kMrRequired | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	*mr_mode = kMrRequired | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
 	if (!hints)
 		return true;
-	/* No endpoints, hence no capability and no mode bit the application could offer. */
-	if (hints->caps)
+	const uint64_t caps = hints->caps | (hints->tx_attr ? hints->tx_attr->caps : 0) |
+			      (hints->rx_attr ? hints->rx_attr->caps : 0);
+	/* FI_LOCAL_COMM / FI_REMOTE_COMM are kept out: the device is one node's. */
+	if (caps & ~kEpCaps)
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC)
 		return false;
 	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
 	    hints->ep_attr->type != FI_EP_RDM)
-		return false;
-	if ((hints->tx_attr && hints->tx_attr->caps) || (hints->rx_attr && hints->rx_attr->caps))
 		return false;
 	if (hints->fabric_attr && hints->fabric_attr->name &&
 	    std::strcmp(hints->fabric_attr->name, kFabricName) != 0)
@@ -65,11 +66,15 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return true;
 	if (d->name && ds.domain_name != d->name)
 		return false;
-	if (d->caps || d->av_type != FI_AV_UNSPEC)
+	if (d->caps ||
+	    (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_TABLE && d->av_type != FI_AV_MAP))
 		return false;
 	if (d->mr_iov_limit > 1 || d->mr_cnt > ds.mr_cnt)
 		return false;
 	if (negotiate_mr_mode(d->mr_mode, mr_mode) != 0)
+		return false;
+	/* Endpoints need descriptors for local buffers. */
+	if ((caps & kEpCaps) && !(*mr_mode & FI_MR_LOCAL))
 		return false;
 	const size_t key_size = (*mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
 	if (d->mr_key_size && d->mr_key_size < key_size)
@@ -97,10 +102,32 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	struct fi_info *fi = fi_allocinfo();
 	if (!fi)
 		return -FI_ENOMEM;
-	fi->caps = 0;
+	/* Endpoints exist when the application allows FI_MR_LOCAL; else the fi_mr surface. */
+	const bool eps = (mr_mode & FI_MR_LOCAL) != 0;
+	fi->caps = eps ? kEpCaps : 0;
 	fi->mode = 0;
-	fi->addr_format = FI_FORMAT_UNSPEC;
+	fi->addr_format = FI_FORMAT_UNSPEC; /* struct EpAddr, 16 bytes (doc/libfabric.md) */
 	fi->ep_attr->type = FI_EP_RDM;
+	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
+	fi->ep_attr->max_msg_size = eps ? size_t{1} << 31 : 0;
+	fi->ep_attr->tx_ctx_cnt = 1;
+	fi->ep_attr->rx_ctx_cnt = 1;
+	if (eps) {
+		fi->tx_attr->caps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
+		fi->tx_attr->inject_size = kInjectSize;
+		fi->tx_attr->size = kEpDepth;
+		fi->tx_attr->iov_limit = 1;
+		fi->tx_attr->rma_iov_limit = 1;
+		fi->rx_attr->caps = FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE;
+		fi->rx_attr->iov_limit = 1;
+		/* One UAR per endpoint's CQ: the device model has 32, the key programmer
+		 * holds one. */
+		fi->domain_attr->ep_cnt = 31;
+		fi->domain_attr->tx_ctx_cnt = 31;
+		fi->domain_attr->rx_ctx_cnt = 31;
+		fi->domain_attr->max_ep_tx_ctx = 1;
+		fi->domain_attr->max_ep_rx_ctx = 1;
+	}
 	fi->fabric_attr->name = strdup(kFabricName);
 	/* prov_name is the core's to set (it names the provider that answered). */
 	fi->fabric_attr->prov_version = kProvVersion;
@@ -111,7 +138,8 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
 	fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
 	fi->domain_attr->resource_mgmt = FI_RM_ENABLED;
-	fi->domain_attr->av_type = FI_AV_UNSPEC;
+	fi->domain_attr->av_type =
+		hints && hints->domain_attr ? hints->domain_attr->av_type : FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = mr_mode;
 	fi->domain_attr->mr_key_size = (mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
 	fi->domain_attr->mr_iov_limit = 1;

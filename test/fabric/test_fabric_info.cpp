@@ -19,11 +19,14 @@ TEST(FabricInfo, GetinfoFindsNicmrFabricAndDomain)
 	EXPECT_STREQ(info->fabric_attr->prov_name, "nicmr");
 	EXPECT_STREQ(info->fabric_attr->name, "nicmr");
 	EXPECT_STREQ(info->domain_attr->name, "emu0");
-	EXPECT_EQ(info->caps, 0u) << "no endpoints yet";
+	EXPECT_EQ(info->caps,
+		  FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+		<< "RDM endpoints: the application offers FI_MR_LOCAL";
 	EXPECT_EQ(info->mode, 0u);
 	EXPECT_EQ(info->ep_attr->type, FI_EP_RDM);
 	EXPECT_EQ(info->domain_attr->threading, FI_THREAD_SAFE);
-	EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	EXPECT_EQ(info->domain_attr->mr_mode,
+		  FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
 	EXPECT_EQ(info->domain_attr->mr_key_size, 4u);
 	EXPECT_EQ(info->domain_attr->mr_iov_limit, 1u);
 	const char *spec = std::getenv("FI_NICMR_DEVICE");
@@ -44,20 +47,35 @@ TEST(FabricInfo, NullHintsListNicmrWithItsDefaults)
 			continue;
 		++found;
 		EXPECT_EQ(i->domain_attr->mr_mode,
-			  FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+			  FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
 	}
 	fi_freeinfo(all);
 	EXPECT_EQ(found, 1);
 }
 
-TEST(FabricInfo, CapabilitiesNeedingEndpointsGiveNoData)
+TEST(FabricInfo, MessagesAreNotOfferedAndRmaNeedsMrLocal)
 {
-	for (uint64_t caps : {FI_RMA, FI_ATOMIC, FI_MSG, FI_TAGGED}) {
+	for (uint64_t caps : {FI_MSG, FI_TAGGED, FI_RMA | FI_SEND}) {
 		Hints h(kAppMrMode);
 		h->caps = caps;
 		Info info;
 		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << caps;
 	}
+	for (uint64_t caps : {FI_RMA, FI_ATOMIC}) {
+		Hints h(kAppMrMode & ~FI_MR_LOCAL);
+		h->caps = caps;
+		Info info;
+		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << caps;
+		Hints with(kAppMrMode);
+		with->caps = caps;
+		Info yes;
+		EXPECT_EQ(yes.get(with), 0) << std::hex << caps;
+	}
+	/* Without FI_MR_LOCAL the fi_mr surface alone: no capability. */
+	Hints h(kAppMrMode & ~FI_MR_LOCAL);
+	Info info;
+	ASSERT_EQ(info.get(h), 0);
+	EXPECT_EQ(info->caps, 0u);
 }
 
 TEST(FabricInfo, OtherEndpointTypesAndDomainNamesGiveNoData)
@@ -127,9 +145,9 @@ TEST(FabricInfo, DomainRefusesInfoItCannotHonour)
 	EXPECT_EQ(fi_domain(fabric.get(), nullptr, dom.out(), nullptr), -FI_EINVAL);
 }
 
-TEST(FabricInfo, EndpointsCountersAndQueuesAreNotOfferedYet)
+TEST(FabricInfo, EndpointsNeedMrLocalAndPollSetsAreNotOffered)
 {
-	Hints h(kAppMrMode);
+	Hints h(kAppMrMode & ~FI_MR_LOCAL);
 	Info info;
 	ASSERT_EQ(info.get(h), 0);
 	Fid<fid_fabric> fabric;
@@ -137,16 +155,11 @@ TEST(FabricInfo, EndpointsCountersAndQueuesAreNotOfferedYet)
 	Fid<fid_domain> dom;
 	ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
 	fid_ep *ep = nullptr;
-	EXPECT_EQ(fi_endpoint(dom.get(), info.p(), &ep, nullptr), -FI_ENOSYS);
-	fi_cq_attr cq_attr{};
-	fid_cq *cq = nullptr;
-	EXPECT_EQ(fi_cq_open(dom.get(), &cq_attr, &cq, nullptr), -FI_ENOSYS);
-	fi_cntr_attr cntr_attr{};
-	fid_cntr *cntr = nullptr;
-	EXPECT_EQ(fi_cntr_open(dom.get(), &cntr_attr, &cntr, nullptr), -FI_ENOSYS);
-	fi_av_attr av_attr{};
-	fid_av *av = nullptr;
-	EXPECT_EQ(fi_av_open(dom.get(), &av_attr, &av, nullptr), -FI_ENOSYS);
+	EXPECT_EQ(fi_endpoint(dom.get(), info.p(), &ep, nullptr), -FI_EOPNOTSUPP);
+	EXPECT_EQ(ep, nullptr);
+	fi_poll_attr poll_attr{};
+	fid_poll *poll = nullptr;
+	EXPECT_EQ(fi_poll_open(dom.get(), &poll_attr, &poll), -FI_ENOSYS);
 	void *ops = nullptr;
 	EXPECT_EQ(fi_open_ops(&dom->fid, "no_such_ops", 0, &ops, nullptr), -FI_ENOSYS);
 }
@@ -173,7 +186,8 @@ TEST(FabricInfo, FabricWithLiveDomainIsBusy)
 TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 {
 	constexpr unsigned kBits = sizeof(kKnownBits) / sizeof(kKnownBits[0]);
-	constexpr int kActs = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR;
+	constexpr int kActs =
+		FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
 	Fid<fid_fabric> fabric;
 	Buf buf(2 * 4096);
 	ASSERT_NE(buf.get(), nullptr);

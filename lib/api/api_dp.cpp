@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The native data path: CQs, RC QPs, RDMA WRITE / READ / atomics, over drivers/mlx5.
+ *
+ *   nicmr_cq ── Uar (one per CQ: its QPs ring through it) ── mlx5::Cq
+ *      └─ qps[] (the QPs reporting here, by slot; the poller routes CQEs by QPN)
+ *   nicmr_qp ── mlx5::Qp (pd, port, the CQ) ── slots[] (wr_id and opcode by post counter)
+ *
+ * The driver's wr_id of a request is the QP's post counter; nicmr_cq_poll turns it back into
+ * the application's wr_id and opcode through the slot ring (a slot is reused only after the
+ * send queue has room again, so only after its request completed). Posting checks the local
+ * SGE with the lockless key lookup (nicmr_key_lookup) so that a bad lkey fails in the call.
+ */
+#include <endian.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "api_internal.h"
+#include "nicmr_log.h"
+
+using namespace nicmr;
+
+namespace {
+
+constexpr unsigned kKnownFlags = NICMR_SEND_SIGNALED | NICMR_SEND_INLINE | NICMR_SEND_FENCE;
+/* A CQE batch taken from the driver per loop of nicmr_cq_poll: on the stack. */
+constexpr int kPollBatch = 16;
+
+uint32_t log2_up(uint32_t v)
+{
+	return static_cast<uint32_t>(std::bit_width(v - 1));
+}
+
+uint8_t wc_status(uint8_t syndrome)
+{
+	switch (syndrome) {
+	case 0:
+		return NICMR_WC_SUCCESS;
+	case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
+		return NICMR_WC_LOCAL_LEN;
+	case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
+		return NICMR_WC_LOCAL_QP_OP;
+	case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
+		return NICMR_WC_LOCAL_PROT;
+	case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
+		return NICMR_WC_WR_FLUSH;
+	case MLX5_CQE_SYNDROME_MW_BIND_ERR:
+		return NICMR_WC_MW_BIND;
+	case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
+		return NICMR_WC_BAD_RESP;
+	case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
+		return NICMR_WC_LOCAL_ACCESS;
+	case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
+		return NICMR_WC_REMOTE_INVAL_REQ;
+	case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
+		return NICMR_WC_REMOTE_ACCESS;
+	case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
+		return NICMR_WC_REMOTE_OP;
+	case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR:
+		return NICMR_WC_RETRY_EXC;
+	case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR:
+		return NICMR_WC_RNR_RETRY_EXC;
+	case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR:
+		return NICMR_WC_REMOTE_ABORT;
+	default:
+		return NICMR_WC_GENERAL;
+	}
+}
+
+unsigned post_flags(unsigned flags)
+{
+	unsigned f = 0;
+	if (flags & NICMR_SEND_SIGNALED)
+		f |= mlx5::kSignaled;
+	if (flags & NICMR_SEND_FENCE)
+		f |= mlx5::kFence;
+	return f;
+}
+
+/* The checks every posting call shares. Hot path. */
+int post_begin(nicmr_qp *qp, unsigned flags)
+{
+	if (qp == nullptr || (flags & ~kKnownFlags))
+		return -EINVAL;
+	if (!qp->connected)
+		return -ENOTCONN;
+	/* Room for one WQEBB also means the slot at the post counter is free: every request
+	 * takes at least one WQEBB, so fewer than mask + 1 are in flight. */
+	if (qp->qp->sq_room() == 0)
+		return -ENOSPC;
+	return 0;
+}
+
+/* The local SGE through the lockless lookup (nothing translated: the device does that). */
+int check_local(nicmr_qp *qp, uint32_t lkey, uint64_t addr, size_t len, uint64_t access)
+{
+	uint64_t iova = 0;
+	return nicmr_key_lookup(qp->pd->dev, lkey, addr, len, access, &iova);
+}
+
+/* Records what the request at the post counter is; the driver's wr_id is the counter. */
+uint64_t note(nicmr_qp *qp, uint64_t wr_id, uint8_t opcode)
+{
+	nicmr_dp_slot &s = qp->slots[qp->posted & qp->mask];
+	s.wr_id = wr_id;
+	s.opcode = opcode;
+	return qp->posted;
+}
+
+nicmr_qp *route(nicmr_cq *cq, uint32_t qpn)
+{
+	/* acquire: pairs with the release that published the QP; its fields are read next. */
+	const uint32_t n = cq->nqps.load(std::memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		nicmr_qp *qp = cq->qps[i].load(std::memory_order_acquire);
+		if (qp && qp->qpn == qpn)
+			return qp;
+	}
+	return nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+int nicmr_cq_create(struct nicmr_device *dev, uint32_t depth, struct nicmr_cq **out)
+{
+	if (dev == nullptr || out == nullptr || depth < 2 || depth > NICMR_MAX_CQ_DEPTH)
+		return -EINVAL;
+	std::unique_ptr<nicmr_cq> cq(new (std::nothrow) nicmr_cq);
+	if (!cq)
+		return -ENOMEM;
+	cq->dev = dev;
+	int rc = mlx5::Uar::alloc(*dev->drv, &cq->uar);
+	/* The device's EXCEED_LIM (-ENOMEM from the command layer) means no UAR is left: a
+	 * resource limit of the device, not host memory. */
+	if (rc == -ENOMEM && !cq->uar)
+		rc = -ENOSPC;
+	if (rc == 0) {
+		mlx5::CqParams p;
+		p.log_size = log2_up(depth);
+		/* Poll mode: no EQ is signalled, so the CQ names EQ 0. */
+		p.eqn = 0;
+		rc = mlx5::Cq::create(*dev->drv, *cq->uar, p, &cq->cq);
+	}
+	if (rc != 0) {
+		NICMR_LOG(warn, "api", "%s: CQ of depth %u: %d", dev->spec.c_str(), depth, rc);
+		cq->cq.reset();
+		cq->uar.reset();
+		return rc;
+	}
+	/* relaxed: a count for close's -EBUSY; the CQ reaches other threads through the caller. */
+	dev->dp_objs.fetch_add(1, std::memory_order_relaxed);
+	*out = cq.release();
+	return 0;
+}
+
+int nicmr_cq_destroy(struct nicmr_cq *cq)
+{
+	if (cq == nullptr)
+		return -EINVAL;
+	/* acquire: a QP destroy that gave its slot back is done with the CQ. */
+	if (cq->nqps.load(std::memory_order_acquire) != 0) {
+		for (auto &q : cq->qps)
+			if (q.load(std::memory_order_acquire) != nullptr)
+				return -EBUSY;
+	}
+	nicmr_device *dev = cq->dev;
+	cq->cq.reset();
+	cq->uar.reset();
+	delete cq;
+	/* release: the CQ is gone before a device close may see the count drop. */
+	dev->dp_objs.fetch_sub(1, std::memory_order_release);
+	return 0;
+}
+
+uint32_t nicmr_cq_num(const struct nicmr_cq *cq)
+{
+	return cq ? cq->cq->cqn() : 0;
+}
+
+int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
+{
+	/* HOT PATH: no lock, no allocation, no system call. The driver's CQEs land in a batch on
+	 * the stack and are routed to their QP by a scan of at most NICMR_MAX_QPS_PER_CQ entries.
+	 */
+	if (cq == nullptr || n < 0 || (wc == nullptr && n > 0))
+		return -EINVAL;
+	int done = 0;
+	mlx5::Completion c[kPollBatch];
+	while (done < n) {
+		const int want = n - done < kPollBatch ? n - done : kPollBatch;
+		const int got = cq->cq->poll(c, want);
+		for (int i = 0; i < got; i++) {
+			nicmr_qp *qp = route(cq, c[i].qpn);
+			if (qp == nullptr)
+				continue; /* a QP destroyed with requests in flight */
+			const uint64_t counter = qp->qp->retire(c[i].wqe_index);
+			const nicmr_dp_slot &s = qp->slots[counter & qp->mask];
+			nicmr_wc &w = wc[done++];
+			w.wr_id = s.wr_id;
+			w.qp_num = qp->qpn;
+			w.opcode = s.opcode;
+			const bool ok = c[i].ok();
+			w.syndrome = ok ? 0 : c[i].syndrome;
+			w.vendor_syndrome = ok ? 0 : c[i].vendor_syndrome;
+			/* An error CQE always carries a syndrome; one without is GENERAL. */
+			w.status = ok		   ? uint8_t{NICMR_WC_SUCCESS}
+				   : c[i].syndrome ? wc_status(c[i].syndrome)
+						   : uint8_t{NICMR_WC_GENERAL};
+			w.byte_len = ok ? c[i].byte_len : 0;
+		}
+		if (got < want)
+			break;
+	}
+	return done;
+}
+
+int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq, uint32_t depth,
+		    struct nicmr_qp **out)
+{
+	if (pd == nullptr || send_cq == nullptr || out == nullptr || send_cq->dev != pd->dev ||
+	    port < 1 || port > 2 || depth < 2 || depth > NICMR_MAX_QP_DEPTH ||
+	    (uint32_t{1} << log2_up(depth)) > send_cq->cq->size())
+		return -EINVAL;
+	nicmr_device *dev = pd->dev;
+	int slot = -1;
+	for (uint32_t i = 0; i < NICMR_MAX_QPS_PER_CQ; i++)
+		if (send_cq->qps[i].load(std::memory_order_relaxed) == nullptr) {
+			slot = static_cast<int>(i);
+			break;
+		}
+	if (slot < 0)
+		return -ENOSPC;
+	std::unique_ptr<nicmr_qp> qp(new (std::nothrow) nicmr_qp);
+	if (!qp)
+		return -ENOMEM;
+	const uint32_t log = log2_up(depth);
+	try {
+		qp->slots.assign(size_t{1} << log, nicmr_dp_slot{});
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	qp->mask = (uint32_t{1} << log) - 1;
+	qp->pd = pd;
+	qp->cq = send_cq;
+	qp->port = port;
+	mlx5::QpParams p;
+	p.pd = pd->handle.pd();
+	p.port = port;
+	p.log_sq_size = log;
+	/* The keys decide what a peer may do; the QP allows every kind of request. */
+	p.rre = p.rwe = p.rae = true;
+	int rc = mlx5::Qp::create(*dev->drv, *send_cq->uar, *send_cq->cq, p, &qp->qp);
+	if (rc != 0) {
+		NICMR_LOG(warn, "api", "%s: QP on port %u: %d", dev->spec.c_str(), port, rc);
+		return rc;
+	}
+	qp->qpn = qp->qp->qpn();
+	try {
+		std::lock_guard lk(dev->dp_mu);
+		dev->dp_qps.emplace(qp->qpn, qp.get());
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	/* release: the QP's fields are written before the poller can find it. */
+	send_cq->qps[slot].store(qp.get(), std::memory_order_release);
+	/* release: the slot's pointer is stored before a poller that sees the larger bound
+	 * scans up to it (it then finds the QP, not a stale null). */
+	if (static_cast<uint32_t>(slot) + 1 > send_cq->nqps.load(std::memory_order_relaxed))
+		send_cq->nqps.store(static_cast<uint32_t>(slot) + 1, std::memory_order_release);
+	/* The PD's user count keeps nicmr_pd_free from freeing the PD under the QP (relaxed:
+	 * a count, as for MRs). */
+	pd->mrs.fetch_add(1, std::memory_order_relaxed);
+	dev->dp_objs.fetch_add(1, std::memory_order_relaxed);
+	*out = qp.release();
+	return 0;
+}
+
+int nicmr_qp_destroy(struct nicmr_qp *qp)
+{
+	if (qp == nullptr)
+		return -EINVAL;
+	nicmr_device *dev = qp->pd->dev;
+	{
+		std::lock_guard lk(dev->dp_mu);
+		dev->dp_qps.erase(qp->qpn);
+	}
+	for (auto &q : qp->cq->qps)
+		if (q.load(std::memory_order_relaxed) == qp)
+			/* release: ordered after the QP's last use by this thread; the CQ's
+			 * destroy (acquire) sees the slot free only after. */
+			q.store(nullptr, std::memory_order_release);
+	qp->qp.reset();
+	/* release: the QP is gone before pd_free or device close may see the counts drop. */
+	qp->pd->mrs.fetch_sub(1, std::memory_order_release);
+	delete qp;
+	dev->dp_objs.fetch_sub(1, std::memory_order_release);
+	return 0;
+}
+
+uint32_t nicmr_qp_num(const struct nicmr_qp *qp)
+{
+	return qp ? qp->qpn : 0;
+}
+
+uint32_t nicmr_qp_port(const struct nicmr_qp *qp)
+{
+	return qp ? qp->port : 0;
+}
+
+int nicmr_qp_connect(struct nicmr_qp *qp, uint32_t remote_port, uint32_t remote_qpn)
+{
+	if (qp == nullptr)
+		return -EINVAL;
+	nicmr_device *dev = qp->pd->dev;
+	{
+		std::lock_guard lk(dev->dp_mu);
+		auto it = dev->dp_qps.find(remote_qpn);
+		if (it == dev->dp_qps.end())
+			return -ENOENT;
+		if (it->second->port != remote_port)
+			return -EINVAL;
+	}
+	int rc = qp->qp->connect(remote_qpn);
+	if (rc != 0) {
+		NICMR_LOG(warn, "api", "%s: QP 0x%x connect to 0x%x: %d", dev->spec.c_str(),
+			  qp->qpn, remote_qpn, rc);
+		return rc;
+	}
+	qp->connected = true;
+	return 0;
+}
+
+int nicmr_qp_state(struct nicmr_qp *qp, uint32_t *state)
+{
+	if (qp == nullptr || state == nullptr)
+		return -EINVAL;
+	return qp->qp->query_state(state);
+}
+
+int nicmr_qp_recover(struct nicmr_qp *qp)
+{
+	if (qp == nullptr || !qp->connected)
+		return -EINVAL;
+	if (qp->qp->sq_room() != qp->qp->sq_size())
+		return -EBUSY;
+	return qp->qp->recover();
+}
+
+int nicmr_post_write(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey, uint64_t raddr,
+		     uint32_t rkey, uint64_t wr_id, unsigned flags)
+{
+	/* HOT PATH: no lock, no allocation, no system call. */
+	int rc = post_begin(qp, flags);
+	if (rc != 0)
+		return rc;
+	if (len == 0 || len > (size_t{1} << 31))
+		return -EINVAL;
+	const uint64_t counter = qp->posted;
+	if (flags & NICMR_SEND_INLINE) {
+		if (len > NICMR_MAX_INLINE)
+			return -EINVAL;
+		note(qp, wr_id, NICMR_WC_RDMA_WRITE);
+		rc = qp->qp->post_write_inline(reinterpret_cast<const void *>(laddr),
+					       static_cast<uint32_t>(len), raddr, rkey, counter,
+					       post_flags(flags));
+	} else {
+		rc = check_local(qp, lkey, laddr, len, NICMR_ACCESS_WRITE);
+		if (rc != 0)
+			return rc;
+		note(qp, wr_id, NICMR_WC_RDMA_WRITE);
+		const mlx5::Sge s{laddr, static_cast<uint32_t>(len), lkey};
+		rc = qp->qp->post_write({&s, 1}, raddr, rkey, counter, post_flags(flags));
+	}
+	if (rc == 0)
+		qp->posted++;
+	return rc;
+}
+
+int nicmr_post_read(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey, uint64_t raddr,
+		    uint32_t rkey, uint64_t wr_id, unsigned flags)
+{
+	/* HOT PATH: no lock, no allocation, no system call. */
+	int rc = post_begin(qp, flags);
+	if (rc != 0)
+		return rc;
+	if (len == 0 || len > (size_t{1} << 31) || (flags & NICMR_SEND_INLINE))
+		return -EINVAL;
+	rc = check_local(qp, lkey, laddr, len, NICMR_ACCESS_READ);
+	if (rc != 0)
+		return rc;
+	const uint64_t counter = note(qp, wr_id, NICMR_WC_RDMA_READ);
+	const mlx5::Sge s{laddr, static_cast<uint32_t>(len), lkey};
+	rc = qp->qp->post_read({&s, 1}, raddr, rkey, counter, post_flags(flags));
+	if (rc == 0)
+		qp->posted++;
+	return rc;
+}
+
+namespace {
+
+int post_atomic(nicmr_qp *qp, bool cswap, uint64_t result, uint32_t lkey, uint64_t raddr,
+		uint32_t rkey, uint64_t a, uint64_t b, uint64_t wr_id, unsigned flags)
+{
+	/* HOT PATH: no lock, no allocation, no system call. */
+	int rc = post_begin(qp, flags);
+	if (rc != 0)
+		return rc;
+	if ((flags & NICMR_SEND_INLINE) || (raddr & 7) || (result & 7))
+		return -EINVAL;
+	const mlx5::Caps &caps = qp->pd->dev->drv->caps();
+	const uint32_t op =
+		cswap ? mlx5::prm::atomic_ops::cmp_swap : mlx5::prm::atomic_ops::fetch_add;
+	if (!caps.atomic || !(caps.atomic_operations & op) || !(caps.atomic_size_qp & (1u << 3)))
+		return -EOPNOTSUPP;
+	rc = check_local(qp, lkey, result, 8, NICMR_ACCESS_READ);
+	if (rc != 0)
+		return rc;
+	const uint64_t counter = note(qp, wr_id, cswap ? NICMR_WC_COMP_SWAP : NICMR_WC_FETCH_ADD);
+	const mlx5::Sge s{result, 8, lkey};
+	rc = cswap ? qp->qp->post_atomic_cs(s, raddr, rkey, a, b, counter, post_flags(flags))
+		   : qp->qp->post_atomic_fa(s, raddr, rkey, a, counter, post_flags(flags));
+	if (rc == 0)
+		qp->posted++;
+	return rc;
+}
+
+} // namespace
+
+int nicmr_post_atomic_fadd(struct nicmr_qp *qp, uint64_t result, uint32_t lkey, uint64_t raddr,
+			   uint32_t rkey, uint64_t add, uint64_t wr_id, unsigned flags)
+{
+	return post_atomic(qp, false, result, lkey, raddr, rkey, add, 0, wr_id, flags);
+}
+
+int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey, uint64_t raddr,
+			    uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t wr_id,
+			    unsigned flags)
+{
+	return post_atomic(qp, true, result, lkey, raddr, rkey, compare, swap, wr_id, flags);
+}
+
+} /* extern "C" */

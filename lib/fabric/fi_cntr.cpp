@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Counters (FI_CNTR_EVENTS_COMP): an endpoint bound with FI_WRITE counts its completed writes
+ * and non-fetching atomics, with FI_READ its reads and fetching atomics; failures count in the
+ * error count. fi_cntr_read, readerr and wait progress the bound endpoints first. No wait
+ * objects: fi_cntr_wait polls until the threshold, an error, or its timeout (ms; -1 forever).
+ */
+#include <chrono>
+#include <memory>
+#include <new>
+#include <thread>
+
+#include "fi_internal.h"
+
+namespace nicmr::fabric {
+
+namespace {
+
+void progress_all(Cntr *c)
+{
+	std::lock_guard lk(c->bind_mu);
+	for (Endpoint *ep : c->eps)
+		ep_progress(ep);
+}
+
+/* Counts are plain numbers the application reads: relaxed loads and stores throughout (the
+ * data of a completed request is ordered by the device's CQE, not by the count). */
+uint64_t cntr_read(struct fid_cntr *f)
+{
+	Cntr *c = cntr_of(&f->fid);
+	if (!c)
+		return 0;
+	progress_all(c);
+	return c->value.load(std::memory_order_relaxed);
+}
+
+uint64_t cntr_readerr(struct fid_cntr *f)
+{
+	Cntr *c = cntr_of(&f->fid);
+	if (!c)
+		return 0;
+	progress_all(c);
+	return c->errs.load(std::memory_order_relaxed);
+}
+
+int cntr_add(struct fid_cntr *f, uint64_t v)
+{
+	Cntr *c = cntr_of(&f->fid);
+	if (!c)
+		return -FI_EINVAL;
+	c->value.fetch_add(v, std::memory_order_relaxed);
+	return 0;
+}
+
+int cntr_set(struct fid_cntr *f, uint64_t v)
+{
+	Cntr *c = cntr_of(&f->fid);
+	if (!c)
+		return -FI_EINVAL;
+	c->value.store(v, std::memory_order_relaxed);
+	return 0;
+}
+
+int cntr_adderr(struct fid_cntr *f, uint64_t v)
+{
+	Cntr *c = cntr_of(&f->fid);
+	if (!c)
+		return -FI_EINVAL;
+	c->errs.fetch_add(v, std::memory_order_relaxed);
+	return 0;
+}
+
+int cntr_seterr(struct fid_cntr *f, uint64_t v)
+{
+	Cntr *c = cntr_of(&f->fid);
+	if (!c)
+		return -FI_EINVAL;
+	c->errs.store(v, std::memory_order_relaxed);
+	return 0;
+}
+
+int cntr_wait(struct fid_cntr *f, uint64_t threshold, int timeout)
+{
+	Cntr *c = cntr_of(&f->fid);
+	if (!c)
+		return -FI_EINVAL;
+	const uint64_t errs = c->errs.load(std::memory_order_relaxed);
+	auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+	for (;;) {
+		progress_all(c);
+		if (c->value.load(std::memory_order_relaxed) >= threshold)
+			return 0;
+		if (c->errs.load(std::memory_order_relaxed) != errs)
+			return -FI_EAVAIL;
+		if (timeout >= 0 && std::chrono::steady_clock::now() >= end)
+			return -FI_ETIMEDOUT;
+		std::this_thread::yield();
+	}
+}
+
+int cntr_close(struct fid *fid)
+{
+	Cntr *c = reinterpret_cast<Cntr *>(fid);
+	{
+		std::lock_guard lk(c->bind_mu);
+		if (!c->eps.empty())
+			return -FI_EBUSY;
+	}
+	Domain *dom = c->domain;
+	delete c;
+	/* release: the counter is gone before domain_close (acquire) may see the count drop. */
+	dom->children.fetch_sub(1, std::memory_order_release);
+	return 0;
+}
+
+struct fi_ops cntr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cntr_close,
+	.bind = no_bind,
+	.control = no_control,
+	.ops_open = no_ops_open,
+	.tostr = no_tostr,
+	.ops_set = no_ops_set,
+};
+
+struct fi_ops_cntr cntr_ops = {
+	.size = sizeof(struct fi_ops_cntr),
+	.read = cntr_read,
+	.readerr = cntr_readerr,
+	.add = cntr_add,
+	.set = cntr_set,
+	.wait = cntr_wait,
+	.adderr = cntr_adderr,
+	.seterr = cntr_seterr,
+};
+
+} // namespace
+
+Cntr *cntr_of(struct fid *fid)
+{
+	if (!fid || fid->fclass != FI_CLASS_CNTR || fid->ops != &cntr_fi_ops)
+		return nullptr;
+	return reinterpret_cast<Cntr *>(fid);
+}
+
+int cntr_bind_ep(Cntr *c, Endpoint *ep)
+{
+	std::lock_guard lk(c->bind_mu);
+	try {
+		c->eps.push_back(ep);
+	} catch (const std::bad_alloc &) {
+		return -FI_ENOMEM;
+	}
+	return 0;
+}
+
+void cntr_unbind(Cntr *c, Endpoint *ep)
+{
+	std::lock_guard lk(c->bind_mu);
+	std::erase(c->eps, ep);
+}
+
+int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **out,
+	      void *context)
+{
+	if (!domain || !out)
+		return -FI_EINVAL;
+	if (attr) {
+		if (attr->events != FI_CNTR_EVENTS_COMP)
+			return -FI_ENOSYS;
+		if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+			return -FI_ENOSYS;
+		if (attr->flags)
+			return -FI_EBADFLAGS;
+	}
+	Domain *dom = reinterpret_cast<Domain *>(domain);
+	std::unique_ptr<Cntr> c(new (std::nothrow) Cntr);
+	if (!c)
+		return -FI_ENOMEM;
+	c->domain = dom;
+	c->fid.fid.fclass = FI_CLASS_CNTR;
+	c->fid.fid.context = context;
+	c->fid.fid.ops = &cntr_fi_ops;
+	c->fid.ops = &cntr_ops;
+	dom->children.fetch_add(1, std::memory_order_relaxed);
+	*out = &c.release()->fid;
+	return 0;
+}
+
+} // namespace nicmr::fabric

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Completion queues: a ring of entries the bound endpoints' completions land in when they are
+ * progressed (fi_cq_read and fi_cq_sread progress every bound endpoint first). Formats
+ * CONTEXT, MSG and DATA (len, buf and data are 0: RMA and atomics as initiator report no data).
+ * An error at the head makes fi_cq_read say -FI_EAVAIL until fi_cq_readerr takes it: err is
+ * FI_EACCES for a key or access refusal (CQE syndromes REMOTE_ACCESS, LOCAL_PROT,
+ * LOCAL_ACCESS), FI_ECANCELED for a request flushed after an earlier error, FI_EINVAL for a
+ * responder that was not ready, FI_EIO otherwise; prov_errno is the CQE syndrome
+ * (MLX5_CQE_SYNDROME_*), which fi_cq_strerror names. No wait objects: FI_WAIT_NONE (sread
+ * polls until its timeout).
+ */
+#include <infiniband/mlx5dv.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <thread>
+
+#include "fi_internal.h"
+
+namespace nicmr::fabric {
+
+namespace {
+
+void progress_all(Cq *cq)
+{
+	std::lock_guard lk(cq->bind_mu);
+	for (Endpoint *ep : cq->eps)
+		ep_progress(ep);
+}
+
+size_t entry_size(enum fi_cq_format f)
+{
+	switch (f) {
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	default:
+		return sizeof(struct fi_cq_entry);
+	}
+}
+
+void write_entry(Cq *cq, const CqEntry &e, void *out)
+{
+	switch (cq->format) {
+	case FI_CQ_FORMAT_MSG: {
+		struct fi_cq_msg_entry m = {e.context, e.flags, 0};
+		std::memcpy(out, &m, sizeof(m));
+		break;
+	}
+	case FI_CQ_FORMAT_DATA: {
+		struct fi_cq_data_entry d = {e.context, e.flags, 0, nullptr, 0};
+		std::memcpy(out, &d, sizeof(d));
+		break;
+	}
+	default: {
+		struct fi_cq_entry c = {e.context};
+		std::memcpy(out, &c, sizeof(c));
+		break;
+	}
+	}
+}
+
+ssize_t cq_read(struct fid_cq *fcq, void *buf, size_t count)
+{
+	Cq *cq = cq_of(&fcq->fid);
+	if (!cq || (!buf && count))
+		return -FI_EINVAL;
+	progress_all(cq);
+	std::lock_guard lk(cq->mu);
+	size_t n = 0;
+	const size_t sz = entry_size(cq->format);
+	while (n < count && cq->head != cq->tail) {
+		const CqEntry &e = cq->ring[cq->head % cq->ring.size()];
+		if (e.err)
+			break;
+		write_entry(cq, e, static_cast<uint8_t *>(buf) + n * sz);
+		cq->head++;
+		n++;
+	}
+	if (n)
+		return static_cast<ssize_t>(n);
+	if (cq->head != cq->tail)
+		return -FI_EAVAIL;
+	return -FI_EAGAIN;
+}
+
+ssize_t cq_readfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
+{
+	ssize_t n = cq_read(fcq, buf, count);
+	/* Initiator completions have no source. */
+	for (ssize_t i = 0; src && i < n; i++)
+		src[i] = FI_ADDR_NOTAVAIL;
+	return n;
+}
+
+ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf, uint64_t flags)
+{
+	Cq *cq = cq_of(&fcq->fid);
+	if (!cq || !buf)
+		return -FI_EINVAL;
+	if (flags)
+		return -FI_EBADFLAGS;
+	progress_all(cq);
+	std::lock_guard lk(cq->mu);
+	if (cq->head == cq->tail || !cq->ring[cq->head % cq->ring.size()].err)
+		return -FI_EAGAIN;
+	const CqEntry &e = cq->ring[cq->head % cq->ring.size()];
+	buf->op_context = e.context;
+	buf->flags = e.flags;
+	buf->len = 0;
+	buf->buf = nullptr;
+	buf->data = 0;
+	buf->tag = 0;
+	buf->olen = 0;
+	buf->err = e.err;
+	buf->prov_errno = e.prov_errno;
+	/* No provider error data: the syndrome in prov_errno says it all. */
+	buf->err_data_size = 0;
+	cq->head++;
+	return 1;
+}
+
+ssize_t cq_sread(struct fid_cq *fcq, void *buf, size_t count, const void *, int timeout)
+{
+	auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+	for (;;) {
+		ssize_t n = cq_read(fcq, buf, count);
+		if (n != -FI_EAGAIN)
+			return n;
+		if (timeout >= 0 && std::chrono::steady_clock::now() >= end)
+			return -FI_EAGAIN;
+		std::this_thread::yield();
+	}
+}
+
+ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src, const void *cond,
+		     int timeout)
+{
+	ssize_t n = cq_sread(fcq, buf, count, cond, timeout);
+	for (ssize_t i = 0; src && i < n; i++)
+		src[i] = FI_ADDR_NOTAVAIL;
+	return n;
+}
+
+const char *syndrome_name(int s)
+{
+	switch (s) {
+	case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
+		return "local length error";
+	case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
+		return "local QP operation error";
+	case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
+		return "local protection error (local key, PD or bounds)";
+	case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
+		return "flushed: an earlier request of the pair failed";
+	case MLX5_CQE_SYNDROME_MW_BIND_ERR:
+		return "memory window bind error";
+	case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
+		return "bad response";
+	case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
+		return "local access error";
+	case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
+		return "remote invalid request (responder not ready)";
+	case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
+		return "remote access error (key refused: stale, out of bounds or right missing)";
+	case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
+		return "remote operation error";
+	default:
+		return "unknown syndrome";
+	}
+}
+
+const char *cq_strerror(struct fid_cq *, int prov_errno, const void *, char *buf, size_t len)
+{
+	const char *s = syndrome_name(prov_errno);
+	if (buf && len) {
+		std::snprintf(buf, len, "CQE syndrome 0x%02x: %s", prov_errno, s);
+		return buf;
+	}
+	return s;
+}
+
+int cq_close(struct fid *fid)
+{
+	Cq *cq = reinterpret_cast<Cq *>(fid);
+	{
+		std::lock_guard lk(cq->bind_mu);
+		if (!cq->eps.empty())
+			return -FI_EBUSY;
+	}
+	Domain *dom = cq->domain;
+	delete cq;
+	/* release: the CQ is gone before domain_close (acquire) may see the count drop. */
+	dom->children.fetch_sub(1, std::memory_order_release);
+	return 0;
+}
+
+struct fi_ops cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cq_close,
+	.bind = no_bind,
+	.control = no_control,
+	.ops_open = no_ops_open,
+	.tostr = no_tostr,
+	.ops_set = no_ops_set,
+};
+
+struct fi_ops_cq cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = cq_read,
+	.readfrom = cq_readfrom,
+	.readerr = cq_readerr,
+	.sread = cq_sread,
+	.sreadfrom = cq_sreadfrom,
+	.signal = [](struct fid_cq *) { return -FI_ENOSYS; },
+	.strerror = cq_strerror,
+};
+
+} // namespace
+
+Cq *cq_of(struct fid *fid)
+{
+	if (!fid || fid->fclass != FI_CLASS_CQ || fid->ops != &cq_fi_ops)
+		return nullptr;
+	return reinterpret_cast<Cq *>(fid);
+}
+
+void cq_push(Cq *cq, const CqEntry &e)
+{
+	cq->ring[cq->tail % cq->ring.size()] = e;
+	cq->tail++;
+}
+
+int cq_bind_ep(Cq *cq, Endpoint *ep)
+{
+	std::lock_guard lk(cq->bind_mu);
+	try {
+		cq->eps.push_back(ep);
+	} catch (const std::bad_alloc &) {
+		return -FI_ENOMEM;
+	}
+	return 0;
+}
+
+void cq_unbind(Cq *cq, Endpoint *ep)
+{
+	std::lock_guard lk(cq->bind_mu);
+	std::erase(cq->eps, ep);
+}
+
+int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **out, void *context)
+{
+	if (!domain || !attr || !out)
+		return -FI_EINVAL;
+	if (attr->flags)
+		return -FI_EBADFLAGS;
+	switch (attr->format) {
+	case FI_CQ_FORMAT_UNSPEC:
+	case FI_CQ_FORMAT_CONTEXT:
+	case FI_CQ_FORMAT_MSG:
+	case FI_CQ_FORMAT_DATA:
+		break;
+	default:
+		return -FI_ENOSYS; /* tagged: no tagged messages */
+	}
+	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
+		return -FI_ENOSYS;
+	if (attr->wait_cond != FI_CQ_COND_NONE)
+		return -FI_ENOSYS;
+	Domain *dom = reinterpret_cast<Domain *>(domain);
+	std::unique_ptr<Cq> cq(new (std::nothrow) Cq);
+	if (!cq)
+		return -FI_ENOMEM;
+	try {
+		cq->ring.resize(attr->size ? attr->size : kCqDefaultSize);
+	} catch (const std::exception &) {
+		return -FI_ENOMEM;
+	}
+	cq->domain = dom;
+	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+	cq->fid.fid.fclass = FI_CLASS_CQ;
+	cq->fid.fid.context = context;
+	cq->fid.fid.ops = &cq_fi_ops;
+	cq->fid.ops = &cq_ops;
+	dom->children.fetch_add(1, std::memory_order_relaxed);
+	*out = &cq.release()->fid;
+	return 0;
+}
+
+} // namespace nicmr::fabric

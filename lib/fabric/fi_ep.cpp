@@ -1,0 +1,982 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * RDM endpoints over native RC queue pairs (nicmr.h, "Data path").
+ *
+ *   Endpoint E (domain D, port p) ── native CQ (kEpDepth) ── address QP (connected to itself:
+ *      │                                                     E's name; E writing to itself)
+ *      └─ peers, by the peer's address QP number, made on first use:
+ *           requester QP (D's PD, port p)  <── loopback wire ──>  responder QP (peer's PD, its
+ * port)
+ *
+ * RC QPs are connected, RDM endpoints are not: on the first request to a peer, E makes a
+ * connected pair, both ends its own (on its CQ), the responder in the peer domain's PD because
+ * the device checks the target's keys against the responder QP's PD. Both endpoints live on the
+ * same device (the device model's ports 1 and 2, joined by its wire): endpoints take port 1 and
+ * port 2 in turn as they open, and a pair always runs from the initiator's port to the other
+ * one, whichever port the peer took (the model's wire carries nothing between two QPs of one
+ * port, other than a QP connected to itself). The peer's domain cannot close while E's responder QP
+ * in its PD lives (the PD is busy).
+ *
+ * Every request is signalled: its completion (or error) reaches the bound CQ and counters when
+ * someone progresses the endpoint (fi_cq_read, fi_cntr_read / wait, or a post that needs room).
+ * A failed request puts its pair in ERR (both ends, for a remote access error); the pair is
+ * recovered (2RST, INIT, RTR, RTS) at the next post to that peer once its flushed requests
+ * have completed. Atomics fetch into a per-endpoint scratch MR (a slot per request) and the
+ * result is copied, in host order, to the application's buffer at completion.
+ *
+ * Locks: Fabric::mu (slow: peers and the endpoint registry) before Endpoint::mu (posting and
+ * progress: uncontended unless the application shares the endpoint between threads, which
+ * FI_THREAD_SAFE allows) before Cq::mu. The native calls under them take no lock.
+ */
+#include <endian.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+
+#include "fi_internal.h"
+
+namespace nicmr::fabric {
+
+namespace {
+
+enum class Kind : uint8_t { write, read, atomic, fetch };
+
+struct Peer {
+	nicmr_qp *req = nullptr;
+	nicmr_qp *resp = nullptr; /* == req for the endpoint itself */
+	uint32_t inflight = 0;
+	bool broken = false;
+};
+
+struct Op {
+	void *context = nullptr;
+	uint64_t flags = 0; /* the completion's flags */
+	Peer *peer = nullptr;
+	void *result = nullptr; /* fetching atomics */
+	Kind kind = Kind::write;
+	bool report = true; /* false: inject (errors are still reported) */
+};
+
+/* A stub of any fi_ops_* member: -FI_ENOSYS. */
+template <typename F> struct Stub;
+template <typename R, typename... A> struct Stub<R (*)(A...)> {
+	static R fn(A...) { return static_cast<R>(-FI_ENOSYS); }
+};
+
+} // namespace
+
+struct Endpoint {
+	struct fid_ep fid; /* first */
+	Domain *domain = nullptr;
+	Fabric *fabric = nullptr;
+	nicmr_cq *ncq = nullptr;
+	nicmr_qp *self = nullptr;
+	uint32_t port = 1;
+	uint64_t device_id = 0;
+	Av *av = nullptr;
+	Cq *cq = nullptr;
+	Cntr *wcntr = nullptr; /* FI_WRITE: writes and non-fetching atomics */
+	Cntr *rcntr = nullptr; /* FI_READ: reads and fetching atomics */
+	Eq *eq = nullptr;
+	bool enabled = false;
+	std::mutex mu;
+	std::unordered_map<uint32_t, Peer> peers; /* mu; by the peer's address QP number */
+	Op ops[kEpDepth];
+	uint32_t free_ops[kEpDepth];
+	uint32_t nfree = 0;
+	uint64_t *scratch = nullptr; /* kEpDepth 8-byte atomic results */
+	nicmr_mr *scratch_mr = nullptr;
+};
+
+namespace {
+
+constexpr uint64_t kMsgFlags = FI_COMPLETION | FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE |
+			       FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
+
+Endpoint *ep_of(struct fid_ep *fep);
+
+/* CQE syndrome to the fi_cq error code. */
+int err_of(uint8_t status)
+{
+	switch (status) {
+	case NICMR_WC_REMOTE_ACCESS:
+	case NICMR_WC_LOCAL_PROT:
+	case NICMR_WC_LOCAL_ACCESS:
+		return FI_EACCES;
+	case NICMR_WC_WR_FLUSH:
+		return FI_ECANCELED;
+	case NICMR_WC_REMOTE_INVAL_REQ:
+		return FI_EINVAL;
+	default:
+		return FI_EIO;
+	}
+}
+
+void progress_locked(Endpoint *ep)
+{
+	/* Completion path, ep->mu held: no allocation, no system call; the native poll takes no
+	 * lock, the CQ ring's mutex is taken once per batch. */
+	nicmr_wc wc[16];
+	for (;;) {
+		int want = 16;
+		if (ep->cq) {
+			std::lock_guard lk(ep->cq->mu);
+			size_t room = cq_room(ep->cq);
+			if (room < 16)
+				want = static_cast<int>(room);
+		}
+		if (want == 0)
+			return;
+		const int n = nicmr_cq_poll(ep->ncq, wc, want);
+		if (n <= 0)
+			return;
+		std::unique_lock<std::mutex> lk;
+		if (ep->cq)
+			lk = std::unique_lock(ep->cq->mu);
+		for (int i = 0; i < n; i++) {
+			const uint32_t idx = static_cast<uint32_t>(wc[i].wr_id);
+			Op &o = ep->ops[idx];
+			o.peer->inflight--;
+			const bool ok = wc[i].status == NICMR_WC_SUCCESS;
+			Cntr *c = (o.kind == Kind::write || o.kind == Kind::atomic) ? ep->wcntr
+										    : ep->rcntr;
+			if (ok) {
+				if (o.kind == Kind::fetch) {
+					const uint64_t v = be64toh(ep->scratch[idx]);
+					std::memcpy(o.result, &v, 8);
+				}
+				if (o.report && ep->cq)
+					cq_push(ep->cq, {o.context, o.flags, 0, 0});
+				/* relaxed: a count; readers order nothing else by it. */
+				if (c)
+					c->value.fetch_add(1, std::memory_order_relaxed);
+			} else {
+				o.peer->broken = true;
+				if (ep->cq)
+					cq_push(ep->cq, {o.context, o.flags, err_of(wc[i].status),
+							 wc[i].syndrome});
+				if (c)
+					c->errs.fetch_add(1, std::memory_order_relaxed);
+			}
+			ep->free_ops[ep->nfree++] = idx;
+		}
+		if (n < want)
+			return;
+	}
+}
+
+/* Destroys a peer's QPs (the responder first: it never posts). */
+void peer_destroy(Endpoint *ep, Peer &p)
+{
+	if (p.resp && p.resp != p.req && p.resp != ep->self)
+		nicmr_qp_destroy(p.resp);
+	if (p.req && p.req != ep->self)
+		nicmr_qp_destroy(p.req);
+	p.req = p.resp = nullptr;
+}
+
+/* The peer for fi_addr, made on first use (slow path). ep->mu held. */
+int peer_of(Endpoint *ep, fi_addr_t fi_addr, Peer **out)
+{
+	EpAddr a;
+	int ret = av_lookup_addr(ep->av, fi_addr, &a);
+	if (ret != 0)
+		return ret;
+	auto it = ep->peers.find(a.qpn);
+	if (it != ep->peers.end()) {
+		*out = &it->second;
+		return 0;
+	}
+	Fabric *fab = ep->fabric;
+	/* Held while the responder QP is made in the peer's PD: the peer endpoint cannot
+	 * finish closing (it leaves the registry first), so its domain stays open. */
+	std::lock_guard lk(fab->mu);
+	auto t = fab->eps.find(a.qpn);
+	if (a.device_id != ep->device_id || t == fab->eps.end() || t->second->port != a.port)
+		return -FI_EADDRNOTAVAIL;
+	Endpoint *target = t->second;
+	Peer p;
+	/* The wire joins port 1 and port 2: the responder sits on the other port. */
+	const uint32_t rport = 3 - ep->port;
+	ret = nicmr_qp_create(ep->domain->pd, ep->port, ep->ncq, kEpDepth, &p.req);
+	if (ret == 0)
+		ret = nicmr_qp_create(target->domain->pd, rport, ep->ncq, 2, &p.resp);
+	if (ret == 0)
+		ret = nicmr_qp_connect(p.req, rport, nicmr_qp_num(p.resp));
+	if (ret == 0)
+		ret = nicmr_qp_connect(p.resp, ep->port, nicmr_qp_num(p.req));
+	if (ret != 0) {
+		FI_WARN(&provider, FI_LOG_EP_DATA, "pair to QP 0x%x: %d\n", a.qpn, ret);
+		peer_destroy(ep, p);
+		return fi_code(ret); /* -FI_ENOSPC: no QP left on the CQ or the device */
+	}
+	try {
+		*out = &ep->peers.emplace(a.qpn, p).first->second;
+	} catch (const std::bad_alloc &) {
+		peer_destroy(ep, p);
+		return -FI_ENOMEM;
+	}
+	return 0;
+}
+
+/* Brings a broken pair back once its flushed requests are in. ep->mu held. */
+int peer_ready(Endpoint *ep, Peer *p)
+{
+	if (!p->broken)
+		return 0;
+	progress_locked(ep);
+	if (p->inflight)
+		return -FI_EAGAIN;
+	int ret = nicmr_qp_recover(p->req);
+	if (ret == 0 && p->resp != p->req)
+		ret = nicmr_qp_recover(p->resp);
+	if (ret != 0)
+		return fi_code(ret);
+	p->broken = false;
+	return 0;
+}
+
+/* A request as the posting calls describe it. */
+struct Req {
+	Kind kind;
+	const void *buf; /* write source, read destination */
+	size_t len;
+	void *desc;
+	fi_addr_t dest;
+	uint64_t addr;
+	uint64_t key;
+	void *context;
+	uint64_t flags; /* FI_* of the call */
+	/* atomics */
+	enum fi_op op;
+	uint64_t operand;
+	uint64_t compare;
+	void *result;
+};
+
+/* Native posting error to the caller's code. */
+ssize_t post_code(int rc)
+{
+	switch (rc) {
+	case -ENOSPC:
+		return -FI_EAGAIN;
+	case -ENOKEY:
+	case -EKEYREVOKED:
+	case -EACCES:
+	case -ERANGE:
+		return -FI_EACCES; /* the local descriptor does not cover the buffer */
+	case -EOPNOTSUPP:
+		return -FI_EOPNOTSUPP;
+	default:
+		return fi_code(rc);
+	}
+}
+
+ssize_t post(Endpoint *ep, const Req &r)
+{
+	/* Posting path: the endpoint's mutex (FI_THREAD_SAFE; uncontended with one thread per
+	 * endpoint) and the AV's, no allocation and no system call once the peer's pair exists
+	 * (its first request makes it, a recovery re-connects it: slow paths). */
+	if (!ep->enabled)
+		return -FI_EOPBADSTATE;
+	if (r.flags & ~kMsgFlags)
+		return -FI_EBADFLAGS;
+	if ((r.kind == Kind::write || r.kind == Kind::read) && (r.len == 0 || !r.buf))
+		return -FI_EINVAL;
+	std::lock_guard lk(ep->mu);
+	Peer *p = nullptr;
+	ssize_t ret = peer_of(ep, r.dest, &p);
+	if (ret == 0)
+		ret = peer_ready(ep, p);
+	if (ret != 0)
+		return ret;
+	if (ep->nfree == 0) {
+		progress_locked(ep);
+		if (ep->nfree == 0)
+			return -FI_EAGAIN;
+	}
+	const uint32_t idx = ep->free_ops[ep->nfree - 1];
+	Op &o = ep->ops[idx];
+	o.context = r.context;
+	o.peer = p;
+	o.kind = r.kind;
+	o.result = r.result;
+	o.report = !(r.flags & FI_INJECT);
+	/* A key that does not fit an mkey is no key: index 0 is never one, so the device
+	 * refuses it with an error completion rather than a silent truncation. */
+	const uint32_t rkey = r.key > UINT32_MAX ? 0 : static_cast<uint32_t>(r.key);
+	unsigned nflags = NICMR_SEND_SIGNALED | ((r.flags & FI_FENCE) ? NICMR_SEND_FENCE : 0);
+	uint32_t lkey = 0;
+	uint64_t laddr = reinterpret_cast<uintptr_t>(r.buf);
+	if ((r.kind == Kind::write || r.kind == Kind::read) && r.desc) {
+		Mr *m = static_cast<Mr *>(r.desc);
+		lkey = nicmr_mr_key(m->mr);
+		if (!(m->domain->mr_mode & FI_MR_VIRT_ADDR))
+			laddr -= reinterpret_cast<uintptr_t>(nicmr_mr_addr(m->mr));
+	}
+	int rc = 0;
+	switch (r.kind) {
+	case Kind::write:
+		o.flags = FI_RMA | FI_WRITE;
+		if (!r.desc || (r.flags & FI_INJECT)) {
+			if (r.len > kInjectSize)
+				return -FI_EINVAL;
+			nflags |= NICMR_SEND_INLINE;
+			laddr = reinterpret_cast<uintptr_t>(r.buf);
+		}
+		rc = nicmr_post_write(p->req, laddr, r.len, lkey, r.addr, rkey, idx, nflags);
+		break;
+	case Kind::read:
+		o.flags = FI_RMA | FI_READ;
+		if (!r.desc)
+			return -FI_EINVAL;
+		rc = nicmr_post_read(p->req, laddr, r.len, lkey, r.addr, rkey, idx, nflags);
+		break;
+	case Kind::atomic:
+	case Kind::fetch: {
+		o.flags = FI_ATOMIC | (r.kind == Kind::atomic ? FI_WRITE : FI_READ);
+		const uint64_t res = reinterpret_cast<uintptr_t>(&ep->scratch[idx]);
+		const uint32_t sk = nicmr_mr_key(ep->scratch_mr);
+		rc = r.op == FI_CSWAP ? nicmr_post_atomic_cswap(p->req, res, sk, r.addr, rkey,
+								r.compare, r.operand, idx, nflags)
+				      : nicmr_post_atomic_fadd(p->req, res, sk, r.addr, rkey,
+							       r.operand, idx, nflags);
+		break;
+	}
+	}
+	if (rc != 0)
+		return post_code(rc);
+	ep->nfree--;
+	p->inflight++;
+	return 0;
+}
+
+/* ---- fi_ops_rma ---------------------------------------------------------------------------- */
+
+Req rma_req(Kind kind, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t addr,
+	    uint64_t key, void *context, uint64_t flags)
+{
+	Req r{};
+	r.kind = kind;
+	r.buf = buf;
+	r.len = len;
+	r.desc = desc;
+	r.dest = dest;
+	r.addr = addr;
+	r.key = key;
+	r.context = context;
+	r.flags = flags;
+	return r;
+}
+
+ssize_t rma_read(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t src,
+		 uint64_t addr, uint64_t key, void *context)
+{
+	Endpoint *ep = ep_of(fep);
+	if (!ep)
+		return -FI_EINVAL;
+	return post(ep, rma_req(Kind::read, buf, len, desc, src, addr, key, context, 0));
+}
+
+ssize_t rma_readv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
+		  fi_addr_t src, uint64_t addr, uint64_t key, void *context)
+{
+	if (!iov || count != 1)
+		return -FI_EINVAL;
+	return rma_read(fep, iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : nullptr, src, addr,
+			key, context);
+}
+
+/* The one-segment message forms: -FI_EINVAL for anything else. */
+bool msg_ok(const struct fi_msg_rma *msg)
+{
+	return msg && msg->msg_iov && msg->iov_count == 1 && msg->rma_iov &&
+	       msg->rma_iov_count == 1 && msg->rma_iov[0].len == msg->msg_iov[0].iov_len;
+}
+
+ssize_t rma_readmsg(struct fid_ep *fep, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	Endpoint *ep = ep_of(fep);
+	if (!ep || !msg_ok(msg))
+		return -FI_EINVAL;
+	return post(ep, rma_req(Kind::read, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len,
+				msg->desc ? msg->desc[0] : nullptr, msg->addr, msg->rma_iov[0].addr,
+				msg->rma_iov[0].key, msg->context, flags & ~FI_INJECT));
+}
+
+ssize_t rma_write(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_addr_t dest,
+		  uint64_t addr, uint64_t key, void *context)
+{
+	Endpoint *ep = ep_of(fep);
+	if (!ep)
+		return -FI_EINVAL;
+	return post(ep, rma_req(Kind::write, buf, len, desc, dest, addr, key, context, 0));
+}
+
+ssize_t rma_writev(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
+		   fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
+{
+	if (!iov || count != 1)
+		return -FI_EINVAL;
+	return rma_write(fep, iov[0].iov_base, iov[0].iov_len, desc ? desc[0] : nullptr, dest, addr,
+			 key, context);
+}
+
+ssize_t rma_writemsg(struct fid_ep *fep, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	Endpoint *ep = ep_of(fep);
+	if (!ep || !msg_ok(msg))
+		return -FI_EINVAL;
+	return post(ep, rma_req(Kind::write, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len,
+				msg->desc ? msg->desc[0] : nullptr, msg->addr, msg->rma_iov[0].addr,
+				msg->rma_iov[0].key, msg->context, flags));
+}
+
+ssize_t rma_inject(struct fid_ep *fep, const void *buf, size_t len, fi_addr_t dest, uint64_t addr,
+		   uint64_t key)
+{
+	Endpoint *ep = ep_of(fep);
+	if (!ep)
+		return -FI_EINVAL;
+	return post(ep,
+		    rma_req(Kind::write, buf, len, nullptr, dest, addr, key, nullptr, FI_INJECT));
+}
+
+struct fi_ops_rma rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = rma_read,
+	.readv = rma_readv,
+	.readmsg = rma_readmsg,
+	.write = rma_write,
+	.writev = rma_writev,
+	.writemsg = rma_writemsg,
+	.inject = rma_inject,
+	.writedata = Stub<decltype(fi_ops_rma::writedata)>::fn,
+	.injectdata = Stub<decltype(fi_ops_rma::injectdata)>::fn,
+};
+
+/* ---- fi_ops_atomic ------------------------------------------------------------------------- */
+
+/* One FI_UINT64 element at buf (and compare): the only shape the device does. */
+ssize_t atomic_post(Endpoint *ep, uint64_t kind_flag, const void *buf, size_t count,
+		    const void *compare, void *result, fi_addr_t dest, uint64_t addr, uint64_t key,
+		    enum fi_datatype datatype, enum fi_op op, void *context, uint64_t flags)
+{
+	if (!ep || !buf || count != 1)
+		return -FI_EINVAL;
+	int ret = atomic_valid(datatype, op, kind_flag);
+	if (ret != 0)
+		return ret;
+	const Kind kind = kind_flag ? Kind::fetch : Kind::atomic;
+	if (kind == Kind::fetch && !result)
+		return -FI_EINVAL;
+	if (kind_flag == FI_COMPARE_ATOMIC && !compare)
+		return -FI_EINVAL;
+	if (addr & 7)
+		return -FI_EINVAL;
+	Req r = rma_req(kind, nullptr, 8, nullptr, dest, addr, key, context, flags);
+	r.op = op;
+	std::memcpy(&r.operand, buf, 8);
+	if (compare)
+		std::memcpy(&r.compare, compare, 8);
+	r.result = result;
+	return post(ep, r);
+}
+
+ssize_t at_write(struct fid_ep *fep, const void *buf, size_t count, void *, fi_addr_t dest,
+		 uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void *context)
+{
+	return atomic_post(ep_of(fep), 0, buf, count, nullptr, nullptr, dest, addr, key, dt, op,
+			   context, 0);
+}
+
+ssize_t at_writev(struct fid_ep *fep, const struct fi_ioc *iov, void **, size_t count,
+		  fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op,
+		  void *context)
+{
+	if (!iov || count != 1)
+		return -FI_EINVAL;
+	return atomic_post(ep_of(fep), 0, iov[0].addr, iov[0].count, nullptr, nullptr, dest, addr,
+			   key, dt, op, context, 0);
+}
+
+bool amsg_ok(const struct fi_msg_atomic *msg)
+{
+	return msg && msg->msg_iov && msg->iov_count == 1 && msg->rma_iov &&
+	       msg->rma_iov_count == 1 && msg->rma_iov[0].count == msg->msg_iov[0].count;
+}
+
+ssize_t at_writemsg(struct fid_ep *fep, const struct fi_msg_atomic *msg, uint64_t flags)
+{
+	if (!amsg_ok(msg))
+		return -FI_EINVAL;
+	return atomic_post(ep_of(fep), 0, msg->msg_iov[0].addr, msg->msg_iov[0].count, nullptr,
+			   nullptr, msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
+			   msg->datatype, msg->op, msg->context, flags);
+}
+
+ssize_t at_inject(struct fid_ep *fep, const void *buf, size_t count, fi_addr_t dest, uint64_t addr,
+		  uint64_t key, enum fi_datatype dt, enum fi_op op)
+{
+	return atomic_post(ep_of(fep), 0, buf, count, nullptr, nullptr, dest, addr, key, dt, op,
+			   nullptr, FI_INJECT);
+}
+
+ssize_t at_readwrite(struct fid_ep *fep, const void *buf, size_t count, void *, void *result,
+		     void *, fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+		     enum fi_op op, void *context)
+{
+	return atomic_post(ep_of(fep), FI_FETCH_ATOMIC, buf, count, nullptr, result, dest, addr,
+			   key, dt, op, context, 0);
+}
+
+ssize_t at_readwritev(struct fid_ep *fep, const struct fi_ioc *iov, void **, size_t count,
+		      struct fi_ioc *resultv, void **, size_t result_count, fi_addr_t dest,
+		      uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op,
+		      void *context)
+{
+	if (!iov || count != 1 || !resultv || result_count != 1 || resultv[0].count != 1)
+		return -FI_EINVAL;
+	return atomic_post(ep_of(fep), FI_FETCH_ATOMIC, iov[0].addr, iov[0].count, nullptr,
+			   resultv[0].addr, dest, addr, key, dt, op, context, 0);
+}
+
+ssize_t at_readwritemsg(struct fid_ep *fep, const struct fi_msg_atomic *msg, struct fi_ioc *resultv,
+			void **, size_t result_count, uint64_t flags)
+{
+	if (!amsg_ok(msg) || !resultv || result_count != 1 || resultv[0].count != 1)
+		return -FI_EINVAL;
+	return atomic_post(ep_of(fep), FI_FETCH_ATOMIC, msg->msg_iov[0].addr, msg->msg_iov[0].count,
+			   nullptr, resultv[0].addr, msg->addr, msg->rma_iov[0].addr,
+			   msg->rma_iov[0].key, msg->datatype, msg->op, msg->context, flags);
+}
+
+ssize_t at_compwrite(struct fid_ep *fep, const void *buf, size_t count, void *, const void *compare,
+		     void *, void *result, void *, fi_addr_t dest, uint64_t addr, uint64_t key,
+		     enum fi_datatype dt, enum fi_op op, void *context)
+{
+	return atomic_post(ep_of(fep), FI_COMPARE_ATOMIC, buf, count, compare, result, dest, addr,
+			   key, dt, op, context, 0);
+}
+
+ssize_t at_compwritev(struct fid_ep *fep, const struct fi_ioc *iov, void **, size_t count,
+		      const struct fi_ioc *comparev, void **, size_t compare_count,
+		      struct fi_ioc *resultv, void **, size_t result_count, fi_addr_t dest,
+		      uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op,
+		      void *context)
+{
+	if (!iov || count != 1 || !comparev || compare_count != 1 || comparev[0].count != 1 ||
+	    !resultv || result_count != 1 || resultv[0].count != 1)
+		return -FI_EINVAL;
+	return at_compwrite(fep, iov[0].addr, iov[0].count, nullptr, comparev[0].addr, nullptr,
+			    resultv[0].addr, nullptr, dest, addr, key, dt, op, context);
+}
+
+ssize_t at_compwritemsg(struct fid_ep *fep, const struct fi_msg_atomic *msg,
+			const struct fi_ioc *comparev, void **, size_t compare_count,
+			struct fi_ioc *resultv, void **, size_t result_count, uint64_t flags)
+{
+	if (!amsg_ok(msg) || !comparev || compare_count != 1 || comparev[0].count != 1 ||
+	    !resultv || result_count != 1 || resultv[0].count != 1)
+		return -FI_EINVAL;
+	return atomic_post(ep_of(fep), FI_COMPARE_ATOMIC, msg->msg_iov[0].addr,
+			   msg->msg_iov[0].count, comparev[0].addr, resultv[0].addr, msg->addr,
+			   msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->datatype, msg->op,
+			   msg->context, flags);
+}
+
+int valid_count(enum fi_datatype dt, enum fi_op op, uint64_t kind, size_t *count)
+{
+	if (!count)
+		return -FI_EINVAL;
+	int ret = atomic_valid(dt, op, kind);
+	*count = ret == 0 ? 1 : 0;
+	return ret;
+}
+
+int at_writevalid(struct fid_ep *, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	return valid_count(dt, op, 0, count);
+}
+
+int at_readwritevalid(struct fid_ep *, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	return valid_count(dt, op, FI_FETCH_ATOMIC, count);
+}
+
+int at_compwritevalid(struct fid_ep *, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	return valid_count(dt, op, FI_COMPARE_ATOMIC, count);
+}
+
+struct fi_ops_atomic atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = at_write,
+	.writev = at_writev,
+	.writemsg = at_writemsg,
+	.inject = at_inject,
+	.readwrite = at_readwrite,
+	.readwritev = at_readwritev,
+	.readwritemsg = at_readwritemsg,
+	.compwrite = at_compwrite,
+	.compwritev = at_compwritev,
+	.compwritemsg = at_compwritemsg,
+	.writevalid = at_writevalid,
+	.readwritevalid = at_readwritevalid,
+	.compwritevalid = at_compwritevalid,
+};
+
+/* ---- fi_ops_cm, fi_ops_ep, fi_ops, and the stubs of messages and tagged messages ------------ */
+
+int ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	Endpoint *ep = ep_of(reinterpret_cast<struct fid_ep *>(fid));
+	if (!ep || !addrlen)
+		return -FI_EINVAL;
+	const size_t have = *addrlen;
+	*addrlen = sizeof(EpAddr);
+	if (have < sizeof(EpAddr) || !addr)
+		return -FI_ETOOSMALL;
+	EpAddr a{ep->device_id, ep->port, nicmr_qp_num(ep->self)};
+	std::memcpy(addr, &a, sizeof(a));
+	return 0;
+}
+
+struct fi_ops_cm cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = Stub<decltype(fi_ops_cm::setname)>::fn,
+	.getname = ep_getname,
+	.getpeer = Stub<decltype(fi_ops_cm::getpeer)>::fn,
+	.connect = Stub<decltype(fi_ops_cm::connect)>::fn,
+	.listen = Stub<decltype(fi_ops_cm::listen)>::fn,
+	.accept = Stub<decltype(fi_ops_cm::accept)>::fn,
+	.reject = Stub<decltype(fi_ops_cm::reject)>::fn,
+	.shutdown = Stub<decltype(fi_ops_cm::shutdown)>::fn,
+	.join = Stub<decltype(fi_ops_cm::join)>::fn,
+};
+
+struct fi_ops_msg msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = Stub<decltype(fi_ops_msg::recv)>::fn,
+	.recvv = Stub<decltype(fi_ops_msg::recvv)>::fn,
+	.recvmsg = Stub<decltype(fi_ops_msg::recvmsg)>::fn,
+	.send = Stub<decltype(fi_ops_msg::send)>::fn,
+	.sendv = Stub<decltype(fi_ops_msg::sendv)>::fn,
+	.sendmsg = Stub<decltype(fi_ops_msg::sendmsg)>::fn,
+	.inject = Stub<decltype(fi_ops_msg::inject)>::fn,
+	.senddata = Stub<decltype(fi_ops_msg::senddata)>::fn,
+	.injectdata = Stub<decltype(fi_ops_msg::injectdata)>::fn,
+};
+
+struct fi_ops_tagged tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = Stub<decltype(fi_ops_tagged::recv)>::fn,
+	.recvv = Stub<decltype(fi_ops_tagged::recvv)>::fn,
+	.recvmsg = Stub<decltype(fi_ops_tagged::recvmsg)>::fn,
+	.send = Stub<decltype(fi_ops_tagged::send)>::fn,
+	.sendv = Stub<decltype(fi_ops_tagged::sendv)>::fn,
+	.sendmsg = Stub<decltype(fi_ops_tagged::sendmsg)>::fn,
+	.inject = Stub<decltype(fi_ops_tagged::inject)>::fn,
+	.senddata = Stub<decltype(fi_ops_tagged::senddata)>::fn,
+	.injectdata = Stub<decltype(fi_ops_tagged::injectdata)>::fn,
+};
+
+ssize_t ep_cancel(fid_t, void *)
+{
+	return -FI_ENOENT; /* requests complete on their own; nothing waits to be cancelled */
+}
+
+int ep_getopt(fid_t, int, int, void *, size_t *)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+int ep_setopt(fid_t, int, int, const void *, size_t)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+ssize_t ep_tx_size_left(struct fid_ep *fep)
+{
+	Endpoint *ep = ep_of(fep);
+	if (!ep)
+		return -FI_EINVAL;
+	std::lock_guard lk(ep->mu);
+	return ep->nfree;
+}
+
+struct fi_ops_ep ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = ep_cancel,
+	.getopt = ep_getopt,
+	.setopt = ep_setopt,
+	.tx_ctx = Stub<decltype(fi_ops_ep::tx_ctx)>::fn,
+	.rx_ctx = Stub<decltype(fi_ops_ep::rx_ctx)>::fn,
+	.rx_size_left = Stub<decltype(fi_ops_ep::rx_size_left)>::fn,
+	.tx_size_left = ep_tx_size_left,
+};
+
+/* Frees what an endpoint made, in reverse (also for a half-made one). */
+void ep_free(Endpoint *ep)
+{
+	for (auto &kv : ep->peers)
+		peer_destroy(ep, kv.second);
+	ep->peers.clear();
+	if (ep->self)
+		nicmr_qp_destroy(ep->self);
+	if (ep->ncq)
+		nicmr_cq_destroy(ep->ncq);
+	if (ep->scratch_mr)
+		nicmr_mr_dereg(ep->scratch_mr);
+	if (ep->scratch)
+		munmap(ep->scratch, 4096);
+	delete ep;
+}
+
+int ep_close(struct fid *fid)
+{
+	Endpoint *ep = reinterpret_cast<Endpoint *>(fid);
+	Fabric *fab = ep->fabric;
+	{
+		/* Out of the registry first: no endpoint makes a pair to this one from now on. */
+		std::lock_guard lk(fab->mu);
+		fab->eps.erase(nicmr_qp_num(ep->self));
+	}
+	/* Unbound, nobody progresses it any more: its QPs and CQ can go. */
+	if (ep->cq)
+		cq_unbind(ep->cq, ep);
+	if (ep->wcntr)
+		cntr_unbind(ep->wcntr, ep);
+	if (ep->rcntr && ep->rcntr != ep->wcntr)
+		cntr_unbind(ep->rcntr, ep);
+	/* release: the endpoint's last reads of the AV / EQ happen before their close may see
+	 * the count drop (the close's acquire load pairs with these). */
+	if (ep->av)
+		ep->av->eps.fetch_sub(1, std::memory_order_release);
+	if (ep->eq)
+		ep->eq->eps.fetch_sub(1, std::memory_order_release);
+	Domain *dom = ep->domain;
+	ep_free(ep);
+	/* release: the endpoint's QPs are gone before domain_close may see the count drop. */
+	dom->children.fetch_sub(1, std::memory_order_release);
+	return 0;
+}
+
+int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	Endpoint *ep = reinterpret_cast<Endpoint *>(fid);
+	if (!bfid)
+		return -FI_EINVAL;
+	if (ep->enabled)
+		return -FI_EOPBADSTATE;
+	switch (bfid->fclass) {
+	case FI_CLASS_AV: {
+		Av *av = av_of(bfid);
+		if (!av || av->domain != ep->domain)
+			return -FI_EINVAL;
+		if (flags)
+			return -FI_EBADFLAGS;
+		if (ep->av)
+			return -FI_EINVAL;
+		ep->av = av;
+		av->eps.fetch_add(1, std::memory_order_relaxed);
+		return 0;
+	}
+	case FI_CLASS_CQ: {
+		Cq *cq = cq_of(bfid);
+		if (!cq || cq->domain != ep->domain)
+			return -FI_EINVAL;
+		/* FI_RECV is accepted: no receive ever completes. */
+		if (flags & ~(FI_TRANSMIT | FI_RECV))
+			return -FI_EBADFLAGS;
+		if (!(flags & FI_TRANSMIT))
+			return 0;
+		if (ep->cq)
+			return -FI_EINVAL;
+		int ret = cq_bind_ep(cq, ep);
+		if (ret == 0)
+			ep->cq = cq;
+		return ret;
+	}
+	case FI_CLASS_CNTR: {
+		Cntr *c = cntr_of(bfid);
+		if (!c || c->domain != ep->domain)
+			return -FI_EINVAL;
+		if (!flags || (flags & ~(FI_WRITE | FI_READ)))
+			return -FI_EBADFLAGS;
+		if (((flags & FI_WRITE) && ep->wcntr) || ((flags & FI_READ) && ep->rcntr))
+			return -FI_EINVAL;
+		if (ep->wcntr != c && ep->rcntr != c) {
+			int ret = cntr_bind_ep(c, ep);
+			if (ret != 0)
+				return ret;
+		}
+		if (flags & FI_WRITE)
+			ep->wcntr = c;
+		if (flags & FI_READ)
+			ep->rcntr = c;
+		return 0;
+	}
+	case FI_CLASS_EQ: {
+		Eq *eq = eq_of(bfid);
+		if (!eq || eq->fabric != ep->fabric)
+			return -FI_EINVAL;
+		if (flags)
+			return -FI_EBADFLAGS;
+		if (ep->eq)
+			return -FI_EINVAL;
+		ep->eq = eq;
+		eq->eps.fetch_add(1, std::memory_order_relaxed);
+		return 0;
+	}
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+int ep_control(struct fid *fid, int command, void *)
+{
+	Endpoint *ep = reinterpret_cast<Endpoint *>(fid);
+	if (command != FI_ENABLE)
+		return -FI_ENOSYS;
+	if (!ep->av)
+		return -FI_ENOAV;
+	if (!ep->cq)
+		return -FI_ENOCQ;
+	ep->enabled = true;
+	return 0;
+}
+
+struct fi_ops ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ep_close,
+	.bind = ep_bind,
+	.control = ep_control,
+	.ops_open = no_ops_open,
+	.tostr = no_tostr,
+	.ops_set = no_ops_set,
+};
+
+Endpoint *ep_of(struct fid_ep *fep)
+{
+	if (!fep || fep->fid.fclass != FI_CLASS_EP || fep->fid.ops != &ep_fi_ops)
+		return nullptr;
+	return reinterpret_cast<Endpoint *>(fep);
+}
+
+} // namespace
+
+void ep_progress(Endpoint *ep)
+{
+	std::lock_guard lk(ep->mu);
+	progress_locked(ep);
+}
+
+int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out,
+		  void *context)
+{
+	if (!domain || !info || !out)
+		return -FI_EINVAL;
+	Domain *dom = reinterpret_cast<Domain *>(domain);
+	if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
+	    info->ep_attr->type != FI_EP_UNSPEC)
+		return -FI_EINVAL;
+	if (info->caps & ~kEpCaps)
+		return -FI_EINVAL;
+	/* Local buffers need their descriptor (FI_MR_LOCAL): no registration on the fly. */
+	if (!(dom->mr_mode & FI_MR_LOCAL))
+		return -FI_EOPNOTSUPP;
+	Fabric *fab = dom->fabric;
+	std::unique_ptr<Endpoint> ep(new (std::nothrow) Endpoint);
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->domain = dom;
+	ep->fabric = fab;
+	ep->device_id = nicmr_device_id(fab->dev);
+	for (uint32_t i = 0; i < kEpDepth; i++)
+		ep->free_ops[i] = kEpDepth - 1 - i;
+	ep->nfree = kEpDepth;
+	{
+		std::lock_guard lk(fab->mu);
+		ep->port = 1 + static_cast<uint32_t>(fab->ep_count++ % 2);
+	}
+	int ret = 0;
+	void *s = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s == MAP_FAILED)
+		return -FI_ENOMEM;
+	ep->scratch = static_cast<uint64_t *>(s);
+	auto fail = [&](int r) {
+		ep_free(ep.release());
+		return r == -ENOSPC ? -FI_ENOSPC : fi_code(r);
+	};
+	ret = nicmr_mr_reg(dom->pd, ep->scratch, 4096, NICMR_ACCESS_LOCAL_WRITE, 0, 0,
+			   &ep->scratch_mr);
+	if (ret == 0)
+		ret = nicmr_cq_create(fab->dev, kEpDepth, &ep->ncq);
+	if (ret == 0)
+		ret = nicmr_qp_create(dom->pd, ep->port, ep->ncq, kEpDepth, &ep->self);
+	if (ret == 0)
+		ret = nicmr_qp_connect(ep->self, ep->port, nicmr_qp_num(ep->self));
+	if (ret != 0) {
+		FI_WARN(&provider, FI_LOG_EP_CTRL, "endpoint on port %u: %d\n", ep->port, ret);
+		return fail(ret);
+	}
+	try {
+		Peer self;
+		self.req = self.resp = ep->self;
+		ep->peers.emplace(nicmr_qp_num(ep->self), self);
+		std::lock_guard lk(fab->mu);
+		fab->eps.emplace(nicmr_qp_num(ep->self), ep.get());
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM);
+	}
+	ep->fid.fid.fclass = FI_CLASS_EP;
+	ep->fid.fid.context = context;
+	ep->fid.fid.ops = &ep_fi_ops;
+	ep->fid.ops = &ep_ops;
+	ep->fid.cm = &cm_ops;
+	ep->fid.msg = &msg_ops;
+	ep->fid.rma = &rma_ops;
+	ep->fid.tagged = &tagged_ops;
+	ep->fid.atomic = &atomic_ops;
+	ep->fid.collective = nullptr;
+	/* relaxed: the endpoint reaches other threads through the application. */
+	dom->children.fetch_add(1, std::memory_order_relaxed);
+	*out = &ep.release()->fid;
+	return 0;
+}
+
+int atomic_valid(enum fi_datatype datatype, enum fi_op op, uint64_t kind)
+{
+	/* The device does 64-bit fetch-and-add and compare-and-swap on one element. */
+	if (datatype != FI_UINT64)
+		return -FI_EOPNOTSUPP;
+	if (kind == FI_COMPARE_ATOMIC)
+		return op == FI_CSWAP ? 0 : -FI_EOPNOTSUPP;
+	if (kind == 0 || kind == FI_FETCH_ATOMIC)
+		return op == FI_SUM ? 0 : -FI_EOPNOTSUPP;
+	return -FI_EBADFLAGS;
+}
+
+int query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
+		 struct fi_atomic_attr *attr, uint64_t flags)
+{
+	if (!domain || !attr)
+		return -FI_EINVAL;
+	if (flags & ~(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC) ||
+	    (flags & FI_FETCH_ATOMIC && flags & FI_COMPARE_ATOMIC))
+		return -FI_EBADFLAGS;
+	int ret = atomic_valid(datatype, op, flags);
+	if (ret != 0)
+		return ret;
+	attr->size = 8;
+	attr->count = 1;
+	return 0;
+}
+
+} // namespace nicmr::fabric

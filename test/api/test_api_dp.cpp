@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The native data path: CQs, QPs between port 1 and port 2 over the device model's loopback
+ * wire, RDMA WRITE / READ / atomics with data checked byte for byte, every error status and
+ * every refused argument with its code.
+ */
+#include <endian.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "test_api_util.h"
+
+namespace nicmr::test {
+namespace {
+
+constexpr uint64_t kAll = NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_READ |
+			  NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC;
+constexpr size_t kLen = 64 << 10;
+
+uint64_t u(const void *p)
+{
+	return reinterpret_cast<uintptr_t>(p);
+}
+
+/* Two connected QPs, port 1 (qa, on cqa) and port 2 (qb, on cqb), and two MRs A and B of
+ * kLen in the fixture's pool with every right. */
+class DataPath : public ApiFixture {
+protected:
+	void SetUp() override
+	{
+		ApiFixture::SetUp();
+		ASSERT_EQ(nicmr_cq_create(dev, 64, &cqa), 0);
+		ASSERT_EQ(nicmr_cq_create(dev, 64, &cqb), 0);
+		ASSERT_EQ(nicmr_qp_create(pd, 1, cqa, 16, &qa), 0);
+		ASSERT_EQ(nicmr_qp_create(pd, 2, cqb, 16, &qb), 0);
+		ASSERT_EQ(nicmr_qp_connect(qa, 2, nicmr_qp_num(qb)), 0);
+		ASSERT_EQ(nicmr_qp_connect(qb, 1, nicmr_qp_num(qa)), 0);
+		a = base;
+		b = base + kLen;
+		ASSERT_EQ(nicmr_mr_reg(pd, a, kLen, kAll, 0, 0, &mra), 0);
+		ASSERT_EQ(nicmr_mr_reg(pd, b, kLen, kAll, 0, 0, &mrb), 0);
+		ka = nicmr_mr_key(mra);
+		kb = nicmr_mr_key(mrb);
+	}
+	void TearDown() override
+	{
+		for (nicmr_mr *m : {mra, mrb, extra})
+			if (m) {
+				EXPECT_EQ(nicmr_mr_dereg(m), 0);
+			}
+		for (nicmr_qp *q : {qa, qb})
+			if (q) {
+				EXPECT_EQ(nicmr_qp_destroy(q), 0);
+			}
+		for (nicmr_cq *c : {cqa, cqb})
+			if (c) {
+				EXPECT_EQ(nicmr_cq_destroy(c), 0);
+			}
+		ApiFixture::TearDown();
+	}
+	/* One completion of cq within 5 s (the model runs on the posting thread by default). */
+	nicmr_wc wait(nicmr_cq *cq)
+	{
+		nicmr_wc wc{};
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (std::chrono::steady_clock::now() < end) {
+			int n = nicmr_cq_poll(cq, &wc, 1);
+			if (n == 1)
+				return wc;
+			EXPECT_EQ(n, 0);
+		}
+		ADD_FAILURE() << "no completion";
+		return wc;
+	}
+	uint32_t state(nicmr_qp *q)
+	{
+		uint32_t s = 99;
+		EXPECT_EQ(nicmr_qp_state(q, &s), 0);
+		return s;
+	}
+	nicmr_cq *cqa = nullptr, *cqb = nullptr;
+	nicmr_qp *qa = nullptr, *qb = nullptr;
+	nicmr_mr *mra = nullptr, *mrb = nullptr, *extra = nullptr;
+	char *a = nullptr, *b = nullptr;
+	uint32_t ka = 0, kb = 0;
+};
+
+TEST_F(DataPath, WriteMovesEveryByteFromPort1ToPort2)
+{
+	for (size_t i = 0; i < kLen; i++)
+		a[i] = static_cast<char>(i * 13 + 7);
+	std::memset(b, 0, kLen);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), kLen, ka, u(b), kb, 0x1234, NICMR_SEND_SIGNALED), 0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.wr_id, 0x1234u);
+	EXPECT_EQ(wc.qp_num, nicmr_qp_num(qa));
+	EXPECT_EQ(wc.opcode, NICMR_WC_RDMA_WRITE);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.syndrome, 0);
+	EXPECT_EQ(wc.byte_len, kLen);
+	EXPECT_EQ(std::memcmp(a, b, kLen), 0);
+	EXPECT_EQ(state(qa), NICMR_QP_RTS);
+	EXPECT_EQ(state(qb), NICMR_QP_RTS);
+}
+
+TEST_F(DataPath, ReadFetchesEveryByteFromPort2)
+{
+	for (size_t i = 0; i < 4096; i++)
+		b[100 + i] = static_cast<char>(i * 5 + 1);
+	std::memset(a, 0, 8192);
+	ASSERT_EQ(nicmr_post_read(qa, u(a) + 3, 4096, ka, u(b) + 100, kb, 77, NICMR_SEND_SIGNALED),
+		  0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.wr_id, 77u);
+	EXPECT_EQ(wc.opcode, NICMR_WC_RDMA_READ);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.byte_len, 4096u);
+	EXPECT_EQ(std::memcmp(a + 3, b + 100, 4096), 0);
+	EXPECT_EQ(a[2], 0);
+	EXPECT_EQ(a[3 + 4096], 0) << "nothing beyond the SGE";
+}
+
+TEST_F(DataPath, InlineWriteNeedsNoLocalKey)
+{
+	char src[NICMR_MAX_INLINE];
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = static_cast<char>(i ^ 0x5a);
+	std::memset(b, 0, 2048);
+	ASSERT_EQ(nicmr_post_write(qa, u(src), sizeof(src), 0, u(b) + 8, kb, 5,
+				   NICMR_SEND_SIGNALED | NICMR_SEND_INLINE),
+		  0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(b + 8, src, sizeof(src)), 0);
+	EXPECT_EQ(b[8 + sizeof(src)], 0);
+}
+
+TEST_F(DataPath, AtomicsWorkOnBigEndianWords)
+{
+	uint64_t v = htobe64(41);
+	std::memcpy(b + 64, &v, 8);
+	std::memset(a, 0xff, 16);
+	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 64, kb, 1, 9, NICMR_SEND_SIGNALED),
+		  0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.opcode, NICMR_WC_FETCH_ADD);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, a, 8);
+	EXPECT_EQ(be64toh(v), 41u);
+	std::memcpy(&v, b + 64, 8);
+	EXPECT_EQ(be64toh(v), 42u);
+
+	ASSERT_EQ(nicmr_post_atomic_cswap(qa, u(a) + 8, ka, u(b) + 64, kb, 41, 7, 10,
+					  NICMR_SEND_SIGNALED),
+		  0);
+	wc = wait(cqa);
+	EXPECT_EQ(wc.opcode, NICMR_WC_COMP_SWAP);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, b + 64, 8);
+	EXPECT_EQ(be64toh(v), 42u) << "compare 41 did not match: no swap";
+	ASSERT_EQ(nicmr_post_atomic_cswap(qa, u(a) + 8, ka, u(b) + 64, kb, 42, 7, 11,
+					  NICMR_SEND_SIGNALED),
+		  0);
+	wc = wait(cqa);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, a + 8, 8);
+	EXPECT_EQ(be64toh(v), 42u);
+	std::memcpy(&v, b + 64, 8);
+	EXPECT_EQ(be64toh(v), 7u);
+}
+
+TEST_F(DataPath, UnsignalledRequestsReportNothingAndFreeTheirRoomWithTheNext)
+{
+	std::memset(a, 1, 64);
+	for (int i = 0; i < 20; i++) {
+		ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(b), kb, 100 + i, 0), 0) << i;
+		if (i % 8 == 7) {
+			ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(b), kb, 1000 + i,
+						   NICMR_SEND_SIGNALED),
+				  0);
+			nicmr_wc wc = wait(cqa);
+			EXPECT_EQ(wc.wr_id, uint64_t(1000 + i));
+		}
+	}
+}
+
+TEST_F(DataPath, FullSendQueueSaysNoSpaceUntilPolled)
+{
+	int posted = 0;
+	int rc = 0;
+	while ((rc = nicmr_post_write(qa, u(a), 8, ka, u(b), kb, posted, NICMR_SEND_SIGNALED)) == 0)
+		posted++;
+	EXPECT_EQ(rc, -ENOSPC);
+	EXPECT_EQ(posted, 16);
+	nicmr_wc wc[32];
+	EXPECT_EQ(nicmr_cq_poll(cqa, wc, 32), 16);
+	for (int i = 0; i < 16; i++)
+		EXPECT_EQ(wc[i].wr_id, uint64_t(i));
+	EXPECT_EQ(nicmr_post_write(qa, u(a), 8, ka, u(b), kb, 99, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).wr_id, 99u);
+}
+
+TEST_F(DataPath, StaleRemoteKeyGivesRemoteAccessAndLeavesTargetIntact)
+{
+	std::memset(a, 0x11, 256);
+	std::memset(b, 0xcc, 256);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 256, ka, u(b), kb ^ 0xff, 1, NICMR_SEND_SIGNALED), 0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.wr_id, 1u);
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS);
+	EXPECT_EQ(wc.syndrome, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	EXPECT_EQ(wc.byte_len, 0u);
+	for (int i = 0; i < 256; i++)
+		ASSERT_EQ(static_cast<uint8_t>(b[i]), 0xcc) << i;
+	EXPECT_EQ(state(qa), NICMR_QP_ERR);
+	EXPECT_EQ(state(qb), NICMR_QP_ERR) << "the responder goes to ERR too";
+
+	/* In ERR every request flushes. */
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 256, ka, u(b), kb, 2, 0), 0);
+	wc = wait(cqa);
+	EXPECT_EQ(wc.wr_id, 2u);
+	EXPECT_EQ(wc.status, NICMR_WC_WR_FLUSH);
+	EXPECT_EQ(wc.syndrome, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+
+	/* The requester alone back in RTS meets a responder still in ERR. */
+	ASSERT_EQ(nicmr_qp_recover(qa), 0);
+	EXPECT_EQ(state(qa), NICMR_QP_RTS);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 256, ka, u(b), kb, 3, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_REMOTE_INVAL_REQ);
+	for (int i = 0; i < 256; i++)
+		ASSERT_EQ(static_cast<uint8_t>(b[i]), 0xcc) << i;
+
+	ASSERT_EQ(nicmr_qp_recover(qa), 0);
+	ASSERT_EQ(nicmr_qp_recover(qb), 0);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 256, ka, u(b), kb, 4, NICMR_SEND_SIGNALED), 0);
+	wc = wait(cqa);
+	EXPECT_EQ(wc.wr_id, 4u);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, b, 256), 0);
+}
+
+TEST_F(DataPath, RightsTheRemoteKeyLacksCompleteWithRemoteAccess)
+{
+	/* fi_mr family: REMOTE_READ alone grants no remote write and no atomics. */
+	ASSERT_EQ(nicmr_mr_reg(pd, b + kLen, 4096, NICMR_ACCESS_REMOTE_READ, 0, 0, &extra), 0);
+	const uint32_t kr = nicmr_mr_key(extra);
+	char *t = b + kLen;
+	std::memset(t, 0xcc, 4096);
+	for (int op = 0; op < 3; op++) {
+		int rc = op == 0   ? nicmr_post_write(qa, u(a), 64, ka, u(t), kr, op,
+						      NICMR_SEND_SIGNALED)
+			 : op == 1 ? nicmr_post_atomic_fadd(qa, u(a), ka, u(t), kr, 1, op,
+							    NICMR_SEND_SIGNALED)
+				   : nicmr_post_atomic_cswap(qa, u(a), ka, u(t), kr, 0, 1, op,
+							     NICMR_SEND_SIGNALED);
+		ASSERT_EQ(rc, 0) << op;
+		nicmr_wc wc = wait(cqa);
+		EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS) << op;
+		EXPECT_EQ(wc.syndrome, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR) << op;
+		for (int i = 0; i < 4096; i++)
+			ASSERT_EQ(static_cast<uint8_t>(t[i]), 0xcc) << op << " " << i;
+		ASSERT_EQ(nicmr_qp_recover(qa), 0);
+		ASSERT_EQ(nicmr_qp_recover(qb), 0);
+	}
+	/* Reading is what the key allows. */
+	std::memset(a, 0, 64);
+	ASSERT_EQ(nicmr_post_read(qa, u(a), 64, ka, u(t), kr, 9, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(static_cast<uint8_t>(a[63]), 0xcc);
+}
+
+TEST_F(DataPath, RemoteAccessOutsideTheRegionIsRefused)
+{
+	std::memset(b + kLen - 8, 0x77, 8);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 16, ka, u(b) + kLen - 8, kb, 1, NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_REMOTE_ACCESS);
+	for (int i = 0; i < 8; i++)
+		EXPECT_EQ(b[kLen - 8 + i], 0x77);
+}
+
+TEST_F(DataPath, LocalKeyIsCheckedBeforeAnythingIsPosted)
+{
+	EXPECT_EQ(nicmr_post_write(qa, u(a), 64, ka ^ 0xff, u(b), kb, 1, NICMR_SEND_SIGNALED),
+		  -ENOKEY);
+	EXPECT_EQ(nicmr_post_write(qa, u(a) + kLen - 8, 16, ka, u(b), kb, 1, NICMR_SEND_SIGNALED),
+		  -ERANGE);
+	/* fi_mr family WRITE: local read only, so no READ may scatter into it. */
+	ASSERT_EQ(nicmr_mr_reg(pd, b + kLen, 4096, NICMR_ACCESS_WRITE, 0, 0, &extra), 0);
+	EXPECT_EQ(nicmr_post_read(qa, u(b + kLen), 64, nicmr_mr_key(extra), u(b), kb, 1,
+				  NICMR_SEND_SIGNALED),
+		  -EACCES);
+	EXPECT_EQ(nicmr_post_atomic_fadd(qa, u(b + kLen), nicmr_mr_key(extra), u(b), kb, 1, 1,
+					 NICMR_SEND_SIGNALED),
+		  -EACCES);
+	nicmr_wc wc;
+	EXPECT_EQ(nicmr_cq_poll(cqa, &wc, 1), 0) << "nothing was posted";
+	EXPECT_EQ(state(qa), NICMR_QP_RTS);
+}
+
+TEST_F(DataPath, BadPostingArgumentsGetTheirCodes)
+{
+	const unsigned s = NICMR_SEND_SIGNALED;
+	EXPECT_EQ(nicmr_post_write(nullptr, u(a), 8, ka, u(b), kb, 0, s), -EINVAL);
+	EXPECT_EQ(nicmr_post_write(qa, u(a), 0, ka, u(b), kb, 0, s), -EINVAL);
+	EXPECT_EQ(nicmr_post_write(qa, u(a), 8, ka, u(b), kb, 0, 1u << 9), -EINVAL);
+	EXPECT_EQ(nicmr_post_write(qa, u(a), NICMR_MAX_INLINE + 1, ka, u(b), kb, 0,
+				   s | NICMR_SEND_INLINE),
+		  -EINVAL);
+	EXPECT_EQ(nicmr_post_read(qa, u(a), 8, ka, u(b), kb, 0, s | NICMR_SEND_INLINE), -EINVAL);
+	EXPECT_EQ(nicmr_post_read(qa, u(a), 0, ka, u(b), kb, 0, s), -EINVAL);
+	EXPECT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 4, kb, 1, 0, s), -EINVAL);
+	EXPECT_EQ(nicmr_post_atomic_fadd(qa, u(a) + 4, ka, u(b), kb, 1, 0, s), -EINVAL);
+	EXPECT_EQ(nicmr_post_atomic_cswap(nullptr, u(a), ka, u(b), kb, 0, 1, 0, s), -EINVAL);
+	nicmr_wc wc;
+	EXPECT_EQ(nicmr_cq_poll(cqa, &wc, 1), 0);
+	EXPECT_EQ(nicmr_cq_poll(nullptr, &wc, 1), -EINVAL);
+	EXPECT_EQ(nicmr_cq_poll(cqa, nullptr, 1), -EINVAL);
+	EXPECT_EQ(nicmr_cq_poll(cqa, &wc, -1), -EINVAL);
+	EXPECT_EQ(nicmr_cq_poll(cqa, nullptr, 0), 0);
+
+	nicmr_qp *lone = nullptr;
+	ASSERT_EQ(nicmr_qp_create(pd, 1, cqa, 4, &lone), 0);
+	EXPECT_EQ(nicmr_post_write(lone, u(a), 8, ka, u(b), kb, 0, s), -ENOTCONN);
+	EXPECT_EQ(nicmr_qp_recover(lone), -EINVAL) << "never connected";
+	EXPECT_EQ(nicmr_qp_destroy(lone), 0);
+}
+
+TEST_F(DataPath, BadQueueArgumentsGetTheirCodes)
+{
+	nicmr_cq *cq = nullptr;
+	EXPECT_EQ(nicmr_cq_create(nullptr, 8, &cq), -EINVAL);
+	EXPECT_EQ(nicmr_cq_create(dev, 8, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_cq_create(dev, 1, &cq), -EINVAL);
+	EXPECT_EQ(nicmr_cq_create(dev, NICMR_MAX_CQ_DEPTH + 1, &cq), -EINVAL);
+	EXPECT_EQ(cq, nullptr);
+	EXPECT_EQ(nicmr_cq_destroy(nullptr), -EINVAL);
+
+	nicmr_qp *qp = nullptr;
+	EXPECT_EQ(nicmr_qp_create(nullptr, 1, cqa, 8, &qp), -EINVAL);
+	EXPECT_EQ(nicmr_qp_create(pd, 0, cqa, 8, &qp), -EINVAL);
+	EXPECT_EQ(nicmr_qp_create(pd, 3, cqa, 8, &qp), -EINVAL);
+	EXPECT_EQ(nicmr_qp_create(pd, 1, nullptr, 8, &qp), -EINVAL);
+	EXPECT_EQ(nicmr_qp_create(pd, 1, cqa, 1, &qp), -EINVAL);
+	EXPECT_EQ(nicmr_qp_create(pd, 1, cqa, 128, &qp), -EINVAL) << "deeper than the CQ (64)";
+	EXPECT_EQ(nicmr_qp_create(pd, 1, cqa, 8, nullptr), -EINVAL);
+	EXPECT_EQ(qp, nullptr);
+	EXPECT_EQ(nicmr_qp_destroy(nullptr), -EINVAL);
+
+	ASSERT_EQ(nicmr_qp_create(pd, 1, cqa, 8, &qp), 0);
+	EXPECT_EQ(nicmr_qp_connect(nullptr, 2, nicmr_qp_num(qb)), -EINVAL);
+	EXPECT_EQ(nicmr_qp_connect(qp, 2, 0xabcdef), -ENOENT);
+	EXPECT_EQ(nicmr_qp_connect(qp, 1, nicmr_qp_num(qb)), -EINVAL) << "qb is on port 2";
+	EXPECT_EQ(nicmr_qp_connect(qa, 2, nicmr_qp_num(qb)), -EINVAL) << "qa is not in RESET";
+	uint32_t st = 0;
+	EXPECT_EQ(nicmr_qp_state(qp, &st), 0);
+	EXPECT_EQ(st, uint32_t{NICMR_QP_RESET});
+	EXPECT_EQ(nicmr_qp_state(qp, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_qp_state(nullptr, &st), -EINVAL);
+	EXPECT_EQ(nicmr_qp_destroy(qp), 0);
+	EXPECT_EQ(nicmr_qp_num(nullptr), 0u);
+	EXPECT_EQ(nicmr_qp_port(qb), 2u);
+	EXPECT_EQ(nicmr_cq_num(nullptr), 0u);
+	EXPECT_NE(nicmr_cq_num(cqa), 0u);
+}
+
+TEST_F(DataPath, ObjectsBelowKeepTheirParentsAlive)
+{
+	EXPECT_EQ(nicmr_cq_destroy(cqa), -EBUSY) << "qa reports to it";
+	nicmr_pd *other = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &other), 0);
+	nicmr_qp *qp = nullptr;
+	ASSERT_EQ(nicmr_qp_create(other, 2, cqb, 8, &qp), 0);
+	EXPECT_EQ(nicmr_pd_free(other), -EBUSY) << "a QP of it lives";
+	EXPECT_EQ(nicmr_qp_destroy(qp), 0);
+	EXPECT_EQ(nicmr_pd_free(other), 0);
+
+	/* Device close refuses while a CQ lives (and everything else is gone). */
+	nicmr_device *d2 = nullptr;
+	ASSERT_EQ(nicmr_device_open(kSpec, &d2), 0);
+	nicmr_cq *cq = nullptr;
+	ASSERT_EQ(nicmr_cq_create(d2, 8, &cq), 0);
+	EXPECT_EQ(nicmr_device_close(d2), -EBUSY);
+	EXPECT_EQ(nicmr_cq_destroy(cq), 0);
+	EXPECT_EQ(nicmr_device_close(d2), 0);
+}
+
+TEST_F(DataPath, CqsBeyondTheDevicesUarsAreRefusedWithNoSpace)
+{
+	std::vector<nicmr_cq *> cqs;
+	nicmr_cq *cq = nullptr;
+	int rc = 0;
+	while (cqs.size() < 64 && (rc = nicmr_cq_create(dev, 8, &cq)) == 0)
+		cqs.push_back(cq);
+	EXPECT_EQ(rc, -ENOSPC);
+	/* 32 UARs in the model: the key programmer holds one, cqa and cqb two. */
+	EXPECT_EQ(cqs.size(), 29u);
+	for (nicmr_cq *c : cqs)
+		EXPECT_EQ(nicmr_cq_destroy(c), 0);
+	ASSERT_EQ(nicmr_cq_create(dev, 8, &cq), 0) << "their UARs are back";
+	EXPECT_EQ(nicmr_cq_destroy(cq), 0);
+}
+
+TEST_F(DataPath, QueuesComeAndGoWithoutLeaking)
+{
+	const nicmr_device_stats before = stats(dev);
+	for (int i = 0; i < 40; i++) {
+		nicmr_cq *cq = nullptr;
+		nicmr_qp *qp = nullptr;
+		ASSERT_EQ(nicmr_cq_create(dev, 16, &cq), 0) << i;
+		ASSERT_EQ(nicmr_qp_create(pd, 1 + i % 2, cq, 16, &qp), 0) << i;
+		ASSERT_EQ(nicmr_qp_connect(qp, 1 + i % 2, nicmr_qp_num(qp)), 0) << "self loop";
+		ASSERT_EQ(nicmr_post_write(qp, u(a), 64, ka, u(b), kb, i, NICMR_SEND_SIGNALED), 0);
+		EXPECT_EQ(wait(cq).status, NICMR_WC_SUCCESS);
+		ASSERT_EQ(nicmr_qp_destroy(qp), 0);
+		ASSERT_EQ(nicmr_cq_destroy(cq), 0);
+	}
+	expect_same(before, stats(dev));
+}
+
+TEST_F(DataPath, OneCqServesSeveralQps)
+{
+	nicmr_qp *q2 = nullptr, *r2 = nullptr;
+	ASSERT_EQ(nicmr_qp_create(pd, 1, cqa, 16, &q2), 0);
+	ASSERT_EQ(nicmr_qp_create(pd, 2, cqb, 16, &r2), 0);
+	ASSERT_EQ(nicmr_qp_connect(q2, 2, nicmr_qp_num(r2)), 0);
+	ASSERT_EQ(nicmr_qp_connect(r2, 1, nicmr_qp_num(q2)), 0);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 8, ka, u(b), kb, 1, NICMR_SEND_SIGNALED), 0);
+	ASSERT_EQ(nicmr_post_write(q2, u(a), 8, ka, u(b), kb, 2, NICMR_SEND_SIGNALED), 0);
+	nicmr_wc wc[4];
+	ASSERT_EQ(nicmr_cq_poll(cqa, wc, 4), 2);
+	EXPECT_EQ(wc[0].wr_id, 1u);
+	EXPECT_EQ(wc[0].qp_num, nicmr_qp_num(qa));
+	EXPECT_EQ(wc[1].wr_id, 2u);
+	EXPECT_EQ(wc[1].qp_num, nicmr_qp_num(q2));
+	EXPECT_EQ(nicmr_qp_destroy(q2), 0);
+	EXPECT_EQ(nicmr_qp_destroy(r2), 0);
+}
+
+/* The same data path with the device model on its own thread (doorbells delivered later). */
+class DataPathThreaded : public DataPath {
+protected:
+	const char *spec() const override { return "emu:mkeys=1024,delivery=thread"; }
+};
+
+TEST_F(DataPathThreaded, WriteReadAndAtomicsComplete)
+{
+	for (size_t i = 0; i < kLen; i++)
+		a[i] = static_cast<char>(i * 11);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), kLen, ka, u(b), kb, 1, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, b, kLen), 0);
+	std::memset(a, 0, 4096);
+	ASSERT_EQ(nicmr_post_read(qa, u(a), 4096, ka, u(b), kb, 2, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).wr_id, 2u);
+	EXPECT_EQ(std::memcmp(a, b, 4096), 0);
+	uint64_t v = htobe64(9);
+	std::memcpy(b + 8, &v, 8);
+	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 8, kb, 1, 3, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, b + 8, 8);
+	EXPECT_EQ(be64toh(v), 10u);
+}
+
+TEST_F(DataPathThreaded, StaleKeyFailsAndBothQpsRecover)
+{
+	std::memset(b, 0xcc, 64);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(b), kb + 1, 1, NICMR_SEND_SIGNALED), 0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS);
+	EXPECT_EQ(static_cast<uint8_t>(b[0]), 0xcc);
+	ASSERT_EQ(nicmr_qp_recover(qa), 0);
+	ASSERT_EQ(nicmr_qp_recover(qb), 0);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(b), kb, 2, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, b, 64), 0);
+}
+
+} // namespace
+} // namespace nicmr::test

@@ -1,0 +1,871 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Conformance of nicmr's RDM endpoints through the installed libfabric: RMA and atomics between
+ * two endpoints with valid keys (data checked) and invalid ones (an FI_EACCES error entry, the
+ * target untouched), fi_cq_readerr's contents, counters, the AV, the EQ and bad input codes.
+ */
+#include <endian.h>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "test_fabric_util.h"
+
+namespace nicmr::test {
+namespace {
+
+constexpr size_t kLen = 64 << 10;
+constexpr uint64_t kLocal = FI_READ | FI_WRITE;
+constexpr uint64_t kRemote = FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+/* The next CQ entry or error: fi_cq_read's return once it is not -FI_EAGAIN (5 s at most). */
+ssize_t next(fid_cq *cq, fi_cq_msg_entry *e)
+{
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	ssize_t ret;
+	do
+		ret = fi_cq_read(cq, e, 1);
+	while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+	return ret;
+}
+
+/* An endpoint with its AV and CQ (FI_CQ_FORMAT_MSG) and counters for writes and reads. */
+struct Ep {
+	Fid<fid_av> av;
+	Fid<fid_cq> cq;
+	Fid<fid_cntr> wc, rc;
+	Fid<fid_ep> ep;
+	fi_addr_t peer = FI_ADDR_NOTAVAIL, self = FI_ADDR_NOTAVAIL;
+	void close()
+	{
+		ep.reset();
+		wc.reset();
+		rc.reset();
+		cq.reset();
+		av.reset();
+	}
+};
+
+class Rma : public FabricFixture {
+protected:
+	/* The mr_mode the application offers. */
+	virtual int mode() const { return kAppMrMode; }
+	void SetUp() override
+	{
+		open(mode());
+		if (HasFatalFailure())
+			return;
+		ASSERT_EQ(info_->caps & (FI_RMA | FI_ATOMIC), FI_RMA | FI_ATOMIC);
+		before_ = stats(domain_.get());
+		open_ep(domain_.get(), &a_);
+		open_ep(domain_.get(), &b_);
+		connect(&a_, &b_);
+		connect(&b_, &a_);
+		ASSERT_NE(src_.get(), nullptr);
+		ASSERT_NE(dst_.get(), nullptr);
+		ASSERT_EQ(fi_mr_reg(domain_.get(), src_.get(), kLen, kLocal, 0, 0, 0, lmr_.out(),
+				    nullptr),
+			  0);
+		ASSERT_EQ(fi_mr_reg(domain_.get(), dst_.get(), kLen, kRemote, 0, 0, 0, rmr_.out(),
+				    nullptr),
+			  0);
+		rkey_ = fi_mr_key(rmr_.get());
+		if (info_->domain_attr->mr_mode & FI_MR_RAW) {
+			/* The initiator learns the key from the raw key, as a peer process would.
+			 */
+			uint8_t raw[64];
+			size_t size = sizeof(raw);
+			uint64_t base = 0;
+			ASSERT_EQ(fi_mr_raw_attr(rmr_.get(), &base, raw, &size, 0), 0);
+			ASSERT_EQ(fi_mr_map_raw(domain_.get(), base, raw, size, &rkey_, 0), 0);
+			mapped_ = true;
+		}
+	}
+	void TearDown() override
+	{
+		if (mapped_) {
+			EXPECT_EQ(fi_mr_unmap_key(domain_.get(), rkey_), 0);
+		}
+		lmr_.reset();
+		rmr_.reset();
+		a_.close();
+		b_.close();
+		if (domain_.get()) {
+			nicmr_device_stats after = stats(domain_.get());
+			EXPECT_EQ(after.mrs, before_.mrs) << "endpoints leave no MR behind";
+			EXPECT_EQ(after.pds, before_.pds);
+			EXPECT_EQ(after.slow_mappings, before_.slow_mappings);
+			EXPECT_EQ(after.pinned_pages, before_.pinned_pages);
+		}
+		FabricFixture::TearDown();
+	}
+	void open_ep(fid_domain *dom, Ep *e)
+	{
+		fi_av_attr av{};
+		av.type = FI_AV_TABLE;
+		ASSERT_EQ(fi_av_open(dom, &av, e->av.out(), nullptr), 0);
+		fi_cq_attr cq{};
+		cq.format = FI_CQ_FORMAT_MSG;
+		ASSERT_EQ(fi_cq_open(dom, &cq, e->cq.out(), nullptr), 0);
+		fi_cntr_attr ca{};
+		ca.events = FI_CNTR_EVENTS_COMP;
+		ASSERT_EQ(fi_cntr_open(dom, &ca, e->wc.out(), nullptr), 0);
+		ASSERT_EQ(fi_cntr_open(dom, &ca, e->rc.out(), nullptr), 0);
+		ASSERT_EQ(fi_endpoint(dom, info_.p(), e->ep.out(), nullptr), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->av->fid, 0), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->cq->fid, FI_TRANSMIT), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->wc->fid, FI_WRITE), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rc->fid, FI_READ), 0);
+		ASSERT_EQ(fi_enable(e->ep.get()), 0);
+	}
+	/* from's AV learns to's address (and its own). */
+	void connect(Ep *from, Ep *to)
+	{
+		char addr[64];
+		size_t len = sizeof(addr);
+		ASSERT_EQ(fi_getname(&to->ep->fid, addr, &len), 0);
+		ASSERT_EQ(len, 16u);
+		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->peer, 0, nullptr), 1);
+		len = sizeof(addr);
+		ASSERT_EQ(fi_getname(&from->ep->fid, addr, &len), 0);
+		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->self, 0, nullptr), 1);
+	}
+	/* A target address: the VA, or the offset when the domain's keys are zero-based. */
+	uint64_t raddr(size_t off) const
+	{
+		if (!(info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR))
+			return off;
+		return uint64_t(uintptr_t(dst_.get() + off));
+	}
+	void *desc() { return fi_mr_desc(lmr_.get()); }
+	/* One completion of a's CQ that must be a success with context ctx. */
+	void expect_done(void *ctx, uint64_t flags)
+	{
+		fi_cq_msg_entry e{};
+		ASSERT_EQ(next(a_.cq.get(), &e), 1);
+		EXPECT_EQ(e.op_context, ctx);
+		EXPECT_EQ(e.flags, flags);
+	}
+	/* One error entry of a's CQ: its err and syndrome. */
+	fi_cq_err_entry expect_error(void *ctx)
+	{
+		fi_cq_msg_entry e{};
+		EXPECT_EQ(next(a_.cq.get(), &e), -FI_EAVAIL);
+		fi_cq_err_entry err{};
+		EXPECT_EQ(fi_cq_readerr(a_.cq.get(), &err, 0), 1);
+		EXPECT_EQ(err.op_context, ctx);
+		return err;
+	}
+
+	nicmr_device_stats before_{};
+	Ep a_, b_;
+	Buf src_{kLen}, dst_{kLen};
+	Fid<fid_mr> lmr_, rmr_;
+	uint64_t rkey_ = 0;
+	bool mapped_ = false;
+	int ctx_[8] = {};
+};
+
+/* Keys from fi_mr_map_raw (FI_MR_RAW). */
+class RmaRawKeys : public Rma {
+protected:
+	int mode() const override { return kAppMrMode | FI_MR_RAW; }
+};
+
+/* Zero-based keys: target addresses are offsets, local buffers still VAs. */
+class RmaOffsets : public Rma {
+protected:
+	int mode() const override { return kAppMrMode & ~FI_MR_VIRT_ADDR; }
+};
+
+TEST_F(Rma, WriteAndReadMoveEveryByteBetweenEndpoints)
+{
+	for (size_t i = 0; i < kLen; i++)
+		src_.get()[i] = static_cast<char>(i * 31 + 5);
+	std::memset(dst_.get(), 0, kLen);
+	ASSERT_EQ(
+		fi_write(a_.ep.get(), src_.get(), kLen, desc(), a_.peer, raddr(0), rkey_, &ctx_[0]),
+		0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), kLen), 0);
+
+	std::memset(src_.get(), 0, kLen);
+	for (size_t i = 0; i < 4096; i++)
+		dst_.get()[8192 + i] = static_cast<char>(i ^ 0xa5);
+	ASSERT_EQ(fi_read(a_.ep.get(), src_.get() + 1, 4096, desc(), a_.peer, raddr(8192), rkey_,
+			  &ctx_[1]),
+		  0);
+	expect_done(&ctx_[1], FI_RMA | FI_READ);
+	EXPECT_EQ(std::memcmp(src_.get() + 1, dst_.get() + 8192, 4096), 0);
+	EXPECT_EQ(src_.get()[0], 0);
+	EXPECT_EQ(src_.get()[4097], 0);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 1u);
+	EXPECT_EQ(fi_cntr_read(a_.rc.get()), 1u);
+	EXPECT_EQ(fi_cntr_readerr(a_.wc.get()), 0u);
+}
+
+TEST_F(Rma, VectorAndMessageFormsMoveData)
+{
+	std::memset(src_.get(), 0x42, 512);
+	std::memset(dst_.get(), 0, 1024);
+	iovec iov{src_.get(), 256};
+	void *d = desc();
+	ASSERT_EQ(fi_writev(a_.ep.get(), &iov, &d, 1, a_.peer, raddr(0), rkey_, &ctx_[0]), 0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	fi_rma_iov riov{raddr(256), 256, rkey_};
+	fi_msg_rma msg{};
+	msg.msg_iov = &iov;
+	msg.desc = &d;
+	msg.iov_count = 1;
+	msg.addr = a_.peer;
+	msg.rma_iov = &riov;
+	msg.rma_iov_count = 1;
+	msg.context = &ctx_[1];
+	ASSERT_EQ(fi_writemsg(a_.ep.get(), &msg, FI_COMPLETION), 0);
+	expect_done(&ctx_[1], FI_RMA | FI_WRITE);
+	for (int i = 0; i < 512; i++)
+		ASSERT_EQ(dst_.get()[i], 0x42) << i;
+	EXPECT_EQ(dst_.get()[512], 0);
+
+	std::memset(src_.get(), 0, 512);
+	ASSERT_EQ(fi_readv(a_.ep.get(), &iov, &d, 1, a_.peer, raddr(0), rkey_, &ctx_[2]), 0);
+	expect_done(&ctx_[2], FI_RMA | FI_READ);
+	msg.context = &ctx_[3];
+	iovec iov2{src_.get() + 256, 256};
+	msg.msg_iov = &iov2;
+	ASSERT_EQ(fi_readmsg(a_.ep.get(), &msg, 0), 0);
+	expect_done(&ctx_[3], FI_RMA | FI_READ);
+	for (int i = 0; i < 512; i++)
+		ASSERT_EQ(src_.get()[i], 0x42) << i;
+
+	/* One segment each side, lengths equal, known flags. */
+	msg.iov_count = 2;
+	EXPECT_EQ(fi_writemsg(a_.ep.get(), &msg, 0), -FI_EINVAL);
+	msg.iov_count = 1;
+	riov.len = 100;
+	EXPECT_EQ(fi_writemsg(a_.ep.get(), &msg, 0), -FI_EINVAL);
+	riov.len = 256;
+	EXPECT_EQ(fi_writemsg(a_.ep.get(), &msg, FI_MORE << 1), -FI_EBADFLAGS);
+	iovec two[2] = {iov, iov};
+	void *dd[2] = {d, d};
+	EXPECT_EQ(fi_writev(a_.ep.get(), two, dd, 2, a_.peer, raddr(0), rkey_, nullptr),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_readv(a_.ep.get(), two, dd, 2, a_.peer, raddr(0), rkey_, nullptr), -FI_EINVAL);
+}
+
+TEST_F(Rma, InjectWriteNeedsNoDescriptorAndReportsNoCompletion)
+{
+	char small[200];
+	for (size_t i = 0; i < sizeof(small); i++)
+		small[i] = static_cast<char>(i + 1);
+	std::memset(dst_.get(), 0, 512);
+	ASSERT_EQ(fi_inject_write(a_.ep.get(), small, sizeof(small), a_.peer, raddr(16), rkey_), 0);
+	std::memset(small, 0, sizeof(small)); /* the buffer is the caller's again at once */
+	EXPECT_EQ(fi_cntr_wait(a_.wc.get(), 1, 5000), 0);
+	fi_cq_msg_entry e{};
+	EXPECT_EQ(fi_cq_read(a_.cq.get(), &e, 1), -FI_EAGAIN) << "inject reports no completion";
+	for (int i = 0; i < 200; i++)
+		ASSERT_EQ(dst_.get()[16 + i], static_cast<char>(i + 1)) << i;
+	EXPECT_EQ(dst_.get()[15], 0);
+	EXPECT_EQ(dst_.get()[216], 0);
+
+	/* A write without descriptor is inline too, up to inject_size. */
+	const size_t inject = info_->tx_attr->inject_size;
+	EXPECT_EQ(inject, 972u);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), inject, nullptr, a_.peer, raddr(0), rkey_,
+			   &ctx_[0]),
+		  0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	EXPECT_EQ(fi_write(a_.ep.get(), src_.get(), inject + 1, nullptr, a_.peer, raddr(0), rkey_,
+			   &ctx_[0]),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_inject_write(a_.ep.get(), src_.get(), inject + 1, a_.peer, raddr(0), rkey_),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_read(a_.ep.get(), src_.get(), 64, nullptr, a_.peer, raddr(0), rkey_, nullptr),
+		  -FI_EINVAL)
+		<< "a read needs the descriptor of its destination (FI_MR_LOCAL)";
+}
+
+TEST_F(Rma, AtomicsSumAndCompareSwapOnUint64)
+{
+	/* The device's atomic format: the target word holds its value big-endian. */
+	uint64_t v = htobe64(100);
+	std::memcpy(dst_.get() + 64, &v, 8);
+	uint64_t add = 5, result = 0, compare = 0, swap = 0;
+	ASSERT_EQ(fi_atomic(a_.ep.get(), &add, 1, nullptr, a_.peer, raddr(64), rkey_, FI_UINT64,
+			    FI_SUM, &ctx_[0]),
+		  0);
+	expect_done(&ctx_[0], FI_ATOMIC | FI_WRITE);
+	std::memcpy(&v, dst_.get() + 64, 8);
+	EXPECT_EQ(be64toh(v), 105u);
+
+	ASSERT_EQ(fi_fetch_atomic(a_.ep.get(), &add, 1, nullptr, &result, nullptr, a_.peer,
+				  raddr(64), rkey_, FI_UINT64, FI_SUM, &ctx_[1]),
+		  0);
+	expect_done(&ctx_[1], FI_ATOMIC | FI_READ);
+	EXPECT_EQ(result, 105u) << "the fetched value, in host order";
+	std::memcpy(&v, dst_.get() + 64, 8);
+	EXPECT_EQ(be64toh(v), 110u);
+
+	compare = 1;
+	swap = 7;
+	ASSERT_EQ(fi_compare_atomic(a_.ep.get(), &swap, 1, nullptr, &compare, nullptr, &result,
+				    nullptr, a_.peer, raddr(64), rkey_, FI_UINT64, FI_CSWAP,
+				    &ctx_[2]),
+		  0);
+	expect_done(&ctx_[2], FI_ATOMIC | FI_READ);
+	EXPECT_EQ(result, 110u);
+	std::memcpy(&v, dst_.get() + 64, 8);
+	EXPECT_EQ(be64toh(v), 110u) << "compare did not match: unchanged";
+	compare = 110;
+	ASSERT_EQ(fi_compare_atomic(a_.ep.get(), &swap, 1, nullptr, &compare, nullptr, &result,
+				    nullptr, a_.peer, raddr(64), rkey_, FI_UINT64, FI_CSWAP,
+				    &ctx_[3]),
+		  0);
+	expect_done(&ctx_[3], FI_ATOMIC | FI_READ);
+	std::memcpy(&v, dst_.get() + 64, 8);
+	EXPECT_EQ(be64toh(v), 7u);
+
+	/* The msg forms. */
+	fi_ioc ioc{&add, 1};
+	fi_rma_ioc rioc{raddr(64), 1, rkey_};
+	fi_msg_atomic msg{};
+	msg.msg_iov = &ioc;
+	msg.iov_count = 1;
+	msg.addr = a_.peer;
+	msg.rma_iov = &rioc;
+	msg.rma_iov_count = 1;
+	msg.datatype = FI_UINT64;
+	msg.op = FI_SUM;
+	msg.context = &ctx_[4];
+	ASSERT_EQ(fi_atomicmsg(a_.ep.get(), &msg, 0), 0);
+	expect_done(&ctx_[4], FI_ATOMIC | FI_WRITE);
+	fi_ioc res{&result, 1};
+	msg.context = &ctx_[5];
+	ASSERT_EQ(fi_fetch_atomicmsg(a_.ep.get(), &msg, &res, nullptr, 1, 0), 0);
+	expect_done(&ctx_[5], FI_ATOMIC | FI_READ);
+	EXPECT_EQ(result, 12u);
+	uint64_t cmpv = 17;
+	fi_ioc cmp{&cmpv, 1};
+	msg.op = FI_CSWAP;
+	ioc.addr = &swap;
+	swap = 99;
+	msg.context = &ctx_[6];
+	ASSERT_EQ(fi_compare_atomicmsg(a_.ep.get(), &msg, &cmp, nullptr, 1, &res, nullptr, 1, 0),
+		  0);
+	expect_done(&ctx_[6], FI_ATOMIC | FI_READ);
+	EXPECT_EQ(result, 17u);
+	std::memcpy(&v, dst_.get() + 64, 8);
+	EXPECT_EQ(be64toh(v), 99u);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 2u);
+	EXPECT_EQ(fi_cntr_read(a_.rc.get()), 5u);
+}
+
+TEST_F(Rma, QueryAtomicSaysExactlyWhatTheDeviceDoes)
+{
+	fi_atomic_attr attr{};
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, 0), 0);
+	EXPECT_EQ(attr.size, 8u);
+	EXPECT_EQ(attr.count, 1u);
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC), 0);
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC), 0);
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_CSWAP, &attr, 0), -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, FI_COMPARE_ATOMIC),
+		  -FI_EOPNOTSUPP);
+	for (fi_op op : {FI_MIN, FI_MAX, FI_PROD, FI_BOR, FI_BAND, FI_BXOR, FI_ATOMIC_READ,
+			 FI_ATOMIC_WRITE, FI_LOR})
+		EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, op, &attr, 0), -FI_EOPNOTSUPP)
+			<< op;
+	for (fi_datatype dt : {FI_INT8, FI_UINT32, FI_INT64, FI_DOUBLE, FI_FLOAT})
+		EXPECT_EQ(fi_query_atomic(domain_.get(), dt, FI_SUM, &attr, 0), -FI_EOPNOTSUPP)
+			<< dt;
+	size_t count = 9;
+	EXPECT_EQ(fi_atomicvalid(a_.ep.get(), FI_UINT64, FI_SUM, &count), 0);
+	EXPECT_EQ(count, 1u);
+	EXPECT_EQ(fi_fetch_atomicvalid(a_.ep.get(), FI_UINT64, FI_SUM, &count), 0);
+	EXPECT_EQ(fi_compare_atomicvalid(a_.ep.get(), FI_UINT64, FI_CSWAP, &count), 0);
+	EXPECT_EQ(fi_atomicvalid(a_.ep.get(), FI_UINT32, FI_SUM, &count), -FI_EOPNOTSUPP);
+	EXPECT_EQ(count, 0u);
+	EXPECT_EQ(fi_compare_atomicvalid(a_.ep.get(), FI_UINT64, FI_CSWAP_NE, &count),
+		  -FI_EOPNOTSUPP);
+
+	/* What is not valid is refused in the call. */
+	uint64_t one = 1, r = 0;
+	EXPECT_EQ(fi_atomic(a_.ep.get(), &one, 1, nullptr, a_.peer, raddr(0), rkey_, FI_UINT32,
+			    FI_SUM, nullptr),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_atomic(a_.ep.get(), &one, 1, nullptr, a_.peer, raddr(0), rkey_, FI_UINT64,
+			    FI_MIN, nullptr),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_compare_atomic(a_.ep.get(), &one, 1, nullptr, &one, nullptr, &r, nullptr,
+				    a_.peer, raddr(0), rkey_, FI_UINT64, FI_SUM, nullptr),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_atomic(a_.ep.get(), &one, 2, nullptr, a_.peer, raddr(0), rkey_, FI_UINT64,
+			    FI_SUM, nullptr),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_atomic(a_.ep.get(), &one, 1, nullptr, a_.peer, raddr(4), rkey_, FI_UINT64,
+			    FI_SUM, nullptr),
+		  -FI_EINVAL)
+		<< "the target word is 8-byte aligned";
+	EXPECT_EQ(fi_fetch_atomic(a_.ep.get(), &one, 1, nullptr, nullptr, nullptr, a_.peer,
+				  raddr(0), rkey_, FI_UINT64, FI_SUM, nullptr),
+		  -FI_EINVAL);
+}
+
+TEST_F(Rma, StaleKeyCompletesWithEaccesAndTheTargetStaysIntact)
+{
+	std::memset(dst_.get(), 0xcc, 4096);
+	std::memset(src_.get(), 0x11, 4096);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 4096, desc(), a_.peer, raddr(0), rkey_ ^ 0xff,
+			   &ctx_[0]),
+		  0);
+	fi_cq_err_entry err = expect_error(&ctx_[0]);
+	EXPECT_EQ(err.err, FI_EACCES);
+	EXPECT_EQ(err.prov_errno, 0x13) << "MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR";
+	EXPECT_EQ(err.flags, FI_RMA | FI_WRITE);
+	char buf[128];
+	const char *s = fi_cq_strerror(a_.cq.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
+	ASSERT_NE(s, nullptr);
+	EXPECT_NE(std::string(s).find("remote access"), std::string::npos) << s;
+	for (int i = 0; i < 4096; i++)
+		ASSERT_EQ(static_cast<uint8_t>(dst_.get()[i]), 0xcc) << i;
+	EXPECT_EQ(fi_cntr_readerr(a_.wc.get()), 1u);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 0u);
+	EXPECT_EQ(fi_cq_readerr(a_.cq.get(), &err, 0), -FI_EAGAIN) << "one error, taken";
+
+	/* A key that is not 32 bits is no key either; then the pair recovers for a good one. */
+	ASSERT_EQ(fi_read(a_.ep.get(), src_.get(), 64, desc(), a_.peer, raddr(0),
+			  rkey_ | (uint64_t{1} << 40), &ctx_[1]),
+		  0);
+	EXPECT_EQ(expect_error(&ctx_[1]).err, FI_EACCES);
+	uint64_t one = 1;
+	ASSERT_EQ(fi_atomic(a_.ep.get(), &one, 1, nullptr, a_.peer, raddr(0), rkey_ + 1, FI_UINT64,
+			    FI_SUM, &ctx_[2]),
+		  0);
+	EXPECT_EQ(expect_error(&ctx_[2]).err, FI_EACCES);
+	for (int i = 0; i < 4096; i++)
+		ASSERT_EQ(static_cast<uint8_t>(dst_.get()[i]), 0xcc) << i;
+
+	ASSERT_EQ(
+		fi_write(a_.ep.get(), src_.get(), 4096, desc(), a_.peer, raddr(0), rkey_, &ctx_[3]),
+		0);
+	expect_done(&ctx_[3], FI_RMA | FI_WRITE);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), 4096), 0);
+}
+
+TEST_F(Rma, RightsTheKeyDoesNotGrantCompleteWithEacces)
+{
+	Buf ro(4096);
+	std::memset(ro.get(), 0x77, 4096);
+	Fid<fid_mr> mr;
+	ASSERT_EQ(fi_mr_reg(domain_.get(), ro.get(), 4096, FI_REMOTE_READ, 0, 0, 0, mr.out(),
+			    nullptr),
+		  0);
+	const uint64_t key = fi_mr_key(mr.get());
+	const uint64_t at = uint64_t(uintptr_t(ro.get()));
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 64, desc(), a_.peer, at, key, &ctx_[0]), 0);
+	EXPECT_EQ(expect_error(&ctx_[0]).err, FI_EACCES);
+	uint64_t one = 1, r = 0;
+	ASSERT_EQ(fi_fetch_atomic(a_.ep.get(), &one, 1, nullptr, &r, nullptr, a_.peer, at, key,
+				  FI_UINT64, FI_SUM, &ctx_[1]),
+		  0);
+	EXPECT_EQ(expect_error(&ctx_[1]).err, FI_EACCES);
+	for (int i = 0; i < 4096; i++)
+		ASSERT_EQ(static_cast<uint8_t>(ro.get()[i]), 0x77) << i;
+	/* What the key grants works. */
+	ASSERT_EQ(fi_read(a_.ep.get(), src_.get(), 64, desc(), a_.peer, at, key, &ctx_[2]), 0);
+	expect_done(&ctx_[2], FI_RMA | FI_READ);
+	EXPECT_EQ(static_cast<uint8_t>(src_.get()[63]), 0x77);
+	/* Outside the region. */
+	ASSERT_EQ(fi_read(a_.ep.get(), src_.get(), 64, desc(), a_.peer, at + 4096 - 32, key,
+			  &ctx_[3]),
+		  0);
+	EXPECT_EQ(expect_error(&ctx_[3]).err, FI_EACCES);
+	/* A local descriptor that does not cover the buffer is refused in the call. */
+	EXPECT_EQ(fi_write(a_.ep.get(), src_.get() + kLen - 8, 16, desc(), a_.peer, raddr(0), rkey_,
+			   nullptr),
+		  -FI_EACCES);
+	mr.reset();
+}
+
+TEST_F(Rma, EndpointWritesToItselfAndToAnotherDomain)
+{
+	/* Its own address: the address QP connected to itself. */
+	std::memset(src_.get(), 0x5e, 128);
+	std::memset(dst_.get(), 0, 256);
+	ASSERT_EQ(
+		fi_write(a_.ep.get(), src_.get(), 128, desc(), a_.self, raddr(0), rkey_, &ctx_[0]),
+		0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), 128), 0);
+
+	/* An endpoint of a second domain (another PD): its keys, its memory. */
+	Fid<fid_domain> d2;
+	ASSERT_EQ(fi_domain(fabric_.get(), info_.p(), d2.out(), nullptr), 0);
+	Ep c;
+	open_ep(d2.get(), &c);
+	connect(&a_, &c);
+	Buf other(4096);
+	std::memset(other.get(), 0, 4096);
+	Fid<fid_mr> omr;
+	ASSERT_EQ(fi_mr_reg(d2.get(), other.get(), 4096, kRemote, 0, 0, 0, omr.out(), nullptr), 0);
+	const uint64_t okey = fi_mr_key(omr.get());
+	fi_addr_t to_c = a_.peer;
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 128, desc(), to_c,
+			   uint64_t(uintptr_t(other.get())), okey, &ctx_[1]),
+		  0);
+	expect_done(&ctx_[1], FI_RMA | FI_WRITE);
+	EXPECT_EQ(std::memcmp(src_.get(), other.get(), 128), 0);
+	/* The first domain's key is not a key of the second domain's PD. */
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 128, desc(), to_c, raddr(0), rkey_, &ctx_[2]),
+		  0);
+	EXPECT_EQ(expect_error(&ctx_[2]).err, FI_EACCES);
+	/* A's pair holds a QP in the second domain's PD: that domain cannot close yet. */
+	omr.reset();
+	c.close();
+	EXPECT_EQ(fi_close(&d2->fid), -FI_EBUSY);
+	a_.close();
+	d2.reset();
+}
+
+TEST_F(Rma, CountersCountAndWait)
+{
+	for (int i = 0; i < 10; i++)
+		ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 64, desc(), a_.peer, raddr(64 * i),
+				   rkey_, nullptr),
+			  0);
+	EXPECT_EQ(fi_cntr_wait(a_.wc.get(), 10, 5000), 0);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 10u);
+	EXPECT_EQ(fi_cntr_read(a_.rc.get()), 0u);
+	EXPECT_EQ(fi_cntr_wait(a_.wc.get(), 11, 20), -FI_ETIMEDOUT);
+	EXPECT_EQ(fi_cntr_add(a_.wc.get(), 5), 0);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 15u);
+	EXPECT_EQ(fi_cntr_set(a_.wc.get(), 2), 0);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 2u);
+	EXPECT_EQ(fi_cntr_adderr(a_.wc.get(), 3), 0);
+	EXPECT_EQ(fi_cntr_readerr(a_.wc.get()), 3u);
+	EXPECT_EQ(fi_cntr_seterr(a_.wc.get(), 0), 0);
+	/* An error ends a wait early. */
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 64, desc(), a_.peer, raddr(0), rkey_ ^ 1,
+			   nullptr),
+		  0);
+	EXPECT_EQ(fi_cntr_wait(a_.wc.get(), 100, 5000), -FI_EAVAIL);
+	EXPECT_EQ(fi_cntr_readerr(a_.wc.get()), 1u);
+	fi_cq_err_entry err{};
+	fi_cq_msg_entry e{};
+	for (int i = 0; i < 10; i++)
+		ASSERT_EQ(next(a_.cq.get(), &e), 1);
+	ASSERT_EQ(next(a_.cq.get(), &e), -FI_EAVAIL);
+	EXPECT_EQ(fi_cq_readerr(a_.cq.get(), &err, 0), 1);
+	EXPECT_EQ(err.err, FI_EACCES);
+}
+
+TEST_F(Rma, AddressVectorsNameEndpointsAndRefuseForeignAddresses)
+{
+	char addr[16];
+	size_t len = 8;
+	EXPECT_EQ(fi_getname(&b_.ep->fid, addr, &len), -FI_ETOOSMALL);
+	EXPECT_EQ(len, 16u);
+	len = sizeof(addr);
+	ASSERT_EQ(fi_getname(&b_.ep->fid, addr, &len), 0);
+
+	char back[16];
+	size_t blen = sizeof(back);
+	ASSERT_EQ(fi_av_lookup(a_.av.get(), a_.peer, back, &blen), 0);
+	EXPECT_EQ(blen, 16u);
+	EXPECT_EQ(std::memcmp(back, addr, 16), 0);
+	blen = 4;
+	ASSERT_EQ(fi_av_lookup(a_.av.get(), a_.peer, back, &blen), 0);
+	EXPECT_EQ(blen, 16u) << "the size needed";
+	EXPECT_EQ(fi_av_lookup(a_.av.get(), 12345, back, &blen), -FI_EINVAL);
+
+	char str[128];
+	size_t slen = sizeof(str);
+	ASSERT_NE(fi_av_straddr(a_.av.get(), addr, str, &slen), nullptr);
+	EXPECT_EQ(std::string(str).rfind("nicmr://", 0), 0u) << str;
+	EXPECT_EQ(slen, std::strlen(str) + 1);
+
+	/* Another device's address, or a port the device has not, is not inserted. */
+	char bad[2][16];
+	std::memcpy(bad[0], addr, 16);
+	std::memcpy(bad[1], addr, 16);
+	bad[0][0] ^= 1;		       /* device id */
+	std::memset(bad[1] + 8, 9, 4); /* port */
+	fi_addr_t out[2] = {0, 0};
+	EXPECT_EQ(fi_av_insert(a_.av.get(), bad, 2, out, 0, nullptr), 0);
+	EXPECT_EQ(out[0], FI_ADDR_NOTAVAIL);
+	EXPECT_EQ(out[1], FI_ADDR_NOTAVAIL);
+	EXPECT_EQ(fi_av_insert(a_.av.get(), addr, 1, out, FI_MORE, nullptr), -FI_EBADFLAGS);
+
+	/* Removed addresses are gone for lookups and requests. */
+	fi_addr_t again = FI_ADDR_NOTAVAIL;
+	ASSERT_EQ(fi_av_insert(a_.av.get(), addr, 1, &again, 0, nullptr), 1);
+	ASSERT_EQ(fi_av_remove(a_.av.get(), &again, 1, 0), 0);
+	EXPECT_EQ(fi_av_lookup(a_.av.get(), again, back, &blen), -FI_EINVAL);
+	EXPECT_EQ(fi_av_remove(a_.av.get(), &again, 1, 0), -FI_EINVAL);
+	EXPECT_EQ(fi_write(a_.ep.get(), src_.get(), 64, desc(), again, raddr(0), rkey_, nullptr),
+		  -FI_EINVAL);
+
+	/* An address nobody answers at: refused at the first request. */
+	char gone[16];
+	std::memcpy(gone, addr, 16);
+	uint32_t qpn = 0xfffff0;
+	std::memcpy(gone + 12, &qpn, 4);
+	fi_addr_t nobody = FI_ADDR_NOTAVAIL;
+	ASSERT_EQ(fi_av_insert(a_.av.get(), gone, 1, &nobody, 0, nullptr), 1);
+	EXPECT_EQ(fi_write(a_.ep.get(), src_.get(), 64, desc(), nobody, raddr(0), rkey_, nullptr),
+		  -FI_EADDRNOTAVAIL);
+
+	/* FI_AV_MAP works the same way. */
+	fi_av_attr attr{};
+	attr.type = FI_AV_MAP;
+	Fid<fid_av> map;
+	ASSERT_EQ(fi_av_open(domain_.get(), &attr, map.out(), nullptr), 0);
+	fi_addr_t m = FI_ADDR_NOTAVAIL;
+	ASSERT_EQ(fi_av_insert(map.get(), addr, 1, &m, 0, nullptr), 1);
+	EXPECT_NE(m, FI_ADDR_NOTAVAIL);
+	attr.type = FI_AV_UNSPEC;
+	attr.flags = FI_EVENT;
+	Fid<fid_av> bad_av;
+	EXPECT_EQ(fi_av_open(domain_.get(), &attr, bad_av.out(), nullptr), -FI_EBADFLAGS);
+	EXPECT_EQ(fi_close(&a_.av->fid), -FI_EBUSY) << "an endpoint is bound to it";
+}
+
+TEST_F(Rma, BadInputGetsItsCode)
+{
+	/* An endpoint must have its AV and CQ before it is enabled, and be enabled to post. */
+	Fid<fid_ep> ep;
+	ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), ep.out(), nullptr), 0);
+	EXPECT_EQ(fi_write(ep.get(), src_.get(), 64, desc(), 0, raddr(0), rkey_, nullptr),
+		  -FI_EOPBADSTATE);
+	EXPECT_EQ(fi_enable(ep.get()), -FI_ENOAV);
+	ASSERT_EQ(fi_ep_bind(ep.get(), &a_.av->fid, 0), 0);
+	EXPECT_EQ(fi_ep_bind(ep.get(), &a_.av->fid, 0), -FI_EINVAL) << "one AV";
+	EXPECT_EQ(fi_enable(ep.get()), -FI_ENOCQ);
+	EXPECT_EQ(fi_ep_bind(ep.get(), &a_.cq->fid, FI_SELECTIVE_COMPLETION), -FI_EBADFLAGS);
+	EXPECT_EQ(fi_ep_bind(ep.get(), &a_.wc->fid, FI_REMOTE_WRITE), -FI_EBADFLAGS);
+	EXPECT_EQ(fi_ep_bind(ep.get(), &domain_->fid, 0), -FI_EINVAL);
+	ep.reset();
+
+	EXPECT_EQ(fi_write(a_.ep.get(), src_.get(), 0, desc(), a_.peer, raddr(0), rkey_, nullptr),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_write(a_.ep.get(), nullptr, 64, desc(), a_.peer, raddr(0), rkey_, nullptr),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_writedata(a_.ep.get(), src_.get(), 64, desc(), 1, a_.peer, raddr(0), rkey_,
+			       nullptr),
+		  -FI_ENOSYS);
+	EXPECT_EQ(fi_send(a_.ep.get(), src_.get(), 64, desc(), a_.peer, nullptr), -FI_ENOSYS);
+	EXPECT_EQ(fi_recv(a_.ep.get(), src_.get(), 64, desc(), a_.peer, nullptr), -FI_ENOSYS);
+	EXPECT_EQ(fi_cancel(&a_.ep->fid, nullptr), -FI_ENOENT);
+
+	fi_cq_attr cq{};
+	cq.format = FI_CQ_FORMAT_TAGGED;
+	Fid<fid_cq> tagged;
+	EXPECT_EQ(fi_cq_open(domain_.get(), &cq, tagged.out(), nullptr), -FI_ENOSYS);
+	cq.format = FI_CQ_FORMAT_CONTEXT;
+	cq.wait_obj = FI_WAIT_FD;
+	EXPECT_EQ(fi_cq_open(domain_.get(), &cq, tagged.out(), nullptr), -FI_ENOSYS);
+	fi_cntr_attr ca{};
+	ca.events = FI_CNTR_EVENTS_COMP;
+	ca.flags = 1;
+	Fid<fid_cntr> cn;
+	EXPECT_EQ(fi_cntr_open(domain_.get(), &ca, cn.out(), nullptr), -FI_EBADFLAGS);
+	fi_cq_err_entry err{};
+	EXPECT_EQ(fi_cq_readerr(a_.cq.get(), &err, 1), -FI_EBADFLAGS);
+	EXPECT_EQ(fi_cq_readerr(a_.cq.get(), &err, 0), -FI_EAGAIN);
+
+	/* Objects with something bound or open below them are busy. */
+	EXPECT_EQ(fi_close(&a_.cq->fid), -FI_EBUSY);
+	EXPECT_EQ(fi_close(&a_.wc->fid), -FI_EBUSY);
+	EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY);
+}
+
+TEST_F(Rma, EndpointsBeyondTheDevicesUarsAreRefusedAndLeaveNothing)
+{
+	const nicmr_device_stats base = stats(domain_.get());
+	constexpr int kMax = 40;
+	Fid<fid_ep> eps[kMax];
+	int opened = 0, ret = 0;
+	while (opened < kMax &&
+	       (ret = fi_endpoint(domain_.get(), info_.p(), eps[opened].out(), nullptr)) == 0)
+		opened++;
+	EXPECT_EQ(ret, -FI_ENOSPC);
+	EXPECT_EQ(eps[opened].get(), nullptr);
+	EXPECT_EQ(opened + 2, static_cast<int>(info_->domain_attr->ep_cnt))
+		<< "a_ and b_ are open: ep_cnt says the limit";
+	nicmr_device_stats s = stats(domain_.get());
+	EXPECT_EQ(s.mrs, base.mrs + static_cast<uint64_t>(opened)) << "a scratch MR each";
+	for (auto &e : eps)
+		e.reset();
+	expect_same(base, stats(domain_.get()));
+}
+
+TEST_F(Rma, ThreadsShareAnEndpointAndItsCq)
+{
+	/* FI_THREAD_SAFE: two threads post on one endpoint and both reap its CQ. */
+	constexpr int kPerThread = 300;
+	std::atomic<int> reaped{0}, failed{0};
+	auto work = [&](int t) {
+		int posted = 0;
+		fi_cq_msg_entry e[8];
+		while (posted < kPerThread) {
+			ssize_t r =
+				fi_write(a_.ep.get(), src_.get() + t * 4096, 64, desc(), a_.peer,
+					 raddr(t * 4096 + (posted % 32) * 64), rkey_, nullptr);
+			if (r == 0)
+				posted++;
+			else if (r != -FI_EAGAIN)
+				failed++;
+			ssize_t n = fi_cq_read(a_.cq.get(), e, 8);
+			if (n > 0)
+				reaped += static_cast<int>(n);
+			else if (n != -FI_EAGAIN)
+				failed++;
+		}
+	};
+	std::memset(src_.get(), 0x61, 4096);
+	std::memset(src_.get() + 4096, 0x62, 4096);
+	std::thread t0(work, 0), t1(work, 1);
+	t0.join();
+	t1.join();
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	fi_cq_msg_entry e[8];
+	while (reaped < 2 * kPerThread && std::chrono::steady_clock::now() < end) {
+		ssize_t n = fi_cq_read(a_.cq.get(), e, 8);
+		if (n > 0)
+			reaped += static_cast<int>(n);
+	}
+	EXPECT_EQ(failed.load(), 0);
+	EXPECT_EQ(reaped.load(), 2 * kPerThread);
+	EXPECT_EQ(fi_cntr_read(a_.wc.get()), uint64_t{2 * kPerThread});
+	EXPECT_EQ(dst_.get()[0], 0x61);
+	EXPECT_EQ(dst_.get()[4096 + 2047], 0x62);
+}
+
+TEST_F(Rma, CqFormatsContextAndDataCarryTheRequest)
+{
+	for (fi_cq_format f : {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_DATA}) {
+		SCOPED_TRACE(f);
+		fi_cq_attr attr{};
+		attr.format = f;
+		attr.size = 4;
+		Fid<fid_cq> cq;
+		ASSERT_EQ(fi_cq_open(domain_.get(), &attr, cq.out(), nullptr), 0);
+		Fid<fid_ep> ep;
+		ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), ep.out(), nullptr), 0);
+		ASSERT_EQ(fi_ep_bind(ep.get(), &a_.av->fid, 0), 0);
+		ASSERT_EQ(fi_ep_bind(ep.get(), &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+		ASSERT_EQ(fi_enable(ep.get()), 0);
+		fi_cq_data_entry d{};
+		fi_addr_t from = 0;
+		EXPECT_EQ(fi_cq_sread(cq.get(), &d, 1, nullptr, 10), -FI_EAGAIN);
+		ASSERT_EQ(fi_write(ep.get(), src_.get(), 32, desc(), a_.peer, raddr(0), rkey_,
+				   &ctx_[5]),
+			  0);
+		fi_cq_data_entry out[2];
+		std::memset(out, 0xee, sizeof(out));
+		ASSERT_EQ(fi_cq_sreadfrom(cq.get(), out, 2, &from, nullptr, 5000), 1);
+		EXPECT_EQ(from, FI_ADDR_NOTAVAIL);
+		EXPECT_EQ(out[0].op_context, &ctx_[5]);
+		if (f == FI_CQ_FORMAT_DATA) {
+			EXPECT_EQ(out[0].flags, FI_RMA | FI_WRITE);
+			EXPECT_EQ(out[0].len, 0u);
+			EXPECT_EQ(out[0].buf, nullptr);
+			EXPECT_EQ(out[0].data, 0u);
+		} else {
+			/* fi_cq_entry is one pointer: the rest is untouched. */
+			EXPECT_EQ(reinterpret_cast<uint8_t *>(out)[sizeof(fi_cq_entry)], 0xee);
+		}
+		/* A CQ of 4 entries holds 4; more wait in the device's CQ until read. */
+		for (int i = 0; i < 6; i++)
+			ASSERT_EQ(fi_write(ep.get(), src_.get(), 32, desc(), a_.peer, raddr(0),
+					   rkey_, &ctx_[i]),
+				  0);
+		int got = 0;
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (got < 6 && std::chrono::steady_clock::now() < end) {
+			ssize_t n = fi_cq_read(cq.get(), out, 2);
+			if (n > 0)
+				got += static_cast<int>(n);
+		}
+		EXPECT_EQ(got, 6);
+		ep.reset();
+	}
+}
+
+TEST_F(Rma, EventQueueCarriesNoEvents)
+{
+	fi_eq_attr attr{};
+	Fid<fid_eq> eq;
+	ASSERT_EQ(fi_eq_open(fabric_.get(), &attr, eq.out(), nullptr), 0);
+	Fid<fid_ep> ep;
+	ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), ep.out(), nullptr), 0);
+	ASSERT_EQ(fi_ep_bind(ep.get(), &eq->fid, 0), 0);
+	uint32_t event = 0;
+	fi_eq_entry entry{};
+	EXPECT_EQ(fi_eq_read(eq.get(), &event, &entry, sizeof(entry), 0), -FI_EAGAIN);
+	fi_eq_err_entry err{};
+	EXPECT_EQ(fi_eq_readerr(eq.get(), &err, 0), -FI_EAGAIN);
+	EXPECT_EQ(fi_eq_sread(eq.get(), &event, &entry, sizeof(entry), 10, 0), -FI_EAGAIN);
+	EXPECT_EQ(fi_close(&eq->fid), -FI_EBUSY) << "an endpoint is bound to it";
+	ep.reset();
+	attr.wait_obj = FI_WAIT_FD;
+	Fid<fid_eq> fd;
+	EXPECT_EQ(fi_eq_open(fabric_.get(), &attr, fd.out(), nullptr), -FI_ENOSYS);
+}
+
+TEST_F(RmaRawKeys, WriteReadAndAtomicsWorkWithMappedRawKeys)
+{
+	ASSERT_TRUE(mapped_);
+	ASSERT_EQ(info_->domain_attr->mr_key_size, 64u);
+	for (size_t i = 0; i < 8192; i++)
+		src_.get()[i] = static_cast<char>(i * 3);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 8192, desc(), a_.peer, raddr(100), rkey_,
+			   &ctx_[0]),
+		  0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 100, 8192), 0);
+	std::memset(src_.get(), 0, 8192);
+	ASSERT_EQ(fi_read(a_.ep.get(), src_.get(), 8192, desc(), a_.peer, raddr(100), rkey_,
+			  &ctx_[1]),
+		  0);
+	expect_done(&ctx_[1], FI_RMA | FI_READ);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 100, 8192), 0);
+	uint64_t v = htobe64(1), add = 2, r = 0;
+	std::memcpy(dst_.get() + 16384, &v, 8);
+	ASSERT_EQ(fi_fetch_atomic(a_.ep.get(), &add, 1, nullptr, &r, nullptr, a_.peer, raddr(16384),
+				  rkey_, FI_UINT64, FI_SUM, &ctx_[2]),
+		  0);
+	expect_done(&ctx_[2], FI_ATOMIC | FI_READ);
+	EXPECT_EQ(r, 1u);
+	std::memcpy(&v, dst_.get() + 16384, 8);
+	EXPECT_EQ(be64toh(v), 3u);
+}
+
+TEST_F(RmaOffsets, TargetAddressesAreOffsetsIntoTheRegion)
+{
+	ASSERT_EQ(info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR, 0);
+	std::memset(src_.get(), 0x3d, 4096);
+	std::memset(dst_.get(), 0, 8192);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get() + 4096, 4096, desc(), a_.peer, raddr(4096),
+			   rkey_, &ctx_[0]),
+		  0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	EXPECT_EQ(dst_.get()[4095], 0);
+	EXPECT_EQ(std::memcmp(src_.get() + 4096, dst_.get() + 4096, 4096), 0);
+	ASSERT_EQ(
+		fi_write(a_.ep.get(), src_.get(), 64, desc(), a_.peer, kLen - 32, rkey_, &ctx_[1]),
+		0);
+	EXPECT_EQ(expect_error(&ctx_[1]).err, FI_EACCES) << "past the region's end";
+}
+
+} // namespace
+} // namespace nicmr::test
