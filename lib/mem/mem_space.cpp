@@ -35,7 +35,7 @@ constexpr const char *kLog = "mem";
 
 /* The mapper's valid ranges without the first IOVA page: a device that DMAs to IOVA 0 (a null
  * pointer that reached a descriptor) then faults in the IOMMU instead of landing in a pool. */
-std::vector<IovaRange> without_null_page(std::vector<IovaRange> ranges)
+std::vector<IovaRange> without_null_page(const std::vector<IovaRange> &ranges)
 {
 	std::vector<IovaRange> out;
 	out.reserve(ranges.size());
