@@ -246,5 +246,110 @@ TEST(EmuIommu, DeviceAccessesAreSafeAgainstConcurrentMapAndUnmap)
 	EXPECT_EQ(m->mapping_count(), 1u);
 }
 
+TEST(EmuIommu, UnmapWaitsForAnOpenSectionWhichKeepsItsSnapshot)
+{
+	HostMem mem(8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 8192), 0);
+	std::atomic<bool> unmapped{false};
+	std::thread t;
+	{
+		DmaSection s(*m);
+		t = std::thread([&] {
+			EXPECT_EQ(m->dma_unmap(0x100000, 8192), 0);
+			unmapped = true;
+		});
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+		EXPECT_FALSE(unmapped.load());
+		/* The section still sees the mapping it started with. */
+		uint8_t v = 5;
+		EXPECT_EQ(s.write(0x100100, &v, 1), 0);
+		EXPECT_EQ(s.mappings(), 1u);
+	}
+	t.join();
+	EXPECT_TRUE(unmapped.load());
+	EXPECT_EQ(mem.data()[0x100], 5);
+	/* A section opened after the unmap sees it gone. */
+	DmaSection s(*m);
+	EXPECT_FALSE(s.mapped(0x100000, 1));
+	EXPECT_EQ(s.mappings(), 0u);
+}
+
+TEST(EmuIommu, MapAndUnmapFromInsideASectionAreEdeadlk)
+{
+	HostMem mem(8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
+	{
+		DmaSection s(*m);
+		EXPECT_EQ(m->dma_map(mem.data() + 4096, 0x101000, 4096), -EDEADLK);
+		EXPECT_EQ(m->dma_unmap(0x100000, 4096), -EDEADLK);
+	}
+	EXPECT_EQ(m->mapping_count(), 1u);
+	EXPECT_EQ(m->dma_unmap(0x100000, 4096), 0);
+}
+
+TEST(EmuIommu, SectionAccessorsCheckWholeRangesLikeTheOneShotOnes)
+{
+	HostMem mem(3 * 4096);
+	auto m = make();
+	/* Two adjacent mappings, then a hole. */
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
+	ASSERT_EQ(m->dma_map(mem.data() + 4096, 0x101000, 4096), 0);
+	DmaSection s(*m);
+	uint8_t buf[64];
+	std::memset(buf, 0xab, sizeof(buf));
+	EXPECT_EQ(s.write(0x100fe0, buf, sizeof(buf)), 0); /* spans both */
+	EXPECT_EQ(mem.data()[0xfe0], 0xab);
+	EXPECT_EQ(mem.data()[0x101f], 0xab);
+	EXPECT_EQ(s.write(0x101fe0, buf, sizeof(buf)), -EFAULT); /* runs into the hole */
+	EXPECT_EQ(mem.data()[0x1fe0], 0);
+	EXPECT_EQ(s.read(0x101fe0, buf, sizeof(buf)), -EFAULT);
+	EXPECT_EQ(s.copy(0x101fe0, 0x100000, sizeof(buf)), -EFAULT);
+	EXPECT_EQ(mem.data()[0x1fe0], 0);
+	uint32_t w = 0;
+	EXPECT_EQ(s.load32_acquire(0x100002, &w), -EINVAL);
+	EXPECT_EQ(s.load32_acquire(0x102000, &w), -EFAULT);
+	EXPECT_EQ(s.store8_release(0x102000, 1), -EFAULT);
+	/* Adjacent host memory behind adjacent mappings is one host range; a hole is none. */
+	EXPECT_EQ(s.host(0x100ff0, 0x20), mem.data() + 0xff0);
+	EXPECT_EQ(s.host(0x101ff0, 0x20), nullptr);
+	EXPECT_EQ(m->dma_faults(), 6u);
+}
+
+TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapReturnsConcurrent)
+{
+	HostMem mem(2 * 4096);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
+	std::atomic<bool> stop{false};
+	std::vector<std::thread> writers;
+	for (int i = 0; i < 3; i++)
+		writers.emplace_back([&, i] {
+			uint8_t v[256];
+			std::memset(v, 0x40 + i, sizeof(v));
+			while (!stop.load(std::memory_order_relaxed)) {
+				DmaSection s(*m);
+				/* Several accesses in one section, as the device model makes them.
+				 */
+				(void)s.write(0x101000, v, sizeof(v));
+				(void)s.write(0x101800, v, sizeof(v));
+			}
+		});
+	for (int round = 0; round < 300; round++) {
+		ASSERT_EQ(m->dma_map(mem.data() + 4096, 0x101000, 4096), 0);
+		std::this_thread::yield();
+		ASSERT_EQ(m->dma_unmap(0x101000, 4096), 0);
+		/* The unmap has returned: the page is the driver's again; no write may land. */
+		std::memset(mem.data() + 4096, 0, 4096);
+		std::this_thread::yield();
+		for (size_t i = 0; i < 4096; i++)
+			ASSERT_EQ(mem.data()[4096 + i], 0) << "round " << round << " byte " << i;
+	}
+	stop = true;
+	for (auto &t : writers)
+		t.join();
+}
+
 } // namespace
 } // namespace nicmr::emu

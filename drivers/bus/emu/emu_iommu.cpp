@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "emu_iommu.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "nicmr_log.h"
 
@@ -20,6 +22,19 @@ constexpr uint64_t kMsiLast = 0xfeefffff;
 bool is_pow2(size_t v)
 {
 	return v != 0 && (v & (v - 1)) == 0;
+}
+
+/* Sections this thread holds, on any IOMMU (map/unmap refuse to wait for themselves). */
+thread_local int tl_sections = 0;
+
+/* The reader slot of this thread: handed out round-robin at its first section. */
+size_t reader_slot() noexcept
+{
+	static std::atomic<size_t> next{0};
+	/* Relaxed: only spreads threads over slots; any value is correct. */
+	thread_local const size_t slot =
+		next.fetch_add(1, std::memory_order_relaxed) % EmuIommu::kReaderSlots;
+	return slot;
 }
 
 } // namespace
@@ -48,8 +63,17 @@ int EmuIommu::create(const EmuIommuConfig &cfg, std::unique_ptr<EmuIommu> *out)
 	m->page_size_ = cfg.page_size;
 	m->max_mappings_ = cfg.max_mappings;
 	m->name_ = cfg.name;
+	m->current_ = std::make_unique<IommuSnapshot>();
+	/* Relaxed: nobody else has the IOMMU yet; handing out the pointer publishes it. */
+	m->cur_.store(m->current_.get(), std::memory_order_relaxed);
 	*out = std::move(m);
 	return 0;
+}
+
+EmuIommu::~EmuIommu()
+{
+	/* No section may outlive the IOMMU: the device model is gone before its bus. */
+	cur_.store(nullptr, std::memory_order_relaxed);
 }
 
 int EmuIommu::dma_map(void *va, uint64_t iova, size_t len)
@@ -68,19 +92,28 @@ int EmuIommu::dma_map(void *va, uint64_t iova, size_t len)
 			in_range = true;
 	if (!in_range)
 		return -ERANGE;
+	if (tl_sections != 0)
+		return -EDEADLK;
 
-	std::unique_lock lk(lock_);
-	auto next = maps_.lower_bound(iova);
-	if (next != maps_.end() && next->first <= last)
+	std::lock_guard lk(write_mu_);
+	const auto &segs = current_->segs;
+	auto next = std::upper_bound(segs.begin(), segs.end(), iova,
+				     [](uint64_t a, const IommuSegment &s) { return a < s.iova; });
+	if (next != segs.end() && next->iova <= last)
 		return -EEXIST;
-	if (next != maps_.begin()) {
+	if (next != segs.begin()) {
 		auto prev = std::prev(next);
-		if (prev->first + (prev->second.len - 1) >= iova)
+		if (prev->iova + (prev->len - 1) >= iova)
 			return -EEXIST;
 	}
-	if (maps_.size() >= max_mappings_)
+	if (segs.size() >= max_mappings_)
 		return -ENOSPC;
-	maps_.emplace(iova, Mapping{static_cast<char *>(va), len});
+	auto snap = std::make_unique<IommuSnapshot>();
+	snap->segs.reserve(segs.size() + 1);
+	snap->segs.assign(segs.begin(), next);
+	snap->segs.push_back(IommuSegment{iova, len, static_cast<char *>(va)});
+	snap->segs.insert(snap->segs.end(), next, segs.end());
+	replace(std::move(snap));
 	NICMR_LOG(debug, "emu-iommu", "%s: map iova 0x%" PRIx64 " len 0x%zx va %p", name_.c_str(),
 		  iova, len, va);
 	return 0;
@@ -90,43 +123,59 @@ int EmuIommu::dma_unmap(uint64_t iova, size_t len)
 {
 	if (len == 0)
 		return -EINVAL;
-	/* Exclusive: waits for every device access that may still use the mapping. */
-	std::unique_lock lk(lock_);
-	auto it = maps_.find(iova);
-	if (it == maps_.end() || it->second.len != len)
+	if (tl_sections != 0)
+		return -EDEADLK;
+	std::lock_guard lk(write_mu_);
+	const auto &segs = current_->segs;
+	auto it = std::lower_bound(segs.begin(), segs.end(), iova,
+				   [](const IommuSegment &s, uint64_t a) { return s.iova < a; });
+	if (it == segs.end() || it->iova != iova || it->len != len)
 		return -ENOENT;
-	maps_.erase(it);
+	auto snap = std::make_unique<IommuSnapshot>();
+	snap->segs.reserve(segs.size() - 1);
+	snap->segs.assign(segs.begin(), it);
+	snap->segs.insert(snap->segs.end(), std::next(it), segs.end());
+	/* Waits for every device access that may still use the mapping. */
+	replace(std::move(snap));
 	NICMR_LOG(debug, "emu-iommu", "%s: unmap iova 0x%" PRIx64 " len 0x%zx", name_.c_str(), iova,
 		  len);
 	return 0;
 }
 
-size_t EmuIommu::mapping_count() const
+void EmuIommu::replace(std::unique_ptr<IommuSnapshot> next)
 {
-	std::shared_lock lk(lock_);
-	return maps_.size();
+	/* seq_cst: ordered before the scans in wait_for_readers (see the file's comment); it
+	 * also releases the snapshot's contents to the sections that load it. */
+	cur_.store(next.get(), std::memory_order_seq_cst);
+	wait_for_readers();
+	current_ = std::move(next); /* frees the old snapshot: no section can hold it now */
 }
 
-template <class F> bool EmuIommu::walk(uint64_t iova, size_t len, F &&f) const
+void EmuIommu::wait_for_readers()
 {
-	while (len > 0) {
-		auto it = maps_.upper_bound(iova);
-		if (it == maps_.begin())
-			return false;
-		--it;
-		const uint64_t off = iova - it->first;
-		if (off >= it->second.len)
-			return false;
-		const size_t n = static_cast<size_t>(std::min<uint64_t>(it->second.len - off, len));
-		if constexpr (!std::is_same_v<std::decay_t<F>, std::nullptr_t>)
-			f(it->second.va + off, n);
-		len -= n;
-		iova += n;
-		/* A wrap past 2^64 - 1 with bytes left can never be mapped. */
-		if (len > 0 && iova == 0)
-			return false;
+	/* Twice: flip the phase, then wait for the old phase's counters to drain. Sections that
+	 * started before the publication counted in one phase or the other; sections that read
+	 * the phase after a flip count in the new one and never hold the writer up. */
+	for (int round = 0; round < 2; round++) {
+		const unsigned old = phase_.load(std::memory_order_relaxed); /* only we write it */
+		/* seq_cst: a section that loads the new phase is ordered after the publication. */
+		phase_.store(old ^ 1u, std::memory_order_seq_cst);
+		for (ReaderSlot &s : slots_) {
+			/* seq_cst (acquire at least): pairs with a section's release decrement, so
+			 * its accesses happen before the old snapshot is freed and the caller
+			 * reuses the memory; seq_cst for the store-load argument above. */
+			for (unsigned spins = 0; s.count[old].load(std::memory_order_seq_cst) != 0;
+			     spins++)
+				if (spins >= 64)
+					std::this_thread::yield();
+		}
 	}
-	return true;
+}
+
+size_t EmuIommu::mapping_count() const
+{
+	DmaSection s(*this);
+	return s.mappings();
 }
 
 void EmuIommu::fault(const char *what, uint64_t iova, size_t len) const
@@ -138,13 +187,93 @@ void EmuIommu::fault(const char *what, uint64_t iova, size_t len) const
 		  name_.c_str(), what, len, iova);
 }
 
-int EmuIommu::dma_read(uint64_t iova, void *dst, size_t len) const
+/* Device hot path: one atomic increment, one load; no lock, no allocation. */
+DmaSection::DmaSection(const EmuIommu &m) noexcept : m_(&m)
+{
+	auto &slot = m.slots_[reader_slot()];
+	/* seq_cst on the phase load, the increment and the snapshot load: a writer whose scan
+	 * misses this increment published before our snapshot load, so we see its snapshot. */
+	const unsigned p = m.phase_.load(std::memory_order_seq_cst) & 1u;
+	count_ = &slot.count[p];
+	count_->fetch_add(1, std::memory_order_seq_cst);
+	snap_ = m.cur_.load(std::memory_order_seq_cst);
+	tl_sections++;
+}
+
+DmaSection &DmaSection::operator=(DmaSection &&o) noexcept
+{
+	if (this != &o) {
+		leave();
+		m_ = o.m_;
+		snap_ = o.snap_;
+		count_ = o.count_;
+		hint_ = o.hint_;
+		o.count_ = nullptr;
+	}
+	return *this;
+}
+
+void DmaSection::leave() noexcept
+{
+	if (count_ == nullptr)
+		return;
+	tl_sections--;
+	/* Release: every access through this section happens before a writer's acquire scan
+	 * sees the counter drop, and so before it frees the snapshot or returns from unmap. */
+	count_->fetch_sub(1, std::memory_order_release);
+	count_ = nullptr;
+}
+
+/* The segment holding iova: the last hit first, else a binary search. No allocation. */
+const IommuSegment *DmaSection::find(uint64_t iova) const noexcept
+{
+	const auto &v = snap_->segs;
+	if (hint_ < v.size() && iova - v[hint_].iova < v[hint_].len)
+		return &v[hint_];
+	auto it = std::upper_bound(v.begin(), v.end(), iova,
+				   [](uint64_t a, const IommuSegment &s) { return a < s.iova; });
+	if (it == v.begin())
+		return nullptr;
+	--it;
+	if (iova - it->iova >= it->len)
+		return nullptr;
+	hint_ = static_cast<size_t>(it - v.begin());
+	return &*it;
+}
+
+/* Calls f(host, n) for each host piece of [iova, iova + len), in order, and returns true; with
+ * f == nullptr only checks. False when any byte is unmapped. No allocation. */
+template <class F> bool DmaSection::walk(uint64_t iova, size_t len, F &&f) const
+{
+	while (len > 0) {
+		const IommuSegment *s = find(iova);
+		if (s == nullptr)
+			return false;
+		const uint64_t off = iova - s->iova;
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(s->len - off, len));
+		if constexpr (!std::is_same_v<std::decay_t<F>, std::nullptr_t>)
+			f(s->va + off, n);
+		len -= n;
+		iova += n;
+		/* A wrap past 2^64 - 1 with bytes left can never be mapped. */
+		if (len > 0 && iova == 0)
+			return false;
+	}
+	return true;
+}
+
+int DmaSection::read(uint64_t iova, void *dst, size_t len) const
 {
 	if (len == 0)
 		return 0;
-	std::shared_lock lk(lock_);
+	/* One segment (the common case): no second walk. */
+	const IommuSegment *s = find(iova);
+	if (s != nullptr && len <= s->len - (iova - s->iova)) {
+		std::memcpy(dst, s->va + (iova - s->iova), len);
+		return 0;
+	}
 	if (!walk(iova, len, nullptr)) {
-		fault("read", iova, len);
+		m_->fault("read", iova, len);
 		return -EFAULT;
 	}
 	auto *d = static_cast<char *>(dst);
@@ -155,74 +284,77 @@ int EmuIommu::dma_read(uint64_t iova, void *dst, size_t len) const
 	return 0;
 }
 
-int EmuIommu::dma_write(uint64_t iova, const void *src, size_t len)
+int DmaSection::write(uint64_t iova, const void *src, size_t len) const
 {
 	if (len == 0)
 		return 0;
-	std::shared_lock lk(lock_);
+	const IommuSegment *s = find(iova);
+	if (s != nullptr && len <= s->len - (iova - s->iova)) {
+		std::memcpy(s->va + (iova - s->iova), src, len);
+		return 0;
+	}
 	/* Check the whole range first: a faulting write must not leave a partial copy behind. */
 	if (!walk(iova, len, nullptr)) {
-		fault("write", iova, len);
+		m_->fault("write", iova, len);
 		return -EFAULT;
 	}
-	auto *s = static_cast<const char *>(src);
-	walk(iova, len, [&s](char *host, size_t n) {
-		std::memcpy(host, s, n);
-		s += n;
+	auto *p = static_cast<const char *>(src);
+	walk(iova, len, [&p](char *host, size_t n) {
+		std::memcpy(host, p, n);
+		p += n;
 	});
 	return 0;
 }
 
-int EmuIommu::dma_store8_release(uint64_t iova, uint8_t value)
+int DmaSection::store8_release(uint64_t iova, uint8_t value) const
 {
-	std::shared_lock lk(lock_);
-	uint8_t *host = nullptr;
-	if (!walk(iova, 1, [&host](char *h, size_t) { host = reinterpret_cast<uint8_t *>(h); })) {
-		fault("write", iova, 1);
+	const IommuSegment *s = find(iova);
+	if (s == nullptr) {
+		m_->fault("write", iova, 1);
 		return -EFAULT;
 	}
+	auto *host = reinterpret_cast<uint8_t *>(s->va + (iova - s->iova));
 	/* Release: the driver that sees this byte with acquire also sees every earlier dma_write
-	 * (command output, mailbox data) of this thread. */
+	 * (command output, mailbox data, CQE body) of this thread. */
 	std::atomic_ref<uint8_t>(*host).store(value, std::memory_order_release);
 	return 0;
 }
 
-int EmuIommu::dma_load32_acquire(uint64_t iova, uint32_t *raw) const
+int DmaSection::load32_acquire(uint64_t iova, uint32_t *raw) const
 {
 	if (iova % 4 != 0)
 		return -EINVAL;
-	std::shared_lock lk(lock_);
-	uint32_t *host = nullptr;
-	if (!walk(iova, 4, [&host](char *h, size_t) { host = reinterpret_cast<uint32_t *>(h); })) {
-		fault("read", iova, 4);
+	/* Mappings are page aligned: an aligned word never straddles two of them. */
+	const IommuSegment *s = find(iova);
+	if (s == nullptr) {
+		m_->fault("read", iova, 4);
 		return -EFAULT;
 	}
+	auto *host = reinterpret_cast<uint32_t *>(s->va + (iova - s->iova));
 	/* Acquire pairs with the driver's release store of the counter (after its WQEs or
 	 * CQE reads). Mappings are page aligned, so the host word is 4-byte aligned too. */
 	*raw = std::atomic_ref<uint32_t>(*host).load(std::memory_order_acquire);
 	return 0;
 }
 
-bool EmuIommu::mapped(uint64_t iova, size_t len) const
+bool DmaSection::mapped(uint64_t iova, size_t len) const
 {
 	if (len == 0)
 		return true;
-	std::shared_lock lk(lock_);
 	return walk(iova, len, nullptr);
 }
 
-int EmuIommu::dma_copy(uint64_t dst_iova, uint64_t src_iova, size_t len)
+int DmaSection::copy(uint64_t dst_iova, uint64_t src_iova, size_t len) const
 {
 	if (len == 0)
 		return 0;
-	std::shared_lock lk(lock_);
 	/* Both whole ranges first: a faulting transfer must not leave a partial copy behind. */
 	if (!walk(src_iova, len, nullptr)) {
-		fault("read", src_iova, len);
+		m_->fault("read", src_iova, len);
 		return -EFAULT;
 	}
 	if (!walk(dst_iova, len, nullptr)) {
-		fault("write", dst_iova, len);
+		m_->fault("write", dst_iova, len);
 		return -EFAULT;
 	}
 	/* Piece by piece over the source; each source piece may span several destination
@@ -237,28 +369,79 @@ int EmuIommu::dma_copy(uint64_t dst_iova, uint64_t src_iova, size_t len)
 	return 0;
 }
 
+void *DmaSection::host(uint64_t iova, size_t len) const
+{
+	if (len == 0)
+		return nullptr;
+	char *first = nullptr;
+	char *expect = nullptr;
+	bool contiguous = true;
+	const bool ok = walk(iova, len, [&](char *h, size_t n) {
+		if (first == nullptr)
+			first = h;
+		else if (h != expect)
+			contiguous = false;
+		expect = h + n;
+	});
+	if (!ok || !contiguous) {
+		m_->fault("access", iova, len);
+		return nullptr;
+	}
+	return first;
+}
+
+/* The one-shot accessors: a section each. */
+int EmuIommu::dma_read(uint64_t iova, void *dst, size_t len) const
+{
+	if (len == 0)
+		return 0;
+	return DmaSection(*this).read(iova, dst, len);
+}
+
+int EmuIommu::dma_write(uint64_t iova, const void *src, size_t len)
+{
+	if (len == 0)
+		return 0;
+	return DmaSection(*this).write(iova, src, len);
+}
+
+int EmuIommu::dma_store8_release(uint64_t iova, uint8_t value)
+{
+	return DmaSection(*this).store8_release(iova, value);
+}
+
+int EmuIommu::dma_load32_acquire(uint64_t iova, uint32_t *raw) const
+{
+	if (iova % 4 != 0)
+		return -EINVAL;
+	return DmaSection(*this).load32_acquire(iova, raw);
+}
+
+bool EmuIommu::mapped(uint64_t iova, size_t len) const
+{
+	if (len == 0)
+		return true;
+	return DmaSection(*this).mapped(iova, len);
+}
+
+int EmuIommu::dma_copy(uint64_t dst_iova, uint64_t src_iova, size_t len)
+{
+	if (len == 0)
+		return 0;
+	return DmaSection(*this).copy(dst_iova, src_iova, len);
+}
+
 DmaPin EmuIommu::pin(uint64_t iova, size_t len) const
 {
 	DmaPin p;
 	if (len == 0)
 		return p;
-	std::shared_lock lk(lock_);
-	char *first = nullptr;
-	char *expect = nullptr;
-	bool contiguous = true;
-	const bool ok = walk(iova, len, [&](char *host, size_t n) {
-		if (first == nullptr)
-			first = host;
-		else if (host != expect)
-			contiguous = false;
-		expect = host + n;
-	});
-	if (!ok || !contiguous) {
-		fault("access", iova, len);
+	DmaSection s(*this);
+	void *h = s.host(iova, len);
+	if (h == nullptr)
 		return p;
-	}
-	p.lock_ = std::move(lk);
-	p.ptr_ = first;
+	p.section_ = std::move(s);
+	p.ptr_ = h;
 	return p;
 }
 

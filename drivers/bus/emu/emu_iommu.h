@@ -3,11 +3,12 @@
  * The emulated IOMMU: the only way an emulated device reaches host memory.
  *
  *   driver side (lib/mem)            device side (device model)
- *   dma_map(va, iova, len) ----+     dma_read(iova, dst, len)
- *   dma_unmap(iova, len) ------+---> dma_write(iova, src, len)      all under the shared lock
- *   iova_ranges()              |     pin(iova, len) -> DmaPin (host pointer + shared lock)
- *                              v
- *              std::map<iova, {va, len}>   (sorted, non-overlapping; exclusive lock to change)
+ *   dma_map(va, iova, len) ----+     DmaSection s(mmu): s.read / s.write / s.copy / s.host ...
+ *   dma_unmap(iova, len) ------+     (or the one-shot dma_read, dma_write, ... which open one)
+ *   iova_ranges()              |            |
+ *                              v            v  one acquire load per section
+ *        writers (mutex): build a new sorted, immutable Snapshot {iova, len, va}[], publish it
+ *        (seq_cst store), wait for every reader section that may hold the old one, free it
  *
  * Like a real IOMMU it translates page by page, so one device access may span adjacent mappings;
  * an access that touches any unmapped byte fails as a whole before a single byte moves (no stray
@@ -17,11 +18,22 @@
  * interrupt (MSI) window [0xfee00000, 0xfeefffff]; pages are 4 KiB; at most 65535 mappings (the
  * default dma_entry_limit of VFIO's type-1 IOMMU).
  *
- * Locking: a reader/writer lock. Device accesses take it shared, so concurrent DMA from several
- * device threads never serialises; map and unmap take it exclusive, so an unmap returns only
- * after every access that could still see the old mapping has finished: after dma_unmap returns
- * the device can no longer touch that memory. The lock is on the device side of the bus only: a
- * driver's hot path never calls into this class.
+ * Concurrency: read-copy-update. Device accesses take no lock: a DmaSection announces itself in
+ * one of kReaderSlots per-thread-ish counters (one atomic increment on a cache line of its own,
+ * two counters per slot for the two grace-period phases), loads the current snapshot and uses
+ * it until it ends. Writers (map, unmap: rare, slow path) serialise on a mutex, publish the new
+ * snapshot, then wait for a grace period: every section counted before the publication has
+ * ended (the phase flips twice, so that readers arriving meanwhile never starve the writer).
+ * Only then is the old snapshot freed and the call returns. So, as with a lock: after dma_unmap
+ * returns the device can no longer touch that memory, and no retired snapshot is ever read.
+ * Why the wait sees every old reader: a reader's increment, and its snapshot load after it,
+ * are seq_cst, as are the writer's snapshot store and its scan loads after it; a reader whose
+ * increment the scan missed is ordered after the store and loads the new snapshot (the store-
+ * load pattern seq_cst makes safe).
+ * A thread inside a section must not map or unmap (it would wait for itself): dma_map and
+ * dma_unmap return -EDEADLK then. Sections are short: never hold one across a wait for the
+ * driver. The one-shot accessors cost one increment and one decrement; the device model opens
+ * one section per doorbell and runs every access of it through that.
  */
 #ifndef NICMR_EMU_IOMMU_H
 #define NICMR_EMU_IOMMU_H
@@ -31,7 +43,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <shared_mutex>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,11 +64,66 @@ std::vector<mem::IovaRange> emu_iommu_default_ranges();
 
 class EmuIommu;
 
+/* One mapping as the device sees it. */
+struct IommuSegment {
+	uint64_t iova;
+	uint64_t len;
+	char *va;
+};
+/* The mappings at one moment, sorted by IOVA, never changed once published. */
+struct IommuSnapshot {
+	std::vector<IommuSegment> segs;
+};
+
+/*
+ * A device-side read section: while it lives, the mappings it saw stay valid (an unmap waits
+ * for it to end). Every access through it checks and translates against that one snapshot.
+ * Device hot path: no lock, no allocation, no system call; one thread uses a section (it is
+ * not shared), and a thread may hold several (they nest). Accessors as EmuIommu's below: 0, or
+ * -EFAULT when any byte is unmapped (nothing moved, the fault counted and logged).
+ */
+class DmaSection {
+public:
+	explicit DmaSection(const EmuIommu &m) noexcept;
+	~DmaSection() { leave(); }
+	DmaSection(DmaSection &&o) noexcept
+	    : m_(o.m_), snap_(o.snap_), count_(o.count_), hint_(o.hint_)
+	{
+		o.count_ = nullptr;
+	}
+	DmaSection &operator=(DmaSection &&o) noexcept;
+	DmaSection(const DmaSection &) = delete;
+	DmaSection &operator=(const DmaSection &) = delete;
+
+	int read(uint64_t iova, void *dst, size_t len) const;
+	int write(uint64_t iova, const void *src, size_t len) const;
+	int store8_release(uint64_t iova, uint8_t value) const;
+	int load32_acquire(uint64_t iova, uint32_t *raw) const;
+	int copy(uint64_t dst_iova, uint64_t src_iova, size_t len) const;
+	bool mapped(uint64_t iova, size_t len) const;
+	/* The host address of [iova, iova + len) when it is mapped to one contiguous host range,
+	 * valid until the section ends; else nullptr (a fault is counted). */
+	void *host(uint64_t iova, size_t len) const;
+	size_t mappings() const noexcept { return snap_->segs.size(); }
+
+private:
+	friend class DmaPin;
+	DmaSection() noexcept = default;
+	void leave() noexcept;
+	const IommuSegment *find(uint64_t iova) const noexcept;
+	template <class F> bool walk(uint64_t iova, size_t len, F &&f) const;
+
+	const EmuIommu *m_ = nullptr;
+	const IommuSnapshot *snap_ = nullptr;
+	std::atomic<int64_t> *count_ = nullptr; /* the reader counter this section raised */
+	mutable size_t hint_ = 0;		/* the segment of the last hit */
+};
+
 /*
  * A host view of [iova, iova + len) for zero-copy device access. While a DmaPin lives the
- * mapping cannot be removed (it holds the IOMMU's shared lock): keep it short, never across a
- * wait for the driver. ptr() is nullptr when the range is not wholly mapped to one contiguous
- * host range (then a DMA fault was counted).
+ * mapping cannot be removed (it holds a DmaSection): keep it short, never across a wait for the
+ * driver. ptr() is nullptr when the range is not wholly mapped to one contiguous host range
+ * (then a DMA fault was counted).
  */
 class DmaPin {
 public:
@@ -68,7 +135,7 @@ public:
 
 private:
 	friend class EmuIommu;
-	std::shared_lock<std::shared_mutex> lock_;
+	DmaSection section_;
 	void *ptr_ = nullptr;
 };
 
@@ -79,13 +146,15 @@ public:
 	 * unsorted, overlapping, empty, or not page-aligned, max_mappings 0).
 	 */
 	static int create(const EmuIommuConfig &cfg, std::unique_ptr<EmuIommu> *out);
-	~EmuIommu() override = default;
+	~EmuIommu() override;
 	EmuIommu(const EmuIommu &) = delete;
 	EmuIommu &operator=(const EmuIommu &) = delete;
 
-	/* mem::DmaMapper. Errors as documented there: -EINVAL, -ERANGE, -EEXIST, -ENOSPC. */
+	/* mem::DmaMapper. Errors as documented there: -EINVAL, -ERANGE, -EEXIST, -ENOSPC; and
+	 * -EDEADLK when the calling thread holds a DmaSection (it would wait for itself). */
 	int dma_map(void *va, uint64_t iova, size_t len) override;
-	/* Exact (iova, len) of an earlier dma_map, else -ENOENT; len 0 is -EINVAL. */
+	/* Exact (iova, len) of an earlier dma_map, else -ENOENT; len 0 is -EINVAL; -EDEADLK as
+	 * above. Returns once no device access can still reach the mapping. */
 	int dma_unmap(uint64_t iova, size_t len) override;
 	std::vector<mem::IovaRange> iova_ranges() const override { return ranges_; }
 	size_t min_page_size() const override { return page_size_; }
@@ -104,8 +173,8 @@ public:
 	int dma_store8_release(uint64_t iova, uint8_t value);
 	/*
 	 * Device-to-device copy (an RDMA transfer between two mapped ranges): checks both whole
-	 * ranges, then copies piece by piece with memmove (the ranges may overlap), all under one
-	 * hold of the shared lock. 0; -EFAULT when any byte of either range is unmapped (nothing
+	 * ranges, then copies piece by piece with memmove (the ranges may overlap), all in one
+	 * section (one snapshot). 0; -EFAULT when any byte of either range is unmapped (nothing
 	 * copied, fault counted). len 0 is a no-op success.
 	 */
 	int dma_copy(uint64_t dst_iova, uint64_t src_iova, size_t len);
@@ -130,24 +199,30 @@ public:
 	}
 	size_t mapping_count() const;
 
+	/* Reader counters: a section raises one of these, chosen by its thread. */
+	static constexpr size_t kReaderSlots = 32;
+
 private:
-	struct Mapping {
-		char *va;
-		uint64_t len;
+	friend class DmaSection;
+	struct alignas(64) ReaderSlot {
+		std::atomic<int64_t> count[2] = {0, 0}; /* sections open, by grace-period phase */
 	};
 	EmuIommu() = default;
-	/* Calls f(host, n) for each host piece of [iova, iova + len), in order, and returns true;
-	 * with f == nullptr only checks. False when any byte is unmapped. The caller holds the
-	 * shared lock. No allocation: the data path will use it. */
-	template <class F> bool walk(uint64_t iova, size_t len, F &&f) const;
+	/* With write_mu_ held: publishes next, waits for the readers of the old snapshot, frees
+	 * it. */
+	void replace(std::unique_ptr<IommuSnapshot> next);
+	void wait_for_readers();
 	void fault(const char *what, uint64_t iova, size_t len) const;
 
 	std::vector<mem::IovaRange> ranges_;
 	size_t page_size_ = 4096;
 	size_t max_mappings_ = 0;
 	std::string name_;
-	mutable std::shared_mutex lock_;   /* shared: device accesses; exclusive: map/unmap */
-	std::map<uint64_t, Mapping> maps_; /* by first IOVA; guarded by lock_ */
+	std::mutex write_mu_;			   /* serialises map and unmap */
+	std::unique_ptr<IommuSnapshot> current_;   /* owner of cur_; guarded by write_mu_ */
+	std::atomic<const IommuSnapshot *> cur_{}; /* what new sections see */
+	std::atomic<unsigned> phase_{0};	   /* which counter new sections raise */
+	mutable ReaderSlot slots_[kReaderSlots];
 	mutable std::atomic<uint64_t> faults_{0};
 	mutable std::atomic<uint64_t> last_fault_{0};
 };
