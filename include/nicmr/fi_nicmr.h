@@ -79,6 +79,47 @@ struct fi_nicmr_pool_ops {
 	int (*device_stats)(struct fid_domain *domain, struct nicmr_device_stats *stats);
 };
 
+/**
+ * The name to give fi_open_ops on a nicmr domain for libfabric 2.x's MR attributes that the
+ * 1.17 headers lack: sub-MRs (fi_mr_attr.base_mr) and the translation page size
+ * (fi_mr_attr.page_size). Built against 2.x headers, fi_mr_regattr takes the standard fields
+ * as well; this extension stays for applications built against 1.x.
+ */
+#define FI_NICMR_MR_OPS "nicmr_mr_ops"
+
+struct fi_nicmr_mr_ops {
+	size_t size; /**< sizeof(struct fi_nicmr_mr_ops) of the provider */
+
+	/**
+	 * fi_mr_regattr with 2.x's base_mr and page_size.
+	 *
+	 * base_mr non-NULL: a sub-MR of base_mr, a registered MR of the same domain: attr->mr_iov
+	 * names [addr, addr + len) inside base_mr's range; the sub-MR has its own key and
+	 * attr->access, which may grant nothing base_mr does not; it shares base_mr's
+	 * translations (page_size must be 0). fi_close(base_mr) is -FI_EBUSY while sub-MRs of it
+	 * are open.
+	 *
+	 * page_size (without base_mr): 0 for the provider's choice, else the page size the MR's
+	 * translations may use: a power of two from 4 KiB to 1 GiB, no larger than the pages
+	 * backing the memory (a nicmr pool's page size; 4 KiB outside pools), and for an
+	 * offset-based MR (no FI_MR_VIRT_ADDR) the start must be a multiple of it.
+	 *
+	 * attr's other fields as fi_mr_regattr. Slow path; any thread.
+	 * @param flags 0
+	 * @return 0; -FI_EINVAL (null domain, attr or mr; not a nicmr domain; attr as
+	 *   fi_mr_regattr refuses it; base_mr not an open MR of this domain; the range not
+	 *   inside base_mr; page_size with base_mr; a page size above); -FI_EACCES (access
+	 *   beyond base_mr's); -FI_EBADFLAGS (flags); -FI_ENOSYS (attr->iface not system); the
+	 *   key and resource codes of fi_mr_reg (-FI_ENOKEY, -FI_EKEYREJECTED, -FI_ENOSPC,
+	 *   -FI_ENOMEM); -FI_EOVERFLOW (base_mr has as many sub-MRs as it can hold).
+	 */
+	int (*regattr)(struct fid_domain *domain, const struct fi_mr_attr *attr,
+		       struct fid_mr *base_mr, size_t page_size, uint64_t flags,
+		       struct fid_mr **mr);
+	/** 1: mr is a sub-MR; 0: not; -FI_EINVAL: null or not a nicmr MR. */
+	int (*mr_is_sub)(struct fid_mr *mr);
+};
+
 #ifdef __cplusplus
 }
 #endif

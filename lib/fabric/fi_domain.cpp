@@ -107,9 +107,11 @@ int domain_ops_open(struct fid *fid, const char *name, uint64_t flags, void **op
 		return -FI_EINVAL;
 	if (flags)
 		return -FI_EBADFLAGS;
-	if (std::strcmp(name, FI_NICMR_POOL_OPS) != 0)
-		return -FI_ENOSYS;
-	return pool_ops_open(reinterpret_cast<Domain *>(fid), ops);
+	if (std::strcmp(name, FI_NICMR_POOL_OPS) == 0)
+		return pool_ops_open(reinterpret_cast<Domain *>(fid), ops);
+	if (std::strcmp(name, FI_NICMR_MR_OPS) == 0)
+		return mr_ops_open(reinterpret_cast<Domain *>(fid), ops);
+	return -FI_ENOSYS;
 }
 
 struct fi_ops domain_fi_ops = {
@@ -184,10 +186,12 @@ int domain_mr_mode(int mode, int *out)
 	return 0;
 }
 
-/* The pool ops: the pool remembers its domain so that the domain cannot close under it. */
+/* The pool ops: the pool remembers its domain so that the domain cannot close under it, and
+ * the page size it promises (PoolSpan) for 2.x's page_size checks. */
 struct PoolHandle {
 	Domain *domain;
 	nicmr_pool *pool;
+	size_t page;
 };
 
 } // namespace
@@ -207,19 +211,39 @@ Domain *domain_of(struct fid_domain *d)
 	return reinterpret_cast<Domain *>(d);
 }
 
-int pool_adopt(Domain *dom, nicmr_pool *p, struct fi_nicmr_pool **out)
+int pool_adopt(Domain *dom, nicmr_pool *p, size_t page, struct fi_nicmr_pool **out)
 {
-	auto *h = new (std::nothrow) fi_nicmr_pool;
+	std::unique_ptr<fi_nicmr_pool> h(new (std::nothrow) fi_nicmr_pool);
+	Fabric *fab = dom->fabric;
+	try {
+		std::lock_guard<std::mutex> lock(fab->spans_mu);
+		fab->spans.push_back(
+			{reinterpret_cast<uintptr_t>(nicmr_pool_addr(p)), nicmr_pool_len(p), page});
+	} catch (const std::bad_alloc &) {
+		h.reset();
+	}
 	if (!h) {
 		nicmr_pool_destroy(p);
 		return -FI_ENOMEM;
 	}
 	h->domain = dom;
 	h->pool = p;
+	h->page = page;
 	/* relaxed: the pool reaches other threads through the application, not this count. */
 	dom->pools.fetch_add(1, std::memory_order_relaxed);
-	*out = h;
+	*out = h.release();
 	return 0;
+}
+
+void span_remove(Fabric *fab, uintptr_t a)
+{
+	std::lock_guard<std::mutex> lock(fab->spans_mu);
+	for (auto it = fab->spans.begin(); it != fab->spans.end(); ++it) {
+		if (it->addr == a) {
+			fab->spans.erase(it);
+			return;
+		}
+	}
 }
 
 int pool_create(struct fid_domain *domain, size_t size, size_t page_size, int numa_node,
@@ -241,7 +265,9 @@ int pool_create(struct fid_domain *domain, size_t size, size_t page_size, int nu
 	int ret = nicmr_pool_create(dom->fabric->dev, &params, &p);
 	if (ret != 0)
 		return fi_code(ret);
-	return pool_adopt(dom, p, out);
+	/* With a fallback the pool may be on 4 KiB pages, and the native API does not say: only
+	 * 4 KiB is promised then. */
+	return pool_adopt(dom, p, params.allow_fallback ? NICMR_PAGE_4K : page_size, out);
 }
 
 int pool_import(struct fid_domain *domain, void *addr, size_t len, size_t page_size,
@@ -254,16 +280,18 @@ int pool_import(struct fid_domain *domain, void *addr, size_t len, size_t page_s
 	int ret = nicmr_pool_import(dom->fabric->dev, addr, len, page_size, &p);
 	if (ret != 0)
 		return fi_code(ret);
-	return pool_adopt(dom, p, out);
+	return pool_adopt(dom, p, page_size, out);
 }
 
 int pool_destroy(struct fi_nicmr_pool *h)
 {
 	if (!h)
 		return -FI_EINVAL;
+	const uintptr_t addr = reinterpret_cast<uintptr_t>(nicmr_pool_addr(h->pool));
 	int ret = nicmr_pool_destroy(h->pool);
 	if (ret != 0)
 		return fi_code(ret);
+	span_remove(h->domain->fabric, addr);
 	/* release: the pool is gone before domain_close may see the count drop. */
 	h->domain->pools.fetch_sub(1, std::memory_order_release);
 	delete h;
@@ -308,6 +336,16 @@ struct fi_nicmr_pool_ops pool_ops = {
 };
 
 } // namespace
+
+size_t backing_page_size(Fabric *fab, uintptr_t addr, size_t len)
+{
+	std::lock_guard<std::mutex> lock(fab->spans_mu);
+	for (const PoolSpan &sp : fab->spans) {
+		if (addr >= sp.addr && len <= sp.len && addr - sp.addr <= sp.len - len)
+			return sp.page;
+	}
+	return NICMR_PAGE_4K;
+}
 
 int pool_ops_open(Domain *, void **ops)
 {

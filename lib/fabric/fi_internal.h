@@ -64,6 +64,20 @@ int fi_code(int native_err);
 
 struct Endpoint;
 
+/* A pool made through the ops extension, as page_size checks see it: its range and the page
+ * size nicmr can promise backs it (4 KiB when a fallback to 4 KiB pages was allowed, since the
+ * native API does not say which pages it took). */
+struct PoolSpan {
+	uintptr_t addr;
+	size_t len;
+	size_t page;
+};
+
+/* 2.x's libfabric calls the translation page size fi_mr_attr.page_size; these are the sizes the
+ * device's mkeys take (log_page_size 12 .. 30). */
+inline constexpr size_t kMinPageSize = size_t{1} << 12;
+inline constexpr size_t kMaxPageSize = size_t{1} << 30;
+
 struct Fabric {
 	struct fid_fabric fid; /* first: &fid is the Fabric */
 	std::mutex mu;	       /* guards dev's first open, eps and ep_count */
@@ -75,7 +89,11 @@ struct Fabric {
 	/* Endpoints by the number of their address QP (fi_ep.cpp): how a peer is found. */
 	std::unordered_map<uint32_t, Endpoint *> eps; /* mu */
 	uint64_t ep_count = 0;			      /* mu: endpoints ever opened (ports) */
+	std::mutex spans_mu;			      /* guards spans */
+	std::vector<PoolSpan> spans;		      /* pools of the fabric's domains */
 };
+/* The page size backing [addr, addr + len): the page of the pool holding it, else 4 KiB. */
+size_t backing_page_size(Fabric *fab, uintptr_t addr, size_t len);
 
 struct Domain {
 	struct fid_domain fid; /* first */
@@ -92,6 +110,7 @@ struct Mr {
 	struct fid_mr fid; /* first */
 	Domain *domain = nullptr;
 	nicmr_mr *mr = nullptr;
+	bool sub = false; /* a sub-MR (fi_nicmr_mr_ops.regattr with base_mr) */
 };
 
 /* ---- Endpoints and their companions (fi_ep.cpp, fi_av.cpp, fi_cq.cpp, fi_cntr.cpp, fi_eq.cpp) */
@@ -204,7 +223,12 @@ int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, s
 int mr_map_raw(Domain *dom, struct fi_mr_map_raw *map);
 int mr_unmap_key(Domain *dom, const uint64_t *key);
 Mr *mr_of(struct fid_mr *mr);
+/* fi_mr_regattr with 2.x's base_mr and page_size (the "nicmr_mr_ops" extension, and
+ * fi_mr_regattr itself when built against 2.x headers). */
+int mr_regattr_ext(struct fid *fid, const struct fi_mr_attr *attr, struct fid_mr *base_mr,
+		   size_t page_size, uint64_t flags, struct fid_mr **mr);
 int pool_ops_open(Domain *dom, void **ops);
+int mr_ops_open(Domain *dom, void **ops);
 
 /* Stubs for the calls a provider without endpoints does not offer. */
 int no_bind(struct fid *, struct fid *, uint64_t);

@@ -5,6 +5,7 @@
  * code and nothing is made; the native API then registers (fast path inside a pool, slow path
  * for memory the application allocated itself).
  */
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -118,34 +119,42 @@ Domain *domain_of(struct fid *fid)
 	return reinterpret_cast<Domain *>(fid);
 }
 
-int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t offset,
-	    uint64_t requested_key, uint64_t flags, struct fid_mr **out, void *context)
+/* 2.x's page_size: 0 (nicmr's choice), or a size the translations of [buf, buf + len) can use:
+ * one the device's mkeys take, no larger than the pages backing the memory, and for an
+ * offset-based MR a divisor of the start (offset 0 begins a translation page). */
+int check_page_size(Domain *dom, const void *buf, size_t len, size_t page_size)
 {
-	if (!dom || !out || !buf || len == 0)
+	if (page_size == 0)
+		return 0;
+	if (page_size < kMinPageSize || page_size > kMaxPageSize ||
+	    (page_size & (page_size - 1)) != 0)
 		return -FI_EINVAL;
-	if (flags)
-		return -FI_EBADFLAGS; /* FI_RMA_EVENT included: the domain has no RMA events */
-	if (offset != 0 || (access & ~kFiAccess))
+	const auto a = reinterpret_cast<uintptr_t>(buf);
+	if (page_size > backing_page_size(dom->fabric, a, len))
 		return -FI_EINVAL;
-	uint64_t nflags = 0;
-	uint64_t key = 0;
+	if (!(dom->mr_mode & FI_MR_VIRT_ADDR) && a % page_size != 0)
+		return -FI_EINVAL;
+	return 0;
+}
+
+/* The key the domain's mr_mode asks for: the device's (PROV_KEY) or the application's. */
+int key_flags(Domain *dom, uint64_t requested_key, uint64_t *nflags, uint64_t *key)
+{
+	*nflags = 0;
+	*key = 0;
 	if (!(dom->mr_mode & FI_MR_PROV_KEY)) {
 		/* The application picks the key; it must be an mkey of this device. */
 		if (requested_key > UINT32_MAX)
 			return -FI_EKEYREJECTED;
-		nflags |= NICMR_MR_REQUESTED_KEY;
-		key = requested_key;
+		*nflags |= NICMR_MR_REQUESTED_KEY;
+		*key = requested_key;
 	}
-	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
-		nflags |= NICMR_MR_ZERO_BASED;
-	/* Owned here until the fid is handed out: a failed registration frees it. */
-	std::unique_ptr<Mr> mr(new (std::nothrow) Mr);
-	if (!mr)
-		return -FI_ENOMEM;
-	int ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, native_access(access), nflags,
-			       key, &mr->mr);
-	if (ret != 0)
-		return fi_code(ret);
+	return 0;
+}
+
+/* Hands out a registered MR's fid. */
+struct fid_mr *publish(Domain *dom, std::unique_ptr<Mr> mr, void *context)
+{
 	mr->domain = dom;
 	mr->fid.fid.fclass = FI_CLASS_MR;
 	mr->fid.fid.context = context;
@@ -155,11 +164,115 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	mr->fid.key = (dom->mr_mode & FI_MR_RAW) ? FI_KEY_NOTAVAIL : nicmr_mr_key(mr->mr);
 	/* relaxed: the MR reaches other threads through the application, not this count. */
 	dom->mrs.fetch_add(1, std::memory_order_relaxed);
-	*out = &mr.release()->fid;
+	return &mr.release()->fid;
+}
+
+int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t offset,
+	    uint64_t requested_key, uint64_t flags, size_t page_size, struct fid_mr **out,
+	    void *context)
+{
+	if (!dom || !out || !buf || len == 0)
+		return -FI_EINVAL;
+	if (flags)
+		return -FI_EBADFLAGS; /* FI_RMA_EVENT included: the domain has no RMA events */
+	if (offset != 0 || (access & ~kFiAccess))
+		return -FI_EINVAL;
+	int ret = check_page_size(dom, buf, len, page_size);
+	if (ret != 0)
+		return ret;
+	uint64_t nflags = 0;
+	uint64_t key = 0;
+	ret = key_flags(dom, requested_key, &nflags, &key);
+	if (ret != 0)
+		return ret;
+	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
+		nflags |= NICMR_MR_ZERO_BASED;
+	/* Owned here until the fid is handed out: a failed registration frees it. */
+	std::unique_ptr<Mr> mr(new (std::nothrow) Mr);
+	if (!mr)
+		return -FI_ENOMEM;
+	/* page_size is only checked: the native registration translates with the largest page
+	 * the placement allows, which the checks above make at least page_size. */
+	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, native_access(access), nflags,
+			   key, &mr->mr);
+	if (ret != 0)
+		return fi_code(ret);
+	*out = publish(dom, std::move(mr), context);
 	return 0;
 }
 
+/* A sub-MR of base: [buf, buf + len) inside base's range, its own key and access. */
+int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access, uint64_t offset,
+	    uint64_t requested_key, uint64_t flags, size_t page_size, struct fid_mr **out,
+	    void *context)
+{
+	if (!dom || !out || !buf || len == 0)
+		return -FI_EINVAL;
+	if (flags)
+		return -FI_EBADFLAGS;
+	if (offset != 0 || (access & ~kFiAccess))
+		return -FI_EINVAL;
+	/* The sub-MR shares base's translations, so it has no page size of its own. */
+	if (base->domain != dom || page_size != 0)
+		return -FI_EINVAL;
+	const auto a = reinterpret_cast<uintptr_t>(buf);
+	const auto b = reinterpret_cast<uintptr_t>(nicmr_mr_addr(base->mr));
+	if (a < b)
+		return -FI_EINVAL; /* not inside base */
+	uint64_t nflags = 0;
+	uint64_t key = 0;
+	int ret = key_flags(dom, requested_key, &nflags, &key);
+	if (ret != 0)
+		return ret;
+	std::unique_ptr<Mr> mr(new (std::nothrow) Mr);
+	if (!mr)
+		return -FI_ENOMEM;
+	ret = nicmr_mr_reg_sub(base->mr, a - b, len, native_access(access), nflags, key, &mr->mr);
+	if (ret == -ERANGE)
+		return -FI_EINVAL; /* not inside base (libfabric has no FI_ERANGE) */
+	if (ret != 0)
+		return fi_code(ret); /* -EACCES: access beyond base's is -FI_EACCES */
+	mr->sub = true;
+	*out = publish(dom, std::move(mr), context);
+	return 0;
+}
+
+int check_attr(const struct fi_mr_attr *attr)
+{
+	if (!attr || !attr->mr_iov || attr->iov_count != 1 || attr->auth_key_size)
+		return -FI_EINVAL;
+	if (attr->iface != FI_HMEM_SYSTEM)
+		return -FI_ENOSYS; /* device memory is not offered */
+	return 0;
+}
+
+int is_sub(struct fid_mr *fmr)
+{
+	Mr *mr = mr_of(fmr);
+	return mr ? (mr->sub ? 1 : 0) : -FI_EINVAL;
+}
+
+int ext_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, struct fid_mr *base_mr,
+		size_t page_size, uint64_t flags, struct fid_mr **mr)
+{
+	if (!domain)
+		return -FI_EINVAL;
+	return mr_regattr_ext(&domain->fid, attr, base_mr, page_size, flags, mr);
+}
+
+struct fi_nicmr_mr_ops mr_ext_ops = {
+	.size = sizeof(struct fi_nicmr_mr_ops),
+	.regattr = ext_regattr,
+	.mr_is_sub = is_sub,
+};
+
 } // namespace
+
+int mr_ops_open(Domain *, void **ops)
+{
+	*ops = &mr_ext_ops;
+	return 0;
+}
 
 Mr *mr_of(struct fid_mr *fmr)
 {
@@ -171,7 +284,8 @@ Mr *mr_of(struct fid_mr *fmr)
 int mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
 	   uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context)
 {
-	return reg_one(domain_of(fid), buf, len, access, offset, requested_key, flags, mr, context);
+	return reg_one(domain_of(fid), buf, len, access, offset, requested_key, flags, 0, mr,
+		       context);
 }
 
 int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access,
@@ -182,17 +296,38 @@ int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t acc
 	if (!iov || count != 1)
 		return -FI_EINVAL;
 	return reg_one(domain_of(fid), iov[0].iov_base, iov[0].iov_len, access, offset,
-		       requested_key, flags, mr, context);
+		       requested_key, flags, 0, mr, context);
 }
 
 int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr)
 {
-	if (!attr || !attr->mr_iov || attr->iov_count != 1 || attr->auth_key_size)
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(2, 0))
+	/* 2.x headers: base_mr and page_size are fields of the attributes. */
+	if (!attr)
 		return -FI_EINVAL;
-	if (attr->iface != FI_HMEM_SYSTEM)
-		return -FI_ENOSYS; /* device memory is not offered */
-	return reg_one(domain_of(fid), attr->mr_iov[0].iov_base, attr->mr_iov[0].iov_len,
-		       attr->access, attr->offset, attr->requested_key, flags, mr, attr->context);
+	return mr_regattr_ext(fid, attr, attr->base_mr, attr->page_size, flags, mr);
+#else
+	return mr_regattr_ext(fid, attr, nullptr, 0, flags, mr);
+#endif
+}
+
+int mr_regattr_ext(struct fid *fid, const struct fi_mr_attr *attr, struct fid_mr *base_mr,
+		   size_t page_size, uint64_t flags, struct fid_mr **mr)
+{
+	int ret = check_attr(attr);
+	if (ret != 0)
+		return ret;
+	const struct iovec &iov = attr->mr_iov[0];
+	if (base_mr) {
+		Mr *base = mr_of(base_mr);
+		if (!base)
+			return -FI_EINVAL;
+		return reg_sub(domain_of(fid), base, iov.iov_base, iov.iov_len, attr->access,
+			       attr->offset, attr->requested_key, flags, page_size, mr,
+			       attr->context);
+	}
+	return reg_one(domain_of(fid), iov.iov_base, iov.iov_len, attr->access, attr->offset,
+		       attr->requested_key, flags, page_size, mr, attr->context);
 }
 
 int mr_map_raw(Domain *dom, struct fi_mr_map_raw *map)
