@@ -634,11 +634,12 @@ int main(int argc, char **argv)
 			    write_gbps[row.label] > 0)
 				std::printf("  ratio nicmr/%s bandwidth: %.2f\n", row.label.c_str(),
 					    write_gbps["nicmr"] / write_gbps[row.label]);
-	/* nicmr itself must work: its failure is the program's failure. Other providers may be
-	 * unsupported here (said above), which is a figure, not an error. */
+	/* nicmr's fast path must work: its failure is the program's failure. Other rows may be
+	 * unsupported here (said above), which is a figure, not an error: nicmr-mmap maps each MR
+	 * for DMA on its own and meets the IOMMU's mapping limit (65535) before 100,000 MRs. */
 	for (const Row &row : rows) {
-		if (row.request != "nicmr")
-			continue;
+		if (!row.pool)
+			continue; /* nicmr-mmap may meet the IOMMU's mapping limit: a figure */
 		for (const auto &[cn, cell] : cells[row.label])
 			failures += cell.ok ? 0 : 1;
 		if (row.pool && !(write_gbps.count(row.label) && write_gbps[row.label] > 0))
