@@ -1,29 +1,89 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <cerrno>
 #include <new>
+#include <utility>
 
 #include "mlx5_mkey_programmer.h"
 #include "mr_access.h"
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
+namespace {
+
+std::atomic<uint64_t> g_next_serial{1};
+
+/* One exclusive lane a thread holds (lane 0 recorded means: none was free, use the shared
+ * one without looking again). */
+struct HeldLane {
+	uint64_t serial = 0; /* 0: slot empty */
+	uint32_t lane = 0;
+	std::weak_ptr<Mlx5MkeyProgrammer::Claims> claims;
+};
+
+/* The lanes this thread holds, one per programmer it registers through. */
+struct ThreadLanes {
+	static constexpr size_t kSlots = 8;
+	HeldLane slot[kSlots];
+
+	ThreadLanes() = default;
+	ThreadLanes(const ThreadLanes &) = delete;
+	ThreadLanes &operator=(const ThreadLanes &) = delete;
+	~ThreadLanes()
+	{
+		for (HeldLane &h : slot)
+			release(h);
+	}
+	static void release(HeldLane &h) noexcept
+	{
+		if (h.serial != 0 && h.lane != 0) {
+			if (auto c = h.claims.lock()) {
+				/* Release: this thread's last UMR on the lane (its WQE stores and
+				 * CQE reads) happens before the next holder's first, which claims
+				 * the lane with an acquire. */
+				c->held[h.lane].store(false, std::memory_order_release);
+			}
+		}
+		h = HeldLane{};
+	}
+};
+
+thread_local ThreadLanes t_lanes;
+
+} // namespace
+
+Mlx5MkeyProgrammer::Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o)
+    : dev_(dev), pd_(pd), opts_(o), serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed))
+{}
 
 int Mlx5MkeyProgrammer::create(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o,
 			       std::unique_ptr<Mlx5MkeyProgrammer> *out)
 {
-	if (o.max_translations == 0)
+	if (o.max_translations == 0 || o.lanes == 0 || o.lanes > kMaxLanes)
 		return -EINVAL;
 	std::unique_ptr<Mlx5MkeyProgrammer> p(new (std::nothrow) Mlx5MkeyProgrammer(dev, pd, o));
 	if (!p)
 		return -ENOMEM;
 	try {
-		p->scratch_.reserve(o.max_translations);
+		p->claims_ = std::make_shared<Claims>(o.lanes);
+		p->lanes_.resize(o.lanes);
+		for (Lane &l : p->lanes_)
+			l.scratch.reserve(o.max_translations);
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	}
-	int rc = UmrQueue::create(dev, pd, o.umr, &p->umr_);
-	if (rc != 0)
+	/* Lane 0 takes a UAR; the other lanes ring through it (one UAR whatever the lane count,
+	 * so the lanes do not eat into the UARs the application's queues need). */
+	int rc = UmrQueue::create(dev, pd, o.umr, &p->lanes_[0].umr);
+	UmrOptions shared = o.umr;
+	shared.uar = rc == 0 ? &p->lanes_[0].umr->uar() : nullptr;
+	for (size_t i = 1; i < p->lanes_.size() && rc == 0; i++)
+		rc = UmrQueue::create(dev, pd, shared, &p->lanes_[i].umr);
+	if (rc != 0) {
+		/* Queues ringing lane 0's UAR go before lane 0. */
+		for (size_t i = p->lanes_.size(); i-- > 0;)
+			p->lanes_[i].umr.reset();
 		return rc;
+	}
 	*out = std::move(p);
 	return 0;
 }
@@ -31,12 +91,60 @@ int Mlx5MkeyProgrammer::create(Device &dev, uint32_t pd, const MkeyProgrammerOpt
 Mlx5MkeyProgrammer::~Mlx5MkeyProgrammer()
 {
 	mkeys_.clear();
+	/* Lanes ringing lane 0's UAR go before lane 0. */
+	for (size_t i = lanes_.size(); i-- > 0;)
+		lanes_[i].umr.reset();
 }
 
 size_t Mlx5MkeyProgrammer::mkey_count() const
 {
 	std::lock_guard<std::mutex> lk(mu_);
 	return mkeys_.size();
+}
+
+uint32_t Mlx5MkeyProgrammer::lanes_claimed() const noexcept
+{
+	uint32_t n = 0;
+	for (size_t i = 1; i < claims_->held.size(); i++)
+		n += claims_->held[i].load(std::memory_order_relaxed) ? 1 : 0;
+	return n;
+}
+
+uint32_t Mlx5MkeyProgrammer::lane_of_this_thread() noexcept
+{
+	/* Hot path: a scan of this thread's few slots; no lock, no atomic. */
+	ThreadLanes &t = t_lanes;
+	for (const HeldLane &h : t.slot)
+		if (h.serial == serial_)
+			return h.lane;
+
+	/* Slow path, once per thread and programmer: a slot (an empty one, or one whose
+	 * programmer is gone), then a free exclusive lane. */
+	HeldLane *slot = nullptr;
+	for (HeldLane &h : t.slot) {
+		if (h.serial == 0 || h.claims.expired()) {
+			slot = &h;
+			break;
+		}
+	}
+	if (slot == nullptr)
+		return 0; /* this thread uses many programmers: the shared lane */
+	ThreadLanes::release(*slot);
+	uint32_t lane = 0;
+	for (uint32_t i = 1; i < claims_->held.size(); i++) {
+		bool expected = false;
+		/* Acquire: pairs with the release of the lane's previous holder, whose UMRs on
+		 * the lane's QP and CQ then happen before ours. */
+		if (claims_->held[i].compare_exchange_strong(
+			    expected, true, std::memory_order_acquire, std::memory_order_relaxed)) {
+			lane = i;
+			break;
+		}
+	}
+	slot->serial = serial_;
+	slot->lane = lane;
+	slot->claims = claims_;
+	return lane;
 }
 
 int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t first, uint32_t count)
@@ -81,7 +189,18 @@ int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t first, uint32_t count)
 	return rc;
 }
 
+/* Hot path on an exclusive lane: no lock, no allocation (the scratch list has room for
+ * max_translations), no system call. The shared lane adds its mutex. */
 int Mlx5MkeyProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
+{
+	const uint32_t lane = lane_of_this_thread();
+	if (lane != 0)
+		return bind_on(lanes_[lane], mkey, p);
+	std::lock_guard<std::mutex> lk(shared_mu_);
+	return bind_on(lanes_[0], mkey, p);
+}
+
+int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p)
 {
 	if (p.len == 0 || p.log_page_size < 12 || p.log_page_size > 30)
 		return -EINVAL;
@@ -98,13 +217,12 @@ int Mlx5MkeyProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 	b.len = p.len;
 	b.log_page_size = p.log_page_size;
 
-	std::lock_guard<std::mutex> lk(mu_);
-	scratch_.clear();
+	l.scratch.clear();
 	if (p.mtt != nullptr) {
 		if (p.mtt_count > opts_.max_translations)
 			return -E2BIG;
 		for (uint32_t i = 0; i < p.mtt_count; i++)
-			scratch_.push_back(MttEntry{p.mtt[i], true, true});
+			l.scratch.push_back(MttEntry{p.mtt[i], true, true});
 	} else {
 		/* The first entry is the page holding start; the IOVA keeps start's page offset. */
 		if (((p.iova_base ^ p.start) & (page - 1)) != 0)
@@ -116,15 +234,20 @@ int Mlx5MkeyProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 			return -E2BIG;
 		uint64_t iova = p.iova_base & ~(page - 1);
 		for (uint64_t i = 0; i < pages; i++)
-			scratch_.push_back(MttEntry{iova + i * page, true, true});
+			l.scratch.push_back(MttEntry{iova + i * page, true, true});
 	}
-	b.mtt = scratch_;
-	return umr_->bind(b);
+	b.mtt = l.scratch;
+	return l.umr->bind(b);
 }
 
+/* Hot path on an exclusive lane, as bind. */
 int Mlx5MkeyProgrammer::revoke(uint32_t mkey)
 {
-	return umr_->revoke(mkey);
+	const uint32_t lane = lane_of_this_thread();
+	if (lane != 0)
+		return lanes_[lane].umr->revoke(mkey);
+	std::lock_guard<std::mutex> lk(shared_mu_);
+	return lanes_[0].umr->revoke(mkey);
 }
 
 } // namespace nicmr::mlx5

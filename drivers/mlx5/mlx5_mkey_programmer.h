@@ -2,7 +2,21 @@
 /*
  * The registration engine's device seam (lib/mr/mr_programmer.h) over UMR: free mkeys created
  * with CREATE_MKEY (free = 1, umr_en = 1, MTT, room for max_translations entries), bound and
- * revoked with synchronous UMRs on a UmrQueue of its own.
+ * revoked with synchronous UMRs.
+ *
+ * Lanes: the UMRs go out on lanes, each a UmrQueue (UAR, CQ, QP) with its own MTT scratch list.
+ *
+ *   lane 0            shared: any thread, under shared_mu_ (threads that found no free lane)
+ *   lanes 1..lanes-1  exclusive: a registering thread claims one on its first bind or revoke
+ *                     (one compare-and-swap, the slow path) and keeps it until it exits; from
+ *                     then on its binds and revokes take no lock and touch no other thread's
+ *                     cache lines, so registering threads scale instead of queueing on one QP.
+ *
+ * A thread finds its lane through a small thread-local table keyed by the programmer's serial
+ * (process-unique, never reused), so a stale entry of a destroyed programmer never matches a new
+ * one. At thread exit the lane is handed back through a weak reference to the claim flags, which
+ * outlive the programmer as long as a thread still holds a reference; a thread that exits after
+ * the programmer is gone hands back nothing.
  *
  * Engine indices are device mkey indices: with Caps::mkey_by_index the mkeys are created at
  * the engine's indices; without it the device picks, and create_free_mkeys fails with
@@ -11,9 +25,9 @@
 #ifndef NICMR_MLX5_MKEY_PROGRAMMER_H
 #define NICMR_MLX5_MKEY_PROGRAMMER_H
 
+#include <atomic>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "mlx5_device.h"
@@ -24,40 +38,68 @@ namespace nicmr::mlx5 {
 
 struct MkeyProgrammerOptions {
 	uint32_t max_translations = 64; /* MTT entries each free mkey can hold (its size) */
+	/* UMR queues: lane 0 shared, the rest one per registering thread. 1..kMaxLanes. Each
+	 * lane costs a UAR, a CQ and a QP of the device. */
+	uint32_t lanes = 5;
 	UmrOptions umr;
 };
 
 class Mlx5MkeyProgrammer final : public mr::MkeyProgrammer {
 public:
-	/* dev and its PD must outlive the programmer. Errors: those of UmrQueue::create,
-	 * -EINVAL (max_translations 0). */
+	static constexpr uint32_t kMaxLanes = 64;
+
+	/* dev and its PD must outlive the programmer. Errors: those of UmrQueue::create (-ENOMEM
+	 * when the device has no UAR left: ALLOC_UAR's EXCEED_LIM), -EINVAL (max_translations 0,
+	 * lanes 0 or above kMaxLanes). Nothing stays created on failure. */
 	static int create(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o,
 			  std::unique_ptr<Mlx5MkeyProgrammer> *out);
-	~Mlx5MkeyProgrammer() override; /* destroys every mkey it created */
+	/* Destroys every mkey it created. No thread may bind or revoke through it any more. */
+	~Mlx5MkeyProgrammer() override;
+	Mlx5MkeyProgrammer(const Mlx5MkeyProgrammer &) = delete;
+	Mlx5MkeyProgrammer &operator=(const Mlx5MkeyProgrammer &) = delete;
 
 	/* 0; -EINVAL (first 0, or the range above 24 bits); -EOPNOTSUPP (see above); the
 	 * command's. On failure the mkeys of this call are destroyed again. */
 	int create_free_mkeys(uint32_t first_index, uint32_t count) override;
 	/* 0; -EINVAL (len 0, log_page_size outside 12..30, iova_base not congruent with start
-	 * modulo the page); -E2BIG (more than max_translations pages); UmrQueue::bind's errors. */
+	 * modulo the page); -E2BIG (more than max_translations pages); UmrQueue::bind's errors.
+	 * Any thread. */
 	int bind(uint32_t mkey, const mr::BindParams &p) override;
-	/* 0 or UmrQueue::revoke's errors (-EALREADY: free already). */
+	/* 0 or UmrQueue::revoke's errors (-EALREADY: free already). Any thread. */
 	int revoke(uint32_t mkey) override;
 
-	UmrQueue &umr() noexcept { return *umr_; }
+	/* The shared lane's queue (lane 0). */
+	UmrQueue &umr() noexcept { return *lanes_[0].umr; }
 	size_t mkey_count() const;
+	uint32_t lane_count() const noexcept { return uint32_t(lanes_.size()); }
+	/* Exclusive lanes that threads hold now (diagnostics and tests). */
+	uint32_t lanes_claimed() const noexcept;
+	/* The calling thread's lane: 0 (shared) or the exclusive one it holds or claims now. */
+	uint32_t lane_of_this_thread() noexcept;
+
+	/* Claim flags of the exclusive lanes, shared with the threads that hold one. */
+	struct Claims {
+		explicit Claims(size_t n) : held(n) {}
+		std::vector<std::atomic<bool>> held;
+	};
 
 private:
-	Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o)
-	    : dev_(dev), pd_(pd), opts_(o)
-	{}
+	struct Lane {
+		std::unique_ptr<UmrQueue> umr;
+		std::vector<MttEntry> scratch; /* the MTT list of the bind in flight */
+	};
+
+	Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o);
+	int bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p);
 	Device &dev_;
 	uint32_t pd_;
 	MkeyProgrammerOptions opts_;
-	std::unique_ptr<UmrQueue> umr_;
-	mutable std::mutex mu_; /* guards mkeys_ and the MTT scratch list */
+	const uint64_t serial_;
+	std::vector<Lane> lanes_;
+	std::shared_ptr<Claims> claims_;
+	std::mutex shared_mu_;	/* lane 0 */
+	mutable std::mutex mu_; /* mkeys_ */
 	std::vector<MkeyHandle> mkeys_;
-	std::vector<MttEntry> scratch_;
 };
 
 } // namespace nicmr::mlx5

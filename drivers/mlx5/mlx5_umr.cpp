@@ -148,18 +148,22 @@ int UmrQueue::create(Device &dev, uint32_t pd, const UmrOptions &o, std::unique_
 	std::unique_ptr<UmrQueue> q(new (std::nothrow) UmrQueue(dev, o));
 	if (!q)
 		return -ENOMEM;
-	int rc = Uar::alloc(dev, &q->uar_);
+	int rc = 0;
+	if (o.uar != nullptr)
+		q->ring_ = o.uar;
+	else if ((rc = Uar::alloc(dev, &q->uar_)) == 0)
+		q->ring_ = q->uar_.get();
 	if (rc == 0) {
 		CqParams cp;
 		cp.log_size = o.log_sq_size;
-		rc = Cq::create(dev, *q->uar_, cp, &q->cq_);
+		rc = Cq::create(dev, *q->ring_, cp, &q->cq_);
 	}
 	if (rc == 0) {
 		QpParams qp;
 		qp.pd = pd;
 		qp.log_sq_size = o.log_sq_size;
 		qp.port = o.port;
-		rc = Qp::create(dev, *q->uar_, *q->cq_, qp, &q->qp_);
+		rc = Qp::create(dev, *q->ring_, *q->cq_, qp, &q->qp_);
 	}
 	if (rc == 0)
 		rc = q->qp_->connect(q->qp_->qpn());

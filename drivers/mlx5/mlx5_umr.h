@@ -69,6 +69,9 @@ struct UmrOptions {
 	uint32_t port = 1;
 	std::chrono::milliseconds timeout{2000}; /* per UMR completion */
 	size_t xlt_buffer = size_t{64} << 10;	 /* pointer-mode translation list, bytes */
+	/* Ring through this UAR (it must outlive the queue) instead of allocating one: several
+	 * queues may share a UAR page, as QPs of one process do on ConnectX. */
+	Uar *uar = nullptr;
 };
 
 /*
@@ -96,6 +99,8 @@ public:
 	uint8_t last_syndrome() const noexcept { return last_syndrome_; }
 	uint64_t recoveries() const noexcept { return recoveries_; }
 	Qp &qp() noexcept { return *qp_; }
+	/* The UAR the queue rings (its own, or UmrOptions::uar). */
+	Uar &uar() noexcept { return *ring_; }
 
 private:
 	UmrQueue(Device &dev, const UmrOptions &o) : dev_(dev), opts_(o) {}
@@ -104,7 +109,8 @@ private:
 	Device &dev_;
 	UmrOptions opts_;
 	std::mutex mu_;
-	std::unique_ptr<Uar> uar_;
+	std::unique_ptr<Uar> uar_; /* the queue's own UAR, unless UmrOptions::uar named one */
+	Uar *ring_ = nullptr;	   /* the UAR its CQ and QP ring through */
 	std::unique_ptr<Cq> cq_;
 	std::unique_ptr<Qp> qp_;
 	QueueBuffer xlt_;
