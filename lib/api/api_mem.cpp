@@ -4,7 +4,10 @@
  * outside every pool, mapped for one MR).
  *
  * Slow path, per MR:
- *   page-align [addr, addr + len) -> mincore: every page mapped, else -EFAULT
+ *   page-align [addr, addr + len) -> one madvise(MADV_POPULATE_READ, or _WRITE when the device
+ *      may write): every page mapped with the access the device needs, and faulted in (a write
+ *      fault breaks copy-on-write sharing first, as a pin for DMA must), else -EFAULT; kernels
+ *      before 5.14 (no such advice) and refusals go through /proc/self/maps to say which
  *   -> lock the pages (a count per 4 KiB page: mlock does not nest, so two MRs that share a
  *      page lock it once and unlock it when the last one goes; pages inside a pool are the
  *      pool's and are not counted)
@@ -20,6 +23,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "api_internal.h"
@@ -115,6 +119,63 @@ bool range_accessible(uintptr_t va, uintptr_t end, bool write)
 	return covered >= end;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Whether this kernel knows MADV_POPULATE_*: asked once, on a page of our own. The
+ * environment variable NICMR_NO_MADV_POPULATE=1 takes the older kernels' path (tests run the
+ * slow path both ways). */
+bool populate_supported()
+{
+	static const bool supported = [] {
+		const char *off = std::getenv("NICMR_NO_MADV_POPULATE");
+		if (off != nullptr && std::strcmp(off, "1") == 0)
+			return false;
+		alignas(4096) static char page[4096];
+		return madvise(page, sizeof(page), MADV_POPULATE_READ) == 0;
+	}();
+	return supported;
+}
+
+/*
+ * The FI_MR_ALLOCATED contract for [va, end) (page-aligned): every page is mapped and allows
+ * what the device will do; 0 or -EFAULT. One system call when the kernel can populate; the
+ * maps file is read only to explain a refusal, or on an older kernel.
+ */
+int check_backed(uintptr_t va, uintptr_t end, bool write)
+{
+	void *p = reinterpret_cast<void *>(va);
+	const size_t n = end - va;
+	if (populate_supported()) {
+		int rc;
+		do {
+			rc = madvise(p, n, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+		} while (rc != 0 && errno == EINTR);
+		if (rc == 0)
+			return 0;
+		/* ENOMEM: a hole; EFAULT: a page that would raise SIGBUS; EINVAL: no such
+		 * permission, or a mapping that cannot be populated (I/O memory), which the maps
+		 * file tells apart. */
+		if (errno != EINVAL)
+			return -EFAULT;
+		return range_accessible(va, end, write) ? 0 : -EFAULT;
+	}
+	try {
+		/* mincore fails with ENOMEM for a range with unmapped pages, and never faults
+		 * anything in. */
+		std::vector<unsigned char> vec(n / kPage);
+		if (mincore(p, n, vec.data()) != 0)
+			return errno == ENOMEM ? -EFAULT : -errno;
+	} catch (...) {
+		return -ENOMEM;
+	}
+	return range_accessible(va, end, write) ? 0 : -EFAULT;
+}
+
 } // namespace
 
 int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool write,
@@ -130,24 +191,12 @@ int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool wr
 		return -ENOMEM;
 	m->va = va;
 	m->len = n;
-	try {
-		/* FI_MR_ALLOCATED: the memory must exist now. mincore fails with ENOMEM for a
-		 * range with unmapped pages, and never faults anything in. */
-		std::vector<unsigned char> vec(n / kPage);
-		if (mincore(reinterpret_cast<void *>(va), n, vec.data()) != 0) {
-			int e = errno;
-			NICMR_LOG(warn, "api", "%s: slow-path MR [%#lx, +%zu): not mapped (%s)",
-				  dev->spec.c_str(), (unsigned long)addr, len, std::strerror(e));
-			return e == ENOMEM ? -EFAULT : -e;
-		}
-	} catch (...) {
-		return -ENOMEM;
-	}
-	if (!range_accessible(va, end, write)) {
-		NICMR_LOG(warn, "api", "%s: slow-path MR [%#lx, +%zu): memory not %s",
+	/* FI_MR_ALLOCATED: the memory must exist now, with the access the device needs. */
+	if (int rc = check_backed(va, end, write); rc != 0) {
+		NICMR_LOG(warn, "api", "%s: slow-path MR [%#lx, +%zu): memory not mapped %s",
 			  dev->spec.c_str(), (unsigned long)addr, len,
 			  write ? "readable and writable" : "readable");
-		return -EFAULT;
+		return rc;
 	}
 
 	std::lock_guard lk(dev->slow_mu);
