@@ -95,18 +95,18 @@ protected:
 	uint8_t validate(uint32_t key, uint64_t addr, uint64_t len, Access a, uint32_t pd = kPd,
 			 uint32_t qpn = kQpn)
 	{
-		return table_.read([&] {
-			return Translator(table_, *mmu_, pd, qpn).validate(key, addr, len, a);
-		});
+		MkeyTable::Hold keys(table_, spill_);
+		const DmaSection dma(*mmu_);
+		return Translator(keys, dma, pd, qpn).validate(key, addr, len, a);
 	}
 	uint8_t resolve(uint32_t key, uint64_t addr, uint64_t max, Access a, IovaRun *r)
 	{
-		return table_.read([&] {
-			return Translator(table_, *mmu_, kPd, kQpn).resolve(key, addr, max, a, r);
-		});
+		MkeyTable::Hold keys(table_, spill_);
+		const DmaSection dma(*mmu_);
+		return Translator(keys, dma, kPd, kQpn).resolve(key, addr, max, a, r);
 	}
 	/* A 4 KiB-page MTT key over [va, va + len) mapping page i to kIova + pages[i] * 4K. */
-	Key mtt_key(uint64_t va, uint64_t len, std::vector<uint64_t> pages)
+	Key mtt_key(uint64_t va, uint64_t len, const std::vector<uint64_t> &pages)
 	{
 		Key k;
 		k.start = va;
@@ -120,6 +120,7 @@ protected:
 	static constexpr size_t kLen = size_t{1} << 20;
 	std::unique_ptr<EmuIommu> mmu_;
 	MkeyTable table_{10};
+	std::vector<const void *> spill_;
 	void *mem_ = MAP_FAILED;
 };
 

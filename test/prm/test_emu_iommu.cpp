@@ -17,7 +17,7 @@ namespace {
 
 using test::HostMem;
 
-std::unique_ptr<EmuIommu> make(EmuIommuConfig cfg = {})
+std::unique_ptr<EmuIommu> make(const EmuIommuConfig &cfg = {})
 {
 	std::unique_ptr<EmuIommu> m;
 	EXPECT_EQ(EmuIommu::create(cfg, &m), 0);
@@ -324,6 +324,7 @@ TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapReturnsConcurrent)
 	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
 	std::atomic<bool> stop{false};
 	std::vector<std::thread> writers;
+	writers.reserve(3);
 	for (int i = 0; i < 3; i++)
 		writers.emplace_back([&, i] {
 			uint8_t v[256];

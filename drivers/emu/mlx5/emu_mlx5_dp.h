@@ -182,9 +182,9 @@ private:
 
 	void run_qp(Qp &qp);
 	/* Writes one CQE (REQ when syndrome is 0, else REQ_ERR). */
-	void complete(Qp &qp, uint16_t wqe_counter, uint8_t opcode, uint32_t byte_cnt,
-		      uint8_t syndrome);
-	void post_event(uint8_t type, uint32_t qpn);
+	void complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
+		      uint32_t byte_cnt, uint8_t syndrome);
+	void post_event(const DmaSection &dma, uint8_t type, uint32_t qpn);
 	Qp *find_qp(uint32_t qpn) const;
 
 	EmuIommu &mmu_;

@@ -42,6 +42,19 @@ struct EmuDataPath::Qp {
 	std::mutex lock;	      /* one thread runs the SQ at a time */
 	uint16_t ci = 0;	      /* SQ consumer counter in WQEBBs; guarded by lock */
 	std::vector<uint8_t> scratch; /* UMR translation lists by pointer; guarded by lock */
+	/* Keys a WQE holds beyond MkeyTable::Hold::kInline; grows once to the largest set;
+	 * guarded by lock. */
+	std::vector<const void *> held;
+	/* mkc byte masks of the last two UMR mkey_masks seen; guarded by lock. */
+	struct UmrMask {
+		uint64_t of = 0;
+		bool valid = false;
+		uint64_t bytes[8] = {};
+	};
+	UmrMask umr_masks[2];
+	unsigned umr_mask_next = 0;
+	/* The byte mask of mkey_mask's fields (eight words over the 64 mkc bytes). */
+	const uint64_t *umr_byte_mask(uint64_t mkey_mask) noexcept;
 
 	QpState get_state() const noexcept
 	{

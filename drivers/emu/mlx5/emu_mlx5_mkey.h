@@ -2,25 +2,43 @@
 /*
  * The device's mkey table: what a ConnectX keeps per memory key, and the one door to it.
  *
- *   index (24 bits) --> MkeyEntry { mkc (64 raw PRM bytes), pg_access, translations (raw MTT or
- *                                   KLM entries, capacity = mkc translations_octword_size) }
+ *   index (24 bits) --> directory[index >> 10] --> chunk of 1024 slots (made on first use,
+ *                       freed with the table) --> Slot { lock word, live, MkeyEntry { mkc (64
+ *                       raw PRM bytes), pg_access, translations (raw MTT or KLM entries,
+ *                       capacity = mkc translations_octword_size) } }
  *
  * Index 0 is never handed out (so that a zeroed key is never valid). The entry keeps the mkc
  * bytes exactly as the device would hold them in its memory; fields are read through the PRM
- * layout table. Commands (CREATE/QUERY/DESTROY_MKEY) and, later, UMR work requests change
- * entries; the data path (RDMA access checks) reads them with with(). A reader/writer lock
- * guards the table: writers are slow-path commands, readers may be many device threads.
+ * layout table.
+ *
+ * Concurrency: one reader/writer spin lock per slot, no lock over the table. Finding a slot is
+ * two acquire loads (the directory never shrinks while the table lives). Readers (the data
+ * path's access checks, QUERY_MKEY) hold the slots they use shared; writers (UMR, LOCAL_INVAL,
+ * CREATE/DESTROY_MKEY) hold one slot exclusive. So accesses and UMRs on different mkeys never
+ * wait for each other, and a reader sees an entry whole, never half an update.
+ *   - A WQE's access checks take their keys through a Hold: every slot it finds stays held
+ *     (shared) until the Hold ends, so validate() and the copy after it see the same keys (a UMR
+ *     of one of them waits for the WQE; an access that starts after the UMR's CQE sees it).
+ *   - Readers wait only while a writer holds the slot, never for a waiting writer; a writer
+ *     waits for the readers to leave and holds no other slot meanwhile. A reader may hold many
+ *     slots in any order: with no reader ever waiting on a waiting writer, and no writer
+ *     waiting while holding, no cycle can form.
+ *   - Lock word: bit 31 = writer, bits 0..30 = readers. Reader: CAS count + 1 while bit 31 is
+ *     clear (acquire), fetch_sub (release). Writer: CAS 0 -> bit 31 (acquire), store 0
+ *     (release). Waiters spin, then yield (only under contention: the uncontended paths are one
+ *     atomic read-modify-write each and no system call).
+ * create/destroy/clear also take a mutex that serialises them (index search, live count).
  */
 #ifndef NICMR_EMU_MLX5_MKEY_H
 #define NICMR_EMU_MLX5_MKEY_H
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
 #include <vector>
 
 namespace nicmr::emu {
@@ -36,21 +54,22 @@ struct MkeyEntry {
 };
 
 class MkeyTable {
+	struct Slot;
+
 public:
 	/* Indices 1 .. 2^log_size - 1. */
-	explicit MkeyTable(uint32_t log_size) : capacity_(uint32_t{1} << log_size) {}
+	explicit MkeyTable(uint32_t log_size);
+	~MkeyTable();
+	MkeyTable(const MkeyTable &) = delete;
+	MkeyTable &operator=(const MkeyTable &) = delete;
 
 	uint32_t capacity() const noexcept { return capacity_; }
-	size_t live() const
-	{
-		std::shared_lock lk(lock_);
-		return map_.size();
-	}
+	size_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
 
 	/*
 	 * Stores e at index want (1 .. capacity - 1), or at a free index of the table's choosing
 	 * when want is 0. Errors: -ERANGE (want out of range), -EBUSY (want is live), -ENOSPC
-	 * (no free index).
+	 * (no free index), -ENOMEM (no memory for the index's chunk).
 	 */
 	int create(uint32_t want, MkeyEntry &&e, uint32_t *index);
 	/* Removes index and hands its entry back in *old (if not null). -ERANGE, -ENOENT. */
@@ -58,58 +77,109 @@ public:
 	/* Removes every entry (TEARDOWN_HCA). */
 	void clear();
 
-	/* Runs f(const MkeyEntry &) under the shared lock. -ERANGE, -ENOENT. Never call back
+	/* Runs f(const MkeyEntry &) with the slot held shared. -ERANGE, -ENOENT. Never call back
 	 * into the table from f. */
 	template <class F> int with(uint32_t index, F &&f) const
 	{
 		if (index == 0 || index >= capacity_)
 			return -ERANGE;
-		std::shared_lock lk(lock_);
-		auto it = map_.find(index);
-		if (it == map_.end())
+		Slot *s = slot(index);
+		if (s == nullptr)
 			return -ENOENT;
-		f(it->second);
-		return 0;
+		lock_shared(*s);
+		const bool live = s->live;
+		if (live)
+			f(static_cast<const MkeyEntry &>(s->e));
+		unlock_shared(*s);
+		return live ? 0 : -ENOENT;
 	}
-	/*
-	 * Runs f() under one hold of the shared lock, during which find_locked() may be called
-	 * any number of times (an indirect mkey's walk looks up several keys without letting a
-	 * writer in between, and without taking the lock recursively). Returns what f returns.
-	 */
-	template <class F> auto read(F &&f) const
-	{
-		std::shared_lock lk(lock_);
-		return f();
-	}
-	/* Only inside read() or update(): the entry at index, or nullptr. No allocation. */
-	const MkeyEntry *find_locked(uint32_t index) const
-	{
-		if (index == 0 || index >= capacity_)
-			return nullptr;
-		auto it = map_.find(index);
-		return it == map_.end() ? nullptr : &it->second;
-	}
-	/* Runs f(MkeyEntry *) under the exclusive lock (nullptr when index has no entry); UMR
-	 * and LOCAL_INVAL change a key this way, atomically for every reader. */
+	/* Runs f(MkeyEntry *) with the slot held exclusive (nullptr when index has no entry);
+	 * UMR and LOCAL_INVAL change a key this way, atomically for every reader. */
 	template <class F> auto update(uint32_t index, F &&f)
 	{
-		std::unique_lock lk(lock_);
-		auto it = index == 0 || index >= capacity_ ? map_.end() : map_.find(index);
-		return f(it == map_.end() ? nullptr : &it->second);
+		Slot *s = index == 0 || index >= capacity_ ? nullptr : slot(index);
+		if (s == nullptr)
+			return f(static_cast<MkeyEntry *>(nullptr));
+		lock_exclusive(*s);
+		/* Released on every way out of f, exceptions included. */
+		struct Unlock {
+			Slot &s;
+			~Unlock() { unlock_exclusive(s); }
+		} u{*s};
+		return f(s->live ? &s->e : nullptr);
 	}
-	/* Runs f(index, const MkeyEntry &) for every live entry, under the shared lock. */
+	/* Runs f(index, const MkeyEntry &) for every live entry, each with its slot held shared
+	 * (a snapshot per entry, not of the whole table). */
 	template <class F> void for_each(F &&f) const
 	{
-		std::shared_lock lk(lock_);
-		for (const auto &[idx, e] : map_)
-			f(idx, e);
+		for (uint32_t c = 0; c < chunks_; c++) {
+			Slot *chunk = dir_[c].load(std::memory_order_acquire);
+			for (uint32_t i = 0; chunk != nullptr && i < kChunk; i++) {
+				Slot &s = chunk[i];
+				lock_shared(s);
+				if (s.live)
+					f(c * kChunk + i, static_cast<const MkeyEntry &>(s.e));
+				unlock_shared(s);
+			}
+		}
 	}
 
+	/*
+	 * The keys one WQE uses: find() holds each slot shared until the Hold ends. Device hot
+	 * path: no allocation while the keys fit kInline plus the spill vector's capacity (the
+	 * caller keeps that vector across WQEs, so it grows once to the largest key set).
+	 */
+	class Hold {
+	public:
+		static constexpr size_t kInline = 8;
+		Hold(const MkeyTable &t, std::vector<const void *> &spill) noexcept
+		    : t_(t), spill_(spill)
+		{
+			spill_.clear();
+		}
+		~Hold();
+		Hold(const Hold &) = delete;
+		Hold &operator=(const Hold &) = delete;
+		/* The live entry at index, held until the Hold ends; nullptr when there is none. */
+		const MkeyEntry *find(uint32_t index);
+
+	private:
+		const MkeyTable &t_;
+		std::vector<const void *> &spill_;
+		Slot *held_[kInline] = {};
+		size_t n_ = 0;
+	};
+
 private:
+	static constexpr uint32_t kChunkShift = 10;
+	static constexpr uint32_t kChunk = uint32_t{1} << kChunkShift;
+	static constexpr uint32_t kWriter = uint32_t{1} << 31;
+	struct Slot {
+		std::atomic<uint32_t> lock{0}; /* bit 31 writer, bits 0..30 readers */
+		bool live = false;	       /* guarded by lock */
+		MkeyEntry e;		       /* guarded by lock */
+	};
+
+	/* The slot of index when its chunk exists (index in range). */
+	Slot *slot(uint32_t index) const noexcept
+	{
+		/* Acquire pairs with the release store that published the chunk. */
+		Slot *chunk = dir_[index >> kChunkShift].load(std::memory_order_acquire);
+		return chunk == nullptr ? nullptr : &chunk[index & (kChunk - 1)];
+	}
+	/* With mu_ held: the slot of index, making its chunk if needed (nullptr: no memory). */
+	Slot *slot_or_make(uint32_t index);
+	static void lock_shared(Slot &s) noexcept;
+	static void unlock_shared(Slot &s) noexcept;
+	static void lock_exclusive(Slot &s) noexcept;
+	static void unlock_exclusive(Slot &s) noexcept;
+
 	const uint32_t capacity_;
-	mutable std::shared_mutex lock_;
-	std::unordered_map<uint32_t, MkeyEntry> map_; /* guarded by lock_ */
-	uint32_t next_ = 1; /* where the search for a free index starts; guarded by lock_ */
+	const uint32_t chunks_;
+	std::unique_ptr<std::atomic<Slot *>[]> dir_;
+	std::mutex mu_;		      /* serialises create, destroy and clear */
+	std::atomic<size_t> live_{0}; /* written under mu_; relaxed reads are statistics */
+	uint32_t next_ = 1;	      /* where the search for a free index starts; guarded by mu_ */
 };
 
 } // namespace nicmr::emu

@@ -79,12 +79,12 @@ uint8_t Translator::fail_syndrome(Access a, bool missing_write) noexcept
 			     : MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 }
 
-/* Device hot path: no allocation, no lock (the caller holds the table's), no system call. */
+/* Device hot path: no allocation, no system call; the key's slot is held through the Hold. */
 uint8_t Translator::resolve_at(uint32_t key, uint64_t addr, uint64_t max, Access a, int depth,
 			       IovaRun *run) const noexcept
 {
 	const uint8_t bad = fail_syndrome(a, false);
-	const MkeyEntry *e = t_.find_locked(key >> 8);
+	const MkeyEntry *e = keys_->find(key >> 8);
 	/* 1: exists and live; 2: the variant. */
 	if (e == nullptr)
 		return bad;
@@ -192,7 +192,7 @@ uint8_t Translator::validate(uint32_t key, uint64_t addr, uint64_t len, Access a
 			return s;
 		/* A translation to an IOVA the IOMMU does not map: refused before any byte moves
 		 * (the device would take a DMA fault in the middle of the message otherwise). */
-		if (!mmu_.mapped(r.iova, r.len))
+		if (!dma_.mapped(r.iova, r.len))
 			return fail_syndrome(a, false);
 		done += r.len;
 	}

@@ -18,9 +18,11 @@
  * length64), overflow-safe, 7 the page enables. A failure gives LOCAL_PROT_ERR (local;
  * LOCAL_ACCESS_ERR for a scatter into an mkey without lw) or REMOTE_ACCESS_ERR (remote).
  *
- * A Translator is used inside MkeyTable::read(): every lookup sees one consistent table, and
- * validate() followed by the copy loop sees the same keys (a UMR cannot slip in between).
- * Hot path of the device: no allocation, no system call; the caller holds the table's lock.
+ * A Translator looks keys up through one WQE's MkeyTable::Hold: every key it touches stays held
+ * (shared) until the WQE is done, so validate() followed by the copy loop sees the same keys (a
+ * UMR of one of them cannot slip in between), while UMRs of other keys go ahead. Mapped-ness is
+ * checked against the WQE's DmaSection, the same snapshot the copy then uses.
+ * Hot path of the device: no allocation, no system call, no lock beyond the keys' slots.
  */
 #ifndef NICMR_EMU_MLX5_TRANSLATE_H
 #define NICMR_EMU_MLX5_TRANSLATE_H
@@ -52,8 +54,8 @@ public:
 	static constexpr int kMaxIndirection = 2;
 
 	/* pd and qpn: the QP whose keys these are (the responder's for remote accesses). */
-	Translator(const MkeyTable &table, const EmuIommu &mmu, uint32_t pd, uint32_t qpn) noexcept
-	    : t_(table), mmu_(mmu), pd_(pd), qpn_(qpn)
+	Translator(MkeyTable::Hold &keys, const DmaSection &dma, uint32_t pd, uint32_t qpn) noexcept
+	    : keys_(&keys), dma_(dma), pd_(pd), qpn_(qpn)
 	{}
 
 	/*
@@ -75,8 +77,8 @@ private:
 	uint8_t resolve_at(uint32_t key, uint64_t addr, uint64_t max, Access a, int depth,
 			   IovaRun *run) const noexcept;
 
-	const MkeyTable &t_;
-	const EmuIommu &mmu_;
+	MkeyTable::Hold *keys_;
+	const DmaSection &dma_;
 	uint32_t pd_;
 	uint32_t qpn_;
 };

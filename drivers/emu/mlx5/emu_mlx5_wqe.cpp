@@ -27,8 +27,10 @@
 #include <infiniband/mlx5dv.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 
 #include "emu_mlx5_dp_impl.h"
 #include "emu_mlx5_translate.h"
@@ -121,11 +123,55 @@ constexpr MaskedField kUmrFields[] = {
 	{prm::umr_mkey_mask::free, prm::mkc::free},
 };
 
+/* The bits of one mkc field, as a mask over the mkc's 64 raw (big-endian) bytes. */
+struct MkcMask {
+	uint8_t b[prm::mkc::size] = {};
+};
+constexpr MkcMask field_mask(prm::Field f)
+{
+	MkcMask m;
+	for (uint32_t i = f.bit_off; i < f.bit_off + f.bits; i++)
+		m.b[i / 8] = static_cast<uint8_t>(m.b[i / 8] | (0x80u >> (i % 8)));
+	return m;
+}
+constexpr auto kUmrFieldMasks = [] {
+	std::array<MkcMask, std::size(kUmrFields)> a{};
+	for (size_t i = 0; i < std::size(kUmrFields); i++)
+		a[i] = field_mask(kUmrFields[i].field);
+	return a;
+}();
+
 } // namespace
+
+/* The mkc bytes a UMR's mkey_mask selects, as eight 64-bit words over the raw bytes. */
+static void mkc_byte_mask(uint64_t mkey_mask, uint64_t out[8]) noexcept
+{
+	uint8_t m[prm::mkc::size] = {};
+	for (size_t i = 0; i < std::size(kUmrFields); i++)
+		if ((mkey_mask & kUmrFields[i].bit) != 0)
+			for (size_t j = 0; j < prm::mkc::size; j++)
+				m[j] = static_cast<uint8_t>(m[j] | kUmrFieldMasks[i].b[j]);
+	std::memcpy(out, m, sizeof(m));
+}
+
+/* Two cached masks: a UMR queue alternates bind and revoke. */
+const uint64_t *EmuDataPath::Qp::umr_byte_mask(uint64_t mkey_mask) noexcept
+{
+	for (UmrMask &m : umr_masks)
+		if (m.valid && m.of == mkey_mask)
+			return m.bytes;
+	UmrMask &m = umr_masks[umr_mask_next];
+	umr_mask_next ^= 1;
+	mkc_byte_mask(mkey_mask, m.bytes);
+	m.of = mkey_mask;
+	m.valid = true;
+	return m.bytes;
+}
 
 /* One WQE's execution. */
 struct EmuDataPath::Exec {
 	EmuDataPath &dp;
+	const DmaSection &dma; /* the doorbell's view of the IOMMU */
 	Qp &qp;
 	const uint8_t *w;
 	size_t len; /* ds * 16 */
@@ -211,7 +257,7 @@ uint8_t EmuDataPath::Exec::copy(const Translator &st, uint32_t skey, uint64_t sa
 			return syn;
 		/* Validated before: a fault now means the driver unmapped memory under a
 		 * running transfer. */
-		if (dp.mmu_.dma_copy(d.iova, s.iova, d.len) < 0)
+		if (dma.copy(d.iova, s.iova, d.len) < 0)
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 		done += d.len;
 	}
@@ -243,8 +289,9 @@ uint8_t EmuDataPath::Exec::rdma_write()
 			return s;
 	}
 	const uint32_t pd = qp.attr.pd;
-	return dp.mkeys_.read([&]() -> uint8_t {
-		Translator local(dp.mkeys_, dp.mmu_, pd, qp.qpn);
+	MkeyTable::Hold keys(dp.mkeys_, qp.held);
+	return [&]() -> uint8_t {
+		Translator local(keys, dma, pd, qp.qpn);
 		for (size_t i = 0; i < nseg; i++) {
 			uint8_t s = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
 						   Access::local_read);
@@ -254,7 +301,7 @@ uint8_t EmuDataPath::Exec::rdma_write()
 		uint8_t s = connect(Access::remote_write);
 		if (s != kOk)
 			return s;
-		Translator remote(dp.mkeys_, dp.mmu_, responder->attr.pd, responder->qpn);
+		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
 		s = remote.validate(ra.rkey, ra.addr, total, Access::remote_write);
 		if (s != kOk)
 			return responder_fail(s, prm::event_type::wq_access_error);
@@ -265,7 +312,7 @@ uint8_t EmuDataPath::Exec::rdma_write()
 						   Access::remote_write, &d);
 				if (s != kOk)
 					return s;
-				if (dp.mmu_.dma_write(d.iova, inl_data + done, d.len) < 0)
+				if (dma.write(d.iova, inl_data + done, d.len) < 0)
 					return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
 				done += d.len;
 			}
@@ -282,7 +329,7 @@ uint8_t EmuDataPath::Exec::rdma_write()
 		}
 		byte_cnt = static_cast<uint32_t>(total);
 		return kOk;
-	});
+	}();
 }
 
 uint8_t EmuDataPath::Exec::rdma_read()
@@ -297,8 +344,9 @@ uint8_t EmuDataPath::Exec::rdma_read()
 	if (s != kOk)
 		return s;
 	const uint32_t pd = qp.attr.pd;
-	return dp.mkeys_.read([&]() -> uint8_t {
-		Translator local(dp.mkeys_, dp.mmu_, pd, qp.qpn);
+	MkeyTable::Hold keys(dp.mkeys_, qp.held);
+	return [&]() -> uint8_t {
+		Translator local(keys, dma, pd, qp.qpn);
 		for (size_t i = 0; i < nseg; i++) {
 			uint8_t r = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
 						   Access::local_write);
@@ -308,7 +356,7 @@ uint8_t EmuDataPath::Exec::rdma_read()
 		uint8_t r = connect(Access::remote_read);
 		if (r != kOk)
 			return r;
-		Translator remote(dp.mkeys_, dp.mmu_, responder->attr.pd, responder->qpn);
+		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
 		r = remote.validate(ra.rkey, ra.addr, total, Access::remote_read);
 		if (r != kOk)
 			return responder_fail(r, prm::event_type::wq_access_error);
@@ -322,7 +370,7 @@ uint8_t EmuDataPath::Exec::rdma_read()
 		}
 		byte_cnt = static_cast<uint32_t>(total);
 		return kOk;
-	});
+	}();
 }
 
 uint8_t EmuDataPath::Exec::atomic()
@@ -339,8 +387,9 @@ uint8_t EmuDataPath::Exec::atomic()
 		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
 	const bool cs = c.opcode == MLX5_OPCODE_ATOMIC_CS;
 	const uint32_t pd = qp.attr.pd;
-	return dp.mkeys_.read([&]() -> uint8_t {
-		Translator local(dp.mkeys_, dp.mmu_, pd, qp.qpn);
+	MkeyTable::Hold keys(dp.mkeys_, qp.held);
+	return [&]() -> uint8_t {
+		Translator local(keys, dma, pd, qp.qpn);
 		uint8_t r = local.validate(d.lkey, d.addr, 8, Access::local_write);
 		if (r != kOk)
 			return r;
@@ -352,7 +401,7 @@ uint8_t EmuDataPath::Exec::atomic()
 		if (ra.addr % 8 != 0)
 			return responder_fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
 					      prm::event_type::wq_inval_req_error);
-		Translator remote(dp.mkeys_, dp.mmu_, responder->attr.pd, responder->qpn);
+		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
 		r = remote.validate(ra.rkey, ra.addr, 8, Access::remote_atomic);
 		if (r != kOk)
 			return responder_fail(r, prm::event_type::wq_access_error);
@@ -365,13 +414,13 @@ uint8_t EmuDataPath::Exec::atomic()
 					      prm::event_type::wq_inval_req_error);
 		uint64_t old_be;
 		{
-			DmaPin pin = dp.mmu_.pin(t.iova, 8);
-			if (!pin)
+			void *cellp = dma.host(t.iova, 8);
+			if (cellp == nullptr)
 				return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
 			/* Host mappings are page aligned, so the host address is 8-aligned too.
 			 * Relaxed would do for the value; acq_rel orders this update against
 			 * other QPs' atomics on the same word as a responder's would be. */
-			std::atomic_ref<uint64_t> cell(*static_cast<uint64_t *>(pin.ptr()));
+			std::atomic_ref<uint64_t> cell(*static_cast<uint64_t *>(cellp));
 			old_be = cell.load(std::memory_order_relaxed);
 			for (;;) {
 				const uint64_t old = be64toh(old_be);
@@ -390,8 +439,8 @@ uint8_t EmuDataPath::Exec::atomic()
 		r = local.resolve(d.lkey, d.addr, 8, Access::local_write, &l);
 		uint64_t done = 0;
 		while (r == kOk && done < 8) {
-			if (dp.mmu_.dma_write(l.iova, reinterpret_cast<uint8_t *>(&old_be) + done,
-					      l.len) < 0)
+			if (dma.write(l.iova, reinterpret_cast<uint8_t *>(&old_be) + done, l.len) <
+			    0)
 				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 			done += l.len;
 			if (done < 8)
@@ -402,7 +451,7 @@ uint8_t EmuDataPath::Exec::atomic()
 			return r;
 		byte_cnt = 8;
 		return kOk;
-	});
+	}();
 }
 
 uint8_t EmuDataPath::Exec::local_inval()
@@ -457,7 +506,7 @@ uint8_t EmuDataPath::Exec::umr()
 			 * allocation). */
 			if (qp.scratch.size() < xlt_bytes)
 				qp.scratch.resize(xlt_bytes);
-			if (dp.mmu_.dma_read(d.addr, qp.scratch.data(), xlt_bytes) < 0)
+			if (dma.read(d.addr, qp.scratch.data(), xlt_bytes) < 0)
 				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 			xlt = qp.scratch.data();
 		}
@@ -483,9 +532,16 @@ uint8_t EmuDataPath::Exec::umr()
 			if (lps < 12 || lps > 30)
 				return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		}
-		for (const auto &f : kUmrFields)
-			if ((mask & f.bit) != 0)
-				prm::set(mkc, f.field, prm::get(ctx, f.field));
+		/* The selected fields' bits from the context segment, the others kept: a masked
+		 * merge of the 64 raw bytes, word by word (byte order does not matter to it). */
+		const uint64_t *bm = qp.umr_byte_mask(mask);
+		for (size_t i = 0; i < 8; i++) {
+			uint64_t d, v;
+			std::memcpy(&d, mkc + i * 8, 8);
+			std::memcpy(&v, ctx + i * 8, 8);
+			d = (d & ~bm[i]) | (v & bm[i]);
+			std::memcpy(mkc + i * 8, &d, 8);
+		}
 		if (xlt_bytes != 0)
 			std::memcpy(e->translations.data() + xoff, xlt, xlt_bytes);
 		return kOk;
@@ -515,8 +571,8 @@ uint8_t EmuDataPath::Exec::run()
 }
 
 /* Device hot path: the CQ's lock, IOMMU accesses, no allocation. Table lock held shared. */
-void EmuDataPath::complete(Qp &qp, uint16_t wqe_counter, uint8_t opcode, uint32_t byte_cnt,
-			   uint8_t syndrome)
+void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
+			   uint32_t byte_cnt, uint8_t syndrome)
 {
 	auto it = cqs_.find(qp.attr.cqn);
 	if (it == cqs_.end())
@@ -526,7 +582,7 @@ void EmuDataPath::complete(Qp &qp, uint16_t wqe_counter, uint8_t opcode, uint32_
 	const uint64_t size = uint64_t{1} << cq.attr.log_size;
 	uint8_t rec[prm::dbr::size] = {};
 	uint32_t raw = 0;
-	if (mmu_.dma_load32_acquire(cq.attr.dbr + prm::dbr::cq_ci_dword * 4, &raw) == 0) {
+	if (dma.load32_acquire(cq.attr.dbr + prm::dbr::cq_ci_dword * 4, &raw) == 0) {
 		std::memcpy(rec + prm::dbr::cq_ci_dword * 4, &raw, sizeof(raw));
 		/* The consumer index is 24 bits: compare modulo 2^24. */
 		const auto ci = static_cast<uint32_t>(prm::get(rec, prm::dbr::cq_ci));
@@ -564,8 +620,8 @@ void EmuDataPath::complete(Qp &qp, uint16_t wqe_counter, uint8_t opcode, uint32_
 	static_assert(sizeof(mlx5_cqe64) == 64 && sizeof(mlx5_err_cqe) == 64);
 	/* Everything but op_own first; op_own last with release, so that a driver that sees
 	 * the new owner bit with acquire sees the whole CQE. */
-	if (mmu_.dma_write(iova, buf, prm::wq::cqe_size - 1) < 0 ||
-	    mmu_.dma_store8_release(iova + prm::wq::cqe_size - 1, op_own) < 0)
+	if (dma.write(iova, buf, prm::wq::cqe_size - 1) < 0 ||
+	    dma.store8_release(iova + prm::wq::cqe_size - 1, op_own) < 0)
 		return;
 	cq.produced++;
 	ctr_.cqes.fetch_add(1, std::memory_order_relaxed);
@@ -574,7 +630,7 @@ void EmuDataPath::complete(Qp &qp, uint16_t wqe_counter, uint8_t opcode, uint32_
 }
 
 /* Table lock held shared. Events go to the first EQ created that is still there. */
-void EmuDataPath::post_event(uint8_t type, uint32_t qpn)
+void EmuDataPath::post_event(const DmaSection &dma, uint8_t type, uint32_t qpn)
 {
 	Eq *eq = nullptr;
 	for (const auto &[n, e] : eqs_)
@@ -594,8 +650,8 @@ void EmuDataPath::post_event(uint8_t type, uint32_t qpn)
 	prm::set(buf, prm::eqe::qpn, qpn);
 	prm::set(buf, prm::eqe::owner, (n >> eq->attr.log_size) & 1);
 	/* Owner byte last, with release (as for CQEs). */
-	if (mmu_.dma_write(iova, buf, prm::eqe::owner_byte) < 0 ||
-	    mmu_.dma_store8_release(iova + prm::eqe::owner_byte, buf[prm::eqe::owner_byte]) < 0)
+	if (dma.write(iova, buf, prm::eqe::owner_byte) < 0 ||
+	    dma.store8_release(iova + prm::eqe::owner_byte, buf[prm::eqe::owner_byte]) < 0)
 		return;
 	eq->produced++;
 	ctr_.eqes.fetch_add(1, std::memory_order_relaxed);
@@ -608,11 +664,13 @@ void EmuDataPath::run_qp(Qp &qp)
 	QpState st = qp.get_state();
 	if (st != QpState::rts && st != QpState::err)
 		return; /* WQEs wait until RTS (or are flushed in ERR) */
+	/* One IOMMU section for the whole doorbell: the record, the WQEs, the data, the CQEs. */
+	const DmaSection dma(mmu_);
 	/* The producer counter alone, in one acquire load: the driver writes it while the
 	 * device runs, and its WQEs must be visible once the counter is. */
 	uint8_t rec[prm::dbr::size] = {};
 	uint32_t raw = 0;
-	if (mmu_.dma_load32_acquire(qp.attr.dbr + prm::dbr::qp_sq_dword * 4, &raw) < 0) {
+	if (dma.load32_acquire(qp.attr.dbr + prm::dbr::qp_sq_dword * 4, &raw) < 0) {
 		ctr_.dbr_faults.fetch_add(1, std::memory_order_relaxed);
 		return;
 	}
@@ -629,7 +687,7 @@ void EmuDataPath::run_qp(Qp &qp)
 			/* A producer more than a ring ahead: the record is corrupt. Error once,
 			 * then nothing is left to run. */
 			if (st != QpState::err)
-				complete(qp, ci, 0, 0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+				complete(dma, qp, ci, 0, 0, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
 			qp.set_state(QpState::err);
 			qp.ci = pi;
 			break;
@@ -637,9 +695,9 @@ void EmuDataPath::run_qp(Qp &qp)
 		const auto wqebb_iova = [&](uint32_t i) {
 			return qp.attr.mem.iova(((ci + i) & (size - 1)) * prm::wq::wqebb_size);
 		};
-		if (mmu_.dma_read(wqebb_iova(0), wqe, prm::wq::wqebb_size) < 0) {
+		if (dma.read(wqebb_iova(0), wqe, prm::wq::wqebb_size) < 0) {
 			ctr_.dbr_faults.fetch_add(1, std::memory_order_relaxed);
-			complete(qp, ci, 0, 0,
+			complete(dma, qp, ci, 0, 0,
 				 st == QpState::err ? MLX5_CQE_SYNDROME_WR_FLUSH_ERR
 						    : MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
 			qp.set_state(QpState::err);
@@ -652,29 +710,29 @@ void EmuDataPath::run_qp(Qp &qp)
 		if (malformed)
 			nbb = 1;
 		for (uint32_t i = 1; i < nbb && !malformed; i++)
-			if (mmu_.dma_read(wqebb_iova(i), wqe + i * prm::wq::wqebb_size,
-					  prm::wq::wqebb_size) < 0)
+			if (dma.read(wqebb_iova(i), wqe + i * prm::wq::wqebb_size,
+				     prm::wq::wqebb_size) < 0)
 				malformed = true;
 		qp.ci = static_cast<uint16_t>(ci + nbb);
 		if (st == QpState::err) {
-			complete(qp, ci, c.opcode, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+			complete(dma, qp, ci, c.opcode, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 			continue;
 		}
 		uint8_t syn = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-		Exec ex{*this, qp, wqe, size_t{c.ds} * 16, c};
+		Exec ex{*this, dma, qp, wqe, size_t{c.ds} * 16, c};
 		if (!malformed)
 			syn = ex.run();
 		if (ex.event != 0 && ex.responder != nullptr)
-			post_event(ex.event, ex.responder->qpn);
+			post_event(dma, ex.event, ex.responder->qpn);
 		if (syn != kOk) {
 			qp.set_state(QpState::err);
-			complete(qp, ci, c.opcode, 0, syn);
+			complete(dma, qp, ci, c.opcode, 0, syn);
 			continue;
 		}
 		if (c.opcode == MLX5_OPCODE_RDMA_WRITE || c.opcode == MLX5_OPCODE_RDMA_READ)
 			ctr_.bytes.fetch_add(ex.byte_cnt, std::memory_order_relaxed);
 		if ((c.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0)
-			complete(qp, ci, c.opcode, ex.byte_cnt, kOk);
+			complete(dma, qp, ci, c.opcode, ex.byte_cnt, kOk);
 	}
 }
 
