@@ -512,6 +512,108 @@ int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey,
 			    uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t wr_id,
 			    unsigned flags);
 
+/* ---- Vectored, IOVA-list and page-vector registration -------------------------------------- */
+
+struct iovec; /* <sys/uio.h> */
+
+/**
+ * Most segments of nicmr_mr_regv and entries of nicmr_mr_reg_iova, and most IOVA-discontiguous
+ * runs of a page vector (nicmr_mr_reg_pages). Above it: -E2BIG.
+ */
+#define NICMR_MAX_IOV 64u
+
+/**
+ * Registers the segments iov[0 .. count-1] as one region (fi_mr_regv). The region's address
+ * space is the segments end to end: it starts at iov[0].iov_base (or at 0 with
+ * NICMR_MR_ZERO_BASED), and byte k of segment i is at the start + the lengths of the segments
+ * before i + k. Each segment is registered as nicmr_mr_reg would (inside a pool: the pool's
+ * mapping; elsewhere: a slow-path mapping of its own, -EFAULT when not mapped). The device gets
+ * one MTT mkey when one page size fits every segment (each segment's IOVA congruent with its
+ * place in the region, and every joint between IOVA-discontiguous segments on a page boundary)
+ * and the pages fit one mkey; otherwise an indirect (KLM) mkey whose entries point at one MTT
+ * mkey per segment. Those inner keys are nicmr's own: they grant the same access in the same PD
+ * over the same bytes, are never returned, and go with the region. The key, lookups
+ * (nicmr_key_lookup translates each address to its segment's IOVA), raw keys and
+ * nicmr_mr_dereg work as for any MR; sub-MRs of it are -EOPNOTSUPP. Slow path (several device
+ * commands for the KLM form); any thread.
+ *
+ * @param iov segments; every iov_len > 0
+ * @param count 1 .. NICMR_MAX_IOV
+ * @param access, flags, requested_key as nicmr_mr_reg (flags: NICMR_MR_REQUESTED_KEY,
+ *   NICMR_MR_ZERO_BASED; zero-based needs no alignment here)
+ * @return 0;
+ *   -EINVAL   null pd, out or iov, count 0, a segment of length 0, a segment or the total
+ *             length wrapping around 2^64 (or the region's start + total length), unknown
+ *             access bit or ibv rule broken;
+ *   -E2BIG    count above NICMR_MAX_IOV, a segment of 4 GiB or more in the KLM form, or more
+ *             translations than a pre-created mkey holds;
+ *   -EOPNOTSUPP  unknown flag;
+ *   -EFAULT   (a segment outside every pool) not mapped, not readable, or not writable while
+ *             access lets the device write;
+ *   -ENOSPC   no free key, no IOVA space, or NICMR_MAX_SEGMENTED_MRS segmented MRs live;
+ *   the key errors of nicmr_mr_reg (-EEXIST, -EKEYREJECTED, -EAGAIN), -ENOMEM, the device's.
+ * A failed call leaves nothing registered or mapped; inner keys it had registered wait for
+ * their grace period like any deregistered key.
+ */
+int nicmr_mr_regv(struct nicmr_pd *pd, const struct iovec *iov, size_t count, uint64_t access,
+		  uint64_t flags, uint64_t requested_key, struct nicmr_mr **out);
+
+/** Live MRs with segmented translations (vectored, IOVA-list, page-vector) per device. */
+#define NICMR_MAX_SEGMENTED_MRS 4096u
+
+/** One entry of an IOVA list: bytes the caller has already mapped for the device. */
+struct nicmr_iova_seg {
+	uint64_t iova; /**< device address (IOVA) of the first byte */
+	uint64_t len;  /**< bytes, > 0 */
+};
+
+/**
+ * Registers memory given by device addresses (kfi_mr_regsgl: a DMA-mapped scatterlist). Each
+ * entry must lie inside one mapping nicmr made for this device: a pool (which then counts the
+ * MR as a user: nicmr_pool_destroy is -EBUSY while it lives) or the slow-path mapping of a
+ * live MR (which then cannot be deregistered, -EBUSY, while this MR lives). Anything else is
+ * refused with -EFAULT, since the device would fault on it. The address space is the entries
+ * end to end from segs[0].iova (or 0 with NICMR_MR_ZERO_BASED); mkeys as nicmr_mr_regv. The
+ * region has no virtual address: nicmr_mr_addr gives NULL. Slow path; any thread.
+ * @param count 1 .. NICMR_MAX_IOV
+ * @return 0; -EINVAL (null argument, count 0, len 0, an entry or the total wrapping, access);
+ *   -E2BIG (count above NICMR_MAX_IOV; translations as nicmr_mr_regv); -EOPNOTSUPP (flag);
+ *   -EFAULT (an entry not inside one known mapping); and nicmr_mr_regv's key and device errors.
+ */
+int nicmr_mr_reg_iova(struct nicmr_pd *pd, const struct nicmr_iova_seg *segs, size_t count,
+		      uint64_t access, uint64_t flags, uint64_t requested_key,
+		      struct nicmr_mr **out);
+
+/**
+ * Registers a page vector (kfi_mr_regbv's bio_vec with the pages already DMA-mapped, or a
+ * fast-registration page list): count pages of page_size bytes at the IOVAs pages[], and in
+ * them the bytes [offset, offset + len) of the pages end to end. Every page must be aligned to
+ * page_size and lie inside one known mapping, as for nicmr_mr_reg_iova. The address space starts
+ * at pages[0] + offset (or 0 with NICMR_MR_ZERO_BASED). Pages whose IOVAs follow each other form
+ * one run; at most NICMR_MAX_IOV runs. One MTT mkey of page_size pages when offset 0 lands on
+ * a page boundary of the address space (always without NICMR_MR_ZERO_BASED), else KLM. Slow
+ * path; any thread.
+ * @param page_size a power of two from 4 KiB to 1 GiB
+ * @param offset below page_size
+ * @param len > 0; the last byte falls in the last page: (count - 1) * page_size < offset + len
+ *   <= count * page_size
+ * @return 0; -EINVAL (null argument, count 0, page_size not a power of two in range, offset not
+ *   below page_size, len not ending in the last page, a page IOVA not aligned to page_size,
+ *   access); -E2BIG (more than NICMR_MAX_IOV runs; translations as nicmr_mr_regv);
+ *   -EOPNOTSUPP (flag); -EFAULT (a page not inside one known mapping); and nicmr_mr_regv's key
+ *   and device errors.
+ */
+int nicmr_mr_reg_pages(struct nicmr_pd *pd, const uint64_t *pages, size_t count, size_t page_size,
+		       size_t offset, size_t len, uint64_t access, uint64_t flags,
+		       uint64_t requested_key, struct nicmr_mr **out);
+
+/**
+ * How an MR's translations are made: 0 one contiguous IOVA range (nicmr_mr_reg, sub-MRs),
+ * 1 one MTT mkey over several IOVA runs, 2 an indirect (KLM) mkey; -EINVAL for a null MR.
+ * Any thread.
+ */
+int nicmr_mr_layout(const struct nicmr_mr *mr);
+
 #ifdef __cplusplus
 }
 #endif

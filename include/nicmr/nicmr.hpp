@@ -101,6 +101,41 @@ inline int reg_sub_mr(nicmr_mr *base, size_t offset, size_t len, uint64_t access
 	return rc;
 }
 
+/** nicmr_mr_regv into an owning handle. */
+inline int reg_mr_vec(nicmr_pd *pd, const struct iovec *iov, size_t count, uint64_t access,
+		      MrPtr *out, uint64_t flags = 0, uint64_t requested_key = 0) noexcept
+{
+	nicmr_mr *m = nullptr;
+	int rc = nicmr_mr_regv(pd, iov, count, access, flags, requested_key, &m);
+	if (rc == 0)
+		out->reset(m);
+	return rc;
+}
+
+/** nicmr_mr_reg_iova into an owning handle. */
+inline int reg_mr_iova(nicmr_pd *pd, const nicmr_iova_seg *segs, size_t count, uint64_t access,
+		       MrPtr *out, uint64_t flags = 0, uint64_t requested_key = 0) noexcept
+{
+	nicmr_mr *m = nullptr;
+	int rc = nicmr_mr_reg_iova(pd, segs, count, access, flags, requested_key, &m);
+	if (rc == 0)
+		out->reset(m);
+	return rc;
+}
+
+/** nicmr_mr_reg_pages into an owning handle. */
+inline int reg_mr_pages(nicmr_pd *pd, const uint64_t *pages, size_t count, size_t page_size,
+			size_t offset, size_t len, uint64_t access, MrPtr *out, uint64_t flags = 0,
+			uint64_t requested_key = 0) noexcept
+{
+	nicmr_mr *m = nullptr;
+	int rc = nicmr_mr_reg_pages(pd, pages, count, page_size, offset, len, access, flags,
+				    requested_key, &m);
+	if (rc == 0)
+		out->reset(m);
+	return rc;
+}
+
 /** A data-path reader registration for the current thread: unregisters when it goes. */
 class ReaderScope {
 public:

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api_klm.h"
 #include "api_programmer.h"
 #include "emu_mlx5.h"
 #include "mem_space.h"
@@ -111,6 +112,24 @@ struct nicmr_slow_map {
 	std::vector<std::pair<uintptr_t, size_t>> pinned; /* runs this MR counted in pins_ */
 };
 
+/* One piece of a vectored, IOVA-list or page-vector MR (api_mr_vec.cpp) and what it holds. */
+struct nicmr_mr_piece {
+	nicmr_pool *pool = nullptr;	      /* a pool it counts as a user of */
+	std::unique_ptr<nicmr_slow_map> slow; /* a slow-path mapping made for it */
+	struct nicmr_mr *owner = nullptr;     /* the MR whose mapping it uses (iova_users) */
+	uint32_t child = 0;		      /* its MTT key in the KLM form, else 0 */
+};
+struct nicmr_mr_vec {
+	std::vector<nicmr_mr_piece> pieces;
+	int layout = 0; /* nicmr_mr_layout: 0 contiguous, 1 MTT over runs, 2 KLM */
+};
+/* A slow-path mapping as IOVA-list MRs find it. */
+struct nicmr_slow_ref {
+	uint64_t len = 0;
+	size_t align = 4096;
+	struct nicmr_mr *owner = nullptr;
+};
+
 struct nicmr_mr {
 	nicmr_device *dev = nullptr;
 	nicmr_pd *pd = nullptr;
@@ -124,6 +143,9 @@ struct nicmr_mr {
 	uint64_t iova = 0;  /* of start */
 	uint8_t access = 0;
 	bool zero_based = false;
+	bool iova_leaving = false; /* being deregistered: its mappings take no new users; vec_mu */
+	uint32_t iova_users = 0;   /* IOVA-list / page-vector MRs using its mappings; vec_mu */
+	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
 };
 
 struct nicmr_device {
@@ -163,8 +185,27 @@ struct nicmr_device {
 	std::mutex dp_mu;
 	std::unordered_map<uint32_t, struct nicmr_qp *> dp_qps; /* dp_mu */
 
+	/* Vectored registration (api_mr_vec.cpp): slow-path mappings by IOVA, so that IOVA-list
+	 * and page-vector MRs can find the MR whose mapping they use; the KLM programmer. */
+	std::mutex vec_mu;
+	std::map<uint64_t, nicmr_slow_ref> slow_by_iova; /* mapping's IOVA -> it; vec_mu */
+	std::once_flag klm_once;
+	std::unique_ptr<nicmr::api::KlmProgrammer> klm;
+
 	~nicmr_device();
 };
+
+/* Vectored registration helpers (api_mr.cpp, api_mr_vec.cpp). */
+/* Finds or makes the mapping of [a, a + len): a pool (counted as a user) or a slow-path mapping
+ * (made for piece, recorded by IOVA for owner). 0; -EFAULT, -ENOMEM, -ENOSPC, IOMMU errors. */
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr *owner,
+		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page);
+/* Gives back what nicmr_piece_map or an IOVA lookup took. */
+void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece);
+/* NICMR_ACCESS_* to mkey bits (api_mr.cpp): 0 or -EINVAL. */
+int nicmr_access_bits(uint64_t access, uint8_t *bits);
+/* Deregistration of an MR's vectored parts after its key was deregistered (api_mr_vec.cpp). */
+void nicmr_vec_release(nicmr_mr *mr);
 
 /* Slow-path mapping of [addr, addr + len) (api_mem.cpp); write: the device may write into it.
  * 0; -EFAULT (unmapped, or not readable / writable), -ENOMEM, -ENOSPC, IOMMU errors; nothing

@@ -78,6 +78,67 @@ unsigned log2_floor(uint64_t x)
 
 } // namespace
 
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr *owner,
+		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+{
+	{
+		/* Fast path: a pool holds the whole range. Counted in under the shared lock so
+		 * that the pool cannot be destroyed between the lookup and the count. */
+		std::shared_lock lk(dev->objs_mu);
+		const mem::PoolEntry *e = dev->space->lookup(reinterpret_cast<void *>(a), len);
+		if (e != nullptr) {
+			auto it = dev->pools.find(e->pool);
+			if (it != dev->pools.end()) {
+				piece->pool = it->second;
+				piece->pool->mrs.fetch_add(1, std::memory_order_relaxed);
+				*iova = e->iova + (a - e->va);
+				*log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
+				return 0;
+			}
+		}
+	}
+	int rc = nicmr_slow_map_create(dev, a, len, write, &piece->slow);
+	if (rc)
+		return rc;
+	*iova = piece->slow->iova + (a - piece->slow->va);
+	*log_page = std::clamp(log2_floor(piece->slow->align), 12u, 30u);
+	/* Recorded by IOVA: IOVA-list and page-vector MRs may use the mapping (api_mr_vec.cpp). */
+	try {
+		std::lock_guard lk(dev->vec_mu);
+		dev->slow_by_iova.emplace(
+			piece->slow->iova,
+			nicmr_slow_ref{piece->slow->len, piece->slow->align, owner});
+	} catch (...) {
+		nicmr_slow_map_release(dev, std::move(piece->slow));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece)
+{
+	if (piece->pool) {
+		/* Release: this MR's uses of the pool happen before a destroy that reads 0. */
+		piece->pool->mrs.fetch_sub(1, std::memory_order_release);
+		piece->pool = nullptr;
+	}
+	if (piece->slow || piece->owner) {
+		std::lock_guard lk(dev->vec_mu);
+		if (piece->slow)
+			dev->slow_by_iova.erase(piece->slow->iova);
+		if (piece->owner)
+			piece->owner->iova_users--;
+		piece->owner = nullptr;
+	}
+	if (piece->slow)
+		nicmr_slow_map_release(dev, std::move(piece->slow));
+}
+
+int nicmr_access_bits(uint64_t access, uint8_t *bits)
+{
+	return access_bits(access, bits);
+}
+
 extern "C" {
 
 int nicmr_pd_alloc(struct nicmr_device *dev, struct nicmr_pd **out)
@@ -156,28 +217,14 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 
 	unsigned log_page = 12;
 	{
-		/* Fast path: a pool holds the whole range. Counted in under the shared lock so
-		 * that the pool cannot be destroyed between the lookup and the count. */
-		std::shared_lock lk(dev->objs_mu);
-		const mem::PoolEntry *e = dev->space->lookup(addr, len);
-		if (e != nullptr) {
-			auto it = dev->pools.find(e->pool);
-			if (it != dev->pools.end()) {
-				m->pool = it->second;
-				m->pool->mrs.fetch_add(1, std::memory_order_relaxed);
-				m->iova = e->iova + (a - e->va);
-				log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
-			}
-		}
-	}
-	if (m->pool == nullptr) {
 		const bool write = bits & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
 					   mr::kAccessRemoteAtomic);
-		int rc = nicmr_slow_map_create(dev, a, len, write, &m->slow);
+		nicmr_mr_piece piece;
+		int rc = nicmr_piece_map(dev, a, len, write, m.get(), &piece, &m->iova, &log_page);
 		if (rc)
 			return rc;
-		m->iova = m->slow->iova + (a - m->slow->va);
-		log_page = std::clamp(log2_floor(m->slow->align), 12u, 30u);
+		m->pool = piece.pool;
+		m->slow = std::move(piece.slow);
 	}
 	/* Zero-based: offset 0 is the start of a translation page, so the page may not be larger
 	 * than the IOVA's alignment. */
@@ -201,10 +248,10 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 		NICMR_LOG(warn, "api", "%s: reg [%#lx, +%zu) access %#llx failed: %d",
 			  dev->spec.c_str(), (unsigned long)a, len,
 			  static_cast<unsigned long long>(access), rc);
-		if (m->pool)
-			m->pool->mrs.fetch_sub(1, std::memory_order_release);
-		else
-			nicmr_slow_map_release(dev, std::move(m->slow));
+		nicmr_mr_piece piece;
+		piece.pool = m->pool;
+		piece.slow = std::move(m->slow);
+		nicmr_piece_release(dev, &piece);
 		return rc;
 	}
 	pd->mrs.fetch_add(1, std::memory_order_relaxed);
@@ -264,6 +311,15 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 	if (mr == nullptr)
 		return -EINVAL;
 	nicmr_device *dev = mr->dev;
+	const bool maps = mr->slow || mr->vec;
+	if (maps) {
+		/* IOVA-list and page-vector MRs over its mappings keep it (-EBUSY); from here on
+		 * no new one may start using them. */
+		std::lock_guard lk(dev->vec_mu);
+		if (mr->iova_users)
+			return -EBUSY;
+		mr->iova_leaving = true;
+	}
 	api::ThreadCache *tc = api::thread_cache(dev);
 	int rc = dev->engine->dereg(mr->mkey, api::key_cache(tc));
 	api::note_cache_size(tc);
@@ -271,13 +327,21 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 		if (rc != -EBUSY)
 			NICMR_LOG(warn, "api", "%s: dereg of %#x failed: %d", dev->spec.c_str(),
 				  mr->mkey, rc);
+		if (maps) {
+			std::lock_guard lk(dev->vec_mu);
+			mr->iova_leaving = false;
+		}
 		return rc;
 	}
 	/* The device refuses the key now: its memory may go. */
-	if (mr->pool)
-		mr->pool->mrs.fetch_sub(1, std::memory_order_release);
-	if (mr->slow)
-		nicmr_slow_map_release(dev, std::move(mr->slow));
+	if (mr->vec)
+		nicmr_vec_release(mr);
+	{
+		nicmr_mr_piece piece;
+		piece.pool = mr->pool;
+		piece.slow = std::move(mr->slow);
+		nicmr_piece_release(dev, &piece);
+	}
 	mr->pd->mrs.fetch_sub(1, std::memory_order_release);
 	dev->mrs.fetch_sub(1, std::memory_order_release);
 	delete mr;

@@ -19,7 +19,7 @@ int Engine::create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 	e->device_id_ = cfg.device_id;
 	int rc = KeySpace::create({cfg.index_count, cfg.max_readers}, &e->keys_);
 	if (rc == 0)
-		rc = ShadowTable::create(cfg.index_count, &e->table_);
+		rc = ShadowTable::create(cfg.index_count, &e->table_, cfg.segment_slots);
 	if (rc == 0)
 		rc = programmer.create_free_mkeys(1, cfg.index_count - 1);
 	if (rc) {
@@ -36,20 +36,145 @@ int Engine::reg(const RegRequest &req, KeyCache *cache, uint32_t *mkey) noexcept
 	if (req.flags & ~kRegKnownFlags)
 		return -EOPNOTSUPP;
 	const bool handle = req.flags & kRegPoolLookup;
-	if (!range_valid(req.addr, req.len) || (!handle && !range_valid(req.iova, req.len)) ||
+	const bool segmented = req.runs != nullptr;
+	if (!range_valid(req.addr, req.len) ||
+	    (!handle && !segmented && !range_valid(req.iova, req.len)) ||
 	    !access_valid(req.access) || req.pd > 0xffffff || req.log_page_size < 12 ||
-	    req.log_page_size > 30)
+	    req.log_page_size > 30 || (segmented && handle) ||
+	    (segmented && !runs_valid(req.runs, req.run_count, req.len)) ||
+	    (req.mtt != nullptr && req.mtt_count == 0))
 		return -EINVAL;
 	EntryFields f;
 	f.access = req.access;
 	f.flags = static_cast<uint16_t>(((req.flags & kRegZeroBased) ? kEntryZeroBased : 0) |
 					(handle ? kEntryPoolLookup : 0) |
-					((req.flags & kRegSingleUse) ? kEntrySingleUse : 0));
+					((req.flags & kRegSingleUse) ? kEntrySingleUse : 0) |
+					(segmented ? kEntrySegmented : 0));
 	f.pd = req.pd;
 	f.start = (req.flags & kRegZeroBased) ? 0 : req.addr;
 	f.len = req.len;
-	f.iova = req.iova;
+	f.iova = segmented ? req.runs[0].iova : req.iova;
 	return install(req, f, cache, mkey);
+}
+
+bool Engine::runs_valid(const Run *runs, uint32_t count, uint64_t len) noexcept
+{
+	if (count == 0 || count > kMaxRuns || runs[count - 1].end != len)
+		return false;
+	uint64_t from = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		if (runs[i].end <= from || !range_valid(runs[i].iova, runs[i].end - from))
+			return false;
+		from = runs[i].end;
+	}
+	return true;
+}
+
+int Engine::take_key(uint32_t flags, uint64_t requested, KeyCache *cache, uint32_t *k) noexcept
+{
+	return (flags & kRegRequestedKey) ? keys_->claim(requested, k) : keys_->alloc(cache, k);
+}
+
+void Engine::unhold_keys(const uint32_t *keys, uint32_t n) noexcept
+{
+	for (uint32_t i = 0; i < n; i++)
+		keys_->unhold(mkey_index(keys[i]));
+}
+
+int Engine::hold_parts(const IndirectRequest &req, uint32_t *held) noexcept
+{
+	/* Each part's key is held first, then checked: a held key cannot leave, so the check
+	 * stays true for as long as the hold. */
+	for (uint32_t i = 0; i < req.part_count; i++) {
+		const KlmPart &p = req.parts[i];
+		int rc = keys_->hold(p.mkey);
+		if (rc) {
+			unhold_keys(held, i);
+			return rc;
+		}
+		held[i] = p.mkey;
+		EntryFields c;
+		rc = table_->snapshot(p.mkey, &c);
+		if (rc == 0 && c.state != EntryState::live)
+			rc = -ENOKEY;
+		else if (rc == 0 && c.pd != req.pd)
+			rc = -EPERM;
+		else if (rc == 0 && !access_covers(c.access, req.access))
+			rc = -EACCES;
+		else if (rc == 0 && !range_within(c.start, c.len, p.address, p.byte_count))
+			rc = -ERANGE;
+		if (rc) {
+			unhold_keys(held, i + 1);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int Engine::reg_indirect(const IndirectRequest &req, IndirectProgrammer &ip, KeyCache *cache,
+			 uint32_t *mkey) noexcept
+{
+	if (req.flags & ~(kRegRequestedKey | kRegZeroBased))
+		return -EOPNOTSUPP;
+	if (!range_valid(req.addr, req.len) || !access_valid(req.access) || req.pd > 0xffffff ||
+	    req.parts == nullptr || req.part_count == 0 || req.part_count > kMaxRuns ||
+	    req.runs == nullptr || !runs_valid(req.runs, req.run_count, req.len))
+		return -EINVAL;
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < req.part_count; i++) {
+		const uint32_t bc = req.parts[i].byte_count;
+		if (bc == 0 || !range_valid(req.parts[i].address, bc) || sum + bc < sum)
+			return -EINVAL;
+		sum += bc;
+	}
+	if (sum != req.len)
+		return -EINVAL;
+	uint32_t held[kMaxRuns];
+	int rc = hold_parts(req, held);
+	if (rc)
+		return rc;
+	const int slot = table_->alloc_slot();
+	if (slot < 0) {
+		unhold_keys(held, req.part_count);
+		return slot;
+	}
+	uint32_t k = 0;
+	rc = take_key(req.flags, req.requested_key, cache, &k);
+	const uint64_t start = (req.flags & kRegZeroBased) ? 0 : req.addr;
+	if (rc == 0) {
+		rc = ip.bind_indirect(k, IndirectParams{start, req.len, req.access, req.pd,
+							req.parts, req.part_count});
+		if (rc) {
+			keys_->release(cache, k);
+			NICMR_LOG(warn, "mr", "indirect bind of mkey %#x (%u parts) failed: %d", k,
+				  req.part_count, rc);
+		}
+	}
+	if (rc) {
+		table_->free_slot(uint32_t(slot));
+		unhold_keys(held, req.part_count);
+		return rc;
+	}
+	SegSlot &s = table_->slot(uint32_t(slot));
+	for (uint32_t i = 0; i < req.part_count; i++)
+		s.held[i] = held[i];
+	s.nheld = req.part_count;
+	s.indirect = &ip;
+	table_->publish_runs(uint32_t(slot), k, req.runs, req.run_count);
+	EntryFields f;
+	f.mkey = k;
+	f.state = EntryState::live;
+	f.access = req.access;
+	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryIndirect |
+					((req.flags & kRegZeroBased) ? kEntryZeroBased : 0));
+	f.pd = req.pd;
+	f.start = start;
+	f.len = req.len;
+	f.iova = uint32_t(slot);
+	table_->publish(mkey_index(k), f);
+	keys_->activate(k);
+	*mkey = k;
+	return 0;
 }
 
 int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
@@ -67,7 +192,7 @@ int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 	rc = table_->snapshot(base_mkey, &b);
 	if (rc == 0 && b.state != EntryState::live)
 		rc = -ENOKEY;
-	else if (rc == 0 && (b.flags & kEntryPoolLookup))
+	else if (rc == 0 && (b.flags & (kEntryPoolLookup | kEntrySegmented)))
 		rc = -EOPNOTSUPP;
 	else if (rc == 0 && !access_covers(b.access, req.access))
 		rc = -EACCES;
@@ -95,19 +220,36 @@ int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 
 int Engine::install(const RegRequest &req, EntryFields f, KeyCache *cache, uint32_t *mkey) noexcept
 {
+	int slot = -1;
+	if (f.flags & kEntrySegmented) {
+		slot = table_->alloc_slot();
+		if (slot < 0)
+			return slot;
+	}
 	uint32_t k;
-	int rc = (req.flags & kRegRequestedKey) ? keys_->claim(req.requested_key, &k)
-						: keys_->alloc(cache, &k);
-	if (rc)
+	int rc = take_key(req.flags, req.requested_key, cache, &k);
+	if (rc) {
+		if (slot >= 0)
+			table_->free_slot(uint32_t(slot));
 		return rc;
-	BindParams bp{f.start, f.len, f.access, f.pd, f.iova, req.log_page_size, nullptr, 0};
+	}
+	BindParams bp{f.start,	f.len,
+		      f.access, f.pd,
+		      f.iova,	req.log_page_size,
+		      req.mtt,	req.mtt != nullptr ? req.mtt_count : 0};
 	rc = prog_.bind(k, bp);
 	if (rc) {
 		keys_->release(cache, k);
+		if (slot >= 0)
+			table_->free_slot(uint32_t(slot));
 		NICMR_LOG(warn, "mr", "bind of mkey %#x (start %#llx len %llu) failed: %d", k,
 			  static_cast<unsigned long long>(f.start),
 			  static_cast<unsigned long long>(f.len), rc);
 		return rc;
+	}
+	if (slot >= 0) {
+		table_->publish_runs(uint32_t(slot), k, req.runs, req.run_count);
+		f.iova = uint32_t(slot);
 	}
 	f.mkey = k;
 	f.state = EntryState::live;
@@ -126,13 +268,27 @@ int Engine::dereg(uint32_t mkey, KeyCache *cache) noexcept
 	const EntryFields saved = table_->read_owned(index);
 	/* Host first: from here on no lookup accepts the key, before the device stops too. */
 	table_->invalidate(index);
-	rc = prog_.revoke(mkey);
+	const bool segmented = saved.flags & kEntrySegmented;
+	const auto slot = static_cast<uint32_t>(saved.iova);
+	IndirectProgrammer *ip =
+		(saved.flags & kEntryIndirect) ? table_->slot(slot).indirect : nullptr;
+	rc = ip != nullptr ? ip->revoke_indirect(mkey) : prog_.revoke(mkey);
 	if (rc) {
 		table_->publish(index, saved);
 		keys_->abort_retire(mkey);
 		NICMR_LOG(warn, "mr", "revoke of mkey %#x failed: %d; it stays registered", mkey,
 			  rc);
 		return rc;
+	}
+	if (segmented) {
+		SegSlot &s = table_->slot(slot);
+		uint32_t held[kMaxRuns];
+		const uint32_t nheld = s.nheld;
+		for (uint32_t i = 0; i < nheld; i++)
+			held[i] = s.held[i];
+		table_->clear_slot(slot);
+		table_->free_slot(slot);
+		unhold_keys(held, nheld);
 	}
 	keys_->retire(cache, mkey);
 	if (saved.flags & kEntrySub)

@@ -33,6 +33,8 @@ struct EngineConfig {
 	uint32_t index_count = 1u << 16; /* the device's mkey count (2..2^24) */
 	uint32_t max_readers = 64;	 /* QSBR reader ids 0..max_readers-1 (1..1024) */
 	uint64_t device_id = 1;		 /* carried in raw keys; nonzero */
+	/* Segmented regions live at once (clamped to index_count; 0: none). */
+	uint32_t segment_slots = kDefaultSegmentSlots;
 };
 
 enum RegFlag : uint32_t {
@@ -53,6 +55,30 @@ struct RegRequest {
 	uint8_t log_page_size = 12; /* 12..30: the largest page the IOVA mapping allows */
 	uint64_t requested_key = 0; /* with kRegRequestedKey */
 	uint32_t flags = 0;	    /* RegFlag bits */
+	/* Segmented regions (not contiguous in IOVA): the host's IOVA map, runs[count - 1].end ==
+	 * len, ends strictly rising, 1..kMaxRuns runs; iova is then ignored. Without mtt the
+	 * device gets iova_base = runs[0].iova (a contiguous IOVA must then be what it is). */
+	const Run *runs = nullptr;
+	uint32_t run_count = 0;
+	/* An explicit MTT list for the device (page IOVAs of log_page_size pages, the first
+	 * holding start), or nullptr for one contiguous range from iova. */
+	const uint64_t *mtt = nullptr;
+	uint32_t mtt_count = 0;
+};
+
+/* An indirect (KLM) region over keys registered before it (Engine::reg_indirect). */
+struct IndirectRequest {
+	uint64_t addr =
+		0;	  /* the region's first address (its VA or IOVA; ignored when zero-based) */
+	uint64_t len = 0; /* == the sum of the parts' byte counts */
+	uint8_t access = 0;
+	uint32_t pd = 0;
+	uint64_t requested_key = 0;
+	uint32_t flags = 0;		/* kRegRequestedKey, kRegZeroBased */
+	const KlmPart *parts = nullptr; /* 1..kMaxRuns, each inside its live key */
+	uint32_t part_count = 0;
+	const Run *runs = nullptr; /* the IOVA map for lookups, as RegRequest::runs */
+	uint32_t run_count = 0;
 };
 
 class Engine {
@@ -91,6 +117,21 @@ public:
 	 */
 	int reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 		    uint32_t *mkey) noexcept;
+
+	/*
+	 * Registers an indirect (KLM) region whose address space is req's parts end to end, each
+	 * a range of a live key of the same PD with at least req's access. Each part's key is held
+	 * (its dereg is -EBUSY) until this region is deregistered; ip programs the device and is
+	 * called again for the deregistration, so it must outlive the region.
+	 * Returns 0; -EOPNOTSUPP (a flag other than requested key and zero-based); -EINVAL (len 0
+	 * or wrap, access invalid, pd above 24 bits, parts or runs count 0 or above kMaxRuns, a
+	 * part of 0 bytes, byte counts not summing to len, runs malformed); -ENOKEY (a part's key
+	 * not live); -EPERM (a part's key in another PD); -EACCES (a part's key grants less);
+	 * -ERANGE (a part outside its key); -ENOSPC (no segment slot or key); the key errors of
+	 * reg; ip's bind error. On failure every hold is dropped.
+	 */
+	int reg_indirect(const IndirectRequest &req, IndirectProgrammer &ip, KeyCache *cache,
+			 uint32_t *mkey) noexcept;
 
 	/*
 	 * Deregisters: when it returns 0, no lookup accepts mkey any more and the device refuses
@@ -133,6 +174,10 @@ public:
 private:
 	explicit Engine(MkeyProgrammer &p) : prog_(p) {}
 	int install(const RegRequest &req, EntryFields f, KeyCache *cache, uint32_t *mkey) noexcept;
+	static bool runs_valid(const Run *runs, uint32_t count, uint64_t len) noexcept;
+	int take_key(uint32_t flags, uint64_t requested, KeyCache *cache, uint32_t *k) noexcept;
+	int hold_parts(const IndirectRequest &req, uint32_t *held) noexcept;
+	void unhold_keys(const uint32_t *keys, uint32_t n) noexcept;
 	MkeyProgrammer &prog_;
 	std::unique_ptr<KeySpace> keys_;
 	std::unique_ptr<ShadowTable> table_;

@@ -44,12 +44,52 @@ public:
 	virtual int revoke(uint32_t mkey) = 0;
 };
 
+/* One entry of an indirect (KLM) mkey: byte_count bytes of mkey's address space from address,
+ * laid end to end after the entries before it. */
+struct KlmPart {
+	uint64_t address;
+	uint32_t mkey;
+	uint32_t byte_count; /* > 0 */
+};
+
+struct IndirectParams {
+	uint64_t start; /* mkc start_addr: the region's first address, or 0 when zero-based */
+	uint64_t len;	/* the sum of the parts' byte counts */
+	uint8_t access; /* MkeyAccess bits */
+	uint32_t pd;
+	const KlmPart *parts;
+	uint32_t count; /* 1..kMaxRuns */
+};
+
+/*
+ * Makes an engine index an indirect (KLM) mkey and back. Separate from MkeyProgrammer because a
+ * UMR cannot change an mkey's access mode: the pre-created free mkeys are MTT mkeys, and an
+ * indirect one is made with a command in place of the free mkey at its index (the api's
+ * KlmProgrammer, api_klm.h). Synchronous, like MkeyProgrammer.
+ */
+class IndirectProgrammer {
+public:
+	virtual ~IndirectProgrammer() = default;
+	/* Turns the free mkey at mkey's index into an indirect mkey with this variant, access,
+	 * PD and parts. 0 or negative errno; on failure the index holds its free mkey again. */
+	virtual int bind_indirect(uint32_t mkey, const IndirectParams &params) = 0;
+	/* Puts the free mkey back at mkey's index; the device refuses mkey from then on. 0 or
+	 * negative errno; on failure the indirect mkey is left as it was. */
+	virtual int revoke_indirect(uint32_t mkey) = 0;
+};
+
 /* Accepts everything and touches nothing: the host-only engine, and benchmarks of it. */
 class NullProgrammer final : public MkeyProgrammer {
 public:
 	int create_free_mkeys(uint32_t, uint32_t) override { return 0; }
 	int bind(uint32_t, const BindParams &) override { return 0; }
 	int revoke(uint32_t) override { return 0; }
+};
+
+class NullIndirectProgrammer final : public IndirectProgrammer {
+public:
+	int bind_indirect(uint32_t, const IndirectParams &) override { return 0; }
+	int revoke_indirect(uint32_t) override { return 0; }
 };
 
 } // namespace nicmr::mr

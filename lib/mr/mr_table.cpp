@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "mr_table.h"
 
+#include <algorithm>
+#include <bit>
 #include <new>
 #include <sys/mman.h>
 
 namespace nicmr::mr {
 
-int ShadowTable::create(uint32_t index_count, std::unique_ptr<ShadowTable> *out) noexcept
+int ShadowTable::create(uint32_t index_count, std::unique_ptr<ShadowTable> *out,
+			uint32_t segment_slots) noexcept
 {
 	if (index_count < 2 || index_count > kMaxIndexCount)
 		return -EINVAL;
@@ -22,6 +25,27 @@ int ShadowTable::create(uint32_t index_count, std::unique_ptr<ShadowTable> *out)
 		return -ENOMEM;
 	t->e_ = static_cast<Entry *>(p);
 	t->n_ = index_count;
+	/* Segment slots: as lazily populated as the entries (a slot is 21 cache lines). */
+	const uint32_t ns = std::min(segment_slots, index_count);
+	if (ns > 0) {
+		t->slen_ = size_t{ns} * sizeof(SegSlot);
+		p = mmap(nullptr, t->slen_, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return -ENOMEM;
+		t->s_ = static_cast<SegSlot *>(p);
+		const size_t words = (size_t{ns} + 63) / 64;
+		t->used_.reset(new (std::nothrow) std::atomic<uint64_t>[words]);
+		if (!t->used_)
+			return -ENOMEM;
+		for (size_t w = 0; w < words; w++)
+			t->used_[w].store(0, std::memory_order_relaxed);
+		/* The bits past ns in the last word are never free. */
+		if (ns % 64)
+			t->used_[words - 1].store(~uint64_t{0} << (ns % 64),
+						  std::memory_order_relaxed);
+		t->ns_ = ns;
+	}
 	*out = std::move(t);
 	return 0;
 }
@@ -30,6 +54,74 @@ ShadowTable::~ShadowTable()
 {
 	if (e_)
 		munmap(e_, len_);
+	if (s_)
+		munmap(s_, slen_);
+}
+
+int ShadowTable::alloc_slot() noexcept
+{
+	/* Registration path: lock-free, no allocation. */
+	const size_t words = (size_t{ns_} + 63) / 64;
+	for (size_t w = 0; w < words; w++) {
+		/* Relaxed: only a hint of which bit to try; the CAS decides. */
+		uint64_t v = used_[w].load(std::memory_order_relaxed);
+		while (v != ~uint64_t{0}) {
+			const uint64_t bit = uint64_t{1} << std::countr_one(v);
+			/* Acquire: our writes to the slot come after the previous owner's last ones
+			 * (its clear_slot, released by free_slot's fetch_and). */
+			if (used_[w].compare_exchange_weak(v, v | bit, std::memory_order_acquire,
+							   std::memory_order_relaxed))
+				return static_cast<int>(w * 64 + unsigned(std::countr_zero(bit)));
+		}
+	}
+	return -ENOSPC;
+}
+
+void ShadowTable::free_slot(uint32_t slot) noexcept
+{
+	/* Release: our clear_slot happens before the next owner's writes (its acquire CAS). */
+	used_[slot / 64].fetch_and(~(uint64_t{1} << (slot % 64)), std::memory_order_release);
+}
+
+uint32_t ShadowTable::slots_used() const noexcept
+{
+	uint32_t n = 0;
+	const size_t words = (size_t{ns_} + 63) / 64;
+	for (size_t w = 0; w < words; w++)
+		/* Relaxed: a count for diagnostics, ordered with nothing. */
+		n += uint32_t(std::popcount(used_[w].load(std::memory_order_relaxed)));
+	if (ns_ % 64)
+		n -= 64 - ns_ % 64;
+	return n;
+}
+
+void ShadowTable::publish_runs(uint32_t slot, uint32_t mkey, const Run *runs,
+			       uint32_t count) noexcept
+{
+	SegSlot &s = s_[slot];
+	const uint32_t v = s.seq.load(std::memory_order_relaxed); /* the only writer */
+	/* Release stores throughout, for the reasons given in publish(). */
+	s.seq.store(v + 1, std::memory_order_release);
+	s.mkey.store(mkey, std::memory_order_release);
+	s.count.store(count, std::memory_order_release);
+	for (uint32_t i = 0; i < count; i++) {
+		s.end[i].store(runs[i].end, std::memory_order_release);
+		s.iova[i].store(runs[i].iova, std::memory_order_release);
+	}
+	s.seq.store(v + 2, std::memory_order_release);
+}
+
+void ShadowTable::clear_slot(uint32_t slot) noexcept
+{
+	SegSlot &s = s_[slot];
+	const uint32_t v = s.seq.load(std::memory_order_relaxed);
+	/* Release, as in publish_runs. */
+	s.seq.store(v + 1, std::memory_order_release);
+	s.mkey.store(0, std::memory_order_release);
+	s.count.store(0, std::memory_order_release);
+	s.seq.store(v + 2, std::memory_order_release);
+	s.nheld = 0;
+	s.indirect = nullptr;
 }
 
 void ShadowTable::publish(uint32_t index, const EntryFields &f) noexcept

@@ -45,6 +45,46 @@ enum EntryFlag : uint16_t {
 	kEntryPoolLookup = 1u << 2, /* iova holds a translation handle: use the pool's lookup */
 	kEntrySub = 1u << 3,	    /* a sub-MR of base_index */
 	kEntryZeroBased = 1u << 4,  /* start is 0: addresses are offsets (no FI_MR_VIRT_ADDR) */
+	kEntrySegmented = 1u << 5,  /* iova holds a segment slot: the region's IOVA is in runs */
+	kEntryIndirect = 1u << 6, /* a KLM (indirect) mkey over other keys (with kEntrySegmented) */
+};
+
+/*
+ * Segmented translations: regions whose bytes are not at one contiguous IOVA range (vectored,
+ * IOVA-list and page-vector registrations) keep their IOVA map in a segment slot, a table of
+ * at most kMaxRuns runs beside the entries:
+ *
+ *   entry (kEntrySegmented, iova = slot number) --> slot: seq | mkey | count | runs
+ *   run i: region offsets [end[i-1], end[i]) are at IOVA iova[i] onwards (end[-1] = 0)
+ *
+ * A slot has its own seqlock and names the key it was written for, so a lookup that reads an
+ * entry, then its slot, notices a slot rewritten for another key in between. Slots are never
+ * unmapped while the table lives, so a late reader reads stale bytes, never freed memory.
+ */
+inline constexpr uint32_t kMaxRuns = 64;
+/* Slots by default (EngineConfig::segment_slots): live segmented regions at once. */
+inline constexpr uint32_t kDefaultSegmentSlots = 4096;
+
+/* One IOVA-contiguous run of a segmented region, as the writer gives it. */
+struct Run {
+	uint64_t end;  /* region offset one past the run's last byte */
+	uint64_t iova; /* IOVA of the run's first byte */
+};
+
+class IndirectProgrammer;
+
+struct alignas(64) SegSlot {
+	std::atomic<uint32_t> seq;
+	std::atomic<uint32_t> mkey;
+	std::atomic<uint32_t> count;
+	uint32_t reserved0;
+	std::atomic<uint64_t> end[kMaxRuns];
+	std::atomic<uint64_t> iova[kMaxRuns];
+	/* The writer's own (lookups never read them): the keys an indirect region holds, and who
+	 * programmed it. */
+	uint32_t held[kMaxRuns];
+	uint32_t nheld;
+	IndirectProgrammer *indirect;
 };
 
 /* A plain copy of an entry's fields. */
@@ -94,8 +134,10 @@ struct LookupResult {
 
 class ShadowTable {
 public:
-	/* Maps N entries, all free. Returns 0, -EINVAL (N out of 2..2^24), -ENOMEM. */
-	static int create(uint32_t index_count, std::unique_ptr<ShadowTable> *out) noexcept;
+	/* Maps N entries, all free, and segment_slots slots (at most N; 0: none). Returns 0,
+	 * -EINVAL (N out of 2..2^24), -ENOMEM. */
+	static int create(uint32_t index_count, std::unique_ptr<ShadowTable> *out,
+			  uint32_t segment_slots = kDefaultSegmentSlots) noexcept;
 	~ShadowTable();
 	ShadowTable(const ShadowTable &) = delete;
 	ShadowTable &operator=(const ShadowTable &) = delete;
@@ -126,11 +168,33 @@ public:
 	/* A consistent copy of the entry of a live or disabled key. -ENOKEY or -EAGAIN as above. */
 	int snapshot(uint32_t mkey, EntryFields *out) const noexcept;
 
+	/*
+	 * Segment slots. alloc_slot: a free slot's number, or -ENOSPC (lock-free: a bit per slot,
+	 * taken with compare-and-swap). publish_runs / clear_slot: by the owner of the key the
+	 * slot is for, before publishing its entry and after invalidating it. free_slot: after
+	 * clear_slot.
+	 */
+	int alloc_slot() noexcept;
+	void free_slot(uint32_t slot) noexcept;
+	void publish_runs(uint32_t slot, uint32_t mkey, const Run *runs, uint32_t count) noexcept;
+	void clear_slot(uint32_t slot) noexcept;
+	SegSlot &slot(uint32_t n) noexcept { return s_[n]; }
+	uint32_t slot_count() const noexcept { return ns_; }
+	/* Slots in use now (diagnostics and tests; not a snapshot under concurrent changes). */
+	uint32_t slots_used() const noexcept;
+
 private:
 	ShadowTable() = default;
+	/* The IOVA of region offset off of a segmented entry: hot path, as lookup. */
+	int translate_runs(uint32_t slot, uint32_t mkey, uint64_t off,
+			   uint64_t *iova) const noexcept;
 	Entry *e_ = nullptr;
 	uint32_t n_ = 0;
 	size_t len_ = 0;
+	SegSlot *s_ = nullptr;
+	uint32_t ns_ = 0;
+	size_t slen_ = 0;
+	std::unique_ptr<std::atomic<uint64_t>[]> used_; /* a bit per slot */
 };
 
 namespace detail {
@@ -184,11 +248,54 @@ inline int ShadowTable::lookup(const LookupRequest &req, LookupResult *out) cons
 	if (flags & kEntryPoolLookup) {
 		out->iova = off;
 		out->handle = iova;
+	} else if (flags & kEntrySegmented) {
+		const int rc = translate_runs(static_cast<uint32_t>(iova), mkey, off, &out->iova);
+		if (rc)
+			return rc;
+		out->handle = 0;
 	} else {
 		out->iova = iova + off;
 		out->handle = 0;
 	}
 	out->flags = flags;
+	return 0;
+}
+
+inline int ShadowTable::translate_runs(uint32_t slot, uint32_t mkey, uint64_t off,
+				       uint64_t *iova) const noexcept
+{
+	/* Hot path, as lookup: a seqlock read of the slot and a binary search over its runs; no
+	 * lock, no read-modify-write, no allocation, no spin. */
+	if (slot >= ns_)
+		return -ENOKEY;
+	const SegSlot &s = s_[slot];
+	/* Acquire: the loads below see at least what was published with t1 (pairs with the
+	 * release store ending publish_runs). */
+	const uint32_t t1 = s.seq.load(std::memory_order_acquire);
+	if (t1 & 1)
+		return -EAGAIN;
+	const uint32_t owner = s.mkey.load(std::memory_order_acquire);
+	uint32_t n = s.count.load(std::memory_order_acquire);
+	if (n > kMaxRuns)
+		n = kMaxRuns; /* torn by a rewrite: the seq re-check below discards the result */
+	/* First run whose end is above off (the entry's range check put off below the last end). */
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		const uint32_t mid = (lo + hi) / 2;
+		if (s.end[mid].load(std::memory_order_acquire) > off)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	const uint64_t from = lo == 0 ? 0 : s.end[lo - 1].load(std::memory_order_acquire);
+	const uint64_t base = lo < n ? s.iova[lo].load(std::memory_order_acquire) : 0;
+	/* Acquire on every load above keeps them before this re-check, as in lookup. */
+	if (s.seq.load(std::memory_order_relaxed) != t1)
+		return -EAGAIN;
+	/* Rewritten for another key since the entry was read: this key was deregistered. */
+	if (owner != mkey || lo >= n)
+		return -ENOKEY;
+	*iova = base + (off - from);
 	return 0;
 }
 

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "api_klm.h"
+
+#include <cerrno>
+#include <vector>
+
+#include "mlx5_prm.h"
+#include "mr_access.h"
+#include "nicmr_log.h"
+
+namespace nicmr::api {
+
+size_t KlmProgrammer::live() const
+{
+	std::lock_guard lk(mu_);
+	return saved_.size();
+}
+
+int KlmProgrammer::restore(uint32_t index, const std::optional<mlx5::MkeyContext> &saved)
+{
+	if (!saved)
+		return 0;
+	mlx5::MkeyCreate c;
+	c.ctx = *saved;
+	c.index = index;
+	uint32_t got = 0;
+	int rc = dev_.create_mkey(c, &got);
+	if (rc)
+		NICMR_LOG(error, "api", "re-creating the free mkey at index %#x failed: %d", index,
+			  rc);
+	return rc;
+}
+
+int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
+{
+	const uint32_t index = mkey >> 8;
+	if (index == 0 || p.count == 0 || p.parts == nullptr)
+		return -EINVAL;
+	std::vector<mlx5::KlmEntry> klm;
+	try {
+		klm.reserve(p.count);
+		for (uint32_t i = 0; i < p.count; i++)
+			klm.push_back({p.parts[i].byte_count, p.parts[i].mkey, p.parts[i].address});
+	} catch (...) {
+		return -ENOMEM;
+	}
+	std::lock_guard lk(mu_);
+	try {
+		saved_.reserve(saved_.size() + 1);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	/* What stands at the index now: a free mkey (saved to be put back), or nothing (the
+	 * command programmer creates its free mkeys lazily; the device says BAD_RES_STATE). */
+	std::optional<mlx5::MkeyContext> saved;
+	mlx5::MkeyQuery q;
+	int rc = dev_.query_mkey(index, 0, &q);
+	if (rc == 0) {
+		if (!q.ctx.free)
+			return -EBUSY;
+		saved = q.ctx;
+		rc = dev_.destroy_mkey(index);
+		if (rc)
+			return rc;
+	} else if (rc != -EINVAL) {
+		return rc;
+	}
+	mlx5::MkeyCreate c;
+	c.ctx.access_mode = mlx5::prm::access_mode::klm;
+	c.ctx.free = false;
+	c.ctx.umr_en = false;
+	c.ctx.lr = p.access & mr::kAccessLocalRead;
+	c.ctx.lw = p.access & mr::kAccessLocalWrite;
+	c.ctx.rr = p.access & mr::kAccessRemoteRead;
+	c.ctx.rw = p.access & mr::kAccessRemoteWrite;
+	c.ctx.a = p.access & mr::kAccessRemoteAtomic;
+	c.ctx.pd = p.pd;
+	c.ctx.variant = static_cast<uint8_t>(mkey & 0xff);
+	c.ctx.start_addr = p.start;
+	c.ctx.len = p.len;
+	c.index = index;
+	c.klm = klm;
+	uint32_t got = 0;
+	rc = dev_.create_mkey(c, &got);
+	if (rc) {
+		NICMR_LOG(warn, "api", "CREATE_MKEY (KLM, %u entries) at %#x failed: %d", p.count,
+			  mkey, rc);
+		(void)restore(index, saved);
+		return rc;
+	}
+	saved_.emplace(index, saved);
+	return 0;
+}
+
+int KlmProgrammer::revoke_indirect(uint32_t mkey)
+{
+	const uint32_t index = mkey >> 8;
+	std::lock_guard lk(mu_);
+	auto it = saved_.find(index);
+	if (it == saved_.end())
+		return -ENOENT;
+	int rc = dev_.destroy_mkey(index);
+	if (rc) {
+		NICMR_LOG(warn, "api", "revoke %#x: DESTROY_MKEY of the KLM mkey failed: %d", mkey,
+			  rc);
+		return rc;
+	}
+	/* The key is dead from the destroy on; a failed re-create only costs the free mkey
+	 * (logged), as in the command programmer. */
+	(void)restore(index, it->second);
+	saved_.erase(it);
+	return 0;
+}
+
+} // namespace nicmr::api

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Vectored (nicmr_mr_regv), IOVA-list (nicmr_mr_reg_iova) and page-vector (nicmr_mr_reg_pages)
+ * registration.
+ *
+ *   pieces: (address in the inner keys' space, length, IOVA, largest page its mapping allows)
+ *     regv:  each segment mapped as nicmr_mr_reg maps it (pool, or a slow-path mapping)
+ *     iova:  each entry found in a pool or a live slow-path mapping (else -EFAULT)
+ *     pages: runs of IOVA-consecutive pages, each found likewise
+ *   -> runs: pieces merged where their IOVAs follow each other (the host's IOVA map, for lookups)
+ *   -> one page size P for all (largest first): every run's IOVA congruent with its place in the
+ *      region modulo P, every run after the first starting on a P boundary, pages <= the mkey's
+ *      capacity?  yes: one MTT mkey (Engine::reg with the runs and an MTT list; a single run
+ *      needs neither)
+ *                 no:  one MTT key per piece (Engine::reg), then an indirect KLM key over them
+ *                      (Engine::reg_indirect with the KlmProgrammer, api_klm.h)
+ * Every step is undone when a later one fails. Slow path: it allocates and takes locks.
+ */
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+
+#include "api_internal.h"
+#include "mr_range.h"
+#include "nicmr_log.h"
+
+using namespace nicmr;
+
+namespace {
+
+constexpr uint64_t kKnownFlags = NICMR_MR_REQUESTED_KEY | NICMR_MR_ZERO_BASED;
+
+struct Piece {
+	uint64_t addr; /* in the inner key's address space: the VA, or the IOVA itself */
+	uint64_t len;
+	uint64_t iova;
+	unsigned log_page;
+};
+
+unsigned log2_floor(uint64_t x)
+{
+	return 63u - unsigned(std::countl_zero(x));
+}
+
+bool device_writes(uint8_t bits)
+{
+	return bits & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite | mr::kAccessRemoteAtomic);
+}
+
+/* [iova, iova + len) inside one mapping nicmr made: a pool (counted) or a live slow-path
+ * mapping (its MR counted). -EFAULT otherwise. */
+int find_iova(nicmr_device *dev, uint64_t iova, uint64_t len, nicmr_mr_piece *piece,
+	      unsigned *log_page)
+{
+	{
+		std::shared_lock lk(dev->objs_mu);
+		for (const auto &[key, np] : dev->pools) {
+			const mem::PoolEntry *e = np->entry;
+			if (e == nullptr || !mr::range_within(e->iova, e->len, iova, len))
+				continue;
+			piece->pool = np;
+			np->mrs.fetch_add(1, std::memory_order_relaxed);
+			*log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
+			return 0;
+		}
+	}
+	std::lock_guard lk(dev->vec_mu);
+	auto it = dev->slow_by_iova.upper_bound(iova);
+	if (it == dev->slow_by_iova.begin())
+		return -EFAULT;
+	--it;
+	const nicmr_slow_ref &r = it->second;
+	if (!mr::range_within(it->first, r.len, iova, len) || r.owner == nullptr ||
+	    r.owner->iova_leaving)
+		return -EFAULT;
+	r.owner->iova_users++;
+	piece->owner = r.owner;
+	*log_page = std::clamp(log2_floor(r.align), 12u, 30u);
+	return 0;
+}
+
+void release_pieces(nicmr_device *dev, nicmr_mr_vec *v)
+{
+	api::ThreadCache *tc = api::thread_cache(dev);
+	for (nicmr_mr_piece &p : v->pieces) {
+		if (p.child) {
+			int rc = dev->engine->dereg(p.child, api::key_cache(tc));
+			if (rc)
+				NICMR_LOG(error, "api", "%s: dereg of inner key %#x failed: %d",
+					  dev->spec.c_str(), p.child, rc);
+			p.child = 0;
+		}
+		nicmr_piece_release(dev, &p);
+	}
+	api::note_cache_size(tc);
+}
+
+/* The MTT list of the region [start, start + len) over runs with pages of 2^lp bytes. */
+int mtt_list(uint64_t start, uint64_t len, const std::vector<mr::Run> &runs, unsigned lp,
+	     std::vector<uint64_t> *mtt)
+{
+	const uint64_t page = uint64_t{1} << lp;
+	const uint64_t n = ((start + len - 1) >> lp) - (start >> lp) + 1;
+	try {
+		mtt->resize(n);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	const uint64_t base = start & ~(page - 1);
+	size_t j = 0;
+	for (uint64_t k = 0; k < n; k++) {
+		const uint64_t a = std::max(base + k * page, start);
+		const uint64_t off = a - start;
+		while (runs[j].end <= off)
+			j++;
+		const uint64_t from = j == 0 ? 0 : runs[j - 1].end;
+		(*mtt)[k] = (runs[j].iova + (off - from)) & ~(page - 1);
+	}
+	return 0;
+}
+
+/* The largest page size (log2) with which one MTT mkey can describe the runs, or 0. */
+unsigned mtt_page(uint64_t start, uint64_t len, const std::vector<mr::Run> &runs, unsigned maxlp,
+		  uint32_t max_translations)
+{
+	for (unsigned lp = maxlp; lp >= 12; lp--) {
+		const uint64_t mask = (uint64_t{1} << lp) - 1;
+		bool ok = true;
+		uint64_t from = 0;
+		for (size_t j = 0; j < runs.size() && ok; j++) {
+			const uint64_t a = start + from;
+			ok = ((a - runs[j].iova) & mask) == 0 && (j == 0 || (a & mask) == 0);
+			from = runs[j].end;
+		}
+		if (!ok)
+			continue;
+		const uint64_t pages = ((start + len - 1) >> lp) - (start >> lp) + 1;
+		/* A smaller page only needs more entries. */
+		return (max_translations == 0 || pages <= max_translations) ? lp : 0;
+	}
+	return 0;
+}
+
+/*
+ * Registers m (fields addr, len, start, access, zero_based, vec with pieces mapped) over
+ * pieces: one MTT mkey when it fits, else KLM over one key per piece.
+ */
+int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uint64_t first,
+		    uint64_t flags, uint64_t requested_key)
+{
+	nicmr_device *dev = pd->dev;
+	std::vector<mr::Run> runs;
+	try {
+		uint64_t off = 0, run_from = 0;
+		for (const Piece &p : pc) {
+			if (!runs.empty() && runs.back().iova + (off - run_from) == p.iova) {
+				runs.back().end = off + p.len;
+			} else {
+				runs.push_back({off + p.len, p.iova});
+				run_from = off;
+			}
+			off += p.len;
+		}
+	} catch (...) {
+		return -ENOMEM;
+	}
+	if (runs.size() > mr::kMaxRuns)
+		return -E2BIG;
+	unsigned maxlp = 30;
+	for (const Piece &p : pc)
+		maxlp = std::min(maxlp, p.log_page);
+	const uint32_t reg_flags =
+		((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
+		(m->zero_based ? uint32_t(mr::kRegZeroBased) : 0u);
+	api::ThreadCache *tc = api::thread_cache(dev);
+	const unsigned lp = mtt_page(m->start, m->len, runs, maxlp, dev->max_translations);
+	if (lp != 0) {
+		std::vector<uint64_t> mtt;
+		mr::RegRequest req;
+		req.addr = first;
+		req.len = m->len;
+		req.access = m->access;
+		req.pd = pd->handle.pd();
+		req.iova = runs[0].iova;
+		req.log_page_size = uint8_t(lp);
+		req.requested_key = requested_key;
+		req.flags = reg_flags;
+		if (runs.size() > 1) {
+			int rc = mtt_list(m->start, m->len, runs, lp, &mtt);
+			if (rc)
+				return rc;
+			req.runs = runs.data();
+			req.run_count = uint32_t(runs.size());
+			req.mtt = mtt.data();
+			req.mtt_count = uint32_t(mtt.size());
+		}
+		int rc = dev->engine->reg(req, api::key_cache(tc), &m->mkey);
+		api::note_cache_size(tc);
+		if (rc == 0)
+			m->vec->layout = runs.size() > 1 ? 1 : 0;
+		return rc;
+	}
+
+	/* KLM: an entry's byte count is 32 bits. */
+	for (const Piece &p : pc)
+		if (p.len > UINT32_MAX)
+			return -E2BIG;
+	try {
+		std::call_once(dev->klm_once, [dev] {
+			dev->klm = std::make_unique<api::KlmProgrammer>(*dev->drv);
+		});
+	} catch (...) {
+		return -ENOMEM;
+	}
+	std::vector<mr::KlmPart> parts;
+	try {
+		parts.reserve(pc.size());
+	} catch (...) {
+		return -ENOMEM;
+	}
+	int rc = 0;
+	for (size_t i = 0; i < pc.size() && rc == 0; i++) {
+		mr::RegRequest c;
+		c.addr = pc[i].addr;
+		c.len = pc[i].len;
+		c.access = m->access;
+		c.pd = pd->handle.pd();
+		c.iova = pc[i].iova;
+		c.log_page_size = uint8_t(pc[i].log_page);
+		rc = dev->engine->reg(c, api::key_cache(tc), &m->vec->pieces[i].child);
+		if (rc == 0)
+			parts.push_back({pc[i].addr, m->vec->pieces[i].child, uint32_t(pc[i].len)});
+	}
+	if (rc == 0) {
+		mr::IndirectRequest r;
+		r.addr = first;
+		r.len = m->len;
+		r.access = m->access;
+		r.pd = pd->handle.pd();
+		r.requested_key = requested_key;
+		r.flags = reg_flags;
+		r.parts = parts.data();
+		r.part_count = uint32_t(parts.size());
+		r.runs = runs.data();
+		r.run_count = uint32_t(runs.size());
+		rc = dev->engine->reg_indirect(r, *dev->klm, api::key_cache(tc), &m->mkey);
+	}
+	api::note_cache_size(tc);
+	if (rc)
+		return rc; /* the caller releases the pieces and their inner keys */
+	m->vec->layout = 2;
+	return 0;
+}
+
+/* Common head of the three calls: the MR object with its pieces' slots. */
+int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, std::unique_ptr<nicmr_mr> *out)
+{
+	auto m = std::unique_ptr<nicmr_mr>(new (std::nothrow) nicmr_mr);
+	if (!m)
+		return -ENOMEM;
+	m->vec.reset(new (std::nothrow) nicmr_mr_vec);
+	if (!m->vec)
+		return -ENOMEM;
+	try {
+		m->vec->pieces.resize(count);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	m->dev = pd->dev;
+	m->pd = pd;
+	m->access = bits;
+	m->zero_based = zero;
+	*out = std::move(m);
+	return 0;
+}
+
+/* Common tail: register, or undo everything. */
+int finish(nicmr_pd *pd, std::unique_ptr<nicmr_mr> m, const std::vector<Piece> &pc, uint64_t first,
+	   uint64_t flags, uint64_t requested_key, const char *what, nicmr_mr **out)
+{
+	nicmr_device *dev = pd->dev;
+	m->start = m->zero_based ? 0 : first;
+	m->iova = pc[0].iova;
+	int rc = register_pieces(pd, m.get(), pc, first, flags, requested_key);
+	if (rc) {
+		NICMR_LOG(warn, "api", "%s: %s of %zu pieces (%zu bytes) failed: %d",
+			  dev->spec.c_str(), what, pc.size(), m->len, rc);
+		release_pieces(dev, m->vec.get());
+		return rc;
+	}
+	pd->mrs.fetch_add(1, std::memory_order_relaxed);
+	dev->mrs.fetch_add(1, std::memory_order_relaxed);
+	*out = m.release();
+	return 0;
+}
+
+int check_common(nicmr_pd *pd, nicmr_mr **out, const void *list, size_t count, uint64_t access,
+		 uint64_t flags, uint8_t *bits)
+{
+	if (pd == nullptr || out == nullptr || list == nullptr || count == 0)
+		return -EINVAL;
+	if (count > NICMR_MAX_IOV)
+		return -E2BIG;
+	if (flags & ~kKnownFlags)
+		return -EOPNOTSUPP;
+	if (nicmr_access_bits(access, bits) != 0)
+		return -EINVAL;
+	return 0;
+}
+
+} // namespace
+
+void nicmr_vec_release(nicmr_mr *mr)
+{
+	release_pieces(mr->dev, mr->vec.get());
+}
+
+extern "C" {
+
+int nicmr_mr_regv(struct nicmr_pd *pd, const struct iovec *iov, size_t count, uint64_t access,
+		  uint64_t flags, uint64_t requested_key, struct nicmr_mr **out)
+{
+	uint8_t bits = 0;
+	int rc = check_common(pd, out, iov, count, access, flags, &bits);
+	if (rc)
+		return rc;
+	uint64_t total = 0;
+	for (size_t i = 0; i < count; i++) {
+		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+		const uint64_t l = iov[i].iov_len;
+		if (!mr::range_valid(a, l) || total + l < total)
+			return -EINVAL;
+		total += l;
+	}
+	const bool zero = flags & NICMR_MR_ZERO_BASED;
+	const auto first = reinterpret_cast<uintptr_t>(iov[0].iov_base);
+	if (!mr::range_valid(zero ? 0 : first, total))
+		return -EINVAL;
+	std::unique_ptr<nicmr_mr> m;
+	rc = new_mr(pd, count, bits, zero, &m);
+	if (rc)
+		return rc;
+	m->addr = first;
+	m->len = total;
+	std::vector<Piece> pc;
+	try {
+		pc.resize(count);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count && rc == 0; i++) {
+		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+		pc[i].addr = a;
+		pc[i].len = iov[i].iov_len;
+		rc = nicmr_piece_map(pd->dev, a, iov[i].iov_len, device_writes(bits), m.get(),
+				     &m->vec->pieces[i], &pc[i].iova, &pc[i].log_page);
+	}
+	if (rc) {
+		release_pieces(pd->dev, m->vec.get());
+		return rc;
+	}
+	return finish(pd, std::move(m), pc, first, flags, requested_key, "regv", out);
+}
+
+int nicmr_mr_reg_iova(struct nicmr_pd *pd, const struct nicmr_iova_seg *segs, size_t count,
+		      uint64_t access, uint64_t flags, uint64_t requested_key,
+		      struct nicmr_mr **out)
+{
+	uint8_t bits = 0;
+	int rc = check_common(pd, out, segs, count, access, flags, &bits);
+	if (rc)
+		return rc;
+	uint64_t total = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (!mr::range_valid(segs[i].iova, segs[i].len) || total + segs[i].len < total)
+			return -EINVAL;
+		total += segs[i].len;
+	}
+	const bool zero = flags & NICMR_MR_ZERO_BASED;
+	if (!mr::range_valid(zero ? 0 : segs[0].iova, total))
+		return -EINVAL;
+	std::unique_ptr<nicmr_mr> m;
+	rc = new_mr(pd, count, bits, zero, &m);
+	if (rc)
+		return rc;
+	m->len = total;
+	std::vector<Piece> pc;
+	try {
+		pc.resize(count);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < count && rc == 0; i++) {
+		pc[i] = Piece{segs[i].iova, segs[i].len, segs[i].iova, 12};
+		rc = find_iova(pd->dev, segs[i].iova, segs[i].len, &m->vec->pieces[i],
+			       &pc[i].log_page);
+	}
+	if (rc) {
+		release_pieces(pd->dev, m->vec.get());
+		return rc;
+	}
+	return finish(pd, std::move(m), pc, segs[0].iova, flags, requested_key, "IOVA list", out);
+}
+
+int nicmr_mr_reg_pages(struct nicmr_pd *pd, const uint64_t *pages, size_t count, size_t page_size,
+		       size_t offset, size_t len, uint64_t access, uint64_t flags,
+		       uint64_t requested_key, struct nicmr_mr **out)
+{
+	uint8_t bits = 0;
+	/* The page count has no limit of its own: the runs do (below). */
+	int rc = check_common(pd, out, pages, count > NICMR_MAX_IOV ? 1 : count, access, flags,
+			      &bits);
+	if (rc)
+		return rc;
+	if (page_size < NICMR_PAGE_4K || page_size > NICMR_PAGE_1G ||
+	    !std::has_single_bit(page_size) || offset >= page_size || len == 0 ||
+	    count > UINT64_MAX / page_size)
+		return -EINVAL;
+	const uint64_t span = uint64_t{count} * page_size;
+	if (len > span - offset || offset + len <= span - page_size)
+		return -EINVAL;
+	for (size_t i = 0; i < count; i++)
+		if (pages[i] & (page_size - 1) || !mr::range_valid(pages[i], page_size))
+			return -EINVAL;
+	const bool zero = flags & NICMR_MR_ZERO_BASED;
+	const uint64_t first = pages[0] + offset;
+	if (!mr::range_valid(zero ? 0 : first, len))
+		return -EINVAL;
+	/* Runs of IOVA-consecutive pages, clipped to [offset, offset + len). */
+	std::vector<Piece> pc;
+	try {
+		uint64_t from = offset; /* byte of the page span where the next piece starts */
+		const uint64_t end = offset + len;
+		for (size_t i = 0; i < count; i++) {
+			const uint64_t pstart = uint64_t{i} * page_size;
+			const uint64_t lo = std::max(pstart, from);
+			const uint64_t hi = std::min(pstart + page_size, end);
+			const uint64_t iova = pages[i] + (lo - pstart);
+			if (!pc.empty() && pc.back().iova + pc.back().len == iova)
+				pc.back().len += hi - lo;
+			else
+				pc.push_back(Piece{iova, hi - lo, iova, 12});
+			from = hi;
+		}
+	} catch (...) {
+		return -ENOMEM;
+	}
+	if (pc.size() > NICMR_MAX_IOV)
+		return -E2BIG;
+	std::unique_ptr<nicmr_mr> m;
+	rc = new_mr(pd, pc.size(), bits, zero, &m);
+	if (rc)
+		return rc;
+	m->len = len;
+	for (size_t i = 0; i < pc.size() && rc == 0; i++)
+		rc = find_iova(pd->dev, pc[i].iova, pc[i].len, &m->vec->pieces[i], &pc[i].log_page);
+	if (rc) {
+		release_pieces(pd->dev, m->vec.get());
+		return rc;
+	}
+	return finish(pd, std::move(m), pc, first, flags, requested_key, "page vector", out);
+}
+
+int nicmr_mr_layout(const struct nicmr_mr *mr)
+{
+	if (mr == nullptr)
+		return -EINVAL;
+	return mr->vec ? mr->vec->layout : 0;
+}
+
+} /* extern "C" */

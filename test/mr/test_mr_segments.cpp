@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Segmented regions in the engine: lookups that translate through a region's runs, explicit
+ * MTT lists handed to the device, indirect (KLM) regions that hold their parts' keys, segment
+ * slots that run out and come back, and every refused request with its code.
+ */
+#include <cerrno>
+#include <gtest/gtest.h>
+#include <memory>
+#include <vector>
+
+#include "mr_engine.h"
+
+using namespace nicmr::mr;
+
+namespace {
+
+class RecordingProgrammer final : public MkeyProgrammer {
+public:
+	int create_free_mkeys(uint32_t, uint32_t) override { return 0; }
+	int bind(uint32_t, const BindParams &p) override
+	{
+		last = p;
+		mtt.assign(p.mtt, p.mtt + p.mtt_count);
+		return 0;
+	}
+	int revoke(uint32_t) override
+	{
+		revokes++;
+		return 0;
+	}
+	BindParams last{};
+	std::vector<uint64_t> mtt;
+	int revokes = 0;
+};
+
+class RecordingIndirect final : public IndirectProgrammer {
+public:
+	int bind_indirect(uint32_t mkey, const IndirectParams &p) override
+	{
+		if (fail_bind)
+			return fail_bind;
+		last_mkey = mkey;
+		parts.assign(p.parts, p.parts + p.count);
+		start = p.start;
+		live++;
+		return 0;
+	}
+	int revoke_indirect(uint32_t) override
+	{
+		if (fail_revoke)
+			return fail_revoke;
+		live--;
+		return 0;
+	}
+	int fail_bind = 0, fail_revoke = 0, live = 0;
+	uint32_t last_mkey = 0;
+	uint64_t start = 0;
+	std::vector<KlmPart> parts;
+};
+
+constexpr uint8_t kRw =
+	kAccessLocalRead | kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite;
+constexpr uint64_t kVa = 0x7f0000100000;
+
+class MrSegments : public ::testing::Test {
+protected:
+	void SetUp() override { make(kDefaultSegmentSlots); }
+	void make(uint32_t slots)
+	{
+		e.reset();
+		EngineConfig c;
+		c.index_count = 256;
+		c.segment_slots = slots;
+		ASSERT_EQ(Engine::create(c, prog, &e), 0);
+	}
+	int look(uint32_t k, uint64_t addr, uint64_t *iova, uint64_t len = 1,
+		 uint8_t access = kAccessRemoteWrite)
+	{
+		LookupRequest r{k, addr, len, access, kAnyPd};
+		LookupResult res{};
+		int rc = e->lookup(r, &res);
+		*iova = res.iova;
+		return rc;
+	}
+	/* A plain region [addr, + len) at iova, to be a part of an indirect one. */
+	uint32_t plain(uint64_t addr, uint64_t len, uint64_t iova, uint32_t pd = 3,
+		       uint8_t access = kRw)
+	{
+		RegRequest r;
+		r.addr = addr;
+		r.len = len;
+		r.access = access;
+		r.pd = pd;
+		r.iova = iova;
+		uint32_t k = 0;
+		EXPECT_EQ(e->reg(r, nullptr, &k), 0);
+		return k;
+	}
+	RecordingProgrammer prog;
+	RecordingIndirect ind;
+	std::unique_ptr<Engine> e;
+};
+
+/* Three runs: [0, 0x1000) at 0x10000, [0x1000, 0x3000) at 0x50000, [0x3000, 0x3800) at 0x9000. */
+const std::vector<nicmr::mr::Run> kRuns = {{0x1000, 0x10000}, {0x3000, 0x50000}, {0x3800, 0x9000}};
+
+RegRequest segmented(const std::vector<nicmr::mr::Run> &runs, const std::vector<uint64_t> &mtt)
+{
+	RegRequest r;
+	r.addr = kVa;
+	r.len = runs.back().end;
+	r.access = kRw;
+	r.pd = 3;
+	r.runs = runs.data();
+	r.run_count = uint32_t(runs.size());
+	r.mtt = mtt.data();
+	r.mtt_count = uint32_t(mtt.size());
+	return r;
+}
+
+TEST_F(MrSegments, LookupTranslatesEachAddressThroughItsRun)
+{
+	const std::vector<uint64_t> mtt = {0x10000, 0x50000, 0x51000, 0x9000};
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg(segmented(kRuns, mtt), nullptr, &k), 0);
+	EXPECT_EQ(prog.mtt, mtt) << "the MTT list goes to the device as given";
+	EXPECT_EQ(prog.last.start, kVa);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(k, kVa, &iova), 0);
+	EXPECT_EQ(iova, 0x10000u);
+	EXPECT_EQ(look(k, kVa + 0xfff, &iova), 0);
+	EXPECT_EQ(iova, 0x10fffu);
+	EXPECT_EQ(look(k, kVa + 0x1000, &iova), 0);
+	EXPECT_EQ(iova, 0x50000u);
+	EXPECT_EQ(look(k, kVa + 0x2fff, &iova, 0x801), 0) << "a range across a joint is valid";
+	EXPECT_EQ(iova, 0x51fffu);
+	EXPECT_EQ(look(k, kVa + 0x37ff, &iova), 0);
+	EXPECT_EQ(iova, 0x97ffu);
+	EXPECT_EQ(look(k, kVa + 0x3800, &iova), -ERANGE);
+	EXPECT_EQ(e->table().slots_used(), 1u);
+	ASSERT_EQ(e->dereg(k, nullptr), 0);
+	EXPECT_EQ(look(k, kVa, &iova), -ENOKEY);
+	EXPECT_EQ(e->table().slots_used(), 0u);
+}
+
+TEST_F(MrSegments, ZeroBasedSegmentedRegionTranslatesOffsets)
+{
+	const std::vector<uint64_t> mtt = {0x10000, 0x50000, 0x51000, 0x9000};
+	RegRequest r = segmented(kRuns, mtt);
+	r.flags = kRegZeroBased;
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg(r, nullptr, &k), 0);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(k, 0x1800, &iova), 0);
+	EXPECT_EQ(iova, 0x50800u);
+	EXPECT_EQ(look(k, kVa, &iova), -ERANGE);
+	EXPECT_EQ(e->dereg(k, nullptr), 0);
+}
+
+TEST_F(MrSegments, MalformedRunsAreEinvalAndTakeNothing)
+{
+	const std::vector<uint64_t> mtt = {0x10000};
+	const auto free_before = e->keys().ring_free_count();
+	uint32_t k = 0;
+	std::vector<nicmr::mr::Run> short_end = {{0x1000, 0x10000}, {0x2000, 0x20000}};
+	RegRequest r = segmented(short_end, mtt);
+	r.len = 0x3000; /* the last run must end at len */
+	EXPECT_EQ(e->reg(r, nullptr, &k), -EINVAL);
+	std::vector<nicmr::mr::Run> not_rising = {{0x1000, 0x10000}, {0x1000, 0x20000}};
+	EXPECT_EQ(e->reg(segmented(not_rising, mtt), nullptr, &k), -EINVAL);
+	std::vector<nicmr::mr::Run> wraps = {{0x1000, ~uint64_t{0} - 0x10}};
+	EXPECT_EQ(e->reg(segmented(wraps, mtt), nullptr, &k), -EINVAL);
+	std::vector<nicmr::mr::Run> many(kMaxRuns + 1);
+	for (uint32_t i = 0; i < many.size(); i++)
+		many[i] = {uint64_t(i + 1) * 0x1000, uint64_t(i) * 0x10000 + 0x100000};
+	EXPECT_EQ(e->reg(segmented(many, mtt), nullptr, &k), -EINVAL);
+	RegRequest empty_mtt = segmented(kRuns, mtt);
+	empty_mtt.mtt_count = 0;
+	EXPECT_EQ(e->reg(empty_mtt, nullptr, &k), -EINVAL);
+	RegRequest pool_and_runs = segmented(kRuns, mtt);
+	pool_and_runs.flags = kRegPoolLookup;
+	EXPECT_EQ(e->reg(pool_and_runs, nullptr, &k), -EINVAL);
+	EXPECT_EQ(e->keys().ring_free_count(), free_before);
+	EXPECT_EQ(e->table().slots_used(), 0u);
+}
+
+TEST_F(MrSegments, SlotsRunOutWithEnospcAndComeBack)
+{
+	make(2);
+	const std::vector<uint64_t> mtt = {0x10000, 0x50000, 0x51000, 0x9000};
+	uint32_t a = 0, b = 0, c = 0;
+	ASSERT_EQ(e->reg(segmented(kRuns, mtt), nullptr, &a), 0);
+	ASSERT_EQ(e->reg(segmented(kRuns, mtt), nullptr, &b), 0);
+	const auto free_before = e->keys().ring_free_count();
+	EXPECT_EQ(e->reg(segmented(kRuns, mtt), nullptr, &c), -ENOSPC);
+	EXPECT_EQ(e->keys().ring_free_count(), free_before);
+	ASSERT_EQ(e->dereg(a, nullptr), 0);
+	ASSERT_EQ(e->reg(segmented(kRuns, mtt), nullptr, &c), 0);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(a, kVa, &iova), -ENOKEY) << "the slot's new owner does not revive a";
+	EXPECT_EQ(look(c, kVa + 0x1000, &iova), 0);
+	EXPECT_EQ(iova, 0x50000u);
+	EXPECT_EQ(e->dereg(b, nullptr), 0);
+	EXPECT_EQ(e->dereg(c, nullptr), 0);
+	EXPECT_EQ(e->table().slots_used(), 0u);
+}
+
+TEST_F(MrSegments, SubMrOfASegmentedRegionIsEopnotsupp)
+{
+	const std::vector<uint64_t> mtt = {0x10000, 0x50000, 0x51000, 0x9000};
+	uint32_t k = 0, sub = 0;
+	ASSERT_EQ(e->reg(segmented(kRuns, mtt), nullptr, &k), 0);
+	RegRequest s;
+	s.addr = kVa;
+	s.len = 0x10;
+	s.access = kAccessLocalRead;
+	EXPECT_EQ(e->reg_sub(k, s, nullptr, &sub), -EOPNOTSUPP);
+	EXPECT_EQ(e->dereg(k, nullptr), 0);
+}
+
+class MrIndirect : public MrSegments {
+protected:
+	/* Two parts: 0x100 bytes of p1 from 0x10080, 0x3000 bytes of p2 from its start. */
+	void SetUp() override
+	{
+		MrSegments::SetUp();
+		p1 = plain(0x10000, 0x1000, 0x90000);
+		p2 = plain(0x40000, 0x3000, 0xa0000);
+		parts = {{0x10080, p1, 0x100}, {0x40000, p2, 0x3000}};
+		runs = {{0x100, 0x90080}, {0x3100, 0xa0000}};
+	}
+	IndirectRequest request()
+	{
+		IndirectRequest r;
+		r.addr = 0x10080;
+		r.len = 0x3100;
+		r.access = kRw;
+		r.pd = 3;
+		r.parts = parts.data();
+		r.part_count = uint32_t(parts.size());
+		r.runs = runs.data();
+		r.run_count = uint32_t(runs.size());
+		return r;
+	}
+	uint32_t p1 = 0, p2 = 0;
+	std::vector<KlmPart> parts;
+	std::vector<nicmr::mr::Run> runs;
+};
+
+TEST_F(MrIndirect, HoldsItsPartsUntilDeregistered)
+{
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_indirect(request(), ind, nullptr, &k), 0);
+	EXPECT_EQ(ind.last_mkey, k);
+	ASSERT_EQ(ind.parts.size(), 2u);
+	EXPECT_EQ(ind.parts[1].mkey, p2);
+	EXPECT_EQ(ind.start, 0x10080u);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(k, 0x10080 + 0x100 + 5, &iova), 0);
+	EXPECT_EQ(iova, 0xa0005u);
+	EXPECT_EQ(e->dereg(p1, nullptr), -EBUSY);
+	EXPECT_EQ(e->dereg(p2, nullptr), -EBUSY);
+	const int revokes = prog.revokes;
+	ASSERT_EQ(e->dereg(k, nullptr), 0);
+	EXPECT_EQ(ind.live, 0) << "the indirect programmer revokes what it bound";
+	EXPECT_EQ(prog.revokes, revokes) << "not the MTT programmer";
+	EXPECT_EQ(look(k, 0x10080, &iova), -ENOKEY);
+	EXPECT_EQ(e->dereg(p1, nullptr), 0);
+	EXPECT_EQ(e->dereg(p2, nullptr), 0);
+}
+
+TEST_F(MrIndirect, ZeroBasedStartsAtZero)
+{
+	IndirectRequest r = request();
+	r.flags = kRegZeroBased;
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_indirect(r, ind, nullptr, &k), 0);
+	EXPECT_EQ(ind.start, 0u);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(k, 0, &iova), 0);
+	EXPECT_EQ(iova, 0x90080u);
+	EXPECT_EQ(e->dereg(k, nullptr), 0);
+}
+
+TEST_F(MrIndirect, RefusalsWithTheirCodesDropEveryHold)
+{
+	const auto free_before = e->keys().ring_free_count();
+	uint32_t k = 0;
+	IndirectRequest r = request();
+	r.flags = kRegSingleUse;
+	EXPECT_EQ(e->reg_indirect(r, ind, nullptr, &k), -EOPNOTSUPP);
+	r = request();
+	r.part_count = 0;
+	EXPECT_EQ(e->reg_indirect(r, ind, nullptr, &k), -EINVAL);
+	r = request();
+	r.len = 0x3000; /* parts sum to 0x3100 (and the runs end there) */
+	runs.back().end = 0x3000;
+	EXPECT_EQ(e->reg_indirect(r, ind, nullptr, &k), -EINVAL);
+	runs.back().end = 0x3100;
+	parts[0].byte_count = 0;
+	EXPECT_EQ(e->reg_indirect(request(), ind, nullptr, &k), -EINVAL);
+	parts[0].byte_count = 0x100;
+	/* The second part is checked after the first was held: both holds go. */
+	parts[1].mkey = p2 + 1; /* stale variant */
+	EXPECT_EQ(e->reg_indirect(request(), ind, nullptr, &k), -ENOKEY);
+	parts[1].mkey = p2;
+	parts[1].address = 0x40001; /* 0x3000 bytes from there leave p2 */
+	EXPECT_EQ(e->reg_indirect(request(), ind, nullptr, &k), -ERANGE);
+	parts[1].address = 0x40000;
+	r = request();
+	r.pd = 4;
+	EXPECT_EQ(e->reg_indirect(r, ind, nullptr, &k), -EPERM);
+	r = request();
+	r.access = kRw | kAccessRemoteAtomic;
+	EXPECT_EQ(e->reg_indirect(r, ind, nullptr, &k), -EACCES);
+	ind.fail_bind = -EIO;
+	EXPECT_EQ(e->reg_indirect(request(), ind, nullptr, &k), -EIO);
+	ind.fail_bind = 0;
+	EXPECT_EQ(e->keys().ring_free_count(), free_before);
+	EXPECT_EQ(e->table().slots_used(), 0u);
+	/* No hold was left: the parts go. */
+	EXPECT_EQ(e->dereg(p1, nullptr), 0);
+	EXPECT_EQ(e->dereg(p2, nullptr), 0);
+}
+
+TEST_F(MrIndirect, FailedRevokeLeavesItRegistered)
+{
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_indirect(request(), ind, nullptr, &k), 0);
+	ind.fail_revoke = -EIO;
+	EXPECT_EQ(e->dereg(k, nullptr), -EIO);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(k, 0x10080, &iova), 0);
+	EXPECT_EQ(iova, 0x90080u);
+	EXPECT_EQ(e->dereg(p1, nullptr), -EBUSY);
+	ind.fail_revoke = 0;
+	EXPECT_EQ(e->dereg(k, nullptr), 0);
+	EXPECT_EQ(e->dereg(p1, nullptr), 0);
+	EXPECT_EQ(e->dereg(p2, nullptr), 0);
+}
+
+} // namespace
