@@ -293,7 +293,10 @@ int Qp::poll(Completion *out, int max) noexcept
 		if (out[i].qpn != qpn_)
 			continue;
 		out[i].wr_id = retire(out[i].wqe_index);
-		out[kept++] = out[i];
+		/* No self-copy: it only stalls on the stores Cq::poll just made. */
+		if (kept != i)
+			out[kept] = out[i];
+		kept++;
 	}
 	return kept;
 }

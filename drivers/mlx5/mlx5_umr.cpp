@@ -27,16 +27,16 @@ void set_umr_ctrl(mlx5_wqe_umr_ctrl_seg *u, uint8_t flags, uint16_t octwords, ui
 
 void encode_mtt(const MttEntry &m, uint8_t *p) noexcept
 {
-	prm::set(p, prm::mtt::address, m.iova);
-	prm::set(p, prm::mtt::wr_en, m.wr_en);
-	prm::set(p, prm::mtt::rd_en, m.rd_en);
+	set_field(p, prm::mtt::address, m.iova);
+	set_field(p, prm::mtt::wr_en, m.wr_en);
+	set_field(p, prm::mtt::rd_en, m.rd_en);
 }
 
 void encode_klm(const KlmEntry &k, uint8_t *p) noexcept
 {
-	prm::set(p, prm::klm::byte_count, k.byte_count);
-	prm::set(p, prm::klm::mkey, k.mkey);
-	prm::set(p, prm::klm::address, k.address);
+	set_field(p, prm::klm::byte_count, k.byte_count);
+	set_field(p, prm::klm::mkey, k.mkey);
+	set_field(p, prm::klm::address, k.address);
 }
 
 uint16_t xlt_octwords(const UmrBind &b) noexcept
@@ -89,18 +89,18 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 		     b.xlt_offset, kBindMask);
 	void *mkc = w.cur.take(64);
 	std::memset(mkc, 0, prm::mkc::size);
-	prm::set(mkc, prm::mkc::free, 0);
-	prm::set(mkc, prm::mkc::lr, b.lr);
-	prm::set(mkc, prm::mkc::lw, b.lw);
-	prm::set(mkc, prm::mkc::rr, b.rr);
-	prm::set(mkc, prm::mkc::rw, b.rw);
-	prm::set(mkc, prm::mkc::a, b.a);
-	prm::set(mkc, prm::mkc::qpn, b.qpn);
-	prm::set(mkc, prm::mkc::mkey_7_0, b.mkey & 0xff);
-	prm::set(mkc, prm::mkc::pd, b.pd);
-	prm::set(mkc, prm::mkc::start_addr, b.start);
-	prm::set(mkc, prm::mkc::len, b.len);
-	prm::set(mkc, prm::mkc::log_page_size, b.log_page_size);
+	set_field(mkc, prm::mkc::free, 0);
+	set_field(mkc, prm::mkc::lr, b.lr);
+	set_field(mkc, prm::mkc::lw, b.lw);
+	set_field(mkc, prm::mkc::rr, b.rr);
+	set_field(mkc, prm::mkc::rw, b.rw);
+	set_field(mkc, prm::mkc::a, b.a);
+	set_field(mkc, prm::mkc::qpn, b.qpn);
+	set_field(mkc, prm::mkc::mkey_7_0, b.mkey & 0xff);
+	set_field(mkc, prm::mkc::pd, b.pd);
+	set_field(mkc, prm::mkc::start_addr, b.start);
+	set_field(mkc, prm::mkc::len, b.len);
+	set_field(mkc, prm::mkc::log_page_size, b.log_page_size);
 	if (inl) {
 		/* Entries go out in 16-byte pieces through the cursor: the list may wrap. */
 		uint8_t piece[16];
@@ -138,7 +138,7 @@ int post_umr_revoke(Qp &qp, uint32_t mkey, uint64_t wr_id, unsigned flags) noexc
 		     prm::umr_mkey_mask::free);
 	void *mkc = w.cur.take(64);
 	std::memset(mkc, 0, prm::mkc::size);
-	prm::set(mkc, prm::mkc::free, 1);
+	set_field(mkc, prm::mkc::free, 1);
 	qp.finish(w, MLX5_OPCODE_UMR, ds, htobe32(mkey), wr_id, flags);
 	return 0;
 }

@@ -131,6 +131,41 @@ inline void set_atomic(mlx5_wqe_atomic_seg *a, uint64_t swap_add, uint64_t compa
 	a->compare = htobe64(compare);
 }
 
+/*
+ * prm::set() for the fields a WQE builder writes per WQE, in one or two instructions when the
+ * field lies in one byte or starts and ends on byte boundaries (the layout table's fields are
+ * constants, so the branch below folds away); any other field goes through prm::set(). The
+ * value is masked to the width, the bits around the field are kept, as prm::set() does.
+ */
+inline void set_field(void *base, prm::Field f, uint64_t v) noexcept
+{
+	auto *p = static_cast<uint8_t *>(base);
+	const uint32_t first = f.bit_off / 8;
+	const uint32_t end_bit = f.bit_off + f.bits;
+	if (f.bits < 8 && (end_bit - 1) / 8 == first) {
+		const uint32_t shift = (8 - end_bit % 8) % 8;
+		const auto m = static_cast<uint8_t>(((1u << f.bits) - 1) << shift);
+		p[first] = static_cast<uint8_t>((p[first] & ~m) | ((v << shift) & m));
+		return;
+	}
+	if (f.bit_off % 8 == 0 && f.bits % 8 == 0) {
+		if (f.bits == 64) {
+			const uint64_t be = htobe64(v);
+			std::memcpy(p + first, &be, 8);
+			return;
+		}
+		if (f.bits == 32) {
+			const uint32_t be = htobe32(static_cast<uint32_t>(v));
+			std::memcpy(p + first, &be, 4);
+			return;
+		}
+		for (uint32_t i = 0; i < f.bits / 8; i++)
+			p[first + i] = static_cast<uint8_t>(v >> (f.bits - 8 - 8 * i));
+		return;
+	}
+	prm::set(base, f, v);
+}
+
 /* 16-byte units of an inline data segment carrying len bytes. */
 constexpr uint32_t inline_ds(uint32_t len) noexcept
 {

@@ -155,6 +155,41 @@ TEST(DpEncode, BadQpStateStatusIsEinval)
 	EXPECT_EQ(t.last_status(), prm::status::bad_qp_state);
 }
 
+TEST(DpWqe, SetFieldWritesWhatPrmSetWrites)
+{
+	/* Every mkc field, from a pattern background, with values wider than the field. */
+	const prm::Field fields[] = {prm::mkc::free,
+				     prm::mkc::access_mode_4_2,
+				     prm::mkc::umr_en,
+				     prm::mkc::a,
+				     prm::mkc::rw,
+				     prm::mkc::rr,
+				     prm::mkc::lw,
+				     prm::mkc::lr,
+				     prm::mkc::access_mode_1_0,
+				     prm::mkc::qpn,
+				     prm::mkc::mkey_7_0,
+				     prm::mkc::length64,
+				     prm::mkc::en_rinval,
+				     prm::mkc::pd,
+				     prm::mkc::start_addr,
+				     prm::mkc::len,
+				     prm::mkc::translations_octword_size,
+				     prm::mkc::log_page_size,
+				     prm::mtt::wr_en,
+				     prm::mtt::rd_en};
+	for (const prm::Field &f : fields)
+		for (uint64_t v :
+		     {uint64_t{0}, uint64_t{1}, uint64_t{0x5a5a5a5a5a5a5a5a}, ~uint64_t{0}}) {
+			uint8_t a[64], b[64];
+			for (size_t i = 0; i < sizeof(a); i++)
+				a[i] = b[i] = static_cast<uint8_t>(0x3c + i * 7);
+			prm::set(a, f, v);
+			mlx5::set_field(b, f, v);
+			EXPECT_EQ(std::memcmp(a, b, sizeof(a)), 0) << "field at bit " << f.bit_off;
+		}
+}
+
 TEST(DpWqe, CursorWrapsInlineDataToTheRingStartAndPads)
 {
 	std::vector<uint8_t> ring(256, 0xee);

@@ -907,6 +907,83 @@ TEST(EmuDpConcurrent, UmrWhileAnotherQpWritesNeverCorruptsTheTable)
 	EXPECT_TRUE(b.dev().check_invariants());
 }
 
+TEST(EmuDpConcurrent, QpsSharingACqOnTwoThreadsLoseNoCqeInline)
+{
+	/* Inline doorbells from two threads complete into one CQ at once: the CQ's lock (taken
+	 * when more than one QP completes there) keeps every CQE. */
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	TestQp qc;
+	ASSERT_EQ(b.create_qp(&qc, 2, &b.cqa, b.uar).status(), prm::status::ok);
+	b.connect(qc, 1, qc.qpn);
+	constexpr int kOps = 2000;
+	std::atomic<int> seen_a{0}, seen_c{0};
+	std::atomic<bool> stop{false};
+	std::atomic<int> bad{0};
+	std::thread poller([&] {
+		while (!stop.load()) {
+			auto c = b.poll(b.cqa);
+			if (!c) {
+				std::this_thread::yield();
+				continue;
+			}
+			if (cqe_opcode(*c) != MLX5_CQE_REQ)
+				bad++;
+			uint32_t qpn_be;
+			std::memcpy(&qpn_be, c->data() + offsetof(mlx5_cqe64, sop_drop_qpn), 4);
+			const uint32_t qpn = be32toh(qpn_be) & 0xffffff;
+			(qpn == b.qa.qpn ? seen_a : qpn == qc.qpn ? seen_c : bad)++;
+		}
+	});
+	/* One WQE in flight per QP: the 64-entry CQ never overruns. */
+	auto worker = [&](TestQp &qp, std::atomic<int> &seen) {
+		for (int i = 0; i < kOps; i++) {
+			b.post(qp, Wqe(MLX5_OPCODE_NOP, qp.qpn).done());
+			while (seen.load() <= i)
+				std::this_thread::yield();
+		}
+	};
+	std::thread t1(worker, std::ref(b.qa), std::ref(seen_a));
+	std::thread t2(worker, std::ref(qc), std::ref(seen_c));
+	t1.join();
+	t2.join();
+	stop = true;
+	poller.join();
+	EXPECT_EQ(seen_a.load(), kOps);
+	EXPECT_EQ(seen_c.load(), kOps);
+	EXPECT_EQ(bad.load(), 0);
+	const DpStats st = b.dp().stats();
+	EXPECT_EQ(st.cq_overruns, 0u);
+	EXPECT_EQ(st.cqes, 2u * kOps);
+	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+TEST(EmuDpStats, CountsOutliveTheQpsAndCqsThatMadeThem)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	for (int i = 0; i < 3; i++) {
+		b.post(b.qa, Wqe(MLX5_OPCODE_NOP, b.qa.qpn).done());
+		ASSERT_TRUE(b.poll(b.cqa));
+	}
+	DpStats st = b.dp().stats();
+	EXPECT_EQ(st.wqes, 3u);
+	EXPECT_EQ(st.cqes, 3u);
+	EXPECT_EQ(st.doorbells, 3u);
+	Cmd dqp(prm::opcode::destroy_qp, prm::destroy_qp_in::size, prm::destroy_qp_out::size);
+	dqp.set(prm::destroy_qp_in::qpn, b.qa.qpn);
+	ASSERT_EQ(b.h().run(dqp).status(), prm::status::ok);
+	Cmd dcq(prm::opcode::destroy_cq, prm::destroy_cq_in::size, prm::destroy_cq_out::size);
+	dcq.set(prm::destroy_cq_in::cqn, b.cqa.cqn);
+	ASSERT_EQ(b.h().run(dcq).status(), prm::status::ok);
+	st = b.dp().stats();
+	EXPECT_EQ(st.wqes, 3u);
+	EXPECT_EQ(st.cqes, 3u);
+	EXPECT_EQ(st.doorbells, 3u);
+}
+
 /* ---- Commands --------------------------------------------------------------------------- */
 
 #define EXPECT_CMD(reply, st, syn)                                                                 \

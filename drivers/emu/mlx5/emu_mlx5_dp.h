@@ -7,18 +7,26 @@
  *   driver: WQE -> SQ (PAS pages), dbr[1] = producer, 8 ctrl bytes -> UAR page i + 0x800
  *       |
  *       v   doorbell (inline: ringing thread; poll thread: scan every QP on UAR i)
- *   QP (lock) --- WQEs from its consumer counter up to dbr[1] ---+
+ *   QP (spin lock) --- WQEs from its consumer counter up to dbr[1] ---+
  *       |  local gather/scatter: Translator (QP's PD)             | remote access: the QP its
  *       |  UMR / LOCAL_INVAL: MkeyTable::update                   | remote_qpn names (other port,
  *       v                                                         v  naming it back): its PD
- *   CQ (lock): CQE n at slot n & mask, owner bit, op_own last     EQ: WQ access / invalid
- *                                                                     request events
+ *   CQ: CQE n at slot n & mask, owner bit, op_own last            EQ: WQ access / invalid
+ *       (spin lock only when several QPs complete there)              request events
  *
  * Locks, in the order they nest: EmuMlx5Device::lock_ (commands) -> table_lock_ (objects:
- * exclusive to create, change or destroy, shared on the data path) -> Qp::lock -> the
- * MkeyTable's lock -> Cq::lock / Eq::lock -> the IOMMU's lock. A QP's state is atomic: a
- * requester moves its responder to ERR without taking the responder's lock (two QPs
- * connected to each other never wait for each other).
+ * exclusive to create, change or destroy, shared on the data path) -> Qp::lock -> the mkey
+ * slots of one WQE (MkeyTable::Hold, shared; UMR and LOCAL_INVAL take one slot exclusive) ->
+ * Cq::lock (taken only when the CQ has more than one user: users changes only under
+ * table_lock_ exclusive, so a one-user CQ is written only under its QP's lock) / Eq::lock.
+ * The IOMMU takes no lock: run_qp opens one DmaSection per doorbell and every access of it (the
+ * record, WQEs, data, CQEs, EQEs) goes through that snapshot; a concurrent dma_unmap waits for
+ * the doorbell to end. A QP's state is atomic: a requester moves its responder to ERR without
+ * taking the responder's lock (two QPs connected to each other never wait for each other).
+ * Why no cycle: every lock above is taken in that order; the key slots are only ever waited
+ * for by readers while a writer holds one, and a writer holds one slot and waits for nothing.
+ * Statistics of QPs and CQs are relaxed stores under their object's lock (no read-modify-write
+ * on the hot path); stats() sums them with the totals of objects gone.
  *
  * Every index, count and size that the driver's memory gives (dbr counters, ds, byte counts,
  * translation sizes) is bounded before use: a malformed WQE completes with an error CQE, it
@@ -180,12 +188,15 @@ private:
 	struct Exec;
 	friend struct Exec;
 
-	void run_qp(Qp &qp);
+	/* count_doorbell: this run answers a doorbell that named the QP (statistics). */
+	void run_qp(Qp &qp, bool count_doorbell);
 	/* Writes one CQE (REQ when syndrome is 0, else REQ_ERR). */
 	void complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
 		      uint32_t byte_cnt, uint8_t syndrome);
 	void post_event(const DmaSection &dma, uint8_t type, uint32_t qpn);
 	Qp *find_qp(uint32_t qpn) const;
+	void retire_qp(const Qp &qp);
+	void retire_cq(const Cq &cq);
 
 	EmuIommu &mmu_;
 	MkeyTable &mkeys_;
@@ -197,6 +208,7 @@ private:
 	std::map<uint32_t, std::unique_ptr<Qp>> qps_;
 	std::vector<std::vector<uint32_t>> uar_qps_; /* QPs bound to each UAR index */
 	std::vector<bool> uar_allocated_;
+	std::vector<Qp *> qp_index_; /* by QP number, for the doorbell path; as qps_ */
 	uint32_t next_qpn_ = 1, next_cqn_ = 1;
 	uint64_t eq_created_ = 0; /* creation order, to find the first EQ */
 
@@ -204,7 +216,9 @@ private:
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
 			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0};
 	};
-	mutable Counters ctr_; /* relaxed: statistics only */
+	/* Relaxed: statistics only. The per-WQE ones live in the QPs and CQs (bumped under their
+	 * locks, no read-modify-write) and move here when those go. */
+	mutable Counters ctr_;
 };
 
 } // namespace nicmr::emu

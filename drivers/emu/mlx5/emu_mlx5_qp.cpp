@@ -52,7 +52,8 @@ int check_queue(const EmuIommu &mmu, const QueueMem &m, uint32_t log_entries, ui
 } // namespace
 
 EmuDataPath::EmuDataPath(EmuIommu &mmu, MkeyTable &mkeys, const DpConfig &cfg)
-    : mmu_(mmu), mkeys_(mkeys), cfg_(cfg), uar_qps_(cfg.uars + 1), uar_allocated_(cfg.uars + 1)
+    : mmu_(mmu), mkeys_(mkeys), cfg_(cfg), uar_qps_(cfg.uars + 1), uar_allocated_(cfg.uars + 1),
+      qp_index_(size_t{1} << cfg.log_max_qp, nullptr)
 {}
 
 EmuDataPath::~EmuDataPath() = default;
@@ -114,6 +115,7 @@ int EmuDataPath::destroy_cq(uint32_t cqn)
 		return -ENOENT;
 	if (it->second->users != 0)
 		return -EBUSY;
+	retire_cq(*it->second);
 	cqs_.erase(it);
 	return 0;
 }
@@ -181,8 +183,11 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 	auto qp = std::make_unique<Qp>();
 	qp->qpn = n;
 	qp->attr = a;
+	qp->cq = cq->second.get();
+	qp->held.reserve(MkeyTable::Hold::kInline);
 	uar_qps_[a.uar].push_back(n);
 	cq->second->users++;
+	qp_index_[n] = qp.get();
 	qps_.emplace(n, std::move(qp));
 	*qpn = n;
 	return 0;
@@ -201,6 +206,8 @@ int EmuDataPath::destroy_qp(uint32_t qpn)
 	if (cq != cqs_.end() && cq->second->users > 0)
 		cq->second->users--;
 	/* The exclusive table lock waits for every data-path thread that could hold the QP. */
+	retire_qp(qp);
+	qp_index_[qpn] = nullptr;
 	qps_.erase(it);
 	return 0;
 }
@@ -301,6 +308,11 @@ size_t EmuDataPath::cqs() const
 void EmuDataPath::clear()
 {
 	std::unique_lock lk(table_lock_);
+	for (const auto &[n, qp] : qps_)
+		retire_qp(*qp);
+	for (const auto &[n, cq] : cqs_)
+		retire_cq(*cq);
+	std::fill(qp_index_.begin(), qp_index_.end(), nullptr);
 	qps_.clear();
 	cqs_.clear();
 	eqs_.clear();
@@ -310,34 +322,54 @@ void EmuDataPath::clear()
 	next_qpn_ = next_cqn_ = 1;
 }
 
+/* Table lock held (either way). A direct index: no search on the doorbell path. */
 EmuDataPath::Qp *EmuDataPath::find_qp(uint32_t qpn) const
 {
-	auto it = qps_.find(qpn);
-	return it == qps_.end() ? nullptr : it->second.get();
+	return qpn < qp_index_.size() ? qp_index_[qpn] : nullptr;
+}
+
+/* Table lock held exclusive: a going QP's / CQ's statistics move to the device's totals. */
+void EmuDataPath::retire_qp(const Qp &qp)
+{
+	ctr_.wqes.fetch_add(qp.n_wqes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+	ctr_.bytes.fetch_add(qp.n_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+	ctr_.doorbells.fetch_add(qp.n_doorbells.load(std::memory_order_relaxed),
+				 std::memory_order_relaxed);
+}
+
+void EmuDataPath::retire_cq(const Cq &cq)
+{
+	ctr_.cqes.fetch_add(cq.n_cqes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+	ctr_.cqe_errors.fetch_add(cq.n_errors.load(std::memory_order_relaxed),
+				  std::memory_order_relaxed);
+	ctr_.cq_overruns.fetch_add(cq.n_overruns.load(std::memory_order_relaxed),
+				   std::memory_order_relaxed);
 }
 
 /* Device hot path: the shared table lock and the QP's lock, no allocation. */
 void EmuDataPath::uar_doorbell(uint32_t uar, uint64_t raw, bool by_value)
 {
-	ctr_.doorbells.fetch_add(1, std::memory_order_relaxed);
 	std::shared_lock lk(table_lock_);
-	if (uar == 0 || uar > cfg_.uars)
+	if (uar == 0 || uar > cfg_.uars) {
+		ctr_.doorbells.fetch_add(1, std::memory_order_relaxed);
 		return;
-	const auto &users = uar_qps_[uar];
+	}
 	if (by_value) {
 		/* The CPU stored the ctrl segment's first 8 bytes: opmod_idx_opcode, qpn_ds. */
 		mlx5_wqe_ctrl_seg c{};
 		static_assert(sizeof(raw) == offsetof(mlx5_wqe_ctrl_seg, signature));
 		std::memcpy(&c, &raw, sizeof(raw));
 		const uint32_t qpn = be32toh(c.qpn_ds) >> 8; /* as mlx5dv_set_ctrl_seg packs it */
-		if (std::find(users.begin(), users.end(), qpn) != users.end()) {
-			run_qp(*find_qp(qpn));
+		Qp *qp = find_qp(qpn);
+		if (qp != nullptr && qp->attr.uar == uar) {
+			run_qp(*qp, true); /* counts the doorbell under the QP's lock */
 			return;
 		}
 	}
 	/* The value may be another QP's (the latest ring wins): look at every QP here. */
-	for (uint32_t qpn : users)
-		run_qp(*find_qp(qpn));
+	ctr_.doorbells.fetch_add(1, std::memory_order_relaxed);
+	for (uint32_t qpn : uar_qps_[uar])
+		run_qp(*find_qp(qpn), false);
 }
 
 int EmuDataPath::process_qp(uint32_t qpn)
@@ -346,7 +378,7 @@ int EmuDataPath::process_qp(uint32_t qpn)
 	Qp *qp = find_qp(qpn);
 	if (qp == nullptr)
 		return -ENOENT;
-	run_qp(*qp);
+	run_qp(*qp, false);
 	return 0;
 }
 
@@ -362,6 +394,18 @@ DpStats EmuDataPath::stats() const
 	s.bytes = ctr_.bytes.load(std::memory_order_relaxed);
 	s.doorbells = ctr_.doorbells.load(std::memory_order_relaxed);
 	s.dbr_faults = ctr_.dbr_faults.load(std::memory_order_relaxed);
+	/* Live objects' counters on top of the retired ones. */
+	std::shared_lock lk(table_lock_);
+	for (const auto &[n, qp] : qps_) {
+		s.wqes += qp->n_wqes.load(std::memory_order_relaxed);
+		s.bytes += qp->n_bytes.load(std::memory_order_relaxed);
+		s.doorbells += qp->n_doorbells.load(std::memory_order_relaxed);
+	}
+	for (const auto &[n, cq] : cqs_) {
+		s.cqes += cq->n_cqes.load(std::memory_order_relaxed);
+		s.cqe_errors += cq->n_errors.load(std::memory_order_relaxed);
+		s.cq_overruns += cq->n_overruns.load(std::memory_order_relaxed);
+	}
 	return s;
 }
 

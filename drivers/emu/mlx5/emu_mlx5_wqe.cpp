@@ -14,14 +14,16 @@
  *                      inline (padded to 64 B) or one data seg (IOVA, reserved lkey)
  *
  * Every check happens before the first byte moves: the whole gather list, the whole remote
- * range and every translation on the way are validated under one hold of the mkey table's
- * shared lock, and the copy runs under the same hold (a UMR cannot change a key in between).
+ * range and every translation on the way are validated with the keys held through one
+ * MkeyTable::Hold, and the copy runs before the Hold ends (a UMR cannot change one of those keys
+ * in between; UMRs of other keys go ahead). All DMA of a doorbell goes through one DmaSection.
  * A failed WQE completes with REQ_ERR and its syndrome, the QP moves to ERR and every later WQE
  * completes with WR_FLUSH_ERR. Data moves IOVA run to IOVA run (EmuIommu::dma_copy), so a
  * transfer over contiguous pages is one memmove.
  *
- * Device hot path: no allocation (UMR by pointer reuses the QP's scratch buffer), no system
- * call; locks as listed in emu_mlx5_dp.h.
+ * Device hot path: no allocation (UMR by pointer reuses the QP's scratch buffer, many keys the
+ * QP's held vector; both only grow), no system call (spin-lock waiters yield under contention);
+ * locks as listed in emu_mlx5_dp.h.
  */
 #include <endian.h>
 #include <infiniband/mlx5dv.h>
@@ -122,6 +124,18 @@ constexpr MaskedField kUmrFields[] = {
 	{prm::umr_mkey_mask::a, prm::mkc::a},
 	{prm::umr_mkey_mask::free, prm::mkc::free},
 };
+
+/* prm::get() of a field that starts and ends on byte boundaries, a byte at a time without the
+ * generic bit walk (the field is a constant: the loop unrolls). */
+uint64_t get_bytes(const uint8_t *base, prm::Field f) noexcept
+{
+	uint64_t v = 0;
+	for (uint32_t i = 0; i < f.bits / 8; i++)
+		v = v << 8 | base[f.bit_off / 8 + i];
+	return v;
+}
+static_assert(prm::dbr::cq_ci.bit_off % 8 == 0 && prm::dbr::cq_ci.bits % 8 == 0);
+static_assert(prm::dbr::sq_counter.bit_off % 8 == 0 && prm::dbr::sq_counter.bits % 8 == 0);
 
 /* The bits of one mkc field, as a mask over the mkc's 64 raw (big-endian) bytes. */
 struct MkcMask {
@@ -570,24 +584,29 @@ uint8_t EmuDataPath::Exec::run()
 	}
 }
 
-/* Device hot path: the CQ's lock, IOMMU accesses, no allocation. Table lock held shared. */
+/* Device hot path: the CQ's lock (shared CQs only), the doorbell's DmaSection, no allocation.
+ * Table lock held shared. */
 void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
 			   uint32_t byte_cnt, uint8_t syndrome)
 {
-	auto it = cqs_.find(qp.attr.cqn);
-	if (it == cqs_.end())
+	if (qp.cq == nullptr)
 		return;
-	Cq &cq = *it->second;
-	std::lock_guard lk(cq.lock);
+	Cq &cq = *qp.cq;
+	/* users changes only under the table lock held exclusive, and we hold it shared: a CQ
+	 * with one user is written only by this QP, whose lock we hold, so it needs no lock of
+	 * its own. Shared CQs serialise their producers on cq.lock. */
+	std::unique_lock<SpinLock> lk(cq.lock, std::defer_lock);
+	if (cq.users != 1)
+		lk.lock();
 	const uint64_t size = uint64_t{1} << cq.attr.log_size;
 	uint8_t rec[prm::dbr::size] = {};
 	uint32_t raw = 0;
 	if (dma.load32_acquire(cq.attr.dbr + prm::dbr::cq_ci_dword * 4, &raw) == 0) {
 		std::memcpy(rec + prm::dbr::cq_ci_dword * 4, &raw, sizeof(raw));
 		/* The consumer index is 24 bits: compare modulo 2^24. */
-		const auto ci = static_cast<uint32_t>(prm::get(rec, prm::dbr::cq_ci));
+		const auto ci = static_cast<uint32_t>(get_bytes(rec, prm::dbr::cq_ci));
 		if (((static_cast<uint32_t>(cq.produced) - ci) & 0xffffff) >= size) {
-			ctr_.cq_overruns.fetch_add(1, std::memory_order_relaxed);
+			bump(cq.n_overruns);
 			return;
 		}
 	} else {
@@ -596,37 +615,41 @@ void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, 
 	const uint64_t n = cq.produced;
 	const uint64_t iova = cq.attr.mem.iova((n & (size - 1)) * prm::wq::cqe_size);
 	const uint8_t owner = static_cast<uint8_t>((n >> cq.attr.log_size) & 1);
-	uint8_t op_own;
-	uint8_t buf[prm::wq::cqe_size] = {};
-	if (syndrome == kOk) {
-		mlx5_cqe64 cqe;
-		std::memset(&cqe, 0, sizeof(cqe));
-		cqe.byte_cnt = htobe32(byte_cnt);
-		cqe.sop_drop_qpn = htobe32(qp.qpn);
-		cqe.wqe_counter = htobe16(wqe_counter);
-		op_own = static_cast<uint8_t>(MLX5_CQE_REQ << 4 | owner);
-		std::memcpy(buf, &cqe, sizeof(cqe));
-	} else {
-		mlx5_err_cqe cqe;
-		std::memset(&cqe, 0, sizeof(cqe));
-		cqe.syndrome = syndrome;
-		/* Vendor syndrome: the model repeats the syndrome (real values are opaque). */
-		cqe.vendor_err_synd = syndrome;
-		cqe.s_wqe_opcode_qpn = htobe32(uint32_t{opcode} << 24 | qp.qpn);
-		cqe.wqe_counter = htobe16(wqe_counter);
-		op_own = static_cast<uint8_t>(MLX5_CQE_REQ_ERR << 4 | owner);
-		std::memcpy(buf, &cqe, sizeof(cqe));
-	}
 	static_assert(sizeof(mlx5_cqe64) == 64 && sizeof(mlx5_err_cqe) == 64);
+	/* The CQE is written in place: a CQE never straddles a page (64-byte slots). */
+	auto *host = static_cast<uint8_t *>(dma.host(iova, prm::wq::cqe_size));
+	if (host == nullptr)
+		return;
+	uint8_t op_own;
 	/* Everything but op_own first; op_own last with release, so that a driver that sees
 	 * the new owner bit with acquire sees the whole CQE. */
-	if (dma.write(iova, buf, prm::wq::cqe_size - 1) < 0 ||
-	    dma.store8_release(iova + prm::wq::cqe_size - 1, op_own) < 0)
-		return;
+	std::memset(host, 0, prm::wq::cqe_size - 1);
+	const uint16_t counter_be = htobe16(wqe_counter);
+	if (syndrome == kOk) {
+		const uint32_t bc = htobe32(byte_cnt), qpn = htobe32(qp.qpn);
+		std::memcpy(host + offsetof(mlx5_cqe64, byte_cnt), &bc, sizeof(bc));
+		std::memcpy(host + offsetof(mlx5_cqe64, sop_drop_qpn), &qpn, sizeof(qpn));
+		std::memcpy(host + offsetof(mlx5_cqe64, wqe_counter), &counter_be,
+			    sizeof(counter_be));
+		op_own = static_cast<uint8_t>(MLX5_CQE_REQ << 4 | owner);
+	} else {
+		host[offsetof(mlx5_err_cqe, syndrome)] = syndrome;
+		/* Vendor syndrome: the model repeats the syndrome (real values are opaque). */
+		host[offsetof(mlx5_err_cqe, vendor_err_synd)] = syndrome;
+		const uint32_t oq = htobe32(uint32_t{opcode} << 24 | qp.qpn);
+		std::memcpy(host + offsetof(mlx5_err_cqe, s_wqe_opcode_qpn), &oq, sizeof(oq));
+		std::memcpy(host + offsetof(mlx5_err_cqe, wqe_counter), &counter_be,
+			    sizeof(counter_be));
+		op_own = static_cast<uint8_t>(MLX5_CQE_REQ_ERR << 4 | owner);
+	}
+	static_assert(offsetof(mlx5_cqe64, op_own) == prm::wq::cqe_size - 1);
+	/* Release: pairs with the driver's acquire load of op_own in its CQ poll. */
+	std::atomic_ref<uint8_t>(host[prm::wq::cqe_size - 1])
+		.store(op_own, std::memory_order_release);
 	cq.produced++;
-	ctr_.cqes.fetch_add(1, std::memory_order_relaxed);
+	bump(cq.n_cqes);
 	if (syndrome != kOk)
-		ctr_.cqe_errors.fetch_add(1, std::memory_order_relaxed);
+		bump(cq.n_errors);
 }
 
 /* Table lock held shared. Events go to the first EQ created that is still there. */
@@ -657,10 +680,12 @@ void EmuDataPath::post_event(const DmaSection &dma, uint8_t type, uint32_t qpn)
 	ctr_.eqes.fetch_add(1, std::memory_order_relaxed);
 }
 
-/* Device hot path: the QP's lock (table lock held shared), IOMMU reads, no allocation. */
-void EmuDataPath::run_qp(Qp &qp)
+/* Device hot path: the QP's lock (table lock held shared), one DmaSection, no allocation. */
+void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 {
 	std::lock_guard lk(qp.lock);
+	if (count_doorbell)
+		bump(qp.n_doorbells);
 	QpState st = qp.get_state();
 	if (st != QpState::rts && st != QpState::err)
 		return; /* WQEs wait until RTS (or are flushed in ERR) */
@@ -675,14 +700,14 @@ void EmuDataPath::run_qp(Qp &qp)
 		return;
 	}
 	std::memcpy(rec + prm::dbr::qp_sq_dword * 4, &raw, sizeof(raw));
-	const auto pi = static_cast<uint16_t>(prm::get(rec, prm::dbr::sq_counter));
+	const auto pi = static_cast<uint16_t>(get_bytes(rec, prm::dbr::sq_counter));
 	const uint32_t size = uint32_t{1} << qp.attr.log_sq_size;
 	uint8_t wqe[kMaxWqeBytes + prm::wq::wqebb_size];
 	while (qp.ci != pi) {
 		const uint16_t ci = qp.ci;
 		const auto avail = static_cast<uint16_t>(pi - ci);
 		st = qp.get_state();
-		ctr_.wqes.fetch_add(1, std::memory_order_relaxed);
+		bump(qp.n_wqes);
 		if (avail > size) {
 			/* A producer more than a ring ahead: the record is corrupt. Error once,
 			 * then nothing is left to run. */
@@ -709,10 +734,19 @@ void EmuDataPath::run_qp(Qp &qp)
 		bool malformed = c.ds == 0 || nbb > avail;
 		if (malformed)
 			nbb = 1;
-		for (uint32_t i = 1; i < nbb && !malformed; i++)
-			if (dma.read(wqebb_iova(i), wqe + i * prm::wq::wqebb_size,
-				     prm::wq::wqebb_size) < 0)
+		/* The rest of the WQE, one read per IOVA-contiguous run of WQEBBs (a WQE wraps
+		 * at the ring's end and may cross a queue page). */
+		for (uint32_t i = 1; i < nbb && !malformed;) {
+			const uint64_t at = wqebb_iova(i);
+			uint32_t run = 1;
+			while (i + run < nbb &&
+			       wqebb_iova(i + run) == at + run * prm::wq::wqebb_size)
+				run++;
+			if (dma.read(at, wqe + i * prm::wq::wqebb_size, run * prm::wq::wqebb_size) <
+			    0)
 				malformed = true;
+			i += run;
+		}
 		qp.ci = static_cast<uint16_t>(ci + nbb);
 		if (st == QpState::err) {
 			complete(dma, qp, ci, c.opcode, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
@@ -730,7 +764,7 @@ void EmuDataPath::run_qp(Qp &qp)
 			continue;
 		}
 		if (c.opcode == MLX5_OPCODE_RDMA_WRITE || c.opcode == MLX5_OPCODE_RDMA_READ)
-			ctr_.bytes.fetch_add(ex.byte_cnt, std::memory_order_relaxed);
+			bump(qp.n_bytes, ex.byte_cnt);
 		if ((c.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0)
 			complete(dma, qp, ci, c.opcode, ex.byte_cnt, kOk);
 	}
