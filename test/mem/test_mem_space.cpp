@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <fcntl.h>
 #include <random>
 #include <thread>
@@ -447,9 +448,10 @@ TEST(MemSpace, ConcurrentReadersSeeConsistentSnapshotsDuringAddRemove)
 	ASSERT_EQ(space.add_pool(import_pool(mem.va(), kPage4K), &stable), 0);
 	const uint64_t stable_iova = stable->iova;
 	std::atomic<bool> stop{false};
-	std::atomic<size_t> errors{0}, hits{0};
+	std::atomic<size_t> errors{0}, hits{0}, started{0};
 	auto reader = [&] {
 		std::mt19937 rng(std::hash<std::thread::id>()(std::this_thread::get_id()));
+		started++;
 		while (!stop.load(std::memory_order_relaxed)) {
 			uint64_t iova;
 			size_t off = rng() % kPage4K;
@@ -469,8 +471,15 @@ TEST(MemSpace, ConcurrentReadersSeeConsistentSnapshotsDuringAddRemove)
 		}
 	};
 	std::thread r1(reader), r2(reader);
+	/* On a loaded machine the readers may start late: churn only once both run, and go on
+	 * until one of them has seen a churned pool (10 s at most). */
+	while (started.load() < 2)
+		std::this_thread::yield();
+	const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 	std::vector<const Pool *> live(kChurn + 1, nullptr);
-	for (int round = 0; round < 3000; round++) {
+	for (int round = 0;
+	     round < 3000 || (hits.load() == 0 && std::chrono::steady_clock::now() < give_up);
+	     round++) {
 		size_t i = 1 + round % kChurn;
 		if (live[i] == nullptr) {
 			auto pool = import_pool(mem.va() + 2 * i * kPage4K, kPage4K);
