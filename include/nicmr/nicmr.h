@@ -56,6 +56,7 @@ struct nicmr_device_stats {
 	uint64_t keys_retiring; /**< mkey indices waiting for a grace period */
 	int64_t dev_mkeys;	/**< mkeys that exist on the device (emu only; else -1) */
 	int64_t iommu_mappings; /**< mappings in the IOMMU (emu only; else -1) */
+	uint64_t mws;		/**< memory windows allocated (bound or not) */
 };
 
 /**
@@ -172,7 +173,7 @@ struct nicmr_pd;
 int nicmr_pd_alloc(struct nicmr_device *dev, struct nicmr_pd **out);
 /**
  * Frees a PD (DEALLOC_PD). Slow path; any thread.
- * @return 0; -EINVAL (null); -EBUSY (MRs of it live).
+ * @return 0; -EINVAL (null); -EBUSY (MRs or memory windows of it live).
  */
 int nicmr_pd_free(struct nicmr_pd *pd);
 /** The PD number (24 bits; 0 for a null PD). Any thread. */
@@ -613,6 +614,58 @@ int nicmr_mr_reg_pages(struct nicmr_pd *pd, const uint64_t *pages, size_t count,
  * Any thread.
  */
 int nicmr_mr_layout(const struct nicmr_mr *mr);
+
+/* ---------------------------------------------------------------------------------------------
+ * Memory windows (type 2, the ibv_bind_mw case): a window is bound to a subrange of an MR that
+ * was registered with NICMR_ACCESS_MW_BIND, and grants remote access to that subrange alone
+ * under its own rkey. The bind is a UMR work request, as on ConnectX. While a window is bound,
+ * its MR cannot be deregistered (-EBUSY). Each bind gives a new rkey; after
+ * nicmr_mw_invalidate returns, the device and nicmr_key_lookup refuse the old one for good.
+ */
+
+/** A memory window. */
+struct nicmr_mw;
+
+/**
+ * Allocates an unbound memory window in pd. The PD cannot be freed while the window lives.
+ * Slow path; any thread.
+ * @return 0; -EINVAL (null argument); -ENOMEM.
+ */
+int nicmr_mw_alloc(struct nicmr_pd *pd, struct nicmr_mw **out);
+
+/**
+ * Frees an unbound window. Slow path; any thread, not concurrently with other calls on mw.
+ * @return 0; -EINVAL (null); -EBUSY (bound: invalidate it first).
+ */
+int nicmr_mw_free(struct nicmr_mw *mw);
+
+/**
+ * Binds mw to [addr, addr + len) of mr with remote access rights. Slow path (one UMR); any
+ * thread, not concurrently with other calls on mw.
+ * @param addr in mr's address space: a virtual address inside mr, or an offset when mr is
+ *   zero-based. The window's rkey addresses the same way.
+ * @param access a non-empty set of NICMR_ACCESS_REMOTE_READ, _REMOTE_WRITE, _REMOTE_ATOMIC, each
+ *   of them granted by mr as well
+ * @param rkey receives the window's new rkey (also nicmr_mw_rkey)
+ * @return 0; -EINVAL (null argument, len 0, wrap, access empty or not remote-only, mr in
+ *   another PD); -EBUSY (mw is bound already); -EACCES (mr was registered without
+ *   NICMR_ACCESS_MW_BIND, or access beyond mr's); -ERANGE (not inside mr); -EOPNOTSUPP (mr is
+ *   a vectored, IOVA-list or page-vector MR); -ENOSPC (no free key); -E2BIG (the window needs
+ *   more 4 KiB translations than a pre-created mkey holds); -ENOMEM; the device's errors. On
+ *   failure mw stays unbound and nothing is left behind.
+ */
+int nicmr_mw_bind(struct nicmr_mw *mw, struct nicmr_mr *mr, uint64_t addr, size_t len,
+		  uint64_t access, uint32_t *rkey);
+
+/**
+ * Invalidates a bound window: when it returns the device refuses its rkey, and mw may be bound
+ * again. Slow path; any thread, not concurrently with other calls on mw.
+ * @return 0; -EINVAL (null); -ENOENT (not bound); the device's errors (mw then stays bound).
+ */
+int nicmr_mw_invalidate(struct nicmr_mw *mw);
+
+/** The rkey of a bound window; 0 when unbound or null. */
+uint32_t nicmr_mw_rkey(const struct nicmr_mw *mw);
 
 #ifdef __cplusplus
 }

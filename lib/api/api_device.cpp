@@ -389,6 +389,7 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 	*st = {};
 	st->mrs = dev->mrs.load(std::memory_order_relaxed);
 	st->pds = dev->pds.load(std::memory_order_relaxed);
+	st->mws = dev->mws.load(std::memory_order_relaxed);
 	{
 		std::shared_lock lk(dev->objs_mu);
 		st->pools = dev->pools.size();

@@ -148,6 +148,15 @@ struct nicmr_mr {
 	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
 };
 
+/* A memory window (api_mw.cpp): bound while key != 0, to [start, start + len) of mr. */
+struct nicmr_mw {
+	nicmr_pd *pd = nullptr;
+	nicmr_mr *mr = nullptr;
+	uint32_t key = 0;
+	uint64_t start = 0;
+	size_t len = 0;
+};
+
 struct nicmr_device {
 	std::string spec;
 	uint64_t id = 0;
@@ -174,6 +183,7 @@ struct nicmr_device {
 
 	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pds{0};
+	std::atomic<uint64_t> mws{0};
 
 	/* Registering threads' key caches; api::cache_mu(). serial names this open for them. */
 	uint64_t serial = 0;

@@ -167,7 +167,7 @@ int nicmr_pd_free(struct nicmr_pd *pd)
 	nicmr_device *dev = pd->dev;
 	const uint64_t mrs = pd->mrs.load(std::memory_order_acquire);
 	if (mrs) {
-		NICMR_LOG(warn, "api", "%s: PD %u free refused: %llu MRs live", dev->spec.c_str(),
+		NICMR_LOG(warn, "api", "%s: PD %u free refused: %llu MRs and windows live", dev->spec.c_str(),
 			  pd->handle.pd(), static_cast<unsigned long long>(mrs));
 		return -EBUSY;
 	}

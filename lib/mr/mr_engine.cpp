@@ -180,9 +180,13 @@ int Engine::reg_indirect(const IndirectRequest &req, IndirectProgrammer &ip, Key
 int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 		    uint32_t *mkey) noexcept
 {
-	if (req.flags & ~(kRegRequestedKey | kRegZeroBased | kRegSingleUse))
+	if (req.flags & ~(kRegRequestedKey | kRegZeroBased | kRegSingleUse | kRegWindow))
 		return -EOPNOTSUPP;
-	if (!range_valid(req.addr, req.len) || !access_valid(req.access))
+	const bool window = req.flags & kRegWindow;
+	if (!range_valid(req.addr, req.len))
+		return -EINVAL;
+	if (window ? (req.access == 0 || (req.access & ~kWindowAccess) != 0)
+		   : !access_valid(req.access))
 		return -EINVAL;
 	/* Hold first: from then on the base cannot leave, so the snapshot below stays true. */
 	int rc = keys_->hold(base_mkey);
@@ -194,8 +198,9 @@ int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 		rc = -ENOKEY;
 	else if (rc == 0 && (b.flags & (kEntryPoolLookup | kEntrySegmented)))
 		rc = -EOPNOTSUPP;
-	else if (rc == 0 && !access_covers(b.access, req.access))
-		rc = -EACCES;
+	else if (rc == 0 &&
+		 (!access_covers(b.access, req.access) || (window && !(b.access & kAccessMwBind))))
+		rc = -EACCES; /* beyond the base's rights, or a window on a base without MW_BIND */
 	else if (rc == 0 && !range_within(b.start, b.len, req.addr, req.len))
 		rc = -ERANGE;
 	if (rc == 0) {
@@ -203,7 +208,8 @@ int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 		f.access = req.access;
 		f.flags = static_cast<uint16_t>(
 			kEntrySub | ((req.flags & kRegZeroBased) ? kEntryZeroBased : 0) |
-			((req.flags & kRegSingleUse) ? kEntrySingleUse : 0));
+			((req.flags & kRegSingleUse) ? kEntrySingleUse : 0) |
+			(window ? kEntryWindow : 0));
 		f.pd = b.pd;
 		f.start = (req.flags & kRegZeroBased) ? 0 : req.addr;
 		f.len = req.len;

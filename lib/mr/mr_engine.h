@@ -42,9 +42,16 @@ enum RegFlag : uint32_t {
 	kRegZeroBased = 1u << 1,    /* addresses are offsets from 0 (FI_MR_VIRT_ADDR off) */
 	kRegPoolLookup = 1u << 2,   /* iova is a translation handle: use the pool's lookup */
 	kRegSingleUse = 1u << 3,    /* FI_MR_SINGLE_USE: recorded in the entry */
+	/* reg_sub only: a memory window (type 2) bound to the base. Remote rights only (no local
+	 * read or write, so the lw-with-rw rule does not apply), and the base must carry
+	 * kAccessMwBind. */
+	kRegWindow = 1u << 4,
 };
 inline constexpr uint32_t kRegKnownFlags =
 	kRegRequestedKey | kRegZeroBased | kRegPoolLookup | kRegSingleUse;
+/* Remote rights a memory window may grant. */
+inline constexpr uint8_t kWindowAccess =
+	kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic;
 
 struct RegRequest {
 	uint64_t addr = 0;	    /* VA of the region */

@@ -47,6 +47,7 @@ enum EntryFlag : uint16_t {
 	kEntryZeroBased = 1u << 4,  /* start is 0: addresses are offsets (no FI_MR_VIRT_ADDR) */
 	kEntrySegmented = 1u << 5,  /* iova holds a segment slot: the region's IOVA is in runs */
 	kEntryIndirect = 1u << 6, /* a KLM (indirect) mkey over other keys (with kEntrySegmented) */
+	kEntryWindow = 1u << 7,	  /* a memory window bound to base_index (with kEntrySub) */
 };
 
 /*

@@ -478,5 +478,207 @@ TEST_F(DataPathThreaded, StaleKeyFailsAndBothQpsRecover)
 	EXPECT_EQ(std::memcmp(a, b, 64), 0);
 }
 
+/* ---- Memory windows ---------------------------------------------------------------------- */
+
+/* An MR over c = base + 2 * kLen that allows windows, and a window in the fixture's PD. */
+class Windows : public DataPath {
+protected:
+	void SetUp() override
+	{
+		DataPath::SetUp();
+		c = base + 2 * kLen;
+		ASSERT_EQ(nicmr_mr_reg(pd, c, kLen, kAll | NICMR_ACCESS_MW_BIND, 0, 0, &extra), 0);
+		ASSERT_EQ(nicmr_mw_alloc(pd, &mw), 0);
+	}
+	void TearDown() override
+	{
+		if (mw) {
+			if (nicmr_mw_rkey(mw) != 0) {
+				EXPECT_EQ(nicmr_mw_invalidate(mw), 0);
+			}
+			EXPECT_EQ(nicmr_mw_free(mw), 0);
+		}
+		DataPath::TearDown();
+	}
+	/* RDMA WRITE of len bytes of a to raddr under rkey; the completion's status. */
+	uint8_t write(uint64_t raddr, size_t len, uint32_t rkey)
+	{
+		EXPECT_EQ(nicmr_post_write(qa, u(a), len, ka, raddr, rkey, 1, NICMR_SEND_SIGNALED),
+			  0);
+		nicmr_wc wc = wait(cqa);
+		if (wc.status != NICMR_WC_SUCCESS) {
+			EXPECT_EQ(nicmr_qp_recover(qa), 0);
+			EXPECT_EQ(nicmr_qp_recover(qb), 0);
+		}
+		return wc.status;
+	}
+	char *c = nullptr;
+	nicmr_mw *mw = nullptr;
+};
+
+TEST_F(Windows, AWindowGrantsRemoteWriteToItsRangeAndNothingAround)
+{
+	for (size_t i = 0; i < 256; i++)
+		a[i] = static_cast<char>(i ^ 0x5a);
+	std::memset(c, 0x11, kLen);
+	uint32_t rkey = 0;
+	ASSERT_EQ(nicmr_mw_bind(mw, extra, u(c) + 4096, 8192, NICMR_ACCESS_REMOTE_WRITE, &rkey), 0);
+	EXPECT_NE(rkey, 0u);
+	EXPECT_EQ(nicmr_mw_rkey(mw), rkey);
+	EXPECT_NE(rkey, nicmr_mr_key(extra)) << "its own key";
+
+	EXPECT_EQ(write(u(c) + 4096 + 10, 200, rkey), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(c + 4096 + 10, a, 200), 0);
+	EXPECT_EQ(write(u(c) + 4096 + 8192 - 100, 200, rkey), NICMR_WC_REMOTE_ACCESS)
+		<< "across the window's end";
+	EXPECT_EQ(write(u(c), 16, rkey), NICMR_WC_REMOTE_ACCESS)
+		<< "inside the MR, before the window";
+	for (size_t i = 0; i < 4096; i++)
+		ASSERT_EQ(c[i], 0x11) << "byte " << i << " before the window";
+	for (size_t i = 4096 + 8192 - 100; i < kLen; i++)
+		ASSERT_EQ(c[i], 0x11) << "byte " << i << " from the refused write on";
+
+	uint64_t iova = 0;
+	EXPECT_EQ(nicmr_key_lookup(dev, rkey, u(c) + 4096, 8192, NICMR_ACCESS_REMOTE_WRITE, &iova),
+		  0);
+	EXPECT_EQ(nicmr_key_lookup(dev, rkey, u(c) + 4096, 8193, NICMR_ACCESS_REMOTE_WRITE, &iova),
+		  -ERANGE);
+}
+
+TEST_F(Windows, AWindowGrantsOnlyTheRightsItWasBoundWith)
+{
+	std::memset(c, 0x22, 4096);
+	uint32_t rkey = 0;
+	ASSERT_EQ(nicmr_mw_bind(mw, extra, u(c), 4096, NICMR_ACCESS_REMOTE_READ, &rkey), 0);
+	EXPECT_EQ(write(u(c), 64, rkey), NICMR_WC_REMOTE_ACCESS);
+	for (size_t i = 0; i < 4096; i++)
+		ASSERT_EQ(c[i], 0x22);
+	std::memset(a, 0, 64);
+	ASSERT_EQ(nicmr_post_read(qa, u(a), 64, ka, u(c), rkey, 2, NICMR_SEND_SIGNALED), 0);
+	nicmr_wc wc = wait(cqa);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, c, 64), 0);
+	uint64_t iova = 0;
+	EXPECT_EQ(nicmr_key_lookup(dev, rkey, u(c), 64, NICMR_ACCESS_REMOTE_WRITE, &iova), -EACCES);
+	EXPECT_EQ(nicmr_key_lookup(dev, rkey, u(c), 64, NICMR_ACCESS_SEND, &iova), -EACCES)
+		<< "a window's key serves no local access";
+}
+
+TEST_F(Windows, AWindowsKeyServesNoLocalSge)
+{
+	uint32_t rkey = 0;
+	ASSERT_EQ(nicmr_mw_bind(mw, extra, u(c), 4096,
+				NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_REMOTE_WRITE, &rkey),
+		  0);
+	/* The window's key gathers the payload: lr is 0 in its mkey. */
+	ASSERT_EQ(nicmr_post_write(qa, u(c), 64, rkey, u(b), kb, 3, NICMR_SEND_SIGNALED), -EACCES)
+		<< "the host's check of the local SGE refuses it before the device sees it";
+}
+
+TEST_F(Windows, InvalidateRevokesTheKeyForGoodAndARebindGetsANewOne)
+{
+	uint32_t first = 0, second = 0;
+	ASSERT_EQ(nicmr_mw_bind(mw, extra, u(c), 4096, NICMR_ACCESS_REMOTE_WRITE, &first), 0);
+	EXPECT_EQ(write(u(c), 8, first), NICMR_WC_SUCCESS);
+	ASSERT_EQ(nicmr_mw_invalidate(mw), 0);
+	EXPECT_EQ(nicmr_mw_rkey(mw), 0u);
+	EXPECT_EQ(write(u(c), 8, first), NICMR_WC_REMOTE_ACCESS) << "the device refuses it";
+	uint64_t iova = 0;
+	EXPECT_EQ(nicmr_key_lookup(dev, first, u(c), 8, NICMR_ACCESS_REMOTE_WRITE, &iova), -ENOKEY);
+	EXPECT_EQ(nicmr_mw_invalidate(mw), -ENOENT);
+
+	ASSERT_EQ(nicmr_mw_bind(mw, extra, u(c) + 8192, 4096, NICMR_ACCESS_REMOTE_WRITE, &second),
+		  0);
+	EXPECT_NE(second, first);
+	EXPECT_EQ(write(u(c) + 8192, 8, second), NICMR_WC_SUCCESS);
+	EXPECT_EQ(write(u(c) + 8192, 8, first), NICMR_WC_REMOTE_ACCESS);
+}
+
+TEST_F(Windows, ABoundWindowKeepsItsMrItselfAndItsPdAlive)
+{
+	const uint64_t windows = stats(dev).mws;
+	EXPECT_EQ(windows, 1u);
+	uint32_t rkey = 0;
+	ASSERT_EQ(nicmr_mw_bind(mw, extra, u(c), 4096, NICMR_ACCESS_REMOTE_READ, &rkey), 0);
+	EXPECT_EQ(nicmr_mr_dereg(extra), -EBUSY);
+	EXPECT_EQ(nicmr_mw_free(mw), -EBUSY);
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c), 4096, NICMR_ACCESS_REMOTE_READ, &rkey), -EBUSY);
+	ASSERT_EQ(nicmr_mw_invalidate(mw), 0);
+	EXPECT_EQ(nicmr_mr_dereg(extra), 0);
+	extra = nullptr;
+
+	nicmr_pd *pd2 = nullptr;
+	nicmr_mw *mw2 = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd2), 0);
+	ASSERT_EQ(nicmr_mw_alloc(pd2, &mw2), 0);
+	EXPECT_EQ(stats(dev).mws, windows + 1);
+	EXPECT_EQ(nicmr_pd_free(pd2), -EBUSY) << "a window lives in it";
+	EXPECT_EQ(nicmr_mw_free(mw2), 0);
+	EXPECT_EQ(nicmr_pd_free(pd2), 0);
+	EXPECT_EQ(stats(dev).mws, windows);
+}
+
+TEST_F(Windows, RefusedBindsGiveTheirCodesAndLeaveNothing)
+{
+	nicmr_mr *plain = nullptr; /* no MW_BIND */
+	ASSERT_EQ(nicmr_mr_reg(pd, c + kLen, 8192, kAll, 0, 0, &plain), 0);
+	nicmr_mr *ro = nullptr; /* MW_BIND, remote read only */
+	ASSERT_EQ(nicmr_mr_reg(pd, c + kLen + 8192, 8192,
+			       NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_MW_BIND, 0, 0, &ro),
+		  0);
+	nicmr_pd *pd2 = nullptr;
+	nicmr_mw *other = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd2), 0);
+	ASSERT_EQ(nicmr_mw_alloc(pd2, &other), 0);
+
+	const auto before = stats(dev);
+	const uint64_t w = NICMR_ACCESS_REMOTE_WRITE;
+	uint32_t rkey = 0;
+	EXPECT_EQ(nicmr_mw_bind(nullptr, extra, u(c), 64, w, &rkey), -EINVAL);
+	EXPECT_EQ(nicmr_mw_bind(mw, nullptr, u(c), 64, w, &rkey), -EINVAL);
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c), 64, w, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c), 0, w, &rkey), -EINVAL) << "len 0";
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, ~uint64_t{0} - 10, 64, w, &rkey), -EINVAL) << "wraps";
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c), 64, 0, &rkey), -EINVAL) << "no right";
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c), 64, NICMR_ACCESS_LOCAL_WRITE, &rkey), -EINVAL)
+		<< "local rights are not a window's";
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c), 64, w | NICMR_ACCESS_SEND, &rkey), -EINVAL);
+	EXPECT_EQ(nicmr_mw_bind(other, extra, u(c), 64, w, &rkey), -EINVAL) << "MR of another PD";
+	EXPECT_EQ(nicmr_mw_bind(mw, plain, u(c) + kLen, 64, w, &rkey), -EACCES)
+		<< "MR without MW_BIND";
+	EXPECT_EQ(nicmr_mw_bind(mw, ro, u(c) + kLen + 8192, 64, w, &rkey), -EACCES)
+		<< "a right the MR does not grant";
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c) + kLen - 32, 64, w, &rkey), -ERANGE);
+	EXPECT_EQ(nicmr_mw_bind(mw, extra, u(c) - 4096, 64, w, &rkey), -ERANGE);
+	EXPECT_EQ(nicmr_mw_rkey(mw), 0u) << "still unbound";
+	EXPECT_EQ(nicmr_mw_invalidate(mw), -ENOENT);
+	EXPECT_EQ(nicmr_mw_invalidate(nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_mw_free(nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_mw_alloc(nullptr, &other), -EINVAL);
+	EXPECT_EQ(nicmr_mw_alloc(pd, nullptr), -EINVAL);
+	const auto after = stats(dev);
+	expect_same(after, before);
+	EXPECT_EQ(after.keys_retiring, before.keys_retiring) << "no key was taken";
+	EXPECT_EQ(after.mws, before.mws);
+
+	EXPECT_EQ(nicmr_mw_free(other), 0);
+	EXPECT_EQ(nicmr_pd_free(pd2), 0);
+	EXPECT_EQ(nicmr_mr_dereg(plain), 0);
+	EXPECT_EQ(nicmr_mr_dereg(ro), 0);
+}
+
+TEST_F(Windows, VectoredMrsTakeNoWindows)
+{
+	nicmr_mr *vec = nullptr;
+	const struct iovec iov[2] = {{c + kLen, 4096}, {c + kLen + 3 * 4096, 4096}};
+	ASSERT_EQ(nicmr_mr_regv(pd, iov, 2, kAll | NICMR_ACCESS_MW_BIND, 0, 0, &vec), 0);
+	ASSERT_NE(nicmr_mr_layout(vec), 0);
+	uint32_t rkey = 0;
+	EXPECT_EQ(nicmr_mw_bind(mw, vec, u(c) + kLen, 64, NICMR_ACCESS_REMOTE_WRITE, &rkey),
+		  -EOPNOTSUPP);
+	EXPECT_EQ(nicmr_mw_rkey(mw), 0u);
+	EXPECT_EQ(nicmr_mr_dereg(vec), 0);
+}
+
 } // namespace
 } // namespace nicmr::test
