@@ -405,6 +405,11 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	std::unique_ptr<Domain> dom(new (std::nothrow) Domain);
 	if (!dom)
 		return -FI_ENOMEM;
+	/* The first batch of MR objects, so that registrations take from the store at once. */
+	Mr *first = dom->mr_slab.grow();
+	if (!first)
+		return -FI_ENOMEM;
+	dom->mr_slab.put(first);
 	ret = nicmr_pd_alloc(fab->dev, &dom->pd);
 	if (ret != 0)
 		return fi_code(ret);

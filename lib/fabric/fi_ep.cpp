@@ -313,11 +313,12 @@ ssize_t post(Endpoint *ep, const Req &r)
 	unsigned nflags = NICMR_SEND_SIGNALED | ((r.flags & FI_FENCE) ? NICMR_SEND_FENCE : 0);
 	uint32_t lkey = 0;
 	uint64_t laddr = reinterpret_cast<uintptr_t>(r.buf);
-	if ((r.kind == Kind::write || r.kind == Kind::read) && r.desc) {
-		Mr *m = static_cast<Mr *>(r.desc);
+	if (r.desc && (r.kind == Kind::read || (r.kind == Kind::write && !(r.flags & FI_INJECT)))) {
+		const Mr *m = static_cast<const Mr *>(r.desc);
 		lkey = nicmr_mr_key(m->mr);
-		if (!(m->domain->mr_mode & FI_MR_VIRT_ADDR))
-			laddr -= reinterpret_cast<uintptr_t>(nicmr_mr_addr(m->mr));
+		/* The buffer's address in the key's space (a vectored MR's runs translate it). */
+		if (mr_local_addr(m, r.buf, r.len, &laddr) != 0)
+			return -FI_EACCES; /* the local descriptor does not cover the buffer */
 	}
 	int rc = 0;
 	switch (r.kind) {

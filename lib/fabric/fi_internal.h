@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fi_slab.h"
 #include "nicmr/fi_nicmr.h"
 #include "nicmr/nicmr.h"
 
@@ -95,6 +96,30 @@ struct Fabric {
 /* The page size backing [addr, addr + len): the page of the pool holding it, else 4 KiB. */
 size_t backing_page_size(Fabric *fab, uintptr_t addr, size_t len);
 
+/*
+ * How a vectored MR's local descriptor turns a buffer's virtual address into an address of the
+ * key's address space (fi_ep.cpp): the segments as runs of virtually contiguous consecutive
+ * segments, each with its VA and its offset in the region (the lengths before it). Only MRs
+ * with more than one run have one; the others translate as fi_mr_reg's MRs do.
+ */
+struct VecRun {
+	uintptr_t va;
+	uint64_t off;
+	uint64_t len;
+};
+struct VecMap {
+	uint32_t count = 0;
+	VecRun runs[NICMR_MAX_IOV];
+	uint32_t slab_index = 0;	    /* Slab's */
+	std::atomic<uint32_t> slab_next{0}; /* Slab's */
+};
+
+struct Mr;
+
+/* Batches of the per-domain stores (the first; each next one doubles). */
+inline constexpr uint32_t kMrBatch = 256;
+inline constexpr uint32_t kVecBatch = 8;
+
 struct Domain {
 	struct fid_domain fid; /* first */
 	Fabric *fabric = nullptr;
@@ -104,14 +129,28 @@ struct Domain {
 	std::atomic<uint64_t> pools{0};
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
 	std::atomic<uint64_t> children{0};
+	/* The provider's MR objects and vectored MRs' run tables: registration takes one, fi_close
+	 * gives it back (fi_slab.h); freed with the domain. */
+	Slab<Mr, kMrBatch> mr_slab;
+	Slab<VecMap, kVecBatch> vec_slab;
 };
 
 struct Mr {
 	struct fid_mr fid; /* first */
 	Domain *domain = nullptr;
 	nicmr_mr *mr = nullptr;
-	bool sub = false; /* a sub-MR (fi_nicmr_mr_ops.regattr with base_mr) */
+	VecMap *vec = nullptr;	 /* a vectored MR of more than one run */
+	bool sub = false;	 /* a sub-MR (fi_nicmr_mr_ops.regattr with base_mr) */
+	bool vectored = false;	 /* registered from more than one iov (no sub-MRs of it) */
+	uint32_t slab_index = 0; /* Slab's */
+	std::atomic<uint32_t> slab_next{0}; /* Slab's */
 };
+
+/* The address of a local buffer [buf, buf + len) in the key space of its descriptor's MR: the VA
+ * (or the offset into the region when the domain's MRs are offset-based), through the runs of a
+ * vectored MR; -FI_EACCES when the buffer is not inside one run (the descriptor does not cover
+ * it). POSTING PATH: no lock, no allocation, no system call. */
+int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *addr);
 
 /* ---- Endpoints and their companions (fi_ep.cpp, fi_av.cpp, fi_cq.cpp, fi_cntr.cpp, fi_eq.cpp) */
 

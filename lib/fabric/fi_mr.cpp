@@ -31,15 +31,36 @@ uint64_t native_access(uint64_t access)
 	return a;
 }
 
+/* Gives a provider MR object (and its run table) back to its domain's stores. No lock, no
+ * allocation, no system call. */
+void recycle(Domain *dom, Mr *mr)
+{
+	if (mr->vec)
+		dom->vec_slab.put(mr->vec);
+	mr->vec = nullptr;
+	mr->mr = nullptr;
+	mr->sub = false;
+	mr->vectored = false;
+	/* A stale fid of a closed MR is no MR: mr_of refuses it. */
+	mr->fid.fid.fclass = FI_CLASS_UNSPEC;
+	mr->fid.fid.ops = nullptr;
+	dom->mr_slab.put(mr);
+}
+
 int mr_close(struct fid *fid)
 {
+	/* Deregistration, provider side: no lock, no allocation, no system call (the object
+	 * goes back to the domain's store); the native nicmr_mr_dereg is the registration
+	 * engine's path. */
 	Mr *mr = reinterpret_cast<Mr *>(fid);
 	int ret = nicmr_mr_dereg(mr->mr);
 	if (ret != 0)
 		return fi_code(ret); /* still registered: the application may retry */
-	/* release: the MR is gone before domain_close may see the count drop. */
-	mr->domain->mrs.fetch_sub(1, std::memory_order_release);
-	delete mr;
+	Domain *dom = mr->domain;
+	recycle(dom, mr);
+	/* release: the MR is gone and its object back in the store before domain_close may see
+	 * the count drop (and free the stores). */
+	dom->mrs.fetch_sub(1, std::memory_order_release);
 	return 0;
 }
 
@@ -49,7 +70,11 @@ int mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	(void)flags;
 	if (!bfid)
 		return -FI_EINVAL;
-	/* No counters or endpoints exist yet, so there is nothing an MR could be bound to. */
+	/* Counters and endpoints exist, but there is nothing to bind: a counter bound to an MR
+	 * counts remote accesses to it (FI_REMOTE_WRITE, RMA events), which nicmr does not
+	 * report (FI_MR_RMA_EVENT is never returned), and an MR is usable by every endpoint of
+	 * its domain from registration on (FI_MR_ENDPOINT is never returned). fi_mr(3)'s code
+	 * for a provider without access events is -FI_ENOSYS. */
 	return -FI_ENOSYS;
 }
 
@@ -152,25 +177,36 @@ int key_flags(Domain *dom, uint64_t requested_key, uint64_t *nflags, uint64_t *k
 	return 0;
 }
 
+/* An MR object from the domain's store: the fast path pops the free list; an empty list grows
+ * it by a batch (slow path). nullptr: -FI_ENOMEM. */
+Mr *take_mr(Domain *dom)
+{
+	Mr *mr = dom->mr_slab.take();
+	return mr ? mr : dom->mr_slab.grow();
+}
+
 /* Hands out a registered MR's fid. */
-struct fid_mr *publish(Domain *dom, std::unique_ptr<Mr> mr, void *context)
+struct fid_mr *publish(Domain *dom, Mr *mr, void *context)
 {
 	mr->domain = dom;
 	mr->fid.fid.fclass = FI_CLASS_MR;
 	mr->fid.fid.context = context;
 	mr->fid.fid.ops = &mr_fi_ops;
-	mr->fid.mem_desc = mr.get();
+	mr->fid.mem_desc = mr;
 	/* Under FI_MR_RAW the key travels as the raw blob (fi_mr_raw_attr), never as 64 bits. */
 	mr->fid.key = (dom->mr_mode & FI_MR_RAW) ? FI_KEY_NOTAVAIL : nicmr_mr_key(mr->mr);
 	/* relaxed: the MR reaches other threads through the application, not this count. */
 	dom->mrs.fetch_add(1, std::memory_order_relaxed);
-	return &mr.release()->fid;
+	return &mr->fid;
 }
 
 int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t offset,
 	    uint64_t requested_key, uint64_t flags, size_t page_size, struct fid_mr **out,
 	    void *context)
 {
+	/* Registration, provider side: no lock, no allocation, no system call (the Mr comes from
+	 * the domain's store; only an empty store grows, by a batch, and only a page_size takes
+	 * the pools' lock). The native nicmr_mr_reg is the registration engine's path. */
 	if (!dom || !out || !buf || len == 0)
 		return -FI_EINVAL;
 	if (flags)
@@ -187,17 +223,91 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 		return ret;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
 		nflags |= NICMR_MR_ZERO_BASED;
-	/* Owned here until the fid is handed out: a failed registration frees it. */
-	std::unique_ptr<Mr> mr(new (std::nothrow) Mr);
+	Mr *mr = take_mr(dom);
 	if (!mr)
 		return -FI_ENOMEM;
 	/* page_size is only checked: the native registration translates with the largest page
 	 * the placement allows, which the checks above make at least page_size. */
 	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, native_access(access), nflags,
 			   key, &mr->mr);
-	if (ret != 0)
+	if (ret != 0) {
+		recycle(dom, mr);
 		return fi_code(ret);
-	*out = publish(dom, std::move(mr), context);
+	}
+	*out = publish(dom, mr, context);
+	return 0;
+}
+
+/* Fills vec with the runs of iov (consecutive segments that are virtually contiguous merge).
+ * Returns the number of runs. */
+uint32_t vec_runs(const struct iovec *iov, size_t count, VecMap *vec)
+{
+	uint32_t n = 0;
+	uint64_t off = 0;
+	for (size_t i = 0; i < count; i++) {
+		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+		if (n > 0 && vec->runs[n - 1].va + vec->runs[n - 1].len == a) {
+			vec->runs[n - 1].len += iov[i].iov_len;
+		} else {
+			vec->runs[n] = {a, off, iov[i].iov_len};
+			n++;
+		}
+		off += iov[i].iov_len;
+	}
+	vec->count = n;
+	return n;
+}
+
+/* fi_mr_regv / fi_mr_regattr with more than one segment: the native vectored registration (a
+ * slow path: each segment mapped, one MTT mkey or a KLM mkey over inner keys). The provider
+ * side allocates nothing here either: the Mr and the run table come from the domain's stores.
+ */
+int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access, uint64_t offset,
+	    uint64_t requested_key, uint64_t flags, size_t page_size, struct fid_mr **out,
+	    void *context)
+{
+	if (!dom || !out || !iov || count == 0 || count > NICMR_MAX_IOV)
+		return -FI_EINVAL; /* count above mr_iov_limit */
+	for (size_t i = 0; i < count; i++) {
+		if (!iov[i].iov_base || iov[i].iov_len == 0)
+			return -FI_EINVAL; /* fi_mr_regv has no empty segment */
+	}
+	if (flags)
+		return -FI_EBADFLAGS;
+	/* A page size cannot be promised: the native call picks one for every run, or gives each
+	 * segment its own inner key. */
+	if (offset != 0 || (access & ~kFiAccess) || page_size != 0)
+		return -FI_EINVAL;
+	uint64_t nflags = 0;
+	uint64_t key = 0;
+	int ret = key_flags(dom, requested_key, &nflags, &key);
+	if (ret != 0)
+		return ret;
+	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
+		nflags |= NICMR_MR_ZERO_BASED; /* no alignment needed here (doc/native-api.md) */
+	Mr *mr = take_mr(dom);
+	if (!mr)
+		return -FI_ENOMEM;
+	VecMap *vec = dom->vec_slab.take();
+	if (!vec)
+		vec = dom->vec_slab.grow();
+	if (!vec) {
+		recycle(dom, mr);
+		return -FI_ENOMEM;
+	}
+	mr->vec = vec;
+	mr->vectored = true;
+	ret = nicmr_mr_regv(dom->pd, iov, count, native_access(access), nflags, key, &mr->mr);
+	if (ret != 0) {
+		recycle(dom, mr);
+		return fi_code(ret);
+	}
+	if (vec_runs(iov, count, vec) == 1) {
+		/* One virtually contiguous range: local addresses need no table. */
+		dom->vec_slab.put(vec);
+		mr->vec = nullptr;
+	}
+	*out = publish(dom, mr, context);
 	return 0;
 }
 
@@ -212,8 +322,9 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 		return -FI_EBADFLAGS;
 	if (offset != 0 || (access & ~kFiAccess))
 		return -FI_EINVAL;
-	/* The sub-MR shares base's translations, so it has no page size of its own. */
-	if (base->domain != dom || page_size != 0)
+	/* The sub-MR shares base's translations, so it has no page size of its own; a vectored
+	 * base has no one IOVA range to share. */
+	if (base->domain != dom || page_size != 0 || base->vectored)
 		return -FI_EINVAL;
 	const auto a = reinterpret_cast<uintptr_t>(buf);
 	const auto b = reinterpret_cast<uintptr_t>(nicmr_mr_addr(base->mr));
@@ -224,22 +335,26 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 	int ret = key_flags(dom, requested_key, &nflags, &key);
 	if (ret != 0)
 		return ret;
-	std::unique_ptr<Mr> mr(new (std::nothrow) Mr);
+	Mr *mr = take_mr(dom);
 	if (!mr)
 		return -FI_ENOMEM;
 	ret = nicmr_mr_reg_sub(base->mr, a - b, len, native_access(access), nflags, key, &mr->mr);
-	if (ret == -ERANGE)
-		return -FI_EINVAL; /* not inside base (libfabric has no FI_ERANGE) */
-	if (ret != 0)
-		return fi_code(ret); /* -EACCES: access beyond base's is -FI_EACCES */
+	if (ret != 0) {
+		recycle(dom, mr);
+		/* -ERANGE: not inside base (libfabric has no FI_ERANGE); -EACCES: access beyond
+		 * base's is -FI_EACCES. */
+		return ret == -ERANGE ? -FI_EINVAL : fi_code(ret);
+	}
 	mr->sub = true;
-	*out = publish(dom, std::move(mr), context);
+	*out = publish(dom, mr, context);
 	return 0;
 }
 
 int check_attr(const struct fi_mr_attr *attr)
 {
-	if (!attr || !attr->mr_iov || attr->iov_count != 1 || attr->auth_key_size)
+	/* iov_count 1 .. mr_iov_limit; the segments are checked by reg_one / reg_vec. */
+	if (!attr || !attr->mr_iov || attr->iov_count == 0 || attr->iov_count > NICMR_MAX_IOV ||
+	    attr->auth_key_size)
 		return -FI_EINVAL;
 	if (attr->iface != FI_HMEM_SYSTEM)
 		return -FI_ENOSYS; /* device memory is not offered */
@@ -274,6 +389,28 @@ int mr_ops_open(Domain *, void **ops)
 	return 0;
 }
 
+int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *addr)
+{
+	/* POSTING PATH: no lock, no allocation, no system call (at most NICMR_MAX_IOV runs). */
+	const auto a = reinterpret_cast<uintptr_t>(buf);
+	const bool va = (mr->domain->mr_mode & FI_MR_VIRT_ADDR) != 0;
+	const auto start = reinterpret_cast<uintptr_t>(nicmr_mr_addr(mr->mr));
+	if (!mr->vec) {
+		/* One range: the VA, or its offset (the key's checks refuse what is outside). */
+		*addr = va ? a : a - start;
+		return 0;
+	}
+	const VecMap *v = mr->vec;
+	for (uint32_t i = 0; i < v->count; i++) {
+		const VecRun &r = v->runs[i];
+		if (a >= r.va && len <= r.len && a - r.va <= r.len - len) {
+			*addr = (va ? start : 0) + r.off + (a - r.va);
+			return 0;
+		}
+	}
+	return -FI_EACCES;
+}
+
 Mr *mr_of(struct fid_mr *fmr)
 {
 	if (!fmr || fmr->fid.fclass != FI_CLASS_MR || fmr->fid.ops != &mr_fi_ops)
@@ -292,11 +429,15 @@ int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t acc
 	    uint64_t offset, uint64_t requested_key, uint64_t flags, struct fid_mr **mr,
 	    void *context)
 {
-	/* mr_iov_limit is 1: one region per MR. */
-	if (!iov || count != 1)
+	/* One segment is fi_mr_reg (the fast path inside a pool); more are the native vectored
+	 * registration, up to mr_iov_limit (NICMR_MAX_IOV). */
+	if (!iov || count == 0 || count > NICMR_MAX_IOV)
 		return -FI_EINVAL;
-	return reg_one(domain_of(fid), iov[0].iov_base, iov[0].iov_len, access, offset,
-		       requested_key, flags, 0, mr, context);
+	if (count == 1)
+		return reg_one(domain_of(fid), iov[0].iov_base, iov[0].iov_len, access, offset,
+			       requested_key, flags, 0, mr, context);
+	return reg_vec(domain_of(fid), iov, count, access, offset, requested_key, flags, 0, mr,
+		       context);
 }
 
 int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr)
@@ -320,12 +461,16 @@ int mr_regattr_ext(struct fid *fid, const struct fi_mr_attr *attr, struct fid_mr
 	const struct iovec &iov = attr->mr_iov[0];
 	if (base_mr) {
 		Mr *base = mr_of(base_mr);
-		if (!base)
-			return -FI_EINVAL;
+		if (!base || attr->iov_count != 1)
+			return -FI_EINVAL; /* a sub-MR is one range of its base */
 		return reg_sub(domain_of(fid), base, iov.iov_base, iov.iov_len, attr->access,
 			       attr->offset, attr->requested_key, flags, page_size, mr,
 			       attr->context);
 	}
+	if (attr->iov_count > 1)
+		return reg_vec(domain_of(fid), attr->mr_iov, attr->iov_count, attr->access,
+			       attr->offset, attr->requested_key, flags, page_size, mr,
+			       attr->context);
 	return reg_one(domain_of(fid), iov.iov_base, iov.iov_len, attr->access, attr->offset,
 		       attr->requested_key, flags, page_size, mr, attr->context);
 }

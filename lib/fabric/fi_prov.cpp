@@ -69,7 +69,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	if (d->caps ||
 	    (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_TABLE && d->av_type != FI_AV_MAP))
 		return false;
-	if (d->mr_iov_limit > 1 || d->mr_cnt > ds.mr_cnt)
+	if (d->mr_iov_limit > NICMR_MAX_IOV || d->mr_cnt > ds.mr_cnt)
 		return false;
 	if (negotiate_mr_mode(d->mr_mode, mr_mode) != 0)
 		return false;
@@ -142,7 +142,7 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		hints && hints->domain_attr ? hints->domain_attr->av_type : FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = mr_mode;
 	fi->domain_attr->mr_key_size = (mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
-	fi->domain_attr->mr_iov_limit = 1;
+	fi->domain_attr->mr_iov_limit = NICMR_MAX_IOV; /* fi_mr_regv's segments */
 	fi->domain_attr->mr_cnt = ds.mr_cnt;
 	if (!fi->fabric_attr->name || !fi->domain_attr->name) {
 		fi_freeinfo(fi);

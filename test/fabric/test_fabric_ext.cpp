@@ -177,9 +177,11 @@ TEST_F(FabricMrOps, BadInputGetsItsCodeAndLeavesNothing)
 		Attr off(mem_.get(), 4096, kRw);
 		off.a.offset = 4096;
 		EXPECT_EQ(reg(off, b, 0, &mr), -FI_EINVAL) << "offset";
-		Attr two(mem_.get(), 4096, kRw);
-		two.a.iov_count = 2;
-		EXPECT_EQ(reg(two, b, 0, &mr), -FI_EINVAL) << "two iovs";
+		Attr many(mem_.get(), 4096, kRw);
+		many.a.iov_count = NICMR_MAX_IOV + 1;
+		EXPECT_EQ(reg(many, b, 0, &mr), -FI_EINVAL) << "iov_count above mr_iov_limit";
+		many.a.iov_count = 0;
+		EXPECT_EQ(reg(many, b, 0, &mr), -FI_EINVAL) << "iov_count 0";
 		Attr auth(mem_.get(), 4096, kRw);
 		auth.a.auth_key_size = 8;
 		EXPECT_EQ(reg(auth, b, 0, &mr), -FI_EINVAL) << "auth key";

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fi_getinfo, fi_fabric, fi_domain on nicmr, and the mr_mode sweep. */
+#include <sys/uio.h>
+
 #include <bit>
 #include <cstdlib>
 #include <string>
@@ -28,7 +30,7 @@ TEST(FabricInfo, GetinfoFindsNicmrFabricAndDomain)
 	EXPECT_EQ(info->domain_attr->mr_mode,
 		  FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
 	EXPECT_EQ(info->domain_attr->mr_key_size, 4u);
-	EXPECT_EQ(info->domain_attr->mr_iov_limit, 1u);
+	EXPECT_EQ(info->domain_attr->mr_iov_limit, NICMR_MAX_IOV) << "fi_mr_regv's segments";
 	const char *spec = std::getenv("FI_NICMR_DEVICE");
 	ASSERT_NE(spec, nullptr) << "the test environment names the device";
 	std::string s(spec);
@@ -94,9 +96,16 @@ TEST(FabricInfo, OtherEndpointTypesAndDomainNamesGiveNoData)
 	}
 	{
 		Hints h(kAppMrMode);
-		h->domain_attr->mr_iov_limit = 2;
+		h->domain_attr->mr_iov_limit = NICMR_MAX_IOV + 1;
 		Info info;
 		EXPECT_EQ(info.get(h), -FI_ENODATA);
+	}
+	{
+		Hints h(kAppMrMode);
+		h->domain_attr->mr_iov_limit = NICMR_MAX_IOV;
+		Info info;
+		ASSERT_EQ(info.get(h), 0) << "the limit itself is offered";
+		EXPECT_EQ(info->domain_attr->mr_iov_limit, NICMR_MAX_IOV);
 	}
 }
 
@@ -180,8 +189,8 @@ TEST(FabricInfo, FabricWithLiveDomainIsBusy)
 /*
  * Every subset of the mr_mode bits nicmr knows: either fi_getinfo says -FI_ENODATA (the
  * application does not allow FI_MR_ALLOCATED, which nicmr needs), or the answer is a subset
- * of what was offered, exactly the offered bits nicmr acts on, and registration works under
- * it with the key rules it implies.
+ * of what was offered, exactly the offered bits nicmr acts on, and registration (one range and
+ * vectored) works under it with the key rules it implies.
  */
 TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 {
@@ -243,6 +252,33 @@ TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 		if (!(got & FI_MR_PROV_KEY)) {
 			EXPECT_EQ(key, want) << "the requested key is the key";
 		}
+		/* A vectored MR under the same mode: two page-aligned segments out of order (one
+		 * MTT key, no inner keys), its address space from the first one's address or 0. */
+		EXPECT_EQ(info->domain_attr->mr_iov_limit, NICMR_MAX_IOV);
+		const uint64_t want_v = uint64_t(combo + 1 + (1u << kBits)) << 8;
+		iovec iov[2] = {{buf.get() + 4096, 4096}, {buf.get(), 4096}};
+		Fid<fid_mr> vmr;
+		ASSERT_EQ(fi_mr_regv(dom.get(), iov, 2, FI_REMOTE_READ | FI_READ, 0, want_v, 0,
+				     vmr.out(), nullptr),
+			  0);
+		uint64_t vkey = fi_mr_key(vmr.get());
+		if (got & FI_MR_RAW) {
+			EXPECT_EQ(vkey, FI_KEY_NOTAVAIL);
+			uint8_t raw[64];
+			size_t size = sizeof(raw);
+			uint64_t base = 1;
+			ASSERT_EQ(fi_mr_raw_attr(vmr.get(), &base, raw, &size, 0), 0);
+			EXPECT_EQ(base, (got & FI_MR_VIRT_ADDR)
+						? uint64_t(uintptr_t(buf.get() + 4096))
+						: 0u);
+			ASSERT_EQ(fi_mr_map_raw(dom.get(), base, raw, size, &vkey, 0), 0);
+			EXPECT_EQ(fi_mr_unmap_key(dom.get(), vkey), 0);
+		}
+		EXPECT_NE(vkey, key);
+		if (!(got & FI_MR_PROV_KEY)) {
+			EXPECT_EQ(vkey, want_v) << "the requested key is the vectored MR's key";
+		}
+		vmr.reset();
 		mr.reset();
 		dom.reset();
 	}

@@ -31,20 +31,27 @@ TEST_F(FabricMr, RegGivesKeyAndDescAndCloseReleasesEverything)
 	expect_same(before, stats(domain_.get()));
 }
 
-TEST_F(FabricMr, RegvTakesExactlyOneIov)
+TEST_F(FabricMr, RegvCountsFromOneToTheIovLimit)
 {
 	Buf buf(2 * 4096);
-	iovec iov[2] = {{buf.get(), 4096}, {buf.get() + 4096, 4096}};
+	iovec iov[NICMR_MAX_IOV + 1];
+	for (auto &v : iov)
+		v = {buf.get(), 64};
 	auto before = stats(domain_.get());
 	fid_mr *bad = nullptr;
-	EXPECT_EQ(fi_mr_regv(domain_.get(), iov, 2, kRw, 0, 0, 0, &bad, nullptr), -FI_EINVAL);
 	EXPECT_EQ(fi_mr_regv(domain_.get(), iov, 0, kRw, 0, 0, 0, &bad, nullptr), -FI_EINVAL);
 	EXPECT_EQ(fi_mr_regv(domain_.get(), nullptr, 1, kRw, 0, 0, 0, &bad, nullptr), -FI_EINVAL);
+	EXPECT_EQ(fi_mr_regv(domain_.get(), nullptr, 2, kRw, 0, 0, 0, &bad, nullptr), -FI_EINVAL);
+	EXPECT_EQ(fi_mr_regv(domain_.get(), iov, NICMR_MAX_IOV + 1, kRw, 0, 0, 0, &bad, nullptr),
+		  -FI_EINVAL)
+		<< "above mr_iov_limit";
 	EXPECT_EQ(bad, nullptr);
 	expect_same(before, stats(domain_.get()));
-	Fid<fid_mr> mr;
-	ASSERT_EQ(fi_mr_regv(domain_.get(), iov, 1, kRw, 0, 0, 0, mr.out(), nullptr), 0);
-	EXPECT_EQ(stats(domain_.get()).mrs, before.mrs + 1);
+	Fid<fid_mr> one, two;
+	iovec pair[2] = {{buf.get(), 4096}, {buf.get() + 4096, 4096}};
+	ASSERT_EQ(fi_mr_regv(domain_.get(), pair, 1, kRw, 0, 0, 0, one.out(), nullptr), 0);
+	ASSERT_EQ(fi_mr_regv(domain_.get(), pair, 2, kRw, 0, 0, 0, two.out(), nullptr), 0);
+	EXPECT_EQ(stats(domain_.get()).mrs, before.mrs + 2);
 }
 
 TEST_F(FabricMr, RegattrCarriesContextAndRefusesWhatItCannotDo)
@@ -64,9 +71,14 @@ TEST_F(FabricMr, RegattrCarriesContextAndRefusesWhatItCannotDo)
 	auto before = stats(domain_.get());
 	fid_mr *bad = nullptr;
 	EXPECT_EQ(fi_mr_regattr(domain_.get(), nullptr, 0, &bad), -FI_EINVAL);
-	fi_mr_attr two = attr;
-	two.iov_count = 2;
-	EXPECT_EQ(fi_mr_regattr(domain_.get(), &two, 0, &bad), -FI_EINVAL);
+	fi_mr_attr many = attr;
+	many.iov_count = NICMR_MAX_IOV + 1;
+	EXPECT_EQ(fi_mr_regattr(domain_.get(), &many, 0, &bad), -FI_EINVAL);
+	many.iov_count = 0;
+	EXPECT_EQ(fi_mr_regattr(domain_.get(), &many, 0, &bad), -FI_EINVAL);
+	fi_mr_attr no_iov = attr;
+	no_iov.mr_iov = nullptr;
+	EXPECT_EQ(fi_mr_regattr(domain_.get(), &no_iov, 0, &bad), -FI_EINVAL);
 	fi_mr_attr cuda = attr;
 	cuda.iface = FI_HMEM_CUDA;
 	EXPECT_EQ(fi_mr_regattr(domain_.get(), &cuda, 0, &bad), -FI_ENOSYS);
@@ -174,7 +186,21 @@ TEST_F(FabricMr, BindRefreshAndEnable)
 	Fid<fid_mr> mr;
 	ASSERT_EQ(fi_mr_reg(domain_.get(), buf.get(), 4096, kRw, 0, 0, 0, mr.out(), nullptr), 0);
 	EXPECT_EQ(fi_mr_bind(mr.get(), nullptr, 0), -FI_EINVAL);
-	EXPECT_EQ(fi_mr_bind(mr.get(), &domain_->fid, 0), -FI_ENOSYS) << "no counters/endpoints";
+	EXPECT_EQ(fi_mr_bind(mr.get(), &domain_->fid, 0), -FI_ENOSYS);
+	/* Counters and endpoints exist, but nicmr reports no remote access events (no
+	 * FI_MR_RMA_EVENT) and every endpoint of the domain may use the MR unbound (no
+	 * FI_MR_ENDPOINT): both bindings are -FI_ENOSYS and change nothing. */
+	Fid<fid_cntr> cntr;
+	fi_cntr_attr ca{};
+	ca.events = FI_CNTR_EVENTS_COMP;
+	ASSERT_EQ(fi_cntr_open(domain_.get(), &ca, cntr.out(), nullptr), 0);
+	EXPECT_EQ(fi_mr_bind(mr.get(), &cntr->fid, FI_REMOTE_WRITE), -FI_ENOSYS);
+	EXPECT_EQ(fi_mr_bind(mr.get(), &cntr->fid, 0), -FI_ENOSYS);
+	Fid<fid_ep> ep;
+	ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), ep.out(), nullptr), 0);
+	EXPECT_EQ(fi_mr_bind(mr.get(), &ep->fid, 0), -FI_ENOSYS);
+	ep.reset();
+	cntr.reset(); /* the MR holds neither: both close (Fid checks fi_close's 0) */
 	iovec iov = {buf.get(), 4096};
 	EXPECT_EQ(fi_mr_refresh(mr.get(), &iov, 1, 0), -FI_ENOSYS);
 	EXPECT_EQ(fi_mr_enable(mr.get()), 0) << "enabled at registration";

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "test_fabric_util.h"
 
@@ -164,6 +165,24 @@ protected:
 		EXPECT_EQ(err.op_context, ctx);
 		return err;
 	}
+
+	/* The key a peer uses for mr, whose address space starts at start (the first segment's
+	 * address, or 0 offset-based): fi_mr_key, or under FI_MR_RAW the raw key mapped (its base
+	 * address checked). */
+	uint64_t peer_key(fid_mr *mr, uint64_t start)
+	{
+		if (!(info_->domain_attr->mr_mode & FI_MR_RAW))
+			return fi_mr_key(mr);
+		uint8_t raw[64];
+		size_t size = sizeof(raw);
+		uint64_t base = 1, key = 0;
+		EXPECT_EQ(fi_mr_raw_attr(mr, &base, raw, &size, 0), 0);
+		EXPECT_EQ(base, start);
+		EXPECT_EQ(fi_mr_map_raw(domain_.get(), base, raw, size, &key, 0), 0);
+		EXPECT_EQ(fi_mr_unmap_key(domain_.get(), key), 0);
+		return key;
+	}
+	void vectored_rma(char *t, char *l);
 
 	nicmr_device_stats before_{};
 	Ep a_, b_;
@@ -865,6 +884,176 @@ TEST_F(RmaOffsets, TargetAddressesAreOffsetsIntoTheRegion)
 		fi_write(a_.ep.get(), src_.get(), 64, desc(), a_.peer, kLen - 32, rkey_, &ctx_[1]),
 		0);
 	EXPECT_EQ(expect_error(&ctx_[1]).err, FI_EACCES) << "past the region's end";
+}
+
+/*
+ * RMA into and out of vectored MRs: a target MR of four segments out of address order (joints
+ * inside pages and on page boundaries) in the 64 KiB at t, and a local one of two segments in
+ * the 64 KiB at l. Writes and reads cross the joints; every byte of t is checked (the segments
+ * hold the region's bytes in order, the rest keeps its canary).
+ */
+void Rma::vectored_rma(char *t, char *l)
+{
+	constexpr size_t kArea = 64 << 10;
+	iovec seg[4] = {{t + 20000, 5000}, {t + 1000, 7000}, {t + 40960, 12288}, {t + 30000, 3}};
+	size_t total = 0;
+	for (const iovec &v : seg)
+		total += v.iov_len;
+	/* The region's byte k, where it lives in t. */
+	auto at = [&](size_t k) {
+		for (const iovec &v : seg) {
+			if (k < v.iov_len)
+				return static_cast<char *>(v.iov_base) + k;
+			k -= v.iov_len;
+		}
+		return static_cast<char *>(nullptr);
+	};
+	auto in_seg = [&](const char *p) {
+		for (const iovec &v : seg) {
+			const char *b = static_cast<const char *>(v.iov_base);
+			if (p >= b && p < b + v.iov_len)
+				return true;
+		}
+		return false;
+	};
+	std::memset(t, 0x3c, kArea);
+	Fid<fid_mr> tmr;
+	ASSERT_EQ(fi_mr_regv(domain_.get(), seg, 4, kRemote, 0, 0, 0, tmr.out(), nullptr), 0);
+	const bool va = info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+	const uint64_t start = va ? uint64_t(uintptr_t(seg[0].iov_base)) : 0;
+	const uint64_t key = peer_key(tmr.get(), start);
+
+	/* The whole region in one write. */
+	for (size_t i = 0; i < kLen; i++)
+		src_.get()[i] = static_cast<char>(i * 7 + 1);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), total, desc(), a_.peer, start, key, &ctx_[0]),
+		  0);
+	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+	for (size_t k = 0; k < total; k++)
+		ASSERT_EQ(*at(k), src_.get()[k]) << "region byte " << k;
+	for (size_t i = 0; i < kArea; i++) {
+		if (!in_seg(t + i)) {
+			ASSERT_EQ(t[i], 0x3c) << "outside the segments, byte " << i;
+		}
+	}
+	/* Part of it, across the joints at 5000 and 12000, from the middle of a segment. */
+	for (size_t i = 0; i < 10000; i++)
+		src_.get()[100 + i] = static_cast<char>(i * 13 + 3);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get() + 100, 10000, desc(), a_.peer, start + 3000, key,
+			   &ctx_[1]),
+		  0);
+	expect_done(&ctx_[1], FI_RMA | FI_WRITE);
+	for (size_t k = 0; k < 10000; k++)
+		ASSERT_EQ(*at(3000 + k), src_.get()[100 + k]) << "region byte " << 3000 + k;
+	EXPECT_EQ(*at(2999), static_cast<char>(2999 * 7 + 1));
+	EXPECT_EQ(*at(13000), static_cast<char>(13000 * 7 + 1));
+	/* A read across every joint. */
+	for (size_t k = 0; k < total; k++)
+		*at(k) = static_cast<char>(k * 5 + 11);
+	std::memset(src_.get(), 0, kLen);
+	ASSERT_EQ(fi_read(a_.ep.get(), src_.get() + 1, total - 4000, desc(), a_.peer, start + 4000,
+			  key, &ctx_[2]),
+		  0);
+	expect_done(&ctx_[2], FI_RMA | FI_READ);
+	for (size_t k = 0; k < total - 4000; k++)
+		ASSERT_EQ(src_.get()[1 + k], static_cast<char>((4000 + k) * 5 + 11)) << k;
+	EXPECT_EQ(src_.get()[0], 0);
+	EXPECT_EQ(src_.get()[1 + total - 4000], 0);
+
+	/* A local vectored MR: its descriptor covers each segment by virtual address. */
+	iovec lseg[2] = {{l + 8192, 3000}, {l + 100, 5000}};
+	Fid<fid_mr> lmr;
+	ASSERT_EQ(fi_mr_regv(domain_.get(), lseg, 2, kLocal, 0, 0, 0, lmr.out(), nullptr), 0);
+	void *ld = fi_mr_desc(lmr.get());
+	ASSERT_NE(ld, nullptr);
+	for (size_t i = 0; i < 5000; i++)
+		l[100 + i] = static_cast<char>(i * 11 + 7);
+	std::memset(dst_.get(), 0, 8192);
+	ASSERT_EQ(fi_write(a_.ep.get(), l + 1100, 4000, ld, a_.peer, raddr(64), rkey_, &ctx_[3]),
+		  0);
+	expect_done(&ctx_[3], FI_RMA | FI_WRITE);
+	EXPECT_EQ(std::memcmp(dst_.get() + 64, l + 1100, 4000), 0);
+	EXPECT_EQ(dst_.get()[63], 0);
+	EXPECT_EQ(dst_.get()[4064], 0);
+	for (size_t i = 0; i < 2500; i++)
+		dst_.get()[i] = static_cast<char>(i * 17 + 9);
+	std::memset(l + 8192, 0x11, 3000);
+	ASSERT_EQ(
+		fi_read(a_.ep.get(), l + 8192 + 500, 2500, ld, a_.peer, raddr(0), rkey_, &ctx_[4]),
+		0);
+	expect_done(&ctx_[4], FI_RMA | FI_READ);
+	EXPECT_EQ(std::memcmp(l + 8192 + 500, dst_.get(), 2500), 0);
+	EXPECT_EQ(l[8192 + 499], 0x11);
+	/* Buffers the descriptor does not cover: refused in the call, nothing posted. */
+	EXPECT_EQ(fi_write(a_.ep.get(), l + 4000, 2000, ld, a_.peer, raddr(0), rkey_, &ctx_[5]),
+		  -FI_EACCES)
+		<< "past the end of a segment";
+	EXPECT_EQ(fi_read(a_.ep.get(), l + 50, 10, ld, a_.peer, raddr(0), rkey_, &ctx_[5]),
+		  -FI_EACCES)
+		<< "before every segment";
+	EXPECT_EQ(fi_read(a_.ep.get(), l + 8192 + 2999, 2, ld, a_.peer, raddr(0), rkey_, &ctx_[5]),
+		  -FI_EACCES)
+		<< "across the end of the last segment";
+	fi_cq_msg_entry none{};
+	EXPECT_EQ(fi_cq_read(a_.cq.get(), &none, 1), -FI_EAGAIN);
+
+	/* Past the region's end: an error entry, the target untouched, then the pair recovers. */
+	std::vector<char> snap(t, t + kArea);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 16, desc(), a_.peer, start + total - 8, key,
+			   &ctx_[6]),
+		  0);
+	fi_cq_err_entry err = expect_error(&ctx_[6]);
+	EXPECT_EQ(err.err, FI_EACCES);
+	EXPECT_EQ(err.prov_errno, 0x13);
+	EXPECT_EQ(std::memcmp(snap.data(), t, kArea), 0) << "the target is untouched";
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 8, desc(), a_.peer, start + total - 8, key,
+			   &ctx_[7]),
+		  0);
+	expect_done(&ctx_[7], FI_RMA | FI_WRITE);
+	for (size_t k = 0; k < 8; k++)
+		EXPECT_EQ(*at(total - 8 + k), src_.get()[k]);
+}
+
+TEST_F(Rma, VectoredMrsOfPlainMemoryCarryDataAcrossJoints)
+{
+	Buf t(64 << 10), l(64 << 10);
+	vectored_rma(t.get(), l.get());
+}
+
+TEST_F(Rma, VectoredMrsOfAPoolCarryDataAcrossJoints)
+{
+	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
+	fi_nicmr_pool *pool = nullptr;
+	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
+				   FI_NICMR_POOL_FALLBACK, &pool),
+		  0);
+	char *p = static_cast<char *>(ops->pool_addr(pool));
+	vectored_rma(p, p + (1 << 20));
+	EXPECT_EQ(ops->pool_destroy(pool), 0);
+}
+
+TEST_F(RmaRawKeys, VectoredMrsCarryDataWithMappedRawKeys)
+{
+	Buf t(64 << 10), l(64 << 10);
+	vectored_rma(t.get(), l.get());
+}
+
+TEST_F(RmaOffsets, VectoredMrsAreAddressedByOffsetFromZero)
+{
+	Buf t(64 << 10), l(64 << 10);
+	vectored_rma(t.get(), l.get());
+}
+
+TEST_F(RmaOffsets, VectoredPoolMrsAreAddressedByOffsetFromZero)
+{
+	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
+	fi_nicmr_pool *pool = nullptr;
+	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
+				   FI_NICMR_POOL_FALLBACK, &pool),
+		  0);
+	char *p = static_cast<char *>(ops->pool_addr(pool));
+	vectored_rma(p + 4096 + 8, p + (1 << 20) + 3);
+	EXPECT_EQ(ops->pool_destroy(pool), 0);
 }
 
 } // namespace

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The provider's per-domain object store (lib/fabric/fi_slab.h), on its own: batches that double,
+ * objects that come back being taken again without growth, and threads that take on one side
+ * and give back on the other (fi_close on another thread than fi_mr_reg) losing and doubling
+ * nothing. Suite 'fabric' and 'stress' (TSan).
+ */
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "fi_slab.h"
+
+namespace nicmr::fabric {
+namespace {
+
+struct Obj {
+	uint64_t owner = 0; /* written by whoever holds it */
+	uint32_t slab_index = 0;
+	std::atomic<uint32_t> slab_next{0};
+};
+
+TEST(FabricSlab, EmptyUntilGrownAndBatchesDouble)
+{
+	Slab<Obj, 4> s;
+	EXPECT_EQ(s.take(), nullptr);
+	EXPECT_EQ(s.capacity(), 0u);
+	std::set<Obj *> seen;
+	/* The first grow makes 4, the next 8, then 16: 28 distinct objects in all. */
+	for (int i = 0; i < 28; i++) {
+		Obj *o = s.take();
+		if (!o)
+			o = s.grow();
+		ASSERT_NE(o, nullptr);
+		EXPECT_TRUE(seen.insert(o).second) << "object " << i << " handed out twice";
+	}
+	EXPECT_EQ(s.capacity(), 28u);
+	EXPECT_EQ(s.take(), nullptr) << "all 28 are out";
+	for (Obj *o : seen)
+		s.put(o);
+	/* They come back without growth, each once. */
+	std::set<Obj *> again;
+	for (int i = 0; i < 28; i++) {
+		Obj *o = s.take();
+		ASSERT_NE(o, nullptr);
+		EXPECT_TRUE(again.insert(o).second);
+	}
+	EXPECT_EQ(s.take(), nullptr);
+	EXPECT_EQ(again, seen);
+	EXPECT_EQ(s.capacity(), 28u);
+	for (Obj *o : again)
+		s.put(o);
+}
+
+TEST(FabricSlab, LastInFirstOut)
+{
+	Slab<Obj, 2> s;
+	Obj *a = s.grow();
+	ASSERT_NE(a, nullptr);
+	Obj *b = s.take();
+	ASSERT_NE(b, nullptr);
+	s.put(a);
+	s.put(b);
+	EXPECT_EQ(s.take(), b);
+	EXPECT_EQ(s.take(), a);
+	s.put(a);
+	s.put(b);
+}
+
+/* Takers and givers on different threads: every object is held by one thread at a time (its
+ * owner word is never found changed under it), none is lost, and the store grows no further
+ * than the most objects out at once. */
+TEST(FabricSlab, ThreadsTakeAndGiveBackWithoutLossOrSharing)
+{
+	constexpr int kThreads = 4;
+	constexpr int kRounds = 20000;
+	constexpr size_t kHold = 8; /* objects a thread holds at once */
+	Slab<Obj, 8> s;
+	std::atomic<bool> bad{false};
+	/* Each round a thread takes kHold objects, marks them, checks the marks, hands them over
+	 * and gives back up to kHold objects some thread handed over: objects mostly go back on
+	 * another thread than the one that took them, as with fi_close. */
+	std::mutex mu;
+	std::deque<Obj *> handoff; /* mu */
+	auto worker = [&](int t) {
+		std::vector<Obj *> mine;
+		for (int r = 0; r < kRounds && !bad; r++) {
+			mine.clear();
+			const uint64_t mark = uint64_t(t + 1) << 32 | uint64_t(r);
+			for (size_t k = 0; k < kHold; k++) {
+				Obj *o = s.take();
+				if (!o)
+					o = s.grow();
+				if (!o) {
+					bad = true;
+					return;
+				}
+				o->owner = mark;
+				mine.push_back(o);
+			}
+			for (Obj *o : mine) {
+				if (o->owner != mark)
+					bad = true;
+			}
+			std::vector<Obj *> back;
+			{
+				std::lock_guard<std::mutex> lk(mu);
+				/* What an earlier round (mostly another thread's) handed over. */
+				while (back.size() < kHold && !handoff.empty()) {
+					back.push_back(handoff.front());
+					handoff.pop_front();
+				}
+				handoff.insert(handoff.end(), mine.begin(), mine.end());
+			}
+			for (Obj *o : back)
+				s.put(o);
+		}
+	};
+	std::vector<std::thread> ts;
+	ts.reserve(kThreads);
+	for (int t = 0; t < kThreads; t++)
+		ts.emplace_back(worker, t);
+	for (auto &t : ts)
+		t.join();
+	for (Obj *o : handoff)
+		s.put(o);
+	EXPECT_FALSE(bad) << "an object was held by two threads, or growth failed";
+	/* At most kThreads * kHold held, kHold handed over and kThreads * kHold being given
+	 * back at once: 72, within the batches 8 + 16 + 32 + 64 = 120. */
+	const uint64_t cap = s.capacity();
+	EXPECT_LE(cap, 120u);
+	/* Every object is back: exactly cap distinct ones can be taken. */
+	std::set<Obj *> all;
+	for (Obj *o = s.take(); o; o = s.take())
+		EXPECT_TRUE(all.insert(o).second);
+	EXPECT_EQ(all.size(), cap);
+	for (Obj *o : all)
+		s.put(o);
+}
+
+} // namespace
+} // namespace nicmr::fabric
