@@ -10,6 +10,8 @@
  *   - fi_mr_reg and fi_close of one MR (4 KiB and 2 MiB), timed apart and as the pair, median of
  *     --reps repetitions, with no other MR live ("1 live MR": the timed one) and with --live
  *     other 4 KiB MRs registered first (default 100,000);
+ *   - fi_mr_regv of four 4 KiB pages out of address order as one MR, and its fi_close, alone
+ *     ("regv4x4KiB/alone"; a provider whose mr_iov_limit is below 4 says "unsupported");
  *   - fi_write of 64 KiB between two RDM endpoints of the process (16 in flight), median GB/s.
  * nicmr is measured twice: buffers from a nicmr pool (the fast path an application gets through
  * the ops extension) and plain mmap'd memory (the slow path: pin and DMA-map per MR). tcp (as
@@ -33,6 +35,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <chrono>
@@ -238,6 +241,53 @@ int time_reg_close(Ctx &c, char *base, size_t size, size_t live, int reps, RegFi
 	return ret;
 }
 
+/* Segments of the vectored case: kVecSegs 4 KiB pages at base + kTimedOff, out of order
+ * (page-aligned joints: one MTT key on nicmr, no inner keys). */
+constexpr size_t kVecSegs = 4;
+constexpr size_t kVecOrder[kVecSegs] = {3, 0, 2, 1};
+
+/* Times fi_mr_regv of the kVecSegs segments and its fi_close, alone. */
+int time_regv(Ctx &c, char *base, int reps, RegFigures *out, std::string *err)
+{
+	if (c.info->domain_attr->mr_iov_limit < kVecSegs) {
+		*err = "mr_iov_limit " + std::to_string(c.info->domain_attr->mr_iov_limit) + " < " +
+		       std::to_string(kVecSegs);
+		return -FI_EOPNOTSUPP;
+	}
+	iovec iov[kVecSegs];
+	for (size_t i = 0; i < kVecSegs; i++)
+		iov[i] = {base + kTimedOff + kVecOrder[i] * 4 * kKiB, 4 * kKiB};
+	std::vector<double> reg, close, pair;
+	int ret = 0;
+	const int warmup = std::max(2, reps / 10);
+	for (int r = 0; r < warmup + reps && ret == 0; r++) {
+		fid_mr *mr = nullptr;
+		double t0 = now_ns();
+		ret = fi_mr_regv(c.domain, iov, kVecSegs, kAccess, 0, c.next_key++, 0, &mr,
+				 nullptr);
+		double t1 = now_ns();
+		if (ret != 0) {
+			*err = "fi_mr_regv: " + fi_err(ret);
+			break;
+		}
+		ret = fi_close(&mr->fid);
+		double t2 = now_ns();
+		if (ret != 0) {
+			*err = "fi_close(mr): " + fi_err(ret);
+			break;
+		}
+		if (r >= warmup) {
+			reg.push_back(t1 - t0);
+			close.push_back(t2 - t1);
+			pair.push_back(t2 - t0);
+		}
+	}
+	out->reg = median(reg);
+	out->close = median(close);
+	out->pair = median(pair);
+	return ret;
+}
+
 /* One RDM endpoint with its CQ and AV. */
 struct Ep {
 	fid_ep *ep = nullptr;
@@ -404,6 +454,9 @@ struct Cell {
 	RegFigures f;
 };
 
+/* The vectored case's name: fi_mr_regv of 4 x 4 KiB, alone. */
+constexpr const char *kRegvCase = "regv4x4KiB/alone";
+
 std::string case_name(size_t size, size_t live)
 {
 	return std::string(size == 4 * kKiB ? "4KiB" : "2MiB") + (live ? "/live" : "/alone");
@@ -476,6 +529,8 @@ int main(int argc, char **argv)
 	std::printf("  alone: the timed MR is the only one live; live: %zu other 4 KiB MRs are "
 		    "registered first\n",
 		    o.live);
+	std::printf("  regv4x4KiB: fi_mr_regv of four 4 KiB pages out of address order (one MR), "
+		    "alone\n");
 	std::printf("  nicmr: buffers from a nicmr pool (ops extension, fast path); nicmr-mmap: "
 		    "plain mmap'd memory (slow path); others: plain mmap'd memory\n");
 	std::printf("  FI_PROVIDER=%s FI_NICMR_DEVICE=%s FI_TCP_IFACE=%s\n\n",
@@ -516,6 +571,7 @@ int main(int argc, char **argv)
 			for (size_t size : kSizes)
 				for (size_t live : {size_t{0}, o.live})
 					cells[row.label][case_name(size, live)].why = err;
+			cells[row.label][kRegvCase].why = err;
 			continue;
 		}
 		for (size_t size : kSizes) {
@@ -535,6 +591,21 @@ int main(int argc, char **argv)
 						    case_name(size, live).c_str(), err.c_str());
 				std::fflush(stdout);
 			}
+		}
+		{
+			Cell &cell = cells[row.label][kRegvCase];
+			err.clear();
+			ret = time_regv(c, base, o.reps, &cell.f, &err);
+			cell.ok = ret == 0;
+			cell.why = err;
+			if (cell.ok)
+				std::printf("RESULT %s %s reg=%.0f close=%.0f pair=%.0f\n",
+					    row.label.c_str(), kRegvCase, cell.f.reg, cell.f.close,
+					    cell.f.pair);
+			else
+				std::printf("UNSUPPORTED %s %s %s\n", row.label.c_str(), kRegvCase,
+					    err.c_str());
+			std::fflush(stdout);
 		}
 		if (row.label != "nicmr-mmap") {
 			double gbps = 0;
@@ -579,6 +650,14 @@ int main(int argc, char **argv)
 						    cell.why.c_str());
 			}
 		}
+		const Cell &v = cells[row.label][kRegvCase];
+		if (v.ok)
+			std::printf("%-11s %-15s %-11s %10.0f %10.0f %10.0f\n", row.label.c_str(),
+				    prov_of[row.label].c_str(), kRegvCase, v.f.reg, v.f.close,
+				    v.f.pair);
+		else
+			std::printf("%-11s %-15s %-11s unsupported: %s\n", row.label.c_str(),
+				    prov_of[row.label].c_str(), kRegvCase, v.why.c_str());
 	}
 
 	if (cells.count("nicmr")) {

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 ROWS = ["nicmr", "nicmr-mmap", "tcp", "shm"]
-CASES = ["4KiB/alone", "4KiB/live", "2MiB/alone", "2MiB/live"]
+CASES = ["4KiB/alone", "4KiB/live", "2MiB/alone", "2MiB/live", "regv4x4KiB/alone"]
 NUM = r"[0-9]+(\.[0-9]+)?"
 
 
