@@ -195,12 +195,22 @@ int Mlx5MkeyProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 {
 	const uint32_t lane = lane_of_this_thread();
 	if (lane != 0)
-		return bind_on(lanes_[lane], mkey, p);
+		return bind_on(lanes_[lane], mkey, p, false);
 	std::lock_guard<std::mutex> lk(shared_mu_);
-	return bind_on(lanes_[0], mkey, p);
+	return bind_on(lanes_[0], mkey, p, false);
 }
 
-int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p)
+/* As bind: the refresh of slow-path memory, not a hot path, but it takes the same lane. */
+int Mlx5MkeyProgrammer::modify(uint32_t mkey, const mr::BindParams &p)
+{
+	const uint32_t lane = lane_of_this_thread();
+	if (lane != 0)
+		return bind_on(lanes_[lane], mkey, p, true);
+	std::lock_guard<std::mutex> lk(shared_mu_);
+	return bind_on(lanes_[0], mkey, p, true);
+}
+
+int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p, bool modify)
 {
 	if (p.len == 0 || p.log_page_size < 12 || p.log_page_size > 30)
 		return -EINVAL;
@@ -237,7 +247,7 @@ int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p)
 			l.scratch.push_back(MttEntry{iova + i * page, true, true});
 	}
 	b.mtt = l.scratch;
-	return l.umr->bind(b);
+	return modify ? l.umr->modify(b) : l.umr->bind(b);
 }
 
 /* Hot path on an exclusive lane, as bind. */

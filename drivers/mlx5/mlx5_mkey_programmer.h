@@ -67,6 +67,9 @@ public:
 	int bind(uint32_t mkey, const mr::BindParams &p) override;
 	/* 0 or UmrQueue::revoke's errors (-EALREADY: free already). Any thread. */
 	int revoke(uint32_t mkey) override;
+	/* A UMR modify (UmrBind::modify): bind's argument errors, or UmrQueue::modify's (-ENOENT:
+	 * the mkey is free). Any thread. */
+	int modify(uint32_t mkey, const mr::BindParams &p) override;
 
 	/* The shared lane's queue (lane 0). */
 	UmrQueue &umr() noexcept { return *lanes_[0].umr; }
@@ -90,7 +93,7 @@ private:
 	};
 
 	Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o);
-	int bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p);
+	int bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p, bool modify);
 	Device &dev_;
 	uint32_t pd_;
 	MkeyProgrammerOptions opts_;

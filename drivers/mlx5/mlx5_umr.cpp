@@ -14,6 +14,8 @@ constexpr uint64_t kBindMask =
 	prm::umr_mkey_mask::pd | prm::umr_mkey_mask::key | prm::umr_mkey_mask::qpn |
 	prm::umr_mkey_mask::lr | prm::umr_mkey_mask::lw | prm::umr_mkey_mask::rr |
 	prm::umr_mkey_mask::rw | prm::umr_mkey_mask::a | prm::umr_mkey_mask::free;
+/* A modify rewrites the translations (not masked) and the page size, nothing else. */
+constexpr uint64_t kModifyMask = prm::umr_mkey_mask::page_size;
 
 void set_umr_ctrl(mlx5_wqe_umr_ctrl_seg *u, uint8_t flags, uint16_t octwords, uint16_t offset,
 		  uint64_t mask) noexcept
@@ -80,13 +82,15 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 	int rc = qp.begin(ds, &w);
 	if (rc != 0)
 		return rc;
-	uint8_t uflags = prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_not_free);
+	uint8_t uflags =
+		prm::umr_flags::check_bits(b.modify ? prm::umr_flags::check_fail_if_free
+						    : prm::umr_flags::check_fail_if_not_free);
 	if (inl)
 		uflags |= prm::umr_flags::inline_xlt;
 	if (b.xlt_offset != 0)
 		uflags |= prm::umr_flags::translation_offset_en;
 	set_umr_ctrl(static_cast<mlx5_wqe_umr_ctrl_seg *>(w.cur.take(48)), uflags, xlt_octwords(b),
-		     b.xlt_offset, kBindMask);
+		     b.xlt_offset, b.modify ? kModifyMask : kBindMask);
 	void *mkc = w.cur.take(64);
 	std::memset(mkc, 0, prm::mkc::size);
 	set_field(mkc, prm::mkc::free, 0);
@@ -231,7 +235,14 @@ int UmrQueue::bind(const UmrBind &b)
 	int rc = post_umr_bind(*qp_, p, 0, kSignaled);
 	if (rc != 0)
 		return rc;
-	return finish_one(-EBUSY);
+	return finish_one(b.modify ? -ENOENT : -EBUSY);
+}
+
+int UmrQueue::modify(const UmrBind &b)
+{
+	UmrBind m = b;
+	m.modify = true;
+	return bind(m);
 }
 
 int UmrQueue::revoke(uint32_t mkey)

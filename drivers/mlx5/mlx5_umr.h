@@ -46,6 +46,13 @@ struct UmrBind {
 	/* Octwords into the mkey's translation table to start writing at (TRANSLATION_OFFSET_EN
 	 * when non-zero). */
 	uint16_t xlt_offset = 0;
+	/*
+	 * Modify a live mkey instead of binding a free one: check field "fail if free", mkey_mask
+	 * PAGE_SIZE only, so the device rewrites the translations and the page size and keeps
+	 * every other field (access, PD, start, length, variant). The mkey never stops being
+	 * valid: an access sees the old translations or the new ones.
+	 */
+	bool modify = false;
 };
 
 /* Translation bytes inline in one WQE at most (ds 63 minus ctrl, umr ctrl and mkc). */
@@ -95,6 +102,10 @@ public:
 	/* Revokes and waits: 0; -EALREADY (the device refused: the mkey is free already, or
 	 * unknown); -ETIMEDOUT; -EIO. */
 	int revoke(uint32_t mkey);
+	/* bind with UmrBind::modify set: 0; -ENOENT (the device refused: the mkey is free, or not
+	 * UMR-capable, or does not exist); bind's other errors. The QP is recovered after a
+	 * refusal. */
+	int modify(const UmrBind &b);
 	/* Syndrome of the last failed UMR (MLX5_CQE_SYNDROME_*), 0 when none failed. */
 	uint8_t last_syndrome() const noexcept { return last_syndrome_; }
 	uint64_t recoveries() const noexcept { return recoveries_; }

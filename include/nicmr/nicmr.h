@@ -667,6 +667,25 @@ int nicmr_mw_invalidate(struct nicmr_mw *mw);
 /** The rkey of a bound window; 0 when unbound or null. */
 uint32_t nicmr_mw_rkey(const struct nicmr_mw *mw);
 
+/**
+ * Tells nicmr that the pages behind mr may have changed (fi_mr_refresh without FI_MR_MMU_NOTIFY:
+ * the memory was unmapped and mapped again at the same addresses, say). For memory outside the
+ * pools nicmr pins and maps the pages anew at a fresh IOVA, re-points mr's mkey there with one
+ * UMR modify, and then releases the old mapping: the key stays valid throughout, and RDMA
+ * through it sees the old pages or the new ones, never a fault. Pool memory is mapped for the
+ * pool's life and cannot change under nicmr: the call checks the ranges and returns 0. The
+ * whole region is refreshed, whatever ranges are named. Slow path; any thread, not
+ * concurrently with other calls on mr.
+ * @param iov ranges of mr to refresh (virtual addresses inside mr), or NULL with count 0 for all
+ * @return 0; -EINVAL (null mr, iov NULL with count > 0, a zero-length or wrapping range);
+ *   -ERANGE (a range outside mr); -EOPNOTSUPP (a sub-MR or window; a vectored, IOVA-list or
+ *   page-vector MR; the command programmer, which cannot modify an mkey in place);
+ *   -EBUSY (sub-MRs or windows of mr live, or IOVA-list MRs use its mapping); -EFAULT (the
+ *   memory is no longer mapped with the access mr needs); the slow path's errors (-ENOMEM,
+ *   -ENOSPC) and the device's. On failure mr is unchanged and usable.
+ */
+int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

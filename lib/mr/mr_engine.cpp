@@ -302,6 +302,31 @@ int Engine::dereg(uint32_t mkey, KeyCache *cache) noexcept
 	return 0;
 }
 
+int Engine::refresh(uint32_t mkey, uint64_t iova, uint8_t log_page_size) noexcept
+{
+	if (log_page_size < 12 || log_page_size > 30)
+		return -EINVAL;
+	/* Retiring state for the length of the call: no hold can be taken meanwhile, and a key
+	 * with holds is refused here. abort_retire makes it live again as it was. */
+	int rc = keys_->begin_retire(mkey);
+	if (rc)
+		return rc;
+	const uint32_t index = mkey_index(mkey);
+	const EntryFields f = table_->read_owned(index);
+	if (f.flags & (kEntrySub | kEntrySegmented | kEntryPoolLookup | kEntryIndirect)) {
+		keys_->abort_retire(mkey);
+		return -EOPNOTSUPP;
+	}
+	const BindParams bp{f.start, f.len, f.access, f.pd, iova, log_page_size, nullptr, 0};
+	rc = prog_.modify(mkey, bp);
+	/* The device has the new translations (the modify's completion was polled): lookups may
+	 * hand out the new IOVA from now on. */
+	if (rc == 0)
+		table_->set_iova(index, iova);
+	keys_->abort_retire(mkey);
+	return rc;
+}
+
 int Engine::raw_attr(uint32_t mkey, uint8_t *buf, size_t *size) const noexcept
 {
 	EntryFields f;

@@ -147,6 +147,17 @@ public:
 	 * revoke error (the region stays registered).
 	 */
 	int dereg(uint32_t mkey, KeyCache *cache) noexcept;
+	/*
+	 * Re-points a live region's key at new translations (iova of its start, log_page_size)
+	 * with the programmer's modify: the key stays valid throughout, lookups see the old IOVA
+	 * until the device has the new one and the new one after. The caller owns the key (no
+	 * concurrent dereg of it). 0; -ENOKEY (not live); -EBUSY (sub-MRs or windows hold it:
+	 * they point at its old translations); -EOPNOTSUPP (a sub-MR, window, segmented or
+	 * pool-lookup region, or a programmer that cannot modify in place); -EINVAL (page size);
+	 * the programmer's errors. While it runs, sub-MRs of the key cannot be registered
+	 * (-ENOKEY).
+	 */
+	int refresh(uint32_t mkey, uint64_t iova, uint8_t log_page_size) noexcept;
 
 	/* Hot path: see ShadowTable::lookup. */
 	int lookup(const LookupRequest &req, LookupResult *out) const noexcept

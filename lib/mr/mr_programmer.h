@@ -42,6 +42,11 @@ public:
 	/* Sets the mkey free again; the device refuses it from then on. 0 or negative errno;
 	 * on failure the mkey is left as it was. */
 	virtual int revoke(uint32_t mkey) = 0;
+	/* Re-points a bound mkey at params' translations (iova_base, log_page_size or mtt)
+	 * without it ever being invalid; start, len, access and PD stay. 0 or negative errno;
+	 * on failure the mkey is left as it was. -EOPNOTSUPP where the device cannot do that
+	 * in place. */
+	virtual int modify(uint32_t /*mkey*/, const BindParams & /*params*/) { return -EOPNOTSUPP; }
 };
 
 /* One entry of an indirect (KLM) mkey: byte_count bytes of mkey's address space from address,
@@ -84,6 +89,7 @@ public:
 	int create_free_mkeys(uint32_t, uint32_t) override { return 0; }
 	int bind(uint32_t, const BindParams &) override { return 0; }
 	int revoke(uint32_t) override { return 0; }
+	int modify(uint32_t, const BindParams &) override { return 0; }
 };
 
 class NullIndirectProgrammer final : public IndirectProgrammer {

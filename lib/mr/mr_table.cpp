@@ -145,6 +145,17 @@ void ShadowTable::publish(uint32_t index, const EntryFields &f) noexcept
 	e.seq.store(s + 2, std::memory_order_release);
 }
 
+void ShadowTable::set_iova(uint32_t index, uint64_t iova) noexcept
+{
+	Entry &e = e_[index];
+	const uint32_t s = e.seq.load(std::memory_order_relaxed); /* we are the only writer */
+	/* Release on all three stores, for the reasons given in publish(): a reader that sees
+	 * the new IOVA re-reads an odd or newer seq and retries. */
+	e.seq.store(s + 1, std::memory_order_release);
+	e.iova.store(iova, std::memory_order_release);
+	e.seq.store(s + 2, std::memory_order_release);
+}
+
 void ShadowTable::invalidate(uint32_t index) noexcept
 {
 	EntryFields f{};

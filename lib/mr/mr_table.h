@@ -148,6 +148,9 @@ public:
 	/* Writer side: only the owner of the index (live or retiring in the KeySpace). */
 	void publish(uint32_t index, const EntryFields &f) noexcept;
 	void invalidate(uint32_t index) noexcept;
+	/* Writer only (the key's owner): a live entry's IOVA changes (a refresh), under the
+	 * entry's seqlock like publish(). */
+	void set_iova(uint32_t index, uint64_t iova) noexcept;
 	EntryFields read_owned(uint32_t index) const noexcept;
 	Entry &entry(uint32_t index) noexcept { return e_[index]; }
 

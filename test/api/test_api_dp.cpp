@@ -6,8 +6,10 @@
  */
 #include <endian.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "test_api_util.h"
@@ -678,6 +680,168 @@ TEST_F(Windows, VectoredMrsTakeNoWindows)
 		  -EOPNOTSUPP);
 	EXPECT_EQ(nicmr_mw_rkey(mw), 0u);
 	EXPECT_EQ(nicmr_mr_dereg(vec), 0);
+}
+
+/* ---- Refresh ----------------------------------------------------------------------------- */
+
+/* An MR over plain mmap'd memory (the slow path) and a thread-free way to see its IOVA. */
+class Refresh : public DataPath {
+protected:
+	void SetUp() override
+	{
+		DataPath::SetUp();
+		ASSERT_NE(plain.get(), nullptr);
+		ASSERT_EQ(nicmr_mr_reg(pd, plain.get(), kPlain, kAll, 0, 0, &extra), 0);
+	}
+	uint64_t iova_of(nicmr_mr *m, uint64_t addr)
+	{
+		uint64_t iova = 0;
+		EXPECT_EQ(nicmr_key_lookup(dev, nicmr_mr_key(m), addr, 1, NICMR_ACCESS_REMOTE_WRITE,
+					   &iova),
+			  0);
+		return iova;
+	}
+	static constexpr size_t kPlain = 8 * 4096;
+	Anon plain{kPlain};
+};
+
+TEST_F(Refresh, PlainMemoryIsMappedAnewUnderTheSameKey)
+{
+	char *p = plain.get();
+	const uint32_t key = nicmr_mr_key(extra);
+	const uint64_t before = iova_of(extra, u(p));
+	const auto st = stats(dev);
+	ASSERT_EQ(nicmr_mr_refresh(extra, nullptr, 0), 0);
+	EXPECT_EQ(nicmr_mr_key(extra), key) << "the key is kept";
+	const uint64_t after = iova_of(extra, u(p));
+	EXPECT_NE(after, before) << "a fresh mapping";
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(dev->drv->query_mkey(key >> 8, 1, &q), 0);
+	EXPECT_FALSE(q.ctx.free);
+	ASSERT_EQ(q.mtt.size(), 1u);
+	const uint64_t page = uint64_t{1} << q.ctx.log_page_size;
+	EXPECT_EQ(q.mtt[0].iova, after & ~(page - 1)) << "the device translates through it";
+	expect_same(stats(dev), st); /* the old mapping and its pins went */
+
+	for (size_t i = 0; i < 512; i++)
+		a[i] = static_cast<char>(i * 3);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 512, ka, u(p) + 4000, key, 5, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(p + 4000, a, 512), 0);
+
+	const struct iovec part = {p + 4096, 100};
+	ASSERT_EQ(nicmr_mr_refresh(extra, &part, 1), 0) << "a part refreshes the whole";
+	EXPECT_NE(iova_of(extra, u(p)), after);
+}
+
+TEST_F(Refresh, TheKeyKeepsWorkingWhileRefreshesRun)
+{
+	/* A second thread writes through the key without pause while this one refreshes: a
+	 * refresh that revoked and rebound would make some of its writes fail. */
+	char *p = plain.get();
+	const uint32_t key = nicmr_mr_key(extra);
+	std::atomic<bool> stop{false};
+	std::atomic<int> ok{0}, failed{0};
+	std::thread writer([&] {
+		uint64_t n = 0;
+		while (!stop.load()) {
+			if (nicmr_post_write(qa, u(a), 64, ka, u(p) + (n % 100) * 64, key, n,
+					     NICMR_SEND_SIGNALED) != 0) {
+				failed++;
+				break;
+			}
+			n++;
+			nicmr_wc wc = wait(cqa);
+			(wc.status == NICMR_WC_SUCCESS ? ok : failed)++;
+			if (wc.status != NICMR_WC_SUCCESS)
+				break;
+		}
+	});
+	/* Refresh once the writer runs, and until it has written 200 times meanwhile (10 s at
+	 * most: a loaded machine may schedule it late). */
+	const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	while (ok.load() == 0 && failed.load() == 0 && std::chrono::steady_clock::now() < give_up)
+		std::this_thread::yield();
+	const int first = ok.load();
+	int refreshes = 0;
+	while ((refreshes < 200 || ok.load() - first < 200) && failed.load() == 0 &&
+	       std::chrono::steady_clock::now() < give_up) {
+		ASSERT_EQ(nicmr_mr_refresh(extra, nullptr, 0), 0);
+		refreshes++;
+	}
+	stop = true;
+	writer.join();
+	EXPECT_EQ(failed.load(), 0);
+	EXPECT_GE(refreshes, 200);
+	EXPECT_GE(ok.load() - first, 200) << "writes while the refreshes ran";
+}
+
+TEST_F(Refresh, PoolMemoryHasNothingToRefresh)
+{
+	const uint64_t before = iova_of(mra, u(a));
+	ASSERT_EQ(nicmr_mr_refresh(mra, nullptr, 0), 0);
+	EXPECT_EQ(iova_of(mra, u(a)), before);
+}
+
+TEST_F(Refresh, RefusalsGiveTheirCodesAndLeaveTheMrWorking)
+{
+	char *p = plain.get();
+	const uint32_t key = nicmr_mr_key(extra);
+	const uint64_t iova = iova_of(extra, u(p));
+	const auto st = stats(dev);
+	const struct iovec zero = {p, 0}, outside = {p + kPlain - 10, 20}, wraps = {p, ~size_t{0}};
+	EXPECT_EQ(nicmr_mr_refresh(nullptr, nullptr, 0), -EINVAL);
+	EXPECT_EQ(nicmr_mr_refresh(extra, nullptr, 1), -EINVAL);
+	EXPECT_EQ(nicmr_mr_refresh(extra, &zero, 1), -EINVAL);
+	EXPECT_EQ(nicmr_mr_refresh(extra, &wraps, 1), -EINVAL);
+	EXPECT_EQ(nicmr_mr_refresh(extra, &outside, 1), -ERANGE);
+
+	nicmr_mr *sub = nullptr;
+	ASSERT_EQ(nicmr_mr_reg_sub(extra, 0, 4096, kAll, 0, 0, &sub), 0);
+	EXPECT_EQ(nicmr_mr_refresh(sub, nullptr, 0), -EOPNOTSUPP);
+	EXPECT_EQ(nicmr_mr_refresh(extra, nullptr, 0), -EBUSY) << "the sub-MR uses its mapping";
+	EXPECT_EQ(nicmr_mr_dereg(sub), 0);
+
+	uint64_t seg_iova = iova_of(extra, u(p));
+	const nicmr_iova_seg seg = {seg_iova, 4096};
+	nicmr_mr *over = nullptr;
+	ASSERT_EQ(nicmr_mr_reg_iova(pd, &seg, 1, kAll, 0, 0, &over), 0);
+	EXPECT_EQ(nicmr_mr_refresh(extra, nullptr, 0), -EBUSY) << "an IOVA-list MR uses it";
+	EXPECT_EQ(nicmr_mr_dereg(over), 0);
+
+	nicmr_mr *vec = nullptr;
+	const struct iovec iov[2] = {{p, 4096}, {p + 2 * 4096, 4096}};
+	ASSERT_EQ(nicmr_mr_regv(pd, iov, 2, kAll, 0, 0, &vec), 0);
+	EXPECT_EQ(nicmr_mr_refresh(vec, nullptr, 0), -EOPNOTSUPP);
+	EXPECT_EQ(nicmr_mr_dereg(vec), 0);
+
+	/* The memory went away: -EFAULT, and the MR is as it was. */
+	ASSERT_EQ(mprotect(p + 4096, 4096, PROT_NONE), 0);
+	EXPECT_EQ(nicmr_mr_refresh(extra, nullptr, 0), -EFAULT);
+	ASSERT_EQ(mprotect(p + 4096, 4096, PROT_READ | PROT_WRITE), 0);
+
+	expect_same(stats(dev), st);
+	EXPECT_EQ(nicmr_mr_key(extra), key);
+	EXPECT_EQ(iova_of(extra, u(p)), iova);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(p), key, 6, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+}
+
+TEST(RefreshCmd, TheCommandProgrammerCannotModifyInPlace)
+{
+	nicmr_device *d = nullptr;
+	nicmr_pd *p = nullptr;
+	nicmr_mr *m = nullptr;
+	Anon mem(4096);
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,programmer=cmd", &d), 0);
+	ASSERT_EQ(nicmr_pd_alloc(d, &p), 0);
+	ASSERT_EQ(nicmr_mr_reg(p, mem.get(), 4096, kAll, 0, 0, &m), 0);
+	const auto st = stats(d);
+	EXPECT_EQ(nicmr_mr_refresh(m, nullptr, 0), -EOPNOTSUPP);
+	expect_same(stats(d), st);
+	EXPECT_EQ(nicmr_mr_dereg(m), 0);
+	EXPECT_EQ(nicmr_pd_free(p), 0);
+	EXPECT_EQ(nicmr_device_close(d), 0);
 }
 
 } // namespace

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * nicmr_mr_refresh: the pages behind an MR may have changed (the application unmapped and mapped
+ * its memory again). A DMA mapping holds the pages it was made with, so the MR must be mapped
+ * anew, and the key must keep working meanwhile (fi_mr_refresh without FI_MR_MMU_NOTIFY: "the MR
+ * will remain enabled"):
+ *
+ *   map the region again (pin, fresh IOVA, dma_map) -> UMR modify of the live mkey (check
+ *   "fail if free": the device sees the old translations or the new ones, never none) ->
+ *   the shadow entry's IOVA -> release the old mapping
+ *
+ * Every step before the modify is undone on failure, and the MR stays as it was. Slow path.
+ */
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+
+#include "api_internal.h"
+#include "nicmr_log.h"
+
+using namespace nicmr;
+
+extern "C" {
+
+int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
+{
+	if (mr == nullptr || (iov == nullptr && count != 0))
+		return -EINVAL;
+	for (size_t i = 0; i < count; i++) {
+		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+		const size_t n = iov[i].iov_len;
+		if (n == 0 || a + n < a)
+			return -EINVAL;
+		if (a < mr->addr || a + n > mr->addr + mr->len)
+			return -ERANGE;
+	}
+	if (mr->base != nullptr || mr->vec)
+		return -EOPNOTSUPP;
+	if (mr->pool != nullptr)
+		return 0; /* mapped for the pool's life: nothing behind it can change */
+
+	nicmr_device *dev = mr->dev;
+	{
+		/* IOVA-list MRs over its mapping would be left on the old one: -EBUSY; and none
+		 * may start using it while it is being replaced. */
+		std::lock_guard lk(dev->vec_mu);
+		if (mr->iova_users)
+			return -EBUSY;
+		mr->iova_leaving = true;
+	}
+	auto done = [&](int rc) {
+		std::lock_guard lk(dev->vec_mu);
+		mr->iova_leaving = false;
+		return rc;
+	};
+
+	const bool write = mr->access & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
+					 mr::kAccessRemoteAtomic);
+	nicmr_mr_piece fresh;
+	uint64_t iova = 0;
+	unsigned log_page = 12;
+	int rc = nicmr_piece_map(dev, mr->addr, mr->len, write, mr, &fresh, &iova, &log_page);
+	if (rc) {
+		NICMR_LOG(warn, "api", "%s: refresh of %#x: mapping [%#lx, +%zu) again failed: %d",
+			  dev->spec.c_str(), mr->mkey, (unsigned long)mr->addr, mr->len, rc);
+		return done(rc);
+	}
+	if (mr->zero_based)
+		log_page = std::min(log_page, unsigned(std::countr_zero(iova | (1ull << 30))));
+	rc = dev->engine->refresh(mr->mkey, iova, uint8_t(log_page));
+	if (rc) {
+		NICMR_LOG(warn, "api", "%s: refresh of %#x failed: %d", dev->spec.c_str(), mr->mkey,
+			  rc);
+		nicmr_piece_release(dev, &fresh);
+		return done(rc);
+	}
+	/* The device and the lookups use the new mapping now: the old one may go. */
+	nicmr_mr_piece old;
+	old.pool = mr->pool;
+	old.slow = std::move(mr->slow);
+	mr->pool = fresh.pool;
+	mr->slow = std::move(fresh.slow);
+	mr->iova = iova;
+	nicmr_piece_release(dev, &old);
+	return done(0);
+}
+
+} /* extern "C" */
