@@ -2,6 +2,11 @@
 /* Every fi_mr(3) call on a nicmr domain with its documented code, raw keys, the pool ops. */
 #include <sys/uio.h>
 
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <thread>
+
 #include "test_fabric_util.h"
 
 namespace nicmr::test {
@@ -216,6 +221,76 @@ TEST_F(FabricMr, DomainWithLiveMrIsBusy)
 	ASSERT_EQ(fi_mr_reg(domain_.get(), buf.get(), 4096, kRw, 0, 0, 0, mr.out(), nullptr), 0);
 	EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY);
 	mr.reset();
+}
+
+/* fi_close on other threads than fi_mr_reg (the provider's MR objects go back to the domain's
+ * store from any thread): two threads register in a pool and hand every MR to a third that
+ * closes it; every call succeeds and nothing is left behind. */
+TEST_F(FabricMr, ClosesOnAnotherThreadThanTheRegistration)
+{
+	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
+	fi_nicmr_pool *pool = nullptr;
+	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
+				   FI_NICMR_POOL_FALLBACK, &pool),
+		  0);
+	char *p = static_cast<char *>(ops->pool_addr(pool));
+	auto before = stats(domain_.get());
+	constexpr int kPerThread = 3000;
+	std::mutex mu;
+	std::deque<fid_mr *> handoff; /* mu */
+	std::atomic<int> producers{2}, failures{0};
+	auto produce = [&](int t) {
+		for (int i = 0; i < kPerThread; i++) {
+			/* At most 128 MRs wait to be closed: the device has 1023 keys. */
+			for (;;) {
+				{
+					std::lock_guard<std::mutex> lk(mu);
+					if (handoff.size() < 128)
+						break;
+				}
+				std::this_thread::yield();
+			}
+			fid_mr *mr = nullptr;
+			char *buf = p + size_t(t * 256 + i % 256) * 4096;
+			if (fi_mr_reg(domain_.get(), buf, 4096, kRw, 0, 0, 0, &mr, nullptr) != 0) {
+				failures++;
+				continue;
+			}
+			std::lock_guard<std::mutex> lk(mu);
+			handoff.push_back(mr);
+		}
+		producers--;
+	};
+	auto consume = [&]() {
+		for (;;) {
+			fid_mr *mr = nullptr;
+			{
+				std::lock_guard<std::mutex> lk(mu);
+				if (!handoff.empty()) {
+					mr = handoff.front();
+					handoff.pop_front();
+				}
+			}
+			if (!mr) {
+				if (producers.load() == 0) {
+					std::lock_guard<std::mutex> lk(mu);
+					if (handoff.empty())
+						return;
+				}
+				std::this_thread::yield();
+				continue;
+			}
+			if (fi_close(&mr->fid) != 0)
+				failures++;
+		}
+	};
+	std::thread a(produce, 0), b(produce, 1), c(consume);
+	a.join();
+	b.join();
+	c.join();
+	EXPECT_EQ(failures.load(), 0);
+	expect_same(before, stats(domain_.get()));
+	EXPECT_EQ(ops->pool_destroy(pool), 0);
 }
 
 /* Application-chosen keys (no FI_MR_PROV_KEY). */
