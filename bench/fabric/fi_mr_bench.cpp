@@ -632,19 +632,19 @@ int main(int argc, char **argv)
 	}
 
 	/* The table: medians, then nicmr's (pool) ratio against each other provider. */
-	std::printf("\n%-11s %-15s %-11s %10s %10s %10s\n", "row", "provider", "case", "reg ns",
+	std::printf("\n%-11s %-15s %-16s %10s %10s %10s\n", "row", "provider", "case", "reg ns",
 		    "close ns", "pair ns");
 	for (const Row &row : rows) {
 		for (size_t size : kSizes) {
 			for (size_t live : {size_t{0}, o.live}) {
 				const Cell &cell = cells[row.label][case_name(size, live)];
 				if (cell.ok)
-					std::printf("%-11s %-15s %-11s %10.0f %10.0f %10.0f\n",
+					std::printf("%-11s %-15s %-16s %10.0f %10.0f %10.0f\n",
 						    row.label.c_str(), prov_of[row.label].c_str(),
 						    case_name(size, live).c_str(), cell.f.reg,
 						    cell.f.close, cell.f.pair);
 				else
-					std::printf("%-11s %-15s %-11s unsupported: %s\n",
+					std::printf("%-11s %-15s %-16s unsupported: %s\n",
 						    row.label.c_str(), prov_of[row.label].c_str(),
 						    case_name(size, live).c_str(),
 						    cell.why.c_str());
@@ -652,11 +652,11 @@ int main(int argc, char **argv)
 		}
 		const Cell &v = cells[row.label][kRegvCase];
 		if (v.ok)
-			std::printf("%-11s %-15s %-11s %10.0f %10.0f %10.0f\n", row.label.c_str(),
+			std::printf("%-11s %-15s %-16s %10.0f %10.0f %10.0f\n", row.label.c_str(),
 				    prov_of[row.label].c_str(), kRegvCase, v.f.reg, v.f.close,
 				    v.f.pair);
 		else
-			std::printf("%-11s %-15s %-11s unsupported: %s\n", row.label.c_str(),
+			std::printf("%-11s %-15s %-16s unsupported: %s\n", row.label.c_str(),
 				    prov_of[row.label].c_str(), kRegvCase, v.why.c_str());
 	}
 
