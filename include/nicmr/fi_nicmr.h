@@ -104,11 +104,14 @@ struct fi_nicmr_mr_ops {
 	 * backing the memory (a nicmr pool's page size; 4 KiB outside pools), and for an
 	 * offset-based MR (no FI_MR_VIRT_ADDR) the start must be a multiple of it.
 	 *
-	 * attr's other fields as fi_mr_regattr. Slow path; any thread.
+	 * attr's other fields as fi_mr_regattr: with attr->iov_count 2 .. 64 a vectored MR
+	 * (doc/libfabric.md, "Vectored MRs"), which takes neither base_mr nor page_size, and
+	 * cannot itself be a base_mr. Slow path; any thread.
 	 * @param flags 0
 	 * @return 0; -FI_EINVAL (null domain, attr or mr; not a nicmr domain; attr as
-	 *   fi_mr_regattr refuses it; base_mr not an open MR of this domain; the range not
-	 *   inside base_mr; page_size with base_mr; a page size above); -FI_EACCES (access
+	 *   fi_mr_regattr refuses it; base_mr not an open MR of this domain, or vectored, or with
+	 *   iov_count other than 1; the range not inside base_mr; page_size with base_mr or with
+	 *   iov_count above 1; a page size above); -FI_EACCES (access
 	 *   beyond base_mr's); -FI_EBADFLAGS (flags); -FI_ENOSYS (attr->iface not system); the
 	 *   key and resource codes of fi_mr_reg (-FI_ENOKEY, -FI_EKEYREJECTED, -FI_ENOSPC,
 	 *   -FI_ENOMEM); -FI_EOVERFLOW (base_mr has as many sub-MRs as it can hold).
