@@ -4,7 +4,8 @@
 #
 #   devtools/demo.sh                 the demo
 #   devtools/demo.sh -i              testmr's interactive prompt instead
-#   devtools/demo.sh -- ARGS...      any testmr arguments (see `testmr --help`)
+#   devtools/demo.sh -- ARGS...      any testmr arguments (see `testmr --help`), e.g.
+#   devtools/demo.sh -- --provider   the registration part through libfabric's fi_mr calls
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$NICMR_TOP"
@@ -20,7 +21,12 @@ reserve_hugepages 2048 64
 
 phase "Build: build/"
 configure build -Dbuildtype=debugoptimized
-ninja -C build -j "$(nproc)" app/testmr/testmr
+targets=(app/testmr/testmr)
+# The provider too, for `devtools/demo.sh -- --provider` (when the build has libfabric).
+if ninja -C build -t targets all 2>/dev/null | grep -q '^lib/fabric/libnicmr-fi.so:'; then
+	targets+=(lib/fabric/libnicmr-fi.so)
+fi
+ninja -C build -j "$(nproc)" "${targets[@]}"
 
 phase "testmr on the emulated NIC"
 echo "    build/app/testmr/testmr ${args[*]}"

@@ -18,6 +18,7 @@
 
 #include "nicmr/nicmr.h"
 #include "testmr_cmd.h"
+#include "testmr_reg.h"
 #include "testmr_session.h"
 
 using namespace nicmr::testmr;
@@ -36,6 +37,8 @@ void usage(FILE *f)
 		     "      --page-size SIZE    the demo's page size: 4k, 2m (default) or 1g\n"
 		     "      --node N            the demo's NUMA node (default: any)\n"
 		     "      --no-fallback       the demo fails instead of using 4 KiB pages\n"
+		     "      --provider          the demo's registration part through libfabric's\n"
+		     "                          fi_mr calls on the nicmr provider\n"
 		     "  -h, --help              this text\n"
 		     "With no -i, -c or -f, testmr runs the demo.\n\n%s",
 		     command_help());
@@ -65,7 +68,14 @@ int run_stream(Session &s, std::istream &in, bool prompt)
 
 int main(int argc, char **argv)
 {
-	enum { opt_delivery = 256, opt_pool_size, opt_page_size, opt_node, opt_no_fallback };
+	enum {
+		opt_delivery = 256,
+		opt_pool_size,
+		opt_page_size,
+		opt_node,
+		opt_no_fallback,
+		opt_provider
+	};
 	static const option longopts[] = {
 		{"interactive", no_argument, nullptr, 'i'},
 		{"command", required_argument, nullptr, 'c'},
@@ -75,11 +85,13 @@ int main(int argc, char **argv)
 		{"page-size", required_argument, nullptr, opt_page_size},
 		{"node", required_argument, nullptr, opt_node},
 		{"no-fallback", no_argument, nullptr, opt_no_fallback},
+		{"provider", no_argument, nullptr, opt_provider},
 		{"help", no_argument, nullptr, 'h'},
 		{nullptr, 0, nullptr, 0},
 	};
 	SessionConfig cfg;
 	bool interactive = false;
+	bool provider = false;
 	std::vector<std::string> commands;
 	std::vector<std::string> files;
 	int c;
@@ -129,6 +141,9 @@ int main(int argc, char **argv)
 		case opt_no_fallback:
 			cfg.demo_fallback = false;
 			break;
+		case opt_provider:
+			provider = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -143,6 +158,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	/* Line by line, so that library messages on stderr land between the right lines. */
+	std::setvbuf(stdout, nullptr, _IOLBF, 0);
 	std::printf("testmr (nicmr %s)\n", nicmr_version());
 	std::unique_ptr<Session> session;
 	int rc = Session::open(cfg, stdout, &session);
@@ -168,7 +185,25 @@ int main(int argc, char **argv)
 	}
 	if (interactive)
 		run_stream(*session, std::cin, isatty(STDIN_FILENO) != 0);
-	else if (commands.empty() && files.empty())
+	else if (commands.empty() && files.empty()) {
 		rc = session->run_line("demo");
+#if NICMR_TESTMR_REG
+		/* The demo's second half: registration as an application sees it. */
+		nicmr::testmr::RegDemoOptions ro;
+		ro.page_size = cfg.demo_page_size;
+		ro.fallback = cfg.demo_fallback;
+		ro.provider = provider;
+		if (cfg.delivery == nicmr::emu::DoorbellDelivery::poll_thread)
+			ro.spec = "emu:delivery=thread";
+		if (nicmr::testmr::reg_demo(stdout, ro) != 0)
+			rc = 1;
+#endif
+	}
+#if !NICMR_TESTMR_REG
+	if (provider) {
+		std::fprintf(stderr, "testmr: built without the native API: no --provider\n");
+		return 2;
+	}
+#endif
 	return rc == 0 ? 0 : 1;
 }
