@@ -191,23 +191,24 @@ int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t first, uint32_t count)
 
 /* Hot path on an exclusive lane: no lock, no allocation (the scratch list has room for
  * max_translations), no system call. The shared lane adds its mutex. */
-int Mlx5MkeyProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
+template <class F> int Mlx5MkeyProgrammer::on_my_lane(F &&f)
 {
 	const uint32_t lane = lane_of_this_thread();
 	if (lane != 0)
-		return bind_on(lanes_[lane], mkey, p, false);
+		return f(lanes_[lane]);
 	std::lock_guard<std::mutex> lk(shared_mu_);
-	return bind_on(lanes_[0], mkey, p, false);
+	return f(lanes_[0]);
 }
 
-/* As bind: the refresh of slow-path memory, not a hot path, but it takes the same lane. */
+int Mlx5MkeyProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
+{
+	return on_my_lane([&](Lane &l) { return bind_on(l, mkey, p, false); });
+}
+
+/* The refresh of slow-path memory: not a hot path, but the caller's lane as bind. */
 int Mlx5MkeyProgrammer::modify(uint32_t mkey, const mr::BindParams &p)
 {
-	const uint32_t lane = lane_of_this_thread();
-	if (lane != 0)
-		return bind_on(lanes_[lane], mkey, p, true);
-	std::lock_guard<std::mutex> lk(shared_mu_);
-	return bind_on(lanes_[0], mkey, p, true);
+	return on_my_lane([&](Lane &l) { return bind_on(l, mkey, p, true); });
 }
 
 int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p, bool modify)
@@ -253,11 +254,7 @@ int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p,
 /* Hot path on an exclusive lane, as bind. */
 int Mlx5MkeyProgrammer::revoke(uint32_t mkey)
 {
-	const uint32_t lane = lane_of_this_thread();
-	if (lane != 0)
-		return lanes_[lane].umr->revoke(mkey);
-	std::lock_guard<std::mutex> lk(shared_mu_);
-	return lanes_[0].umr->revoke(mkey);
+	return on_my_lane([&](Lane &l) { return l.umr->revoke(mkey); });
 }
 
 } // namespace nicmr::mlx5

@@ -94,6 +94,8 @@ private:
 
 	Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o);
 	int bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p, bool modify);
+	/* Runs f on the calling thread's lane (lane 0 under shared_mu_). */
+	template <class F> int on_my_lane(F &&f);
 	Device &dev_;
 	uint32_t pd_;
 	MkeyProgrammerOptions opts_;
