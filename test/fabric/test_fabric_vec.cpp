@@ -213,6 +213,45 @@ TEST_F(FabricMrVec, BadSegmentsGetTheirCodeAndLeaveNothing)
 	expect_same(before, stats(d));
 }
 
+TEST_F(FabricMrVec, NoFreeKeyIsEnospcAndLeavesNothing)
+{
+	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
+	fi_nicmr_pool *pool = nullptr;
+	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
+				   FI_NICMR_POOL_FALLBACK, &pool),
+		  0);
+	char *p = static_cast<char *>(ops->pool_addr(pool));
+	auto before = stats(domain_.get());
+	/* Page-aligned joints: one key per MR, until the device has none left. */
+	iovec iov[2] = {{p + 4096, 4096}, {p, 4096}};
+	std::vector<fid_mr *> mrs;
+	int ret = 0;
+	for (size_t i = 0; i <= info_->domain_attr->mr_cnt && ret == 0; i++) {
+		fid_mr *mr = nullptr;
+		ret = fi_mr_regv(domain_.get(), iov, 2, kRw, 0, 0, 0, &mr, nullptr);
+		if (ret == 0)
+			mrs.push_back(mr);
+	}
+	EXPECT_EQ(ret, -FI_ENOSPC);
+	EXPECT_GT(mrs.size(), info_->domain_attr->mr_cnt / 2);
+	auto full = stats(domain_.get());
+	EXPECT_EQ(full.keys_free, 0u);
+	/* Refused again, in the KLM form too (its inner keys find none either): nothing moves. */
+	fid_mr *bad = nullptr;
+	EXPECT_EQ(fi_mr_regv(domain_.get(), iov, 2, kRw, 0, 0, 0, &bad, nullptr), -FI_ENOSPC);
+	iovec ragged[2] = {{p + 100, 1000}, {p + 8192 + 7, 3000}};
+	EXPECT_EQ(fi_mr_regv(domain_.get(), ragged, 2, kRw, 0, 0, 0, &bad, nullptr), -FI_ENOSPC);
+	EXPECT_EQ(bad, nullptr);
+	auto after = stats(domain_.get());
+	expect_same(full, after);
+	EXPECT_EQ(after.keys_free, full.keys_free);
+	EXPECT_EQ(after.keys_retiring, full.keys_retiring);
+	for (fid_mr *mr : mrs)
+		EXPECT_EQ(fi_close(&mr->fid), 0);
+	expect_same(before, stats(domain_.get()));
+	EXPECT_EQ(ops->pool_destroy(pool), 0);
+}
+
 /* Offset-based keys (no FI_MR_VIRT_ADDR) with application keys (no FI_MR_PROV_KEY) and raw
  * keys: the address space starts at 0 whatever the alignment. */
 class FabricMrVecOffsets : public FabricFixture {
