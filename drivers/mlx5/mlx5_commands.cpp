@@ -379,4 +379,34 @@ int destroy_mkey(CmdTransport &t, uint32_t index)
 	return simple(t, in, out);
 }
 
+int set_mkey_ext(CmdTransport &t, uint32_t index, const MkeyExtState &st)
+{
+	if (!prm::fits(prm::set_mkey_ext_in::mkey_index, index) ||
+	    (st.flags & ~prm::mkey_ext::settable) != 0 ||
+	    ((st.flags & prm::mkey_ext::counter) != 0 && st.counter_iova % 8 != 0))
+		return -EINVAL;
+	Cmd<prm::set_mkey_ext_in::size> in(prm::opcode::nicmr_set_mkey_ext);
+	prm::set(in.b, prm::set_mkey_ext_in::mkey_index, index);
+	prm::set(in.b, prm::set_mkey_ext_in::flags, st.flags);
+	prm::set(in.b, prm::set_mkey_ext_in::counter_iova,
+		 (st.flags & prm::mkey_ext::counter) != 0 ? st.counter_iova : 0);
+	uint8_t out[prm::set_mkey_ext_out::size];
+	return simple(t, in, out);
+}
+
+int query_mkey_ext(CmdTransport &t, uint32_t index, MkeyExtState *st)
+{
+	if (st == nullptr || !prm::fits(prm::query_mkey_ext_in::mkey_index, index))
+		return -EINVAL;
+	Cmd<prm::query_mkey_ext_in::size> in(prm::opcode::nicmr_query_mkey_ext);
+	prm::set(in.b, prm::query_mkey_ext_in::mkey_index, index);
+	uint8_t out[prm::query_mkey_ext_out::size] = {};
+	int rc = t.exec(in.b, sizeof(in.b), out, sizeof(out));
+	if (rc != 0)
+		return rc;
+	st->flags = static_cast<uint32_t>(prm::get(out, prm::query_mkey_ext_out::flags));
+	st->counter_iova = prm::get(out, prm::query_mkey_ext_out::counter_iova);
+	return 0;
+}
+
 } // namespace nicmr::mlx5

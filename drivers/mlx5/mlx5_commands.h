@@ -100,6 +100,20 @@ int create_mkey(CmdTransport &t, const MkeyCreate &c, uint32_t *index);
 int query_mkey(CmdTransport &t, uint32_t index, size_t max_entries, MkeyQuery *out);
 int destroy_mkey(CmdTransport &t, uint32_t index);
 
+/*
+ * nicmr device-model extensions (prm::opcode::nicmr_*; no ConnectX has them, it answers
+ * BAD_OP, which the transport gives as -EOPNOTSUPP). Send them only when the ext_cap bits say
+ * the device has them (Device::set_mkey_ext checks).
+ */
+struct MkeyExtState {
+	uint32_t flags = 0;	   /* prm::mkey_ext bits (spent only in a query's answer) */
+	uint64_t counter_iova = 0; /* with mkey_ext::counter: 8-aligned, mapped */
+};
+/* Replaces the extension state of live mkey index. -EINVAL: index above 24 bits, a flag
+ * outside mkey_ext::settable, an unaligned counter IOVA (nothing sent). */
+int set_mkey_ext(CmdTransport &t, uint32_t index, const MkeyExtState &st);
+int query_mkey_ext(CmdTransport &t, uint32_t index, MkeyExtState *st);
+
 } // namespace nicmr::mlx5
 
 #endif

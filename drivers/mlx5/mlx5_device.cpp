@@ -383,6 +383,26 @@ int Device::create_mkey(const MkeyCreate &c, uint32_t *index)
 	return mlx5::create_mkey(*cmdq_, c, index);
 }
 
+int Device::set_mkey_ext(uint32_t index, const MkeyExtState &st)
+{
+	uint64_t need = 0;
+	if (st.flags & prm::mkey_ext::single_use)
+		need |= prm::ext_cap::single_use;
+	if (st.flags & (prm::mkey_ext::disabled | prm::mkey_ext::counter))
+		need |= prm::ext_cap::rma_event;
+	/* flags 0 (clearing) needs the commands at all. */
+	if (!caps_.ext_present || caps_.ext_flags == 0 || (caps_.ext_flags & need) != need)
+		return -EOPNOTSUPP;
+	return mlx5::set_mkey_ext(*cmdq_, index, st);
+}
+
+int Device::query_mkey_ext(uint32_t index, MkeyExtState *st)
+{
+	if (!caps_.ext_present || caps_.ext_flags == 0)
+		return -EOPNOTSUPP;
+	return mlx5::query_mkey_ext(*cmdq_, index, st);
+}
+
 int PdHandle::alloc(Device &dev, PdHandle *out)
 {
 	if (out == nullptr)

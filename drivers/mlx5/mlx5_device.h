@@ -133,6 +133,14 @@ public:
 	}
 	int destroy_mkey(uint32_t index) { return mlx5::destroy_mkey(*cmdq_, index); }
 
+	/*
+	 * nicmr extensions of an mkey (mlx5_commands.h). -EOPNOTSUPP, nothing sent, when the
+	 * device lacks what st asks for: single_use needs ext_cap::single_use, disabled and
+	 * counter need ext_cap::rma_event (a query needs either). Otherwise the command's errors.
+	 */
+	int set_mkey_ext(uint32_t index, const MkeyExtState &st);
+	int query_mkey_ext(uint32_t index, MkeyExtState *st);
+
 	/* Asks the device for pages it wants now (QUERY_PAGES regular) and gives them. */
 	int satisfy_pages(uint16_t op_mod);
 

@@ -40,7 +40,7 @@ struct nicmr_device_attr {
 	uint32_t max_readers; /**< data-path thread ids 0 .. max_readers - 1 */
 	uint32_t max_pd;      /**< PD numbers below this */
 	uint32_t extensions;  /**< 1: the device offers nicmr's device-model extensions */
-	uint64_t ext_flags;   /**< which extensions (0 on ConnectX) */
+	uint64_t ext_flags;   /**< which extensions: NICMR_EXT_* bits (0 on ConnectX) */
 	uint16_t fw_major, fw_minor, fw_subminor;
 	char name[64]; /**< the spec it was opened with, truncated */
 };
@@ -57,6 +57,7 @@ struct nicmr_device_stats {
 	int64_t dev_mkeys;	/**< mkeys that exist on the device (emu only; else -1) */
 	int64_t iommu_mappings; /**< mappings in the IOMMU (emu only; else -1) */
 	uint64_t mws;		/**< memory windows allocated (bound or not) */
+	uint64_t cntrs;		/**< counters allocated (nicmr_cntr_alloc) */
 };
 
 /**
@@ -685,6 +686,96 @@ uint32_t nicmr_mw_rkey(const struct nicmr_mw *mw);
  *   -ENOSPC) and the device's. On failure mr is unchanged and usable.
  */
 int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count);
+
+/* ---- Device-model extensions: single-use MRs, RMA-event MRs, counters ---------------------- */
+
+/*
+ * Two features no ConnectX has, offered only by nicmr's device model behind capability bits
+ * (doc/device-model.md, "Extensions"): nicmr_device_attr.ext_flags says which the device has,
+ * and on a device without one the calls that need it fail with -EOPNOTSUPP (nothing pretends).
+ * A libfabric provider offers FI_MR_SINGLE_USE-like keys, FI_RMA_EVENT / FI_MR_RMA_EVENT and
+ * fi_mr_bind(counter) only when the bit is there. Contract for it:
+ *   fi_mr_reg(FI_RMA_EVENT)         -> nicmr_mr_reg(NICMR_MR_RMA_EVENT): created disabled
+ *   fi_mr_bind(mr, cntr, FI_REMOTE_WRITE) -> nicmr_mr_bind_cntr(mr, c, NICMR_REMOTE_WRITE)
+ *   fi_mr_enable(mr)                -> nicmr_mr_enable(mr)
+ *   fi_close(mr) with a counter bound -> -EBUSY from nicmr_mr_dereg (fi_mr(3): "no opened
+ *                                      endpoints or counters associated"); unbind first
+ *   fi_close(cntr) while bound      -> -EBUSY from nicmr_cntr_free
+ */
+/** nicmr_device_attr.ext_flags: single-use keys (NICMR_MR_SINGLE_USE). */
+#define NICMR_EXT_SINGLE_USE (1ull << 0)
+/** nicmr_device_attr.ext_flags: RMA-event MRs and counters (NICMR_MR_RMA_EVENT, nicmr_cntr_*). */
+#define NICMR_EXT_RMA_EVENT (1ull << 1)
+
+/**
+ * nicmr_mr_reg flag (extension NICMR_EXT_SINGLE_USE): the device frees the key after its first
+ * remote operation (RDMA read, write or atomic through it) that passes the access checks; of
+ * operations that race for it exactly one gets through. Every later remote access fails with
+ * REMOTE_ACCESS_ERR (NICMR_WC_REMOTE_ACCESS, syndrome 0x13). The host's nicmr_key_lookup does not
+ * see the device's use (it keeps answering 0 for local checks until deregistration). Not with
+ * NICMR_ACCESS_MW_BIND (-EINVAL: a window's rkey would bypass it); sub-MRs of it are refused
+ * (-EOPNOTSUPP); nicmr_mr_regv and the other vectored calls refuse the flag (-EOPNOTSUPP).
+ */
+#define NICMR_MR_SINGLE_USE (1ull << 2)
+/**
+ * nicmr_mr_reg flag (extension NICMR_EXT_RMA_EVENT): the MR is created disabled: the device
+ * refuses remote access (REMOTE_ACCESS_ERR) and nicmr_key_lookup says -EKEYREVOKED, until
+ * nicmr_mr_enable. Bind counters (nicmr_mr_bind_cntr) before enabling. Not with
+ * NICMR_ACCESS_MW_BIND (-EINVAL); sub-MRs of it are refused (-EOPNOTSUPP).
+ */
+#define NICMR_MR_RMA_EVENT (1ull << 3)
+/** nicmr_mr_bind_cntr flag: count remote RDMA writes and atomics into the MR. */
+#define NICMR_REMOTE_WRITE (1ull << 0)
+
+/** An 8-byte event counter in the device's DMA memory, incremented by the device. */
+struct nicmr_cntr;
+
+/**
+ * Allocates a counter at 0. Its 8 bytes are DMA memory of the device (the driver's arena): the
+ * device adds one, atomically, for each completed remote write or atomic into an MR it is bound
+ * to. The device cannot be closed while it lives. Slow path; any thread.
+ * @return 0; -EINVAL (null); -EOPNOTSUPP (no NICMR_EXT_RMA_EVENT); -ENOMEM (no memory, or the
+ *   DMA arena is full).
+ */
+int nicmr_cntr_alloc(struct nicmr_device *dev, struct nicmr_cntr **out);
+/**
+ * Frees a counter. Slow path; any thread, not concurrently with other calls on c.
+ * @return 0; -EINVAL (null); -EBUSY (bound to an MR: deregister or unbind that first).
+ */
+int nicmr_cntr_free(struct nicmr_cntr *c);
+/**
+ * The counter's value: a plain acquire load (no lock, no system call); the data of every
+ * counted write is visible to the caller once it sees the count. 0 for null. Any thread.
+ */
+uint64_t nicmr_cntr_read(const struct nicmr_cntr *c);
+
+/**
+ * Binds counter c to an RMA-event MR that is not enabled yet: once enabled, the device counts
+ * each completed remote write and atomic into mr in c (reads and local operations are not
+ * counted). One counter per MR; a counter may serve several MRs. Slow path; any thread, not
+ * concurrently with other calls on mr.
+ * @param flags NICMR_REMOTE_WRITE
+ * @return 0; -EINVAL (null, flags not NICMR_REMOTE_WRITE, c of another device, mr not
+ *   registered with NICMR_MR_RMA_EVENT); -EBUSY (mr is enabled: "bindings after enable are
+ *   refused", or a counter is bound already).
+ */
+int nicmr_mr_bind_cntr(struct nicmr_mr *mr, struct nicmr_cntr *c, uint64_t flags);
+/**
+ * Enables an RMA-event MR: from its return the device accepts remote access through its key
+ * and counts into the bound counter (if any), and nicmr_key_lookup accepts the key. Slow path
+ * (one device command); any thread, not concurrently with other calls on mr.
+ * @return 0; -EINVAL (null, or not an RMA-event MR); -EBUSY (already enabled); the device's
+ *   errors (mr then stays disabled).
+ */
+int nicmr_mr_enable(struct nicmr_mr *mr);
+/**
+ * Unbinds mr's counter and disables mr again (the device refuses its key, lookups say
+ * -EKEYREVOKED), so that mr can be deregistered, or bound and enabled anew. Slow path; any
+ * thread, not concurrently with other calls on mr.
+ * @return 0; -EINVAL (null, or not an RMA-event MR); -ENOENT (no counter bound); the device's
+ *   errors (mr then stays as it was).
+ */
+int nicmr_mr_unbind_cntr(struct nicmr_mr *mr);
 
 #ifdef __cplusplus
 }

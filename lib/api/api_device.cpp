@@ -48,6 +48,9 @@ struct EmuOptions {
 	uint32_t ports = kEmuDefaultPorts;
 	uint32_t mkeys = kEmuDefaultMkeys;
 	emu::DoorbellDelivery delivery = emu::DoorbellDelivery::inline_call;
+	/* ext=1 (default): every device-model extension; 0: none (a plain ConnectX); or one by
+	 * name: single_use, rma_event. */
+	uint64_t ext = mlx5::prm::ext_cap::single_use | mlx5::prm::ext_cap::rma_event;
 };
 
 bool parse_u32(std::string_view v, uint32_t *out)
@@ -116,9 +119,26 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 					  int(v.size()), v.data());
 				return -EINVAL;
 			}
+		} else if (k == "ext") {
+			namespace ec = mlx5::prm::ext_cap;
+			if (v == "0")
+				o->ext = 0;
+			else if (v == "1")
+				o->ext = ec::single_use | ec::rma_event;
+			else if (v == "single_use")
+				o->ext = ec::single_use;
+			else if (v == "rma_event")
+				o->ext = ec::rma_event;
+			else {
+				NICMR_LOG(error, "api",
+					  "emu ext=%.*s: 0, 1, single_use or rma_event",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
 		} else {
 			NICMR_LOG(error, "api",
-				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer)",
+				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
+				  "ext)",
 				  int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -220,6 +240,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.ports = o.ports;
 	cfg.log_max_mkey = uint32_t(std::countr_zero(o.mkeys));
 	cfg.delivery = o.delivery;
+	cfg.ext_flags = o.ext;
 	rc = emu::emu_mlx5_create(cfg, &dev->emu);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);
@@ -344,13 +365,16 @@ int nicmr_device_close(struct nicmr_device *dev)
 		const uint64_t pds = dev->pds.load(std::memory_order_acquire);
 		/* acquire: a CQ or QP destroy that gave its count back is done with the device. */
 		const uint64_t dp = dev->dp_objs.load(std::memory_order_acquire);
-		if (mrs || pds || !dev->pools.empty() || dp) {
+		/* acquire: a counter free that gave its count back is done with the arena. */
+		const uint64_t cntrs = dev->cntrs.load(std::memory_order_acquire);
+		if (mrs || pds || !dev->pools.empty() || dp || cntrs) {
 			NICMR_LOG(error, "api",
-				  "%s: close refused: %llu MRs, %llu PDs, %zu pools, %llu CQs/QPs "
-				  "live",
+				  "%s: close refused: %llu MRs, %llu PDs, %zu pools, %llu CQs/QPs, "
+				  "%llu counters live",
 				  dev->spec.c_str(), static_cast<unsigned long long>(mrs),
 				  static_cast<unsigned long long>(pds), dev->pools.size(),
-				  static_cast<unsigned long long>(dp));
+				  static_cast<unsigned long long>(dp),
+				  static_cast<unsigned long long>(cntrs));
 			return -EBUSY;
 		}
 	}
@@ -390,6 +414,7 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 	st->mrs = dev->mrs.load(std::memory_order_relaxed);
 	st->pds = dev->pds.load(std::memory_order_relaxed);
 	st->mws = dev->mws.load(std::memory_order_relaxed);
+	st->cntrs = dev->cntrs.load(std::memory_order_relaxed);
 	{
 		std::shared_lock lk(dev->objs_mu);
 		st->pools = dev->pools.size();

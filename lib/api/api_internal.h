@@ -146,6 +146,19 @@ struct nicmr_mr {
 	bool iova_leaving = false; /* being deregistered: its mappings take no new users; vec_mu */
 	uint32_t iova_users = 0;   /* IOVA-list / page-vector MRs using its mappings; vec_mu */
 	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
+	/* Device-model extensions (api_ext.cpp): NICMR_MR_SINGLE_USE / NICMR_MR_RMA_EVENT as
+	 * registered; an RMA-event MR's counter and whether it was enabled. Changed only by
+	 * calls on mr, which its owner does not make concurrently. */
+	uint64_t ext = 0;
+	struct nicmr_cntr *cntr = nullptr;
+	bool enabled = false;
+};
+
+/* A counter the device increments (api_ext.cpp): 8 bytes of the driver's DMA arena. */
+struct nicmr_cntr {
+	nicmr_device *dev = nullptr;
+	nicmr::mem::DmaBlock block;	/* va, iova of the 8-byte value */
+	std::atomic<uint64_t> binds{0}; /* MRs bound to it: nicmr_cntr_free says -EBUSY */
 };
 
 /* A memory window (api_mw.cpp): bound while key != 0, to [start, start + len) of mr. */
@@ -184,6 +197,7 @@ struct nicmr_device {
 	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pds{0};
 	std::atomic<uint64_t> mws{0};
+	std::atomic<uint64_t> cntrs{0};
 
 	/* Registering threads' key caches; api::cache_mu(). serial names this open for them. */
 	uint64_t serial = 0;
@@ -214,6 +228,12 @@ int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicm
 void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece);
 /* NICMR_ACCESS_* to mkey bits (api_mr.cpp): 0 or -EINVAL. */
 int nicmr_access_bits(uint64_t access, uint8_t *bits);
+/* Device-model extensions (api_ext.cpp). check: before registering with nicmr_mr_reg flags
+ * and access: 0; -EOPNOTSUPP (the device lacks an extension a flag needs); -EINVAL (an extension
+ * flag with NICMR_ACCESS_MW_BIND). apply: after the engine registered mr (mr->ext set), gives
+ * its mkey the device state (single-use, disabled); the device's errors. */
+int nicmr_ext_check(const nicmr_device *dev, uint64_t flags, uint64_t access);
+int nicmr_ext_apply(nicmr_mr *mr);
 /* Deregistration of an MR's vectored parts after its key was deregistered (api_mr_vec.cpp). */
 void nicmr_vec_release(nicmr_mr *mr);
 

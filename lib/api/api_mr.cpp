@@ -29,7 +29,8 @@ constexpr uint64_t kFiFamily = NICMR_ACCESS_SEND | NICMR_ACCESS_RECV | NICMR_ACC
 			       NICMR_ACCESS_REMOTE_WRITE;
 constexpr uint64_t kIbvOnly =
 	NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_ATOMIC | NICMR_ACCESS_MW_BIND;
-constexpr uint64_t kKnownFlags = NICMR_MR_REQUESTED_KEY | NICMR_MR_ZERO_BASED;
+constexpr uint64_t kKnownFlags =
+	NICMR_MR_REQUESTED_KEY | NICMR_MR_ZERO_BASED | NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT;
 
 /* NICMR_ACCESS_* to mkey bits through lib/mr's two mappings (see nicmr.h for the rule). */
 int access_bits(uint64_t access, uint8_t *bits)
@@ -167,8 +168,8 @@ int nicmr_pd_free(struct nicmr_pd *pd)
 	nicmr_device *dev = pd->dev;
 	const uint64_t mrs = pd->mrs.load(std::memory_order_acquire);
 	if (mrs) {
-		NICMR_LOG(warn, "api", "%s: PD %u free refused: %llu MRs and windows live", dev->spec.c_str(),
-			  pd->handle.pd(), static_cast<unsigned long long>(mrs));
+		NICMR_LOG(warn, "api", "%s: PD %u free refused: %llu MRs and windows live",
+			  dev->spec.c_str(), pd->handle.pd(), static_cast<unsigned long long>(mrs));
 		return -EBUSY;
 	}
 	int rc = pd->handle.reset();
@@ -203,6 +204,8 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	if (zero && (a & 4095))
 		return -EINVAL;
 	nicmr_device *dev = pd->dev;
+	if (int rc = nicmr_ext_check(dev, flags, access); rc)
+		return rc;
 
 	auto m = std::unique_ptr<nicmr_mr>(new (std::nothrow) nicmr_mr);
 	if (!m)
@@ -240,9 +243,20 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	req.log_page_size = uint8_t(log_page);
 	req.requested_key = requested_key;
 	req.flags = ((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
-		    (zero ? uint32_t(mr::kRegZeroBased) : 0u);
+		    (zero ? uint32_t(mr::kRegZeroBased) : 0u) |
+		    ((flags & NICMR_MR_SINGLE_USE) ? uint32_t(mr::kRegSingleUse) : 0u) |
+		    ((flags & NICMR_MR_RMA_EVENT) ? uint32_t(mr::kRegRmaEvent) : 0u);
 	api::ThreadCache *tc = api::thread_cache(dev);
 	int rc = dev->engine->reg(req, api::key_cache(tc), &m->mkey);
+	m->ext = flags & (NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT);
+	if (rc == 0 && m->ext) {
+		/* The key is bound on the device: give it its extension state before anyone
+		 * has it, or take it back. */
+		rc = nicmr_ext_apply(m.get());
+		if (rc && dev->engine->dereg(m->mkey, api::key_cache(tc)) != 0)
+			NICMR_LOG(error, "api", "%s: dereg of %#x after its failed extension",
+				  dev->spec.c_str(), m->mkey);
+	}
 	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: reg [%#lx, +%zu) access %#llx failed: %d",
@@ -311,6 +325,9 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 	if (mr == nullptr)
 		return -EINVAL;
 	nicmr_device *dev = mr->dev;
+	/* fi_mr(3): closing an MR with counters associated is busy (nicmr_mr_unbind_cntr). */
+	if (mr->cntr != nullptr)
+		return -EBUSY;
 	const bool maps = mr->slow || mr->vec;
 	if (maps) {
 		/* IOVA-list and page-vector MRs over its mappings keep it (-EBUSY); from here on

@@ -49,6 +49,7 @@ int Engine::reg(const RegRequest &req, KeyCache *cache, uint32_t *mkey) noexcept
 	f.flags = static_cast<uint16_t>(((req.flags & kRegZeroBased) ? kEntryZeroBased : 0) |
 					(handle ? kEntryPoolLookup : 0) |
 					((req.flags & kRegSingleUse) ? kEntrySingleUse : 0) |
+					((req.flags & kRegRmaEvent) ? kEntryRmaEvent : 0) |
 					(segmented ? kEntrySegmented : 0));
 	f.pd = req.pd;
 	f.start = (req.flags & kRegZeroBased) ? 0 : req.addr;
@@ -163,7 +164,7 @@ int Engine::reg_indirect(const IndirectRequest &req, IndirectProgrammer &ip, Key
 	table_->publish_runs(uint32_t(slot), k, req.runs, req.run_count);
 	EntryFields f;
 	f.mkey = k;
-	f.state = EntryState::live;
+	f.state = (f.flags & kEntryRmaEvent) ? EntryState::disabled : EntryState::live;
 	f.access = req.access;
 	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryIndirect |
 					((req.flags & kRegZeroBased) ? kEntryZeroBased : 0));
@@ -196,7 +197,8 @@ int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 	rc = table_->snapshot(base_mkey, &b);
 	if (rc == 0 && b.state != EntryState::live)
 		rc = -ENOKEY;
-	else if (rc == 0 && (b.flags & (kEntryPoolLookup | kEntrySegmented)))
+	else if (rc == 0 && (b.flags & (kEntryPoolLookup | kEntrySegmented | kEntrySingleUse |
+					kEntryRmaEvent)))
 		rc = -EOPNOTSUPP;
 	else if (rc == 0 &&
 		 (!access_covers(b.access, req.access) || (window && !(b.access & kAccessMwBind))))
@@ -258,7 +260,7 @@ int Engine::install(const RegRequest &req, EntryFields f, KeyCache *cache, uint3
 		f.iova = uint32_t(slot);
 	}
 	f.mkey = k;
-	f.state = EntryState::live;
+	f.state = (f.flags & kEntryRmaEvent) ? EntryState::disabled : EntryState::live;
 	table_->publish(mkey_index(k), f);
 	keys_->activate(k);
 	*mkey = k;
@@ -325,6 +327,21 @@ int Engine::refresh(uint32_t mkey, uint64_t iova, uint8_t log_page_size) noexcep
 		table_->set_iova(index, iova);
 	keys_->abort_retire(mkey);
 	return rc;
+}
+
+int Engine::set_enabled(uint32_t mkey, bool enabled) noexcept
+{
+	const uint32_t index = mkey_index(mkey);
+	if (index == 0 || index >= table_->index_count())
+		return -ENOKEY;
+	EntryFields f = table_->read_owned(index);
+	if (f.mkey != mkey || f.state == EntryState::free)
+		return -ENOKEY;
+	if (!(f.flags & kEntryRmaEvent))
+		return -EINVAL;
+	f.state = enabled ? EntryState::live : EntryState::disabled;
+	table_->publish(index, f);
+	return 0;
 }
 
 int Engine::raw_attr(uint32_t mkey, uint8_t *buf, size_t *size) const noexcept

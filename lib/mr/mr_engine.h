@@ -46,9 +46,12 @@ enum RegFlag : uint32_t {
 	 * read or write, so the lw-with-rw rule does not apply), and the base must carry
 	 * kAccessMwBind. */
 	kRegWindow = 1u << 4,
+	/* FI_RMA_EVENT: the entry is published disabled (lookups say -EKEYREVOKED) with
+	 * kEntryRmaEvent, until set_enabled(key, true). */
+	kRegRmaEvent = 1u << 5,
 };
 inline constexpr uint32_t kRegKnownFlags =
-	kRegRequestedKey | kRegZeroBased | kRegPoolLookup | kRegSingleUse;
+	kRegRequestedKey | kRegZeroBased | kRegPoolLookup | kRegSingleUse | kRegRmaEvent;
 /* Remote rights a memory window may grant. */
 inline constexpr uint8_t kWindowAccess =
 	kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic;
@@ -117,8 +120,10 @@ public:
 	 * region (addresses in the base's address space), its own key, access no more than the
 	 * base's, the base's PD and translations (req.pd, req.iova and req.log_page_size are
 	 * ignored). The base cannot be deregistered while the sub-MR lives. A sub-MR may be a base.
-	 * Returns 0; -ENOKEY (base not registered); -EOPNOTSUPP (a flag other than requested key,
-	 * zero-based, single-use, or a base registered with kRegPoolLookup); -EINVAL (len 0,
+	 * Returns 0; -ENOKEY (base not registered, or disabled); -EOPNOTSUPP (a flag other than
+	 * requested key, zero-based, single-use, or a base registered with kRegPoolLookup, or a
+	 * single-use or RMA-event base: its own key would bypass the device's extension state of
+	 * the base's key); -EINVAL (len 0,
 	 * wrap, access bits invalid); -EACCES (access beyond the base's); -ERANGE (not inside the
 	 * base); -EOVERFLOW (2^21 - 1 sub-MRs on one base); then reg's key and bind errors.
 	 */
@@ -158,6 +163,14 @@ public:
 	 * (-ENOKEY).
 	 */
 	int refresh(uint32_t mkey, uint64_t iova, uint8_t log_page_size) noexcept;
+
+	/*
+	 * RMA-event regions (kRegRmaEvent): enabled true makes the disabled entry live for lookups,
+	 * false disables it again. The caller owns the key and has programmed the device first
+	 * (enable) or will after (disable). 0; -ENOKEY (not a registered key); -EINVAL (not
+	 * registered with kRegRmaEvent).
+	 */
+	int set_enabled(uint32_t mkey, bool enabled) noexcept;
 
 	/* Hot path: see ShadowTable::lookup. */
 	int lookup(const LookupRequest &req, LookupResult *out) const noexcept

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 
 #include "test_emu_harness.h"
 
@@ -398,9 +399,12 @@ TEST_F(EmuMlx5Caps, UnknownTypesAndTheExtensionTypeAreBadParam)
 {
 	EXPECT_STATUS(query(0x7, prm::cap_mode::max), prm::status::bad_param,
 		      Syndrome::cap_type_unsupported);
-	/* No device-model extensions yet: the model answers like a ConnectX. */
-	EXPECT_STATUS(query(prm::cap_type::nicmr_ext, prm::cap_mode::current),
-		      prm::status::bad_param, Syndrome::cap_type_unsupported);
+	/* The extension type answers one flags word (EmuConfig::ext_flags; see below for a
+	 * model without extensions). */
+	Reply ext = query(prm::cap_type::nicmr_ext, prm::cap_mode::current);
+	ASSERT_EQ(ext.status(), prm::status::ok);
+	EXPECT_EQ(cap(ext, prm::ext_cap::flags),
+		  prm::ext_cap::single_use | prm::ext_cap::rma_event);
 	Cmd other(prm::opcode::query_hca_cap, 16, prm::query_hca_cap_out::size, 0);
 	other.set(prm::query_hca_cap_in::other_function, 1);
 	EXPECT_STATUS(h.run(other), prm::status::bad_param, Syndrome::bad_function_id);
@@ -504,7 +508,7 @@ TEST(EmuMlx5Pd, ResourceCommandsWaitForRegularPages)
 
 class EmuMlx5Mkey : public ::testing::Test {
 protected:
-	explicit EmuMlx5Mkey(EmuConfig cfg = {}) : h(cfg) {}
+	explicit EmuMlx5Mkey(EmuConfig cfg = {}) : h(std::move(cfg)) {}
 	void SetUp() override
 	{
 		ASSERT_EQ(h.rc(), 0);
@@ -751,6 +755,104 @@ TEST_F(EmuMlx5Mkey, TableIsReadableThroughItsInternalApi)
 	EXPECT_EQ(variant, 0x07u);
 	EXPECT_EQ(h.dev().mkeys().with(idx + 1, [](const MkeyEntry &) {}), -ENOENT);
 	EXPECT_EQ(h.dev().mkeys().with(0, [](const MkeyEntry &) {}), -ERANGE);
+}
+
+/* ---- nicmr extensions (never on a ConnectX) -------------------------------------------- */
+
+Cmd set_ext(uint32_t index, uint32_t flags, uint64_t counter)
+{
+	Cmd c(prm::opcode::nicmr_set_mkey_ext, prm::set_mkey_ext_in::size,
+	      prm::set_mkey_ext_out::size);
+	c.set(prm::set_mkey_ext_in::mkey_index, index);
+	c.set(prm::set_mkey_ext_in::flags, flags);
+	c.set(prm::set_mkey_ext_in::counter_iova, counter);
+	return c;
+}
+
+Cmd query_ext(uint32_t index)
+{
+	Cmd c(prm::opcode::nicmr_query_mkey_ext, prm::query_mkey_ext_in::size,
+	      prm::query_mkey_ext_out::size);
+	c.set(prm::query_mkey_ext_in::mkey_index, index);
+	return c;
+}
+
+TEST_F(EmuMlx5Mkey, ExtensionStateIsSetQueriedAndCheckedWithItsSyndromes)
+{
+	const uint32_t idx = create(mtt(4, 2, 4 * 4096));
+	const uint64_t counter = kIova + kPagesOff + 4096;
+	const uint32_t both = prm::mkey_ext::single_use | prm::mkey_ext::counter;
+	ASSERT_EQ(h.run(set_ext(idx, both, counter)).status(), prm::status::ok);
+	Reply q = h.run(query_ext(idx));
+	ASSERT_EQ(q.status(), prm::status::ok);
+	EXPECT_EQ(q.get(prm::query_mkey_ext_out::flags), both);
+	EXPECT_EQ(q.get(prm::query_mkey_ext_out::counter_iova), counter);
+	/* Without the counter flag the IOVA is not kept. */
+	ASSERT_EQ(h.run(set_ext(idx, prm::mkey_ext::disabled, counter)).status(), prm::status::ok);
+	q = h.run(query_ext(idx));
+	EXPECT_EQ(q.get(prm::query_mkey_ext_out::flags), prm::mkey_ext::disabled);
+	EXPECT_EQ(q.get(prm::query_mkey_ext_out::counter_iova), 0u);
+
+	EXPECT_STATUS(h.run(set_ext(idx, prm::mkey_ext::spent, 0)), prm::status::bad_param,
+		      Syndrome::ext_flags);
+	EXPECT_STATUS(h.run(set_ext(idx, prm::mkey_ext::counter, counter + 4)),
+		      prm::status::bad_param, Syndrome::ext_counter);
+	EXPECT_STATUS(h.run(set_ext(idx, prm::mkey_ext::counter, 0x7000000000ull)),
+		      prm::status::bad_param, Syndrome::ext_counter);
+	EXPECT_STATUS(h.run(set_ext(0, 0, 0)), prm::status::bad_index,
+		      Syndrome::mkey_index_out_of_range);
+	EXPECT_STATUS(h.run(set_ext(idx + 7, 0, 0)), prm::status::bad_res_state,
+		      Syndrome::mkey_not_found);
+	EXPECT_STATUS(h.run(query_ext(idx + 7)), prm::status::bad_res_state,
+		      Syndrome::mkey_not_found);
+	EXPECT_STATUS(h.run(Cmd(prm::opcode::nicmr_set_mkey_ext, 16, 16)),
+		      prm::status::bad_input_len, Syndrome::input_too_short);
+	/* A failed command changed nothing. */
+	q = h.run(query_ext(idx));
+	EXPECT_EQ(q.get(prm::query_mkey_ext_out::flags), prm::mkey_ext::disabled);
+
+	Cmd f = mtt(512, 0, 0);
+	f.set_at(prm::create_mkey_in::mkc_offset, prm::mkc::free, 1);
+	f.set_at(prm::create_mkey_in::mkc_offset, prm::mkc::umr_en, 1);
+	const uint32_t free_idx = create(f);
+	EXPECT_STATUS(h.run(set_ext(free_idx, prm::mkey_ext::single_use, 0)),
+		      prm::status::bad_res_state, Syndrome::ext_mkey_free);
+
+	/* A new mkey starts without extensions. */
+	ASSERT_EQ(destroy(idx).status(), prm::status::ok);
+	const uint32_t again = create(mtt(4, 2, 4 * 4096));
+	EXPECT_EQ(h.run(query_ext(again)).get(prm::query_mkey_ext_out::flags), 0u);
+	EXPECT_TRUE(h.dev().check_invariants());
+}
+
+class EmuMlx5NoExt : public EmuMlx5Mkey {
+protected:
+	static EmuConfig plain()
+	{
+		EmuConfig c;
+		c.ext_flags = 0;
+		return c;
+	}
+	EmuMlx5NoExt() : EmuMlx5Mkey(plain()) {}
+};
+
+TEST_F(EmuMlx5NoExt, WithoutExtensionsTheModelAnswersAsAConnectX)
+{
+	const uint32_t idx = create(mtt(4, 2, 4 * 4096));
+	EXPECT_STATUS(h.run(set_ext(idx, 0, 0)), prm::status::bad_op, Syndrome::bad_opcode);
+	EXPECT_STATUS(h.run(query_ext(idx)), prm::status::bad_op, Syndrome::bad_opcode);
+	EXPECT_STATUS(h.run(Cmd(prm::opcode::query_hca_cap, prm::query_hca_cap_in::size,
+				prm::query_hca_cap_out::size,
+				prm::cap_op_mod(prm::cap_type::nicmr_ext, prm::cap_mode::current))),
+		      prm::status::bad_param, Syndrome::cap_type_unsupported);
+}
+
+TEST(EmuMlx5ExtConfig, UnknownExtensionBitsAreRefused)
+{
+	EmuConfig cfg;
+	cfg.ext_flags = uint64_t{1} << 9;
+	Harness h(cfg);
+	EXPECT_EQ(h.rc(), -EINVAL);
 }
 
 } // namespace

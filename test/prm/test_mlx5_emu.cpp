@@ -253,7 +253,9 @@ TEST_F(Mlx5Emu, CapabilitiesComeFromTheModel)
 	EXPECT_TRUE(c.mkey_by_index);
 	EXPECT_EQ(c.fw_major, 22);
 	EXPECT_EQ(c.issi, 1);
-	EXPECT_FALSE(c.ext_present); /* the model has no extensions yet */
+	/* The model's extensions, found by the driver's query of the nicmr_ext cap type. */
+	EXPECT_TRUE(c.ext_present);
+	EXPECT_EQ(c.ext_flags, prm::ext_cap::single_use | prm::ext_cap::rma_event);
 	EXPECT_EQ(dev->pages_given(), r.hw->device().pages_given());
 }
 
@@ -290,9 +292,8 @@ TEST_F(Mlx5Emu, SetIssiAfterInitIsEioAndUnknownCapTypeEinval)
 	expect(mlx5::set_issi(dev->cmdq(), 1), -EIO, prm::status::bad_sys_state,
 	       emu::Syndrome::hca_already_initialized);
 	std::vector<uint8_t> cap(prm::query_hca_cap_out::capability_size);
-	expect(mlx5::query_hca_cap(dev->cmdq(), prm::cap_type::nicmr_ext, prm::cap_mode::current,
-				   cap.data()),
-	       -EINVAL, prm::status::bad_param, emu::Syndrome::cap_type_unsupported);
+	expect(mlx5::query_hca_cap(dev->cmdq(), 0x7, prm::cap_mode::current, cap.data()), -EINVAL,
+	       prm::status::bad_param, emu::Syndrome::cap_type_unsupported);
 }
 
 TEST_F(Mlx5Emu, BadPagesAreEinval)

@@ -244,6 +244,13 @@ inline constexpr uint16_t dealloc_uar = 0x803;
 inline constexpr uint16_t access_reg = 0x805;
 inline constexpr uint16_t create_umem = 0xa08;
 inline constexpr uint16_t destroy_umem = 0xa0a;
+/*
+ * nicmr device-model extension commands (doc/device-model.md, "Extensions"): nicmr-only, in a
+ * range ConnectX firmware does not use, so a ConnectX answers them BAD_OP. The driver sends
+ * them only when cap_type::nicmr_ext reports the matching ext_cap bit.
+ */
+inline constexpr uint16_t nicmr_set_mkey_ext = 0x7f00;
+inline constexpr uint16_t nicmr_query_mkey_ext = 0x7f01;
 } // namespace opcode
 
 /* Command status (cmd_hdr_out::status). */
@@ -597,7 +604,44 @@ inline constexpr uint32_t masked_fetch_add = 1u << 3;
 namespace ext_cap {
 inline constexpr size_t size = 64;
 inline constexpr Field flags{0x000, 64};
+/* Bits of flags. Neither exists on a ConnectX (which refuses the capability type). */
+inline constexpr uint64_t single_use = uint64_t{1} << 0; /* mkey_ext::single_use */
+inline constexpr uint64_t rma_event = uint64_t{1} << 1;	 /* mkey_ext::disabled, ::counter */
 } // namespace ext_cap
+
+/*
+ * NICMR_SET_MKEY_EXT / NICMR_QUERY_MKEY_EXT (nicmr-only, see opcode): the extension state of
+ * one live mkey. flags (mkey_ext bits) replace the mkey's; counter_iova is the IOVA of an
+ * 8-byte, 8-aligned counter in host memory (host byte order) that the device increments by
+ * one, atomically, for each completed remote RDMA WRITE or atomic into the mkey (with
+ * mkey_ext::counter). A UMR that binds (free -> not free) or revokes the mkey, or changes its
+ * variant, clears the state; so do CREATE_MKEY and DESTROY_MKEY.
+ */
+namespace mkey_ext {
+inline constexpr uint32_t single_use = 1u << 0; /* freed by its first completed remote op */
+inline constexpr uint32_t disabled = 1u << 1;	/* every remote access refused */
+inline constexpr uint32_t counter = 1u << 2;	/* remote writes counted at counter_iova */
+inline constexpr uint32_t spent = 1u << 3;	/* query only: a single-use mkey that was used */
+inline constexpr uint32_t settable = single_use | disabled | counter;
+} // namespace mkey_ext
+namespace set_mkey_ext_in {
+inline constexpr size_t size = 32;
+inline constexpr Field mkey_index{0x048, 24};
+inline constexpr Field flags{0x060, 32};
+inline constexpr Field counter_iova{0x080, 64};
+} // namespace set_mkey_ext_in
+namespace set_mkey_ext_out {
+inline constexpr size_t size = 16;
+}
+namespace query_mkey_ext_in {
+inline constexpr size_t size = 16;
+inline constexpr Field mkey_index{0x048, 24};
+} // namespace query_mkey_ext_in
+namespace query_mkey_ext_out {
+inline constexpr size_t size = 32;
+inline constexpr Field flags{0x040, 32};
+inline constexpr Field counter_iova{0x080, 64};
+} // namespace query_mkey_ext_out
 
 /*
  * ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@
 #include "emu_function.h"
 #include "emu_mlx5_dp.h"
 #include "emu_mlx5_mkey.h"
+#include "mlx5_prm.h"
 
 namespace nicmr::emu {
 
@@ -66,16 +67,16 @@ enum class Syndrome : uint32_t {
 	hca_already_initialized = 0x0e000013, /* BAD_SYS_STATE */
 	pages_missing = 0x0e000014,	      /* NO_RESOURCES: boot/init pages not given yet */
 	issi_unsupported = 0x0e000020,	      /* BAD_PARAM */
-	cap_type_unsupported = 0x0e000021, /* BAD_PARAM: also the nicmr_ext type (no extensions) */
-	cap_exceeds_max = 0x0e000022,	   /* BAD_PARAM: SET_HCA_CAP above the maximum */
-	page_unaligned = 0x0e000030,	   /* BAD_PARAM */
-	page_duplicate = 0x0e000031,	   /* BAD_PARAM: given twice */
-	page_limit = 0x0e000032,	   /* EXCEED_LIM: more than max_pages */
-	pd_table_full = 0x0e000040,	   /* EXCEED_LIM */
-	pd_out_of_range = 0x0e000041,	   /* BAD_INDEX */
-	pd_not_allocated = 0x0e000042,	   /* BAD_RES_STATE */
-	pd_in_use = 0x0e000043,		   /* RESOURCE_BUSY: mkeys still reference it */
-	mkey_table_full = 0x0e000050,	   /* EXCEED_LIM */
+	cap_type_unsupported = 0x0e000021,    /* BAD_PARAM: also nicmr_ext with extensions off */
+	cap_exceeds_max = 0x0e000022,	      /* BAD_PARAM: SET_HCA_CAP above the maximum */
+	page_unaligned = 0x0e000030,	      /* BAD_PARAM */
+	page_duplicate = 0x0e000031,	      /* BAD_PARAM: given twice */
+	page_limit = 0x0e000032,	      /* EXCEED_LIM: more than max_pages */
+	pd_table_full = 0x0e000040,	      /* EXCEED_LIM */
+	pd_out_of_range = 0x0e000041,	      /* BAD_INDEX */
+	pd_not_allocated = 0x0e000042,	      /* BAD_RES_STATE */
+	pd_in_use = 0x0e000043,		      /* RESOURCE_BUSY: mkeys still reference it */
+	mkey_table_full = 0x0e000050,	      /* EXCEED_LIM */
 	mkey_index_out_of_range = 0x0e000051, /* BAD_INDEX: 0 or >= 2^log_max_mkey */
 	mkey_index_in_use = 0x0e000052,	      /* BAD_RES_STATE: CREATE_MKEY at a live index */
 	mkey_not_found = 0x0e000053,	      /* BAD_RES_STATE: QUERY/DESTROY of a free index */
@@ -105,6 +106,10 @@ enum class Syndrome : uint32_t {
 	qp_bad_state = 0x0e0000a2,  /* BAD_QP_STATE: transition not from this state */
 	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, or a UMEM */
 	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports */
+	/* nicmr extension commands (prm::opcode::nicmr_*_mkey_ext), never on a ConnectX. */
+	ext_flags = 0x0e0000b0,	    /* BAD_PARAM: a flag outside mkey_ext::settable */
+	ext_counter = 0x0e0000b1,   /* BAD_PARAM: counter IOVA unaligned or not mapped */
+	ext_mkey_free = 0x0e0000b2, /* BAD_RES_STATE: the mkey is free (nothing to extend) */
 };
 
 /* HCA life cycle, firmware order: reset -ENABLE-> enabled -INIT-> initialized -TEARDOWN-> enabled
@@ -135,6 +140,9 @@ struct EmuConfig {
 	uint32_t log_max_klm_list_size = 16; /* translations per mkey (MTT or KLM), 1..30 */
 	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
 	bool mkey_by_name = true; /* CREATE_MKEY at a chosen index (max and current cap) */
+	/* nicmr's device-model extensions (prm::ext_cap bits; none exists on a ConnectX). 0: the
+	 * model is a plain ConnectX (the cap type and the extension opcodes are refused). */
+	uint64_t ext_flags = mlx5::prm::ext_cap::single_use | mlx5::prm::ext_cap::rma_event;
 	/* Data path (emu_mlx5_dp.h). UAR indices 1..uars get an SQ doorbell at creation: at most
 	 * EmuFunction::kMaxDoorbells - 1 (cmd_dbell takes one), BAR 0 must hold uars + 1 pages. */
 	uint32_t uars = 32;
@@ -240,6 +248,10 @@ private:
 	CmdResult cmd_create_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	/* nicmr extensions (offered while cfg_.ext_flags is not 0). */
+	CmdResult cmd_set_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *out,
+				     size_t out_len);
 	/* Data-path commands (emu_mlx5_dp_cmd.cpp). */
 	CmdResult cmd_alloc_uar(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_dealloc_uar(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);

@@ -126,6 +126,15 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		case prm::opcode::query_qp:
 			h = &EmuMlx5Device::cmd_query_qp;
 			break;
+		/* nicmr-only: a model without extensions answers BAD_OP, as a ConnectX does. */
+		case prm::opcode::nicmr_set_mkey_ext:
+			if (cfg_.ext_flags != 0)
+				h = &EmuMlx5Device::cmd_set_mkey_ext;
+			break;
+		case prm::opcode::nicmr_query_mkey_ext:
+			if (cfg_.ext_flags != 0)
+				h = &EmuMlx5Device::cmd_query_mkey_ext;
+			break;
 		default:
 			break;
 		}
@@ -372,7 +381,12 @@ CmdResult EmuMlx5Device::cmd_query_hca_cap(const uint8_t *in, size_t in_len, uin
 		caps = current ? &caps_general_cur_ : &caps_general_max_;
 	else if (type == prm::cap_type::atomic)
 		caps = current ? &caps_atomic_cur_ : &caps_atomic_max_;
-	else /* including cap_type::nicmr_ext: the model has no extensions yet */
+	else if (type == prm::cap_type::nicmr_ext && cfg_.ext_flags != 0) {
+		/* nicmr's extensions: one flags word, the same maximum and current. */
+		static_assert(o::capability_size >= prm::ext_cap::size);
+		prm::set(out + o::capability_offset, prm::ext_cap::flags, cfg_.ext_flags);
+		return kOk;
+	} else /* a ConnectX refuses cap_type::nicmr_ext: so does a model without extensions */
 		return fail(prm::status::bad_param, Syndrome::cap_type_unsupported);
 	static_assert(o::capability_size == 4096);
 	std::memcpy(out + o::capability_offset, caps->data(), o::capability_size);
@@ -586,6 +600,79 @@ CmdResult EmuMlx5Device::cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint
 	if (it != pds_.end() && it->second.mkeys > 0)
 		it->second.mkeys--;
 	translation_bytes_ -= std::min<uint64_t>(translation_bytes_, old.translations.size());
+	return kOk;
+}
+
+/* ---- nicmr extensions (doc/device-model.md, "Extensions"; never on a ConnectX) ---------- */
+
+CmdResult EmuMlx5Device::cmd_set_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *,
+					  size_t out_len)
+{
+	namespace m = prm::set_mkey_ext_in;
+	CmdResult r;
+	if (!lengths(in_len, m::size, out_len, prm::set_mkey_ext_out::size, &r))
+		return r;
+	if (state_ != HcaState::initialized)
+		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
+	const uint64_t index = prm::get(in, m::mkey_index);
+	if (index == 0 || index >= mkeys_.capacity())
+		return fail(prm::status::bad_index, Syndrome::mkey_index_out_of_range);
+	const auto flags = static_cast<uint32_t>(prm::get(in, m::flags));
+	const uint64_t counter = prm::get(in, m::counter_iova);
+	/* Only the features the capability offers. */
+	uint32_t allowed = 0;
+	if (cfg_.ext_flags & prm::ext_cap::single_use)
+		allowed |= prm::mkey_ext::single_use;
+	if (cfg_.ext_flags & prm::ext_cap::rma_event)
+		allowed |= prm::mkey_ext::disabled | prm::mkey_ext::counter;
+	if ((flags & ~allowed) != 0)
+		return fail(prm::status::bad_param, Syndrome::ext_flags);
+	if ((flags & prm::mkey_ext::counter) != 0) {
+		/* The counter must be device-reachable now (it may still be unmapped later: an
+		 * increment that faults then is a counted DMA fault, the write completes). */
+		DmaSection dma(fn_.iommu());
+		if (counter % 8 != 0 || !dma.mapped(counter, 8))
+			return fail(prm::status::bad_param, Syndrome::ext_counter);
+	}
+	const int rc = mkeys_.update(static_cast<uint32_t>(index), [&](MkeyEntry *e) {
+		if (e == nullptr)
+			return -ENOENT;
+		if (prm::get(e->mkc.data(), prm::mkc::free) != 0)
+			return -EBUSY;
+		/* The slot is held exclusive: no WQE uses the key while its state changes. */
+		e->ext.flags = flags;
+		e->ext.counter_iova = (flags & prm::mkey_ext::counter) != 0 ? counter : 0;
+		return 0;
+	});
+	if (rc == -ENOENT)
+		return fail(prm::status::bad_res_state, Syndrome::mkey_not_found);
+	if (rc == -EBUSY)
+		return fail(prm::status::bad_res_state, Syndrome::ext_mkey_free);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::cmd_query_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *out,
+					    size_t out_len)
+{
+	namespace o = prm::query_mkey_ext_out;
+	CmdResult r;
+	if (!lengths(in_len, prm::query_mkey_ext_in::size, out_len, o::size, &r))
+		return r;
+	if (state_ != HcaState::initialized)
+		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
+	const uint64_t index = prm::get(in, prm::query_mkey_ext_in::mkey_index);
+	if (index == 0 || index >= mkeys_.capacity())
+		return fail(prm::status::bad_index, Syndrome::mkey_index_out_of_range);
+	const int rc = mkeys_.with(static_cast<uint32_t>(index), [&](const MkeyEntry &e) {
+		uint32_t f = e.ext.flags;
+		/* Relaxed: a snapshot for the driver; the claim itself is ordered by the slot. */
+		if (e.ext.spent.v.load(std::memory_order_relaxed) != 0)
+			f |= prm::mkey_ext::spent;
+		prm::set(out, o::flags, f);
+		prm::set(out, o::counter_iova, e.ext.counter_iova);
+	});
+	if (rc < 0)
+		return fail(prm::status::bad_res_state, Syndrome::mkey_not_found);
 	return kOk;
 }
 

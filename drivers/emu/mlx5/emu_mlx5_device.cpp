@@ -98,7 +98,8 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	    cfg.log_max_qp > 24 || cfg.log_max_cq < 1 || cfg.log_max_cq > 24 ||
 	    cfg.log_max_eq < 1 || cfg.log_max_eq > 8 || cfg.log_max_qp_sz < 1 ||
 	    cfg.log_max_qp_sz > 16 || cfg.log_max_cq_sz < 1 || cfg.log_max_cq_sz > 22 ||
-	    cfg.log_max_eq_sz < 1 || cfg.log_max_eq_sz > 22)
+	    cfg.log_max_eq_sz < 1 || cfg.log_max_eq_sz > 22 ||
+	    (cfg.ext_flags & ~(prm::ext_cap::single_use | prm::ext_cap::rma_event)) != 0)
 		return -EINVAL;
 	if (fn.running())
 		return -EBUSY;

@@ -43,6 +43,37 @@
 
 namespace nicmr::emu {
 
+/*
+ * nicmr extension state of an mkey (prm::mkey_ext; doc/device-model.md, "Extensions"). Not a
+ * ConnectX feature. flags and counter_iova change only with the slot held exclusive; spent is
+ * the one field a reader (a WQE holding the slot shared) writes: the single-use claim, an
+ * exchange that exactly one of racing accesses wins.
+ */
+struct MkeyExt {
+	uint32_t flags = 0;	   /* prm::mkey_ext::settable bits */
+	uint64_t counter_iova = 0; /* with mkey_ext::counter */
+	/* A copyable atomic: entries are moved into and out of the table under its locks. */
+	struct Spent {
+		std::atomic<uint8_t> v{0};
+		Spent() = default;
+		/* Relaxed: copies happen with the slot held exclusive or the entry private. */
+		Spent(const Spent &o) noexcept : v(o.v.load(std::memory_order_relaxed)) {}
+		Spent &operator=(const Spent &o) noexcept
+		{
+			v.store(o.v.load(std::memory_order_relaxed), std::memory_order_relaxed);
+			return *this;
+		}
+	};
+	mutable Spent spent;
+
+	void clear() noexcept
+	{
+		flags = 0;
+		counter_iova = 0;
+		spent.v.store(0, std::memory_order_relaxed); /* slot held exclusive */
+	}
+};
+
 struct MkeyEntry {
 	std::array<uint8_t, 64> mkc{}; /* mlx5_prm.h mkc layout, big-endian */
 	bool pg_access = false;
@@ -51,6 +82,7 @@ struct MkeyEntry {
 	/* The PD given at CREATE_MKEY: the one DEALLOC_PD accounting charges (a UMR may point
 	 * the mkc's pd elsewhere later without the command path's lock). */
 	uint32_t owner_pd = 0;
+	MkeyExt ext; /* nicmr extensions; cleared by a UMR bind or revoke */
 };
 
 class MkeyTable {

@@ -198,6 +198,8 @@ struct EmuDataPath::Exec {
 	uint8_t run();
 	uint8_t connect(Access need);
 	uint8_t responder_fail(uint8_t syndrome, uint8_t ev);
+	uint8_t ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool write, uint64_t *counter);
+	void ext_count(uint64_t counter);
 	uint8_t gather_list(DataSeg *segs, size_t *n, uint64_t *total, size_t first);
 	uint8_t rdma_write();
 	uint8_t rdma_read();
@@ -238,6 +240,49 @@ uint8_t EmuDataPath::Exec::responder_fail(uint8_t syndrome, uint8_t ev)
 		event = ev;
 	}
 	return syndrome;
+}
+
+/*
+ * nicmr extensions of the responder's key (doc/device-model.md, "Extensions"; no ConnectX has
+ * them), after the PRM checks passed: a disabled key is refused as a free one is; a single-use
+ * key is claimed, and of racing accesses exactly one wins the claim (the others, and every
+ * later one, are refused as on a free key). *counter: where to count the operation once it
+ * completes (0: nowhere); only writes and atomics count. Device hot path: no lock beyond the
+ * key's slot (held shared by keys), no allocation.
+ */
+uint8_t EmuDataPath::Exec::ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool write,
+				     uint64_t *counter)
+{
+	*counter = 0;
+	const MkeyEntry *e = keys.find(rkey >> 8);
+	if (e == nullptr || e->ext.flags == 0)
+		return kOk;
+	if ((e->ext.flags & prm::mkey_ext::disabled) != 0)
+		return responder_fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+				      prm::event_type::wq_access_error);
+	/* Relaxed: the exchange alone decides the one winner; resets happen only with the slot
+	 * held exclusive, which the shared hold orders against. */
+	if ((e->ext.flags & prm::mkey_ext::single_use) != 0 &&
+	    e->ext.spent.v.exchange(1, std::memory_order_relaxed) != 0)
+		return responder_fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+				      prm::event_type::wq_access_error);
+	if (write && (e->ext.flags & prm::mkey_ext::counter) != 0)
+		*counter = e->ext.counter_iova;
+	return kOk;
+}
+
+/* One more completed remote write at counter (an 8-aligned IOVA checked when it was bound). */
+void EmuDataPath::Exec::ext_count(uint64_t counter)
+{
+	if (counter == 0)
+		return;
+	void *p = dma.host(counter, 8);
+	if (p == nullptr)
+		return; /* unmapped since it was bound: a counted DMA fault, the write stands */
+	/* Release: the data this operation wrote happens before the count a reader sees with an
+	 * acquire load (nicmr_cntr_read). Host mappings are page aligned: p is 8-aligned. */
+	std::atomic_ref<uint64_t>(*static_cast<uint64_t *>(p))
+		.fetch_add(1, std::memory_order_release);
 }
 
 /* Data segments from byte offset first to the end of the WQE. */
@@ -319,6 +364,10 @@ uint8_t EmuDataPath::Exec::rdma_write()
 		s = remote.validate(ra.rkey, ra.addr, total, Access::remote_write);
 		if (s != kOk)
 			return responder_fail(s, prm::event_type::wq_access_error);
+		uint64_t counter = 0;
+		s = ext_admit(keys, ra.rkey, true, &counter);
+		if (s != kOk)
+			return s;
 		if (inl) {
 			for (uint64_t done = 0; done < total;) {
 				IovaRun d;
@@ -341,6 +390,7 @@ uint8_t EmuDataPath::Exec::rdma_write()
 				off += segs[i].bc;
 			}
 		}
+		ext_count(counter);
 		byte_cnt = static_cast<uint32_t>(total);
 		return kOk;
 	}();
@@ -374,6 +424,10 @@ uint8_t EmuDataPath::Exec::rdma_read()
 		r = remote.validate(ra.rkey, ra.addr, total, Access::remote_read);
 		if (r != kOk)
 			return responder_fail(r, prm::event_type::wq_access_error);
+		uint64_t no_counter = 0; /* reads are not counted */
+		r = ext_admit(keys, ra.rkey, false, &no_counter);
+		if (r != kOk)
+			return r;
 		uint64_t off = 0;
 		for (size_t i = 0; i < nseg; i++) {
 			r = copy(remote, ra.rkey, ra.addr + off, Access::remote_read, local,
@@ -419,6 +473,10 @@ uint8_t EmuDataPath::Exec::atomic()
 		r = remote.validate(ra.rkey, ra.addr, 8, Access::remote_atomic);
 		if (r != kOk)
 			return responder_fail(r, prm::event_type::wq_access_error);
+		uint64_t counter = 0;
+		r = ext_admit(keys, ra.rkey, true, &counter);
+		if (r != kOk)
+			return r;
 		IovaRun t;
 		r = remote.resolve(ra.rkey, ra.addr, 8, Access::remote_atomic, &t);
 		if (r != kOk)
@@ -448,6 +506,7 @@ uint8_t EmuDataPath::Exec::atomic()
 					break;
 			}
 		}
+		ext_count(counter); /* the responder's side is done: the write completed */
 		/* The old value, big-endian, into the local buffer. */
 		IovaRun l;
 		r = local.resolve(d.lkey, d.addr, 8, Access::local_write, &l);
@@ -479,6 +538,7 @@ uint8_t EmuDataPath::Exec::local_inval()
 		    prm::get(mkc, prm::mkc::pd) != qp.attr.pd)
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 		prm::set(mkc, prm::mkc::free, 1);
+		e->ext.clear(); /* a revoke: the index never hands its extensions on */
 		return kOk;
 	});
 }
@@ -549,6 +609,7 @@ uint8_t EmuDataPath::Exec::umr()
 		/* The selected fields' bits from the context segment, the others kept: a masked
 		 * merge of the 64 raw bytes, word by word (byte order does not matter to it). */
 		const uint64_t *bm = qp.umr_byte_mask(mask);
+		const uint64_t variant = prm::get(mkc, prm::mkc::mkey_7_0);
 		for (size_t i = 0; i < 8; i++) {
 			uint64_t d, v;
 			std::memcpy(&d, mkc + i * 8, 8);
@@ -558,6 +619,12 @@ uint8_t EmuDataPath::Exec::umr()
 		}
 		if (xlt_bytes != 0)
 			std::memcpy(e->translations.data() + xoff, xlt, xlt_bytes);
+		/* A bind (free -> not free), a revoke (-> free) or a new variant makes another
+		 * key of the index: nicmr's extension state never passes to it. A modify in place
+		 * (a refresh) keeps it. */
+		if (is_free != (prm::get(mkc, prm::mkc::free) != 0) ||
+		    variant != prm::get(mkc, prm::mkc::mkey_7_0))
+			e->ext.clear();
 		return kOk;
 	});
 }

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * nicmr's device-model extensions on the native API: single-use MRs, RMA-event MRs and the
+ * counters the device increments. No ConnectX has them: the device model offers them behind
+ * prm::ext_cap bits that the driver read at bring-up (mlx5::Caps::ext_flags), and every call
+ * that needs one says -EOPNOTSUPP on a device without it (doc/device-model.md, "Extensions").
+ *
+ *   nicmr_mr_reg(SINGLE_USE)  engine reg -> UMR bind -> NICMR_SET_MKEY_EXT(single_use)
+ *   nicmr_mr_reg(RMA_EVENT)   engine reg (entry disabled) -> UMR bind -> SET_MKEY_EXT(disabled)
+ *   nicmr_mr_bind_cntr        host state only (the counter is the device's at enable)
+ *   nicmr_mr_enable           SET_MKEY_EXT(counter at the counter's IOVA) -> entry live
+ *   nicmr_mr_unbind_cntr      entry disabled -> SET_MKEY_EXT(disabled) -> binding dropped
+ *
+ * The key is bound on the device a moment before it gets its extension state: nobody has the
+ * key then (nicmr_mr_reg has not returned it, and each bind rotates the key's variant).
+ * A UMR revoke or bind of the key clears the device's state, so a reused index never inherits
+ * it. Slow path throughout (device commands under the command queue's lock).
+ */
+#include <cerrno>
+#include <new>
+
+#include "api_internal.h"
+#include "nicmr_log.h"
+
+using namespace nicmr;
+namespace prm = nicmr::mlx5::prm;
+
+static_assert(NICMR_EXT_SINGLE_USE == prm::ext_cap::single_use);
+static_assert(NICMR_EXT_RMA_EVENT == prm::ext_cap::rma_event);
+
+namespace {
+
+/* The extensions the device reported (0 on ConnectX, or with emu ext=0). */
+uint64_t ext_of(const nicmr_device *dev)
+{
+	const mlx5::Caps &c = dev->drv->caps();
+	return c.ext_present ? c.ext_flags : 0;
+}
+
+} // namespace
+
+int nicmr_ext_check(const nicmr_device *dev, uint64_t flags, uint64_t access)
+{
+	const uint64_t ext = ext_of(dev);
+	if ((flags & NICMR_MR_SINGLE_USE) && !(ext & NICMR_EXT_SINGLE_USE))
+		return -EOPNOTSUPP;
+	if ((flags & NICMR_MR_RMA_EVENT) && !(ext & NICMR_EXT_RMA_EVENT))
+		return -EOPNOTSUPP;
+	/* A window's rkey is another mkey: it would bypass the MR's single use and counting. */
+	if ((flags & (NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT)) && (access & NICMR_ACCESS_MW_BIND))
+		return -EINVAL;
+	return 0;
+}
+
+int nicmr_ext_apply(nicmr_mr *mr)
+{
+	mlx5::MkeyExtState st;
+	if (mr->ext & NICMR_MR_SINGLE_USE)
+		st.flags |= prm::mkey_ext::single_use;
+	if (mr->ext & NICMR_MR_RMA_EVENT)
+		st.flags |= prm::mkey_ext::disabled;
+	const int rc = mr->dev->drv->set_mkey_ext(mr->mkey >> 8, st);
+	if (rc)
+		NICMR_LOG(warn, "api", "%s: extension state %#x of %#x failed: %d",
+			  mr->dev->spec.c_str(), st.flags, mr->mkey, rc);
+	return rc;
+}
+
+extern "C" {
+
+int nicmr_cntr_alloc(struct nicmr_device *dev, struct nicmr_cntr **out)
+{
+	if (dev == nullptr || out == nullptr)
+		return -EINVAL;
+	if (!(ext_of(dev) & NICMR_EXT_RMA_EVENT))
+		return -EOPNOTSUPP;
+	auto *c = new (std::nothrow) nicmr_cntr;
+	if (c == nullptr)
+		return -ENOMEM;
+	c->dev = dev;
+	/* 8 bytes, 8-aligned, of the memory the device reaches (as CQ buffers are). */
+	int rc = dev->drv->arena().alloc(8, 8, &c->block);
+	if (rc) {
+		delete c;
+		return rc == -EINVAL ? -ENOMEM : rc;
+	}
+	/* Relaxed: nobody else can see the counter until *out is handed over. */
+	std::atomic_ref<uint64_t>(*static_cast<uint64_t *>(c->block.va))
+		.store(0, std::memory_order_relaxed);
+	dev->cntrs.fetch_add(1, std::memory_order_relaxed);
+	*out = c;
+	return 0;
+}
+
+int nicmr_cntr_free(struct nicmr_cntr *c)
+{
+	if (c == nullptr)
+		return -EINVAL;
+	if (c->binds.load(std::memory_order_relaxed) != 0)
+		return -EBUSY;
+	nicmr_device *dev = c->dev;
+	if (dev->drv->arena().release(c->block) != 0)
+		NICMR_LOG(error, "api", "%s: counter at %#llx was not the arena's",
+			  dev->spec.c_str(), static_cast<unsigned long long>(c->block.iova));
+	delete c;
+	/* Release: the counter's memory is back in the arena before a close sees the count. */
+	dev->cntrs.fetch_sub(1, std::memory_order_release);
+	return 0;
+}
+
+uint64_t nicmr_cntr_read(const struct nicmr_cntr *c)
+{
+	/* Hot path: one load, no lock, no system call. Acquire pairs with the device's release
+	 * increment: the data of every counted write is visible once its count is. */
+	if (c == nullptr)
+		return 0;
+	return std::atomic_ref<uint64_t>(*static_cast<uint64_t *>(c->block.va))
+		.load(std::memory_order_acquire);
+}
+
+int nicmr_mr_bind_cntr(struct nicmr_mr *mr, struct nicmr_cntr *c, uint64_t flags)
+{
+	if (mr == nullptr || c == nullptr || flags != NICMR_REMOTE_WRITE || c->dev != mr->dev ||
+	    !(mr->ext & NICMR_MR_RMA_EVENT))
+		return -EINVAL;
+	/* fi_mr(3): after fi_mr_enable no further bindings may be made. */
+	if (mr->enabled || mr->cntr != nullptr)
+		return -EBUSY;
+	mr->cntr = c;
+	/* Relaxed: a count for nicmr_cntr_free, whose caller orders its calls with this one. */
+	c->binds.fetch_add(1, std::memory_order_relaxed);
+	return 0;
+}
+
+int nicmr_mr_enable(struct nicmr_mr *mr)
+{
+	if (mr == nullptr || !(mr->ext & NICMR_MR_RMA_EVENT))
+		return -EINVAL;
+	if (mr->enabled)
+		return -EBUSY;
+	mlx5::MkeyExtState st;
+	if (mr->ext & NICMR_MR_SINGLE_USE)
+		st.flags |= prm::mkey_ext::single_use;
+	if (mr->cntr != nullptr) {
+		st.flags |= prm::mkey_ext::counter;
+		st.counter_iova = mr->cntr->block.iova;
+	}
+	nicmr_device *dev = mr->dev;
+	/* Device first: lookups accept the key only once the device does too. */
+	int rc = dev->drv->set_mkey_ext(mr->mkey >> 8, st);
+	if (rc == 0)
+		rc = dev->engine->set_enabled(mr->mkey, true);
+	if (rc) {
+		NICMR_LOG(warn, "api", "%s: enable of %#x failed: %d", dev->spec.c_str(), mr->mkey,
+			  rc);
+		return rc;
+	}
+	mr->enabled = true;
+	return 0;
+}
+
+int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
+{
+	if (mr == nullptr || !(mr->ext & NICMR_MR_RMA_EVENT))
+		return -EINVAL;
+	if (mr->cntr == nullptr)
+		return -ENOENT;
+	nicmr_device *dev = mr->dev;
+	/* Lookups first, then the device: neither accepts the key once this returns. */
+	int rc = dev->engine->set_enabled(mr->mkey, false);
+	if (rc)
+		return rc;
+	mlx5::MkeyExtState st;
+	st.flags = prm::mkey_ext::disabled;
+	if (mr->ext & NICMR_MR_SINGLE_USE)
+		st.flags |= prm::mkey_ext::single_use;
+	rc = dev->drv->set_mkey_ext(mr->mkey >> 8, st);
+	if (rc) {
+		NICMR_LOG(warn, "api", "%s: unbind of %#x failed: %d", dev->spec.c_str(), mr->mkey,
+			  rc);
+		if (mr->enabled)
+			(void)dev->engine->set_enabled(mr->mkey, true);
+		return rc;
+	}
+	mr->enabled = false;
+	mr->cntr->binds.fetch_sub(1, std::memory_order_relaxed);
+	mr->cntr = nullptr;
+	return 0;
+}
+
+} /* extern "C" */
