@@ -3,7 +3,8 @@
  * The input format of fuzz_emu_mlx5_cmd, shared with the seed writer.
  *
  *   u8 setup            kSetupBringUp: ENABLE_HCA, pages, INIT_HCA first;
- *                       kSetupMkey: also a PD and a free MTT mkey
+ *                       kSetupMkey: also a PD and a free MTT mkey;
+ *                       kSetupNoExt: a model without nicmr's extensions (ext_flags 0)
  *   records, up to kMaxRecords, each:
  *     u8 kind           kRecordQueued set: through the command queue, else the flat decoder
  *     flat:   u16 in_len, u16 out_len (both mod kMaxFlatLen + 1), in_len input bytes
@@ -24,6 +25,7 @@ namespace nicmr::emu::fuzz {
 
 inline constexpr uint8_t kSetupBringUp = 1;
 inline constexpr uint8_t kSetupMkey = 2;
+inline constexpr uint8_t kSetupNoExt = 0x80;
 inline constexpr uint8_t kRecordQueued = 1;
 inline constexpr int kMaxRecords = 64;
 inline constexpr size_t kMaxFlatLen = 8192;

@@ -4,7 +4,8 @@
  * (flat buffers) and through the command queue (raw 64-byte entries, mailbox chains in mapped
  * memory). A fresh device per input. Properties checked after every command:
  *  - the device's invariants hold (EmuMlx5Device::check_invariants);
- *  - a command that fails, and any QUERY command, leaves the device state as it was;
+ *  - a command that fails, and any QUERY command, leaves the device state as it was (the
+ *    nicmr extension state of every mkey included: NICMR_SET/QUERY_MKEY_EXT);
  *  - the device writes nothing outside what the IOMMU maps: a guard page right after the
  *    mailbox area (host memory, not mapped) and the bytes past each flat output buffer stay
  *    untouched;
@@ -42,18 +43,25 @@ struct Snapshot {
 	size_t pages;
 	uint32_t pds;
 	size_t mkeys;
+	uint64_t ext; /* a digest of every mkey's extension state */
 	bool operator==(const Snapshot &) const = default;
 };
 
 Snapshot snap(const EmuMlx5Device &d)
 {
-	return {d.hca_state(), d.issi(), d.pages_given(), d.pds_allocated(), d.mkeys().live()};
+	uint64_t ext = 0;
+	d.mkeys().for_each([&](uint32_t idx, const MkeyEntry &e) {
+		ext = ext * 1099511628211ull ^ (uint64_t{idx} << 32 | e.ext.flags);
+		ext = ext * 1099511628211ull ^ e.ext.counter_iova;
+	});
+	return {d.hca_state(), d.issi(), d.pages_given(), d.pds_allocated(), d.mkeys().live(), ext};
 }
 
 bool is_query(uint16_t op)
 {
 	return op == prm::opcode::query_hca_cap || op == prm::opcode::query_issi ||
-	       op == prm::opcode::query_pages || op == prm::opcode::query_mkey;
+	       op == prm::opcode::query_pages || op == prm::opcode::query_mkey ||
+	       op == prm::opcode::nicmr_query_mkey_ext;
 }
 
 /* Reads fuzz bytes; past the end it yields zeros, so every input is a valid program. */
@@ -262,6 +270,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.max_pages = 64;
 	cfg.log_max_klm_list_size = 10;
 	cfg.translation_budget = 16384;
+	/* The nicmr extensions (on by default); an input's first byte bit 7 turns them off, so
+	 * the model answering their opcodes as a ConnectX does is fuzzed too. */
+	if (size > 0 && (data[0] & kSetupNoExt) != 0)
+		cfg.ext_flags = 0;
 	std::unique_ptr<EmuMlx5> emu;
 	if (emu_mlx5_create(cfg, &emu) != 0)
 		__builtin_trap();

@@ -145,6 +145,32 @@ int main(int argc, char **argv)
 	flat(mkeys, cmd(prm::opcode::teardown_hca, 16), 16);
 	ok &= write(dir, "mkeys", mkeys);
 
+	/* nicmr extensions: state set on a live mkey (with a counter in the given pages),
+	 * queried, refused flags; and the same commands on a model without extensions. */
+	Bytes ext{kSetupBringUp};
+	flat(ext, cmd(prm::opcode::alloc_pd, 16), 16);
+	flat(ext, create_mkey(1, true), 16);
+	Bytes se = cmd(prm::opcode::nicmr_set_mkey_ext, prm::set_mkey_ext_in::size);
+	prm::set(se.data(), prm::set_mkey_ext_in::mkey_index, 9);
+	prm::set(se.data(), prm::set_mkey_ext_in::flags,
+		 prm::mkey_ext::single_use | prm::mkey_ext::counter);
+	prm::set(se.data(), prm::set_mkey_ext_in::counter_iova, kPagesIova + 4096 * 8);
+	flat(ext, se, prm::set_mkey_ext_out::size);
+	Bytes qe = cmd(prm::opcode::nicmr_query_mkey_ext, prm::query_mkey_ext_in::size);
+	prm::set(qe.data(), prm::query_mkey_ext_in::mkey_index, 9);
+	flat(ext, qe, prm::query_mkey_ext_out::size);
+	prm::set(se.data(), prm::set_mkey_ext_in::flags, prm::mkey_ext::spent);
+	flat(ext, se, prm::set_mkey_ext_out::size);
+	flat(ext, d, 16);
+	ok &= write(dir, "ext", ext);
+	Bytes noext{uint8_t(kSetupBringUp | kSetupNoExt)};
+	flat(noext, qe, prm::query_mkey_ext_out::size);
+	flat(noext,
+	     cmd(prm::opcode::query_hca_cap, 16,
+		 prm::cap_op_mod(prm::cap_type::nicmr_ext, prm::cap_mode::current)),
+	     prm::query_hca_cap_out::size);
+	ok &= write(dir, "noext", noext);
+
 	Bytes caps{kSetupBringUp | kSetupMkey};
 	queued(caps, 0,
 	       cmd(prm::opcode::query_hca_cap, 16,
