@@ -405,10 +405,22 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	std::unique_ptr<Domain> dom(new (std::nothrow) Domain);
 	if (!dom)
 		return -FI_ENOMEM;
+	/* The stores' rings, sized to the most objects there can be (fi_slab.h): an Mr per mkey
+	 * index of the device, a run table per segmented MR. */
+	nicmr_device_attr attr{};
+	ret = nicmr_device_query(fab->dev, &attr);
+	if (ret != 0)
+		return fi_code(ret);
+	ret = dom->mr_slab.init("nicmr_fi_mr", attr.mkey_count > 1 ? attr.mkey_count - 1 : 0);
+	if (ret == 0)
+		ret = dom->vec_slab.init("nicmr_fi_vec", NICMR_MAX_SEGMENTED_MRS);
+	if (ret != 0)
+		return fi_code(ret);
 	/* The first batch of MR objects, so that registrations take from the store at once. */
-	Mr *first = dom->mr_slab.grow();
-	if (!first)
-		return -FI_ENOMEM;
+	Mr *first = nullptr;
+	ret = dom->mr_slab.grow(&first);
+	if (ret != 0)
+		return fi_code(ret);
 	dom->mr_slab.put(first);
 	ret = nicmr_pd_alloc(fab->dev, &dom->pd);
 	if (ret != 0)

@@ -110,8 +110,6 @@ struct VecRun {
 struct VecMap {
 	uint32_t count = 0;
 	VecRun runs[NICMR_MAX_IOV];
-	uint32_t slab_index = 0;	    /* Slab's */
-	std::atomic<uint32_t> slab_next{0}; /* Slab's */
 };
 
 struct Mr;
@@ -130,7 +128,8 @@ struct Domain {
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
 	std::atomic<uint64_t> children{0};
 	/* The provider's MR objects and vectored MRs' run tables: registration takes one, fi_close
-	 * gives it back (fi_slab.h); freed with the domain. */
+	 * gives it back (fi_slab.h); freed with the domain. Bounds: an Mr per mkey index of the
+	 * device (mkey_count - 1), a run table per NICMR_MAX_SEGMENTED_MRS. */
 	Slab<Mr, kMrBatch> mr_slab;
 	Slab<VecMap, kVecBatch> vec_slab;
 };
@@ -139,11 +138,9 @@ struct Mr {
 	struct fid_mr fid; /* first */
 	Domain *domain = nullptr;
 	nicmr_mr *mr = nullptr;
-	VecMap *vec = nullptr;	 /* a vectored MR of more than one run */
-	bool sub = false;	 /* a sub-MR (fi_nicmr_mr_ops.regattr with base_mr) */
-	bool vectored = false;	 /* registered from more than one iov (no sub-MRs of it) */
-	uint32_t slab_index = 0; /* Slab's */
-	std::atomic<uint32_t> slab_next{0}; /* Slab's */
+	VecMap *vec = nullptr; /* a vectored MR of more than one run */
+	bool sub = false;      /* a sub-MR (fi_nicmr_mr_ops.regattr with base_mr) */
+	bool vectored = false; /* registered from more than one iov (no sub-MRs of it) */
 };
 
 /* The address of a local buffer [buf, buf + len) in the key space of its descriptor's MR: the VA

@@ -177,12 +177,13 @@ int key_flags(Domain *dom, uint64_t requested_key, uint64_t *nflags, uint64_t *k
 	return 0;
 }
 
-/* An MR object from the domain's store: the fast path pops the free list; an empty list grows
- * it by a batch (slow path). nullptr: -FI_ENOMEM. */
-Mr *take_mr(Domain *dom)
+/* An object from one of the domain's stores: the fast path dequeues one; an empty store grows
+ * by a batch (slow path). 0; -FI_ENOSPC (the store holds its bound: every key, or segmented
+ * MR, is taken), -FI_ENOMEM (the batch). */
+template <typename T, uint32_t kFirst> int take_from(Slab<T, kFirst> &slab, T **out)
 {
-	Mr *mr = dom->mr_slab.take();
-	return mr ? mr : dom->mr_slab.grow();
+	*out = slab.take();
+	return *out ? 0 : fi_code(slab.grow(out));
 }
 
 /* Hands out a registered MR's fid. */
@@ -223,9 +224,10 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 		return ret;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
 		nflags |= NICMR_MR_ZERO_BASED;
-	Mr *mr = take_mr(dom);
-	if (!mr)
-		return -FI_ENOMEM;
+	Mr *mr = nullptr;
+	ret = take_from(dom->mr_slab, &mr);
+	if (ret != 0)
+		return ret;
 	/* page_size is only checked: the native registration translates with the largest page
 	 * the placement allows, which the checks above make at least page_size. */
 	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, native_access(access), nflags,
@@ -285,15 +287,15 @@ int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access,
 		return ret;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
 		nflags |= NICMR_MR_ZERO_BASED; /* no alignment needed here (doc/native-api.md) */
-	Mr *mr = take_mr(dom);
-	if (!mr)
-		return -FI_ENOMEM;
-	VecMap *vec = dom->vec_slab.take();
-	if (!vec)
-		vec = dom->vec_slab.grow();
-	if (!vec) {
+	Mr *mr = nullptr;
+	ret = take_from(dom->mr_slab, &mr);
+	if (ret != 0)
+		return ret;
+	VecMap *vec = nullptr;
+	ret = take_from(dom->vec_slab, &vec);
+	if (ret != 0) {
 		recycle(dom, mr);
-		return -FI_ENOMEM;
+		return ret;
 	}
 	mr->vec = vec;
 	mr->vectored = true;
@@ -335,9 +337,10 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 	int ret = key_flags(dom, requested_key, &nflags, &key);
 	if (ret != 0)
 		return ret;
-	Mr *mr = take_mr(dom);
-	if (!mr)
-		return -FI_ENOMEM;
+	Mr *mr = nullptr;
+	ret = take_from(dom->mr_slab, &mr);
+	if (ret != 0)
+		return ret;
 	ret = nicmr_mr_reg_sub(base->mr, a - b, len, native_access(access), nflags, key, &mr->mr);
 	if (ret != 0) {
 		recycle(dom, mr);

@@ -1,156 +1,166 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A per-domain store of provider objects (Mr, VecMap) that registration takes and fi_close gives
- * back without a lock, an allocation or a system call: a lock-free LIFO free list over objects
- * allocated in batches that are never returned to the heap until the store goes (the domain's
- * close).
+ * back without a lock, an allocation or a system call: a DPDK rte_ring of free object pointers
+ * (HTS mode at both ends, as lib/mr's key rings) over objects allocated in batches that are
+ * never returned to the heap until the store goes (the domain's close).
  *
- *   head: [ tag (32) | index + 1 (32) ]          0 in the low half: the list is empty
- *   chunk c (c = 0 .. kMaxChunks-1) holds kFirst << c objects, indices from kFirst * (2^c - 1)
- *     chunk 0: [0 .. kFirst)  chunk 1: [kFirst .. 3 kFirst)  chunk 2: ...   (each batch doubles)
- *   object: ... slab_index (its index + 1, fixed) | slab_next (the index + 1 below it, or 0)
+ *   ring: [ T* | T* | ... ]  free objects; capacity exactly `limit`, set once by init()
+ *   batch b (b = 0, 1, ...): first << b objects (each batch doubles), the last one cut so that
+ *     the objects allocated never exceed `limit`: growth stops there
  *
- * Objects are named by index, not pointer, so that the head fits one 64-bit compare-and-swap
- * with a tag: a pop that read head = (t, i) and i's next = j can only succeed while the head is
- * still (t, i), and every push or pop bumps t, so an object taken and given back meanwhile (the
- * ABA case) makes the swap fail. A popper may read the next link of an object another thread has
- * just taken: the link is an atomic, the memory stays allocated, and the swap then fails.
+ * The bound. A ring cannot grow, so it is sized once to the most objects that can ever exist:
+ *   - Mr: one per live key, and a key is a device mkey index (1 .. mkey_count - 1 of
+ *     nicmr_device_query), so limit = mkey_count - 1;
+ *   - VecMap: one per live vectored MR of more than one run, limit = NICMR_MAX_SEGMENTED_MRS.
+ * A registration holds its object before it has a key, so concurrent registrations that will
+ * fail may hold some for a moment; with the store at its bound and empty, every index is taken
+ * or about to be, and the caller reports -FI_ENOSPC as the native call would.
+ * Memory: the ring costs 8 bytes per index of the bound (mkey_count 65,536: 512 KiB; 2^24:
+ * 128 MiB; the run store 32 KiB), reserved at init() as anonymous lazily populated pages (the
+ * pages appear as the ring's cursors first pass over them); the objects themselves only as
+ * batches are allocated.
  *
- * take() is the fast path; when the list is empty the caller calls grow() (a slow path: one
- * mutex and one batch allocation, twice the size of the previous one). put() may run on any
- * thread (fi_close need not run on the thread of fi_mr_reg).
+ * take() is the fast path (one dequeue); when the ring is empty the caller calls grow() (a slow
+ * path: one mutex and one batch allocation, twice the size of the previous one). put() (one
+ * enqueue) may run on any thread (fi_close need not run on the thread of fi_mr_reg); it cannot
+ * fail, since each object is at most once in a ring that holds all of them. rte_ring needs no
+ * EAL (rte_eal_init) when its memory is the caller's (rte_ring_init).
  */
 #ifndef NICMR_FI_SLAB_H
 #define NICMR_FI_SLAB_H
 
-#include <atomic>
-#include <bit>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <mutex>
 #include <new>
 
+#include <rte_ring.h>
+
 namespace nicmr::fabric {
 
-/* T has `uint32_t slab_index` and `std::atomic<uint32_t> slab_next`; kFirst is a power of 2. */
+/* kFirst: objects of the first batch (> 0). */
 template <typename T, uint32_t kFirst> class Slab {
-	static_assert(kFirst != 0 && (kFirst & (kFirst - 1)) == 0, "kFirst is a power of 2");
+	static_assert(kFirst != 0, "the first batch holds objects");
 
 public:
-	/* Enough chunks for 2^32 - 1 indices of the smallest batch; growth stops before. */
-	static constexpr uint32_t kMaxChunks = 32 - std::countr_zero(kFirst);
+	/* Batches of a store whose bound is below 2^32: kFirst << b grows past it by b = 32. */
+	static constexpr uint32_t kMaxBatches = 33;
 
 	Slab() = default;
 	Slab(const Slab &) = delete;
 	Slab &operator=(const Slab &) = delete;
 	~Slab()
 	{
-		for (auto &c : chunks_)
-			delete[] c.load(std::memory_order_relaxed); /* every object is back */
+		/* every object is back; they go with their batches */
+		for (uint32_t b = 0; b < nbatches_; b++)
+			delete[] batches_[b];
+		if (ring_)
+			munmap(ring_, ring_len_);
 	}
 
-	/* FAST PATH: no lock, no allocation, no system call. nullptr when the list is empty. */
+	/* SLOW PATH (once, before any take): a ring of exactly limit free objects. 0; -EINVAL
+	 * (limit 0, or above what a ring holds); -ENOMEM (the ring's memory). name: the ring's
+	 * (DPDK's names are not global without EAL; it helps reading a dump). */
+	int init(const char *name, uint32_t limit)
+	{
+		if (ring_)
+			return -EINVAL;
+		if (limit == 0 || limit > RTE_RING_SZ_MASK)
+			return -EINVAL;
+		const ssize_t sz = rte_ring_get_memsize(rte_align32pow2(limit + 1));
+		if (sz < 0)
+			return -EINVAL;
+		void *p = mmap(nullptr, static_cast<size_t>(sz), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return -ENOMEM;
+		auto *r = static_cast<rte_ring *>(p);
+		/* HTS at both ends: its heads and tails are C11 atomics, which ThreadSanitizer
+		 * follows (but for one edge, test/tsan.supp); the default MP/MC mode's inline
+		 * assembly is opaque to it (doc/registration.md). */
+		if (rte_ring_init(r, name, limit,
+				  RING_F_MP_HTS_ENQ | RING_F_MC_HTS_DEQ | RING_F_EXACT_SZ) != 0) {
+			munmap(p, static_cast<size_t>(sz));
+			return -EINVAL;
+		}
+		ring_ = r;
+		ring_len_ = static_cast<size_t>(sz);
+		limit_ = limit;
+		return 0;
+	}
+
+	/* FAST PATH: one dequeue; no lock, no allocation, no system call. nullptr when the ring
+	 * is empty. The ring's HTS dequeue orders the object's fields as its giver left them
+	 * before this return (the giver's enqueue releases the tail this dequeue acquires). */
 	T *take()
 	{
-		/* acquire: pairs with the release of the put() or grow() that pushed the head, so
-		 * the object's next link and its fields as the giver left them are visible. */
-		uint64_t h = head_.load(std::memory_order_acquire);
-		for (;;) {
-			const auto idx = static_cast<uint32_t>(h);
-			if (idx == 0)
-				return nullptr;
-			T *obj = at(idx);
-			if (!obj)
-				return nullptr;
-			/* relaxed: ordered by the acquire of the head that named obj; a stale
-			 * value only exists when the head moved on, and then the swap fails. */
-			const uint32_t next = obj->slab_next.load(std::memory_order_relaxed);
-			const uint64_t nh = ((h >> 32) + 1) << 32 | next;
-			/* acquire on success: as the load above, for the head we now own;
-			 * acquire on failure: h is reloaded and its object is read next. */
-			if (head_.compare_exchange_weak(h, nh, std::memory_order_acquire,
-							std::memory_order_acquire))
-				return obj;
-		}
+		void *obj = nullptr;
+		if (rte_ring_dequeue(ring_, &obj) != 0)
+			return nullptr;
+		return static_cast<T *>(obj);
 	}
 
-	/* Gives obj back (any thread). No lock, no allocation, no system call. */
-	void put(T *obj) { push_chain(obj, obj); }
+	/* Gives obj back (any thread): one enqueue; no lock, no allocation, no system call. */
+	void put(T *obj)
+	{
+		/* Never full: every object the store made fits the ring, and obj is not in it. */
+		rte_ring_enqueue(ring_, obj);
+	}
 
-	/* SLOW PATH: takes an object after allocating a batch when the list is still empty (one
-	 * mutex serialises growers). nullptr when the allocation fails or every index is used. */
-	T *grow()
+	/* SLOW PATH: takes an object after allocating a batch when the ring is still empty (one
+	 * mutex serialises growers). 0 and *out; -ENOSPC when the store holds its bound (every
+	 * object exists and is out); -ENOMEM when the batch cannot be allocated. */
+	int grow(T **out)
 	{
 		std::lock_guard<std::mutex> lk(grow_mu_);
-		if (T *obj = take())
-			return obj; /* another thread grew, or objects came back meanwhile */
-		if (nchunks_ == kMaxChunks)
-			return nullptr;
-		const uint32_t c = nchunks_;
-		const uint64_t n = uint64_t{kFirst} << c;
-		const uint64_t first = uint64_t{kFirst} * ((uint64_t{1} << c) - 1);
-		if (first + n > UINT32_MAX)
-			return nullptr; /* index + 1 must fit 32 bits */
+		if (T *obj = take()) {
+			*out = obj; /* another thread grew, or objects came back meanwhile */
+			return 0;
+		}
+		if (made_ == limit_ || nbatches_ == kMaxBatches)
+			return -ENOSPC;
+		const uint64_t want = uint64_t{kFirst} << nbatches_;
+		const auto n = static_cast<uint32_t>(std::min<uint64_t>(want, limit_ - made_));
 		T *batch = new (std::nothrow) T[n];
 		if (!batch)
-			return nullptr;
-		for (uint64_t k = 0; k < n; k++) {
-			batch[k].slab_index = static_cast<uint32_t>(first + k + 1);
-			/* relaxed: published by push_chain's release below. */
-			batch[k].slab_next.store(k + 1 < n ? static_cast<uint32_t>(first + k + 2)
-							   : 0,
-						 std::memory_order_relaxed);
+			return -ENOMEM;
+		batches_[nbatches_++] = batch;
+		made_ += n;
+		/* The rest into the ring, in bursts from a table on the stack. */
+		void *tab[64];
+		for (uint32_t k = 1; k < n;) {
+			const uint32_t cnt = std::min<uint32_t>(64, n - k);
+			for (uint32_t j = 0; j < cnt; j++)
+				tab[j] = &batch[k + j];
+			rte_ring_enqueue_bulk(ring_, tab, cnt, nullptr); /* room: see put() */
+			k += cnt;
 		}
-		/* relaxed: a taker reaches this chunk only through the head, whose release in
-		 * push_chain orders this store before it. */
-		chunks_[c].store(batch, std::memory_order_relaxed);
-		nchunks_ = c + 1;
-		if (n > 1)
-			push_chain(&batch[1], &batch[n - 1]);
-		return &batch[0];
+		*out = &batch[0];
+		return 0;
 	}
 
 	/* Objects allocated so far (test and report use). */
 	uint64_t capacity()
 	{
 		std::lock_guard<std::mutex> lk(grow_mu_);
-		return uint64_t{kFirst} * ((uint64_t{1} << nchunks_) - 1);
+		return made_;
 	}
+
+	/* The most objects there can be (init's limit). */
+	uint32_t limit() const { return limit_; }
 
 private:
-	/* The object of index + 1 idx (idx > 0). */
-	T *at(uint32_t idx) const
-	{
-		const uint64_t i = idx - 1;
-		const uint64_t q = i / kFirst + 1;
-		const unsigned c = std::bit_width(q) - 1;
-		if (c >= kMaxChunks)
-			return nullptr; /* never: indices come from grow(), q >= 1 */
-		const uint64_t off = i - uint64_t{kFirst} * ((uint64_t{1} << c) - 1);
-		/* relaxed: see grow(); the head's acquire made the chunk pointer visible. */
-		return chunks_[c].load(std::memory_order_relaxed) + off;
-	}
-
-	/* Pushes the chain first .. last (linked by slab_next, last's link rewritten). */
-	void push_chain(T *first, T *last)
-	{
-		uint64_t h = head_.load(std::memory_order_relaxed);
-		for (;;) {
-			/* relaxed: published by the release of the swap below. */
-			last->slab_next.store(static_cast<uint32_t>(h), std::memory_order_relaxed);
-			const uint64_t nh = ((h >> 32) + 1) << 32 | first->slab_index;
-			/* release: the chain's links and the objects' fields as the giver left
-			 * them happen before a taker's acquire of this head. relaxed on failure:
-			 * only the head's value is used, to relink. */
-			if (head_.compare_exchange_weak(h, nh, std::memory_order_release,
-							std::memory_order_relaxed))
-				return;
-		}
-	}
-
-	std::atomic<uint64_t> head_{0};
-	std::atomic<T *> chunks_[kMaxChunks]{};
-	std::mutex grow_mu_;   /* serialises grow() */
-	uint32_t nchunks_ = 0; /* grow_mu_ */
+	rte_ring *ring_ = nullptr;
+	size_t ring_len_ = 0;
+	uint32_t limit_ = 0;
+	std::mutex grow_mu_;	       /* serialises grow() */
+	uint32_t made_ = 0;	       /* grow_mu_: objects allocated */
+	uint32_t nbatches_ = 0;	       /* grow_mu_ */
+	T *batches_[kMaxBatches] = {}; /* grow_mu_ */
 };
 
 } // namespace nicmr::fabric

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The provider's per-domain object store (lib/fabric/fi_slab.h), on its own: batches that double,
- * objects that come back being taken again without growth, and threads that take on one side
- * and give back on the other (fi_close on another thread than fi_mr_reg) losing and doubling
- * nothing. Suite 'fabric' and 'stress' (TSan).
+ * The provider's per-domain object store (lib/fabric/fi_slab.h, an rte_ring of free objects), on
+ * its own: batches that double, growth stopping at the bound with -ENOSPC, objects that come
+ * back being taken again without growth, and threads that take on one side and give back on
+ * the other (fi_close on another thread than fi_mr_reg) losing and doubling nothing. Suite
+ * 'fabric' and 'stress' (TSan).
  */
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -21,21 +23,27 @@ namespace {
 
 struct Obj {
 	uint64_t owner = 0; /* written by whoever holds it */
-	uint32_t slab_index = 0;
-	std::atomic<uint32_t> slab_next{0};
 };
+
+/* An object: from the ring, else from a new batch (the provider's take_from). */
+template <typename S> Obj *take_or_grow(S &s)
+{
+	Obj *o = s.take();
+	if (!o && s.grow(&o) != 0)
+		return nullptr;
+	return o;
+}
 
 TEST(FabricSlab, EmptyUntilGrownAndBatchesDouble)
 {
 	Slab<Obj, 4> s;
+	ASSERT_EQ(s.init("t_double", 1000), 0);
 	EXPECT_EQ(s.take(), nullptr);
 	EXPECT_EQ(s.capacity(), 0u);
 	std::set<Obj *> seen;
 	/* The first grow makes 4, the next 8, then 16: 28 distinct objects in all. */
 	for (int i = 0; i < 28; i++) {
-		Obj *o = s.take();
-		if (!o)
-			o = s.grow();
+		Obj *o = take_or_grow(s);
 		ASSERT_NE(o, nullptr);
 		EXPECT_TRUE(seen.insert(o).second) << "object " << i << " handed out twice";
 	}
@@ -57,19 +65,46 @@ TEST(FabricSlab, EmptyUntilGrownAndBatchesDouble)
 		s.put(o);
 }
 
-TEST(FabricSlab, LastInFirstOut)
+/* Growth stops at init's bound: the last batch is cut to fit (4 + 8 + 8 of 20), then an empty
+ * store is -ENOSPC and hands out nothing; an object given back is taken again. */
+TEST(FabricSlab, GrowthStopsAtTheBound)
 {
-	Slab<Obj, 2> s;
-	Obj *a = s.grow();
-	ASSERT_NE(a, nullptr);
-	Obj *b = s.take();
-	ASSERT_NE(b, nullptr);
-	s.put(a);
-	s.put(b);
-	EXPECT_EQ(s.take(), b);
-	EXPECT_EQ(s.take(), a);
-	s.put(a);
-	s.put(b);
+	Slab<Obj, 4> s;
+	ASSERT_EQ(s.init("t_bound", 20), 0);
+	EXPECT_EQ(s.limit(), 20u);
+	std::set<Obj *> out;
+	for (int i = 0; i < 20; i++) {
+		Obj *o = take_or_grow(s);
+		ASSERT_NE(o, nullptr) << "object " << i;
+		EXPECT_TRUE(out.insert(o).second);
+	}
+	EXPECT_EQ(s.capacity(), 20u);
+	Obj *none = nullptr;
+	EXPECT_EQ(s.take(), nullptr);
+	EXPECT_EQ(s.grow(&none), -ENOSPC);
+	EXPECT_EQ(none, nullptr);
+	EXPECT_EQ(s.capacity(), 20u);
+	Obj *back = *out.begin();
+	s.put(back);
+	Obj *again = nullptr;
+	EXPECT_EQ(s.grow(&again), 0) << "grow takes what came back before it allocates";
+	EXPECT_EQ(again, back);
+	EXPECT_EQ(s.capacity(), 20u);
+	for (Obj *o : out)
+		s.put(o);
+}
+
+/* init's codes: a bound of 0 or above what a ring holds, and a second init. */
+TEST(FabricSlab, InitRefusesBadBounds)
+{
+	Slab<Obj, 4> zero;
+	EXPECT_EQ(zero.init("t_zero", 0), -EINVAL);
+	Slab<Obj, 4> huge;
+	EXPECT_EQ(huge.init("t_huge", 0x80000000u), -EINVAL);
+	Slab<Obj, 4> twice;
+	ASSERT_EQ(twice.init("t_twice", 8), 0);
+	EXPECT_EQ(twice.init("t_twice", 8), -EINVAL);
+	EXPECT_EQ(twice.limit(), 8u);
 }
 
 /* Takers and givers on different threads: every object is held by one thread at a time (its
@@ -81,6 +116,7 @@ TEST(FabricSlab, ThreadsTakeAndGiveBackWithoutLossOrSharing)
 	constexpr int kRounds = 20000;
 	constexpr size_t kHold = 8; /* objects a thread holds at once */
 	Slab<Obj, 8> s;
+	ASSERT_EQ(s.init("t_threads", 1024), 0);
 	std::atomic<bool> bad{false};
 	/* Each round a thread takes kHold objects, marks them, checks the marks, hands them over
 	 * and gives back up to kHold objects some thread handed over: objects mostly go back on
@@ -93,9 +129,7 @@ TEST(FabricSlab, ThreadsTakeAndGiveBackWithoutLossOrSharing)
 			mine.clear();
 			const uint64_t mark = uint64_t(t + 1) << 32 | uint64_t(r);
 			for (size_t k = 0; k < kHold; k++) {
-				Obj *o = s.take();
-				if (!o)
-					o = s.grow();
+				Obj *o = take_or_grow(s);
 				if (!o) {
 					bad = true;
 					return;
