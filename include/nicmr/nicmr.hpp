@@ -37,6 +37,11 @@ using DevicePtr = std::unique_ptr<nicmr_device, DeviceCloser>;
 using PoolPtr = std::unique_ptr<nicmr_pool, PoolDestroyer>;
 using PdPtr = std::unique_ptr<nicmr_pd, PdFreer>;
 using MrPtr = std::unique_ptr<nicmr_mr, MrDeregisterer>;
+/* Counters (a device-model extension): free them after the MRs they are bound to. */
+struct CntrFreer {
+	void operator()(nicmr_cntr *c) const noexcept { (void)nicmr_cntr_free(c); }
+};
+using CntrPtr = std::unique_ptr<nicmr_cntr, CntrFreer>;
 
 /** nicmr_device_open into an owning handle. */
 inline int open_device(const char *spec, DevicePtr *out) noexcept
@@ -133,6 +138,16 @@ inline int reg_mr_pages(nicmr_pd *pd, const uint64_t *pages, size_t count, size_
 				    requested_key, &m);
 	if (rc == 0)
 		out->reset(m);
+	return rc;
+}
+
+/** nicmr_cntr_alloc into an owning handle (-EOPNOTSUPP without NICMR_EXT_RMA_EVENT). */
+inline int alloc_cntr(nicmr_device *dev, CntrPtr *out) noexcept
+{
+	nicmr_cntr *c = nullptr;
+	int rc = nicmr_cntr_alloc(dev, &c);
+	if (rc == 0)
+		out->reset(c);
 	return rc;
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "nicmr/nicmr.hpp"
 #include "test_api_util.h"
 
 namespace nicmr::test {
@@ -379,6 +380,26 @@ TEST_F(ExtPath, EveryRefusalHasItsCodeAndLeavesNothing)
 		EXPECT_EQ(nicmr_mr_dereg(m), 0);
 	EXPECT_EQ(nicmr_cntr_free(c), 0);
 	expect_released(before, stats(dev));
+}
+
+TEST_F(ExtPath, CppHandlesFreeCountersAndDeregisterMrs)
+{
+	const nicmr_device_stats before = stats(dev);
+	{
+		CntrPtr c;
+		ASSERT_EQ(alloc_cntr(dev, &c), 0);
+		MrPtr mr;
+		ASSERT_EQ(reg_mr(pd, b, 4096, kAll, &mr, NICMR_MR_RMA_EVENT), 0);
+		ASSERT_EQ(nicmr_mr_bind_cntr(mr.get(), c.get(), NICMR_REMOTE_WRITE), 0);
+		ASSERT_EQ(nicmr_mr_enable(mr.get()), 0);
+		EXPECT_EQ(write(qa, cqa, b, nicmr_mr_key(mr.get()), 0, 64).status,
+			  NICMR_WC_SUCCESS);
+		EXPECT_EQ(nicmr_cntr_read(c.get()), 1u);
+		ASSERT_EQ(nicmr_mr_unbind_cntr(mr.get()), 0);
+		EXPECT_EQ(stats(dev).cntrs, before.cntrs + 1);
+	}
+	expect_released(before, stats(dev));
+	EXPECT_EQ(stats(dev).cntrs, before.cntrs);
 }
 
 TEST_F(ExtPath, SpecOptionExtIsParsed)
