@@ -108,6 +108,22 @@ int mr_raw_attr(Mr *mr, struct fi_mr_raw_attr *attr)
 	return 0;
 }
 
+/* fi_mr_refresh: the pages behind the region may have changed. nicmr_mr_refresh maps them anew
+ * under the same key and the MR stays enabled throughout (fi_mr(3) without FI_MR_MMU_NOTIFY). */
+int mr_refresh(Mr *mr, const struct fi_mr_modify *m)
+{
+	if (m == nullptr || (m->attr.mr_iov == nullptr && m->attr.iov_count != 0))
+		return -FI_EINVAL;
+	if (m->flags != 0)
+		return -FI_EBADFLAGS;
+	const int rc = nicmr_mr_refresh(mr->mr, m->attr.mr_iov, m->attr.iov_count);
+	/* Sub-MRs and vectored MRs cannot be refreshed: fi_mr(3)'s word for that is ENOSYS. A
+	 * range outside the region is bad input (libfabric has no ERANGE). */
+	if (rc == -EOPNOTSUPP)
+		return -FI_ENOSYS;
+	return rc == -ERANGE ? -FI_EINVAL : fi_code(rc);
+}
+
 int mr_control(struct fid *fid, int command, void *arg)
 {
 	Mr *mr = reinterpret_cast<Mr *>(fid);
@@ -115,9 +131,7 @@ int mr_control(struct fid *fid, int command, void *arg)
 	case FI_GET_RAW_MR:
 		return mr_raw_attr(mr, static_cast<struct fi_mr_raw_attr *>(arg));
 	case FI_REFRESH:
-		/* Pages are locked for the MR's life (FI_MR_ALLOCATED): nothing to refresh, and no
-		 * way to change them is offered yet. */
-		return -FI_ENOSYS;
+		return mr_refresh(mr, static_cast<const struct fi_mr_modify *>(arg));
 	case FI_ENABLE:
 		/* An MR is enabled when fi_mr_reg returns: nicmr never asks for FI_MR_ENDPOINT
 		 * or FI_MR_RMA_EVENT, so enabling is a no-op. */

@@ -207,11 +207,38 @@ TEST_F(FabricMr, BindRefreshAndEnable)
 	ep.reset();
 	cntr.reset(); /* the MR holds neither: both close (Fid checks fi_close's 0) */
 	iovec iov = {buf.get(), 4096};
-	EXPECT_EQ(fi_mr_refresh(mr.get(), &iov, 1, 0), -FI_ENOSYS);
+	EXPECT_EQ(fi_mr_refresh(mr.get(), &iov, 1, 0), 0) << "mapped anew, same key";
 	EXPECT_EQ(fi_mr_enable(mr.get()), 0) << "enabled at registration";
 	uint8_t raw[64];
 	size_t size = sizeof(raw);
 	EXPECT_EQ(fi_mr_raw_attr(mr.get(), nullptr, raw, &size, 0), 0) << "still registered";
+}
+
+TEST_F(FabricMr, RefreshKeepsTheKeyAndRefusesWhatItCannotDo)
+{
+	Buf buf(4 * 4096);
+	Fid<fid_mr> mr;
+	ASSERT_EQ(fi_mr_reg(domain_.get(), buf.get(), 4 * 4096, kRw, 0, 0, 0, mr.out(), nullptr),
+		  0);
+	const uint64_t key = fi_mr_key(mr.get());
+	const auto before = stats(domain_.get());
+	ASSERT_EQ(fi_mr_refresh(mr.get(), nullptr, 0, 0), 0) << "the whole region";
+	iovec part = {buf.get() + 4096, 100};
+	ASSERT_EQ(fi_mr_refresh(mr.get(), &part, 1, 0), 0);
+	EXPECT_EQ(fi_mr_key(mr.get()), key);
+	expect_same(stats(domain_.get()), before); /* the old mappings went */
+
+	iovec outside = {buf.get() + 4 * 4096 - 10, 20}, empty = {buf.get(), 0};
+	EXPECT_EQ(fi_mr_refresh(mr.get(), &part, 1, 1), -FI_EBADFLAGS);
+	EXPECT_EQ(fi_mr_refresh(mr.get(), nullptr, 1, 0), -FI_EINVAL);
+	EXPECT_EQ(fi_mr_refresh(mr.get(), &empty, 1, 0), -FI_EINVAL);
+	EXPECT_EQ(fi_mr_refresh(mr.get(), &outside, 1, 0), -FI_EINVAL) << "outside the region";
+	Fid<fid_mr> vec;
+	const iovec two[2] = {{buf.get(), 4096}, {buf.get() + 2 * 4096, 4096}};
+	ASSERT_EQ(fi_mr_regv(domain_.get(), two, 2, kRw, 0, 0, 0, vec.out(), nullptr), 0);
+	EXPECT_EQ(fi_mr_refresh(vec.get(), nullptr, 0, 0), -FI_ENOSYS) << "vectored";
+	vec.reset();
+	expect_same(stats(domain_.get()), before);
 }
 
 TEST_F(FabricMr, DomainWithLiveMrIsBusy)
