@@ -17,14 +17,7 @@
 namespace nicmr::test {
 namespace {
 
-constexpr uint64_t kAll = NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_READ |
-			  NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC;
 constexpr size_t kLen = 64 << 10;
-
-uint64_t u(const void *p)
-{
-	return reinterpret_cast<uintptr_t>(p);
-}
 
 /* Two connected QPs, port 1 (qa, on cqa) and port 2 (qb, on cqb), and two MRs A and B of
  * kLen in the fixture's pool with every right. */
@@ -33,12 +26,9 @@ protected:
 	void SetUp() override
 	{
 		ApiFixture::SetUp();
-		ASSERT_EQ(nicmr_cq_create(dev, 64, &cqa), 0);
-		ASSERT_EQ(nicmr_cq_create(dev, 64, &cqb), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 1, cqa, 16, &qa), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 2, cqb, 16, &qb), 0);
-		ASSERT_EQ(nicmr_qp_connect(qa, 2, nicmr_qp_num(qb)), 0);
-		ASSERT_EQ(nicmr_qp_connect(qb, 1, nicmr_qp_num(qa)), 0);
+		connect_ports(dev, pd, &cqa, &cqb, &qa, &qb);
+		if (HasFatalFailure())
+			return;
 		a = base;
 		b = base + kLen;
 		ASSERT_EQ(nicmr_mr_reg(pd, a, kLen, kAll, 0, 0, &mra), 0);
@@ -52,30 +42,10 @@ protected:
 			if (m) {
 				EXPECT_EQ(nicmr_mr_dereg(m), 0);
 			}
-		for (nicmr_qp *q : {qa, qb})
-			if (q) {
-				EXPECT_EQ(nicmr_qp_destroy(q), 0);
-			}
-		for (nicmr_cq *c : {cqa, cqb})
-			if (c) {
-				EXPECT_EQ(nicmr_cq_destroy(c), 0);
-			}
+		destroy_queues({qa, qb}, {cqa, cqb});
 		ApiFixture::TearDown();
 	}
-	/* One completion of cq within 5 s (the model runs on the posting thread by default). */
-	nicmr_wc wait(nicmr_cq *cq)
-	{
-		nicmr_wc wc{};
-		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-		while (std::chrono::steady_clock::now() < end) {
-			int n = nicmr_cq_poll(cq, &wc, 1);
-			if (n == 1)
-				return wc;
-			EXPECT_EQ(n, 0);
-		}
-		ADD_FAILURE() << "no completion";
-		return wc;
-	}
+	static nicmr_wc wait(nicmr_cq *cq) { return wait_wc(cq); }
 	uint32_t state(nicmr_qp *q)
 	{
 		uint32_t s = 99;

@@ -22,14 +22,7 @@ namespace {
 
 namespace prm = mlx5::prm;
 
-constexpr uint64_t kAll = NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_READ |
-			  NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC;
 constexpr size_t kLen = 64 << 10;
-
-uint64_t u(const void *p)
-{
-	return reinterpret_cast<uintptr_t>(p);
-}
 
 /* Two connected pairs: qa (port 1, cqa) <-> qb (port 2, cqb) and qc (port 1, cqc) <-> qd
  * (port 2, cqd); a source MR over a (kLen, every right); b is kLen of target memory. */
@@ -38,16 +31,10 @@ protected:
 	void SetUp() override
 	{
 		ApiFixture::SetUp();
-		for (nicmr_cq **c : {&cqa, &cqb, &cqc, &cqd})
-			ASSERT_EQ(nicmr_cq_create(dev, 64, c), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 1, cqa, 16, &qa), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 2, cqb, 16, &qb), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 1, cqc, 16, &qc), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 2, cqd, 16, &qd), 0);
-		ASSERT_EQ(nicmr_qp_connect(qa, 2, nicmr_qp_num(qb)), 0);
-		ASSERT_EQ(nicmr_qp_connect(qb, 1, nicmr_qp_num(qa)), 0);
-		ASSERT_EQ(nicmr_qp_connect(qc, 2, nicmr_qp_num(qd)), 0);
-		ASSERT_EQ(nicmr_qp_connect(qd, 1, nicmr_qp_num(qc)), 0);
+		connect_ports(dev, pd, &cqa, &cqb, &qa, &qb);
+		connect_ports(dev, pd, &cqc, &cqd, &qc, &qd);
+		if (HasFatalFailure())
+			return;
 		a = base;
 		b = base + kLen;
 		ASSERT_EQ(nicmr_mr_reg(pd, a, kLen, kAll, 0, 0, &mra), 0);
@@ -58,30 +45,10 @@ protected:
 		if (mra) {
 			EXPECT_EQ(nicmr_mr_dereg(mra), 0);
 		}
-		for (nicmr_qp *q : {qa, qb, qc, qd})
-			if (q) {
-				EXPECT_EQ(nicmr_qp_destroy(q), 0);
-			}
-		for (nicmr_cq *c : {cqa, cqb, cqc, cqd})
-			if (c) {
-				EXPECT_EQ(nicmr_cq_destroy(c), 0);
-			}
+		destroy_queues({qa, qb, qc, qd}, {cqa, cqb, cqc, cqd});
 		ApiFixture::TearDown();
 	}
-	/* One completion of cq within 5 s. */
-	static nicmr_wc wait(nicmr_cq *cq)
-	{
-		nicmr_wc wc{};
-		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-		while (std::chrono::steady_clock::now() < end) {
-			int n = nicmr_cq_poll(cq, &wc, 1);
-			if (n == 1)
-				return wc;
-			EXPECT_EQ(n, 0);
-		}
-		ADD_FAILURE() << "no completion";
-		return wc;
-	}
+	static nicmr_wc wait(nicmr_cq *cq) { return wait_wc(cq); }
 	/* A signalled write of n bytes from a + off to target + off through rkey, completed. */
 	nicmr_wc write(nicmr_qp *q, nicmr_cq *cq, char *target, uint32_t rkey, size_t off, size_t n)
 	{

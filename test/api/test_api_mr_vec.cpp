@@ -17,14 +17,7 @@
 namespace nicmr::test {
 namespace {
 
-constexpr uint64_t kAll = NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_READ |
-			  NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC;
 constexpr size_t kBuf = 64 << 10;
-
-uint64_t u(const void *p)
-{
-	return reinterpret_cast<uintptr_t>(p);
-}
 
 /* Two connected QPs (port 1 -> port 2), a source and a sink MR of kBuf at the end of the
  * pool; the vectored regions under test are the responder's. */
@@ -33,12 +26,9 @@ protected:
 	void SetUp() override
 	{
 		ApiBoth::SetUp();
-		ASSERT_EQ(nicmr_cq_create(dev, 64, &cqa), 0);
-		ASSERT_EQ(nicmr_cq_create(dev, 64, &cqb), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 1, cqa, 16, &qa), 0);
-		ASSERT_EQ(nicmr_qp_create(pd, 2, cqb, 16, &qb), 0);
-		ASSERT_EQ(nicmr_qp_connect(qa, 2, nicmr_qp_num(qb)), 0);
-		ASSERT_EQ(nicmr_qp_connect(qb, 1, nicmr_qp_num(qa)), 0);
+		connect_ports(dev, pd, &cqa, &cqb, &qa, &qb);
+		if (HasFatalFailure())
+			return;
 		src = base + (3 << 20);
 		sink = src + kBuf;
 		ASSERT_EQ(nicmr_mr_reg(pd, src, kBuf, kAll, 0, 0, &msrc), 0);
@@ -50,29 +40,10 @@ protected:
 			if (m) {
 				EXPECT_EQ(nicmr_mr_dereg(m), 0);
 			}
-		for (nicmr_qp *q : {qa, qb})
-			if (q) {
-				EXPECT_EQ(nicmr_qp_destroy(q), 0);
-			}
-		for (nicmr_cq *c : {cqa, cqb})
-			if (c) {
-				EXPECT_EQ(nicmr_cq_destroy(c), 0);
-			}
+		destroy_queues({qa, qb}, {cqa, cqb});
 		ApiBoth::TearDown();
 	}
-	uint8_t wait()
-	{
-		nicmr_wc wc{};
-		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-		while (std::chrono::steady_clock::now() < end) {
-			int n = nicmr_cq_poll(cqa, &wc, 1);
-			if (n == 1)
-				return wc.status;
-			EXPECT_EQ(n, 0);
-		}
-		ADD_FAILURE() << "no completion";
-		return 0xff;
-	}
+	uint8_t wait() { return wait_wc(cqa).status; }
 	/* RDMA WRITE of a pattern into [raddr, + len) of rkey, then RDMA READ of it back into
 	 * the sink; returns the pattern's seed. The caller checks where the bytes landed. */
 	void write_then_read(uint32_t rkey, uint64_t raddr, size_t len, uint8_t seed)

@@ -7,7 +7,9 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <initializer_list>
 
 #include "api_internal.h"
 #include "nicmr/nicmr.h"
@@ -48,6 +50,56 @@ inline void expect_released(const nicmr_device_stats &a, const nicmr_device_stat
 	EXPECT_EQ(a.slow_mappings, b.slow_mappings);
 	EXPECT_EQ(a.pinned_pages, b.pinned_pages);
 	EXPECT_EQ(a.iommu_mappings, b.iommu_mappings);
+}
+
+/* Every data-path right of the ibv family. */
+inline constexpr uint64_t kAll = NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_READ |
+				 NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC;
+
+inline uint64_t u(const void *p)
+{
+	return reinterpret_cast<uintptr_t>(p);
+}
+
+/* One completion of cq within 5 s (the device model may run on its own thread). */
+inline nicmr_wc wait_wc(nicmr_cq *cq)
+{
+	nicmr_wc wc{};
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (std::chrono::steady_clock::now() < end) {
+		const int n = nicmr_cq_poll(cq, &wc, 1);
+		if (n == 1)
+			return wc;
+		EXPECT_EQ(n, 0);
+	}
+	ADD_FAILURE() << "no completion";
+	return wc;
+}
+
+/* A CQ and an RC QP on each port, port 1's QP connected to port 2's. */
+inline void connect_ports(nicmr_device *dev, nicmr_pd *pd, nicmr_cq **cq1, nicmr_cq **cq2,
+			  nicmr_qp **qp1, nicmr_qp **qp2)
+{
+	ASSERT_EQ(nicmr_cq_create(dev, 64, cq1), 0);
+	ASSERT_EQ(nicmr_cq_create(dev, 64, cq2), 0);
+	ASSERT_EQ(nicmr_qp_create(pd, 1, *cq1, 16, qp1), 0);
+	ASSERT_EQ(nicmr_qp_create(pd, 2, *cq2, 16, qp2), 0);
+	ASSERT_EQ(nicmr_qp_connect(*qp1, 2, nicmr_qp_num(*qp2)), 0);
+	ASSERT_EQ(nicmr_qp_connect(*qp2, 1, nicmr_qp_num(*qp1)), 0);
+}
+
+/* Destroys the QPs, then the CQs they report to; null ones are skipped. */
+inline void destroy_queues(std::initializer_list<nicmr_qp *> qps,
+			   std::initializer_list<nicmr_cq *> cqs)
+{
+	for (nicmr_qp *q : qps)
+		if (q) {
+			EXPECT_EQ(nicmr_qp_destroy(q), 0);
+		}
+	for (nicmr_cq *c : cqs)
+		if (c) {
+			EXPECT_EQ(nicmr_cq_destroy(c), 0);
+		}
 }
 
 /* Anonymous memory outside every pool, unmapped when it goes. */
