@@ -184,6 +184,42 @@ struct RegFigures {
 	double reg = 0, close = 0, pair = 0;
 };
 
+/* Times reps registrations by reg_one(&mr) (after a tenth as many warm-up ones, at least 2),
+ * each followed by the MR's fi_close: the medians of the registration, the close and the pair
+ * into *out. what names the registering call in *err. */
+template <typename RegOne>
+int time_pairs(int reps, const char *what, RegOne reg_one, RegFigures *out, std::string *err)
+{
+	std::vector<double> reg, close, pair;
+	int ret = 0;
+	const int warmup = std::max(2, reps / 10);
+	for (int r = 0; r < warmup + reps && ret == 0; r++) {
+		fid_mr *mr = nullptr;
+		double t0 = now_ns();
+		ret = reg_one(&mr);
+		double t1 = now_ns();
+		if (ret != 0) {
+			*err = std::string(what) + ": " + fi_err(ret);
+			break;
+		}
+		ret = fi_close(&mr->fid);
+		double t2 = now_ns();
+		if (ret != 0) {
+			*err = "fi_close(mr): " + fi_err(ret);
+			break;
+		}
+		if (r >= warmup) {
+			reg.push_back(t1 - t0);
+			close.push_back(t2 - t1);
+			pair.push_back(t2 - t0);
+		}
+	}
+	out->reg = median(reg);
+	out->close = median(close);
+	out->pair = median(pair);
+	return ret;
+}
+
 /* Times reg and close of one MR of `size` at base + kTimedOff, with `live` 4 KiB MRs of base's
  * first kBgArea registered first (and closed after, untimed). */
 int time_reg_close(Ctx &c, char *base, size_t size, size_t live, int reps, RegFigures *out,
@@ -202,31 +238,11 @@ int time_reg_close(Ctx &c, char *base, size_t size, size_t live, int reps, RegFi
 		}
 		bg.push_back(mr);
 	}
-	std::vector<double> reg, close, pair;
 	if (ret == 0) {
 		char *buf = base + kTimedOff;
-		const int warmup = std::max(2, reps / 10);
-		for (int r = 0; r < warmup + reps && ret == 0; r++) {
-			fid_mr *mr = nullptr;
-			double t0 = now_ns();
-			ret = c.reg(buf, size, kAccess, &mr);
-			double t1 = now_ns();
-			if (ret != 0) {
-				*err = "fi_mr_reg: " + fi_err(ret);
-				break;
-			}
-			ret = fi_close(&mr->fid);
-			double t2 = now_ns();
-			if (ret != 0) {
-				*err = "fi_close(mr): " + fi_err(ret);
-				break;
-			}
-			if (r >= warmup) {
-				reg.push_back(t1 - t0);
-				close.push_back(t2 - t1);
-				pair.push_back(t2 - t0);
-			}
-		}
+		ret = time_pairs(
+			reps, "fi_mr_reg",
+			[&](fid_mr **mr) { return c.reg(buf, size, kAccess, mr); }, out, err);
 	}
 	for (fid_mr *mr : bg) {
 		int r = fi_close(&mr->fid);
@@ -235,9 +251,6 @@ int time_reg_close(Ctx &c, char *base, size_t size, size_t live, int reps, RegFi
 			ret = r;
 		}
 	}
-	out->reg = median(reg);
-	out->close = median(close);
-	out->pair = median(pair);
 	return ret;
 }
 
@@ -257,35 +270,13 @@ int time_regv(Ctx &c, char *base, int reps, RegFigures *out, std::string *err)
 	iovec iov[kVecSegs];
 	for (size_t i = 0; i < kVecSegs; i++)
 		iov[i] = {base + kTimedOff + kVecOrder[i] * 4 * kKiB, 4 * kKiB};
-	std::vector<double> reg, close, pair;
-	int ret = 0;
-	const int warmup = std::max(2, reps / 10);
-	for (int r = 0; r < warmup + reps && ret == 0; r++) {
-		fid_mr *mr = nullptr;
-		double t0 = now_ns();
-		ret = fi_mr_regv(c.domain, iov, kVecSegs, kAccess, 0, c.next_key++, 0, &mr,
-				 nullptr);
-		double t1 = now_ns();
-		if (ret != 0) {
-			*err = "fi_mr_regv: " + fi_err(ret);
-			break;
-		}
-		ret = fi_close(&mr->fid);
-		double t2 = now_ns();
-		if (ret != 0) {
-			*err = "fi_close(mr): " + fi_err(ret);
-			break;
-		}
-		if (r >= warmup) {
-			reg.push_back(t1 - t0);
-			close.push_back(t2 - t1);
-			pair.push_back(t2 - t0);
-		}
-	}
-	out->reg = median(reg);
-	out->close = median(close);
-	out->pair = median(pair);
-	return ret;
+	return time_pairs(
+		reps, "fi_mr_regv",
+		[&](fid_mr **mr) {
+			return fi_mr_regv(c.domain, iov, kVecSegs, kAccess, 0, c.next_key++, 0, mr,
+					  nullptr);
+		},
+		out, err);
 }
 
 /* One RDM endpoint with its CQ and AV. */

@@ -12,15 +12,6 @@
 namespace nicmr::test {
 namespace {
 
-constexpr uint64_t kRw = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-
-fi_nicmr_mr_ops *mr_ops(fid_domain *dom)
-{
-	void *ops = nullptr;
-	EXPECT_EQ(fi_open_ops(&dom->fid, FI_NICMR_MR_OPS, 0, &ops, nullptr), 0);
-	return static_cast<fi_nicmr_mr_ops *>(ops);
-}
-
 /* fi_mr_attr over one iovec (the iovec lives in the object). */
 struct Attr {
 	iovec iov{};
@@ -111,10 +102,8 @@ TEST_F(FabricMrOps, SubMrOfAPoolMrAndASubMrSpanningTheWholeBase)
 {
 	fi_nicmr_pool_ops *pops = pool_ops(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(pops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				    FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *p = static_cast<char *>(pops->pool_addr(pool));
+	char *p = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), NICMR_PAGE_2M, FI_NICMR_POOL_FALLBACK, &pool, &p), 0);
 	{
 		Fid<fid_mr> base, whole;
 		ASSERT_EQ(reg(Attr(p, 16384, kRw), nullptr, 0, base.out()), 0);
@@ -293,11 +282,9 @@ TEST_F(FabricMrOps, PageSizeUpToThePoolsPagesIsHonoured)
 	/* 2 MiB pages with no fallback: the test environment reserves hugepages (test.sh). */
 	fi_nicmr_pool_ops *pops = pool_ops(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(pops->pool_create(domain_.get(), 2 * NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				    0, &pool),
-		  0)
+	char *p = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), 2 * NICMR_PAGE_2M, 0, &pool, &p), 0)
 		<< "needs two free 2 MiB hugepages";
-	char *p = static_cast<char *>(pops->pool_addr(pool));
 	auto before = stats(domain_.get());
 	{
 		Fid<fid_mr> a, b, c;
@@ -327,10 +314,8 @@ TEST_F(FabricMrOps, AFallbackPoolPromisesOnly4KiB)
 {
 	fi_nicmr_pool_ops *pops = pool_ops(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(pops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				    FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *p = static_cast<char *>(pops->pool_addr(pool));
+	char *p = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), NICMR_PAGE_2M, FI_NICMR_POOL_FALLBACK, &pool, &p), 0);
 	{
 		fid_mr *mr = nullptr;
 		EXPECT_EQ(reg(Attr(p, 4096, kRw), nullptr, NICMR_PAGE_2M, &mr), -FI_EINVAL);
@@ -360,11 +345,9 @@ TEST_F(FabricMrOpsAppKeys, OffsetBasedPageSizeNeedsAnAlignedStart)
 {
 	fi_nicmr_pool_ops *pops = pool_ops(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(pops->pool_create(domain_.get(), 2 * NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				    0, &pool),
-		  0)
+	char *p = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), 2 * NICMR_PAGE_2M, 0, &pool, &p), 0)
 		<< "needs two free 2 MiB hugepages";
-	char *p = static_cast<char *>(pops->pool_addr(pool));
 	auto before = stats(domain_.get());
 	{
 		fid_mr *mr = nullptr;

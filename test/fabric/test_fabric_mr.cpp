@@ -12,8 +12,6 @@
 namespace nicmr::test {
 namespace {
 
-constexpr uint64_t kRw = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-
 using FabricMr = FabricFixture;
 
 TEST_F(FabricMr, RegGivesKeyAndDescAndCloseReleasesEverything)
@@ -257,10 +255,8 @@ TEST_F(FabricMr, ClosesOnAnotherThreadThanTheRegistration)
 {
 	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				   FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *p = static_cast<char *>(ops->pool_addr(pool));
+	char *p = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), NICMR_PAGE_2M, FI_NICMR_POOL_FALLBACK, &pool, &p), 0);
 	auto before = stats(domain_.get());
 	constexpr int kPerThread = 3000;
 	std::mutex mu;
@@ -433,10 +429,8 @@ TEST_F(FabricPoolOps, CreatedPoolRegistersOnTheFastPath)
 	EXPECT_EQ(ops->size, sizeof(fi_nicmr_pool_ops));
 	auto before = stats(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				   FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *base = static_cast<char *>(ops->pool_addr(pool));
+	char *base = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), NICMR_PAGE_2M, FI_NICMR_POOL_FALLBACK, &pool, &base), 0);
 	ASSERT_NE(base, nullptr);
 	EXPECT_GE(ops->pool_len(pool), NICMR_PAGE_2M);
 	{

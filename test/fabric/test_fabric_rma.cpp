@@ -183,6 +183,17 @@ protected:
 		return key;
 	}
 	void vectored_rma(char *t, char *l);
+	/* vectored_rma in a 2 MiB pool of the domain, t and l at these offsets into it. */
+	void vectored_rma_in_pool(size_t t_off, size_t l_off)
+	{
+		fi_nicmr_pool *pool = nullptr;
+		char *p = nullptr;
+		ASSERT_EQ(
+			make_pool(domain_.get(), NICMR_PAGE_2M, FI_NICMR_POOL_FALLBACK, &pool, &p),
+			0);
+		vectored_rma(p + t_off, p + l_off);
+		EXPECT_EQ(pool_ops(domain_.get())->pool_destroy(pool), 0);
+	}
 
 	nicmr_device_stats before_{};
 	Ep a_, b_;
@@ -1022,14 +1033,7 @@ TEST_F(Rma, VectoredMrsOfPlainMemoryCarryDataAcrossJoints)
 
 TEST_F(Rma, VectoredMrsOfAPoolCarryDataAcrossJoints)
 {
-	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
-	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				   FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *p = static_cast<char *>(ops->pool_addr(pool));
-	vectored_rma(p, p + (1 << 20));
-	EXPECT_EQ(ops->pool_destroy(pool), 0);
+	vectored_rma_in_pool(0, 1 << 20);
 }
 
 TEST_F(RmaRawKeys, VectoredMrsCarryDataWithMappedRawKeys)
@@ -1046,14 +1050,7 @@ TEST_F(RmaOffsets, VectoredMrsAreAddressedByOffsetFromZero)
 
 TEST_F(RmaOffsets, VectoredPoolMrsAreAddressedByOffsetFromZero)
 {
-	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
-	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				   FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *p = static_cast<char *>(ops->pool_addr(pool));
-	vectored_rma(p + 4096 + 8, p + (1 << 20) + 3);
-	EXPECT_EQ(ops->pool_destroy(pool), 0);
+	vectored_rma_in_pool(4096 + 8, (1 << 20) + 3);
 }
 
 } // namespace

@@ -31,6 +31,9 @@ inline constexpr int kKnownBits[] = {FI_MR_LOCAL,     FI_MR_RAW,      FI_MR_VIRT
 				     FI_MR_ALLOCATED, FI_MR_PROV_KEY, FI_MR_MMU_NOTIFY,
 				     FI_MR_RMA_EVENT, FI_MR_ENDPOINT};
 
+/* Every MR right, local and remote. */
+inline constexpr uint64_t kRw = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
 /* fi_info hints for nicmr with mr_mode (other fields unset). */
 class Hints {
 public:
@@ -122,11 +125,43 @@ inline fi_nicmr_pool_ops *pool_ops(fid_domain *dom)
 	return static_cast<fi_nicmr_pool_ops *>(ops);
 }
 
+/* A pool of len bytes of the domain with 2 MiB pages, the memory the fast path registers;
+ * flags: FI_NICMR_POOL_FALLBACK (4 KiB pages where huge pages are short) or 0. pool_create's
+ * code; on success *pool and *addr (its first byte). The test destroys it with pool_destroy
+ * and checks that code. */
+inline int make_pool(fid_domain *dom, size_t len, uint64_t flags, fi_nicmr_pool **pool, char **addr)
+{
+	fi_nicmr_pool_ops *ops = pool_ops(dom);
+	const int ret = ops->pool_create(dom, len, NICMR_PAGE_2M, NICMR_NUMA_ANY, flags, pool);
+	*addr = ret == 0 ? static_cast<char *>(ops->pool_addr(*pool)) : nullptr;
+	return ret;
+}
+
+/* nicmr's MR ops extension (regattr of sub-MRs, mr_is_sub). */
+inline fi_nicmr_mr_ops *mr_ops(fid_domain *dom)
+{
+	void *ops = nullptr;
+	EXPECT_EQ(fi_open_ops(&dom->fid, FI_NICMR_MR_OPS, 0, &ops, nullptr), 0);
+	return static_cast<fi_nicmr_mr_ops *>(ops);
+}
+
 inline nicmr_device_stats stats(fid_domain *dom)
 {
 	nicmr_device_stats s{};
 	EXPECT_EQ(pool_ops(dom)->device_stats(dom, &s), 0);
 	return s;
+}
+
+/* The raw key of mr (fi_mr_raw_attr: 64 bytes), mapped back in dom (fi_mr_map_raw, then
+ * unmapped): the key it names and the base address it gives. */
+inline void raw_round_trip(fid_domain *dom, fid_mr *mr, uint64_t *key, uint64_t *base)
+{
+	uint8_t raw[64];
+	size_t size = sizeof(raw);
+	ASSERT_EQ(fi_mr_raw_attr(mr, base, raw, &size, 0), 0);
+	ASSERT_EQ(size, 64u);
+	ASSERT_EQ(fi_mr_map_raw(dom, *base, raw, size, key, 0), 0);
+	EXPECT_EQ(fi_mr_unmap_key(dom, *key), 0);
 }
 
 /* What a failed call must leave as it was. */

@@ -14,26 +14,6 @@
 namespace nicmr::test {
 namespace {
 
-constexpr uint64_t kRw = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-
-fi_nicmr_mr_ops *mr_ops(fid_domain *dom)
-{
-	void *ops = nullptr;
-	EXPECT_EQ(fi_open_ops(&dom->fid, FI_NICMR_MR_OPS, 0, &ops, nullptr), 0);
-	return static_cast<fi_nicmr_mr_ops *>(ops);
-}
-
-/* The raw key of mr, mapped back in dom: the key it names and the base address it gives. */
-void raw_round_trip(fid_domain *dom, fid_mr *mr, uint64_t *key, uint64_t *base)
-{
-	uint8_t raw[64];
-	size_t size = sizeof(raw);
-	ASSERT_EQ(fi_mr_raw_attr(mr, base, raw, &size, 0), 0);
-	ASSERT_EQ(size, 64u);
-	ASSERT_EQ(fi_mr_map_raw(dom, *base, raw, size, key, 0), 0);
-	EXPECT_EQ(fi_mr_unmap_key(dom, *key), 0);
-}
-
 using FabricMrVec = FabricFixture;
 
 TEST_F(FabricMrVec, PlainMemorySegmentsGiveOneKeyAndCloseReleasesEverything)
@@ -79,10 +59,8 @@ TEST_F(FabricMrVec, PoolSegmentsTakeNoMappingOfTheirOwn)
 {
 	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				   FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *p = static_cast<char *>(ops->pool_addr(pool));
+	char *p = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), NICMR_PAGE_2M, FI_NICMR_POOL_FALLBACK, &pool, &p), 0);
 	auto before = stats(domain_.get());
 	{
 		/* Page-aligned joints (one MTT key) and unaligned ones (KLM), both from the pool.
@@ -217,10 +195,8 @@ TEST_F(FabricMrVec, NoFreeKeyIsEnospcAndLeavesNothing)
 {
 	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
 	fi_nicmr_pool *pool = nullptr;
-	ASSERT_EQ(ops->pool_create(domain_.get(), NICMR_PAGE_2M, NICMR_PAGE_2M, NICMR_NUMA_ANY,
-				   FI_NICMR_POOL_FALLBACK, &pool),
-		  0);
-	char *p = static_cast<char *>(ops->pool_addr(pool));
+	char *p = nullptr;
+	ASSERT_EQ(make_pool(domain_.get(), NICMR_PAGE_2M, FI_NICMR_POOL_FALLBACK, &pool, &p), 0);
 	auto before = stats(domain_.get());
 	/* Page-aligned joints: one key per MR, until the device has none left. */
 	iovec iov[2] = {{p + 4096, 4096}, {p, 4096}};
