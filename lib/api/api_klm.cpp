@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "api_klm.h"
+#include "api_programmer.h"
 
 #include <cerrno>
 #include <vector>
@@ -66,18 +67,9 @@ int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 		return rc;
 	}
 	mlx5::MkeyCreate c;
+	c.ctx = bound_context(mkey, p);
 	c.ctx.access_mode = mlx5::prm::access_mode::klm;
-	c.ctx.free = false;
 	c.ctx.umr_en = false;
-	c.ctx.lr = p.access & mr::kAccessLocalRead;
-	c.ctx.lw = p.access & mr::kAccessLocalWrite;
-	c.ctx.rr = p.access & mr::kAccessRemoteRead;
-	c.ctx.rw = p.access & mr::kAccessRemoteWrite;
-	c.ctx.a = p.access & mr::kAccessRemoteAtomic;
-	c.ctx.pd = p.pd;
-	c.ctx.variant = static_cast<uint8_t>(mkey & 0xff);
-	c.ctx.start_addr = p.start;
-	c.ctx.len = p.len;
 	c.index = index;
 	c.klm = klm;
 	uint32_t got = 0;

@@ -88,17 +88,8 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 		return -ENOMEM;
 	}
 	mlx5::MkeyCreate c;
-	c.ctx.free = false;
+	c.ctx = bound_context(mkey, p);
 	c.ctx.umr_en = true;
-	c.ctx.lr = p.access & mr::kAccessLocalRead;
-	c.ctx.lw = p.access & mr::kAccessLocalWrite;
-	c.ctx.rr = p.access & mr::kAccessRemoteRead;
-	c.ctx.rw = p.access & mr::kAccessRemoteWrite;
-	c.ctx.a = p.access & mr::kAccessRemoteAtomic;
-	c.ctx.pd = p.pd;
-	c.ctx.variant = static_cast<uint8_t>(mkey & 0xff);
-	c.ctx.start_addr = p.start;
-	c.ctx.len = p.len;
 	c.ctx.log_page_size = p.log_page_size;
 	c.index = index;
 	c.mtt = mtt;

@@ -23,9 +23,29 @@
 #include <vector>
 
 #include "mlx5_device.h"
+#include "mr_access.h"
 #include "mr_programmer.h"
 
 namespace nicmr::api {
+
+/* The mkey context of a bound region made by a command: mkey's variant, the access bits, PD,
+ * start and length of p (mr::BindParams or mr::IndirectParams), free = 0. The access mode,
+ * umr_en, page size and translations are the caller's. */
+template <class P> mlx5::MkeyContext bound_context(uint32_t mkey, const P &p)
+{
+	mlx5::MkeyContext ctx;
+	ctx.free = false;
+	ctx.lr = p.access & mr::kAccessLocalRead;
+	ctx.lw = p.access & mr::kAccessLocalWrite;
+	ctx.rr = p.access & mr::kAccessRemoteRead;
+	ctx.rw = p.access & mr::kAccessRemoteWrite;
+	ctx.a = p.access & mr::kAccessRemoteAtomic;
+	ctx.pd = p.pd;
+	ctx.variant = static_cast<uint8_t>(mkey & 0xff);
+	ctx.start_addr = p.start;
+	ctx.len = p.len;
+	return ctx;
+}
 
 class CmdProgrammer final : public mr::MkeyProgrammer {
 public:
