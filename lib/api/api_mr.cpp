@@ -8,10 +8,10 @@
  * Every step taken is undone when a later one fails: a failed registration leaves no key, no
  * mkey, no mapping, no locked page and no object.
  *
- * Not yet the lock-free fast path DESIGN.md asks for: registration allocates its nicmr_mr,
- * counts pool users under the device's shared lock, and the UMR programmer serialises binds on
- * one queue under a mutex. Key lookups (nicmr_key_lookup) do keep the rule: no lock, no
- * allocation, no system call.
+ * Not yet the lock-free fast path DESIGN.md asks for: registration allocates its nicmr_mr and
+ * counts pool users under the device's shared lock (the UMR programmer below takes no lock on a
+ * thread's own lane). Key lookups (nicmr_key_lookup) do keep the rule: no lock, no allocation,
+ * no system call.
  */
 #include <algorithm>
 #include <bit>
