@@ -64,3 +64,57 @@ TEST(DpEngine, RegisteredKeyWorksForRdmaAndDeregTakesItAway)
 	EXPECT_EQ(r.data->release(dst), 0);
 	EXPECT_EQ(r.data->release(src), 0);
 }
+
+TEST(DpEngine, RefreshRepointsALiveKeyAndRefusesWhatItCannot)
+{
+	Rig r;
+	ASSERT_EQ(r.make(), 0);
+	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
+	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), {}, &prog), 0);
+	mr::EngineConfig cfg;
+	cfg.index_count = 64;
+	std::unique_ptr<mr::Engine> eng;
+	ASSERT_EQ(mr::Engine::create(cfg, *prog, &eng), 0);
+	mem::DmaBlock buf;
+	ASSERT_EQ(r.data->alloc(4 * 4096, 4096, &buf), 0);
+
+	mr::RegRequest req;
+	req.addr = reinterpret_cast<uintptr_t>(buf.va);
+	req.len = 4096;
+	req.access = mr::kAccessLocalRead | mr::kAccessLocalWrite | mr::kAccessRemoteWrite;
+	req.pd = r.pd.pd();
+	req.iova = buf.iova;
+	req.log_page_size = 12;
+	uint32_t key = 0, sub = 0;
+	ASSERT_EQ(eng->reg(req, nullptr, &key), 0);
+	auto iova_of = [&](uint32_t k) {
+		mr::LookupResult res{};
+		EXPECT_EQ(eng->lookup({k, req.addr, 1, mr::kAccessRemoteWrite, mr::kAnyPd}, &res),
+			  0);
+		return res.iova;
+	};
+
+	EXPECT_EQ(eng->refresh(key, buf.iova + 8192, 11), -EINVAL) << "page size below 4 KiB";
+	EXPECT_EQ(eng->refresh(key, buf.iova + 8192, 31), -EINVAL) << "page size above 1 GiB";
+	EXPECT_EQ(eng->refresh(key ^ 0x01, buf.iova + 8192, 12), -ENOKEY) << "stale variant";
+	mr::RegRequest sreq = req;
+	ASSERT_EQ(eng->reg_sub(key, sreq, nullptr, &sub), 0);
+	EXPECT_EQ(eng->refresh(key, buf.iova + 8192, 12), -EBUSY) << "a sub-MR points at it";
+	EXPECT_EQ(eng->refresh(sub, buf.iova + 8192, 12), -EOPNOTSUPP) << "a sub-MR itself";
+	ASSERT_EQ(eng->dereg(sub, nullptr), 0);
+	EXPECT_EQ(iova_of(key), buf.iova) << "refusals changed nothing";
+
+	ASSERT_EQ(eng->refresh(key, buf.iova + 8192, 12), 0);
+	EXPECT_EQ(iova_of(key), buf.iova + 8192);
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(r.dev->query_mkey(key >> 8, 1, &q), 0);
+	EXPECT_FALSE(q.ctx.free);
+	ASSERT_EQ(q.mtt.size(), 1u);
+	EXPECT_EQ(q.mtt[0].iova, buf.iova + 8192) << "the device translates through the new pages";
+	ASSERT_EQ(eng->dereg(key, nullptr), 0);
+	EXPECT_EQ(eng->refresh(key, buf.iova, 12), -ENOKEY) << "deregistered";
+
+	eng.reset();
+	prog.reset();
+	EXPECT_EQ(r.data->release(buf), 0);
+}

@@ -158,6 +158,27 @@ TEST_F(Lanes, RefusedBindAndRevokeOnAnExclusiveLaneGiveTheirCodesAndTheLaneRecov
 	}).join();
 }
 
+TEST_F(Lanes, ModifyRewritesABoundMkeyAndIsRefusedOnAFreeOne)
+{
+	auto p = make(2, 8);
+	ASSERT_TRUE(p);
+	std::thread([&] {
+		EXPECT_EQ(p->modify(mkey_of(4), params()), -ENOENT) << "free: nothing to modify";
+		EXPECT_TRUE(device_free(4));
+		ASSERT_EQ(p->bind(mkey_of(4), params()), 0) << "the lane's QP was recovered";
+		mr::BindParams moved = params(); /* same start: only the translations move */
+		moved.iova_base = buf.iova + 8192;
+		ASSERT_EQ(p->modify(mkey_of(4), moved), 0);
+		mlx5::MkeyQuery q;
+		ASSERT_EQ(r.dev->query_mkey(4, 1, &q), 0);
+		EXPECT_FALSE(q.ctx.free) << "valid throughout";
+		ASSERT_EQ(q.mtt.size(), 1u);
+		EXPECT_EQ(q.mtt[0].iova, buf.iova + 8192);
+		EXPECT_EQ(q.ctx.start_addr, reinterpret_cast<uintptr_t>(buf.va)) << "start kept";
+		ASSERT_EQ(p->revoke(mkey_of(4)), 0);
+	}).join();
+}
+
 TEST_F(Lanes, AThreadOutlivingItsProgrammerHandsBackNothingAndClaimsAfreshOnTheNext)
 {
 	auto p = make(2, 4);
