@@ -27,34 +27,6 @@ constexpr size_t kLen = 64 << 10;
 constexpr uint64_t kLocal = FI_READ | FI_WRITE;
 constexpr uint64_t kRemote = FI_REMOTE_READ | FI_REMOTE_WRITE;
 
-/* The next CQ entry or error: fi_cq_read's return once it is not -FI_EAGAIN (5 s at most). */
-ssize_t next(fid_cq *cq, fi_cq_msg_entry *e)
-{
-	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-	ssize_t ret;
-	do
-		ret = fi_cq_read(cq, e, 1);
-	while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
-	return ret;
-}
-
-/* An endpoint with its AV and CQ (FI_CQ_FORMAT_MSG) and counters for writes and reads. */
-struct Ep {
-	Fid<fid_av> av;
-	Fid<fid_cq> cq;
-	Fid<fid_cntr> wc, rc;
-	Fid<fid_ep> ep;
-	fi_addr_t peer = FI_ADDR_NOTAVAIL, self = FI_ADDR_NOTAVAIL;
-	void close()
-	{
-		ep.reset();
-		wc.reset();
-		rc.reset();
-		cq.reset();
-		av.reset();
-	}
-};
-
 class Rma : public FabricFixture {
 protected:
 	/* The mr_mode the application offers. */
@@ -108,37 +80,7 @@ protected:
 		}
 		FabricFixture::TearDown();
 	}
-	void open_ep(fid_domain *dom, Ep *e)
-	{
-		fi_av_attr av{};
-		av.type = FI_AV_TABLE;
-		ASSERT_EQ(fi_av_open(dom, &av, e->av.out(), nullptr), 0);
-		fi_cq_attr cq{};
-		cq.format = FI_CQ_FORMAT_MSG;
-		ASSERT_EQ(fi_cq_open(dom, &cq, e->cq.out(), nullptr), 0);
-		fi_cntr_attr ca{};
-		ca.events = FI_CNTR_EVENTS_COMP;
-		ASSERT_EQ(fi_cntr_open(dom, &ca, e->wc.out(), nullptr), 0);
-		ASSERT_EQ(fi_cntr_open(dom, &ca, e->rc.out(), nullptr), 0);
-		ASSERT_EQ(fi_endpoint(dom, info_.p(), e->ep.out(), nullptr), 0);
-		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->av->fid, 0), 0);
-		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->cq->fid, FI_TRANSMIT), 0);
-		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->wc->fid, FI_WRITE), 0);
-		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rc->fid, FI_READ), 0);
-		ASSERT_EQ(fi_enable(e->ep.get()), 0);
-	}
-	/* from's AV learns to's address (and its own). */
-	void connect(Ep *from, Ep *to)
-	{
-		char addr[64];
-		size_t len = sizeof(addr);
-		ASSERT_EQ(fi_getname(&to->ep->fid, addr, &len), 0);
-		ASSERT_EQ(len, 16u);
-		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->peer, 0, nullptr), 1);
-		len = sizeof(addr);
-		ASSERT_EQ(fi_getname(&from->ep->fid, addr, &len), 0);
-		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->self, 0, nullptr), 1);
-	}
+	void open_ep(fid_domain *dom, Ep *e) { test::open_ep(dom, info_.p(), e); }
 	/* A target address: the VA, or the offset when the domain's keys are zero-based. */
 	uint64_t raddr(size_t off) const
 	{
