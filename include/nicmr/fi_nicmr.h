@@ -87,6 +87,20 @@ struct fi_nicmr_pool_ops {
  */
 #define FI_NICMR_MR_OPS "nicmr_mr_ops"
 
+/**
+ * fi_nicmr_mr_ops.regattr flag: a single-use key (libfabric 2.x's FI_MR_SINGLE_USE, which the
+ * 1.x headers lack): the device invalidates the key after the first remote RMA or atomic
+ * operation through it that passes the access checks (of racing ones exactly one gets
+ * through); every later remote access completes at the initiator with an FI_EACCES error
+ * entry. fi_close deregisters it as any MR. A device-model extension: no ConnectX has it, and
+ * on a device without it (emu ext=0 or ext=rma_event) the flag is -FI_EOPNOTSUPP. One range
+ * only: with base_mr or iov_count above 1 it is -FI_EBADFLAGS; a single-use MR is no base_mr.
+ * A bit of libfabric's provider-specific range (60 .. 63); fi_mr_reg, fi_mr_regv and
+ * fi_mr_regattr refuse it (-FI_EBADFLAGS). Built against 2.x headers, FI_MR_SINGLE_USE given
+ * to any of them means the same.
+ */
+#define FI_NICMR_MR_SINGLE_USE (1ull << 60)
+
 struct fi_nicmr_mr_ops {
 	size_t size; /**< sizeof(struct fi_nicmr_mr_ops) of the provider */
 
@@ -107,14 +121,18 @@ struct fi_nicmr_mr_ops {
 	 * attr's other fields as fi_mr_regattr: with attr->iov_count 2 .. 64 a vectored MR
 	 * (doc/libfabric.md, "Vectored MRs"), which takes neither base_mr nor page_size, and
 	 * cannot itself be a base_mr. Slow path; any thread.
-	 * @param flags 0
+	 * @param flags 0, FI_NICMR_MR_SINGLE_USE, and FI_RMA_EVENT in a domain with
+	 *   FI_MR_RMA_EVENT (as fi_mr_regattr; both may be given, for one range without base_mr)
 	 * @return 0; -FI_EINVAL (null domain, attr or mr; not a nicmr domain; attr as
-	 *   fi_mr_regattr refuses it; base_mr not an open MR of this domain, or vectored, or with
-	 *   iov_count other than 1; the range not inside base_mr; page_size with base_mr or with
-	 *   iov_count above 1; a page size above); -FI_EACCES (access
-	 *   beyond base_mr's); -FI_EBADFLAGS (flags); -FI_ENOSYS (attr->iface not system); the
-	 *   key and resource codes of fi_mr_reg (-FI_ENOKEY, -FI_EKEYREJECTED, -FI_ENOSPC,
-	 *   -FI_ENOMEM); -FI_EOVERFLOW (base_mr has as many sub-MRs as it can hold).
+	 *   fi_mr_regattr refuses it; base_mr not an open MR of this domain, or vectored, or
+	 *   single-use, or registered with FI_RMA_EVENT, or with iov_count other than 1; the
+	 *   range not inside base_mr; page_size with base_mr or with iov_count above 1; a page
+	 *   size above); -FI_EACCES (access beyond base_mr's); -FI_EBADFLAGS (an unknown flag; a
+	 *   flag with base_mr or iov_count above 1; FI_RMA_EVENT without FI_MR_RMA_EVENT);
+	 *   -FI_EOPNOTSUPP (FI_NICMR_MR_SINGLE_USE on a device without single-use keys);
+	 *   -FI_ENOSYS (attr->iface not system); the key and resource codes of fi_mr_reg
+	 *   (-FI_ENOKEY, -FI_EKEYREJECTED, -FI_ENOSPC, -FI_ENOMEM); -FI_EOVERFLOW (base_mr has as
+	 *   many sub-MRs as it can hold).
 	 */
 	int (*regattr)(struct fid_domain *domain, const struct fi_mr_attr *attr,
 		       struct fid_mr *base_mr, size_t page_size, uint64_t flags,

@@ -4,7 +4,16 @@
  * and non-fetching atomics, with FI_READ its reads and fetching atomics; failures count in the
  * error count. fi_cntr_read, readerr and wait progress the bound endpoints first. No wait
  * objects: fi_cntr_wait polls until the threshold, an error, or its timeout (ms; -1 forever).
+ *
+ * A counter bound to RMA-event MRs (fi_mr_bind, FI_REMOTE_WRITE; fi_mr.cpp) also counts the
+ * remote writes and atomics into them. The device counts those itself, in a native counter of
+ * its DMA memory (nicmr_cntr, a device-model extension) made at the first such bind:
+ *
+ *   fi_cntr_read = value (bound endpoints' completions, fi_cntr_add/set) + native (the device)
+ *
+ * fi_cntr_set stores the difference into value, so that the sum reads as set.
  */
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <new>
@@ -23,15 +32,29 @@ void progress_all(Cntr *c)
 		ep_progress(ep);
 }
 
-/* Counts are plain numbers the application reads: relaxed loads and stores throughout (the
- * data of a completed request is ordered by the device's CQE, not by the count). */
+/* The device's part of the count: 0 until a bind made the native counter. No lock, no
+ * allocation, no system call. acquire: pairs with cntr_native's release, so the native
+ * counter is seen made; nicmr_cntr_read itself is an acquire load of the device's count (the
+ * data of every counted remote write is visible once its count is). */
+uint64_t device_count(const Cntr *c)
+{
+	return nicmr_cntr_read(c->native.load(std::memory_order_acquire));
+}
+
+/* Counts are plain numbers the application reads: relaxed loads and stores of value (the data
+ * of a completed request is ordered by the device's CQE, not by the count). */
+uint64_t total(const Cntr *c)
+{
+	return c->value.load(std::memory_order_relaxed) + device_count(c);
+}
+
 uint64_t cntr_read(struct fid_cntr *f)
 {
 	Cntr *c = cntr_of(&f->fid);
 	if (!c)
 		return 0;
 	progress_all(c);
-	return c->value.load(std::memory_order_relaxed);
+	return total(c);
 }
 
 uint64_t cntr_readerr(struct fid_cntr *f)
@@ -57,7 +80,9 @@ int cntr_set(struct fid_cntr *f, uint64_t v)
 	Cntr *c = cntr_of(&f->fid);
 	if (!c)
 		return -FI_EINVAL;
-	c->value.store(v, std::memory_order_relaxed);
+	/* The device's count keeps running: value holds what makes the sum v now (modulo
+	 * 2^64, as the sum is). */
+	c->value.store(v - device_count(c), std::memory_order_relaxed);
 	return 0;
 }
 
@@ -88,7 +113,7 @@ int cntr_wait(struct fid_cntr *f, uint64_t threshold, int timeout)
 	auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
 	for (;;) {
 		progress_all(c);
-		if (c->value.load(std::memory_order_relaxed) >= threshold)
+		if (total(c) >= threshold)
 			return 0;
 		if (c->errs.load(std::memory_order_relaxed) != errs)
 			return -FI_EAVAIL;
@@ -105,6 +130,14 @@ int cntr_close(struct fid *fid)
 		std::lock_guard lk(c->bind_mu);
 		if (!c->eps.empty())
 			return -FI_EBUSY;
+	}
+	/* Bound to an MR: the native counter is -EBUSY and stays (fi_cntr(3): no memory regions
+	 * may be associated; closing the MR drops its binding, fi_mr.cpp). */
+	nicmr_cntr *n = c->native.load(std::memory_order_acquire);
+	if (n) {
+		const int ret = nicmr_cntr_free(n);
+		if (ret != 0)
+			return fi_code(ret);
 	}
 	Domain *dom = c->domain;
 	delete c;
@@ -151,6 +184,28 @@ int cntr_bind_ep(Cntr *c, Endpoint *ep)
 	} catch (const std::bad_alloc &) {
 		return -FI_ENOMEM;
 	}
+	return 0;
+}
+
+int cntr_native(Cntr *c, nicmr_cntr **out)
+{
+	/* acquire: as device_count's (made once, then only read). */
+	nicmr_cntr *n = c->native.load(std::memory_order_acquire);
+	if (!n) {
+		std::lock_guard lk(c->bind_mu);
+		n = c->native.load(std::memory_order_relaxed); /* bind_mu orders it */
+		if (!n) {
+			const int ret = nicmr_cntr_alloc(c->domain->fabric->dev, &n);
+			if (ret == -EOPNOTSUPP)
+				return -FI_EOPNOTSUPP;
+			if (ret != 0)
+				return fi_code(ret);
+			/* release: the native counter (zeroed by nicmr_cntr_alloc) is made
+			 * before a reader that loads the pointer uses it. */
+			c->native.store(n, std::memory_order_release);
+		}
+	}
+	*out = n;
 	return 0;
 }
 

@@ -172,20 +172,6 @@ struct fi_ops_mr domain_mr_ops = {
 	.regattr = mr_regattr,
 };
 
-/* The domain's mr_mode from the info the application passes (its own copy, possibly edited):
- * FI_MR_BASIC is the old spelling; FI_MR_ALLOCATED must stay. */
-int domain_mr_mode(int mode, int *out)
-{
-	if (mode == FI_MR_BASIC)
-		mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	else if (mode & (FI_MR_BASIC | FI_MR_SCALABLE))
-		return -FI_EINVAL;
-	if ((mode & kMrRequired) != kMrRequired)
-		return -FI_EINVAL;
-	*out = mode & (kMrRequired | kMrOptional);
-	return 0;
-}
-
 /* The pool ops: the pool remembers its domain so that the domain cannot close under it, and
  * the page size it promises (PoolSpan) for 2.x's page_size checks. */
 struct PoolHandle {
@@ -386,9 +372,11 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	if (name && fab->domain_name != name)
 		return -FI_EINVAL;
 	int mr_mode = 0;
-	int ret = domain_mr_mode(info->domain_attr->mr_mode, &mr_mode);
-	if (ret != 0)
-		return ret;
+	/* The info is the application's own copy, possibly edited: FI_MR_ALLOCATED must stay;
+	 * the mode is checked again against the opened device below. */
+	if (mr_mode_of(info->domain_attr->mr_mode, 0, &mr_mode) != 0)
+		return -FI_EINVAL;
+	int ret = 0;
 	{
 		std::lock_guard<std::mutex> lock(fab->mu);
 		if (!fab->dev) {
@@ -411,6 +399,11 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	ret = nicmr_device_query(fab->dev, &attr);
 	if (ret != 0)
 		return fi_code(ret);
+	/* The device says which extensions it has: FI_MR_RMA_EVENT stays only on one with
+	 * RMA events (an info edited to ask for it elsewhere gets a domain without it, which
+	 * refuses FI_RMA_EVENT as any domain without the bit does). */
+	dom->ext = attr.extensions ? attr.ext_flags : 0;
+	(void)mr_mode_of(info->domain_attr->mr_mode, dom->ext, &mr_mode);
 	ret = dom->mr_slab.init("nicmr_fi_mr", attr.mkey_count > 1 ? attr.mkey_count - 1 : 0);
 	if (ret == 0)
 		ret = dom->vec_slab.init("nicmr_fi_vec", NICMR_MAX_SEGMENTED_MRS);

@@ -887,7 +887,10 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
 	    info->ep_attr->type != FI_EP_UNSPEC)
 		return -FI_EINVAL;
-	if (info->caps & ~kEpCaps)
+	/* FI_RMA_EVENT goes with the domain's FI_MR_RMA_EVENT (the device counts into counters
+	 * bound to MRs; the endpoint itself has nothing to do for it). */
+	const uint64_t rma_event = (dom->mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0;
+	if (info->caps & ~(kEpCaps | rma_event))
 		return -FI_EINVAL;
 	/* Local buffers need their descriptor (FI_MR_LOCAL): no registration on the fly. */
 	if (!(dom->mr_mode & FI_MR_LOCAL))

@@ -41,9 +41,36 @@ inline constexpr const char *kProvName = "nicmr";
 inline constexpr const char *kFabricName = "nicmr";
 inline constexpr const char *kDefaultSpec = "emu";
 
-/* The mr_mode bits nicmr acts on: ALLOCATED is required; the others are kept when offered. */
+/* The mr_mode bits nicmr acts on: ALLOCATED is required; the others are kept when offered.
+ * FI_MR_RMA_EVENT is kept when offered too, but only on a device with the RMA-event extension
+ * (NICMR_EXT_RMA_EVENT): mr_mode_of() adds it. */
 inline constexpr int kMrRequired = FI_MR_ALLOCATED;
 inline constexpr int kMrOptional = FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
+
+/* The bits of an application's mr_mode (FI_MR_BASIC is the old spelling of ALLOCATED |
+ * PROV_KEY | VIRT_ADDR) that a device with extensions ext (NICMR_EXT_*) acts on, into *out;
+ * -1 when the application does not allow what nicmr needs (FI_MR_ALLOCATED). */
+inline int mr_mode_of(int offered, uint64_t ext, int *out)
+{
+	if (offered == FI_MR_BASIC)
+		offered = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	else if (offered & (FI_MR_BASIC | FI_MR_SCALABLE))
+		return -1; /* FI_MR_SCALABLE: nicmr needs FI_MR_ALLOCATED */
+	if ((offered & kMrRequired) != kMrRequired)
+		return -1;
+	const int acts =
+		kMrRequired | kMrOptional | ((ext & NICMR_EXT_RMA_EVENT) ? FI_MR_RMA_EVENT : 0);
+	*out = offered & acts;
+	return 0;
+}
+
+/* libfabric 2.x's single-use registration flag, which means what FI_NICMR_MR_SINGLE_USE means
+ * (fi_mr.cpp); 0 under 1.x headers, which lack it. */
+#ifdef FI_MR_SINGLE_USE
+inline constexpr uint64_t kStdSingleUse = FI_MR_SINGLE_USE;
+#else
+inline constexpr uint64_t kStdSingleUse = 0;
+#endif
 
 /* Key sizes: the mkey (32 bits), or the raw key blob under FI_MR_RAW. */
 inline constexpr size_t kKeySize = 4;
@@ -57,6 +84,7 @@ struct DeviceSpec {
 	std::string spec;
 	std::string domain_name;
 	size_t mr_cnt;
+	uint64_t ext; /* NICMR_EXT_* the emu spec's ext= option gives the device */
 };
 int device_spec(DeviceSpec *out);
 
@@ -113,6 +141,7 @@ struct VecMap {
 };
 
 struct Mr;
+struct Cntr;
 
 /* Batches of the per-domain stores (the first; each next one doubles). */
 inline constexpr uint32_t kMrBatch = 256;
@@ -123,6 +152,10 @@ struct Domain {
 	Fabric *fabric = nullptr;
 	nicmr_pd *pd = nullptr;
 	int mr_mode = 0;
+	uint64_t ext = 0; /* the device's NICMR_EXT_* (nicmr_device_query) */
+	/* Guards the binding state (Mr::cntr, Mr::enabled) of the domain's RMA-event MRs:
+	 * fi_mr_bind, fi_mr_enable and the close of such an MR (slow paths only). */
+	std::mutex ext_mu;
 	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pools{0};
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
@@ -141,6 +174,11 @@ struct Mr {
 	VecMap *vec = nullptr; /* a vectored MR of more than one run */
 	bool sub = false;      /* a sub-MR (fi_nicmr_mr_ops.regattr with base_mr) */
 	bool vectored = false; /* registered from more than one iov (no sub-MRs of it) */
+	/* Device-model extensions (doc/libfabric.md, "RMA events and single-use keys"). */
+	bool rma_event = false;	 /* registered with FI_RMA_EVENT: created disabled */
+	bool single_use = false; /* the device frees the key after its first remote use */
+	bool enabled = false;	 /* domain->ext_mu: an RMA-event MR after fi_mr_enable */
+	Cntr *cntr = nullptr;	 /* domain->ext_mu: the counter bound (FI_REMOTE_WRITE) */
 };
 
 /* The address of a local buffer [buf, buf + len) in the key space of its descriptor's MR: the VA
@@ -210,11 +248,19 @@ void cq_push(Cq *cq, const CqEntry &e);
 struct Cntr {
 	struct fid_cntr fid; /* first */
 	Domain *domain = nullptr;
+	/* The count is value + the native counter's: completions of bound endpoints count in
+	 * value, remote writes into bound RMA-event MRs in the device's counter. */
 	std::atomic<uint64_t> value{0};
 	std::atomic<uint64_t> errs{0};
-	std::mutex bind_mu;	     /* as Cq::bind_mu */
+	std::mutex bind_mu;	     /* as Cq::bind_mu; also guards the native counter's making */
 	std::vector<Endpoint *> eps; /* bind_mu */
+	/* The device's counter, made by the first fi_mr_bind of this counter; set once (under
+	 * bind_mu, published with release), freed by the counter's close. */
+	std::atomic<nicmr_cntr *> native{nullptr};
 };
+/* The counter's native counter, made on first use: 0; -FI_EOPNOTSUPP (the device has no
+ * RMA-event extension), -FI_ENOMEM. Slow path. */
+int cntr_native(Cntr *cntr, nicmr_cntr **out);
 
 struct Eq {
 	struct fid_eq fid; /* first */

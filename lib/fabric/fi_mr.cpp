@@ -4,11 +4,23 @@
  * argument is checked here, before the native call, so that each bad input gets fi_mr(3)'s
  * code and nothing is made; the native API then registers (fast path inside a pool, slow path
  * for memory the application allocated itself).
+ *
+ * RMA events and single-use keys are device-model extensions (no ConnectX has them), offered
+ * only when the device says so (Domain::ext):
+ *
+ *   fi_mr_reg(FI_RMA_EVENT)                 nicmr_mr_reg(NICMR_MR_RMA_EVENT): created disabled
+ *   fi_mr_bind(mr, cntr, FI_REMOTE_WRITE)   nicmr_mr_bind_cntr(mr, cntr's native counter)
+ *   fi_mr_enable(mr)                        nicmr_mr_enable
+ *   fi_close(mr) with a counter bound       nicmr_mr_unbind_cntr, then nicmr_mr_dereg
+ *   regattr(FI_NICMR_MR_SINGLE_USE)         nicmr_mr_reg(NICMR_MR_SINGLE_USE)
  */
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
+
+#include <rdma/providers/fi_log.h>
 
 #include "fi_internal.h"
 
@@ -18,6 +30,9 @@ namespace {
 
 constexpr uint64_t kFiAccess =
 	FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+/* Single-use through the ops extension, or 2.x's flag (0 under 1.x headers). */
+constexpr uint64_t kSingleUse = FI_NICMR_MR_SINGLE_USE | kStdSingleUse;
 
 uint64_t native_access(uint64_t access)
 {
@@ -41,22 +56,59 @@ void recycle(Domain *dom, Mr *mr)
 	mr->mr = nullptr;
 	mr->sub = false;
 	mr->vectored = false;
+	mr->rma_event = false;
+	mr->single_use = false;
+	mr->enabled = false;
+	mr->cntr = nullptr;
 	/* A stale fid of a closed MR is no MR: mr_of refuses it. */
 	mr->fid.fid.fclass = FI_CLASS_UNSPEC;
 	mr->fid.fid.ops = nullptr;
 	dom->mr_slab.put(mr);
 }
 
+/* fi_close of an MR with a counter bound. fi_mr(3) and fi_cntr(3) each say the close is busy
+ * while the other is associated, which read together leave no order; nicmr takes the model
+ * libfabric uses for endpoints: the bound object holds the binding and its close drops it.
+ * So the MR's close unbinds (and disables) it first, and a failed deregistration binds and
+ * enables it again, leaving it as it was. Slow path (device commands), domain->ext_mu held. */
+int dereg_bound(Mr *mr)
+{
+	int ret = nicmr_mr_unbind_cntr(mr->mr);
+	if (ret != 0)
+		return fi_code(ret);
+	ret = nicmr_mr_dereg(mr->mr);
+	if (ret == 0)
+		return 0;
+	nicmr_cntr *n = nullptr;
+	int again = cntr_native(mr->cntr, &n);
+	if (again == 0)
+		again = nicmr_mr_bind_cntr(mr->mr, n, NICMR_REMOTE_WRITE);
+	if (again == 0 && mr->enabled)
+		again = nicmr_mr_enable(mr->mr);
+	if (again != 0)
+		FI_WARN(&provider, FI_LOG_MR, "MR %#x: binding not restored: %d\n",
+			nicmr_mr_key(mr->mr), again);
+	return fi_code(ret);
+}
+
 int mr_close(struct fid *fid)
 {
 	/* Deregistration, provider side: no lock, no allocation, no system call (the object
 	 * goes back to the domain's store); the native nicmr_mr_dereg is the registration
-	 * engine's path. */
+	 * engine's path. Only an RMA-event MR takes the domain's ext_mu (its binding). */
 	Mr *mr = reinterpret_cast<Mr *>(fid);
-	int ret = nicmr_mr_dereg(mr->mr);
-	if (ret != 0)
-		return fi_code(ret); /* still registered: the application may retry */
 	Domain *dom = mr->domain;
+	if (mr->rma_event) {
+		std::lock_guard lk(dom->ext_mu);
+		const int ret = mr->cntr ? dereg_bound(mr) : fi_code(nicmr_mr_dereg(mr->mr));
+		if (ret != 0)
+			return ret; /* still registered (and bound): the application may retry */
+		mr->cntr = nullptr;
+	} else {
+		const int ret = nicmr_mr_dereg(mr->mr);
+		if (ret != 0)
+			return fi_code(ret); /* still registered: the application may retry */
+	}
 	recycle(dom, mr);
 	/* release: the MR is gone and its object back in the store before domain_close may see
 	 * the count drop (and free the stores). */
@@ -64,18 +116,59 @@ int mr_close(struct fid *fid)
 	return 0;
 }
 
+/* fi_mr_bind. An endpoint: nicmr never asks for FI_MR_ENDPOINT (an MR serves every endpoint of
+ * its domain from registration on), so there is nothing to bind: -FI_ENOSYS. A counter: only
+ * in a domain with FI_MR_RMA_EVENT (else fi_mr(3)'s -FI_ENOSYS for a provider without access
+ * events), to an MR registered with FI_RMA_EVENT and not enabled yet, with FI_REMOTE_WRITE. */
 int mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
-	(void)fid;
-	(void)flags;
+	Mr *mr = reinterpret_cast<Mr *>(fid);
 	if (!bfid)
 		return -FI_EINVAL;
-	/* Counters and endpoints exist, but there is nothing to bind: a counter bound to an MR
-	 * counts remote accesses to it (FI_REMOTE_WRITE, RMA events), which nicmr does not
-	 * report (FI_MR_RMA_EVENT is never returned), and an MR is usable by every endpoint of
-	 * its domain from registration on (FI_MR_ENDPOINT is never returned). fi_mr(3)'s code
-	 * for a provider without access events is -FI_ENOSYS. */
-	return -FI_ENOSYS;
+	if (bfid->fclass == FI_CLASS_EP)
+		return -FI_ENOSYS;
+	if (bfid->fclass != FI_CLASS_CNTR)
+		return -FI_EINVAL; /* nothing else binds to an MR */
+	Domain *dom = mr->domain;
+	if (!(dom->mr_mode & FI_MR_RMA_EVENT))
+		return -FI_ENOSYS;
+	Cntr *c = cntr_of(bfid);
+	if (!c || c->domain != dom)
+		return -FI_EINVAL; /* not a counter of this domain */
+	/* The device counts remote writes and atomics (fi_mr(3)'s one event kind). */
+	if (flags != FI_REMOTE_WRITE)
+		return -FI_EBADFLAGS;
+	if (!mr->rma_event)
+		return -FI_EINVAL; /* fi_mr(3): say FI_RMA_EVENT at registration */
+	std::lock_guard lk(dom->ext_mu);
+	/* fi_mr(3): no bindings after fi_mr_enable; the device holds one counter per MR. */
+	if (mr->enabled || mr->cntr)
+		return -FI_EBUSY;
+	nicmr_cntr *n = nullptr;
+	int ret = cntr_native(c, &n);
+	if (ret != 0)
+		return ret;
+	ret = nicmr_mr_bind_cntr(mr->mr, n, NICMR_REMOTE_WRITE);
+	if (ret != 0)
+		return fi_code(ret);
+	mr->cntr = c;
+	return 0;
+}
+
+/* fi_mr_enable: an RMA-event MR starts taking remote access (and counting into its counter);
+ * any other MR was enabled by its registration. Enabling twice is 0. */
+int mr_enable(Mr *mr)
+{
+	if (!mr->rma_event)
+		return 0;
+	std::lock_guard lk(mr->domain->ext_mu);
+	if (mr->enabled)
+		return 0;
+	const int ret = nicmr_mr_enable(mr->mr);
+	if (ret != 0)
+		return fi_code(ret); /* still disabled */
+	mr->enabled = true;
+	return 0;
 }
 
 int mr_raw_attr(Mr *mr, struct fi_mr_raw_attr *attr)
@@ -133,9 +226,7 @@ int mr_control(struct fid *fid, int command, void *arg)
 	case FI_REFRESH:
 		return mr_refresh(mr, static_cast<const struct fi_mr_modify *>(arg));
 	case FI_ENABLE:
-		/* An MR is enabled when fi_mr_reg returns: nicmr never asks for FI_MR_ENDPOINT
-		 * or FI_MR_RMA_EVENT, so enabling is a no-op. */
-		return 0;
+		return mr_enable(mr);
 	default:
 		return -FI_ENOSYS;
 	}
@@ -191,6 +282,24 @@ int key_flags(Domain *dom, uint64_t requested_key, uint64_t *nflags, uint64_t *k
 	return 0;
 }
 
+/* The native flags of a one-range registration's extension flags: FI_RMA_EVENT (a domain
+ * with FI_MR_RMA_EVENT, else -FI_EBADFLAGS as any flag the domain does not take) and
+ * single-use (-FI_EOPNOTSUPP on a device without the extension); -FI_EBADFLAGS for any
+ * other flag. */
+int ext_flags(const Domain *dom, uint64_t flags, uint64_t *nflags)
+{
+	uint64_t known = kSingleUse;
+	if (dom->mr_mode & FI_MR_RMA_EVENT)
+		known |= FI_RMA_EVENT;
+	if (flags & ~known)
+		return -FI_EBADFLAGS;
+	if ((flags & kSingleUse) && !(dom->ext & NICMR_EXT_SINGLE_USE))
+		return -FI_EOPNOTSUPP;
+	*nflags |= (flags & FI_RMA_EVENT) ? NICMR_MR_RMA_EVENT : 0;
+	*nflags |= (flags & kSingleUse) ? NICMR_MR_SINGLE_USE : 0;
+	return 0;
+}
+
 /* An object from one of the domain's stores: the fast path dequeues one; an empty store grows
  * by a batch (slow path). 0; -FI_ENOSPC (the store holds its bound: every key, or segmented
  * MR, is taken), -FI_ENOMEM (the batch). */
@@ -224,11 +333,13 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	 * the pools' lock). The native nicmr_mr_reg is the registration engine's path. */
 	if (!dom || !out || !buf || len == 0)
 		return -FI_EINVAL;
-	if (flags)
-		return -FI_EBADFLAGS; /* FI_RMA_EVENT included: the domain has no RMA events */
+	uint64_t xflags = 0;
+	int ret = ext_flags(dom, flags, &xflags);
+	if (ret != 0)
+		return ret;
 	if (offset != 0 || (access & ~kFiAccess))
 		return -FI_EINVAL;
-	int ret = check_page_size(dom, buf, len, page_size);
+	ret = check_page_size(dom, buf, len, page_size);
 	if (ret != 0)
 		return ret;
 	uint64_t nflags = 0;
@@ -236,6 +347,7 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	ret = key_flags(dom, requested_key, &nflags, &key);
 	if (ret != 0)
 		return ret;
+	nflags |= xflags;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
 		nflags |= NICMR_MR_ZERO_BASED;
 	Mr *mr = nullptr;
@@ -250,6 +362,8 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 		recycle(dom, mr);
 		return fi_code(ret);
 	}
+	mr->rma_event = (xflags & NICMR_MR_RMA_EVENT) != 0;
+	mr->single_use = (xflags & NICMR_MR_SINGLE_USE) != 0;
 	*out = publish(dom, mr, context);
 	return 0;
 }
@@ -288,6 +402,7 @@ int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access,
 		if (!iov[i].iov_base || iov[i].iov_len == 0)
 			return -FI_EINVAL; /* fi_mr_regv has no empty segment */
 	}
+	/* FI_RMA_EVENT and single-use included: the device has them for one-range keys only. */
 	if (flags)
 		return -FI_EBADFLAGS;
 	/* A page size cannot be promised: the native call picks one for every run, or gives each
@@ -335,12 +450,14 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 	if (!dom || !out || !buf || len == 0)
 		return -FI_EINVAL;
 	if (flags)
-		return -FI_EBADFLAGS;
+		return -FI_EBADFLAGS; /* the extensions' flags included: a sub-MR has neither */
 	if (offset != 0 || (access & ~kFiAccess))
 		return -FI_EINVAL;
 	/* The sub-MR shares base's translations, so it has no page size of its own; a vectored
-	 * base has no one IOVA range to share. */
-	if (base->domain != dom || page_size != 0 || base->vectored)
+	 * base has no one IOVA range to share; a single-use or RMA-event base is no base (a
+	 * sub-MR's key would bypass its one use and its counting). */
+	if (base->domain != dom || page_size != 0 || base->vectored || base->rma_event ||
+	    base->single_use)
 		return -FI_EINVAL;
 	const auto a = reinterpret_cast<uintptr_t>(buf);
 	const auto b = reinterpret_cast<uintptr_t>(nicmr_mr_addr(base->mr));
@@ -389,6 +506,7 @@ int ext_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, struct
 {
 	if (!domain)
 		return -FI_EINVAL;
+	/* The one entry that takes FI_NICMR_MR_SINGLE_USE. */
 	return mr_regattr_ext(&domain->fid, attr, base_mr, page_size, flags, mr);
 }
 
@@ -438,6 +556,9 @@ Mr *mr_of(struct fid_mr *fmr)
 int mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
 	   uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context)
 {
+	/* nicmr's single-use flag belongs to the ops extension's regattr alone. */
+	if (flags & FI_NICMR_MR_SINGLE_USE)
+		return -FI_EBADFLAGS;
 	return reg_one(domain_of(fid), buf, len, access, offset, requested_key, flags, 0, mr,
 		       context);
 }
@@ -450,6 +571,8 @@ int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t acc
 	 * registration, up to mr_iov_limit (NICMR_MAX_IOV). */
 	if (!iov || count == 0 || count > NICMR_MAX_IOV)
 		return -FI_EINVAL;
+	if (flags & FI_NICMR_MR_SINGLE_USE)
+		return -FI_EBADFLAGS;
 	if (count == 1)
 		return reg_one(domain_of(fid), iov[0].iov_base, iov[0].iov_len, access, offset,
 			       requested_key, flags, 0, mr, context);
@@ -459,6 +582,8 @@ int mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t acc
 
 int mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr)
 {
+	if (flags & FI_NICMR_MR_SINGLE_USE)
+		return -FI_EBADFLAGS;
 #if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(2, 0))
 	/* 2.x headers: base_mr and page_size are fields of the attributes. */
 	if (!attr)

@@ -21,6 +21,8 @@ namespace {
 constexpr uint32_t kProvVersion = FI_VERSION(0, 1);
 /* The mkeys an emu device has when its spec does not say (native API default). */
 constexpr size_t kEmuDefaultMkeys = 65536;
+/* The device-model extensions an emu device has when its spec does not say (ext=1). */
+constexpr uint64_t kEmuDefaultExt = NICMR_EXT_SINGLE_USE | NICMR_EXT_RMA_EVENT;
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 	    const struct fi_info *hints, struct fi_info **info);
@@ -28,18 +30,12 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 void cleanup()
 {}
 
-/* mr_mode of hints (FI_MR_BASIC is the old spelling of ALLOCATED | PROV_KEY | VIRT_ADDR), to
- * what the domain works with; -FI_ENODATA when the application does not allow what nicmr needs. */
-int negotiate_mr_mode(int offered, int *out)
+/* The capabilities an endpoint of a domain with mr_mode has: FI_RMA_EVENT (a secondary
+ * capability: counters bound to MRs count remote writes) goes with FI_MR_RMA_EVENT, since only
+ * MRs registered with FI_RMA_EVENT can have a counter. */
+uint64_t ep_caps_of(int mr_mode)
 {
-	if (offered == FI_MR_BASIC)
-		offered = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	else if (offered & (FI_MR_BASIC | FI_MR_SCALABLE))
-		return -FI_ENODATA; /* FI_MR_SCALABLE: nicmr needs FI_MR_ALLOCATED */
-	if ((offered & kMrRequired) != kMrRequired)
-		return -FI_ENODATA;
-	*out = offered & (kMrRequired | kMrOptional);
-	return 0;
+	return kEpCaps | ((mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0);
 }
 
 /* Whether the hints ask for anything this version does not have (0) or not (1). */
@@ -50,8 +46,9 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return true;
 	const uint64_t caps = hints->caps | (hints->tx_attr ? hints->tx_attr->caps : 0) |
 			      (hints->rx_attr ? hints->rx_attr->caps : 0);
-	/* FI_LOCAL_COMM / FI_REMOTE_COMM are kept out: the device is one node's. */
-	if (caps & ~kEpCaps)
+	/* FI_LOCAL_COMM / FI_REMOTE_COMM are kept out: the device is one node's. FI_RMA_EVENT
+	 * is checked against the mr_mode below. */
+	if (caps & ~(kEpCaps | FI_RMA_EVENT))
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC)
 		return false;
@@ -63,7 +60,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	const struct fi_domain_attr *d = hints->domain_attr;
 	if (!d)
-		return true;
+		return (caps & FI_RMA_EVENT) == 0;
 	if (d->name && ds.domain_name != d->name)
 		return false;
 	if (d->caps ||
@@ -71,10 +68,13 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	if (d->mr_iov_limit > NICMR_MAX_IOV || d->mr_cnt > ds.mr_cnt)
 		return false;
-	if (negotiate_mr_mode(d->mr_mode, mr_mode) != 0)
+	if (mr_mode_of(d->mr_mode, ds.ext, mr_mode) != 0)
 		return false;
-	/* Endpoints need descriptors for local buffers. */
-	if ((caps & kEpCaps) && !(*mr_mode & FI_MR_LOCAL))
+	/* RMA events need the device's extension and an application that allows
+	 * FI_MR_RMA_EVENT; endpoints need descriptors for local buffers. */
+	if (caps & ~ep_caps_of(*mr_mode))
+		return false;
+	if ((caps & (kEpCaps | FI_RMA_EVENT)) && !(*mr_mode & FI_MR_LOCAL))
 		return false;
 	const size_t key_size = (*mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
 	if (d->mr_key_size && d->mr_key_size < key_size)
@@ -104,7 +104,9 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		return -FI_ENOMEM;
 	/* Endpoints exist when the application allows FI_MR_LOCAL; else the fi_mr surface. */
 	const bool eps = (mr_mode & FI_MR_LOCAL) != 0;
-	fi->caps = eps ? kEpCaps : 0;
+	/* FI_RMA_EVENT whenever the domain has FI_MR_RMA_EVENT: a secondary capability that costs
+	 * nothing until an MR is registered with FI_RMA_EVENT. */
+	fi->caps = eps ? ep_caps_of(mr_mode) : 0;
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC; /* struct EpAddr, 16 bytes (doc/libfabric.md) */
 	fi->ep_attr->type = FI_EP_RDM;
@@ -118,7 +120,8 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		fi->tx_attr->size = kEpDepth;
 		fi->tx_attr->iov_limit = 1;
 		fi->tx_attr->rma_iov_limit = 1;
-		fi->rx_attr->caps = FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE;
+		fi->rx_attr->caps = FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
+				    (fi->caps & FI_RMA_EVENT);
 		fi->rx_attr->iov_limit = 1;
 		/* One UAR per endpoint's CQ: the device model has 32, the key programmer
 		 * holds one. */
@@ -210,9 +213,25 @@ int device_spec(DeviceSpec *out)
 		}
 		mkeys = v;
 	}
+	/* The emu option ext= (api_device.cpp's values): which device-model extensions the
+	 * device offers, so that fi_getinfo can say FI_MR_RMA_EVENT without opening it.
+	 * fi_domain asks the opened device again (nicmr_device_query). */
+	uint64_t ext = kEmuDefaultExt;
+	const std::string e = spec_option(spec, "ext");
+	if (e == "0") {
+		ext = 0;
+	} else if (e == "single_use") {
+		ext = NICMR_EXT_SINGLE_USE;
+	} else if (e == "rma_event") {
+		ext = NICMR_EXT_RMA_EVENT;
+	} else if (!e.empty() && e != "1") {
+		FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: bad ext\n", spec.c_str());
+		return -FI_ENODATA;
+	}
 	out->spec = spec;
 	out->domain_name = "emu0";
 	out->mr_cnt = mkeys - 1; /* index 0 is never a key */
+	out->ext = ext;
 	return 0;
 }
 

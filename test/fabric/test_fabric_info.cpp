@@ -190,13 +190,16 @@ TEST(FabricInfo, FabricWithLiveDomainIsBusy)
  * Every subset of the mr_mode bits nicmr knows: either fi_getinfo says -FI_ENODATA (the
  * application does not allow FI_MR_ALLOCATED, which nicmr needs), or the answer is a subset
  * of what was offered, exactly the offered bits nicmr acts on, and registration (one range and
- * vectored) works under it with the key rules it implies.
+ * vectored) works under it with the key rules it implies. The test's device (emu, ext= not
+ * given) has the device-model extensions, so FI_MR_RMA_EVENT is one of the bits nicmr acts on:
+ * kept when offered, with the FI_RMA_EVENT capability and registration flag
+ * (test_fabric_event.cpp sweeps a device without it).
  */
 TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 {
 	constexpr unsigned kBits = sizeof(kKnownBits) / sizeof(kKnownBits[0]);
-	constexpr int kActs =
-		FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
+	constexpr int kActs = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR |
+			      FI_MR_LOCAL | FI_MR_RMA_EVENT;
 	Fid<fid_fabric> fabric;
 	Buf buf(2 * 4096);
 	ASSERT_NE(buf.get(), nullptr);
@@ -220,6 +223,11 @@ TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 		EXPECT_EQ(got & ~offered, 0) << "only bits the application allows";
 		EXPECT_EQ(got, offered & kActs);
 		EXPECT_EQ(info->domain_attr->mr_key_size, (got & FI_MR_RAW) ? 64u : 4u);
+		/* RMA events are a capability of endpoints (FI_MR_LOCAL) in a domain with
+		 * FI_MR_RMA_EVENT. */
+		const bool events = (got & FI_MR_RMA_EVENT) && (got & FI_MR_LOCAL);
+		EXPECT_EQ((info->caps & FI_RMA_EVENT) != 0, events);
+		EXPECT_EQ((info->rx_attr->caps & FI_RMA_EVENT) != 0, events);
 
 		if (!fabric.get()) {
 			ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
@@ -270,6 +278,17 @@ TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 		if (!(got & FI_MR_PROV_KEY)) {
 			EXPECT_EQ(vkey, want_v) << "the requested key is the vectored MR's key";
 		}
+		/* FI_RMA_EVENT registers (disabled until fi_mr_enable) exactly when the domain
+		 * has FI_MR_RMA_EVENT; else it is a flag the domain does not take. */
+		const uint64_t want_e = uint64_t(combo + 1 + (2u << kBits)) << 8;
+		Fid<fid_mr> emr;
+		ASSERT_EQ(fi_mr_reg(dom.get(), buf.get(), 4096, FI_REMOTE_WRITE, 0, want_e,
+				    FI_RMA_EVENT, emr.out(), nullptr),
+			  (got & FI_MR_RMA_EVENT) ? 0 : -FI_EBADFLAGS);
+		if (emr.get()) {
+			EXPECT_EQ(fi_mr_enable(emr.get()), 0);
+		}
+		emr.reset();
 		vmr.reset();
 		mr.reset();
 		dom.reset();
