@@ -13,7 +13,6 @@
  *
  * fi_cntr_set stores the difference into value, so that the sum reads as set.
  */
-#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <new>
@@ -195,9 +194,9 @@ int cntr_native(Cntr *c, nicmr_cntr **out)
 		std::lock_guard lk(c->bind_mu);
 		n = c->native.load(std::memory_order_relaxed); /* bind_mu orders it */
 		if (!n) {
+			/* Only a domain with FI_MR_RMA_EVENT binds, so the device has the
+			 * extension: what can fail here is its DMA memory (-ENOMEM). */
 			const int ret = nicmr_cntr_alloc(c->domain->fabric->dev, &n);
-			if (ret == -EOPNOTSUPP)
-				return -FI_EOPNOTSUPP;
 			if (ret != 0)
 				return fi_code(ret);
 			/* release: the native counter (zeroed by nicmr_cntr_alloc) is made

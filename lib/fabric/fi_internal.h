@@ -258,8 +258,8 @@ struct Cntr {
 	 * bind_mu, published with release), freed by the counter's close. */
 	std::atomic<nicmr_cntr *> native{nullptr};
 };
-/* The counter's native counter, made on first use: 0; -FI_EOPNOTSUPP (the device has no
- * RMA-event extension), -FI_ENOMEM. Slow path. */
+/* The counter's native counter, made on first use (in a domain with FI_MR_RMA_EVENT): 0;
+ * -FI_ENOMEM (the device's DMA memory is full). Slow path. */
 int cntr_native(Cntr *cntr, nicmr_cntr **out);
 
 struct Eq {
