@@ -190,10 +190,16 @@ int KeySpace::alloc(KeyCache *c, uint32_t *mkey) noexcept
 	for (;;) {
 		uint32_t index;
 		if (!take(c, &index)) {
-			/* Empty: indices past their grace period are the last resort. */
-			if (reclaim(c) == 0)
+			/* Empty: indices past their grace period are the last resort. A thread
+			 * that holds the reclaim lock is freeing them (and may have been
+			 * descheduled doing so): wait for it rather than report -ENOSPC while a
+			 * ring of retired indices waits; then look once more, as it may have
+			 * freed them into the ring just before we got the lock. */
+			const unsigned freed = reclaim(c, true);
+			if (freed != 0)
+				continue;
+			if (!take(c, &index))
 				return -ENOSPC;
-			continue;
 		}
 		if (try_own(index, mkey))
 			return 0;
@@ -337,10 +343,12 @@ void KeySpace::retire(KeyCache *c, uint32_t mkey) noexcept
 	reclaim(c);
 }
 
-unsigned KeySpace::reclaim(KeyCache *c) noexcept
+unsigned KeySpace::reclaim(KeyCache *c, bool wait) noexcept
 {
-	std::unique_lock<std::mutex> lk(reclaim_lock_, std::try_to_lock);
-	if (!lk.owns_lock())
+	std::unique_lock<std::mutex> lk(reclaim_lock_, std::defer_lock);
+	if (wait)
+		lk.lock();
+	else if (!lk.try_lock())
 		return 0;
 	unsigned freed = 0;
 	for (;;) {

@@ -23,7 +23,8 @@
  * whoever takes the ghost copy later drops it, and if the index is freed before that happens
  * the copy simply becomes real again. Every index thus has at most one copy in the free
  * structures, and no lock is taken anywhere except by the single reclaimer of the retire ring
- * (a try-lock: a thread that finds it busy leaves reclaiming to the holder).
+ * (a try-lock: a thread that finds it busy leaves reclaiming to the holder; only an alloc that
+ * found no free index at all waits for it).
  */
 #ifndef NICMR_MR_KEYS_H
 #define NICMR_MR_KEYS_H
@@ -108,7 +109,9 @@ public:
 	/*
 	 * Takes a free index (through cache when given, else straight from the global ring) and
 	 * returns its mkey, now binding (owned by the caller until activate or release). Any
-	 * thread. No lock unless the pool is empty, when it tries to reclaim retired indices first.
+	 * thread. No lock unless the pool is empty, when it reclaims retired indices first (and
+	 * waits for the reclaim lock if another thread holds it, rather than fail while that
+	 * thread is about to free indices).
 	 * Returns 0, or -ENOSPC when no free index is reachable (others may sit in other threads'
 	 * caches or wait for a grace period).
 	 */
@@ -155,8 +158,9 @@ public:
 	 */
 	void retire(KeyCache *cache, uint32_t mkey) noexcept;
 
-	/* Frees every retired index whose grace period is over. Returns how many. Any thread. */
-	unsigned reclaim(KeyCache *cache) noexcept;
+	/* Frees every retired index whose grace period is over. Returns how many. Any thread.
+	 * With wait false, returns 0 at once when another thread is reclaiming. */
+	unsigned reclaim(KeyCache *cache, bool wait = false) noexcept;
 
 	/*
 	 * QSBR readers (data-path threads). reader_register() registers id and puts it online;
@@ -182,6 +186,7 @@ public:
 
 private:
 	friend class KeyCache;
+	friend struct KeySpaceTestAccess; /* tests: hold the reclaim lock */
 	struct Retired {
 		uint64_t token;
 		uint64_t index;

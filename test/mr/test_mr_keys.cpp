@@ -1,12 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <gtest/gtest.h>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "mr_keys.h"
 
 using namespace nicmr::mr;
+
+namespace nicmr::mr {
+struct KeySpaceTestAccess {
+	static std::mutex &reclaim_lock(KeySpace &ks) { return ks.reclaim_lock_; }
+};
+} // namespace nicmr::mr
 
 namespace {
 
@@ -195,6 +204,46 @@ TEST(MrKeys, RetiredIndexWaitsForEveryOnlineReader)
 	EXPECT_EQ(ks->retiring_count(), 0u);
 	for (unsigned id = 0; id < 3; ++id)
 		ks->reader_unregister(id);
+}
+
+TEST(MrKeys, AllocWaitsForABusyReclaimerInsteadOfFailing)
+{
+	/* Every free index retired while another thread holds the reclaim lock (as a reclaimer
+	 * descheduled mid-way would): an alloc must wait and then get one, not say -ENOSPC. */
+	auto ks = make(4);
+	std::mutex &lock = KeySpaceTestAccess::reclaim_lock(*ks);
+	std::atomic<int> step{0};
+	std::thread holder([&] {
+		lock.lock();
+		step.store(1);
+		while (step.load() != 2)
+			std::this_thread::yield();
+		lock.unlock();
+	});
+	while (step.load() != 1)
+		std::this_thread::yield();
+	for (int i = 0; i < 3; i++) {
+		uint32_t k = take_live(*ks, nullptr);
+		ASSERT_EQ(ks->begin_retire(k), 0);
+		ks->retire(nullptr, k); /* its reclaim finds the lock busy */
+	}
+	EXPECT_EQ(ks->ring_free_count(), 0u);
+	EXPECT_EQ(ks->retiring_count(), 3u);
+	std::atomic<bool> returned{false};
+	int rc = 1;
+	uint32_t got = 0;
+	std::thread taker([&] {
+		rc = ks->alloc(nullptr, &got);
+		returned.store(true);
+	});
+	std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	EXPECT_FALSE(returned.load()) << "alloc gave up while the reclaimer held the lock";
+	step.store(2);
+	holder.join();
+	taker.join();
+	EXPECT_EQ(rc, 0);
+	EXPECT_NE(mkey_index(got), 0u);
+	EXPECT_EQ(ks->retiring_count(), 0u);
 }
 
 TEST(MrKeys, AllocReclaimsWhenPoolIsEmpty)
