@@ -7,6 +7,7 @@
  *   "devx:<ib dev>"     DevxTransport::open (registration over DEVX is not offered yet)
  * then, for both bus kinds: a private PD for free mkeys, the CmdProgrammer, the Engine.
  */
+#include <sys/mman.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -221,6 +222,14 @@ int bring_up(nicmr_device *dev, bool umr)
 		return rc;
 	}
 	dev->table = &dev->engine->table();
+	/* The MR handles, one per key index: reserved now, pages populated as keys are used. */
+	const size_t bytes = size_t{cfg.index_count} * sizeof(nicmr_mr);
+	void *t = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (t == MAP_FAILED)
+		return -ENOMEM;
+	dev->mr_table = static_cast<nicmr_mr *>(t);
+	dev->mr_slots = cfg.index_count;
 	const mem::IovaRange w = slow_window(dev->fn->dma().iova_ranges());
 	if (w.start > w.last)
 		return -ENOSPC;
@@ -302,6 +311,9 @@ nicmr_device::~nicmr_device()
 	nicmr::api::close_caches(this);
 	table = nullptr;
 	engine.reset();
+	if (mr_table != nullptr)
+		munmap(mr_table, size_t{mr_slots} * sizeof(nicmr_mr));
+	mr_table = nullptr;
 	prog.reset();
 	free_pd.reset();
 	drv.reset();
@@ -361,7 +373,7 @@ int nicmr_device_close(struct nicmr_device *dev)
 		return -EINVAL;
 	{
 		std::shared_lock lk(dev->objs_mu);
-		const uint64_t mrs = dev->mrs.load(std::memory_order_acquire);
+		const uint64_t mrs = nicmr_mr_count(dev, nullptr, nullptr);
 		const uint64_t pds = dev->pds.load(std::memory_order_acquire);
 		/* acquire: a CQ or QP destroy that gave its count back is done with the device. */
 		const uint64_t dp = dev->dp_objs.load(std::memory_order_acquire);
@@ -411,7 +423,7 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 	if (dev == nullptr || st == nullptr)
 		return -EINVAL;
 	*st = {};
-	st->mrs = dev->mrs.load(std::memory_order_relaxed);
+	st->mrs = nicmr_mr_count(dev, nullptr, nullptr);
 	st->pds = dev->pds.load(std::memory_order_relaxed);
 	st->mws = dev->mws.load(std::memory_order_relaxed);
 	st->cntrs = dev->cntrs.load(std::memory_order_relaxed);

@@ -273,7 +273,7 @@ int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq
 		send_cq->nqps.store(static_cast<uint32_t>(slot) + 1, std::memory_order_release);
 	/* The PD's user count keeps nicmr_pd_free from freeing the PD under the QP (relaxed:
 	 * a count, as for MRs). */
-	pd->mrs.fetch_add(1, std::memory_order_relaxed);
+	pd->users.fetch_add(1, std::memory_order_relaxed);
 	dev->dp_objs.fetch_add(1, std::memory_order_relaxed);
 	*out = qp.release();
 	return 0;
@@ -295,7 +295,7 @@ int nicmr_qp_destroy(struct nicmr_qp *qp)
 			q.store(nullptr, std::memory_order_release);
 	qp->qp.reset();
 	/* release: the QP is gone before pd_free or device close may see the counts drop. */
-	qp->pd->mrs.fetch_sub(1, std::memory_order_release);
+	qp->pd->users.fetch_sub(1, std::memory_order_release);
 	delete qp;
 	dev->dp_objs.fetch_sub(1, std::memory_order_release);
 	return 0;

@@ -52,17 +52,17 @@ int nicmr_ext_check(const nicmr_device *dev, uint64_t flags, uint64_t access)
 	return 0;
 }
 
-int nicmr_ext_apply(nicmr_mr *mr)
+int nicmr_ext_apply(nicmr_device *dev, uint32_t mkey, uint64_t ext)
 {
 	mlx5::MkeyExtState st;
-	if (mr->ext & NICMR_MR_SINGLE_USE)
+	if (ext & NICMR_MR_SINGLE_USE)
 		st.flags |= prm::mkey_ext::single_use;
-	if (mr->ext & NICMR_MR_RMA_EVENT)
+	if (ext & NICMR_MR_RMA_EVENT)
 		st.flags |= prm::mkey_ext::disabled;
-	const int rc = mr->dev->drv->set_mkey_ext(mr->mkey >> 8, st);
+	const int rc = dev->drv->set_mkey_ext(mkey >> 8, st);
 	if (rc)
 		NICMR_LOG(warn, "api", "%s: extension state %#x of %#x failed: %d",
-			  mr->dev->spec.c_str(), st.flags, mr->mkey, rc);
+			  dev->spec.c_str(), st.flags, mkey, rc);
 	return rc;
 }
 
@@ -120,13 +120,14 @@ uint64_t nicmr_cntr_read(const struct nicmr_cntr *c)
 
 int nicmr_mr_bind_cntr(struct nicmr_mr *mr, struct nicmr_cntr *c, uint64_t flags)
 {
-	if (mr == nullptr || c == nullptr || flags != NICMR_REMOTE_WRITE || c->dev != mr->dev ||
-	    !(mr->ext & NICMR_MR_RMA_EVENT))
+	if (mr == nullptr || c == nullptr || flags != NICMR_REMOTE_WRITE || c->dev != mr->dev() ||
+	    !(mr->ext() & NICMR_MR_RMA_EVENT))
 		return -EINVAL;
+	nicmr_mr_rare *r = mr->rare;
 	/* fi_mr(3): after fi_mr_enable no further bindings may be made. */
-	if (mr->enabled || mr->cntr != nullptr)
+	if (r->enabled || r->cntr != nullptr)
 		return -EBUSY;
-	mr->cntr = c;
+	r->cntr = c;
 	/* Relaxed: a count for nicmr_cntr_free, whose caller orders its calls with this one. */
 	c->binds.fetch_add(1, std::memory_order_relaxed);
 	return 0;
@@ -134,18 +135,19 @@ int nicmr_mr_bind_cntr(struct nicmr_mr *mr, struct nicmr_cntr *c, uint64_t flags
 
 int nicmr_mr_enable(struct nicmr_mr *mr)
 {
-	if (mr == nullptr || !(mr->ext & NICMR_MR_RMA_EVENT))
+	if (mr == nullptr || !(mr->ext() & NICMR_MR_RMA_EVENT))
 		return -EINVAL;
-	if (mr->enabled)
+	nicmr_mr_rare *r = mr->rare;
+	if (r->enabled)
 		return -EBUSY;
 	mlx5::MkeyExtState st;
-	if (mr->ext & NICMR_MR_SINGLE_USE)
+	if (r->ext & NICMR_MR_SINGLE_USE)
 		st.flags |= prm::mkey_ext::single_use;
-	if (mr->cntr != nullptr) {
+	if (r->cntr != nullptr) {
 		st.flags |= prm::mkey_ext::counter;
-		st.counter_iova = mr->cntr->block.iova;
+		st.counter_iova = r->cntr->block.iova;
 	}
-	nicmr_device *dev = mr->dev;
+	nicmr_device *dev = mr->dev();
 	/* Device first: lookups accept the key only once the device does too. */
 	int rc = dev->drv->set_mkey_ext(mr->mkey >> 8, st);
 	if (rc == 0)
@@ -155,36 +157,37 @@ int nicmr_mr_enable(struct nicmr_mr *mr)
 			  rc);
 		return rc;
 	}
-	mr->enabled = true;
+	r->enabled = true;
 	return 0;
 }
 
 int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
 {
-	if (mr == nullptr || !(mr->ext & NICMR_MR_RMA_EVENT))
+	if (mr == nullptr || !(mr->ext() & NICMR_MR_RMA_EVENT))
 		return -EINVAL;
-	if (mr->cntr == nullptr)
+	nicmr_mr_rare *r = mr->rare;
+	if (r->cntr == nullptr)
 		return -ENOENT;
-	nicmr_device *dev = mr->dev;
+	nicmr_device *dev = mr->dev();
 	/* Lookups first, then the device: neither accepts the key once this returns. */
 	int rc = dev->engine->set_enabled(mr->mkey, false);
 	if (rc)
 		return rc;
 	mlx5::MkeyExtState st;
 	st.flags = prm::mkey_ext::disabled;
-	if (mr->ext & NICMR_MR_SINGLE_USE)
+	if (r->ext & NICMR_MR_SINGLE_USE)
 		st.flags |= prm::mkey_ext::single_use;
 	rc = dev->drv->set_mkey_ext(mr->mkey >> 8, st);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: unbind of %#x failed: %d", dev->spec.c_str(), mr->mkey,
 			  rc);
-		if (mr->enabled)
+		if (r->enabled)
 			(void)dev->engine->set_enabled(mr->mkey, true);
 		return rc;
 	}
-	mr->enabled = false;
-	mr->cntr->binds.fetch_sub(1, std::memory_order_relaxed);
-	mr->cntr = nullptr;
+	r->enabled = false;
+	r->cntr->binds.fetch_sub(1, std::memory_order_relaxed);
+	r->cntr = nullptr;
 	return 0;
 }
 

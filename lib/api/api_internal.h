@@ -3,12 +3,17 @@
  * The objects behind the native C API's opaque handles.
  *
  *   nicmr_device ─ bus function (emu / vfio) ─ DmaSpace ─ mlx5::Device ─ CmdProgrammer ─ Engine
- *        │  pools_ (by mem::Pool*) ─ nicmr_pool ── mrs (count)
- *        │  pins_ (4 KiB page -> count), slow_iova_ (IOVA window of slow-path mappings)
- *        └─ nicmr_pd ── mrs (count)          nicmr_mr ── pool or SlowMap, base (sub-MR)
+ *        │  pools (by mem::Pool*) ─ nicmr_pool ── pieces (count)
+ *        │  pins (4 KiB page -> count), slow_iova (IOVA window of slow-path mappings)
+ *        │  mr_table: one 64-byte nicmr_mr per mkey index ── pd, pool or rare (slow-path
+ *        │            mapping, vectored pieces, extension state), base (sub-MR)
+ *        └─ nicmr_pd ── users (count: windows and QPs)
  *
- * Locks: objs_mu guards pools_ (shared by registrations, exclusive by pool create/destroy);
- * slow_mu guards pins_ and slow_iova_. Counts are atomics so that a destroy can say -EBUSY.
+ * An MR's handle is its slot in mr_table, at its key's index: registration fills the slot of the
+ * index the engine gave it and allocates nothing; a destroy that must say -EBUSY (pool, PD,
+ * device) finds live MRs by scanning the table (slow path, O(mkey count)). Locks: objs_mu
+ * guards pools (pool create/destroy, close; registrations find pools through the DmaSpace's
+ * lock-free lookup, the nicmr_pool in the entry's owner); slow_mu guards pins and slow_iova.
  * Tests include this header to look at the device model beneath.
  */
 #ifndef NICMR_API_INTERNAL_H
@@ -94,13 +99,16 @@ struct nicmr_pool {
 	nicmr_device *dev = nullptr;
 	const nicmr::mem::PoolEntry *entry = nullptr;
 	const nicmr::mem::Pool *pool = nullptr;
-	std::atomic<uint64_t> mrs{0};
+	/* Pieces of vectored and IOVA-list MRs in the pool; its contiguous MRs are found in the
+	 * device's mr_table. */
+	std::atomic<uint64_t> pieces{0};
 };
 
 struct nicmr_pd {
 	nicmr_device *dev = nullptr;
 	nicmr::mlx5::PdHandle handle;
-	std::atomic<uint64_t> mrs{0};
+	/* Windows and QPs on the PD; its MRs are found in the device's mr_table. */
+	std::atomic<uint64_t> users{0};
 };
 
 /* A slow-path mapping: [va, va + len) page-aligned, mapped at iova; the pages it locked. */
@@ -114,45 +122,72 @@ struct nicmr_slow_map {
 
 /* One piece of a vectored, IOVA-list or page-vector MR (api_mr_vec.cpp) and what it holds. */
 struct nicmr_mr_piece {
-	nicmr_pool *pool = nullptr;	      /* a pool it counts as a user of */
-	std::unique_ptr<nicmr_slow_map> slow; /* a slow-path mapping made for it */
-	struct nicmr_mr *owner = nullptr;     /* the MR whose mapping it uses (iova_users) */
-	uint32_t child = 0;		      /* its MTT key in the KLM form, else 0 */
+	nicmr_pool *pool = nullptr;	       /* a pool it counts as a user of */
+	std::unique_ptr<nicmr_slow_map> slow;  /* a slow-path mapping made for it */
+	struct nicmr_mr_rare *owner = nullptr; /* the MR whose mapping it uses (iova_users) */
+	uint32_t child = 0;		       /* its MTT key in the KLM form, else 0 */
 };
 struct nicmr_mr_vec {
 	std::vector<nicmr_mr_piece> pieces;
-	int layout = 0; /* nicmr_mr_layout: 0 contiguous, 1 MTT over runs, 2 KLM */
-};
-/* A slow-path mapping as IOVA-list MRs find it. */
-struct nicmr_slow_ref {
-	uint64_t len = 0;
-	size_t align = 4096;
-	struct nicmr_mr *owner = nullptr;
+	int layout = 0;	    /* nicmr_mr_layout: 0 contiguous, 1 MTT over runs, 2 KLM */
+	uint64_t start = 0; /* in the key's address space: the first VA or IOVA, or 0 */
 };
 
-struct nicmr_mr {
-	nicmr_device *dev = nullptr;
-	nicmr_pd *pd = nullptr;
-	nicmr_pool *pool = nullptr; /* fast path */
-	nicmr_mr *base = nullptr;   /* sub-MR */
+/* What an MR holds beyond its 64-byte handle: made only for MRs that have any of it (slow-path,
+ * vectored and extension MRs), never on the pool fast path. */
+struct nicmr_mr_rare {
 	std::unique_ptr<nicmr_slow_map> slow;
-	uint32_t mkey = 0;
-	uintptr_t addr = 0; /* as given (sub-MR: base addr + offset) */
-	size_t len = 0;
-	uint64_t start = 0; /* in the key's address space: addr, or 0 when zero-based */
-	uint64_t iova = 0;  /* of start */
-	uint8_t access = 0;
-	bool zero_based = false;
+	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
 	bool iova_leaving = false; /* being deregistered: its mappings take no new users; vec_mu */
 	uint32_t iova_users = 0;   /* IOVA-list / page-vector MRs using its mappings; vec_mu */
-	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
 	/* Device-model extensions (api_ext.cpp): NICMR_MR_SINGLE_USE / NICMR_MR_RMA_EVENT as
 	 * registered; an RMA-event MR's counter and whether it was enabled. Changed only by
-	 * calls on mr, which its owner does not make concurrently. */
+	 * calls on the MR, which its owner does not make concurrently. */
 	uint64_t ext = 0;
 	struct nicmr_cntr *cntr = nullptr;
 	bool enabled = false;
 };
+
+/* A slow-path mapping as IOVA-list MRs find it. */
+struct nicmr_slow_ref {
+	uint64_t len = 0;
+	size_t align = 4096;
+	nicmr_mr_rare *owner = nullptr;
+};
+
+/*
+ * An MR: its slot in the device's mr_table, at its key's index (nicmr_mr_slot). A plain
+ * 64-byte record (the table is zero-filled memory): pd is null while the slot is free. The
+ * owner of the key writes the slot; table scans read pd and pool only, through std::atomic_ref.
+ */
+struct nicmr_mr {
+	nicmr_pd *pd;	     /* null: free slot */
+	nicmr_pool *pool;    /* the pool that holds it (fast path), else null */
+	nicmr_mr *base;	     /* sub-MR: the MR it lies in */
+	nicmr_mr_rare *rare; /* slow path, vectored, extensions; else null */
+	uintptr_t addr;	     /* as given (sub-MR: base addr + offset; IOVA-list MRs: 0) */
+	size_t len;
+	uint64_t iova; /* of start() */
+	uint32_t mkey;
+	uint8_t access;
+	bool zero_based;
+	uint8_t reserved[2];
+
+	nicmr_device *dev() const noexcept { return pd->dev; }
+	nicmr_slow_map *slow() const noexcept { return rare ? rare->slow.get() : nullptr; }
+	nicmr_mr_vec *vec() const noexcept { return rare ? rare->vec.get() : nullptr; }
+	uint64_t ext() const noexcept { return rare ? rare->ext : 0; }
+	/* The region's first address in its key's address space: addr, or 0 when zero-based. */
+	uint64_t start() const noexcept
+	{
+		if (base != nullptr)
+			return base->start() + (addr - base->addr);
+		if (rare != nullptr && rare->vec)
+			return rare->vec->start;
+		return zero_based ? 0 : addr;
+	}
+};
+static_assert(sizeof(nicmr_mr) == 64, "one cache line per MR handle");
 
 /* A counter the device increments (api_ext.cpp): 8 bytes of the driver's DMA arena. */
 struct nicmr_cntr {
@@ -184,6 +219,9 @@ struct nicmr_device {
 	std::unique_ptr<nicmr::mr::Engine> engine;
 	/* engine->table(), one dependent load closer to the entry for nicmr_key_lookup. */
 	const nicmr::mr::ShadowTable *table = nullptr;
+	/* MR handles by key index (mmap'd, zero-filled, pages populated on first use). */
+	nicmr_mr *mr_table = nullptr;
+	uint32_t mr_slots = 0;
 	uint32_t max_translations = 0; /* per mkey with the UMR programmer; 0: no limit */
 
 	std::shared_mutex objs_mu;
@@ -194,7 +232,6 @@ struct nicmr_device {
 	std::map<uintptr_t, uint32_t> pins;		      /* 4 KiB page -> count; slow_mu */
 	uint64_t slow_maps = 0;				      /* slow_mu */
 
-	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pds{0};
 	std::atomic<uint64_t> mws{0};
 	std::atomic<uint64_t> cntrs{0};
@@ -219,23 +256,42 @@ struct nicmr_device {
 	~nicmr_device();
 };
 
+/* The MR table (api_mr.cpp). */
+/* The slot of a key the engine gave out. */
+inline nicmr_mr *nicmr_mr_slot(nicmr_device *dev, uint32_t mkey) noexcept
+{
+	return &dev->mr_table[mkey >> 8];
+}
+/* Fills mkey's slot from draft (whose mkey is set) and returns it: plain stores, pd last. The
+ * calling thread owns the key. */
+nicmr_mr *nicmr_mr_publish(nicmr_device *dev, const nicmr_mr &draft) noexcept;
+/* Empties the slot before its key goes back to the engine (after that, another thread may get
+ * the index and fill the slot). */
+void nicmr_mr_unpublish(nicmr_mr *slot) noexcept;
+/* Live MRs of the device whose pd (when non-null) and pool (when non-null) match: a scan of
+ * the table (slow path). */
+uint64_t nicmr_mr_count(const nicmr_device *dev, const nicmr_pd *pd,
+			const nicmr_pool *pool) noexcept;
+
 /* Vectored registration helpers (api_mr.cpp, api_mr_vec.cpp). */
-/* Finds or makes the mapping of [a, a + len): a pool (counted as a user) or a slow-path mapping
- * (made for piece, recorded by IOVA for owner). 0; -EFAULT, -ENOMEM, -ENOSPC, IOMMU errors. */
-int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr *owner,
-		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page);
+/* Finds or makes the mapping of [a, a + len): a pool (counted as a user with count_pool) or a
+ * slow-path mapping (made for piece, recorded by IOVA for owner). 0; -EFAULT, -ENOMEM,
+ * -ENOSPC, IOMMU errors. */
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, bool count_pool,
+		    nicmr_mr_rare *owner, nicmr_mr_piece *piece, uint64_t *iova,
+		    unsigned *log_page);
 /* Gives back what nicmr_piece_map or an IOVA lookup took. */
 void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece);
 /* NICMR_ACCESS_* to mkey bits (api_mr.cpp): 0 or -EINVAL. */
 int nicmr_access_bits(uint64_t access, uint8_t *bits);
 /* Device-model extensions (api_ext.cpp). check: before registering with nicmr_mr_reg flags
  * and access: 0; -EOPNOTSUPP (the device lacks an extension a flag needs); -EINVAL (an extension
- * flag with NICMR_ACCESS_MW_BIND). apply: after the engine registered mr (mr->ext set), gives
- * its mkey the device state (single-use, disabled); the device's errors. */
+ * flag with NICMR_ACCESS_MW_BIND). apply: after the engine registered mkey with the extension
+ * flags ext, gives the key its device state (single-use, disabled); the device's errors. */
 int nicmr_ext_check(const nicmr_device *dev, uint64_t flags, uint64_t access);
-int nicmr_ext_apply(nicmr_mr *mr);
+int nicmr_ext_apply(nicmr_device *dev, uint32_t mkey, uint64_t ext);
 /* Deregistration of an MR's vectored parts after its key was deregistered (api_mr_vec.cpp). */
-void nicmr_vec_release(nicmr_mr *mr);
+void nicmr_vec_release(nicmr_device *dev, nicmr_mr_vec *vec);
 
 /* Slow-path mapping of [addr, addr + len) (api_mem.cpp); write: the device may write into it.
  * 0; -EFAULT (unmapped, or not readable / writable), -ENOMEM, -ENOSPC, IOMMU errors; nothing

@@ -55,7 +55,7 @@ int add_pool(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out)
 		return -ENOMEM;
 	}
 	const std::string name = p->name();
-	int rc = dev->space->add_pool(std::move(p), &np->entry);
+	int rc = dev->space->add_pool(std::move(p), &np->entry, np);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: mapping pool '%s' failed: %d", dev->spec.c_str(),
 			  name.c_str(), rc);
@@ -346,9 +346,10 @@ int nicmr_pool_destroy(struct nicmr_pool *pool)
 		return -EINVAL;
 	nicmr_device *dev = pool->dev;
 	std::unique_lock lk(dev->objs_mu);
-	/* Registrations count themselves in under the shared lock, so with the exclusive one
-	 * held the count cannot grow. */
-	const uint64_t mrs = pool->mrs.load(std::memory_order_acquire);
+	/* Registrations in the pool do not run concurrently with its destroy (nicmr.h), so what
+	 * the count and the scan see stays true. */
+	const uint64_t mrs =
+		pool->pieces.load(std::memory_order_acquire) + nicmr_mr_count(dev, nullptr, pool);
 	if (mrs) {
 		NICMR_LOG(warn, "api", "%s: pool %p destroy refused: %llu MRs live",
 			  dev->spec.c_str(), nicmr_pool_addr(pool),

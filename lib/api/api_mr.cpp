@@ -4,18 +4,24 @@
  *
  *   nicmr_mr_reg: check arguments -> access bits (fi_mr or ibv rules) -> fast path (a pool holds
  *   the range: its IOVA, the largest page its placement allows) or slow path (api_mem.cpp) ->
- *   Engine::reg (key, device programming, shadow table) -> counts.
+ *   Engine::reg (key, device programming, shadow table) -> the key's slot in mr_table.
  * Every step taken is undone when a later one fails: a failed registration leaves no key, no
  * mkey, no mapping, no locked page and no object.
  *
- * Not yet the lock-free fast path DESIGN.md asks for: registration allocates its nicmr_mr and
- * counts pool users under the device's shared lock (the UMR programmer below takes no lock on a
- * thread's own lane). Key lookups (nicmr_key_lookup) do keep the rule: no lock, no allocation,
- * no system call.
+ * Hot path: nicmr_mr_reg of pool memory, nicmr_mr_reg_sub and their nicmr_mr_dereg take no
+ * lock, allocate nothing and make no system call: the pool comes from the DmaSpace's lock-free
+ * lookup, the key from the thread's cache, the device programming from the thread's own UMR
+ * lane, and the handle is the key's slot in the device's MR table. (The slow path, vectored
+ * registration and the device-model extensions do lock, allocate and call the kernel.)
  */
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #include "api_internal.h"
 #include "nicmr_log.h"
@@ -77,26 +83,83 @@ unsigned log2_floor(uint64_t x)
 	return 63u - unsigned(std::countl_zero(x));
 }
 
+/* ThreadSanitizer does not see the hand-over of a key index through the engine's rings (DPDK's
+ * inline ring code orders it with fences TSan does not model); these tell it that the thread
+ * that empties a slot is done with it before the next owner fills it. No code otherwise. */
+inline void slot_released(const nicmr_mr *slot) noexcept
+{
+#if defined(__SANITIZE_THREAD__)
+	__tsan_release(const_cast<nicmr_mr *>(slot));
+#else
+	(void)slot;
+#endif
+}
+inline void slot_acquired(const nicmr_mr *slot) noexcept
+{
+#if defined(__SANITIZE_THREAD__)
+	__tsan_acquire(const_cast<nicmr_mr *>(slot));
+#else
+	(void)slot;
+#endif
+}
+
 } // namespace
 
-int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr *owner,
-		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+nicmr_mr *nicmr_mr_publish(nicmr_device *dev, const nicmr_mr &draft) noexcept
 {
-	{
-		/* Fast path: a pool holds the whole range. Counted in under the shared lock so
-		 * that the pool cannot be destroyed between the lookup and the count. */
-		std::shared_lock lk(dev->objs_mu);
-		const mem::PoolEntry *e = dev->space->lookup(reinterpret_cast<void *>(a), len);
-		if (e != nullptr) {
-			auto it = dev->pools.find(e->pool);
-			if (it != dev->pools.end()) {
-				piece->pool = it->second;
-				piece->pool->mrs.fetch_add(1, std::memory_order_relaxed);
-				*iova = e->iova + (a - e->va);
-				*log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
-				return 0;
-			}
-		}
+	nicmr_mr *slot = nicmr_mr_slot(dev, draft.mkey);
+	slot_acquired(slot);
+	/* Field by field: scans read pd and pool at any time, so those two are atomic stores. */
+	slot->base = draft.base;
+	slot->rare = draft.rare;
+	slot->addr = draft.addr;
+	slot->len = draft.len;
+	slot->iova = draft.iova;
+	slot->mkey = draft.mkey;
+	slot->access = draft.access;
+	slot->zero_based = draft.zero_based;
+	std::atomic_ref(slot->pool).store(draft.pool, std::memory_order_relaxed);
+	std::atomic_ref(slot->pd).store(draft.pd, std::memory_order_release);
+	return slot;
+}
+
+void nicmr_mr_unpublish(nicmr_mr *slot) noexcept
+{
+	std::atomic_ref(slot->pool).store(nullptr, std::memory_order_relaxed);
+	std::atomic_ref(slot->pd).store(nullptr, std::memory_order_relaxed);
+	slot_released(slot);
+}
+
+uint64_t nicmr_mr_count(const nicmr_device *dev, const nicmr_pd *pd,
+			const nicmr_pool *pool) noexcept
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < dev->mr_slots; i++) {
+		nicmr_mr &m = dev->mr_table[i];
+		nicmr_pd *p = std::atomic_ref(m.pd).load(std::memory_order_acquire);
+		if (p == nullptr || (pd != nullptr && p != pd))
+			continue;
+		if (pool != nullptr &&
+		    std::atomic_ref(m.pool).load(std::memory_order_relaxed) != pool)
+			continue;
+		n++;
+	}
+	return n;
+}
+
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, bool count_pool,
+		    nicmr_mr_rare *owner, nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+{
+	/* Fast path: a pool holds the whole range (the DmaSpace's lock-free lookup). A pool is
+	 * not destroyed while registrations inside it run (nicmr.h). */
+	const mem::PoolEntry *e = dev->space->lookup(reinterpret_cast<void *>(a), len);
+	if (e != nullptr && e->owner != nullptr) {
+		piece->pool = static_cast<nicmr_pool *>(e->owner);
+		if (count_pool)
+			piece->pool->pieces.fetch_add(1, std::memory_order_relaxed);
+		*iova = e->iova + (a - e->va);
+		*log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
+		return 0;
 	}
 	int rc = nicmr_slow_map_create(dev, a, len, write, &piece->slow);
 	if (rc)
@@ -120,7 +183,7 @@ void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece)
 {
 	if (piece->pool) {
 		/* Release: this MR's uses of the pool happen before a destroy that reads 0. */
-		piece->pool->mrs.fetch_sub(1, std::memory_order_release);
+		piece->pool->pieces.fetch_sub(1, std::memory_order_release);
 		piece->pool = nullptr;
 	}
 	if (piece->slow || piece->owner) {
@@ -166,9 +229,10 @@ int nicmr_pd_free(struct nicmr_pd *pd)
 	if (pd == nullptr)
 		return -EINVAL;
 	nicmr_device *dev = pd->dev;
-	const uint64_t mrs = pd->mrs.load(std::memory_order_acquire);
+	const uint64_t mrs =
+		pd->users.load(std::memory_order_acquire) + nicmr_mr_count(dev, pd, nullptr);
 	if (mrs) {
-		NICMR_LOG(warn, "api", "%s: PD %u free refused: %llu MRs and windows live",
+		NICMR_LOG(warn, "api", "%s: PD %u free refused: %llu MRs, windows and QPs live",
 			  dev->spec.c_str(), pd->handle.pd(), static_cast<unsigned long long>(mrs));
 		return -EBUSY;
 	}
@@ -207,39 +271,58 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	if (int rc = nicmr_ext_check(dev, flags, access); rc)
 		return rc;
 
-	auto m = std::unique_ptr<nicmr_mr>(new (std::nothrow) nicmr_mr);
-	if (!m)
+	nicmr_mr m{};
+	m.pd = pd;
+	m.addr = a;
+	m.len = len;
+	m.access = bits;
+	m.zero_based = zero;
+
+	/* Extension and slow-path MRs carry more than the handle (never on the pool fast path). */
+	std::unique_ptr<nicmr_mr_rare> rare;
+	const uint64_t ext = flags & (NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT);
+	auto make_rare = [&rare, ext]() {
+		if (!rare)
+			rare.reset(new (std::nothrow) nicmr_mr_rare);
+		if (rare)
+			rare->ext = ext;
+		return rare != nullptr;
+	};
+	if (ext && !make_rare())
 		return -ENOMEM;
-	m->dev = dev;
-	m->pd = pd;
-	m->addr = a;
-	m->len = len;
-	m->start = zero ? 0 : a;
-	m->access = bits;
-	m->zero_based = zero;
 
 	unsigned log_page = 12;
 	{
 		const bool write = bits & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
 					   mr::kAccessRemoteAtomic);
-		nicmr_mr_piece piece;
-		int rc = nicmr_piece_map(dev, a, len, write, m.get(), &piece, &m->iova, &log_page);
-		if (rc)
-			return rc;
-		m->pool = piece.pool;
-		m->slow = std::move(piece.slow);
+		const mem::PoolEntry *e = dev->space->lookup(addr, len);
+		if (e != nullptr && e->owner != nullptr) {
+			/* Fast path (inline here: no rare part). */
+			m.pool = static_cast<nicmr_pool *>(e->owner);
+			m.iova = e->iova + (a - e->va);
+			log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
+		} else {
+			if (!make_rare())
+				return -ENOMEM;
+			nicmr_mr_piece piece;
+			int rc = nicmr_piece_map(dev, a, len, write, false, rare.get(), &piece,
+						 &m.iova, &log_page);
+			if (rc)
+				return rc;
+			rare->slow = std::move(piece.slow);
+		}
 	}
 	/* Zero-based: offset 0 is the start of a translation page, so the page may not be larger
 	 * than the IOVA's alignment. */
 	if (zero)
-		log_page = std::min(log_page, unsigned(std::countr_zero(m->iova | (1ull << 30))));
+		log_page = std::min(log_page, unsigned(std::countr_zero(m.iova | (1ull << 30))));
 
 	mr::RegRequest req;
 	req.addr = a;
 	req.len = len;
 	req.access = bits;
 	req.pd = pd->handle.pd();
-	req.iova = m->iova;
+	req.iova = m.iova;
 	req.log_page_size = uint8_t(log_page);
 	req.requested_key = requested_key;
 	req.flags = ((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
@@ -247,30 +330,29 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 		    ((flags & NICMR_MR_SINGLE_USE) ? uint32_t(mr::kRegSingleUse) : 0u) |
 		    ((flags & NICMR_MR_RMA_EVENT) ? uint32_t(mr::kRegRmaEvent) : 0u);
 	api::ThreadCache *tc = api::thread_cache(dev);
-	int rc = dev->engine->reg(req, api::key_cache(tc), &m->mkey);
-	m->ext = flags & (NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT);
-	if (rc == 0 && m->ext) {
+	int rc = dev->engine->reg(req, api::key_cache(tc), &m.mkey);
+	if (rc == 0 && ext) {
 		/* The key is bound on the device: give it its extension state before anyone
 		 * has it, or take it back. */
-		rc = nicmr_ext_apply(m.get());
-		if (rc && dev->engine->dereg(m->mkey, api::key_cache(tc)) != 0)
+		rc = nicmr_ext_apply(dev, m.mkey, ext);
+		if (rc && dev->engine->dereg(m.mkey, api::key_cache(tc)) != 0)
 			NICMR_LOG(error, "api", "%s: dereg of %#x after its failed extension",
-				  dev->spec.c_str(), m->mkey);
+				  dev->spec.c_str(), m.mkey);
 	}
 	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: reg [%#lx, +%zu) access %#llx failed: %d",
 			  dev->spec.c_str(), (unsigned long)a, len,
 			  static_cast<unsigned long long>(access), rc);
-		nicmr_mr_piece piece;
-		piece.pool = m->pool;
-		piece.slow = std::move(m->slow);
-		nicmr_piece_release(dev, &piece);
+		if (rare && rare->slow) {
+			nicmr_mr_piece piece;
+			piece.slow = std::move(rare->slow);
+			nicmr_piece_release(dev, &piece);
+		}
 		return rc;
 	}
-	pd->mrs.fetch_add(1, std::memory_order_relaxed);
-	dev->mrs.fetch_add(1, std::memory_order_relaxed);
-	*out = m.release();
+	m.rare = rare.release();
+	*out = nicmr_mr_publish(dev, m);
 	return 0;
 }
 
@@ -286,82 +368,81 @@ int nicmr_mr_reg_sub(struct nicmr_mr *base, size_t offset, size_t len, uint64_t 
 		return -EINVAL;
 	if (offset > base->len || len > base->len - offset)
 		return -ERANGE;
-	nicmr_device *dev = base->dev;
-	auto m = std::unique_ptr<nicmr_mr>(new (std::nothrow) nicmr_mr);
-	if (!m)
-		return -ENOMEM;
-	m->dev = dev;
-	m->pd = base->pd;
-	m->base = base;
-	m->addr = base->addr + offset;
-	m->len = len;
-	m->start = base->start + offset;
-	m->iova = base->iova + offset;
-	m->access = bits;
-	m->zero_based = base->zero_based;
+	nicmr_device *dev = base->dev();
+	nicmr_mr m{};
+	m.pd = base->pd;
+	m.base = base;
+	m.addr = base->addr + offset;
+	m.len = len;
+	m.iova = base->iova + offset;
+	m.access = bits;
+	m.zero_based = base->zero_based;
 
 	mr::RegRequest req;
-	req.addr = m->start; /* in the base's address space */
+	req.addr = base->start() + offset; /* in the base's address space */
 	req.len = len;
 	req.access = bits;
 	req.requested_key = requested_key;
 	req.flags = (flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u;
 	api::ThreadCache *tc = api::thread_cache(dev);
-	int rc = dev->engine->reg_sub(base->mkey, req, api::key_cache(tc), &m->mkey);
+	int rc = dev->engine->reg_sub(base->mkey, req, api::key_cache(tc), &m.mkey);
 	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: sub-MR of %#x (+%zu, %zu bytes) failed: %d",
 			  dev->spec.c_str(), base->mkey, offset, len, rc);
 		return rc;
 	}
-	m->pd->mrs.fetch_add(1, std::memory_order_relaxed);
-	dev->mrs.fetch_add(1, std::memory_order_relaxed);
-	*out = m.release();
+	*out = nicmr_mr_publish(dev, m);
 	return 0;
 }
 
 int nicmr_mr_dereg(struct nicmr_mr *mr)
 {
-	if (mr == nullptr)
+	if (mr == nullptr || mr->pd == nullptr)
 		return -EINVAL;
-	nicmr_device *dev = mr->dev;
+	nicmr_device *dev = mr->dev();
+	nicmr_mr_rare *rare = mr->rare;
 	/* fi_mr(3): closing an MR with counters associated is busy (nicmr_mr_unbind_cntr). */
-	if (mr->cntr != nullptr)
+	if (rare != nullptr && rare->cntr != nullptr)
 		return -EBUSY;
-	const bool maps = mr->slow || mr->vec;
+	const bool maps = rare != nullptr && (rare->slow || rare->vec);
 	if (maps) {
 		/* IOVA-list and page-vector MRs over its mappings keep it (-EBUSY); from here on
 		 * no new one may start using them. */
 		std::lock_guard lk(dev->vec_mu);
-		if (mr->iova_users)
+		if (rare->iova_users)
 			return -EBUSY;
-		mr->iova_leaving = true;
+		rare->iova_leaving = true;
 	}
+	/* The slot is emptied while the key is still ours: once the engine has it back, another
+	 * thread may get the index and fill the slot. */
+	const nicmr_mr saved = *mr;
+	nicmr_mr_unpublish(mr);
 	api::ThreadCache *tc = api::thread_cache(dev);
-	int rc = dev->engine->dereg(mr->mkey, api::key_cache(tc));
+	int rc = dev->engine->dereg(saved.mkey, api::key_cache(tc));
 	api::note_cache_size(tc);
 	if (rc) {
 		if (rc != -EBUSY)
 			NICMR_LOG(warn, "api", "%s: dereg of %#x failed: %d", dev->spec.c_str(),
-				  mr->mkey, rc);
+				  saved.mkey, rc);
+		nicmr_mr_publish(dev, saved);
 		if (maps) {
 			std::lock_guard lk(dev->vec_mu);
-			mr->iova_leaving = false;
+			rare->iova_leaving = false;
 		}
 		return rc;
 	}
 	/* The device refuses the key now: its memory may go. */
-	if (mr->vec)
-		nicmr_vec_release(mr);
-	{
-		nicmr_mr_piece piece;
-		piece.pool = mr->pool;
-		piece.slow = std::move(mr->slow);
-		nicmr_piece_release(dev, &piece);
+	if (rare != nullptr) {
+		if (rare->vec)
+			nicmr_vec_release(dev, rare->vec.get());
+		if (rare->slow) {
+			nicmr_mr_piece piece;
+			piece.slow = std::move(rare->slow);
+			nicmr_piece_release(dev, &piece);
+		}
+		delete rare;
 	}
-	mr->pd->mrs.fetch_sub(1, std::memory_order_release);
-	dev->mrs.fetch_sub(1, std::memory_order_release);
-	delete mr;
 	return 0;
 }
 
@@ -394,7 +475,7 @@ int nicmr_mr_raw_attr(const struct nicmr_mr *mr, void *buf, size_t *size)
 {
 	if (mr == nullptr || size == nullptr || (buf == nullptr && *size > 0))
 		return -EINVAL;
-	return mr->dev->engine->raw_attr(mr->mkey, static_cast<uint8_t *>(buf), size);
+	return mr->dev()->engine->raw_attr(mr->mkey, static_cast<uint8_t *>(buf), size);
 }
 
 } /* extern "C" */

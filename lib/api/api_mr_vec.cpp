@@ -61,7 +61,7 @@ int find_iova(nicmr_device *dev, uint64_t iova, uint64_t len, nicmr_mr_piece *pi
 			if (e == nullptr || !mr::range_within(e->iova, e->len, iova, len))
 				continue;
 			piece->pool = np;
-			np->mrs.fetch_add(1, std::memory_order_relaxed);
+			np->pieces.fetch_add(1, std::memory_order_relaxed);
 			*log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
 			return 0;
 		}
@@ -175,7 +175,7 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 		((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
 		(m->zero_based ? uint32_t(mr::kRegZeroBased) : 0u);
 	api::ThreadCache *tc = api::thread_cache(dev);
-	const unsigned lp = mtt_page(m->start, m->len, runs, maxlp, dev->max_translations);
+	const unsigned lp = mtt_page(m->start(), m->len, runs, maxlp, dev->max_translations);
 	if (lp != 0) {
 		std::vector<uint64_t> mtt;
 		mr::RegRequest req;
@@ -188,7 +188,7 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 		req.requested_key = requested_key;
 		req.flags = reg_flags;
 		if (runs.size() > 1) {
-			int rc = mtt_list(m->start, m->len, runs, lp, &mtt);
+			int rc = mtt_list(m->start(), m->len, runs, lp, &mtt);
 			if (rc)
 				return rc;
 			req.runs = runs.data();
@@ -199,7 +199,7 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 		int rc = dev->engine->reg(req, api::key_cache(tc), &m->mkey);
 		api::note_cache_size(tc);
 		if (rc == 0)
-			m->vec->layout = runs.size() > 1 ? 1 : 0;
+			m->rare->vec->layout = runs.size() > 1 ? 1 : 0;
 		return rc;
 	}
 
@@ -229,9 +229,10 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 		c.pd = pd->handle.pd();
 		c.iova = pc[i].iova;
 		c.log_page_size = uint8_t(pc[i].log_page);
-		rc = dev->engine->reg(c, api::key_cache(tc), &m->vec->pieces[i].child);
+		rc = dev->engine->reg(c, api::key_cache(tc), &m->rare->vec->pieces[i].child);
 		if (rc == 0)
-			parts.push_back({pc[i].addr, m->vec->pieces[i].child, uint32_t(pc[i].len)});
+			parts.push_back(
+				{pc[i].addr, m->rare->vec->pieces[i].child, uint32_t(pc[i].len)});
 	}
 	if (rc == 0) {
 		mr::IndirectRequest r;
@@ -250,49 +251,54 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 	api::note_cache_size(tc);
 	if (rc)
 		return rc; /* the caller releases the pieces and their inner keys */
-	m->vec->layout = 2;
+	m->rare->vec->layout = 2;
 	return 0;
 }
 
-/* Common head of the three calls: the MR object with its pieces' slots. */
-int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, std::unique_ptr<nicmr_mr> *out)
+/* An MR being built: its handle's fields and what it holds (rare->vec). */
+struct Draft {
+	nicmr_mr m{};
+	std::unique_ptr<nicmr_mr_rare> rare;
+	nicmr_mr_vec &vec() { return *rare->vec; }
+};
+
+/* Common head of the three calls: the MR's draft with its pieces' slots. */
+int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, Draft *d)
 {
-	auto m = std::unique_ptr<nicmr_mr>(new (std::nothrow) nicmr_mr);
-	if (!m)
+	d->rare.reset(new (std::nothrow) nicmr_mr_rare);
+	if (!d->rare)
 		return -ENOMEM;
-	m->vec.reset(new (std::nothrow) nicmr_mr_vec);
-	if (!m->vec)
+	d->rare->vec.reset(new (std::nothrow) nicmr_mr_vec);
+	if (!d->rare->vec)
 		return -ENOMEM;
 	try {
-		m->vec->pieces.resize(count);
+		d->vec().pieces.resize(count);
 	} catch (...) {
 		return -ENOMEM;
 	}
-	m->dev = pd->dev;
-	m->pd = pd;
-	m->access = bits;
-	m->zero_based = zero;
-	*out = std::move(m);
+	d->m.pd = pd;
+	d->m.rare = d->rare.get();
+	d->m.access = bits;
+	d->m.zero_based = zero;
 	return 0;
 }
 
 /* Common tail: register, or undo everything. */
-int finish(nicmr_pd *pd, std::unique_ptr<nicmr_mr> m, const std::vector<Piece> &pc, uint64_t first,
-	   uint64_t flags, uint64_t requested_key, const char *what, nicmr_mr **out)
+int finish(nicmr_pd *pd, Draft &d, const std::vector<Piece> &pc, uint64_t first, uint64_t flags,
+	   uint64_t requested_key, const char *what, nicmr_mr **out)
 {
 	nicmr_device *dev = pd->dev;
-	m->start = m->zero_based ? 0 : first;
-	m->iova = pc[0].iova;
-	int rc = register_pieces(pd, m.get(), pc, first, flags, requested_key);
+	d.vec().start = d.m.zero_based ? 0 : first;
+	d.m.iova = pc[0].iova;
+	int rc = register_pieces(pd, &d.m, pc, first, flags, requested_key);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: %s of %zu pieces (%zu bytes) failed: %d",
-			  dev->spec.c_str(), what, pc.size(), m->len, rc);
-		release_pieces(dev, m->vec.get());
+			  dev->spec.c_str(), what, pc.size(), d.m.len, rc);
+		release_pieces(dev, &d.vec());
 		return rc;
 	}
-	pd->mrs.fetch_add(1, std::memory_order_relaxed);
-	dev->mrs.fetch_add(1, std::memory_order_relaxed);
-	*out = m.release();
+	d.rare.release(); /* the slot owns it now */
+	*out = nicmr_mr_publish(dev, d.m);
 	return 0;
 }
 
@@ -312,9 +318,9 @@ int check_common(nicmr_pd *pd, nicmr_mr **out, const void *list, size_t count, u
 
 } // namespace
 
-void nicmr_vec_release(nicmr_mr *mr)
+void nicmr_vec_release(nicmr_device *dev, nicmr_mr_vec *vec)
 {
-	release_pieces(mr->dev, mr->vec.get());
+	release_pieces(dev, vec);
 }
 
 extern "C" {
@@ -338,12 +344,12 @@ int nicmr_mr_regv(struct nicmr_pd *pd, const struct iovec *iov, size_t count, ui
 	const auto first = reinterpret_cast<uintptr_t>(iov[0].iov_base);
 	if (!mr::range_valid(zero ? 0 : first, total))
 		return -EINVAL;
-	std::unique_ptr<nicmr_mr> m;
-	rc = new_mr(pd, count, bits, zero, &m);
+	Draft d;
+	rc = new_mr(pd, count, bits, zero, &d);
 	if (rc)
 		return rc;
-	m->addr = first;
-	m->len = total;
+	d.m.addr = first;
+	d.m.len = total;
 	std::vector<Piece> pc;
 	try {
 		pc.resize(count);
@@ -354,14 +360,15 @@ int nicmr_mr_regv(struct nicmr_pd *pd, const struct iovec *iov, size_t count, ui
 		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
 		pc[i].addr = a;
 		pc[i].len = iov[i].iov_len;
-		rc = nicmr_piece_map(pd->dev, a, iov[i].iov_len, device_writes(bits), m.get(),
-				     &m->vec->pieces[i], &pc[i].iova, &pc[i].log_page);
+		rc = nicmr_piece_map(pd->dev, a, iov[i].iov_len, device_writes(bits), true,
+				     d.rare.get(), &d.vec().pieces[i], &pc[i].iova,
+				     &pc[i].log_page);
 	}
 	if (rc) {
-		release_pieces(pd->dev, m->vec.get());
+		release_pieces(pd->dev, &d.vec());
 		return rc;
 	}
-	return finish(pd, std::move(m), pc, first, flags, requested_key, "regv", out);
+	return finish(pd, d, pc, first, flags, requested_key, "regv", out);
 }
 
 int nicmr_mr_reg_iova(struct nicmr_pd *pd, const struct nicmr_iova_seg *segs, size_t count,
@@ -381,11 +388,11 @@ int nicmr_mr_reg_iova(struct nicmr_pd *pd, const struct nicmr_iova_seg *segs, si
 	const bool zero = flags & NICMR_MR_ZERO_BASED;
 	if (!mr::range_valid(zero ? 0 : segs[0].iova, total))
 		return -EINVAL;
-	std::unique_ptr<nicmr_mr> m;
-	rc = new_mr(pd, count, bits, zero, &m);
+	Draft d;
+	rc = new_mr(pd, count, bits, zero, &d);
 	if (rc)
 		return rc;
-	m->len = total;
+	d.m.len = total;
 	std::vector<Piece> pc;
 	try {
 		pc.resize(count);
@@ -394,14 +401,14 @@ int nicmr_mr_reg_iova(struct nicmr_pd *pd, const struct nicmr_iova_seg *segs, si
 	}
 	for (size_t i = 0; i < count && rc == 0; i++) {
 		pc[i] = Piece{segs[i].iova, segs[i].len, segs[i].iova, 12};
-		rc = find_iova(pd->dev, segs[i].iova, segs[i].len, &m->vec->pieces[i],
+		rc = find_iova(pd->dev, segs[i].iova, segs[i].len, &d.vec().pieces[i],
 			       &pc[i].log_page);
 	}
 	if (rc) {
-		release_pieces(pd->dev, m->vec.get());
+		release_pieces(pd->dev, &d.vec());
 		return rc;
 	}
-	return finish(pd, std::move(m), pc, segs[0].iova, flags, requested_key, "IOVA list", out);
+	return finish(pd, d, pc, segs[0].iova, flags, requested_key, "IOVA list", out);
 }
 
 int nicmr_mr_reg_pages(struct nicmr_pd *pd, const uint64_t *pages, size_t count, size_t page_size,
@@ -449,25 +456,25 @@ int nicmr_mr_reg_pages(struct nicmr_pd *pd, const uint64_t *pages, size_t count,
 	}
 	if (pc.size() > NICMR_MAX_IOV)
 		return -E2BIG;
-	std::unique_ptr<nicmr_mr> m;
-	rc = new_mr(pd, pc.size(), bits, zero, &m);
+	Draft d;
+	rc = new_mr(pd, pc.size(), bits, zero, &d);
 	if (rc)
 		return rc;
-	m->len = len;
+	d.m.len = len;
 	for (size_t i = 0; i < pc.size() && rc == 0; i++)
-		rc = find_iova(pd->dev, pc[i].iova, pc[i].len, &m->vec->pieces[i], &pc[i].log_page);
+		rc = find_iova(pd->dev, pc[i].iova, pc[i].len, &d.vec().pieces[i], &pc[i].log_page);
 	if (rc) {
-		release_pieces(pd->dev, m->vec.get());
+		release_pieces(pd->dev, &d.vec());
 		return rc;
 	}
-	return finish(pd, std::move(m), pc, first, flags, requested_key, "page vector", out);
+	return finish(pd, d, pc, first, flags, requested_key, "page vector", out);
 }
 
 int nicmr_mr_layout(const struct nicmr_mr *mr)
 {
 	if (mr == nullptr)
 		return -EINVAL;
-	return mr->vec ? mr->vec->layout : 0;
+	return mr->vec() ? mr->vec()->layout : 0;
 }
 
 } /* extern "C" */

@@ -52,7 +52,7 @@ int nicmr_mw_alloc(struct nicmr_pd *pd, struct nicmr_mw **out)
 		return -ENOMEM;
 	mw->pd = pd;
 	/* The PD's count of what lives in it: nicmr_pd_free says -EBUSY while it is not 0. */
-	pd->mrs.fetch_add(1, std::memory_order_relaxed);
+	pd->users.fetch_add(1, std::memory_order_relaxed);
 	pd->dev->mws.fetch_add(1, std::memory_order_relaxed);
 	*out = mw;
 	return 0;
@@ -65,7 +65,7 @@ int nicmr_mw_free(struct nicmr_mw *mw)
 	if (mw->key != 0)
 		return -EBUSY;
 	/* Release: the window's last use happens before a PD free that sees the count drop. */
-	mw->pd->mrs.fetch_sub(1, std::memory_order_release);
+	mw->pd->users.fetch_sub(1, std::memory_order_release);
 	mw->pd->dev->mws.fetch_sub(1, std::memory_order_relaxed);
 	delete mw;
 	return 0;

@@ -34,23 +34,24 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 		if (a < mr->addr || a + n > mr->addr + mr->len)
 			return -ERANGE;
 	}
-	if (mr->base != nullptr || mr->vec)
+	if (mr->base != nullptr || mr->vec())
 		return -EOPNOTSUPP;
 	if (mr->pool != nullptr)
 		return 0; /* mapped for the pool's life: nothing behind it can change */
 
-	nicmr_device *dev = mr->dev;
+	nicmr_device *dev = mr->dev();
+	nicmr_mr_rare *r = mr->rare; /* the slow path's mapping is there */
 	{
 		/* IOVA-list MRs over its mapping would be left on the old one: -EBUSY; and none
 		 * may start using it while it is being replaced. */
 		std::lock_guard lk(dev->vec_mu);
-		if (mr->iova_users)
+		if (r->iova_users)
 			return -EBUSY;
-		mr->iova_leaving = true;
+		r->iova_leaving = true;
 	}
 	auto done = [&](int rc) {
 		std::lock_guard lk(dev->vec_mu);
-		mr->iova_leaving = false;
+		r->iova_leaving = false;
 		return rc;
 	};
 
@@ -59,7 +60,7 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 	nicmr_mr_piece fresh;
 	uint64_t iova = 0;
 	unsigned log_page = 12;
-	int rc = nicmr_piece_map(dev, mr->addr, mr->len, write, mr, &fresh, &iova, &log_page);
+	int rc = nicmr_piece_map(dev, mr->addr, mr->len, write, false, r, &fresh, &iova, &log_page);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: refresh of %#x: mapping [%#lx, +%zu) again failed: %d",
 			  dev->spec.c_str(), mr->mkey, (unsigned long)mr->addr, mr->len, rc);
@@ -71,15 +72,17 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: refresh of %#x failed: %d", dev->spec.c_str(), mr->mkey,
 			  rc);
+		fresh.pool = nullptr; /* not counted (count_pool false) */
 		nicmr_piece_release(dev, &fresh);
 		return done(rc);
 	}
 	/* The device and the lookups use the new mapping now: the old one may go. */
 	nicmr_mr_piece old;
-	old.pool = mr->pool;
-	old.slow = std::move(mr->slow);
-	mr->pool = fresh.pool;
-	mr->slow = std::move(fresh.slow);
+	old.slow = std::move(r->slow);
+	/* The range may lie in a pool imported since: the MR then lives on the fast path's terms
+	 * (a pool MR is found by the table scan, not counted). */
+	std::atomic_ref(mr->pool).store(fresh.pool, std::memory_order_relaxed);
+	r->slow = std::move(fresh.slow);
 	mr->iova = iova;
 	nicmr_piece_release(dev, &old);
 	return done(0);

@@ -117,7 +117,7 @@ int DmaSpace::unmap_and_free(Live &live)
 	return rc;
 }
 
-int DmaSpace::add_pool(std::unique_ptr<Pool> pool, const PoolEntry **entry)
+int DmaSpace::add_pool(std::unique_ptr<Pool> pool, const PoolEntry **entry, void *owner)
 {
 	if (!pool)
 		return -EINVAL;
@@ -168,8 +168,8 @@ int DmaSpace::add_pool(std::unique_ptr<Pool> pool, const PoolEntry **entry)
 	Live live;
 	std::vector<Slot> slots;
 	try {
-		live.entry =
-			std::make_unique<PoolEntry>(PoolEntry{va, len, iova, align, pool.get()});
+		live.entry = std::make_unique<PoolEntry>(
+			PoolEntry{va, len, iova, align, pool.get(), owner});
 		slots.reserve(cur.size() + 1);
 		slots.assign(cur.begin(), pos);
 		slots.push_back(Slot{va, va + len, iova, live.entry.get()});

@@ -60,6 +60,7 @@ struct PoolEntry {
 	uint64_t iova;
 	size_t iova_align; /* largest page size a translation inside this pool may use */
 	Pool *pool;
+	void *owner; /* the caller's object for the pool (add_pool), fixed while published */
 };
 
 class DmaSpace {
@@ -71,9 +72,10 @@ public:
 	 * Places and maps a pool; the space owns it, and destroys it on failure. *entry (may be
 	 * null) points at its entry until remove_pool. Errors: -EINVAL (null pool, pages smaller
 	 * than the IOMMU's), -EEXIST (overlaps a pool of the space), -ENOSPC (IOVA exhausted),
-	 * -ENOMEM, mapper errors (the IOVA is returned first).
+	 * -ENOMEM, mapper errors (the IOVA is returned first). owner is stored in the entry
+	 * before it is published, so that a lookup finds the caller's object with the entry.
 	 */
-	int add_pool(std::unique_ptr<Pool> pool, const PoolEntry **entry);
+	int add_pool(std::unique_ptr<Pool> pool, const PoolEntry **entry, void *owner = nullptr);
 	/*
 	 * Unpublishes, unmaps and destroys a pool. -ENOENT if it is not in this space (double
 	 * destroy); a dma_unmap error is returned, but the pool is gone all the same.

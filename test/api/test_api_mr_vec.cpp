@@ -151,14 +151,14 @@ TEST_P(MrVec, UnalignedJointsGiveKlmOverPoolAndPlainMemory)
 	const uint64_t s = u(base + 100);
 	EXPECT_EQ(lookup(k, s), pool_iova(base + 100, 1));
 	EXPECT_EQ(lookup(k, s + 1000), pool_iova(base + (64 << 10) + 7, 1));
-	const nicmr_slow_map &sm = *m->vec->pieces[2].slow;
+	const nicmr_slow_map &sm = *m->vec()->pieces[2].slow;
 	EXPECT_EQ(lookup(k, s + 4000 + 17), sm.iova + (u(plain.get()) + 13 + 17 - sm.va));
 	EXPECT_EQ(lookup(k, s + 9001), pool_iova(base + (512 << 10) + 4096, 1));
 	write_then_read(k, s, 9002, 5);
 	expect_landed(iov);
 	/* The inner keys are held by the region. */
-	EXPECT_NE(m->vec->pieces[0].child, 0u);
-	EXPECT_EQ(dev->engine->dereg(m->vec->pieces[0].child, nullptr), -EBUSY);
+	EXPECT_NE(m->vec()->pieces[0].child, 0u);
+	EXPECT_EQ(dev->engine->dereg(m->vec()->pieces[0].child, nullptr), -EBUSY);
 	EXPECT_EQ(nicmr_mr_dereg(m), 0);
 	EXPECT_EQ(klm_live(), 0u);
 	expect_released(before, stats(dev));
@@ -242,7 +242,7 @@ TEST_P(MrVec, RegvRefusesBadArgumentsWithTheirCodes)
 		{reinterpret_cast<void *>(uintptr_t{1} << 12), size_t{1} << 63}};
 	std::vector<iovec> unmapped = {{base, 4096}, {reinterpret_cast<void *>(0x1000), 4096}};
 	auto before = stats(dev);
-	const uint64_t pool_users = pool->mrs.load();
+	const uint64_t pool_users = pool->pieces.load();
 	nicmr_mr *m = nullptr;
 	EXPECT_EQ(nicmr_mr_regv(nullptr, ok.data(), 2, kAll, 0, 0, &m), -EINVAL);
 	EXPECT_EQ(nicmr_mr_regv(pd, nullptr, 2, kAll, 0, 0, &m), -EINVAL);
@@ -263,7 +263,7 @@ TEST_P(MrVec, RegvRefusesBadArgumentsWithTheirCodes)
 	EXPECT_EQ(nicmr_mr_regv(pd, half.data(), 2, kAll, 0, 0, &m), -EFAULT);
 	EXPECT_EQ(m, nullptr);
 	expect_same(before, stats(dev));
-	EXPECT_EQ(pool->mrs.load(), pool_users);
+	EXPECT_EQ(pool->pieces.load(), pool_users);
 }
 
 TEST_P(MrVec, FailureAfterInnerKeysLeavesNothingBehind)
@@ -276,7 +276,7 @@ TEST_P(MrVec, FailureAfterInnerKeysLeavesNothingBehind)
 			       &holder),
 		  0);
 	auto before = stats(dev);
-	const uint64_t pool_users = pool->mrs.load();
+	const uint64_t pool_users = pool->pieces.load();
 	const uint64_t keys = free_and_retiring();
 	/* The requested key is live: refused at the last step, after the inner keys. */
 	EXPECT_EQ(nicmr_mr_regv(pd, iov.data(), 2, kAll, NICMR_MR_REQUESTED_KEY, want, &m),
@@ -293,7 +293,7 @@ TEST_P(MrVec, FailureAfterInnerKeysLeavesNothingBehind)
 		EXPECT_EQ(after.dev_mkeys, before.dev_mkeys);
 	}
 	EXPECT_EQ(free_and_retiring(), keys) << "inner keys wait for their grace period";
-	EXPECT_EQ(pool->mrs.load(), pool_users);
+	EXPECT_EQ(pool->pieces.load(), pool_users);
 	EXPECT_EQ(klm_live(), 0u);
 	EXPECT_EQ(dev->table->slots_used(), 0u);
 	/* A free requested key works. */
@@ -309,15 +309,15 @@ TEST_P(MrVec, IovaListOverPoolAndSlowMappings)
 	Anon plain(2 * 4096);
 	nicmr_mr *owner = nullptr, *m = nullptr;
 	ASSERT_EQ(nicmr_mr_reg(pd, plain.get(), plain.len(), kAll, 0, 0, &owner), 0);
-	const nicmr_slow_map &sm = *owner->slow;
+	const nicmr_slow_map &sm = *owner->slow();
 	std::vector<nicmr_iova_seg> segs = {{pool_iova(base + 40, 2000), 2000},
 					    {sm.iova + (u(plain.get()) - sm.va) + 17, 5000},
 					    {pool_iova(base + (200 << 10), 4096), 4096}};
-	const uint64_t pool_users = pool->mrs.load();
+	const uint64_t pool_users = pool->pieces.load();
 	ASSERT_EQ(nicmr_mr_reg_iova(pd, segs.data(), segs.size(), kAll, 0, 0, &m), 0);
 	EXPECT_EQ(nicmr_mr_addr(m), nullptr);
 	EXPECT_EQ(nicmr_mr_len(m), 11096u);
-	EXPECT_EQ(pool->mrs.load(), pool_users + 2);
+	EXPECT_EQ(pool->pieces.load(), pool_users + 2);
 	const uint32_t k = nicmr_mr_key(m);
 	const uint64_t s = segs[0].iova;
 	EXPECT_EQ(lookup(k, s), segs[0].iova);
@@ -330,7 +330,7 @@ TEST_P(MrVec, IovaListOverPoolAndSlowMappings)
 	/* The MR whose mapping it uses stays. */
 	EXPECT_EQ(nicmr_mr_dereg(owner), -EBUSY);
 	EXPECT_EQ(nicmr_mr_dereg(m), 0);
-	EXPECT_EQ(pool->mrs.load(), pool_users);
+	EXPECT_EQ(pool->pieces.load(), pool_users);
 	EXPECT_EQ(nicmr_mr_dereg(owner), 0);
 }
 
@@ -344,13 +344,13 @@ TEST_P(MrVec, IovaListRefusesWhatTheDeviceWouldFaultOn)
 		Anon plain(4096);
 		nicmr_mr *owner = nullptr;
 		ASSERT_EQ(nicmr_mr_reg(pd, plain.get(), 4096, kAll, 0, 0, &owner), 0);
-		const uint64_t gone = owner->slow->iova;
+		const uint64_t gone = owner->slow()->iova;
 		ASSERT_EQ(nicmr_mr_dereg(owner), 0);
 		std::vector<nicmr_iova_seg> stale = {{gone, 4096}};
 		EXPECT_EQ(nicmr_mr_reg_iova(pd, stale.data(), 1, kAll, 0, 0, &m), -EFAULT);
 	}
 	auto before = stats(dev);
-	const uint64_t pool_users = pool->mrs.load();
+	const uint64_t pool_users = pool->pieces.load();
 	std::vector<nicmr_iova_seg> outside = {{pi, 4096}, {0x10, 4096}};
 	std::vector<nicmr_iova_seg> past = {{pool_end - 4096, 8192}};
 	std::vector<nicmr_iova_seg> empty = {{pi, 4096}, {pi + 8192, 0}};
@@ -365,7 +365,7 @@ TEST_P(MrVec, IovaListRefusesWhatTheDeviceWouldFaultOn)
 	EXPECT_EQ(nicmr_mr_reg_iova(pd, outside.data(), 0, kAll, 0, 0, &m), -EINVAL);
 	EXPECT_EQ(nicmr_mr_reg_iova(pd, outside.data(), 1, kAll, 1ull << 9, 0, &m), -EOPNOTSUPP);
 	expect_same(before, stats(dev));
-	EXPECT_EQ(pool->mrs.load(), pool_users);
+	EXPECT_EQ(pool->pieces.load(), pool_users);
 }
 
 TEST_P(MrVec, PageVectorOfScatteredPages)
@@ -413,7 +413,7 @@ TEST_P(MrVec, PageVectorRefusesBadArgumentsWithTheirCodes)
 	for (int i = 0; i <= int(NICMR_MAX_IOV); i++)
 		scattered.push_back(p0 + uint64_t(2 * i) * 4096);
 	auto before = stats(dev);
-	const uint64_t pool_users = pool->mrs.load();
+	const uint64_t pool_users = pool->pieces.load();
 	nicmr_mr *m = nullptr;
 	EXPECT_EQ(nicmr_mr_reg_pages(pd, nullptr, 2, 4096, 0, 8192, kAll, 0, 0, &m), -EINVAL);
 	EXPECT_EQ(nicmr_mr_reg_pages(pd, pages.data(), 0, 4096, 0, 8192, kAll, 0, 0, &m), -EINVAL);
@@ -440,7 +440,7 @@ TEST_P(MrVec, PageVectorRefusesBadArgumentsWithTheirCodes)
 	EXPECT_EQ(nicmr_mr_reg_pages(pd, pages.data(), 2, 4096, 0, 8192, 1ull << 40, 0, 0, &m),
 		  -EINVAL);
 	expect_same(before, stats(dev));
-	EXPECT_EQ(pool->mrs.load(), pool_users);
+	EXPECT_EQ(pool->pieces.load(), pool_users);
 }
 
 TEST_P(MrVec, RawKeyOfAVectoredRegionNamesIt)
