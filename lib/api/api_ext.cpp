@@ -149,12 +149,12 @@ int nicmr_mr_enable(struct nicmr_mr *mr)
 	}
 	nicmr_device *dev = mr->dev();
 	/* Device first: lookups accept the key only once the device does too. */
-	int rc = dev->drv->set_mkey_ext(mr->mkey >> 8, st);
+	int rc = dev->drv->set_mkey_ext(mr->mkey() >> 8, st);
 	if (rc == 0)
-		rc = dev->engine->set_enabled(mr->mkey, true);
+		rc = dev->engine->set_enabled(mr->mkey(), true);
 	if (rc) {
-		NICMR_LOG(warn, "api", "%s: enable of %#x failed: %d", dev->spec.c_str(), mr->mkey,
-			  rc);
+		NICMR_LOG(warn, "api", "%s: enable of %#x failed: %d", dev->spec.c_str(),
+			  mr->mkey(), rc);
 		return rc;
 	}
 	r->enabled = true;
@@ -170,19 +170,19 @@ int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
 		return -ENOENT;
 	nicmr_device *dev = mr->dev();
 	/* Lookups first, then the device: neither accepts the key once this returns. */
-	int rc = dev->engine->set_enabled(mr->mkey, false);
+	int rc = dev->engine->set_enabled(mr->mkey(), false);
 	if (rc)
 		return rc;
 	mlx5::MkeyExtState st;
 	st.flags = prm::mkey_ext::disabled;
 	if (r->ext & NICMR_MR_SINGLE_USE)
 		st.flags |= prm::mkey_ext::single_use;
-	rc = dev->drv->set_mkey_ext(mr->mkey >> 8, st);
+	rc = dev->drv->set_mkey_ext(mr->mkey() >> 8, st);
 	if (rc) {
-		NICMR_LOG(warn, "api", "%s: unbind of %#x failed: %d", dev->spec.c_str(), mr->mkey,
-			  rc);
+		NICMR_LOG(warn, "api", "%s: unbind of %#x failed: %d", dev->spec.c_str(),
+			  mr->mkey(), rc);
 		if (r->enabled)
-			(void)dev->engine->set_enabled(mr->mkey, true);
+			(void)dev->engine->set_enabled(mr->mkey(), true);
 		return rc;
 	}
 	r->enabled = false;

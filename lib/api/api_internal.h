@@ -5,9 +5,9 @@
  *   nicmr_device ─ bus function (emu / vfio) ─ DmaSpace ─ mlx5::Device ─ CmdProgrammer ─ Engine
  *        │  pools (by mem::Pool*) ─ nicmr_pool ── pieces (count)
  *        │  pins (4 KiB page -> count), slow_iova (IOVA window of slow-path mappings)
- *        │  mr_table: one 64-byte nicmr_mr per mkey index ── pd, pool or rare (slow-path
- *        │            mapping, vectored pieces, extension state), base (sub-MR)
- *        └─ nicmr_pd ── users (count: windows and QPs)
+ *        │  mr_table: one 32-byte nicmr_mr per mkey index ── pd, pool or rare (slow-path
+ *        │            mapping, vectored pieces, extension state), addr; the rest in the key's
+ * shadow entry └─ nicmr_pd ── users (count: windows and QPs)
  *
  * An MR's handle is its slot in mr_table, at its key's index: registration fills the slot of the
  * index the engine gave it and allocates nothing; a destroy that must say -EBUSY (pool, PD,
@@ -129,8 +129,7 @@ struct nicmr_mr_piece {
 };
 struct nicmr_mr_vec {
 	std::vector<nicmr_mr_piece> pieces;
-	int layout = 0;	    /* nicmr_mr_layout: 0 contiguous, 1 MTT over runs, 2 KLM */
-	uint64_t start = 0; /* in the key's address space: the first VA or IOVA, or 0 */
+	int layout = 0; /* nicmr_mr_layout: 0 contiguous, 1 MTT over runs, 2 KLM */
 };
 
 /* What an MR holds beyond its 64-byte handle: made only for MRs that have any of it (slow-path,
@@ -157,37 +156,28 @@ struct nicmr_slow_ref {
 
 /*
  * An MR: its slot in the device's mr_table, at its key's index (nicmr_mr_slot). A plain
- * 64-byte record (the table is zero-filled memory): pd is null while the slot is free. The
- * owner of the key writes the slot; table scans read pd and pool only, through std::atomic_ref.
+ * 32-byte record (the table is zero-filled memory): pd is null while the slot is free. What
+ * the shadow table's entry at the same index holds (key, length, access, start, base) is read
+ * from there, not kept twice. The owner of the key writes the slot; table scans read pd and
+ * pool only, through std::atomic_ref.
  */
 struct nicmr_mr {
 	nicmr_pd *pd;	     /* null: free slot */
 	nicmr_pool *pool;    /* the pool that holds it (fast path), else null */
-	nicmr_mr *base;	     /* sub-MR: the MR it lies in */
 	nicmr_mr_rare *rare; /* slow path, vectored, extensions; else null */
 	uintptr_t addr;	     /* as given (sub-MR: base addr + offset; IOVA-list MRs: 0) */
-	size_t len;
-	uint64_t iova; /* of start() */
-	uint32_t mkey;
-	uint8_t access;
-	bool zero_based;
-	uint8_t reserved[2];
 
 	nicmr_device *dev() const noexcept { return pd->dev; }
 	nicmr_slow_map *slow() const noexcept { return rare ? rare->slow.get() : nullptr; }
 	nicmr_mr_vec *vec() const noexcept { return rare ? rare->vec.get() : nullptr; }
 	uint64_t ext() const noexcept { return rare ? rare->ext : 0; }
-	/* The region's first address in its key's address space: addr, or 0 when zero-based. */
-	uint64_t start() const noexcept
-	{
-		if (base != nullptr)
-			return base->start() + (addr - base->addr);
-		if (rare != nullptr && rare->vec)
-			return rare->vec->start;
-		return zero_based ? 0 : addr;
-	}
+	/* The key's entry (key, start in its address space, length, access, flags, base). */
+	inline nicmr::mr::EntryFields entry() const noexcept;
+	uint32_t mkey() const noexcept { return entry().mkey; }
+	/* A sub-MR's base (or window's MR), else null. */
+	inline nicmr_mr *base() const noexcept;
 };
-static_assert(sizeof(nicmr_mr) == 64, "one cache line per MR handle");
+static_assert(sizeof(nicmr_mr) == 32, "two MR handles per cache line");
 
 /* A counter the device increments (api_ext.cpp): 8 bytes of the driver's DMA arena. */
 struct nicmr_cntr {
@@ -262,9 +252,19 @@ inline nicmr_mr *nicmr_mr_slot(nicmr_device *dev, uint32_t mkey) noexcept
 {
 	return &dev->mr_table[mkey >> 8];
 }
-/* Fills mkey's slot from draft (whose mkey is set) and returns it: plain stores, pd last. The
- * calling thread owns the key. */
-nicmr_mr *nicmr_mr_publish(nicmr_device *dev, const nicmr_mr &draft) noexcept;
+nicmr::mr::EntryFields nicmr_mr::entry() const noexcept
+{
+	const nicmr_device *d = pd->dev;
+	return d->table->read_owned(uint32_t(this - d->mr_table));
+}
+nicmr_mr *nicmr_mr::base() const noexcept
+{
+	const nicmr::mr::EntryFields f = entry();
+	return (f.flags & nicmr::mr::kEntrySub) ? &pd->dev->mr_table[f.base_index] : nullptr;
+}
+/* Fills the slot of mkey (registered by the calling thread) from draft and returns it: plain
+ * stores, pd last. */
+nicmr_mr *nicmr_mr_publish(nicmr_device *dev, uint32_t mkey, const nicmr_mr &draft) noexcept;
 /* Empties the slot before its key goes back to the engine (after that, another thread may get
  * the index and fill the slot). */
 void nicmr_mr_unpublish(nicmr_mr *slot) noexcept;

@@ -105,19 +105,13 @@ inline void slot_acquired(const nicmr_mr *slot) noexcept
 
 } // namespace
 
-nicmr_mr *nicmr_mr_publish(nicmr_device *dev, const nicmr_mr &draft) noexcept
+nicmr_mr *nicmr_mr_publish(nicmr_device *dev, uint32_t mkey, const nicmr_mr &draft) noexcept
 {
-	nicmr_mr *slot = nicmr_mr_slot(dev, draft.mkey);
+	nicmr_mr *slot = nicmr_mr_slot(dev, mkey);
 	slot_acquired(slot);
 	/* Field by field: scans read pd and pool at any time, so those two are atomic stores. */
-	slot->base = draft.base;
 	slot->rare = draft.rare;
 	slot->addr = draft.addr;
-	slot->len = draft.len;
-	slot->iova = draft.iova;
-	slot->mkey = draft.mkey;
-	slot->access = draft.access;
-	slot->zero_based = draft.zero_based;
 	std::atomic_ref(slot->pool).store(draft.pool, std::memory_order_relaxed);
 	std::atomic_ref(slot->pd).store(draft.pd, std::memory_order_release);
 	return slot;
@@ -274,9 +268,7 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	nicmr_mr m{};
 	m.pd = pd;
 	m.addr = a;
-	m.len = len;
-	m.access = bits;
-	m.zero_based = zero;
+	uint64_t iova = 0;
 
 	/* Extension and slow-path MRs carry more than the handle (never on the pool fast path). */
 	std::unique_ptr<nicmr_mr_rare> rare;
@@ -299,14 +291,14 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 		if (e != nullptr && e->owner != nullptr) {
 			/* Fast path (inline here: no rare part). */
 			m.pool = static_cast<nicmr_pool *>(e->owner);
-			m.iova = e->iova + (a - e->va);
+			iova = e->iova + (a - e->va);
 			log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
 		} else {
 			if (!make_rare())
 				return -ENOMEM;
 			nicmr_mr_piece piece;
 			int rc = nicmr_piece_map(dev, a, len, write, false, rare.get(), &piece,
-						 &m.iova, &log_page);
+						 &iova, &log_page);
 			if (rc)
 				return rc;
 			rare->slow = std::move(piece.slow);
@@ -315,14 +307,14 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	/* Zero-based: offset 0 is the start of a translation page, so the page may not be larger
 	 * than the IOVA's alignment. */
 	if (zero)
-		log_page = std::min(log_page, unsigned(std::countr_zero(m.iova | (1ull << 30))));
+		log_page = std::min(log_page, unsigned(std::countr_zero(iova | (1ull << 30))));
 
 	mr::RegRequest req;
 	req.addr = a;
 	req.len = len;
 	req.access = bits;
 	req.pd = pd->handle.pd();
-	req.iova = m.iova;
+	req.iova = iova;
 	req.log_page_size = uint8_t(log_page);
 	req.requested_key = requested_key;
 	req.flags = ((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
@@ -330,14 +322,15 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 		    ((flags & NICMR_MR_SINGLE_USE) ? uint32_t(mr::kRegSingleUse) : 0u) |
 		    ((flags & NICMR_MR_RMA_EVENT) ? uint32_t(mr::kRegRmaEvent) : 0u);
 	api::ThreadCache *tc = api::thread_cache(dev);
-	int rc = dev->engine->reg(req, api::key_cache(tc), &m.mkey);
+	uint32_t mkey = 0;
+	int rc = dev->engine->reg(req, api::key_cache(tc), &mkey);
 	if (rc == 0 && ext) {
 		/* The key is bound on the device: give it its extension state before anyone
 		 * has it, or take it back. */
-		rc = nicmr_ext_apply(dev, m.mkey, ext);
-		if (rc && dev->engine->dereg(m.mkey, api::key_cache(tc)) != 0)
+		rc = nicmr_ext_apply(dev, mkey, ext);
+		if (rc && dev->engine->dereg(mkey, api::key_cache(tc)) != 0)
 			NICMR_LOG(error, "api", "%s: dereg of %#x after its failed extension",
-				  dev->spec.c_str(), m.mkey);
+				  dev->spec.c_str(), mkey);
 	}
 	api::note_cache_size(tc);
 	if (rc) {
@@ -352,7 +345,7 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 		return rc;
 	}
 	m.rare = rare.release();
-	*out = nicmr_mr_publish(dev, m);
+	*out = nicmr_mr_publish(dev, mkey, m);
 	return 0;
 }
 
@@ -366,33 +359,32 @@ int nicmr_mr_reg_sub(struct nicmr_mr *base, size_t offset, size_t len, uint64_t 
 	uint8_t bits = 0;
 	if (access_bits(access, &bits) != 0)
 		return -EINVAL;
-	if (offset > base->len || len > base->len - offset)
+	if (base->pd == nullptr)
+		return -EINVAL;
+	const mr::EntryFields b = base->entry();
+	if (offset > b.len || len > b.len - offset)
 		return -ERANGE;
 	nicmr_device *dev = base->dev();
 	nicmr_mr m{};
 	m.pd = base->pd;
-	m.base = base;
 	m.addr = base->addr + offset;
-	m.len = len;
-	m.iova = base->iova + offset;
-	m.access = bits;
-	m.zero_based = base->zero_based;
 
 	mr::RegRequest req;
-	req.addr = base->start() + offset; /* in the base's address space */
+	req.addr = b.start + offset; /* in the base's address space */
 	req.len = len;
 	req.access = bits;
 	req.requested_key = requested_key;
 	req.flags = (flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u;
 	api::ThreadCache *tc = api::thread_cache(dev);
-	int rc = dev->engine->reg_sub(base->mkey, req, api::key_cache(tc), &m.mkey);
+	uint32_t mkey = 0;
+	int rc = dev->engine->reg_sub(b.mkey, req, api::key_cache(tc), &mkey);
 	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: sub-MR of %#x (+%zu, %zu bytes) failed: %d",
-			  dev->spec.c_str(), base->mkey, offset, len, rc);
+			  dev->spec.c_str(), b.mkey, offset, len, rc);
 		return rc;
 	}
-	*out = nicmr_mr_publish(dev, m);
+	*out = nicmr_mr_publish(dev, mkey, m);
 	return 0;
 }
 
@@ -417,15 +409,16 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 	/* The slot is emptied while the key is still ours: once the engine has it back, another
 	 * thread may get the index and fill the slot. */
 	const nicmr_mr saved = *mr;
+	const uint32_t mkey = mr->mkey();
 	nicmr_mr_unpublish(mr);
 	api::ThreadCache *tc = api::thread_cache(dev);
-	int rc = dev->engine->dereg(saved.mkey, api::key_cache(tc));
+	int rc = dev->engine->dereg(mkey, api::key_cache(tc));
 	api::note_cache_size(tc);
 	if (rc) {
 		if (rc != -EBUSY)
 			NICMR_LOG(warn, "api", "%s: dereg of %#x failed: %d", dev->spec.c_str(),
-				  saved.mkey, rc);
-		nicmr_mr_publish(dev, saved);
+				  mkey, rc);
+		nicmr_mr_publish(dev, mkey, saved);
 		if (maps) {
 			std::lock_guard lk(dev->vec_mu);
 			rare->iova_leaving = false;
@@ -448,7 +441,7 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 
 uint32_t nicmr_mr_key(const struct nicmr_mr *mr)
 {
-	return mr ? mr->mkey : 0;
+	return mr && mr->pd ? mr->mkey() : 0;
 }
 
 void *nicmr_mr_addr(const struct nicmr_mr *mr)
@@ -458,24 +451,26 @@ void *nicmr_mr_addr(const struct nicmr_mr *mr)
 
 size_t nicmr_mr_len(const struct nicmr_mr *mr)
 {
-	return mr ? mr->len : 0;
+	return mr && mr->pd ? mr->entry().len : 0;
 }
 
 int nicmr_mr_in_pool(const struct nicmr_mr *mr)
 {
 	if (mr == nullptr)
 		return -EINVAL;
+	if (mr->pd == nullptr)
+		return -EINVAL;
 	const nicmr_mr *m = mr;
-	while (m->base != nullptr)
-		m = m->base;
+	while (const nicmr_mr *b = m->base())
+		m = b;
 	return m->pool != nullptr ? 1 : 0;
 }
 
 int nicmr_mr_raw_attr(const struct nicmr_mr *mr, void *buf, size_t *size)
 {
-	if (mr == nullptr || size == nullptr || (buf == nullptr && *size > 0))
+	if (mr == nullptr || mr->pd == nullptr || size == nullptr || (buf == nullptr && *size > 0))
 		return -EINVAL;
-	return mr->dev()->engine->raw_attr(mr->mkey, static_cast<uint8_t *>(buf), size);
+	return mr->dev()->engine->raw_attr(mr->mkey(), static_cast<uint8_t *>(buf), size);
 }
 
 } /* extern "C" */

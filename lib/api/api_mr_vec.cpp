@@ -143,11 +143,23 @@ unsigned mtt_page(uint64_t start, uint64_t len, const std::vector<mr::Run> &runs
 	return 0;
 }
 
+/* An MR being built: its handle's fields, what it holds (rare->vec) and what its entry will. */
+struct Draft {
+	nicmr_mr m{};
+	std::unique_ptr<nicmr_mr_rare> rare;
+	uint64_t len = 0;
+	uint64_t start = 0; /* in the key's address space: the first VA or IOVA, or 0 */
+	uint8_t access = 0;
+	bool zero_based = false;
+	uint32_t mkey = 0;
+	nicmr_mr_vec &vec() { return *rare->vec; }
+};
+
 /*
- * Registers m (fields addr, len, start, access, zero_based, vec with pieces mapped) over
- * pieces: one MTT mkey when it fits, else KLM over one key per piece.
+ * Registers d (len, start, access, zero_based, vec with pieces mapped) over pieces: one MTT
+ * mkey when it fits, else KLM over one key per piece.
  */
-int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uint64_t first,
+int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64_t first,
 		    uint64_t flags, uint64_t requested_key)
 {
 	nicmr_device *dev = pd->dev;
@@ -173,22 +185,22 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 		maxlp = std::min(maxlp, p.log_page);
 	const uint32_t reg_flags =
 		((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
-		(m->zero_based ? uint32_t(mr::kRegZeroBased) : 0u);
+		(d->zero_based ? uint32_t(mr::kRegZeroBased) : 0u);
 	api::ThreadCache *tc = api::thread_cache(dev);
-	const unsigned lp = mtt_page(m->start(), m->len, runs, maxlp, dev->max_translations);
+	const unsigned lp = mtt_page(d->start, d->len, runs, maxlp, dev->max_translations);
 	if (lp != 0) {
 		std::vector<uint64_t> mtt;
 		mr::RegRequest req;
 		req.addr = first;
-		req.len = m->len;
-		req.access = m->access;
+		req.len = d->len;
+		req.access = d->access;
 		req.pd = pd->handle.pd();
 		req.iova = runs[0].iova;
 		req.log_page_size = uint8_t(lp);
 		req.requested_key = requested_key;
 		req.flags = reg_flags;
 		if (runs.size() > 1) {
-			int rc = mtt_list(m->start(), m->len, runs, lp, &mtt);
+			int rc = mtt_list(d->start, d->len, runs, lp, &mtt);
 			if (rc)
 				return rc;
 			req.runs = runs.data();
@@ -196,10 +208,10 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 			req.mtt = mtt.data();
 			req.mtt_count = uint32_t(mtt.size());
 		}
-		int rc = dev->engine->reg(req, api::key_cache(tc), &m->mkey);
+		int rc = dev->engine->reg(req, api::key_cache(tc), &d->mkey);
 		api::note_cache_size(tc);
 		if (rc == 0)
-			m->rare->vec->layout = runs.size() > 1 ? 1 : 0;
+			d->vec().layout = runs.size() > 1 ? 1 : 0;
 		return rc;
 	}
 
@@ -225,20 +237,20 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 		mr::RegRequest c;
 		c.addr = pc[i].addr;
 		c.len = pc[i].len;
-		c.access = m->access;
+		c.access = d->access;
 		c.pd = pd->handle.pd();
 		c.iova = pc[i].iova;
 		c.log_page_size = uint8_t(pc[i].log_page);
-		rc = dev->engine->reg(c, api::key_cache(tc), &m->rare->vec->pieces[i].child);
+		rc = dev->engine->reg(c, api::key_cache(tc), &d->vec().pieces[i].child);
 		if (rc == 0)
 			parts.push_back(
-				{pc[i].addr, m->rare->vec->pieces[i].child, uint32_t(pc[i].len)});
+				{pc[i].addr, d->vec().pieces[i].child, uint32_t(pc[i].len)});
 	}
 	if (rc == 0) {
 		mr::IndirectRequest r;
 		r.addr = first;
-		r.len = m->len;
-		r.access = m->access;
+		r.len = d->len;
+		r.access = d->access;
 		r.pd = pd->handle.pd();
 		r.requested_key = requested_key;
 		r.flags = reg_flags;
@@ -246,21 +258,14 @@ int register_pieces(nicmr_pd *pd, nicmr_mr *m, const std::vector<Piece> &pc, uin
 		r.part_count = uint32_t(parts.size());
 		r.runs = runs.data();
 		r.run_count = uint32_t(runs.size());
-		rc = dev->engine->reg_indirect(r, *dev->klm, api::key_cache(tc), &m->mkey);
+		rc = dev->engine->reg_indirect(r, *dev->klm, api::key_cache(tc), &d->mkey);
 	}
 	api::note_cache_size(tc);
 	if (rc)
 		return rc; /* the caller releases the pieces and their inner keys */
-	m->rare->vec->layout = 2;
+	d->vec().layout = 2;
 	return 0;
 }
-
-/* An MR being built: its handle's fields and what it holds (rare->vec). */
-struct Draft {
-	nicmr_mr m{};
-	std::unique_ptr<nicmr_mr_rare> rare;
-	nicmr_mr_vec &vec() { return *rare->vec; }
-};
 
 /* Common head of the three calls: the MR's draft with its pieces' slots. */
 int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, Draft *d)
@@ -278,8 +283,8 @@ int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, Draft *d)
 	}
 	d->m.pd = pd;
 	d->m.rare = d->rare.get();
-	d->m.access = bits;
-	d->m.zero_based = zero;
+	d->access = bits;
+	d->zero_based = zero;
 	return 0;
 }
 
@@ -288,17 +293,16 @@ int finish(nicmr_pd *pd, Draft &d, const std::vector<Piece> &pc, uint64_t first,
 	   uint64_t requested_key, const char *what, nicmr_mr **out)
 {
 	nicmr_device *dev = pd->dev;
-	d.vec().start = d.m.zero_based ? 0 : first;
-	d.m.iova = pc[0].iova;
-	int rc = register_pieces(pd, &d.m, pc, first, flags, requested_key);
+	d.start = d.zero_based ? 0 : first;
+	int rc = register_pieces(pd, &d, pc, first, flags, requested_key);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: %s of %zu pieces (%zu bytes) failed: %d",
-			  dev->spec.c_str(), what, pc.size(), d.m.len, rc);
+			  dev->spec.c_str(), what, pc.size(), d.len, rc);
 		release_pieces(dev, &d.vec());
 		return rc;
 	}
 	d.rare.release(); /* the slot owns it now */
-	*out = nicmr_mr_publish(dev, d.m);
+	*out = nicmr_mr_publish(dev, d.mkey, d.m);
 	return 0;
 }
 
@@ -349,7 +353,7 @@ int nicmr_mr_regv(struct nicmr_pd *pd, const struct iovec *iov, size_t count, ui
 	if (rc)
 		return rc;
 	d.m.addr = first;
-	d.m.len = total;
+	d.len = total;
 	std::vector<Piece> pc;
 	try {
 		pc.resize(count);
@@ -392,7 +396,7 @@ int nicmr_mr_reg_iova(struct nicmr_pd *pd, const struct nicmr_iova_seg *segs, si
 	rc = new_mr(pd, count, bits, zero, &d);
 	if (rc)
 		return rc;
-	d.m.len = total;
+	d.len = total;
 	std::vector<Piece> pc;
 	try {
 		pc.resize(count);
@@ -460,7 +464,7 @@ int nicmr_mr_reg_pages(struct nicmr_pd *pd, const uint64_t *pages, size_t count,
 	rc = new_mr(pd, pc.size(), bits, zero, &d);
 	if (rc)
 		return rc;
-	d.m.len = len;
+	d.len = len;
 	for (size_t i = 0; i < pc.size() && rc == 0; i++)
 		rc = find_iova(pd->dev, pc[i].iova, pc[i].len, &d.vec().pieces[i], &pc[i].log_page);
 	if (rc) {

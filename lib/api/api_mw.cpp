@@ -89,11 +89,11 @@ int nicmr_mw_bind(struct nicmr_mw *mw, struct nicmr_mr *mr, uint64_t addr, size_
 	req.flags = mr::kRegWindow;
 	api::ThreadCache *tc = api::thread_cache(dev);
 	uint32_t key = 0;
-	int rc = dev->engine->reg_sub(mr->mkey, req, api::key_cache(tc), &key);
+	int rc = dev->engine->reg_sub(mr->mkey(), req, api::key_cache(tc), &key);
 	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: window bind to MR %#x [%#llx, +%zu) failed: %d",
-			  dev->spec.c_str(), mr->mkey, static_cast<unsigned long long>(addr), len,
+			  dev->spec.c_str(), mr->mkey(), static_cast<unsigned long long>(addr), len,
 			  rc);
 		return rc;
 	}

@@ -24,17 +24,18 @@ extern "C" {
 
 int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 {
-	if (mr == nullptr || (iov == nullptr && count != 0))
+	if (mr == nullptr || mr->pd == nullptr || (iov == nullptr && count != 0))
 		return -EINVAL;
+	const mr::EntryFields f = mr->entry();
 	for (size_t i = 0; i < count; i++) {
 		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
 		const size_t n = iov[i].iov_len;
 		if (n == 0 || a + n < a)
 			return -EINVAL;
-		if (a < mr->addr || a + n > mr->addr + mr->len)
+		if (a < mr->addr || a + n > mr->addr + f.len)
 			return -ERANGE;
 	}
-	if (mr->base != nullptr || mr->vec())
+	if ((f.flags & mr::kEntrySub) || mr->vec())
 		return -EOPNOTSUPP;
 	if (mr->pool != nullptr)
 		return 0; /* mapped for the pool's life: nothing behind it can change */
@@ -55,22 +56,22 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 		return rc;
 	};
 
-	const bool write = mr->access & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
-					 mr::kAccessRemoteAtomic);
+	const bool write = f.access & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
+				       mr::kAccessRemoteAtomic);
 	nicmr_mr_piece fresh;
 	uint64_t iova = 0;
 	unsigned log_page = 12;
-	int rc = nicmr_piece_map(dev, mr->addr, mr->len, write, false, r, &fresh, &iova, &log_page);
+	int rc = nicmr_piece_map(dev, mr->addr, f.len, write, false, r, &fresh, &iova, &log_page);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: refresh of %#x: mapping [%#lx, +%zu) again failed: %d",
-			  dev->spec.c_str(), mr->mkey, (unsigned long)mr->addr, mr->len, rc);
+			  dev->spec.c_str(), f.mkey, (unsigned long)mr->addr, f.len, rc);
 		return done(rc);
 	}
-	if (mr->zero_based)
+	if (f.flags & mr::kEntryZeroBased)
 		log_page = std::min(log_page, unsigned(std::countr_zero(iova | (1ull << 30))));
-	rc = dev->engine->refresh(mr->mkey, iova, uint8_t(log_page));
+	rc = dev->engine->refresh(f.mkey, iova, uint8_t(log_page));
 	if (rc) {
-		NICMR_LOG(warn, "api", "%s: refresh of %#x failed: %d", dev->spec.c_str(), mr->mkey,
+		NICMR_LOG(warn, "api", "%s: refresh of %#x failed: %d", dev->spec.c_str(), f.mkey,
 			  rc);
 		fresh.pool = nullptr; /* not counted (count_pool false) */
 		nicmr_piece_release(dev, &fresh);
@@ -83,7 +84,6 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 	 * (a pool MR is found by the table scan, not counted). */
 	std::atomic_ref(mr->pool).store(fresh.pool, std::memory_order_relaxed);
 	r->slow = std::move(fresh.slow);
-	mr->iova = iova;
 	nicmr_piece_release(dev, &old);
 	return done(0);
 }

@@ -122,9 +122,9 @@ TEST_F(HotPath, PoolRegistrationAndDeregistrationAllocateNothing)
 			nicmr_mr *m = nullptr, *sub = nullptr;
 			ASSERT_EQ(nicmr_mr_reg(pd, base + 4096 * (i % 512), 4096, kAll, 0, 0, &m),
 				  0);
-			ASSERT_EQ(nicmr_mr_reg_sub(m, 64, 128, NICMR_ACCESS_REMOTE_READ, 0, 0,
-						   &sub),
-				  0);
+			ASSERT_EQ(
+				nicmr_mr_reg_sub(m, 64, 128, NICMR_ACCESS_REMOTE_READ, 0, 0, &sub),
+				0);
 			ASSERT_EQ(nicmr_mr_dereg(sub), 0);
 			ASSERT_EQ(nicmr_mr_dereg(m), 0);
 		}
@@ -217,15 +217,18 @@ TEST_F(HotPath, ThreadsHandingIndicesOverAlwaysFindTheirOwnHandle)
 					const size_t off = (size_t(t) << 20) + 4096 * (rng() % 200);
 					const size_t len = 64 + rng() % 4000;
 					nicmr_mr *m = nullptr;
-					if (nicmr_mr_reg(pd, base + off, len, kAll, 0, 0, &m) != 0) {
+					if (nicmr_mr_reg(pd, base + off, len, kAll, 0, 0, &m) !=
+					    0) {
 						wrong.fetch_add(1);
 						continue;
 					}
 					uint64_t iova = 0;
-					if (nicmr_mr_addr(m) != base + off || nicmr_mr_len(m) != len ||
+					if (nicmr_mr_addr(m) != base + off ||
+					    nicmr_mr_len(m) != len ||
 					    m != nicmr_mr_slot(dev, nicmr_mr_key(m)) ||
-					    nicmr_key_lookup(dev, nicmr_mr_key(m), u(base + off), len,
-							     NICMR_ACCESS_REMOTE_WRITE, &iova) != 0)
+					    nicmr_key_lookup(dev, nicmr_mr_key(m), u(base + off),
+							     len, NICMR_ACCESS_REMOTE_WRITE,
+							     &iova) != 0)
 						wrong.fetch_add(1);
 					mine.push_back(m);
 				} else {
