@@ -117,6 +117,30 @@ TEST(EmuFunction, InlineDoorbellRunsOnTheWritingThread)
 	EXPECT_EQ(f->doorbells_delivered(), 1u);
 }
 
+TEST(EmuFunction, WriteOnlyDoorbellIsDeliveredButNotKept)
+{
+	auto f = make();
+	uint64_t got = 0;
+	ASSERT_EQ(f->add_doorbell(
+			  0x800, DoorbellMerge::latest, [&](uint64_t v) { got = v; },
+			  DoorbellStore::deliver_only),
+		  0);
+	ASSERT_EQ(f->add_doorbell(0x900, DoorbellMerge::latest, [](uint64_t) {}), 0);
+	ASSERT_EQ(f->start(), 0);
+	f->reg_write32(0x800, 0xabcd);
+	f->bar0_write64(0x800, 0x1122334455667788ull);
+	EXPECT_EQ(got, 0x1122334455667788ull);
+	EXPECT_EQ(f->bar0_read32(0x800), 0xabcdu) << "a write-only register keeps what it held";
+	EXPECT_EQ(f->bar0_read32(0x804), 0u);
+	f->bar0_write32(0x800, 7);
+	EXPECT_EQ(got, 7u);
+	EXPECT_EQ(f->bar0_read32(0x800), 0xabcdu);
+	/* A doorbell that keeps its writes (the default) reads back what was rung. */
+	f->bar0_write64(0x900, 0x55ull);
+	EXPECT_EQ(f->bar0_read32(0x900), 0x55u);
+	EXPECT_EQ(f->doorbells_delivered(), 3u);
+}
+
 TEST(EmuFunction, PollThreadDeliversOnTheDeviceThread)
 {
 	auto f = make(DoorbellDelivery::poll_thread);

@@ -67,6 +67,7 @@ void EmuFunction::bar0_write32(size_t offset, uint32_t value)
 		return;
 	const size_t word = offset / 4;
 	std::atomic_ref<uint32_t> cell(bar_[word]);
+	Doorbell *db = find_doorbell(word);
 	/* Acquire pairs with the release store of the count in set_read_only/add_doorbell. */
 	const size_t nro = n_read_only_.load(std::memory_order_acquire);
 	for (size_t i = 0; i < nro; i++) {
@@ -80,50 +81,61 @@ void EmuFunction::bar0_write32(size_t offset, uint32_t value)
 						   std::memory_order_release,
 						   std::memory_order_relaxed))
 			;
-		ring(word, value);
+		if (db != nullptr)
+			ring(*db, value);
 		return;
 	}
 	/* Release: a device that reads this register after a doorbell sees what came before. */
-	cell.store(value, std::memory_order_release);
-	ring(word, value);
+	if (db == nullptr || db->store == DoorbellStore::keep)
+		cell.store(value, std::memory_order_release);
+	if (db != nullptr)
+		ring(*db, value);
 }
 
 void EmuFunction::bar0_write64(size_t offset, uint64_t value)
 {
 	if (offset % 8 != 0 || offset / 4 + 1 >= bar_words_)
 		return;
-	/* The CPU stores the 8 bytes in memory order: the first word holds the low-address bytes.
-	 */
-	uint32_t w[2];
-	std::memcpy(w, &value, sizeof(w));
-	std::atomic_ref<uint32_t>(bar_[offset / 4]).store(w[0], std::memory_order_release);
-	std::atomic_ref<uint32_t>(bar_[offset / 4 + 1]).store(w[1], std::memory_order_release);
-	ring(offset / 4, value);
+	Doorbell *db = find_doorbell(offset / 4);
+	if (db == nullptr || db->store == DoorbellStore::keep) {
+		/* The CPU stores the 8 bytes in memory order: the first word holds the
+		 * low-address bytes. */
+		uint32_t w[2];
+		std::memcpy(w, &value, sizeof(w));
+		std::atomic_ref<uint32_t>(bar_[offset / 4]).store(w[0], std::memory_order_release);
+		std::atomic_ref<uint32_t>(bar_[offset / 4 + 1])
+			.store(w[1], std::memory_order_release);
+	}
+	if (db != nullptr)
+		ring(*db, value);
 }
 
 /* Hot path: linear scan of at most kMaxDoorbells entries, atomics only. */
-void EmuFunction::ring(size_t word, uint64_t value)
+EmuFunction::Doorbell *EmuFunction::find_doorbell(size_t word) noexcept
 {
 	const size_t n = n_doorbells_.load(std::memory_order_acquire);
-	for (size_t i = 0; i < n; i++) {
-		Doorbell &db = doorbells_[i];
-		if (db.word != word)
-			continue;
-		if (delivery_ == DoorbellDelivery::inline_call &&
-		    running_.load(std::memory_order_acquire)) {
-			delivered_.fetch_add(1, std::memory_order_relaxed);
-			db.handler(value);
-			return;
-		}
-		/* Release on both: the device thread that takes the pending bit with acquire sees
-		 * the value and every store the driver made before ringing (command entries). */
-		if (db.merge == DoorbellMerge::bitmask)
-			db.value.fetch_or(value, std::memory_order_release);
-		else
-			db.value.store(value, std::memory_order_release);
-		pending_.fetch_or(uint64_t{1} << i, std::memory_order_release);
+	for (size_t i = 0; i < n; i++)
+		if (doorbells_[i].word == word)
+			return &doorbells_[i];
+	return nullptr;
+}
+
+void EmuFunction::ring(Doorbell &db, uint64_t value)
+{
+	if (delivery_ == DoorbellDelivery::inline_call &&
+	    running_.load(std::memory_order_acquire)) {
+		delivered_.add();
+		db.handler(value);
 		return;
 	}
+	/* Release on both: the device thread that takes the pending bit with acquire sees the
+	 * value and every store the driver made before ringing (command entries). */
+	if (db.merge == DoorbellMerge::bitmask)
+		db.value.fetch_or(value, std::memory_order_release);
+	else
+		db.value.store(value, std::memory_order_release);
+	const auto i = static_cast<size_t>(&db - doorbells_.data());
+	pending_.fetch_or(uint64_t{1} << i, std::memory_order_release);
 }
 
 bool EmuFunction::drain()
@@ -144,13 +156,14 @@ bool EmuFunction::drain()
 		} else {
 			v = db.value.load(std::memory_order_acquire);
 		}
-		delivered_.fetch_add(1, std::memory_order_relaxed);
+		delivered_.add();
 		db.handler(v);
 	}
 	return true;
 }
 
-int EmuFunction::add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandler handler)
+int EmuFunction::add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandler handler,
+			      DoorbellStore store)
 {
 	if (offset % 4 != 0 || offset / 4 >= bar_words_ || !handler)
 		return -EINVAL;
@@ -165,6 +178,7 @@ int EmuFunction::add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandle
 		return -ENOSPC;
 	doorbells_[n].word = offset / 4;
 	doorbells_[n].merge = merge;
+	doorbells_[n].store = store;
 	doorbells_[n].handler = std::move(handler);
 	/* Release: a writer that sees the new count sees the entry filled in. */
 	n_doorbells_.store(n + 1, std::memory_order_release);

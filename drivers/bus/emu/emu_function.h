@@ -23,6 +23,9 @@
  *    asynchronous device. The thread spins briefly and then sleeps poll_idle_sleep between polls.
  * stop() models a hung device: doorbells are still recorded but nothing is delivered until
  * start(), so a driver waiting for a command must time out. Both modes honour it.
+ * A write-only doorbell (DoorbellStore::deliver_only, mlx5's UAR doorbells) is delivered but not
+ * kept in BAR 0 memory, as a posted write to a register that reads back nothing: threads ringing
+ * it then meet on no cache line of BAR 0.
  *
  * Hot path: bar0_read32/bar0_write32/bar0_write64 take no lock, allocate nothing and make no
  * system call (inline handlers are the device's own business).
@@ -43,6 +46,7 @@
 
 #include "bus_pci.h"
 #include "emu_iommu.h"
+#include "emu_slots.h"
 
 namespace nicmr::emu {
 
@@ -54,6 +58,12 @@ enum class DoorbellDelivery {
 enum class DoorbellMerge {
 	bitmask, /* pending writes are OR-ed (a slot bitmap, e.g. cmd_dbell) */
 	latest,	 /* the last written value wins (a producer counter) */
+};
+
+/* Whether a doorbell write also lands in BAR 0 memory (bar0_read32 sees it). */
+enum class DoorbellStore {
+	keep,	      /* a register the driver may read back */
+	deliver_only, /* write-only: delivered, BAR 0 keeps what it held */
 };
 
 /* Called with the raw value the driver wrote (as the CPU stored it: no byte swap). */
@@ -109,7 +119,8 @@ public:
 	 * handler), -EEXIST (already a doorbell), -ENOSPC (kMaxDoorbells reached), -EBUSY
 	 * (running).
 	 */
-	int add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandler handler);
+	int add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandler handler,
+			 DoorbellStore store = DoorbellStore::keep);
 	/*
 	 * Bits of the register at offset that the driver cannot change (raw mask, as stored).
 	 * Same rules and errors as add_doorbell (-ENOSPC past kMaxReadOnly; a second call for
@@ -142,15 +153,13 @@ public:
 		return false;
 	}
 	/* Doorbells delivered to handlers since creation. */
-	uint64_t doorbells_delivered() const noexcept
-	{
-		return delivered_.load(std::memory_order_relaxed);
-	}
+	uint64_t doorbells_delivered() const noexcept { return delivered_.sum(); }
 
 private:
 	struct Doorbell {
 		size_t word = 0;
 		DoorbellMerge merge = DoorbellMerge::bitmask;
+		DoorbellStore store = DoorbellStore::keep;
 		DoorbellHandler handler;
 		std::atomic<uint64_t> value{0};
 	};
@@ -160,7 +169,9 @@ private:
 	};
 
 	EmuFunction() = default;
-	void ring(size_t word, uint64_t value);
+	/* The doorbell at word, or nullptr. */
+	Doorbell *find_doorbell(size_t word) noexcept;
+	void ring(Doorbell &db, uint64_t value);
 	/* Delivers every recorded doorbell once; true if any was. */
 	bool drain();
 	void poll_loop();
@@ -184,8 +195,8 @@ private:
 	std::atomic<uint64_t> pending_{0};
 	std::atomic<bool> running_{false};
 	std::atomic<bool> thread_stop_{false};
-	std::atomic<uint64_t> delivered_{0};
-	std::mutex control_; /* serialises start/stop and inline drains on start */
+	SlotCounter delivered_; /* per thread: two threads ringing meet on no line */
+	std::mutex control_;	/* serialises start/stop and inline drains on start */
 	std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "emu_slots.h"
 #include "nicmr_log.h"
 
 namespace nicmr::emu {
@@ -27,14 +28,11 @@ bool is_pow2(size_t v)
 /* Sections this thread holds, on any IOMMU (map/unmap refuse to wait for themselves). */
 thread_local int tl_sections = 0;
 
-/* The reader slot of this thread: handed out round-robin at its first section. */
+/* The reader slot of this thread: handed out round-robin at its first use. */
 size_t reader_slot() noexcept
 {
-	static std::atomic<size_t> next{0};
-	/* Relaxed: only spreads threads over slots; any value is correct. */
-	thread_local const size_t slot =
-		next.fetch_add(1, std::memory_order_relaxed) % EmuIommu::kReaderSlots;
-	return slot;
+	static_assert(EmuIommu::kReaderSlots == kThreadSlots);
+	return emu_thread_slot();
 }
 
 } // namespace

@@ -117,14 +117,17 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 		return rc;
 	/* The SQ doorbell of every UAR page. Inline delivery runs the QP the value names on
 	 * the ringing thread; the poll thread sees only the latest value of each UAR, which may
-	 * be another QP's, so it looks at every QP on the UAR. */
+	 * be another QP's, so it looks at every QP on the UAR. Write-only, as on the NIC: the
+	 * write is delivered, BAR 0 does not keep it (QPs of different threads on one UAR then
+	 * share no cache line there). */
 	const bool by_value = fn.delivery() == DoorbellDelivery::inline_call;
 	for (uint32_t i = 1; i <= cfg.uars && rc == 0; i++) {
 		EmuDataPath *dp = d->dp_.get();
-		rc = fn.add_doorbell(prm::uar::page_offset(i) + prm::uar::sq_doorbell_offset,
-				     DoorbellMerge::latest, [dp, i, by_value](uint64_t v) {
-					     dp->uar_doorbell(i, v, by_value);
-				     });
+		rc = fn.add_doorbell(
+			prm::uar::page_offset(i) + prm::uar::sq_doorbell_offset,
+			DoorbellMerge::latest,
+			[dp, i, by_value](uint64_t v) { dp->uar_doorbell(i, v, by_value); },
+			DoorbellStore::deliver_only);
 	}
 	if (rc < 0)
 		return rc; /* only if the function already had a doorbell at a UAR offset */

@@ -42,6 +42,8 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+
+#include "emu_slots.h"
 #include <vector>
 
 #include "emu_iommu.h"
@@ -202,7 +204,8 @@ private:
 	MkeyTable &mkeys_;
 	const DpConfig cfg_;
 
-	mutable std::shared_mutex table_lock_;
+	/* Readers (the doorbell path) touch only their thread's cache line. */
+	mutable SlotRwLock table_lock_;
 	std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
 	std::map<uint32_t, std::unique_ptr<Eq>> eqs_;
 	std::map<uint32_t, std::unique_ptr<Qp>> qps_;

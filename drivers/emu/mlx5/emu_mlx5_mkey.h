@@ -186,7 +186,8 @@ private:
 	static constexpr uint32_t kChunkShift = 10;
 	static constexpr uint32_t kChunk = uint32_t{1} << kChunkShift;
 	static constexpr uint32_t kWriter = uint32_t{1} << 31;
-	struct Slot {
+	/* A cache line of its own (or two): the keys of different threads never share one. */
+	struct alignas(64) Slot {
 		std::atomic<uint32_t> lock{0}; /* bit 31 writer, bits 0..30 readers */
 		bool live = false;	       /* guarded by lock */
 		MkeyEntry e;		       /* guarded by lock */
