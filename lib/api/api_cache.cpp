@@ -31,6 +31,7 @@ void detach(ThreadCache &tc)
 {
 	tc.cache.reset(); /* KeyCache's destructor flushes into the key space */
 	tc.size.store(0, std::memory_order_relaxed);
+	tc.retiring.store(0, std::memory_order_relaxed);
 	tc.dev = nullptr;
 }
 
@@ -99,6 +100,15 @@ uint64_t cached_keys(nicmr_device *dev) noexcept
 	uint64_t n = 0;
 	for (auto &tc : dev->caches)
 		n += tc->size.load(std::memory_order_relaxed);
+	return n;
+}
+
+uint64_t cached_retiring(nicmr_device *dev) noexcept
+{
+	std::lock_guard lk(cache_mu());
+	uint64_t n = 0;
+	for (auto &tc : dev->caches)
+		n += tc->retiring.load(std::memory_order_relaxed);
 	return n;
 }
 

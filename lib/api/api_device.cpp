@@ -437,7 +437,7 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 		st->pinned_pages = dev->pins.size();
 	}
 	st->keys_free = dev->engine->keys().ring_free_count() + api::cached_keys(dev);
-	st->keys_retiring = dev->engine->keys().retiring_count();
+	st->keys_retiring = dev->engine->keys().retiring_count() + api::cached_retiring(dev);
 	st->dev_mkeys = dev->emu ? int64_t(dev->emu->device().mkeys().live()) : -1;
 	st->iommu_mappings = dev->emu ? int64_t(dev->emu->iommu().mapping_count()) : -1;
 	return 0;

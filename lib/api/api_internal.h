@@ -67,7 +67,8 @@ struct ThreadCache {
 	uint64_t serial = 0;	     /* the device open it belongs to (never reused) */
 	nicmr_device *dev = nullptr; /* nullptr once detached; cache_mu() */
 	std::optional<mr::KeyCache> cache;
-	std::atomic<uint32_t> size{0}; /* cache->size() as of the owner's last call: stats */
+	std::atomic<uint32_t> size{0};	   /* cache->size() as of the owner's last call: stats */
+	std::atomic<uint32_t> retiring{0}; /* cache->retiring(), likewise */
 };
 
 /* The calling thread's cache for dev, created on first use: nullptr when dev registers
@@ -83,13 +84,16 @@ inline mr::KeyCache *key_cache(ThreadCache *tc) noexcept
  * diagnostics, ordered with nothing). */
 inline void note_cache_size(ThreadCache *tc) noexcept
 {
-	if (tc)
+	if (tc) {
 		tc->size.store(tc->cache->size(), std::memory_order_relaxed);
+		tc->retiring.store(tc->cache->retiring(), std::memory_order_relaxed);
+	}
 }
 /* A process-unique number for each device open (nicmr_device::serial). */
 uint64_t next_device_serial() noexcept;
-/* Free keys held in the device's thread caches (stats). */
+/* Free keys held in the device's thread caches, and retired keys in their batches (stats). */
 uint64_t cached_keys(nicmr_device *dev) noexcept;
+uint64_t cached_retiring(nicmr_device *dev) noexcept;
 /* Device close: returns every thread's cached keys to the engine and detaches the caches. */
 void close_caches(nicmr_device *dev) noexcept;
 

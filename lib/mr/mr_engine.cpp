@@ -73,7 +73,8 @@ bool Engine::runs_valid(const Run *runs, uint32_t count, uint64_t len) noexcept
 
 int Engine::take_key(uint32_t flags, uint64_t requested, KeyCache *cache, uint32_t *k) noexcept
 {
-	return (flags & kRegRequestedKey) ? keys_->claim(requested, k) : keys_->alloc(cache, k);
+	return (flags & kRegRequestedKey) ? keys_->claim(requested, k, cache)
+					  : keys_->alloc(cache, k);
 }
 
 void Engine::unhold_keys(const uint32_t *keys, uint32_t n) noexcept

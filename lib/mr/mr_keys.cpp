@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "mr_keys.h"
 
+#include <bit>
 #include <cerrno>
 #include <new>
 #include <sys/mman.h>
@@ -64,6 +65,17 @@ rte_ring *make_ring(const char *name, unsigned count, unsigned esize, unsigned f
 
 } // namespace
 
+namespace {
+/* The low bits of k in reverse order. */
+uint32_t reverse_bits(uint32_t k, unsigned bits) noexcept
+{
+	uint32_t r = 0;
+	for (unsigned b = 0; b < bits; b++)
+		r |= ((k >> b) & 1u) << (bits - 1 - b);
+	return r;
+}
+} // namespace
+
 KeyCache::~KeyCache()
 {
 	ks_.flush(*this);
@@ -105,13 +117,29 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 	if (rte_rcu_qsbr_init(ks->qsbr_, cfg.max_readers) != 0)
 		return -EINVAL;
 
+	/* Free indices in runs of kRun, the runs in bit-reversed order: the few indices that
+	 * registering threads keep circulating come in runs far apart, so that per-index records
+	 * smaller than a cache line (the 4-byte slot words here, MR handles) of different threads
+	 * rarely share one, while a run keeps its neighbours together. */
+	constexpr unsigned kRunBits = 4; /* 16 slot words: one cache line */
+	const unsigned bits = unsigned(std::bit_width(n - 1));
+	const unsigned rbits = bits > kRunBits ? bits - kRunBits : 0;
 	uint32_t batch[256];
-	for (uint32_t first = 1; first < n; first += 256) {
-		uint32_t cnt = 0;
-		for (uint32_t i = first; i < n && cnt < 256; ++i)
-			batch[cnt++] = i;
-		rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt, nullptr);
+	uint32_t cnt = 0;
+	for (uint32_t k = 0; k < (uint32_t{1} << bits); ++k) {
+		const uint32_t low = k & ((uint32_t{1} << (bits - rbits)) - 1);
+		const uint32_t i = reverse_bits(k >> (bits - rbits), rbits) << (bits - rbits) | low;
+		if (i == 0 || i >= n)
+			continue;
+		batch[cnt++] = i;
+		if (cnt == 256) {
+			rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt,
+						   nullptr);
+			cnt = 0;
+		}
 	}
+	if (cnt)
+		rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt, nullptr);
 	*out = std::move(ks);
 	return 0;
 }
@@ -154,8 +182,24 @@ void KeySpace::put(KeyCache *c, uint32_t index) noexcept
 	c->idx_[c->n_++] = index;
 }
 
+void KeySpace::flush_retired(KeyCache &c) noexcept
+{
+	if (c.nl_ == 0)
+		return;
+	/* One token for the batch, taken after the last of its entries was invalidated: a reader
+	 * that reports it has stopped seeing every one of them. */
+	const uint64_t token = rte_rcu_qsbr_start(qsbr_);
+	Retired r[kCacheBatch];
+	for (uint32_t i = 0; i < c.nl_; i++)
+		r[i] = Retired{token, c.limbo_[i]};
+	/* The ring holds N-1 elements and an index is in at most one place: it cannot fail. */
+	rte_ring_enqueue_bulk_elem(retire_, r, sizeof(Retired), c.nl_, nullptr);
+	c.nl_ = 0;
+}
+
 void KeySpace::flush(KeyCache &c) noexcept
 {
+	flush_retired(c);
 	if (c.n_)
 		rte_ring_enqueue_bulk_elem(free_, c.idx_, sizeof(uint32_t), c.n_, nullptr);
 	c.n_ = 0;
@@ -195,6 +239,8 @@ int KeySpace::alloc(KeyCache *c, uint32_t *mkey) noexcept
 			 * descheduled doing so): wait for it rather than report -ENOSPC while a
 			 * ring of retired indices waits; then look once more, as it may have
 			 * freed them into the ring just before we got the lock. */
+			if (c != nullptr)
+				flush_retired(*c);
 			const unsigned freed = reclaim(c, true);
 			if (freed != 0)
 				continue;
@@ -206,7 +252,7 @@ int KeySpace::alloc(KeyCache *c, uint32_t *mkey) noexcept
 	}
 }
 
-int KeySpace::claim(uint64_t key, uint32_t *mkey) noexcept
+int KeySpace::claim(uint64_t key, uint32_t *mkey, KeyCache *c) noexcept
 {
 	if (key > UINT32_MAX)
 		return -EKEYREJECTED;
@@ -225,6 +271,8 @@ int KeySpace::claim(uint64_t key, uint32_t *mkey) noexcept
 		case KeyState::retiring:
 			if (reclaimed)
 				return -EAGAIN;
+			if (c != nullptr)
+				flush_retired(*c);
 			reclaim(nullptr);
 			reclaimed = true;
 			w = slot.load(std::memory_order_relaxed);
@@ -338,9 +386,17 @@ void KeySpace::retire(KeyCache *c, uint32_t mkey) noexcept
 {
 	/* rte_rcu_qsbr_start orders the caller's invalidation of the entry before the new token
 	 * (release), so a reader that reports the token has stopped seeing the old entry. */
+	if (c != nullptr) {
+		c->limbo_[c->nl_++] = mkey_index(mkey);
+		if (c->nl_ < kCacheBatch)
+			return;
+		flush_retired(*c);
+		reclaim(c);
+		return;
+	}
 	Retired r{rte_rcu_qsbr_start(qsbr_), mkey_index(mkey)};
 	rte_ring_enqueue_elem(retire_, &r, sizeof(r));
-	reclaim(c);
+	reclaim(nullptr);
 }
 
 unsigned KeySpace::reclaim(KeyCache *c, bool wait) noexcept

@@ -85,12 +85,16 @@ public:
 	KeyCache &operator=(const KeyCache &) = delete;
 
 	uint32_t size() const noexcept { return n_; }
+	/* Retired indices held back for one grace-period token per batch (KeySpace::retire). */
+	uint32_t retiring() const noexcept { return nl_; }
 
 private:
 	friend class KeySpace;
 	KeySpace &ks_;
 	uint32_t n_ = 0;
+	uint32_t nl_ = 0;
 	uint32_t idx_[kCacheSize];
+	uint32_t limbo_[kCacheBatch];
 };
 
 class KeySpace {
@@ -119,12 +123,14 @@ public:
 
 	/*
 	 * Takes the index a requested key names, with the key's variant: the mkey is the key,
-	 * now binding. Any thread; lock-free (the ghost scheme above).
+	 * now binding. Any thread; lock-free (the ghost scheme above). cache (may be null): the
+	 * caller's, whose retire batch is queued first when the index waits there.
 	 * Returns 0; -EKEYREJECTED when the key is outside the key space (above 32 bits, index 0,
 	 * index >= N); -EEXIST when the index is live or binding; -EAGAIN when the index waits for
-	 * its grace period (retry once readers have reported quiescent states).
+	 * its grace period (retry once readers have reported quiescent states) or in another
+	 * thread's retire batch (retry after that thread's next kCacheBatch deregistrations).
 	 */
-	int claim(uint64_t requested_key, uint32_t *mkey) noexcept;
+	int claim(uint64_t requested_key, uint32_t *mkey, KeyCache *cache = nullptr) noexcept;
 
 	/* Binding -> live: the caller has published the entry (release: the entry's writes
 	 * happen before whoever later takes the key for deregistration). */
@@ -154,7 +160,12 @@ public:
 	/*
 	 * Deregistration, step 2 (after the entry was invalidated and the device revoked the key):
 	 * queues the index behind a QSBR token; it is freed, variant rotated, once every reader
-	 * has reported a quiescent state after this call. Opportunistically reclaims.
+	 * has reported a quiescent state after this call, and reclaims opportunistically.
+	 * Through a cache, retired indices are batched: the kCacheBatch-th retire takes one QSBR
+	 * token for the batch and queues it with one ring operation (so that registering threads
+	 * meet on the token and the retire ring once per batch, not per deregistration). The
+	 * batch is also queued when its thread finds no free index (alloc), claims a key in it
+	 * (claim with the cache), or its cache goes.
 	 */
 	void retire(KeyCache *cache, uint32_t mkey) noexcept;
 
@@ -197,6 +208,8 @@ private:
 	bool try_own(uint32_t index, uint32_t *mkey) noexcept;
 	void make_free(KeyCache *cache, uint32_t index) noexcept;
 	void flush(KeyCache &cache) noexcept;
+	/* Queues the cache's retire batch behind one QSBR token. */
+	void flush_retired(KeyCache &cache) noexcept;
 
 	uint32_t n_ = 0;
 	uint32_t max_readers_ = 0;

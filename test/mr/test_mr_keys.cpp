@@ -327,3 +327,82 @@ TEST(MrKeys, HeldKeyCannotBeginToRetire)
 	ASSERT_EQ(ks->begin_retire(k), 0);
 	EXPECT_EQ(ks->hold(k), -ENOKEY) << "leaving";
 }
+
+TEST(MrKeys, FreeIndicesComeInRunsFarApart)
+{
+	/* Runs of 16 consecutive indices, successive runs far apart in the index space. */
+	auto ks = make(1u << 12);
+	std::vector<uint32_t> got;
+	for (int i = 0; i < 64; ++i)
+		got.push_back(mkey_index(take_live(*ks, nullptr)));
+	EXPECT_EQ(got[0], 1u) << "index 0 is skipped, its run starts at 1";
+	for (int i = 1; i < 15; ++i)
+		EXPECT_EQ(got[i], got[i - 1] + 1);
+	EXPECT_EQ(got[15], 1u << 11) << "the second run sits half the space away";
+	EXPECT_EQ(got[31], 1u << 10);
+	EXPECT_EQ(got[47], 3u << 10);
+}
+
+TEST(MrKeys, RetiresThroughACacheGoOutInBatches)
+{
+	auto ks = make(256);
+	uint32_t keys[kCacheBatch + 1];
+	{
+		KeyCache c(*ks);
+		for (uint32_t &k : keys)
+			k = take_live(*ks, &c);
+		for (uint32_t i = 0; i < kCacheBatch - 1; i++) {
+			ASSERT_EQ(ks->begin_retire(keys[i]), 0);
+			ks->retire(&c, keys[i]);
+		}
+		/* Held back in the cache: no token, nothing queued yet. */
+		EXPECT_EQ(c.retiring(), kCacheBatch - 1);
+		EXPECT_EQ(ks->retiring_count(), 0u);
+		uint8_t v;
+		EXPECT_EQ(ks->state_of(mkey_index(keys[0]), &v), KeyState::retiring);
+		/* The batch's last one queues and reclaims it (no reader holds it back). */
+		ASSERT_EQ(ks->begin_retire(keys[kCacheBatch - 1]), 0);
+		ks->retire(&c, keys[kCacheBatch - 1]);
+		EXPECT_EQ(c.retiring(), 0u);
+		EXPECT_EQ(ks->retiring_count(), 0u);
+		EXPECT_EQ(ks->state_of(mkey_index(keys[0]), &v), KeyState::free);
+		EXPECT_EQ(v, mkey_variant(keys[0]) + 1);
+		/* One more, then the cache goes: its batch is queued, not lost. */
+		ASSERT_EQ(ks->begin_retire(keys[kCacheBatch]), 0);
+		ks->retire(&c, keys[kCacheBatch]);
+		EXPECT_EQ(c.retiring(), 1u);
+	}
+	EXPECT_EQ(ks->retiring_count(), 1u);
+	EXPECT_EQ(ks->reclaim(nullptr), 1u);
+	EXPECT_EQ(ks->ring_free_count(), 255u);
+}
+
+TEST(MrKeys, AllocAndClaimQueueTheirOwnBatchFirst)
+{
+	/* A key space whose every free index sits in the caller's retire batch. */
+	auto ks = make(4);
+	KeyCache c(*ks);
+	uint32_t k[3];
+	for (uint32_t &x : k)
+		x = take_live(*ks, &c);
+	for (uint32_t &x : k) {
+		ASSERT_EQ(ks->begin_retire(x), 0);
+		ks->retire(&c, x);
+	}
+	ASSERT_EQ(c.retiring(), 3u);
+	uint32_t o = 0;
+	EXPECT_EQ(ks->alloc(nullptr, &o), -ENOSPC) << "another thread cannot reach the batch";
+	/* A requested key in the batch: -EAGAIN for others, the owner's claim queues it. */
+	const uint32_t want = make_mkey(mkey_index(k[0]), mkey_variant(k[0]) + 1);
+	EXPECT_EQ(ks->claim(want, &o), -EAGAIN);
+	ASSERT_EQ(ks->claim(want, &o, &c), 0);
+	EXPECT_EQ(o, want);
+	EXPECT_EQ(c.retiring(), 0u);
+	ks->release(&c, o);
+	/* The owner's alloc finds the rest. */
+	uint32_t a = 0, b = 0, d = 0;
+	EXPECT_EQ(ks->alloc(&c, &a), 0);
+	EXPECT_EQ(ks->alloc(&c, &b), 0);
+	EXPECT_EQ(ks->alloc(&c, &d), 0);
+	EXPECT_EQ(ks->alloc(&c, &o), -ENOSPC);
+}
