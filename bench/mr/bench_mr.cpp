@@ -11,6 +11,8 @@
  *   BM_RegDeregThreads/threads:N    reg + dereg on N threads at once (inline), items/s is the
  *                                   throughput of all threads
  *   BM_HostMemoryPerMr              RSS and heap growth over 100,000 live MRs, per MR
+ *   BM_TableScan/<mkeys>            nicmr_device_get_stats, whose MR count scans the MR table
+ *                                   as nicmr_pd_free, nicmr_pool_destroy and close do (slow path)
  * Timings are medians of the repetitions; ratios against the baseline named in each line are
  * printed at the end, from medians of this run: CPU time of the calling thread for the
  * single-thread lines (steady on a shared machine; thread delivery's device thread is not in
@@ -298,6 +300,19 @@ void BM_HostMemoryPerMr(benchmark::State &st)
 	nicmr_pool_destroy(p);
 }
 
+void BM_TableScan(benchmark::State &st)
+{
+	Dev &d = device("emu:mkeys=" + std::to_string(st.range(0)) + ",delivery=inline");
+	nicmr_device_stats s{};
+	for (auto _ : st) {
+		if (nicmr_device_get_stats(d.dev, &s) != 0) {
+			st.SkipWithError("stats failed");
+			break;
+		}
+		benchmark::DoNotOptimize(s.mrs);
+	}
+}
+
 /* Prints the console table and remembers medians for the ratio lines. */
 class Reporter : public benchmark::ConsoleReporter {
 public:
@@ -357,6 +372,13 @@ BENCHMARK(BM_RegDeregThreads)
 	->Repetitions(kReps)
 	->ReportAggregatesOnly(true);
 BENCHMARK(BM_HostMemoryPerMr)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TableScan)
+	->ArgName("mkeys")
+	->Arg(65536)
+	->Arg(1 << 20)
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true)
+	->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char **argv)
 {

@@ -301,7 +301,7 @@ int finish(nicmr_pd *pd, Draft &d, const std::vector<Piece> &pc, uint64_t first,
 		release_pieces(dev, &d.vec());
 		return rc;
 	}
-	d.rare.release(); /* the slot owns it now */
+	d.m.rare = d.rare.release(); /* the slot owns it now */
 	*out = nicmr_mr_publish(dev, d.mkey, d.m);
 	return 0;
 }

@@ -80,7 +80,8 @@ public:
 	}
 	void unlock_shared() noexcept
 	{
-		/* Release: the reader's accesses happen before a writer that sees the count drop. */
+		/* Release: the reader's accesses happen before a writer that sees the count drop.
+		 */
 		slots_[emu_thread_slot()].readers.fetch_sub(1, std::memory_order_release);
 	}
 	void lock() noexcept
