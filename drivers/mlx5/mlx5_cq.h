@@ -44,7 +44,7 @@ struct CqParams {
 	uint32_t eqn = 0;      /* c_eqn: the EQ of this CQ (poll mode: never signalled) */
 };
 
-class Cq {
+class alignas(64) Cq { /* one thread polls it: no line shared with a neighbour */
 public:
 	/*
 	 * CREATE_CQ on dev, with its ring and doorbell record from dev.arena(); uar must outlive

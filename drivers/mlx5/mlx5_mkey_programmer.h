@@ -87,7 +87,8 @@ public:
 	};
 
 private:
-	struct Lane {
+	/* A cache line of its own: lanes are used by different threads at once. */
+	struct alignas(64) Lane {
 		std::unique_ptr<UmrQueue> umr;
 		std::vector<MttEntry> scratch; /* the MTT list of the bind in flight */
 	};

@@ -57,7 +57,7 @@ struct WqeSlot {
 	uint32_t bbs = 0;
 };
 
-class Qp {
+class alignas(64) Qp { /* one thread posts on it: no line shared with a neighbour */
 public:
 	/*
 	 * CREATE_QP (state RST) on dev with SQ ring and doorbell record from dev.arena(); uar and

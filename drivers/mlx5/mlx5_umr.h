@@ -86,7 +86,7 @@ struct UmrOptions {
  * a refused UMR. Thread-safe (one mutex around the QP: a bind is a few hundred nanoseconds).
  * The QP is connected to itself on options.port.
  */
-class UmrQueue {
+class alignas(64) UmrQueue { /* a lane's: no line shared with another lane's */
 public:
 	/* Errors: those of Uar::alloc, Cq::create, Qp::create, Qp::connect, QueueBuffer::alloc. */
 	static int create(Device &dev, uint32_t pd, const UmrOptions &o,

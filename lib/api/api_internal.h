@@ -63,7 +63,7 @@ inline constexpr uint32_t kMinKeysForCaches = 4096;
  * writes size; a device close (when no thread uses the device) or the thread's exit, whichever
  * comes first, returns the cached keys and detaches the two.
  */
-struct ThreadCache {
+struct alignas(64) ThreadCache {     /* its thread's alone: no line shared with another */
 	uint64_t serial = 0;	     /* the device open it belongs to (never reused) */
 	nicmr_device *dev = nullptr; /* nullptr once detached; cache_mu() */
 	std::optional<mr::KeyCache> cache;

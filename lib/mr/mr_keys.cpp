@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "mr_keys.h"
 
-#include <bit>
 #include <cerrno>
 #include <new>
 #include <sys/mman.h>
@@ -65,17 +64,6 @@ rte_ring *make_ring(const char *name, unsigned count, unsigned esize, unsigned f
 
 } // namespace
 
-namespace {
-/* The low bits of k in reverse order. */
-uint32_t reverse_bits(uint32_t k, unsigned bits) noexcept
-{
-	uint32_t r = 0;
-	for (unsigned b = 0; b < bits; b++)
-		r |= ((k >> b) & 1u) << (bits - 1 - b);
-	return r;
-}
-} // namespace
-
 KeyCache::~KeyCache()
 {
 	ks_.flush(*this);
@@ -117,20 +105,15 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 	if (rte_rcu_qsbr_init(ks->qsbr_, cfg.max_readers) != 0)
 		return -EINVAL;
 
-	/* Free indices in runs of kRun, the runs in bit-reversed order: the few indices that
-	 * registering threads keep circulating come in runs far apart, so that per-index records
-	 * smaller than a cache line (the 4-byte slot words here, MR handles) of different threads
-	 * rarely share one, while a run keeps its neighbours together. */
-	constexpr unsigned kRunBits = 4; /* 16 slot words: one cache line */
-	const unsigned bits = unsigned(std::bit_width(n - 1));
-	const unsigned rbits = bits > kRunBits ? bits - kRunBits : 0;
+	/* Free indices in order from kCacheBatch, then 1..kCacheBatch-1 (index 0 is never
+	 * handed out): the batches of kCacheBatch that caches take are then aligned blocks, whose
+	 * per-index records smaller than a cache line (the 4-byte slot words here, the API's
+	 * 32-byte MR handles) fill whole lines, so two threads' batches never share one. */
+	const uint32_t first = n > kCacheBatch ? kCacheBatch : 1;
 	uint32_t batch[256];
 	uint32_t cnt = 0;
-	for (uint32_t k = 0; k < (uint32_t{1} << bits); ++k) {
-		const uint32_t low = k & ((uint32_t{1} << (bits - rbits)) - 1);
-		const uint32_t i = reverse_bits(k >> (bits - rbits), rbits) << (bits - rbits) | low;
-		if (i == 0 || i >= n)
-			continue;
+	for (uint32_t k = 0; k + 1 < n; ++k) {
+		const uint32_t i = first + k < n ? first + k : first + k - n + 1;
 		batch[cnt++] = i;
 		if (cnt == 256) {
 			rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt,

@@ -328,19 +328,29 @@ TEST(MrKeys, HeldKeyCannotBeginToRetire)
 	EXPECT_EQ(ks->hold(k), -ENOKEY) << "leaving";
 }
 
-TEST(MrKeys, FreeIndicesComeInRunsFarApart)
+TEST(MrKeys, CachesTakeAlignedBlocksOfIndices)
 {
-	/* Runs of 16 consecutive indices, successive runs far apart in the index space. */
+	/* From kCacheBatch upwards, then 1..kCacheBatch-1: each batch a cache takes is an aligned
+	 * block, so two threads' per-index words never share a cache line. */
 	auto ks = make(1u << 12);
-	std::vector<uint32_t> got;
-	for (int i = 0; i < 64; ++i)
-		got.push_back(mkey_index(take_live(*ks, nullptr)));
-	EXPECT_EQ(got[0], 1u) << "index 0 is skipped, its run starts at 1";
-	for (int i = 1; i < 15; ++i)
-		EXPECT_EQ(got[i], got[i - 1] + 1);
-	EXPECT_EQ(got[15], 1u << 11) << "the second run sits half the space away";
-	EXPECT_EQ(got[31], 1u << 10);
-	EXPECT_EQ(got[47], 3u << 10);
+	KeyCache c(*ks);
+	std::set<uint32_t> first;
+	for (uint32_t i = 0; i < kCacheBatch; ++i)
+		first.insert(mkey_index(take_live(*ks, &c)));
+	EXPECT_EQ(*first.begin(), kCacheBatch);
+	EXPECT_EQ(*first.rbegin(), 2 * kCacheBatch - 1);
+	EXPECT_EQ(first.size(), size_t{kCacheBatch});
+	uint32_t k = 0;
+	ASSERT_EQ(ks->alloc(nullptr, &k), 0);
+	EXPECT_EQ(mkey_index(k), 2 * kCacheBatch) << "the next block, straight from the ring";
+	/* The last indices out are 1..kCacheBatch-1. */
+	auto small = make(kCacheBatch + 8);
+	std::vector<uint32_t> order;
+	for (uint32_t i = 0; i < kCacheBatch + 7; ++i)
+		order.push_back(mkey_index(take_live(*small, nullptr)));
+	EXPECT_EQ(order.front(), kCacheBatch);
+	EXPECT_EQ(order[8], 1u);
+	EXPECT_EQ(order.back(), kCacheBatch - 1);
 }
 
 TEST(MrKeys, RetiresThroughACacheGoOutInBatches)
