@@ -183,6 +183,7 @@ int av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **
 	if (!av)
 		return -FI_ENOMEM;
 	av->domain = dom;
+	av->mu.set_noop(dom->domain_serialized);
 	av->type = attr->type == FI_AV_MAP ? FI_AV_MAP : FI_AV_TABLE;
 	try {
 		const size_t n = attr->count ? attr->count : kAvDefaultCount;

@@ -232,6 +232,7 @@ int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_c
 	if (!c)
 		return -FI_ENOMEM;
 	c->domain = dom;
+	c->bind_mu.set_noop(dom->serialized);
 	c->fid.fid.fclass = FI_CLASS_CNTR;
 	c->fid.fid.context = context;
 	c->fid.fid.ops = &cntr_fi_ops;

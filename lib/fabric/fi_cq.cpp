@@ -282,6 +282,8 @@ int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **
 		return -FI_ENOMEM;
 	}
 	cq->domain = dom;
+	cq->bind_mu.set_noop(dom->serialized);
+	cq->mu.set_noop(dom->serialized);
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
 	cq->fid.fid.fclass = FI_CLASS_CQ;
 	cq->fid.fid.context = context;

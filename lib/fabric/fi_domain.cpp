@@ -420,6 +420,12 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 		return fi_code(ret);
 	dom->fabric = fab;
 	dom->mr_mode = mr_mode;
+	/* fi_domain(3): under FI_THREAD_DOMAIN the application serialises every call on the
+	 * domain's objects, under FI_THREAD_COMPLETION every call on objects that share a CQ or
+	 * counter; either way the provider's own locks have nothing to guard. */
+	dom->domain_serialized = info->domain_attr->threading == FI_THREAD_DOMAIN;
+	dom->serialized =
+		dom->domain_serialized || info->domain_attr->threading == FI_THREAD_COMPLETION;
 	dom->fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom->fid.fid.context = context;
 	dom->fid.fid.ops = &domain_fi_ops;

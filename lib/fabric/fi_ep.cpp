@@ -26,7 +26,10 @@
  *
  * Locks: Fabric::mu (slow: peers and the endpoint registry) before Endpoint::mu (posting and
  * progress: uncontended unless the application shares the endpoint between threads, which
- * FI_THREAD_SAFE allows) before Cq::mu. The native calls under them take no lock.
+ * FI_THREAD_SAFE allows) before Cq::mu. The native calls under them take no lock. In a domain
+ * opened with FI_THREAD_DOMAIN or FI_THREAD_COMPLETION the application serialises those calls
+ * itself and the endpoint's, CQs' and counters' locks are no-ops (FiLock), the AV's too under
+ * FI_THREAD_DOMAIN: posting and progress then take no lock once a peer's pair exists.
  */
 #include <endian.h>
 #include <sys/mman.h>
@@ -84,7 +87,7 @@ struct Endpoint {
 	Cntr *rcntr = nullptr; /* FI_READ: reads and fetching atomics */
 	Eq *eq = nullptr;
 	bool enabled = false;
-	std::mutex mu;
+	FiLock mu; /* a no-op in a serialized domain (fi_internal.h) */
 	std::unordered_map<uint32_t, Peer> peers; /* mu; by the peer's address QP number */
 	Op ops[kEpDepth];
 	uint32_t free_ops[kEpDepth];
@@ -135,7 +138,7 @@ void progress_locked(Endpoint *ep)
 		const int n = nicmr_cq_poll(ep->ncq, wc, want);
 		if (n <= 0)
 			return;
-		std::unique_lock<std::mutex> lk;
+		std::unique_lock<FiLock> lk;
 		if (ep->cq)
 			lk = std::unique_lock(ep->cq->mu);
 		for (int i = 0; i < n; i++) {
@@ -279,8 +282,9 @@ ssize_t post_code(int rc)
 
 ssize_t post(Endpoint *ep, const Req &r)
 {
-	/* Posting path: the endpoint's mutex (FI_THREAD_SAFE; uncontended with one thread per
-	 * endpoint) and the AV's, no allocation and no system call once the peer's pair exists
+	/* Posting path: the endpoint's mutex and the AV's under FI_THREAD_SAFE (uncontended with
+	 * one thread per endpoint), no lock under FI_THREAD_DOMAIN (the AV's remains under
+	 * FI_THREAD_COMPLETION); no allocation and no system call once the peer's pair exists
 	 * (its first request makes it, a recovery re-connects it: slow paths). */
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
@@ -900,6 +904,7 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	if (!ep)
 		return -FI_ENOMEM;
 	ep->domain = dom;
+	ep->mu.set_noop(dom->serialized);
 	ep->fabric = fab;
 	ep->device_id = nicmr_device_id(fab->dev);
 	for (uint32_t i = 0; i < kEpDepth; i++)

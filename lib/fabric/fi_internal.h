@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fi_lock.h"
 #include "fi_slab.h"
 #include "nicmr/fi_nicmr.h"
 #include "nicmr/nicmr.h"
@@ -156,6 +157,11 @@ struct Domain {
 	/* Guards the binding state (Mr::cntr, Mr::enabled) of the domain's RMA-event MRs:
 	 * fi_mr_bind, fi_mr_enable and the close of such an MR (slow paths only). */
 	std::mutex ext_mu;
+	/* The threading model the domain was opened with is FI_THREAD_DOMAIN or
+	 * FI_THREAD_COMPLETION: its endpoints', CQs' and counters' FiLocks are no-ops; an AV's
+	 * only under FI_THREAD_DOMAIN (endpoints of different CQs may share an AV). */
+	bool serialized = false;
+	bool domain_serialized = false;
 	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pools{0};
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
@@ -211,7 +217,7 @@ struct Av {
 	struct fid_av fid; /* first */
 	Domain *domain = nullptr;
 	enum fi_av_type type = FI_AV_TABLE;
-	std::mutex mu; /* guards table (inserts may grow it) */
+	FiLock mu; /* guards table (inserts may grow it) */
 	std::vector<EpAddr> table;
 	std::vector<uint8_t> live;
 	std::atomic<uint64_t> eps{0}; /* endpoints bound */
@@ -231,9 +237,9 @@ struct Cq {
 	struct fid_cq fid; /* first */
 	Domain *domain = nullptr;
 	enum fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
-	std::mutex bind_mu;	     /* guards eps; taken before any endpoint's mu */
+	FiLock bind_mu;		     /* guards eps; taken before any endpoint's mu */
 	std::vector<Endpoint *> eps; /* bind_mu */
-	std::mutex mu;		     /* guards the ring; taken after an endpoint's mu */
+	FiLock mu;		     /* guards the ring; taken after an endpoint's mu */
 	std::vector<CqEntry> ring;
 	uint64_t head = 0, tail = 0; /* mu */
 };
@@ -252,7 +258,7 @@ struct Cntr {
 	 * value, remote writes into bound RMA-event MRs in the device's counter. */
 	std::atomic<uint64_t> value{0};
 	std::atomic<uint64_t> errs{0};
-	std::mutex bind_mu;	     /* as Cq::bind_mu; also guards the native counter's making */
+	FiLock bind_mu;		     /* as Cq::bind_mu; also guards the native counter's making */
 	std::vector<Endpoint *> eps; /* bind_mu */
 	/* The device's counter, made by the first fi_mr_bind of this counter; set once (under
 	 * bind_mu, published with release), freed by the counter's close. */

@@ -136,7 +136,14 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->fabric_attr->prov_version = kProvVersion;
 	fi->fabric_attr->api_version = version;
 	fi->domain_attr->name = strdup(ds.domain_name.c_str());
+	/* An application that serialises its calls per domain or per completion object says
+	 * so and gets a domain whose data path takes no lock; any other gets FI_THREAD_SAFE
+	 * (safe under every model). */
 	fi->domain_attr->threading = FI_THREAD_SAFE;
+	if (hints && hints->domain_attr &&
+	    (hints->domain_attr->threading == FI_THREAD_DOMAIN ||
+	     hints->domain_attr->threading == FI_THREAD_COMPLETION))
+		fi->domain_attr->threading = hints->domain_attr->threading;
 	/* Registration completes in the call: nothing waits for the application to progress. */
 	fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
 	fi->domain_attr->data_progress = FI_PROGRESS_AUTO;

@@ -123,6 +123,24 @@ TEST(FabricInfo, RawKeysMakeTheKeySize64)
 	EXPECT_EQ(none.get(small), -FI_ENODATA) << "a 64-byte key does not fit in 8";
 }
 
+TEST(FabricInfo, SerialisingThreadingModelsAreKeptOthersGetThreadSafe)
+{
+	const struct {
+		enum fi_threading asked, got;
+	} cases[] = {
+		{FI_THREAD_UNSPEC, FI_THREAD_SAFE},   {FI_THREAD_SAFE, FI_THREAD_SAFE},
+		{FI_THREAD_FID, FI_THREAD_SAFE},      {FI_THREAD_ENDPOINT, FI_THREAD_SAFE},
+		{FI_THREAD_DOMAIN, FI_THREAD_DOMAIN}, {FI_THREAD_COMPLETION, FI_THREAD_COMPLETION},
+	};
+	for (const auto &c : cases) {
+		Hints h(kAppMrMode);
+		h->domain_attr->threading = c.asked;
+		Info info;
+		ASSERT_EQ(info.get(h), 0) << c.asked;
+		EXPECT_EQ(info->domain_attr->threading, c.got) << c.asked;
+	}
+}
+
 TEST(FabricInfo, LegacyBasicModeIsHonouredScalableIsNot)
 {
 	Hints basic(FI_MR_BASIC);

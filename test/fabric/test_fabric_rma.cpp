@@ -29,11 +29,18 @@ constexpr uint64_t kRemote = FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 class Rma : public FabricFixture {
 protected:
-	/* The mr_mode the application offers. */
+	/* The mr_mode and threading model the application offers. */
 	virtual int mode() const { return kAppMrMode; }
+	virtual enum fi_threading threading() const { return FI_THREAD_UNSPEC; }
 	void SetUp() override
 	{
-		open(mode());
+		open(mode(), threading());
+		if (HasFatalFailure())
+			return;
+		ASSERT_EQ(info_->domain_attr->threading,
+			  threading() == FI_THREAD_DOMAIN || threading() == FI_THREAD_COMPLETION
+				  ? threading()
+				  : FI_THREAD_SAFE);
 		if (HasFatalFailure())
 			return;
 		ASSERT_EQ(info_->caps & (FI_RMA | FI_ATOMIC), FI_RMA | FI_ATOMIC);
@@ -81,6 +88,32 @@ protected:
 		FabricFixture::TearDown();
 	}
 	void open_ep(fid_domain *dom, Ep *e) { test::open_ep(dom, info_.p(), e); }
+	/* A write and a read from a to b, every byte checked, with their completions and counts. */
+	void write_and_read()
+	{
+		for (size_t i = 0; i < kLen; i++)
+			src_.get()[i] = static_cast<char>(i * 31 + 5);
+		std::memset(dst_.get(), 0, kLen);
+		ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), kLen, desc(), a_.peer, raddr(0), rkey_,
+				   &ctx_[0]),
+			  0);
+		expect_done(&ctx_[0], FI_RMA | FI_WRITE);
+		EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), kLen), 0);
+
+		std::memset(src_.get(), 0, kLen);
+		for (size_t i = 0; i < 4096; i++)
+			dst_.get()[8192 + i] = static_cast<char>(i ^ 0xa5);
+		ASSERT_EQ(fi_read(a_.ep.get(), src_.get() + 1, 4096, desc(), a_.peer, raddr(8192),
+				  rkey_, &ctx_[1]),
+			  0);
+		expect_done(&ctx_[1], FI_RMA | FI_READ);
+		EXPECT_EQ(std::memcmp(src_.get() + 1, dst_.get() + 8192, 4096), 0);
+		EXPECT_EQ(src_.get()[0], 0);
+		EXPECT_EQ(src_.get()[4097], 0);
+		EXPECT_EQ(fi_cntr_read(a_.wc.get()), 1u);
+		EXPECT_EQ(fi_cntr_read(a_.rc.get()), 1u);
+		EXPECT_EQ(fi_cntr_readerr(a_.wc.get()), 0u);
+	}
 	/* A target address: the VA, or the offset when the domain's keys are zero-based. */
 	uint64_t raddr(size_t off) const
 	{
@@ -158,30 +191,30 @@ protected:
 	int mode() const override { return kAppMrMode & ~FI_MR_VIRT_ADDR; }
 };
 
+/* The application serialises its calls per domain, or per completion object: the provider's
+ * endpoint, CQ and counter locks are no-ops and everything still works. */
+class RmaThreadDomain : public Rma {
+protected:
+	enum fi_threading threading() const override { return FI_THREAD_DOMAIN; }
+};
+class RmaThreadCompletion : public Rma {
+protected:
+	enum fi_threading threading() const override { return FI_THREAD_COMPLETION; }
+};
+
 TEST_F(Rma, WriteAndReadMoveEveryByteBetweenEndpoints)
 {
-	for (size_t i = 0; i < kLen; i++)
-		src_.get()[i] = static_cast<char>(i * 31 + 5);
-	std::memset(dst_.get(), 0, kLen);
-	ASSERT_EQ(
-		fi_write(a_.ep.get(), src_.get(), kLen, desc(), a_.peer, raddr(0), rkey_, &ctx_[0]),
-		0);
-	expect_done(&ctx_[0], FI_RMA | FI_WRITE);
-	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), kLen), 0);
+	write_and_read();
+}
 
-	std::memset(src_.get(), 0, kLen);
-	for (size_t i = 0; i < 4096; i++)
-		dst_.get()[8192 + i] = static_cast<char>(i ^ 0xa5);
-	ASSERT_EQ(fi_read(a_.ep.get(), src_.get() + 1, 4096, desc(), a_.peer, raddr(8192), rkey_,
-			  &ctx_[1]),
-		  0);
-	expect_done(&ctx_[1], FI_RMA | FI_READ);
-	EXPECT_EQ(std::memcmp(src_.get() + 1, dst_.get() + 8192, 4096), 0);
-	EXPECT_EQ(src_.get()[0], 0);
-	EXPECT_EQ(src_.get()[4097], 0);
-	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 1u);
-	EXPECT_EQ(fi_cntr_read(a_.rc.get()), 1u);
-	EXPECT_EQ(fi_cntr_readerr(a_.wc.get()), 0u);
+TEST_F(RmaThreadDomain, WriteAndReadWorkWithTheLocksMadeNoOps)
+{
+	write_and_read();
+}
+
+TEST_F(RmaThreadCompletion, WriteAndReadWorkWithTheLocksMadeNoOps)
+{
+	write_and_read();
 }
 
 TEST_F(Rma, VectorAndMessageFormsMoveData)

@@ -10,12 +10,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "fi_lock.h"
 #include "fi_slab.h"
 
 namespace nicmr::fabric {
@@ -179,3 +181,27 @@ TEST(FabricSlab, ThreadsTakeAndGiveBackWithoutLossOrSharing)
 
 } // namespace
 } // namespace nicmr::fabric
+
+TEST(FabricLock, ANoOpLockNeverBlocksAMutexDoes)
+{
+	nicmr::fabric::FiLock noop;
+	noop.set_noop(true);
+	EXPECT_TRUE(noop.noop());
+	/* Held twice by one thread: only a no-op can be (a mutex would deadlock). */
+	std::lock_guard a(noop);
+	std::lock_guard b(noop);
+
+	nicmr::fabric::FiLock real;
+	EXPECT_FALSE(real.noop());
+	std::atomic<bool> got{false};
+	std::unique_lock held(real);
+	std::thread t([&] {
+		std::lock_guard g(real);
+		got = true;
+	});
+	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	EXPECT_FALSE(got.load()) << "the default lock excludes";
+	held.unlock();
+	t.join();
+	EXPECT_TRUE(got.load());
+}

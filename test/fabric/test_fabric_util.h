@@ -181,10 +181,11 @@ inline void expect_same(const nicmr_device_stats &a, const nicmr_device_stats &b
 /* A fabric and one domain opened with mr_mode. */
 class FabricFixture : public ::testing::Test {
 protected:
-	void open(int mr_mode)
+	void open(int mr_mode, enum fi_threading threading = FI_THREAD_UNSPEC)
 	{
 		Hints h(mr_mode);
 		ASSERT_NE(h.get(), nullptr);
+		h->domain_attr->threading = threading;
 		ASSERT_EQ(info_.get(h), 0);
 		ASSERT_NE(info_.p(), nullptr);
 		ASSERT_EQ(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), 0);
