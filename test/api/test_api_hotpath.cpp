@@ -86,6 +86,13 @@ protected:
 	const char *spec() const override { return kHotSpec.c_str(); }
 };
 
+/* Keeps a scan's result from being optimised away. */
+void keep(uint64_t v)
+{
+	static std::atomic<uint64_t> sink{0};
+	sink.store(v, std::memory_order_relaxed);
+}
+
 struct Counting {
 	Counting()
 	{
@@ -249,20 +256,25 @@ TEST_F(HotPath, ThreadsHandingIndicesOverAlwaysFindTheirOwnHandle)
 					wrong.fetch_add(1);
 		});
 	}
+	/* The scans race with the threads on purpose (ThreadSanitizer watches them). They are no
+	 * snapshot: an MR deregistered behind the scan and registered ahead of it counts twice,
+	 * so their counts are not checked here, only that they run. */
+	std::atomic<uint64_t> scans{0};
 	std::thread scanner([&] {
 		started.fetch_add(1);
-		while (!done.load()) {
+		do {
 			nicmr_device_stats s{};
-			if (nicmr_device_get_stats(dev, &s) != 0 || s.mrs > kThreads * 8)
+			if (nicmr_device_get_stats(dev, &s) != 0)
 				wrong.fetch_add(1);
-			if (nicmr_mr_count(dev, pd, pool) > kThreads * 8)
-				wrong.fetch_add(1);
-		}
+			keep(nicmr_mr_count(dev, pd, pool));
+			scans.fetch_add(1);
+		} while (!done.load());
 	});
 	for (auto &t : ts)
 		t.join();
 	done.store(true);
 	scanner.join();
 	EXPECT_EQ(wrong.load(), 0u);
+	EXPECT_GT(scans.load(), 0u);
 	EXPECT_EQ(stats(dev).mrs, 0u);
 }
