@@ -263,6 +263,11 @@ private:
 	CmdResult cmd_destroy_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	/* Checks common to the commands on one mkey (QUERY_MKEY, DESTROY_MKEY and the extension
+	 * commands): lengths, the initialized HCA, then the index field in 1 .. capacity - 1. */
+	bool mkey_arg(size_t in_len, size_t in_min, size_t out_len, size_t out_min,
+		      const uint8_t *in, mlx5::prm::Field index_field, uint32_t *index,
+		      CmdResult *r);
 	/* Checks common to the data-path commands: lengths, then the initialized HCA with its
 	 * regular pages. */
 	bool dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min, CmdResult *r);

@@ -558,21 +558,37 @@ CmdResult EmuMlx5Device::cmd_create_mkey(const uint8_t *in, size_t in_len, uint8
 	return kOk;
 }
 
+bool EmuMlx5Device::mkey_arg(size_t in_len, size_t in_min, size_t out_len, size_t out_min,
+			     const uint8_t *in, prm::Field index_field, uint32_t *index,
+			     CmdResult *r)
+{
+	if (!lengths(in_len, in_min, out_len, out_min, r))
+		return false;
+	if (state_ != HcaState::initialized) {
+		*r = fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
+		return false;
+	}
+	const uint64_t i = prm::get(in, index_field);
+	if (i == 0 || i >= mkeys_.capacity()) {
+		*r = fail(prm::status::bad_index, Syndrome::mkey_index_out_of_range);
+		return false;
+	}
+	*index = static_cast<uint32_t>(i);
+	return true;
+}
+
 CmdResult EmuMlx5Device::cmd_query_mkey(const uint8_t *in, size_t in_len, uint8_t *out,
 					size_t out_len)
 {
 	namespace o = prm::query_mkey_out;
 	CmdResult r;
-	if (!lengths(in_len, prm::query_mkey_in::size, out_len, o::size, &r))
+	uint32_t index = 0;
+	if (!mkey_arg(in_len, prm::query_mkey_in::size, out_len, o::size, in,
+		      prm::query_mkey_in::mkey_index, &index, &r))
 		return r;
-	if (state_ != HcaState::initialized)
-		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
-	const uint64_t index = prm::get(in, prm::query_mkey_in::mkey_index);
-	if (index == 0 || index >= mkeys_.capacity())
-		return fail(prm::status::bad_index, Syndrome::mkey_index_out_of_range);
 	/* As many translation entries as the output has room for, whole octwords only. */
 	const size_t room = (out_len - o::translations_offset) / 16 * 16;
-	int rc = mkeys_.with(static_cast<uint32_t>(index), [&](const MkeyEntry &e) {
+	int rc = mkeys_.with(index, [&](const MkeyEntry &e) {
 		std::memcpy(out + o::mkc_offset, e.mkc.data(), prm::mkc::size);
 		if (const size_t n = std::min(room, e.translations.size()); n != 0)
 			std::memcpy(out + o::translations_offset, e.translations.data(), n);
@@ -586,15 +602,12 @@ CmdResult EmuMlx5Device::cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint
 					  size_t out_len)
 {
 	CmdResult r;
-	if (!lengths(in_len, prm::destroy_mkey_in::size, out_len, prm::destroy_mkey_out::size, &r))
+	uint32_t index = 0;
+	if (!mkey_arg(in_len, prm::destroy_mkey_in::size, out_len, prm::destroy_mkey_out::size, in,
+		      prm::destroy_mkey_in::mkey_index, &index, &r))
 		return r;
-	if (state_ != HcaState::initialized)
-		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
-	const uint64_t index = prm::get(in, prm::destroy_mkey_in::mkey_index);
-	if (index == 0 || index >= mkeys_.capacity())
-		return fail(prm::status::bad_index, Syndrome::mkey_index_out_of_range);
 	MkeyEntry old;
-	if (mkeys_.destroy(static_cast<uint32_t>(index), &old) < 0)
+	if (mkeys_.destroy(index, &old) < 0)
 		return fail(prm::status::bad_res_state, Syndrome::mkey_not_found);
 	auto it = pds_.find(old.owner_pd);
 	if (it != pds_.end() && it->second.mkeys > 0)
@@ -610,13 +623,10 @@ CmdResult EmuMlx5Device::cmd_set_mkey_ext(const uint8_t *in, size_t in_len, uint
 {
 	namespace m = prm::set_mkey_ext_in;
 	CmdResult r;
-	if (!lengths(in_len, m::size, out_len, prm::set_mkey_ext_out::size, &r))
+	uint32_t index = 0;
+	if (!mkey_arg(in_len, m::size, out_len, prm::set_mkey_ext_out::size, in, m::mkey_index,
+		      &index, &r))
 		return r;
-	if (state_ != HcaState::initialized)
-		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
-	const uint64_t index = prm::get(in, m::mkey_index);
-	if (index == 0 || index >= mkeys_.capacity())
-		return fail(prm::status::bad_index, Syndrome::mkey_index_out_of_range);
 	const auto flags = static_cast<uint32_t>(prm::get(in, m::flags));
 	const uint64_t counter = prm::get(in, m::counter_iova);
 	/* Only the features the capability offers. */
@@ -634,7 +644,7 @@ CmdResult EmuMlx5Device::cmd_set_mkey_ext(const uint8_t *in, size_t in_len, uint
 		if (counter % 8 != 0 || !dma.mapped(counter, 8))
 			return fail(prm::status::bad_param, Syndrome::ext_counter);
 	}
-	const int rc = mkeys_.update(static_cast<uint32_t>(index), [&](MkeyEntry *e) {
+	const int rc = mkeys_.update(index, [&](MkeyEntry *e) {
 		if (e == nullptr)
 			return -ENOENT;
 		if (prm::get(e->mkc.data(), prm::mkc::free) != 0)
@@ -656,14 +666,11 @@ CmdResult EmuMlx5Device::cmd_query_mkey_ext(const uint8_t *in, size_t in_len, ui
 {
 	namespace o = prm::query_mkey_ext_out;
 	CmdResult r;
-	if (!lengths(in_len, prm::query_mkey_ext_in::size, out_len, o::size, &r))
+	uint32_t index = 0;
+	if (!mkey_arg(in_len, prm::query_mkey_ext_in::size, out_len, o::size, in,
+		      prm::query_mkey_ext_in::mkey_index, &index, &r))
 		return r;
-	if (state_ != HcaState::initialized)
-		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
-	const uint64_t index = prm::get(in, prm::query_mkey_ext_in::mkey_index);
-	if (index == 0 || index >= mkeys_.capacity())
-		return fail(prm::status::bad_index, Syndrome::mkey_index_out_of_range);
-	const int rc = mkeys_.with(static_cast<uint32_t>(index), [&](const MkeyEntry &e) {
+	const int rc = mkeys_.with(index, [&](const MkeyEntry &e) {
 		uint32_t f = e.ext.flags;
 		/* Relaxed: a snapshot for the driver; the claim itself is ordered by the slot. */
 		if (e.ext.spent.v.load(std::memory_order_relaxed) != 0)
