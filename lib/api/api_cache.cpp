@@ -94,22 +94,14 @@ ThreadCache *thread_cache(nicmr_device *dev) noexcept
 	}
 }
 
-uint64_t cached_keys(nicmr_device *dev) noexcept
+void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexcept
 {
 	std::lock_guard lk(cache_mu());
-	uint64_t n = 0;
-	for (auto &tc : dev->caches)
-		n += tc->size.load(std::memory_order_relaxed);
-	return n;
-}
-
-uint64_t cached_retiring(nicmr_device *dev) noexcept
-{
-	std::lock_guard lk(cache_mu());
-	uint64_t n = 0;
-	for (auto &tc : dev->caches)
-		n += tc->retiring.load(std::memory_order_relaxed);
-	return n;
+	*free = *retiring = 0;
+	for (auto &tc : dev->caches) {
+		*free += tc->size.load(std::memory_order_relaxed);
+		*retiring += tc->retiring.load(std::memory_order_relaxed);
+	}
 }
 
 void close_caches(nicmr_device *dev) noexcept

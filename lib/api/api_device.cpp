@@ -436,8 +436,10 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 		st->slow_mappings = dev->slow_maps;
 		st->pinned_pages = dev->pins.size();
 	}
-	st->keys_free = dev->engine->keys().ring_free_count() + api::cached_keys(dev);
-	st->keys_retiring = dev->engine->keys().retiring_count() + api::cached_retiring(dev);
+	uint64_t cached = 0, batched = 0;
+	api::cached_counts(dev, &cached, &batched);
+	st->keys_free = dev->engine->keys().ring_free_count() + cached;
+	st->keys_retiring = dev->engine->keys().retiring_count() + batched;
 	st->dev_mkeys = dev->emu ? int64_t(dev->emu->device().mkeys().live()) : -1;
 	st->iommu_mappings = dev->emu ? int64_t(dev->emu->iommu().mapping_count()) : -1;
 	return 0;

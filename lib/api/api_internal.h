@@ -92,8 +92,7 @@ inline void note_cache_size(ThreadCache *tc) noexcept
 /* A process-unique number for each device open (nicmr_device::serial). */
 uint64_t next_device_serial() noexcept;
 /* Free keys held in the device's thread caches, and retired keys in their batches (stats). */
-uint64_t cached_keys(nicmr_device *dev) noexcept;
-uint64_t cached_retiring(nicmr_device *dev) noexcept;
+void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexcept;
 /* Device close: returns every thread's cached keys to the engine and detaches the caches. */
 void close_caches(nicmr_device *dev) noexcept;
 
