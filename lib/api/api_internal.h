@@ -277,12 +277,17 @@ uint64_t nicmr_mr_count(const nicmr_device *dev, const nicmr_pd *pd,
 			const nicmr_pool *pool) noexcept;
 
 /* Vectored registration helpers (api_mr.cpp, api_mr_vec.cpp). */
-/* Finds or makes the mapping of [a, a + len): a pool (counted as a user with count_pool) or a
- * slow-path mapping (made for piece, recorded by IOVA for owner). 0; -EFAULT, -ENOMEM,
- * -ENOSPC, IOMMU errors. */
-int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, bool count_pool,
-		    nicmr_mr_rare *owner, nicmr_mr_piece *piece, uint64_t *iova,
-		    unsigned *log_page);
+/* The pool that holds [a, a + len), with the IOVA of a and the largest translation page the
+ * pool's placement allows, or null. Lock-free; counts nothing. */
+nicmr_pool *nicmr_pool_of(nicmr_device *dev, uintptr_t a, size_t len, uint64_t *iova,
+			  unsigned *log_page) noexcept;
+/* Makes a slow-path mapping of [a, a + len) for piece, recorded by IOVA for owner (IOVA-list
+ * MRs may use it). 0; -EFAULT, -ENOMEM, -ENOSPC, IOMMU errors; nothing left on failure. */
+int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
+		     nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page);
+/* A vectored MR's piece: its pool (counted in pool->pieces) or a slow-path mapping. */
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
+		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page);
 /* Gives back what nicmr_piece_map or an IOVA lookup took. */
 void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece);
 /* NICMR_ACCESS_* to mkey bits (api_mr.cpp): 0 or -EINVAL. */

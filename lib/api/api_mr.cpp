@@ -141,20 +141,22 @@ uint64_t nicmr_mr_count(const nicmr_device *dev, const nicmr_pd *pd,
 	return n;
 }
 
-int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, bool count_pool,
-		    nicmr_mr_rare *owner, nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+nicmr_pool *nicmr_pool_of(nicmr_device *dev, uintptr_t a, size_t len, uint64_t *iova,
+			  unsigned *log_page) noexcept
 {
-	/* Fast path: a pool holds the whole range (the DmaSpace's lock-free lookup). A pool is
-	 * not destroyed while registrations inside it run (nicmr.h). */
+	/* Hot path: the DmaSpace's lock-free lookup. A pool is not destroyed while
+	 * registrations inside it run (nicmr.h). */
 	const mem::PoolEntry *e = dev->space->lookup(reinterpret_cast<void *>(a), len);
-	if (e != nullptr && e->owner != nullptr) {
-		piece->pool = static_cast<nicmr_pool *>(e->owner);
-		if (count_pool)
-			piece->pool->pieces.fetch_add(1, std::memory_order_relaxed);
-		*iova = e->iova + (a - e->va);
-		*log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
-		return 0;
-	}
+	if (e == nullptr || e->owner == nullptr)
+		return nullptr;
+	*iova = e->iova + (a - e->va);
+	*log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
+	return static_cast<nicmr_pool *>(e->owner);
+}
+
+int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
+		     nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+{
 	int rc = nicmr_slow_map_create(dev, a, len, write, &piece->slow);
 	if (rc)
 		return rc;
@@ -170,6 +172,16 @@ int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, bool
 		nicmr_slow_map_release(dev, std::move(piece->slow));
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
+		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+{
+	piece->pool = nicmr_pool_of(dev, a, len, iova, log_page);
+	if (piece->pool == nullptr)
+		return nicmr_slow_piece(dev, a, len, write, owner, piece, iova, log_page);
+	piece->pool->pieces.fetch_add(1, std::memory_order_relaxed);
 	return 0;
 }
 
@@ -287,18 +299,13 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	{
 		const bool write = bits & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
 					   mr::kAccessRemoteAtomic);
-		const mem::PoolEntry *e = dev->space->lookup(addr, len);
-		if (e != nullptr && e->owner != nullptr) {
-			/* Fast path (inline here: no rare part). */
-			m.pool = static_cast<nicmr_pool *>(e->owner);
-			iova = e->iova + (a - e->va);
-			log_page = std::clamp(log2_floor(e->iova_align), 12u, 30u);
-		} else {
+		m.pool = nicmr_pool_of(dev, a, len, &iova, &log_page);
+		if (m.pool == nullptr) {
 			if (!make_rare())
 				return -ENOMEM;
 			nicmr_mr_piece piece;
-			int rc = nicmr_piece_map(dev, a, len, write, false, rare.get(), &piece,
-						 &iova, &log_page);
+			int rc = nicmr_slow_piece(dev, a, len, write, rare.get(), &piece, &iova,
+						  &log_page);
 			if (rc)
 				return rc;
 			rare->slow = std::move(piece.slow);

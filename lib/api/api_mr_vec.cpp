@@ -364,9 +364,8 @@ int nicmr_mr_regv(struct nicmr_pd *pd, const struct iovec *iov, size_t count, ui
 		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
 		pc[i].addr = a;
 		pc[i].len = iov[i].iov_len;
-		rc = nicmr_piece_map(pd->dev, a, iov[i].iov_len, device_writes(bits), true,
-				     d.rare.get(), &d.vec().pieces[i], &pc[i].iova,
-				     &pc[i].log_page);
+		rc = nicmr_piece_map(pd->dev, a, iov[i].iov_len, device_writes(bits), d.rare.get(),
+				     &d.vec().pieces[i], &pc[i].iova, &pc[i].log_page);
 	}
 	if (rc) {
 		release_pieces(pd->dev, &d.vec());

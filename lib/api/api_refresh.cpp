@@ -58,10 +58,15 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 
 	const bool write = f.access & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
 				       mr::kAccessRemoteAtomic);
+	/* The range may lie in a pool imported since: the MR then lives on the fast path's terms
+	 * (a pool MR is found by the table scan, not counted). */
 	nicmr_mr_piece fresh;
 	uint64_t iova = 0;
 	unsigned log_page = 12;
-	int rc = nicmr_piece_map(dev, mr->addr, f.len, write, false, r, &fresh, &iova, &log_page);
+	nicmr_pool *pool = nicmr_pool_of(dev, mr->addr, f.len, &iova, &log_page);
+	int rc = pool != nullptr ? 0
+				 : nicmr_slow_piece(dev, mr->addr, f.len, write, r, &fresh, &iova,
+						    &log_page);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: refresh of %#x: mapping [%#lx, +%zu) again failed: %d",
 			  dev->spec.c_str(), f.mkey, (unsigned long)mr->addr, f.len, rc);
@@ -73,16 +78,13 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: refresh of %#x failed: %d", dev->spec.c_str(), f.mkey,
 			  rc);
-		fresh.pool = nullptr; /* not counted (count_pool false) */
 		nicmr_piece_release(dev, &fresh);
 		return done(rc);
 	}
 	/* The device and the lookups use the new mapping now: the old one may go. */
 	nicmr_mr_piece old;
 	old.slow = std::move(r->slow);
-	/* The range may lie in a pool imported since: the MR then lives on the fast path's terms
-	 * (a pool MR is found by the table scan, not counted). */
-	std::atomic_ref(mr->pool).store(fresh.pool, std::memory_order_relaxed);
+	std::atomic_ref(mr->pool).store(pool, std::memory_order_relaxed);
 	r->slow = std::move(fresh.slow);
 	nicmr_piece_release(dev, &old);
 	return done(0);
