@@ -168,8 +168,18 @@ TEST_F(HotPath, TheHandleIsTheSlotOfTheKeysIndex)
 	EXPECT_EQ(stats(dev).mrs, 2u);
 	ASSERT_EQ(nicmr_mr_dereg(a), 0);
 	EXPECT_EQ(nicmr_mr_count(dev, pd, nullptr), 1u);
-	/* A freed slot answers -EINVAL, not a second deregistration of whatever it held. */
+	/* A freed slot (not reused yet) answers -EINVAL, not a second deregistration of whatever
+	 * it held, and every call that needs a live handle says the same. */
 	EXPECT_EQ(nicmr_mr_dereg(a), -EINVAL);
+	nicmr_mr *sub = nullptr;
+	EXPECT_EQ(nicmr_mr_reg_sub(a, 0, 64, kAll, 0, 0, &sub), -EINVAL);
+	EXPECT_EQ(sub, nullptr);
+	EXPECT_EQ(nicmr_mr_in_pool(a), -EINVAL);
+	size_t size = 0;
+	EXPECT_EQ(nicmr_mr_raw_attr(a, nullptr, &size), -EINVAL);
+	EXPECT_EQ(nicmr_mr_refresh(a, nullptr, 0), -EINVAL);
+	EXPECT_EQ(nicmr_mr_key(a), 0u);
+	EXPECT_EQ(nicmr_mr_len(a), 0u);
 	ASSERT_EQ(nicmr_mr_dereg(b), 0);
 	EXPECT_EQ(stats(dev).mrs, 0u);
 }
