@@ -223,7 +223,6 @@ int UmrQueue::finish_one(int refused_errno)
 
 int UmrQueue::bind(const UmrBind &b)
 {
-	std::lock_guard<std::mutex> lk(mu_);
 	size_t xlt = umr_xlt_bytes(b);
 	UmrBind p = b;
 	if (b.xlt_iova == 0 && (xlt + 63) / 64 * 64 > kMaxInlineXltBytes) {
@@ -247,7 +246,6 @@ int UmrQueue::modify(const UmrBind &b)
 
 int UmrQueue::revoke(uint32_t mkey)
 {
-	std::lock_guard<std::mutex> lk(mu_);
 	int rc = post_umr_revoke(*qp_, mkey, 0, kSignaled);
 	if (rc != 0)
 		return rc;

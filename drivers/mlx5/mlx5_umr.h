@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "mlx5_commands.h"
@@ -83,8 +82,11 @@ struct UmrOptions {
 
 /*
  * A QP of its own for synchronous UMRs: post, ring, poll the completion, recover the QP after
- * a refused UMR. Thread-safe (one mutex around the QP: a bind is a few hundred nanoseconds).
- * The QP is connected to itself on options.port.
+ * a refused UMR. The QP is connected to itself on options.port.
+ * One thread at a time, as for any queue of a poll-mode driver: the caller serializes (the
+ * mkey programmer gives each registering thread a queue of its own and guards the shared one
+ * with its mutex). bind, modify and revoke are the registration hot path: no lock, no
+ * allocation, no system call (the clock is read only once a completion is late).
  */
 class alignas(64) UmrQueue { /* a lane's: no line shared with another lane's */
 public:
@@ -119,7 +121,6 @@ private:
 	int finish_one(int refused_errno);
 	Device &dev_;
 	UmrOptions opts_;
-	std::mutex mu_;
 	std::unique_ptr<Uar> uar_; /* the queue's own UAR, unless UmrOptions::uar named one */
 	Uar *ring_ = nullptr;	   /* the UAR its CQ and QP ring through */
 	std::unique_ptr<Cq> cq_;
