@@ -2,6 +2,7 @@
 #include "mr_keys.h"
 
 #include <cerrno>
+#include <cstring>
 #include <new>
 #include <sys/mman.h>
 
@@ -275,7 +276,7 @@ int KeySpace::claim(uint64_t key, uint32_t *mkey, KeyCache *c) noexcept
 	}
 }
 
-void KeySpace::make_free(KeyCache *c, uint32_t index) noexcept
+bool KeySpace::make_free(uint32_t index) noexcept
 {
 	std::atomic<uint32_t> &slot = slots_[index];
 	uint32_t w = slot.load(std::memory_order_relaxed);
@@ -287,8 +288,7 @@ void KeySpace::make_free(KeyCache *c, uint32_t index) noexcept
 		 * the acquire in try_own and claim). */
 	} while (!slot.compare_exchange_weak(w, nw, std::memory_order_release,
 					     std::memory_order_relaxed));
-	if (!(w & kGhost))
-		put(c, index);
+	return !(w & kGhost);
 }
 
 void KeySpace::activate(uint32_t mkey) noexcept
@@ -304,7 +304,8 @@ void KeySpace::activate(uint32_t mkey) noexcept
 
 void KeySpace::release(KeyCache *c, uint32_t mkey) noexcept
 {
-	make_free(c, mkey_index(mkey));
+	if (make_free(mkey_index(mkey)))
+		put(c, mkey_index(mkey));
 }
 
 int KeySpace::begin_retire(uint32_t mkey) noexcept
@@ -391,17 +392,40 @@ unsigned KeySpace::reclaim(KeyCache *c, bool wait) noexcept
 		return 0;
 	unsigned freed = 0;
 	for (;;) {
-		if (!have_head_.load(std::memory_order_relaxed)) {
-			if (rte_ring_dequeue_elem(retire_, &head_, sizeof(head_)) != 0)
+		if (pos_ == npend_) {
+			pos_ = 0;
+			npend_ = rte_ring_dequeue_burst_elem(retire_, pend_, sizeof(Retired),
+							     kCacheBatch, nullptr);
+			pending_.store(npend_, std::memory_order_relaxed);
+			if (npend_ == 0)
 				break;
-			have_head_.store(true, std::memory_order_relaxed);
 		}
+		/* One group per retire batch (one token each) goes back whole: into the caller's
+		 * cache when it fits there (its indices are the ones most recently in a cache),
+		 * else into the free ring as one bulk. Batches thus keep their indices together,
+		 * and two threads do not work on indices whose per-index records (the slot words
+		 * here, the API's MR handles) share a cache line. */
+		const uint64_t token = pend_[pos_].token;
 		/* Non-blocking: the caller may itself be an online reader. */
-		if (rte_rcu_qsbr_check(qsbr_, head_.token, false) != 1)
+		if (rte_rcu_qsbr_check(qsbr_, token, false) != 1)
 			break;
-		have_head_.store(false, std::memory_order_relaxed);
-		make_free(c, static_cast<uint32_t>(head_.index));
-		++freed;
+		uint32_t out[kCacheBatch];
+		uint32_t n = 0;
+		for (; pos_ < npend_ && pend_[pos_].token == token; pos_++) {
+			const auto index = static_cast<uint32_t>(pend_[pos_].index);
+			if (make_free(index))
+				out[n++] = index;
+		}
+		pending_.store(npend_ - pos_, std::memory_order_relaxed);
+		if (c != nullptr && c->n_ + n <= kCacheSize) {
+			std::memcpy(c->idx_ + c->n_, out, n * sizeof(uint32_t));
+			c->n_ += n;
+		} else if (n != 0) {
+			/* The ring holds N-1 elements and every index has at most one copy in the
+			 * free structures: the bulk cannot fail. */
+			rte_ring_enqueue_bulk_elem(free_, out, sizeof(uint32_t), n, nullptr);
+		}
+		freed += n;
 	}
 	return freed;
 }
@@ -451,7 +475,7 @@ uint32_t KeySpace::ring_free_count() const noexcept
 
 uint32_t KeySpace::retiring_count() const noexcept
 {
-	return rte_ring_count(retire_) + (have_head_.load(std::memory_order_relaxed) ? 1 : 0);
+	return rte_ring_count(retire_) + pending_.load(std::memory_order_relaxed);
 }
 
 } // namespace nicmr::mr

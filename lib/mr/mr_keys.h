@@ -13,7 +13,8 @@
  *
  *   free indices:   KeyCache (per thread, 64)  <-- batches of 32 -->  global ring (rte_ring, HTS)
  *   retired ones:   retire ring of (QSBR token, index), FIFO; reclaimed once the token is seen
- *                   by every reader, then rotated to the next variant and freed.
+ *                   by every reader, then rotated to the next variant and freed, each retire
+ *                   batch whole (into the reclaiming thread's cache, or the global ring)
  *
  * Index 0 is reserved and never handed out. The variant rotates (+1 mod 256) every time an
  * index becomes free again, so a stale key never matches the next registration at its index.
@@ -169,8 +170,10 @@ public:
 	 */
 	void retire(KeyCache *cache, uint32_t mkey) noexcept;
 
-	/* Frees every retired index whose grace period is over. Returns how many. Any thread.
-	 * With wait false, returns 0 at once when another thread is reclaiming. */
+	/* Frees every retired index whose grace period is over, one retire batch at a time:
+	 * into cache (may be null; the caller's) when the batch fits there whole, else into the
+	 * global ring as one bulk. Returns how many. Any thread. With wait false, returns 0 at
+	 * once when another thread is reclaiming. */
 	unsigned reclaim(KeyCache *cache, bool wait = false) noexcept;
 
 	/*
@@ -206,7 +209,9 @@ private:
 	bool take(KeyCache *cache, uint32_t *index) noexcept;
 	void put(KeyCache *cache, uint32_t index) noexcept;
 	bool try_own(uint32_t index, uint32_t *mkey) noexcept;
-	void make_free(KeyCache *cache, uint32_t index) noexcept;
+	/* Rotates the variant and marks the index free; true when the caller must put it in the
+	 * free structures (false: only a ghost copy of it was there, which becomes real). */
+	bool make_free(uint32_t index) noexcept;
 	void flush(KeyCache &cache) noexcept;
 	/* Queues the cache's retire batch behind one QSBR token. */
 	void flush_retired(KeyCache &cache) noexcept;
@@ -219,11 +224,13 @@ private:
 	rte_rcu_qsbr *qsbr_ = nullptr;
 	size_t slots_len_ = 0, free_len_ = 0, retire_len_ = 0, qsbr_len_ = 0;
 
-	/* The retire ring has one consumer at a time: whoever holds this (try-lock only). It
-	 * guards head_ too: the oldest entry, taken off the ring but not yet past its grace. */
+	/* The retire ring has one consumer at a time: whoever holds this. It guards pend_ too:
+	 * the oldest entries, taken off the ring in a burst, pend_[pos_..npend_) not yet past
+	 * their grace period. */
 	std::mutex reclaim_lock_;
-	std::atomic<bool> have_head_{false};
-	Retired head_{};
+	Retired pend_[kCacheBatch];
+	uint32_t pos_ = 0, npend_ = 0;
+	std::atomic<uint32_t> pending_{0}; /* npend_ - pos_, for retiring_count() */
 };
 
 } // namespace nicmr::mr

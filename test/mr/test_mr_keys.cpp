@@ -416,3 +416,92 @@ TEST(MrKeys, AllocAndClaimQueueTheirOwnBatchFirst)
 	EXPECT_EQ(ks->alloc(&c, &d), 0);
 	EXPECT_EQ(ks->alloc(&c, &o), -ENOSPC);
 }
+
+TEST(MrKeys, ReclaimedBatchGoesWholeToTheReclaimersCacheOrTheRing)
+{
+	/* Thread A's batch of kCacheBatch, reclaimed through B's cache: whole into B's cache
+	 * while it fits there, else whole into the ring. A batch never splits between the two,
+	 * so two threads never hold indices of one aligned block. */
+	auto ks = make(1u << 10);
+	KeyCache a(*ks), b(*ks);
+	std::set<uint32_t> batch;
+	std::vector<uint32_t> keys;
+	for (uint32_t i = 0; i < kCacheBatch; ++i) {
+		keys.push_back(take_live(*ks, &a));
+		batch.insert(mkey_index(keys.back()));
+	}
+	const uint32_t ring0 = ks->ring_free_count();
+	std::unique_lock<std::mutex> hold(KeySpaceTestAccess::reclaim_lock(*ks));
+	for (uint32_t k : keys) {
+		ASSERT_EQ(ks->begin_retire(k), 0);
+		ks->retire(&a, k); /* the last queues the batch; A's reclaim finds the lock busy */
+	}
+	EXPECT_EQ(ks->retiring_count(), kCacheBatch);
+	hold.unlock();
+	uint32_t k = 0;
+	ASSERT_EQ(ks->alloc(&b, &k), 0); /* fills B from the ring: kCacheBatch - 1 left */
+	ks->release(&b, k);		 /* back on top: kCacheBatch */
+	ASSERT_EQ(b.size(), kCacheBatch);
+	EXPECT_EQ(ks->reclaim(&b), kCacheBatch);
+	EXPECT_EQ(b.size(), 2 * kCacheBatch) << "the batch fits: all of it into B's cache";
+	EXPECT_EQ(ks->ring_free_count(), ring0 - kCacheBatch);
+	std::set<uint32_t> got;
+	for (uint32_t i = 0; i < kCacheBatch; ++i) {
+		ASSERT_EQ(ks->alloc(&b, &k), 0);
+		got.insert(mkey_index(k));
+		ks->activate(k);
+	}
+	EXPECT_EQ(got, batch) << "B hands out A's batch first, all of it";
+
+	/* B's cache full: a batch goes to the ring as one bulk. */
+	std::vector<uint32_t> more;
+	for (uint32_t i = 0; i < kCacheBatch; ++i)
+		more.push_back(take_live(*ks, &a));
+	while (b.size() < kCacheSize) {
+		ASSERT_EQ(ks->alloc(nullptr, &k), 0);
+		ks->release(&b, k);
+	}
+	hold.lock();
+	for (uint32_t x : more) {
+		ASSERT_EQ(ks->begin_retire(x), 0);
+		ks->retire(&a, x);
+	}
+	hold.unlock();
+	const uint32_t ring1 = ks->ring_free_count();
+	EXPECT_EQ(ks->reclaim(&b), kCacheBatch);
+	EXPECT_EQ(b.size(), kCacheSize);
+	EXPECT_EQ(ks->ring_free_count(), ring1 + kCacheBatch);
+	std::set<uint32_t> in_b;
+	while (b.size() > 0) {
+		ASSERT_EQ(ks->alloc(&b, &k), 0);
+		in_b.insert(mkey_index(k));
+	}
+	for (uint32_t x : more)
+		EXPECT_EQ(in_b.count(mkey_index(x)), 0u)
+			<< "index " << mkey_index(x) << " should have gone to the ring";
+	for (uint32_t x : got) {
+		uint8_t v;
+		EXPECT_EQ(ks->state_of(x, &v), KeyState::live);
+	}
+}
+
+TEST(MrKeys, ReclaimStopsAtTheFirstBatchReadersStillHold)
+{
+	auto ks = make(256);
+	ASSERT_EQ(ks->reader_register(0), 0);
+	KeyCache c(*ks);
+	uint32_t first = take_live(*ks, &c), second = take_live(*ks, &c);
+	ASSERT_EQ(ks->begin_retire(first), 0);
+	ks->retire(nullptr, first); /* a batch of one, token t */
+	ks->reader_quiescent(0);    /* reader 0 has passed t */
+	ASSERT_EQ(ks->begin_retire(second), 0);
+	ks->retire(nullptr, second); /* token t + 1: reader 0 has not passed it */
+	EXPECT_EQ(ks->reclaim(nullptr), 0u) << "each retire reclaimed what it could already";
+	uint8_t v;
+	EXPECT_EQ(ks->state_of(mkey_index(first), &v), KeyState::free);
+	EXPECT_EQ(ks->state_of(mkey_index(second), &v), KeyState::retiring);
+	EXPECT_EQ(ks->retiring_count(), 1u) << "the held batch stays counted while pending";
+	ks->reader_quiescent(0);
+	EXPECT_EQ(ks->reclaim(nullptr), 1u);
+	EXPECT_EQ(ks->retiring_count(), 0u);
+}
