@@ -21,6 +21,7 @@
 #include "mlx5_device.h"
 #include "mlx5_qbuf.h"
 #include "mlx5_uar.h"
+#include "nicmr_align.h"
 
 namespace nicmr::mlx5 {
 
@@ -44,7 +45,7 @@ struct CqParams {
 	uint32_t eqn = 0;      /* c_eqn: the EQ of this CQ (poll mode: never signalled) */
 };
 
-class alignas(64) Cq { /* one thread polls it: no line shared with a neighbour */
+class alignas(kThreadAlign) Cq { /* one thread polls it: no line shared with a neighbour */
 public:
 	/*
 	 * CREATE_CQ on dev, with its ring and doorbell record from dev.arena(); uar must outlive

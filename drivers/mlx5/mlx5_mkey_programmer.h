@@ -33,6 +33,7 @@
 #include "mlx5_device.h"
 #include "mlx5_umr.h"
 #include "mr_programmer.h"
+#include "nicmr_align.h"
 
 namespace nicmr::mlx5 {
 
@@ -87,8 +88,8 @@ public:
 	};
 
 private:
-	/* A cache line of its own: lanes are used by different threads at once. */
-	struct alignas(64) Lane {
+	/* Lines of its own (kThreadAlign): lanes are used by different threads at once. */
+	struct alignas(kThreadAlign) Lane {
 		std::unique_ptr<UmrQueue> umr;
 		std::vector<MttEntry> scratch; /* the MTT list of the bind in flight */
 	};

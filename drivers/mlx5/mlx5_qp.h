@@ -29,6 +29,7 @@
 #include "mlx5_qbuf.h"
 #include "mlx5_uar.h"
 #include "mlx5_wqe.h"
+#include "nicmr_align.h"
 
 namespace nicmr::mlx5 {
 
@@ -57,7 +58,7 @@ struct WqeSlot {
 	uint32_t bbs = 0;
 };
 
-class alignas(64) Qp { /* one thread posts on it: no line shared with a neighbour */
+class alignas(kThreadAlign) Qp { /* one thread posts on it: no line shared with a neighbour */
 public:
 	/*
 	 * CREATE_QP (state RST) on dev with SQ ring and doorbell record from dev.arena(); uar and

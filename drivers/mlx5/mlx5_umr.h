@@ -23,6 +23,7 @@
 
 #include "mlx5_commands.h"
 #include "mlx5_qp.h"
+#include "nicmr_align.h"
 
 namespace nicmr::mlx5 {
 
@@ -88,7 +89,7 @@ struct UmrOptions {
  * with its mutex). bind, modify and revoke are the registration hot path: no lock, no
  * allocation, no system call (the clock is read only once a completion is late).
  */
-class alignas(64) UmrQueue { /* a lane's: no line shared with another lane's */
+class alignas(kThreadAlign) UmrQueue { /* a lane's: no line shared with another lane's */
 public:
 	/* Errors: those of Uar::alloc, Cq::create, Qp::create, Qp::connect, QueueBuffer::alloc. */
 	static int create(Device &dev, uint32_t pd, const UmrOptions &o,

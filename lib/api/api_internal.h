@@ -38,6 +38,7 @@
 #include "mlx5_uar.h"
 #include "mr_engine.h"
 #include "nicmr/nicmr.h"
+#include "nicmr_align.h"
 #include "vfio_bus.h"
 
 namespace nicmr::api {
@@ -63,9 +64,9 @@ inline constexpr uint32_t kMinKeysForCaches = 4096;
  * writes size; a device close (when no thread uses the device) or the thread's exit, whichever
  * comes first, returns the cached keys and detaches the two.
  */
-struct alignas(64) ThreadCache {     /* its thread's alone: no line shared with another */
-	uint64_t serial = 0;	     /* the device open it belongs to (never reused) */
-	nicmr_device *dev = nullptr; /* nullptr once detached; cache_mu() */
+struct alignas(kThreadAlign) ThreadCache { /* its thread's alone: no line shared with another */
+	uint64_t serial = 0;		   /* the device open it belongs to (never reused) */
+	nicmr_device *dev = nullptr;	   /* nullptr once detached; cache_mu() */
 	std::optional<mr::KeyCache> cache;
 	std::atomic<uint32_t> size{0};	   /* cache->size() as of the owner's last call: stats */
 	std::atomic<uint32_t> retiring{0}; /* cache->retiring(), likewise */

@@ -19,7 +19,7 @@
  * default dma_entry_limit of VFIO's type-1 IOMMU).
  *
  * Concurrency: read-copy-update. Device accesses take no lock: a DmaSection announces itself in
- * one of kReaderSlots per-thread-ish counters (one atomic increment on a cache line of its own,
+ * one of kReaderSlots per-thread-ish counters (one atomic increment on lines of its own,
  * two counters per slot for the two grace-period phases), loads the current snapshot and uses
  * it until it ends. Writers (map, unmap: rare, slow path) serialise on a mutex, publish the new
  * snapshot, then wait for a grace period: every section counted before the publication has
@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "mem_dma.h"
+#include "nicmr_align.h"
 
 namespace nicmr::emu {
 
@@ -204,7 +205,7 @@ public:
 
 private:
 	friend class DmaSection;
-	struct alignas(64) ReaderSlot {
+	struct alignas(kThreadAlign) ReaderSlot {
 		std::atomic<int64_t> count[2] = {0, 0}; /* sections open, by grace-period phase */
 	};
 	EmuIommu() = default;

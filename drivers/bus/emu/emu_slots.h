@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-thread slots for the device model's hot paths: what several threads ringing doorbells at
- * once would otherwise meet on (one counter, one reader count) is spread over kThreadSlots cache
- * lines, one per thread (round-robin; threads beyond kThreadSlots share).
+ * once would otherwise meet on (one counter, one reader count) is spread over kThreadSlots slots
+ * of kThreadAlign bytes (a cache-line pair), one per thread (round-robin; threads beyond
+ * kThreadSlots share).
  *
  *   emu_thread_slot()   this thread's slot number, fixed at its first call
  *   SlotCounter         a statistics counter: add() touches this thread's line only, sum()
@@ -22,6 +23,7 @@
 #ifndef NICMR_EMU_SLOTS_H
 #define NICMR_EMU_SLOTS_H
 
+#include "nicmr_align.h"
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -57,7 +59,7 @@ public:
 	}
 
 private:
-	struct alignas(64) Slot {
+	struct alignas(kThreadAlign) Slot {
 		std::atomic<uint64_t> v{0};
 	};
 	Slot slots_[kThreadSlots];
@@ -100,11 +102,11 @@ public:
 	}
 
 private:
-	struct alignas(64) Slot {
+	struct alignas(kThreadAlign) Slot {
 		std::atomic<uint64_t> readers{0};
 	};
 	Slot slots_[kThreadSlots];
-	alignas(64) std::atomic<bool> writer_{false};
+	alignas(kThreadAlign) std::atomic<bool> writer_{false};
 	std::mutex writers_; /* one writer at a time */
 };
 

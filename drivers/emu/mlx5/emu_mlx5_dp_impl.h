@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "emu_mlx5_dp.h"
+#include "nicmr_align.h"
 
 namespace nicmr::emu {
 
@@ -57,7 +58,7 @@ inline void bump(std::atomic<uint64_t> &c, uint64_t n = 1) noexcept
 	c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
-struct alignas(64) EmuDataPath::Cq { /* no line shared with another object */
+struct alignas(kThreadAlign) EmuDataPath::Cq { /* no line shared with another object */
 	uint32_t cqn = 0;
 	CqAttr attr;
 	uint32_t users = 0; /* QPs that complete here */
@@ -75,7 +76,7 @@ struct EmuDataPath::Eq {
 	uint64_t produced = 0;
 };
 
-struct alignas(64) EmuDataPath::Qp { /* no line shared with another object */
+struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */
 	uint32_t qpn = 0;
 	QpAttr attr;
 	QpPath path;
