@@ -166,19 +166,46 @@ void KeySpace::put(KeyCache *c, uint32_t index) noexcept
 	c->idx_[c->n_++] = index;
 }
 
-void KeySpace::flush_retired(KeyCache &c) noexcept
+bool KeySpace::flush_retired(KeyCache &c) noexcept
 {
 	if (c.nl_ == 0)
-		return;
+		return true;
 	/* One token for the batch, taken after the last of its entries was invalidated: a reader
 	 * that reports it has stopped seeing every one of them. */
 	const uint64_t token = rte_rcu_qsbr_start(qsbr_);
+	/* Nothing older waits and no reader holds the batch back (none online, or all past the
+	 * token already): free it whole now, without the retire ring and the reclaim lock, which
+	 * are what registering threads would otherwise meet on once a batch. */
+	if (waiting_.load(std::memory_order_relaxed) == 0 &&
+	    rte_rcu_qsbr_check(qsbr_, token, false) == 1) {
+		free_batch(&c, c.limbo_, c.nl_);
+		c.nl_ = 0;
+		return true;
+	}
 	Retired r[kCacheBatch];
 	for (uint32_t i = 0; i < c.nl_; i++)
 		r[i] = Retired{token, c.limbo_[i]};
+	waiting_.fetch_add(c.nl_, std::memory_order_relaxed);
 	/* The ring holds N-1 elements and an index is in at most one place: it cannot fail. */
 	rte_ring_enqueue_bulk_elem(retire_, r, sizeof(Retired), c.nl_, nullptr);
 	c.nl_ = 0;
+	return false;
+}
+void KeySpace::free_batch(KeyCache *c, const uint32_t *indices, uint32_t count) noexcept
+{
+	uint32_t out[kCacheBatch];
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < count; i++)
+		if (make_free(indices[i]))
+			out[n++] = indices[i];
+	if (c != nullptr && c->n_ + n <= kCacheSize) {
+		std::memcpy(c->idx_ + c->n_, out, n * sizeof(uint32_t));
+		c->n_ += n;
+	} else if (n != 0) {
+		/* The ring holds N-1 elements and every index has at most one copy in the free
+		 * structures: the bulk cannot fail. */
+		rte_ring_enqueue_bulk_elem(free_, out, sizeof(uint32_t), n, nullptr);
+	}
 }
 
 void KeySpace::flush(KeyCache &c) noexcept
@@ -374,11 +401,12 @@ void KeySpace::retire(KeyCache *c, uint32_t mkey) noexcept
 		c->limbo_[c->nl_++] = mkey_index(mkey);
 		if (c->nl_ < kCacheBatch)
 			return;
-		flush_retired(*c);
-		reclaim(c);
+		if (!flush_retired(*c))
+			reclaim(c);
 		return;
 	}
 	Retired r{rte_rcu_qsbr_start(qsbr_), mkey_index(mkey)};
+	waiting_.fetch_add(1, std::memory_order_relaxed);
 	rte_ring_enqueue_elem(retire_, &r, sizeof(r));
 	reclaim(nullptr);
 }
@@ -396,7 +424,6 @@ unsigned KeySpace::reclaim(KeyCache *c, bool wait) noexcept
 			pos_ = 0;
 			npend_ = rte_ring_dequeue_burst_elem(retire_, pend_, sizeof(Retired),
 							     kCacheBatch, nullptr);
-			pending_.store(npend_, std::memory_order_relaxed);
 			if (npend_ == 0)
 				break;
 		}
@@ -409,23 +436,15 @@ unsigned KeySpace::reclaim(KeyCache *c, bool wait) noexcept
 		/* Non-blocking: the caller may itself be an online reader. */
 		if (rte_rcu_qsbr_check(qsbr_, token, false) != 1)
 			break;
-		uint32_t out[kCacheBatch];
-		uint32_t n = 0;
-		for (; pos_ < npend_ && pend_[pos_].token == token; pos_++) {
-			const auto index = static_cast<uint32_t>(pend_[pos_].index);
-			if (make_free(index))
-				out[n++] = index;
-		}
-		pending_.store(npend_ - pos_, std::memory_order_relaxed);
-		if (c != nullptr && c->n_ + n <= kCacheSize) {
-			std::memcpy(c->idx_ + c->n_, out, n * sizeof(uint32_t));
-			c->n_ += n;
-		} else if (n != 0) {
-			/* The ring holds N-1 elements and every index has at most one copy in the
-			 * free structures: the bulk cannot fail. */
-			rte_ring_enqueue_bulk_elem(free_, out, sizeof(uint32_t), n, nullptr);
-		}
-		freed += n;
+		const uint32_t first = pos_;
+		while (pos_ < npend_ && pend_[pos_].token == token)
+			pos_++;
+		waiting_.fetch_sub(pos_ - first, std::memory_order_relaxed);
+		uint32_t indices[kCacheBatch];
+		for (uint32_t i = first; i < pos_; i++)
+			indices[i - first] = static_cast<uint32_t>(pend_[i].index);
+		free_batch(c, indices, pos_ - first);
+		freed += pos_ - first;
 	}
 	return freed;
 }
@@ -475,7 +494,7 @@ uint32_t KeySpace::ring_free_count() const noexcept
 
 uint32_t KeySpace::retiring_count() const noexcept
 {
-	return rte_ring_count(retire_) + pending_.load(std::memory_order_relaxed);
+	return waiting_.load(std::memory_order_relaxed);
 }
 
 } // namespace nicmr::mr

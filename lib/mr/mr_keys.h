@@ -12,9 +12,12 @@
  * binding, the deregistering thread while it is retiring. One writer per entry follows.
  *
  *   free indices:   KeyCache (per thread, 64)  <-- batches of 32 -->  global ring (rte_ring, HTS)
- *   retired ones:   retire ring of (QSBR token, index), FIFO; reclaimed once the token is seen
- *                   by every reader, then rotated to the next variant and freed, each retire
- *                   batch whole (into the reclaiming thread's cache, or the global ring)
+ *   retired ones:   a cache's batch of 32 takes one QSBR token. When nothing older waits and
+ *                   no reader holds the token back, the batch is freed at once (variant
+ *                   rotated) into its own cache. Otherwise it goes to the retire ring of
+ *                   (token, index), FIFO, and is reclaimed once every reader has seen the
+ *                   token. Either way a batch is freed whole: into the freeing thread's cache
+ *                   when it fits there, else into the global ring as one bulk.
  *
  * Index 0 is reserved and never handed out. The variant rotates (+1 mod 256) every time an
  * index becomes free again, so a stale key never matches the next registration at its index.
@@ -163,10 +166,11 @@ public:
 	 * queues the index behind a QSBR token; it is freed, variant rotated, once every reader
 	 * has reported a quiescent state after this call, and reclaims opportunistically.
 	 * Through a cache, retired indices are batched: the kCacheBatch-th retire takes one QSBR
-	 * token for the batch and queues it with one ring operation (so that registering threads
-	 * meet on the token and the retire ring once per batch, not per deregistration). The
-	 * batch is also queued when its thread finds no free index (alloc), claims a key in it
-	 * (claim with the cache), or its cache goes.
+	 * token for the batch and frees the batch at once when no reader holds the token back
+	 * and no older batch waits, else queues it with one ring operation (so that registering
+	 * threads meet on the token once per batch, and on the retire ring only while readers
+	 * hold batches back). The batch also ends when its thread finds no free index (alloc),
+	 * claims a key in it (claim with the cache), or its cache goes.
 	 */
 	void retire(KeyCache *cache, uint32_t mkey) noexcept;
 
@@ -213,8 +217,12 @@ private:
 	 * free structures (false: only a ghost copy of it was there, which becomes real). */
 	bool make_free(uint32_t index) noexcept;
 	void flush(KeyCache &cache) noexcept;
-	/* Queues the cache's retire batch behind one QSBR token. */
-	void flush_retired(KeyCache &cache) noexcept;
+	/* Ends the cache's retire batch: frees it at once when nothing older waits and no reader
+	 * holds its token back (true), else queues it behind one QSBR token (false). */
+	bool flush_retired(KeyCache &cache) noexcept;
+	/* make_free on each index, then the batch whole into cache (may be null) when it fits
+	 * there, else into the free ring as one bulk. count <= kCacheBatch. */
+	void free_batch(KeyCache *cache, const uint32_t *indices, uint32_t count) noexcept;
 
 	uint32_t n_ = 0;
 	uint32_t max_readers_ = 0;
@@ -230,7 +238,9 @@ private:
 	std::mutex reclaim_lock_;
 	Retired pend_[kCacheBatch];
 	uint32_t pos_ = 0, npend_ = 0;
-	std::atomic<uint32_t> pending_{0}; /* npend_ - pos_, for retiring_count() */
+	/* Indices in the retire ring or pend_ (relaxed: a count ordered with nothing; the
+	 * direct free in flush_retired reads it only to leave older batches their turn). */
+	std::atomic<uint32_t> waiting_{0};
 };
 
 } // namespace nicmr::mr

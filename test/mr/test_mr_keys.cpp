@@ -370,21 +370,61 @@ TEST(MrKeys, RetiresThroughACacheGoOutInBatches)
 		EXPECT_EQ(ks->retiring_count(), 0u);
 		uint8_t v;
 		EXPECT_EQ(ks->state_of(mkey_index(keys[0]), &v), KeyState::retiring);
-		/* The batch's last one queues and reclaims it (no reader holds it back). */
+		/* The batch's last one frees it (no reader holds it back). */
 		ASSERT_EQ(ks->begin_retire(keys[kCacheBatch - 1]), 0);
 		ks->retire(&c, keys[kCacheBatch - 1]);
 		EXPECT_EQ(c.retiring(), 0u);
 		EXPECT_EQ(ks->retiring_count(), 0u);
 		EXPECT_EQ(ks->state_of(mkey_index(keys[0]), &v), KeyState::free);
 		EXPECT_EQ(v, mkey_variant(keys[0]) + 1);
-		/* One more, then the cache goes: its batch is queued, not lost. */
+		/* One more, then the cache goes: its batch is freed too, not lost. */
 		ASSERT_EQ(ks->begin_retire(keys[kCacheBatch]), 0);
 		ks->retire(&c, keys[kCacheBatch]);
 		EXPECT_EQ(c.retiring(), 1u);
 	}
-	EXPECT_EQ(ks->retiring_count(), 1u);
-	EXPECT_EQ(ks->reclaim(nullptr), 1u);
+	EXPECT_EQ(ks->retiring_count(), 0u);
 	EXPECT_EQ(ks->ring_free_count(), 255u);
+}
+
+TEST(MrKeys, BatchWaitsInTheRetireRingOnlyWhileAReaderHoldsIt)
+{
+	auto ks = make(256);
+	ASSERT_EQ(ks->reader_register(0), 0); /* online, not yet past any token */
+	KeyCache c(*ks);
+	std::vector<uint32_t> keys;
+	for (uint32_t i = 0; i < 2 * kCacheBatch; ++i)
+		keys.push_back(take_live(*ks, &c));
+	for (uint32_t i = 0; i < kCacheBatch; ++i) {
+		ASSERT_EQ(ks->begin_retire(keys[i]), 0);
+		ks->retire(&c, keys[i]);
+	}
+	EXPECT_EQ(c.retiring(), 0u);
+	EXPECT_EQ(ks->retiring_count(), kCacheBatch) << "queued behind the reader";
+	ks->reader_quiescent(0);
+	/* The next batch's token has passed too, but an older batch waits: it goes through the
+	 * retire ring behind it, and the reclaim that follows frees both, oldest first. */
+	ks->reader_offline(0);
+	for (uint32_t i = kCacheBatch; i < 2 * kCacheBatch; ++i) {
+		ASSERT_EQ(ks->begin_retire(keys[i]), 0);
+		ks->retire(&c, keys[i]);
+	}
+	EXPECT_EQ(ks->retiring_count(), 0u);
+	uint8_t v;
+	for (uint32_t k : keys)
+		EXPECT_EQ(ks->state_of(mkey_index(k), &v), KeyState::free);
+	/* Nothing waits and no reader is online: the next batch is freed at once, into the
+	 * cache, without the retire ring. */
+	const uint32_t ring = ks->ring_free_count();
+	for (uint32_t i = 0; i < kCacheBatch; ++i) {
+		uint32_t k = 0;
+		ASSERT_EQ(ks->alloc(&c, &k), 0);
+		ks->activate(k);
+		ASSERT_EQ(ks->begin_retire(k), 0);
+		ks->retire(&c, k);
+		EXPECT_EQ(ks->retiring_count(), 0u);
+	}
+	EXPECT_EQ(c.retiring(), 0u);
+	EXPECT_EQ(ks->ring_free_count(), ring);
 }
 
 TEST(MrKeys, AllocAndClaimQueueTheirOwnBatchFirst)
@@ -431,13 +471,13 @@ TEST(MrKeys, ReclaimedBatchGoesWholeToTheReclaimersCacheOrTheRing)
 		batch.insert(mkey_index(keys.back()));
 	}
 	const uint32_t ring0 = ks->ring_free_count();
-	std::unique_lock<std::mutex> hold(KeySpaceTestAccess::reclaim_lock(*ks));
+	ASSERT_EQ(ks->reader_register(0), 0); /* holds A's batch in the retire ring */
 	for (uint32_t k : keys) {
 		ASSERT_EQ(ks->begin_retire(k), 0);
-		ks->retire(&a, k); /* the last queues the batch; A's reclaim finds the lock busy */
+		ks->retire(&a, k); /* the last queues the batch */
 	}
 	EXPECT_EQ(ks->retiring_count(), kCacheBatch);
-	hold.unlock();
+	ks->reader_quiescent(0);
 	uint32_t k = 0;
 	ASSERT_EQ(ks->alloc(&b, &k), 0); /* fills B from the ring: kCacheBatch - 1 left */
 	ks->release(&b, k);		 /* back on top: kCacheBatch */
@@ -461,12 +501,12 @@ TEST(MrKeys, ReclaimedBatchGoesWholeToTheReclaimersCacheOrTheRing)
 		ASSERT_EQ(ks->alloc(nullptr, &k), 0);
 		ks->release(&b, k);
 	}
-	hold.lock();
 	for (uint32_t x : more) {
 		ASSERT_EQ(ks->begin_retire(x), 0);
-		ks->retire(&a, x);
+		ks->retire(&a, x); /* queued: reader 0 has not passed the new token */
 	}
-	hold.unlock();
+	EXPECT_EQ(ks->retiring_count(), kCacheBatch);
+	ks->reader_quiescent(0);
 	const uint32_t ring1 = ks->ring_free_count();
 	EXPECT_EQ(ks->reclaim(&b), kCacheBatch);
 	EXPECT_EQ(b.size(), kCacheSize);
