@@ -243,19 +243,27 @@ void EmuFunction::stop()
 void EmuFunction::poll_loop()
 {
 	/* A short spin keeps command latency low; then the thread sleeps so that an idle device
-	 * does not eat one of the machine's cores. */
+	 * does not eat one of the machine's cores: idle_sleep_ first, each further idle nap twice
+	 * as long, up to kMaxNapFactor times idle_sleep_, so that a device left idle for long wakes
+	 * up a few hundred times a second rather than tens of thousands (each wake-up takes a
+	 * core from the application's threads for a moment). Any doorbell resets it. */
 	constexpr unsigned kSpins = 2000;
+	constexpr unsigned kMaxNapFactor = 32;
 	unsigned idle = 0;
+	auto nap = idle_sleep_;
 	while (!thread_stop_.load(std::memory_order_relaxed)) {
 		if (drain()) {
 			idle = 0;
+			nap = idle_sleep_;
 			continue;
 		}
 		if (++idle < kSpins) {
 			std::this_thread::yield();
 			continue;
 		}
-		std::this_thread::sleep_for(idle_sleep_);
+		std::this_thread::sleep_for(nap);
+		if (nap < idle_sleep_ * kMaxNapFactor)
+			nap *= 2;
 	}
 }
 

@@ -20,7 +20,8 @@
  *  - by a device poll thread (DoorbellDelivery::poll_thread): the write only records the value
  *    (OR-ed into a pending mask for DoorbellMerge::bitmask doorbells such as mlx5's cmd_dbell,
  *    the latest value for DoorbellMerge::latest) and the thread calls the handler later, like an
- *    asynchronous device. The thread spins briefly and then sleeps poll_idle_sleep between polls.
+ *    asynchronous device. The thread spins briefly and then sleeps between polls: poll_idle_sleep
+ *    first, doubling while the device stays idle, up to 32 times poll_idle_sleep.
  * stop() models a hung device: doorbells are still recorded but nothing is delivered until
  * start(), so a driver waiting for a command must time out. Both modes honour it.
  * A write-only doorbell (DoorbellStore::deliver_only, mlx5's UAR doorbells) is delivered but not
