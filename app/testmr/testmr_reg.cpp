@@ -145,7 +145,9 @@ void print_figures(FILE *out, const char *how, const Figures &f)
 		     f.reg_mmap);
 	if (f.lookup >= 0)
 		std::fprintf(out, "  %-44s %10.1f ns\n", "key lookup (lockless)", f.lookup);
-	std::fprintf(out, "  (%s; medians of %d repetitions, this run)\n", how, kRepetitions);
+	std::fprintf(out, "  (%s; medians of %d repetitions, this run, %s build; the benchmarks",
+		     how, kRepetitions, NICMR_BUILDTYPE);
+	std::fprintf(out, " measure the release build: devtools/bench.sh)\n");
 }
 
 /* ---- native API ------------------------------------------------------------------------- */
