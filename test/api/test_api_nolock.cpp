@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The registration hot path and key lookup take no lock, checked from outside: this program
+ * defines pthread_mutex_lock, pthread_mutex_trylock, pthread_rwlock_rdlock and
+ * pthread_rwlock_wrlock itself (calls from this executable, nicmr's static libraries
+ * included, bind to them before libc's), counts the calling thread's calls and forwards to
+ * glibc's exported __pthread_* entry points (x86-64 glibc: version GLIBC_2.2.5). std::mutex, std::shared_mutex and
+ * std::unique_lock all end there. Built only without sanitizers, whose runtimes intercept the
+ * same functions.
+ */
+#include <pthread.h>
+
+#include <cstdint>
+#include <mutex>
+#include <shared_mutex>
+
+#include "test_api_util.h"
+
+/* glibc's own entry points, exported under the GLIBC_2.2.5 version only (not the default one,
+ * so they are bound by version). */
+__asm__(".symver libc_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5");
+__asm__(".symver libc_mutex_trylock, __pthread_mutex_trylock@GLIBC_2.2.5");
+__asm__(".symver libc_rwlock_rdlock, __pthread_rwlock_rdlock@GLIBC_2.2.5");
+__asm__(".symver libc_rwlock_wrlock, __pthread_rwlock_wrlock@GLIBC_2.2.5");
+extern "C" {
+int libc_mutex_lock(pthread_mutex_t *m);
+int libc_mutex_trylock(pthread_mutex_t *m);
+int libc_rwlock_rdlock(pthread_rwlock_t *l);
+int libc_rwlock_wrlock(pthread_rwlock_t *l);
+}
+
+namespace {
+thread_local bool t_counting = false;
+thread_local uint64_t t_locks = 0;
+
+void count() noexcept
+{
+	if (t_counting)
+		t_locks++;
+}
+} // namespace
+
+extern "C" {
+int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	count();
+	return libc_mutex_lock(m);
+}
+int pthread_mutex_trylock(pthread_mutex_t *m)
+{
+	count();
+	return libc_mutex_trylock(m);
+}
+int pthread_rwlock_rdlock(pthread_rwlock_t *l)
+{
+	count();
+	return libc_rwlock_rdlock(l);
+}
+int pthread_rwlock_wrlock(pthread_rwlock_t *l)
+{
+	count();
+	return libc_rwlock_wrlock(l);
+}
+}
+
+using namespace nicmr::test;
+
+namespace {
+
+const std::string kHotSpec =
+	"emu:mkeys=" + std::to_string(nicmr::api::kMinKeysForCaches) + ",delivery=inline";
+
+class NoLock : public ApiFixture {
+protected:
+	const char *spec() const override { return kHotSpec.c_str(); }
+};
+
+struct Counting {
+	Counting()
+	{
+		t_locks = 0;
+		t_counting = true;
+	}
+	~Counting() { t_counting = false; }
+	uint64_t locks() const { return t_locks; }
+};
+
+} // namespace
+
+TEST_F(NoLock, CountingSeesEveryKindOfLock)
+{
+	/* The counter itself works: a test that cannot fail proves nothing. */
+	std::mutex m;
+	std::shared_mutex s;
+	uint64_t n = 0;
+	{
+		Counting c;
+		m.lock();
+		m.unlock();
+		if (m.try_lock())
+			m.unlock();
+		s.lock_shared();
+		s.unlock_shared();
+		s.lock();
+		s.unlock();
+		n = c.locks();
+	}
+	EXPECT_EQ(n, 4u);
+}
+
+TEST_F(NoLock, SlowPathRegistrationTakesLocks)
+{
+	/* The other side of the line, and proof the count reaches into the library: plain memory
+	 * is pinned and DMA-mapped under the device's locks. */
+	Anon plain(4096);
+	nicmr_mr *m = nullptr;
+	uint64_t n = 0;
+	{
+		Counting c;
+		ASSERT_EQ(nicmr_mr_reg(pd, plain.get(), 4096, kAll, 0, 0, &m), 0);
+		n = c.locks();
+	}
+	EXPECT_GT(n, 0u);
+	EXPECT_EQ(nicmr_mr_dereg(m), 0);
+}
+
+TEST_F(NoLock, PoolRegistrationSubMrsAndDeregistrationTakeNoLock)
+{
+	/* Warm-up: the thread's key cache and UMR lane are claimed on first use (slow path). */
+	for (int i = 0; i < 100; i++) {
+		nicmr_mr *m = nullptr;
+		ASSERT_EQ(nicmr_mr_reg(pd, base + 64 * i, 64, kAll, 0, 0, &m), 0);
+		ASSERT_EQ(nicmr_mr_dereg(m), 0);
+	}
+	uint64_t n = 0;
+	{
+		Counting c;
+		/* Many times the cache's batch of 32: refills, retire batches and their frees
+		 * happen inside the counted stretch. */
+		for (int i = 0; i < 2000; i++) {
+			nicmr_mr *m = nullptr, *sub = nullptr;
+			ASSERT_EQ(nicmr_mr_reg(pd, base + 4096 * (i % 512), 4096, kAll, 0, 0, &m),
+				  0);
+			ASSERT_EQ(
+				nicmr_mr_reg_sub(m, 64, 128, NICMR_ACCESS_REMOTE_READ, 0, 0, &sub),
+				0);
+			ASSERT_EQ(nicmr_mr_dereg(sub), 0);
+			ASSERT_EQ(nicmr_mr_dereg(m), 0);
+		}
+		n = c.locks();
+	}
+	EXPECT_EQ(n, 0u);
+}
+
+TEST_F(NoLock, KeyLookupTakesNoLock)
+{
+	nicmr_mr *m = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, base, 65536, kAll, 0, 0, &m), 0);
+	const uint32_t key = nicmr_mr_key(m);
+	uint64_t n = 0, iova = 0;
+	{
+		Counting c;
+		for (int i = 0; i < 1000; i++) {
+			ASSERT_EQ(nicmr_key_lookup(dev, key, u(base) + 64 * (i % 1000), 64,
+						   NICMR_ACCESS_REMOTE_WRITE, &iova),
+				  0);
+			ASSERT_EQ(nicmr_key_lookup(dev, key, u(base) + 65536, 1,
+						   NICMR_ACCESS_REMOTE_READ, &iova),
+				  -ERANGE);
+		}
+		n = c.locks();
+	}
+	EXPECT_EQ(n, 0u);
+	EXPECT_EQ(nicmr_mr_dereg(m), 0);
+}
+
+TEST_F(NoLock, PostingAndPollingTakeNoLock)
+{
+	/* The data path of the native API: RDMA WRITE and READ posted with keys checked by the
+	 * lockless lookup, completions polled (the device model runs inline on this thread). */
+	nicmr_cq *cqa = nullptr, *cqb = nullptr;
+	nicmr_qp *qa = nullptr, *qb = nullptr;
+	connect_ports(dev, pd, &cqa, &cqb, &qa, &qb);
+	ASSERT_FALSE(HasFatalFailure());
+	nicmr_mr *ma = nullptr, *mb = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, base, 8192, kAll, 0, 0, &ma), 0);
+	ASSERT_EQ(nicmr_mr_reg(pd, base + 8192, 8192, kAll, 0, 0, &mb), 0);
+	const uint32_t ka = nicmr_mr_key(ma), kb = nicmr_mr_key(mb);
+	uint64_t n = 0;
+	int done = 0;
+	{
+		Counting c;
+		for (int i = 0; i < 500; i++) {
+			ASSERT_EQ(nicmr_post_write(qa, u(base), 4096, ka, u(base) + 8192, kb, 1,
+						   NICMR_SEND_SIGNALED),
+				  0);
+			ASSERT_EQ(nicmr_post_read(qa, u(base) + 4096, 4096, ka, u(base) + 8192, kb,
+						  2, NICMR_SEND_SIGNALED),
+				  0);
+			nicmr_wc wc[2];
+			for (int got = 0; got < 2;) {
+				const int k = nicmr_cq_poll(cqa, wc, 2);
+				ASSERT_GE(k, 0);
+				for (int j = 0; j < k; j++)
+					done += wc[j].status == NICMR_WC_SUCCESS ? 1 : 0;
+				got += k;
+			}
+		}
+		n = c.locks();
+	}
+	EXPECT_EQ(done, 1000);
+	EXPECT_EQ(n, 0u);
+	EXPECT_EQ(nicmr_mr_dereg(ma), 0);
+	EXPECT_EQ(nicmr_mr_dereg(mb), 0);
+	destroy_queues({qa, qb}, {cqa, cqb});
+}
