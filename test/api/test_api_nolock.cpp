@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The registration hot path and key lookup take no lock, checked from outside: this program
- * defines pthread_mutex_lock, pthread_mutex_trylock, pthread_rwlock_rdlock and
- * pthread_rwlock_wrlock itself (calls from this executable, nicmr's static libraries
- * included, bind to them before libc's), counts the calling thread's calls and forwards to
- * glibc's exported __pthread_* entry points (x86-64 glibc: version GLIBC_2.2.5). std::mutex, std::shared_mutex and
- * std::unique_lock all end there. Built only without sanitizers, whose runtimes intercept the
- * same functions.
+ * The hot paths (registration of pool memory, key lookup, posting, polling) take no lock,
+ * checked from outside: this program defines pthread_mutex_lock, pthread_mutex_trylock,
+ * pthread_rwlock_rdlock and pthread_rwlock_wrlock itself (calls from this executable, nicmr's
+ * static libraries included, bind to them before libc's), counts the calling thread's calls and
+ * forwards to glibc's exported __pthread_* entry points (x86-64 glibc: version GLIBC_2.2.5).
+ * std::mutex, std::shared_mutex and std::unique_lock all end there. Built only without sanitizers,
+ * whose runtimes intercept the same functions.
  */
 #include <pthread.h>
 
