@@ -1,67 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The hot paths (registration of pool memory, key lookup, posting, polling) take no lock,
- * checked from outside: this program defines pthread_mutex_lock, pthread_mutex_trylock,
- * pthread_rwlock_rdlock and pthread_rwlock_wrlock itself (calls from this executable, nicmr's
- * static libraries included, bind to them before libc's), counts the calling thread's calls and
- * forwards to glibc's exported __pthread_* entry points (x86-64 glibc: version GLIBC_2.2.5).
- * std::mutex, std::shared_mutex and std::unique_lock all end there. Built only without sanitizers,
- * whose runtimes intercept the same functions.
+ * checked from outside: the pthread lock calls of the calling thread are counted
+ * (test/support/lock_count.h says how). Built only without sanitizers.
  */
-#include <pthread.h>
-
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 
+#include "lock_count.h"
 #include "test_api_util.h"
-
-/* glibc's own entry points, exported under the GLIBC_2.2.5 version only (not the default one,
- * so they are bound by version). */
-__asm__(".symver libc_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5");
-__asm__(".symver libc_mutex_trylock, __pthread_mutex_trylock@GLIBC_2.2.5");
-__asm__(".symver libc_rwlock_rdlock, __pthread_rwlock_rdlock@GLIBC_2.2.5");
-__asm__(".symver libc_rwlock_wrlock, __pthread_rwlock_wrlock@GLIBC_2.2.5");
-extern "C" {
-int libc_mutex_lock(pthread_mutex_t *m);
-int libc_mutex_trylock(pthread_mutex_t *m);
-int libc_rwlock_rdlock(pthread_rwlock_t *l);
-int libc_rwlock_wrlock(pthread_rwlock_t *l);
-}
-
-namespace {
-thread_local bool t_counting = false;
-thread_local uint64_t t_locks = 0;
-
-void count() noexcept
-{
-	if (t_counting)
-		t_locks++;
-}
-} // namespace
-
-extern "C" {
-int pthread_mutex_lock(pthread_mutex_t *m)
-{
-	count();
-	return libc_mutex_lock(m);
-}
-int pthread_mutex_trylock(pthread_mutex_t *m)
-{
-	count();
-	return libc_mutex_trylock(m);
-}
-int pthread_rwlock_rdlock(pthread_rwlock_t *l)
-{
-	count();
-	return libc_rwlock_rdlock(l);
-}
-int pthread_rwlock_wrlock(pthread_rwlock_t *l)
-{
-	count();
-	return libc_rwlock_wrlock(l);
-}
-}
 
 using namespace nicmr::test;
 
@@ -75,15 +23,7 @@ protected:
 	const char *spec() const override { return kHotSpec.c_str(); }
 };
 
-struct Counting {
-	Counting()
-	{
-		t_locks = 0;
-		t_counting = true;
-	}
-	~Counting() { t_counting = false; }
-	uint64_t locks() const { return t_locks; }
-};
+using Counting = LockCounting;
 
 } // namespace
 
