@@ -77,14 +77,7 @@ using namespace nicmr::test;
 
 namespace {
 
-/* Large enough for per-thread key caches, inline delivery: the fast path as benchmarked. */
-const std::string kHotSpec =
-	"emu:mkeys=" + std::to_string(nicmr::api::kMinKeysForCaches) + ",delivery=inline";
-
-class HotPath : public ApiFixture {
-protected:
-	const char *spec() const override { return kHotSpec.c_str(); }
-};
+class HotPath : public HotPathFixture {};
 
 /* Keeps a scan's result from being optimised away. */
 void keep(uint64_t v)
@@ -116,25 +109,12 @@ TEST_F(HotPath, CountingSeesAnAllocation)
 
 TEST_F(HotPath, PoolRegistrationAndDeregistrationAllocateNothing)
 {
-	/* Warm-up: the thread's key cache, UMR lane and the table's pages come on first use. */
-	for (int i = 0; i < 100; i++) {
-		nicmr_mr *m = nullptr;
-		ASSERT_EQ(nicmr_mr_reg(pd, base + 64 * i, 64, kAll, 0, 0, &m), 0);
-		ASSERT_EQ(nicmr_mr_dereg(m), 0);
-	}
+	warm_up(); /* and the MR table's pages */
+	ASSERT_FALSE(HasFatalFailure());
 	uint64_t allocs = 0;
 	{
 		Counting c;
-		for (int i = 0; i < 2000; i++) {
-			nicmr_mr *m = nullptr, *sub = nullptr;
-			ASSERT_EQ(nicmr_mr_reg(pd, base + 4096 * (i % 512), 4096, kAll, 0, 0, &m),
-				  0);
-			ASSERT_EQ(
-				nicmr_mr_reg_sub(m, 64, 128, NICMR_ACCESS_REMOTE_READ, 0, 0, &sub),
-				0);
-			ASSERT_EQ(nicmr_mr_dereg(sub), 0);
-			ASSERT_EQ(nicmr_mr_dereg(m), 0);
-		}
+		pool_rounds(2000);
 		allocs = c.allocs();
 	}
 	EXPECT_EQ(allocs, 0u);

@@ -15,13 +15,7 @@ using namespace nicmr::test;
 
 namespace {
 
-const std::string kHotSpec =
-	"emu:mkeys=" + std::to_string(nicmr::api::kMinKeysForCaches) + ",delivery=inline";
-
-class NoLock : public ApiFixture {
-protected:
-	const char *spec() const override { return kHotSpec.c_str(); }
-};
+class NoLock : public HotPathFixture {};
 
 using Counting = LockCounting;
 
@@ -66,27 +60,12 @@ TEST_F(NoLock, SlowPathRegistrationTakesLocks)
 
 TEST_F(NoLock, PoolRegistrationSubMrsAndDeregistrationTakeNoLock)
 {
-	/* Warm-up: the thread's key cache and UMR lane are claimed on first use (slow path). */
-	for (int i = 0; i < 100; i++) {
-		nicmr_mr *m = nullptr;
-		ASSERT_EQ(nicmr_mr_reg(pd, base + 64 * i, 64, kAll, 0, 0, &m), 0);
-		ASSERT_EQ(nicmr_mr_dereg(m), 0);
-	}
+	warm_up();
+	ASSERT_FALSE(HasFatalFailure());
 	uint64_t n = 0;
 	{
 		Counting c;
-		/* Many times the cache's batch of 32: refills, retire batches and their frees
-		 * happen inside the counted stretch. */
-		for (int i = 0; i < 2000; i++) {
-			nicmr_mr *m = nullptr, *sub = nullptr;
-			ASSERT_EQ(nicmr_mr_reg(pd, base + 4096 * (i % 512), 4096, kAll, 0, 0, &m),
-				  0);
-			ASSERT_EQ(
-				nicmr_mr_reg_sub(m, 64, 128, NICMR_ACCESS_REMOTE_READ, 0, 0, &sub),
-				0);
-			ASSERT_EQ(nicmr_mr_dereg(sub), 0);
-			ASSERT_EQ(nicmr_mr_dereg(m), 0);
-		}
+		pool_rounds(2000);
 		n = c.locks();
 	}
 	EXPECT_EQ(n, 0u);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <initializer_list>
+#include <string>
 
 #include "api_internal.h"
 #include "nicmr/nicmr.h"
@@ -160,6 +161,41 @@ protected:
 	nicmr_pd *pd = nullptr;
 	nicmr_pool *pool = nullptr;
 	char *base = nullptr;
+};
+
+/* A device with keys enough for per-thread key caches and inline delivery: the registration
+ * fast path as benchmarked. */
+class HotPathFixture : public ApiFixture {
+protected:
+	const char *spec() const override { return spec_.c_str(); }
+	/* The thread's key cache and UMR lane come on its first registrations (slow path). */
+	void warm_up()
+	{
+		for (int i = 0; i < 100; i++) {
+			nicmr_mr *m = nullptr;
+			ASSERT_EQ(nicmr_mr_reg(pd, base + 64 * i, 64, kAll, 0, 0, &m), 0);
+			ASSERT_EQ(nicmr_mr_dereg(m), 0);
+		}
+	}
+	/* rounds x (a 4 KiB MR in the pool, a sub-MR of it, both deregistered): many times the key
+	 * cache's batch of 32, so refills, retire batches and their frees happen in it. */
+	void pool_rounds(int rounds)
+	{
+		for (int i = 0; i < rounds; i++) {
+			nicmr_mr *m = nullptr, *sub = nullptr;
+			ASSERT_EQ(nicmr_mr_reg(pd, base + 4096 * (i % 512), 4096, kAll, 0, 0, &m),
+				  0);
+			ASSERT_EQ(
+				nicmr_mr_reg_sub(m, 64, 128, NICMR_ACCESS_REMOTE_READ, 0, 0, &sub),
+				0);
+			ASSERT_EQ(nicmr_mr_dereg(sub), 0);
+			ASSERT_EQ(nicmr_mr_dereg(m), 0);
+		}
+	}
+
+private:
+	const std::string spec_ =
+		"emu:mkeys=" + std::to_string(api::kMinKeysForCaches) + ",delivery=inline";
 };
 
 /* The same tests on both MkeyProgrammers: UMR (the default) and firmware commands. */
