@@ -6,8 +6,9 @@
  *        │  pools (by mem::Pool*) ─ nicmr_pool ── pieces (count)
  *        │  pins (4 KiB page -> count), slow_iova (IOVA window of slow-path mappings)
  *        │  mr_table: one 32-byte nicmr_mr per mkey index ── pd, pool or rare (slow-path
- *        │            mapping, vectored pieces, extension state), addr; the rest in the key's
- * shadow entry └─ nicmr_pd ── users (count: windows and QPs)
+ *        │            mapping, vectored pieces, extension state), addr (the rest is in the
+ *        │            key's shadow entry)
+ *        └─ nicmr_pd ── users (count: windows and QPs)
  *
  * An MR's handle is its slot in mr_table, at its key's index: registration fills the slot of the
  * index the engine gave it and allocates nothing; a destroy that must say -EBUSY (pool, PD,
