@@ -34,13 +34,16 @@ namespace nicmr::emu {
 
 inline constexpr size_t kThreadSlots = 32;
 
-/* This thread's slot: handed out round-robin at its first call. */
+/* This thread's slot: handed out round-robin at its first call. The thread-local is constant
+ * initialised (kThreadSlots: none yet), so an access is one TLS lookup with no guard. */
 inline size_t emu_thread_slot() noexcept
 {
-	static std::atomic<size_t> next{0};
-	/* Relaxed: only spreads threads over slots; any value is correct. */
-	thread_local const size_t slot =
-		next.fetch_add(1, std::memory_order_relaxed) % kThreadSlots;
+	thread_local size_t slot = kThreadSlots;
+	if (slot == kThreadSlots) [[unlikely]] {
+		static std::atomic<size_t> next{0};
+		/* Relaxed: only spreads threads over slots; any value is correct. */
+		slot = next.fetch_add(1, std::memory_order_relaxed) % kThreadSlots;
+	}
 	return slot;
 }
 
