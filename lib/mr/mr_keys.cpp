@@ -191,6 +191,7 @@ bool KeySpace::flush_retired(KeyCache &c) noexcept
 	c.nl_ = 0;
 	return false;
 }
+
 void KeySpace::free_batch(KeyCache *c, const uint32_t *indices, uint32_t count) noexcept
 {
 	uint32_t out[kCacheBatch];
