@@ -73,10 +73,10 @@ struct fi_ops_fabric fabric_ops = {
 int domain_close(struct fid *fid)
 {
 	Domain *dom = reinterpret_cast<Domain *>(fid);
-	/* acquire: pairs with the release of fi_close(mr) / pool_destroy, so the PD is freed
-	 * only after their native calls are done with it. */
-	if (dom->mrs.load(std::memory_order_acquire) != 0 ||
-	    dom->pools.load(std::memory_order_acquire) != 0 ||
+	/* acquire (out() and the loads): pairs with the release of fi_close(mr)'s return of
+	 * its object / pool_destroy, so the PD is freed only after their native calls are done
+	 * with it. */
+	if (dom->mr_slab.out() != 0 || dom->pools.load(std::memory_order_acquire) != 0 ||
 	    dom->children.load(std::memory_order_acquire) != 0)
 		return -FI_EBUSY;
 	int ret = nicmr_pd_free(dom->pd);

@@ -162,13 +162,13 @@ struct Domain {
 	 * only under FI_THREAD_DOMAIN (endpoints of different CQs may share an AV). */
 	bool serialized = false;
 	bool domain_serialized = false;
-	std::atomic<uint64_t> mrs{0};
 	std::atomic<uint64_t> pools{0};
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
 	std::atomic<uint64_t> children{0};
 	/* The provider's MR objects and vectored MRs' run tables: registration takes one, fi_close
-	 * gives it back (fi_slab.h); freed with the domain. Bounds: an Mr per mkey index of the
-	 * device (mkey_count - 1), a run table per NICMR_MAX_SEGMENTED_MRS. */
+	 * gives it back (fi_slab.h); freed with the domain. mr_slab.out() is the domain's live
+	 * MRs. Bounds: an Mr per mkey index of the device (mkey_count - 1), a run table per
+	 * NICMR_MAX_SEGMENTED_MRS. */
 	Slab<Mr, kMrBatch> mr_slab;
 	Slab<VecMap, kVecBatch> vec_slab;
 };

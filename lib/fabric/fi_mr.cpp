@@ -109,10 +109,9 @@ int mr_close(struct fid *fid)
 		if (ret != 0)
 			return fi_code(ret); /* still registered: the application may retry */
 	}
+	/* The object's return to the store releases the native dereg to domain_close, which
+	 * counts the store's objects out (Slab::out) before it frees the PD. */
 	recycle(dom, mr);
-	/* release: the MR is gone and its object back in the store before domain_close may see
-	 * the count drop (and free the stores). */
-	dom->mrs.fetch_sub(1, std::memory_order_release);
 	return 0;
 }
 
@@ -319,8 +318,6 @@ struct fid_mr *publish(Domain *dom, Mr *mr, void *context)
 	mr->fid.mem_desc = mr;
 	/* Under FI_MR_RAW the key travels as the raw blob (fi_mr_raw_attr), never as 64 bits. */
 	mr->fid.key = (dom->mr_mode & FI_MR_RAW) ? FI_KEY_NOTAVAIL : nicmr_mr_key(mr->mr);
-	/* relaxed: the MR reaches other threads through the application, not this count. */
-	dom->mrs.fetch_add(1, std::memory_order_relaxed);
 	return &mr->fid;
 }
 

@@ -150,6 +150,21 @@ public:
 		return made_;
 	}
 
+	/* SLOW PATH: objects taken and not given back (the domain's live MRs: fi_close(domain)
+	 * is -FI_EBUSY while any is out). Exact when no take or put runs meanwhile. Acquire on
+	 * both tails: a giver's accesses before its put happen before this return. */
+	uint64_t out()
+	{
+		std::lock_guard<std::mutex> lk(grow_mu_);
+		/* HTS keeps each end's head and tail in one 64-bit word that it stores
+		 * atomically; rte_ring_count's plain reads of them would race with put(). */
+		__rte_ring_hts_pos prod, cons;
+		prod.raw = __atomic_load_n(&ring_->hts_prod.ht.raw, __ATOMIC_ACQUIRE);
+		cons.raw = __atomic_load_n(&ring_->hts_cons.ht.raw, __ATOMIC_ACQUIRE);
+		/* Free-running 32-bit cursors: their difference is the ring's count. */
+		return made_ - (prod.pos.tail - cons.pos.tail);
+	}
+
 	/* The most objects there can be (init's limit). */
 	uint32_t limit() const { return limit_; }
 

@@ -50,9 +50,11 @@ TEST(FabricSlab, EmptyUntilGrownAndBatchesDouble)
 		EXPECT_TRUE(seen.insert(o).second) << "object " << i << " handed out twice";
 	}
 	EXPECT_EQ(s.capacity(), 28u);
+	EXPECT_EQ(s.out(), 28u);
 	EXPECT_EQ(s.take(), nullptr) << "all 28 are out";
 	for (Obj *o : seen)
 		s.put(o);
+	EXPECT_EQ(s.out(), 0u);
 	/* They come back without growth, each once. */
 	std::set<Obj *> again;
 	for (int i = 0; i < 28; i++) {
@@ -63,8 +65,12 @@ TEST(FabricSlab, EmptyUntilGrownAndBatchesDouble)
 	EXPECT_EQ(s.take(), nullptr);
 	EXPECT_EQ(again, seen);
 	EXPECT_EQ(s.capacity(), 28u);
-	for (Obj *o : again)
+	/* Counted out as they go back, one by one. */
+	uint64_t left = 28;
+	for (Obj *o : again) {
 		s.put(o);
+		EXPECT_EQ(s.out(), --left);
+	}
 }
 
 /* Growth stops at init's bound: the last batch is cut to fit (4 + 8 + 8 of 20), then an empty
@@ -175,8 +181,10 @@ TEST(FabricSlab, ThreadsTakeAndGiveBackWithoutLossOrSharing)
 	for (Obj *o = s.take(); o; o = s.take())
 		EXPECT_TRUE(all.insert(o).second);
 	EXPECT_EQ(all.size(), cap);
+	EXPECT_EQ(s.out(), cap);
 	for (Obj *o : all)
 		s.put(o);
+	EXPECT_EQ(s.out(), 0u) << "the count of a store that many threads took from and gave to";
 }
 
 } // namespace
