@@ -44,7 +44,7 @@ TEST(EmuSlots, ManyThreadsBeyondTheSlotsShareTheLastOne)
 {
 	constexpr int kThreads = static_cast<int>(kThreadSlots) + 8;
 	constexpr int kAdds = 2000;
-	/* The test's thread holds a slot of its own (the only other live thread). */
+	/* The test's thread holds a slot of its own; no other thread lives before the workers. */
 	ASSERT_TRUE(emu_thread_claim().own());
 	SlotCounter c;
 	std::vector<SlotClaim> claims(kThreads, SlotClaim{SlotClaim::kUnset});

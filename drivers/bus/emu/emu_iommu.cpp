@@ -28,7 +28,8 @@ bool is_pow2(size_t v)
 /* Sections this thread holds, on any IOMMU (map/unmap refuse to wait for themselves). */
 thread_local int tl_sections = 0;
 
-/* The reader slot of this thread: handed out round-robin at its first use. */
+/* The reader slot of this thread (emu_thread_slot): its own, or the shared one. The sections
+ * count with read-modify-writes either way. */
 size_t reader_slot() noexcept
 {
 	static_assert(EmuIommu::kReaderSlots == kThreadSlots);

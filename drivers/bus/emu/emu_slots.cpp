@@ -52,8 +52,9 @@ bool membarrier_ready() noexcept
 
 void membarrier_all() noexcept
 {
-	/* Registered (membarrier_ready), so this cannot fail. */
-	membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+	/* Registered when ready, so the call cannot fail. */
+	if (membarrier_ready())
+		membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
 }
 
 void claim_thread_slot(uintptr_t *claim) noexcept

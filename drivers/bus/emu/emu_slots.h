@@ -65,7 +65,8 @@ namespace detail {
 void claim_thread_slot(uintptr_t *claim) noexcept;
 /* Whether writers fence readers with membarrier: registered once per process. */
 bool membarrier_ready() noexcept;
-/* A full barrier on every CPU running one of the process's threads (membarrier_ready()). */
+/* A full barrier on every CPU running one of the process's threads; nothing when
+ * !membarrier_ready(), since then no reader is fence-free. */
 void membarrier_all() noexcept;
 } // namespace detail
 
@@ -112,8 +113,6 @@ private:
 
 class SlotRwLock {
 public:
-	SlotRwLock() { fence_ = detail::membarrier_ready(); }
-
 	void lock_shared() noexcept
 	{
 		const SlotClaim c = emu_thread_claim();
@@ -148,8 +147,7 @@ public:
 	{
 		writers_.lock();
 		writer_.store(true, std::memory_order_seq_cst);
-		if (fence_)
-			detail::membarrier_all();
+		detail::membarrier_all(); /* for the fence-free readers */
 		for (Slot &s : slots_)
 			while (s.readers.load(std::memory_order_seq_cst) != 0)
 				std::this_thread::yield();
@@ -177,7 +175,6 @@ private:
 
 	Slot slots_[kThreadSlots];
 	alignas(kThreadAlign) std::atomic<bool> writer_{false};
-	bool fence_ = false; /* readers may be fence-free: the writer fences for them */
 	std::mutex writers_; /* one writer at a time */
 };
 
