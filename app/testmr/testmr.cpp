@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "mem_pool.h"
 #include "nicmr/nicmr.h"
 #include "testmr_cmd.h"
 #include "testmr_reg.h"
@@ -40,8 +44,22 @@ void usage(FILE *f)
 		     "      --provider          the demo's registration part through libfabric's\n"
 		     "                          fi_mr calls on the nicmr provider\n"
 		     "  -h, --help              this text\n"
-		     "With no -i, -c or -f, testmr runs the demo.\n\n%s",
+		     "With no -i, -c or -f, testmr runs the demo.\n"
+		     "Exit status: 0 when every command succeeded, 1 when one failed, 2 for bad\n"
+		     "options (checked before the device opens).\n\n%s",
 		     command_help());
+}
+
+/* A bad option or value: says which, and exits 2 before anything else happens. */
+__attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...)
+{
+	std::fputs("testmr: ", stderr);
+	va_list ap;
+	va_start(ap, fmt);
+	std::vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	std::fputs("\ntry 'testmr --help'\n", stderr);
+	return 2;
 }
 
 int run_stream(Session &s, std::istream &in, bool prompt)
@@ -55,8 +73,9 @@ int run_stream(Session &s, std::istream &in, bool prompt)
 		}
 		if (!std::getline(in, line))
 			break;
-		int r = s.run_line(line);
-		if (r != 0 && !prompt)
+		/* A failed command at the prompt does not end the session, but it is remembered
+		 * for the exit status as from -c or -f. */
+		if (int r = s.run_line(line); r != 0)
 			rc = r;
 	}
 	if (prompt)
@@ -112,50 +131,63 @@ int main(int argc, char **argv)
 			} else if (std::strcmp(optarg, "thread") == 0) {
 				cfg.delivery = nicmr::emu::DoorbellDelivery::poll_thread;
 			} else {
-				std::fprintf(stderr, "testmr: --delivery takes inline or thread\n");
-				return 2;
+				return usage_error("--delivery takes inline or thread, not '%s'",
+						   optarg);
 			}
 			break;
 		case opt_pool_size:
-			if (!parse_size(optarg, &cfg.demo_pool_size) || cfg.demo_pool_size == 0) {
-				std::fprintf(stderr, "testmr: bad --pool-size '%s'\n", optarg);
-				return 2;
-			}
+			if (!parse_size(optarg, &cfg.demo_pool_size) || cfg.demo_pool_size == 0)
+				return usage_error("--pool-size takes a size above 0 (64M, 1g, "
+						   "0x400000), not '%s'",
+						   optarg);
 			break;
 		case opt_page_size:
-			if (!parse_size(optarg, &cfg.demo_page_size)) {
-				std::fprintf(stderr, "testmr: bad --page-size '%s'\n", optarg);
-				return 2;
-			}
+			if (!parse_page_size(optarg, &cfg.demo_page_size))
+				return usage_error("--page-size takes 4k, 2m or 1g, not '%s'",
+						   optarg);
 			break;
-		case opt_node: {
-			char *end = nullptr;
-			long node = std::strtol(optarg, &end, 10);
-			if (end == optarg || *end != '\0' || node < 0 || node > 1023) {
-				std::fprintf(stderr, "testmr: bad --node '%s'\n", optarg);
-				return 2;
-			}
-			cfg.demo_node = static_cast<int>(node);
+		case opt_node:
+			/* A node the machine does not have is as wrong as a word: mem::Pool::create
+			 * would refuse it (-EINVAL) only after the device is up. */
+			if (!parse_node(optarg, &cfg.demo_node) ||
+			    cfg.demo_node > nicmr::mem::numa_max_node_id())
+				return usage_error("--node takes a NUMA node of this machine "
+						   "(0..%d), not '%s'",
+						   nicmr::mem::numa_max_node_id(), optarg);
 			break;
-		}
 		case opt_no_fallback:
 			cfg.demo_fallback = false;
 			break;
 		case opt_provider:
+#if !NICMR_TESTMR_REG
+			return usage_error("%s: built without the native API (DPDK)", "--provider");
+#endif
 			provider = true;
 			break;
 		case 'h':
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			/* getopt_long said which option and why (unknown, or its value missing). */
+			std::fputs("try 'testmr --help'\n", stderr);
 			return 2;
 		}
 	}
-	if (optind != argc) {
-		std::fprintf(stderr, "testmr: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
-		return 2;
+	if (optind != argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (provider && (interactive || !commands.empty() || !files.empty()))
+		return usage_error("%s only changes the demo, which -i, -c and -f replace",
+				   "--provider");
+	/* The pool is rounded up to whole pages: a size that cannot be is not a size. */
+	if (cfg.demo_pool_size > SIZE_MAX - cfg.demo_page_size)
+		return usage_error("--pool-size %" PRIu64 " is too large", cfg.demo_pool_size);
+	/* Every file is opened before the device, so that a wrong name costs nothing. */
+	std::vector<std::ifstream> streams;
+	for (const auto &path : files) {
+		streams.emplace_back(path);
+		if (!streams.back())
+			return usage_error("cannot read -f %s: %s", path.c_str(),
+					   std::strerror(errno));
 	}
 
 	/* Line by line, so that library messages on stderr land between the right lines. */
@@ -169,23 +201,22 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rc = 0;
+	/* `quit` leaves: no command after it runs, wherever it comes from. */
 	for (const auto &cmd : commands) {
+		if (session->quit_requested())
+			break;
 		std::printf("testmr> %s\n", cmd.c_str());
 		if (int r = session->run_line(cmd); r != 0)
 			rc = r;
 	}
-	for (const auto &path : files) {
-		std::ifstream in(path);
-		if (!in) {
-			std::fprintf(stderr, "testmr: cannot read '%s'\n", path.c_str());
-			return 1;
-		}
+	for (auto &in : streams) {
 		if (int r = run_stream(*session, in, false); r != 0)
 			rc = r;
 	}
-	if (interactive)
-		run_stream(*session, std::cin, isatty(STDIN_FILENO) != 0);
-	else if (commands.empty() && files.empty()) {
+	if (interactive) {
+		if (int r = run_stream(*session, std::cin, isatty(STDIN_FILENO) != 0); r != 0)
+			rc = r;
+	} else if (commands.empty() && files.empty()) {
 		rc = session->run_line("demo");
 #if NICMR_TESTMR_REG
 		/* The demo's second half: registration as an application sees it. */
@@ -199,11 +230,5 @@ int main(int argc, char **argv)
 			rc = 1;
 #endif
 	}
-#if !NICMR_TESTMR_REG
-	if (provider) {
-		std::fprintf(stderr, "testmr: built without the native API: no --provider\n");
-		return 2;
-	}
-#endif
 	return rc == 0 ? 0 : 1;
 }

@@ -149,6 +149,25 @@ bool parse_size(std::string_view word, uint64_t *out)
 	return true;
 }
 
+bool parse_page_size(std::string_view word, uint64_t *out)
+{
+	uint64_t v;
+	if (!parse_size(word, &v) ||
+	    (v != uint64_t{4} << 10 && v != uint64_t{2} << 20 && v != uint64_t{1} << 30))
+		return false;
+	*out = v;
+	return true;
+}
+
+bool parse_node(std::string_view word, int *out)
+{
+	uint64_t v;
+	if (!parse_number(word, &v) || v > kMaxNode)
+		return false;
+	*out = static_cast<int>(v);
+	return true;
+}
+
 int parse_command(std::string_view line, Command *out, std::string *error)
 {
 	Words words = split(line);
@@ -177,13 +196,11 @@ int parse_command(std::string_view line, Command *out, std::string *error)
 				    "usage: pool create SIZE [page 4k|2m|1g] [node N] [fallback]");
 		for (size_t i = 3; i < n; i++) {
 			if (w[i] == "page" && i + 1 < n) {
-				if (!parse_size(w[++i], &cmd.page_size))
+				if (!parse_page_size(w[++i], &cmd.page_size))
 					return fail(error, "page: expected 4k, 2m or 1g");
 			} else if (w[i] == "node" && i + 1 < n) {
-				uint64_t node;
-				if (!parse_number(w[++i], &node) || node > 1023)
+				if (!parse_node(w[++i], &cmd.node))
 					return fail(error, "node: expected a NUMA node number");
-				cmd.node = static_cast<int>(node);
 			} else if (w[i] == "fallback") {
 				cmd.fallback = true;
 			} else {

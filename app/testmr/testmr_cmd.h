@@ -76,6 +76,13 @@ int parse_command(std::string_view line, Command *out, std::string *error);
 /* Parses "64", "0x40", "2M", "1g". false on anything else, or on overflow. */
 bool parse_size(std::string_view word, uint64_t *out);
 
+/* A page size: 4k, 2m or 1g (any spelling parse_size takes of those three). false otherwise. */
+bool parse_page_size(std::string_view word, uint64_t *out);
+
+/* A NUMA node number, decimal or 0x-hex, 0..kMaxNode. false otherwise. */
+constexpr int kMaxNode = 1023;
+bool parse_node(std::string_view word, int *out);
+
 /* The help text. */
 const char *command_help();
 

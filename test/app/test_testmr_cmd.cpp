@@ -8,6 +8,8 @@
 
 using nicmr::testmr::Command;
 using nicmr::testmr::parse_command;
+using nicmr::testmr::parse_node;
+using nicmr::testmr::parse_page_size;
 using nicmr::testmr::parse_size;
 using nicmr::testmr::Verb;
 
@@ -38,6 +40,38 @@ TEST(TestmrCmd, SizesRejectGarbageAndOverflow)
 	EXPECT_EQ(v, 7u) << "a failed parse leaves the output alone";
 }
 
+TEST(TestmrCmd, PageSizesAreTheThreeTheMachineHas)
+{
+	uint64_t v = 0;
+	EXPECT_TRUE(parse_page_size("4k", &v));
+	EXPECT_EQ(v, 4096u);
+	EXPECT_TRUE(parse_page_size("2M", &v));
+	EXPECT_EQ(v, 2u << 20);
+	EXPECT_TRUE(parse_page_size("1g", &v));
+	EXPECT_EQ(v, 1u << 30);
+	EXPECT_TRUE(parse_page_size("0x200000", &v));
+	EXPECT_EQ(v, 2u << 20);
+	v = 7;
+	for (const char *bad : {"3m", "8k", "2g", "0", "", "2m ", "2mb", "-2m", "x"})
+		EXPECT_FALSE(parse_page_size(bad, &v)) << bad;
+	EXPECT_EQ(v, 7u) << "a failed parse leaves the output alone";
+}
+
+TEST(TestmrCmd, NodesAreSmallNumbers)
+{
+	int node = -1;
+	EXPECT_TRUE(parse_node("0", &node));
+	EXPECT_EQ(node, 0);
+	EXPECT_TRUE(parse_node("0x10", &node));
+	EXPECT_EQ(node, 16);
+	EXPECT_TRUE(parse_node("1023", &node));
+	EXPECT_EQ(node, nicmr::testmr::kMaxNode);
+	node = 5;
+	for (const char *bad : {"1024", "-1", "+1", " 1", "1 ", "1x", "0x", "", "node"})
+		EXPECT_FALSE(parse_node(bad, &node)) << bad;
+	EXPECT_EQ(node, 5);
+}
+
 TEST(TestmrCmd, PoolCreateWithEveryOption)
 {
 	Command c;
@@ -64,6 +98,10 @@ TEST(TestmrCmd, BadCommandsGiveEinvalAndAMessage)
 	const char *bad[] = {"pool create",
 			     "pool create 0",
 			     "pool create 4m page",
+			     "pool create 4m page 3m",
+			     "pool create 4m page 4096k0",
+			     "pool create 4m node 1024",
+			     "pool create 4m node -1",
 			     "pool create 4m node x",
 			     "pool create 4m colour red",
 			     "pool destroy",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# testmr as a user runs it: the demo, commands from -c and from a file, and a bad command that
-# must make it exit 1 with the reason.
+# testmr as a user runs it: the demo, commands from -c, from a file and from standard input, and
+# its exit status on every path (doc/testmr.md): 0 when every command succeeded, 1 when one
+# failed (with the reason), 2 for a bad option or value (before the device opens).
 #   testmr-smoke.sh TESTMR reg|noreg provider|noprovider
 # (what the build has: the native API's registration demo, the libfabric provider)
 set -euo pipefail
@@ -8,7 +9,56 @@ testmr=$1
 reg=${2:?reg or noreg}
 provider=${3:?provider or noprovider}
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+err=$(mktemp)
+cmds=$(mktemp)
+trap 'rm -f "$out" "$err" "$cmds"' EXIT
+
+# expect_status CODE ARGS...: runs testmr (standard input: this script's) and checks its exact
+# exit status; stdout goes to $out, stderr to $err.
+expect_status() {
+	local want=$1 got=0
+	shift
+	"$testmr" "$@" >"$out" 2>"$err" || got=$?
+	if [ "$got" -ne "$want" ]; then
+		echo "testmr $*: exit status $got, expected $want" >&2
+		cat "$out" "$err" >&2
+		exit 1
+	fi
+}
+
+# Bad options and values: status 2, a message naming them, and no device opened.
+usage_error() {
+	local pattern=$1
+	shift
+	expect_status 2 "$@"
+	if ! grep -q -- "$pattern" "$err"; then
+		echo "testmr $*: the message does not say '$pattern':" >&2
+		cat "$err" >&2
+		exit 1
+	fi
+	if grep -q '^testmr (nicmr' "$out"; then
+		echo "testmr $*: opened the device before refusing its options" >&2
+		exit 1
+	fi
+}
+usage_error "--page-size takes 4k, 2m or 1g, not '3m'" --page-size 3m
+usage_error "--page-size takes 4k, 2m or 1g, not '2'" --page-size 2
+usage_error "--pool-size takes a size above 0" --pool-size 0
+usage_error "not '64q'" --pool-size 64q
+usage_error "--pool-size 18446744073709551615 is too large" --pool-size 0xffffffffffffffff
+usage_error "--node takes a NUMA node of this machine" --node 1024
+usage_error "not 'x'" --node x
+usage_error "not '-1'" --node -1
+usage_error "--delivery takes inline or thread, not 'fast'" --delivery fast
+usage_error "unrecognized option '--bogus'" --bogus
+usage_error "option '--pool-size' requires an argument" --pool-size
+usage_error "invalid option -- 'z'" -z
+usage_error "unexpected argument 'extra'" -c help extra
+usage_error "cannot read -f /nonexistent/cmds" -f /nonexistent/cmds -c help
+usage_error "--provider" --provider -c help
+expect_status 0 --help
+grep -q '^usage: testmr' "$out"
+grep -q '^Exit status: 0 when every command succeeded, 1 when one failed, 2 for bad' "$out"
 
 "$testmr" --pool-size 8M >"$out"
 grep -q '^-- the emulated ConnectX, brought up by the mlx5 driver' "$out"
@@ -65,9 +115,30 @@ if "$testmr" -c 'pool create 4m' -c 'pd alloc' -c 'mkey create 0 0 4k' -c 'pd fr
 fi
 grep -q '^error: PD 1 is used by mkey index 1' "$out"
 
-if "$testmr" -c 'pool destroy 7' >"$out"; then
-	echo "a failed command must make testmr exit non-zero" >&2
+expect_status 1 -c 'pool destroy 7'
+grep -q '^error: no pool 7' "$out"
+# A failed command does not stop the ones after it, and the status stays 1.
+expect_status 1 -c 'pool destroy 7' -c 'pool create 4m'
+grep -q 'pool "testmr-0": 4 MiB' "$out"
+# `quit` leaves: nothing after it runs.
+expect_status 0 -c quit -c 'pool destroy 7'
+if grep -q 'error:' "$out"; then
+	echo "a command after quit ran" >&2
 	exit 1
 fi
+
+# Standard input (-i, not a terminal here) and files (-f): the same rule as -c.
+printf 'pool destroy 7\nbogus\n' | expect_status 1 -i
 grep -q '^error: no pool 7' "$out"
+grep -q "^error: unknown command 'bogus'" "$out"
+printf 'pool create 4m\n# a comment\n\nshow pools\n' | expect_status 0 -i
+printf 'pool create 4m page 3m\n' | expect_status 1 -i
+grep -q '^error: page: expected 4k, 2m or 1g' "$out"
+printf 'pool create 4m\nshow pool 0\n' >"$cmds"
+expect_status 0 -f "$cmds"
+printf 'pool create 4m\nmkey query 99\nshow pool 0\n' >"$cmds"
+expect_status 1 -f "$cmds"
+grep -q '^error: QUERY_MKEY 99' "$out"
+# The line after the failed one ran: the pool is shown twice.
+[ "$(grep -c '^\[0\] pool "testmr-0"' "$out")" -eq 2 ]
 echo "testmr smoke: ok"
