@@ -4,8 +4,46 @@
 #   devtools/check-format.sh --fix         reformat them
 #   devtools/check-format.sh --tidy BUILD  also clang-tidy (.clang-tidy) over the library, driver
 #                                          and tool sources, with BUILD's compile_commands.json
-# Exit status 0 when the tree is clean.
+# Exit status 0 when the tree is clean, 1 when it is not, 2 for an unknown option, a missing
+# BUILD or a BUILD without compile_commands.json (checked before any file is read).
 set -euo pipefail
+
+usage() {
+	cat <<USAGE
+usage: devtools/check-format.sh [--fix | --tidy BUILD]
+  (nothing)      clang-format (.clang-format) over every C/C++ file git tracks
+  --fix          reformat them
+  --tidy BUILD   also clang-tidy (.clang-tidy) over the library, driver and tool sources, with
+                 BUILD's compile_commands.json
+Exit status: 0 when the tree is clean, 1 when it is not, 2 for bad arguments.
+USAGE
+}
+bad_usage() {
+	echo "check-format.sh: $*" >&2
+	echo "try 'devtools/check-format.sh --help'" >&2
+	exit 2
+}
+case ${1:-} in
+"" | --fix)
+	[ $# -le 1 ] || bad_usage "unexpected argument '$2'"
+	;;
+--tidy)
+	[ $# -ge 2 ] || bad_usage "--tidy needs a build directory"
+	[ $# -eq 2 ] || bad_usage "unexpected argument '$3'"
+	[ -f "$2/compile_commands.json" ] ||
+		bad_usage "--tidy $2: no compile_commands.json there (a meson build directory?)"
+	# The build directory as given, from the top of the tree where clang-tidy runs.
+	tidy_build=$(cd "$2" && pwd)
+	;;
+-h | --help)
+	usage
+	exit 0
+	;;
+*)
+	bad_usage "unknown option '$1'"
+	;;
+esac
+
 cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files '*.c' '*.h' '*.cpp' '*.hpp')
 case "${1:-}" in
@@ -22,7 +60,7 @@ fi
 echo "format: ${#files[@]} files clean"
 
 if [ "${1:-}" = "--tidy" ]; then
-	build=${2:?--tidy needs a build directory with compile_commands.json}
+	build=$tidy_build
 	mapfile -t srcs < <(git ls-files 'lib/*.cpp' 'drivers/*.cpp' 'app/*.cpp')
 	# Only sources this build compiles (parts a configuration leaves out have no command).
 	mapfile -t srcs < <(for s in "${srcs[@]}"; do

@@ -6,12 +6,48 @@
 #   devtools/demo.sh -i              testmr's interactive prompt instead
 #   devtools/demo.sh -- ARGS...      any testmr arguments (see `testmr --help`), e.g.
 #   devtools/demo.sh -- --provider   the registration part through libfabric's fi_mr calls
+# Exit status: testmr's (0: every step as expected, 1: one was not; doc/testmr.md), or 2 for an
+# unknown option of this script, found before anything is installed or built (testmr checks
+# the arguments after --, once it is built).
 set -euo pipefail
+
+usage() {
+	cat <<USAGE
+usage: devtools/demo.sh [-i | -- TESTMR-ARGS...]
+Installs what the build needs, builds testmr in build/ and runs it on the emulated ConnectX:
+  (nothing)            the demo
+  -i, --interactive    testmr's prompt instead
+  -- TESTMR-ARGS...    any testmr arguments (build/app/testmr/testmr --help), e.g. -- --provider
+Exit status: testmr's, or 2 for an unknown option (before anything is installed or built).
+USAGE
+}
+
+args=()
+case ${1:-} in
+"") ;;
+-h | --help)
+	usage
+	exit 0
+	;;
+-i | --interactive)
+	if [ $# -ne 1 ]; then
+		echo "demo.sh: unexpected argument '$2' after $1 (testmr arguments go after --)" >&2
+		exit 2
+	fi
+	args=(-i)
+	;;
+--)
+	args=("${@:2}")
+	;;
+*)
+	echo "demo.sh: unknown option '$1'" >&2
+	echo "try 'devtools/demo.sh --help'" >&2
+	exit 2
+	;;
+esac
+
 . "$(dirname "$0")/lib.sh"
 cd "$NICMR_TOP"
-
-args=("$@")
-[ "${1:-}" = "--" ] && args=("${@:2}")
 
 phase "Debian packages"
 install_packages $NICMR_BUILD_PACKAGES

@@ -3,10 +3,10 @@
 'tests: N passed, N failed, N skipped', counting GoogleTest cases one by one (a gtest binary
 reports '[  PASSED  ] N tests', '[  SKIPPED ] N tests', '[  FAILED  ] N tests') and any other
 test program as one."""
+import argparse
 import json
 import os
 import re
-import sys
 
 GTEST = re.compile(r"^\[  (PASSED|SKIPPED|FAILED) +\] (\d+) tests?", re.M)
 
@@ -24,8 +24,14 @@ def count(entry):
     return 1, 0, 0
 
 
+ap = argparse.ArgumentParser(
+    description="The closing line of a test run over meson build directories (their "
+    "meson-logs/testlog.json; a directory without one counts nothing). Exit status 0, or 2 "
+    "for bad arguments.")
+ap.add_argument("builds", nargs="+", metavar="BUILD", help="a meson build directory")
+args = ap.parse_args()
 total = [0, 0, 0]
-for build in sys.argv[1:]:
+for build in args.builds:
     log = os.path.join(build, "meson-logs", "testlog.json")
     if not os.path.exists(log):
         continue

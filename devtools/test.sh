@@ -7,12 +7,31 @@
 #   NICMR_FUZZ_SECONDS=600 devtools/test.sh    fuzz each target longer (default 30 s each)
 #
 # It installs missing Debian packages (apt-get), reserves hugepages when it can, and says what it
-# could not do. Exit status: 0 when every test passed.
+# could not do. Exit status: 0 when every test passed, 1 when one failed, 2 for an argument
+# (it takes none but --help) or a NICMR_FUZZ_SECONDS that is not a number of seconds; those are
+# checked before anything is installed or built.
 set -euo pipefail
+
+case ${1:-} in
+-h | --help)
+	echo "usage: devtools/test.sh (no arguments; NICMR_FUZZ_SECONDS=N in the environment)"
+	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+	exit 0
+	;;
+esac
+if [ $# -ne 0 ]; then
+	echo "test.sh: unknown argument '$1' (it takes none; see devtools/test.sh --help)" >&2
+	exit 2
+fi
+fuzz_seconds=${NICMR_FUZZ_SECONDS:-30}
+if ! [[ $fuzz_seconds =~ ^[1-9][0-9]{0,5}$ ]]; then
+	echo "test.sh: NICMR_FUZZ_SECONDS='$fuzz_seconds' is not a number of seconds (1 or more)" >&2
+	exit 2
+fi
+
 . "$(dirname "$0")/lib.sh"
 cd "$NICMR_TOP"
 
-fuzz_seconds=${NICMR_FUZZ_SECONDS:-30}
 jobs=$(nproc)
 failed_phases=()
 

@@ -6,9 +6,29 @@
 # distribution's kernel without a pinned name. Prints the unpacked root on stdout.
 #
 # usage: fetch-kernel.sh [cache-dir]     (default /var/cache/nicmr/kernel)
-# Exit status 0 on success; 1 with a message that says what is missing otherwise.
+# Exit status 0 on success; 1 with a message that says what is missing otherwise; 2 for bad
+# arguments (an option, more than one directory), before anything is fetched.
 set -eu
 
+usage() {
+	echo "usage: fetch-kernel.sh [cache-dir]     (default /var/cache/nicmr/kernel)"
+	echo "Fetches and unpacks the Debian kernel the VFIO guest boots; prints its root."
+}
+case ${1:-} in
+-h | --help)
+	usage
+	exit 0
+	;;
+-*)
+	echo "fetch-kernel: unknown option '$1'" >&2
+	usage >&2
+	exit 2
+	;;
+esac
+if [ $# -gt 1 ]; then
+	echo "fetch-kernel: unexpected argument '$2' (one cache directory at most)" >&2
+	exit 2
+fi
 cache=${1:-/var/cache/nicmr/kernel}
 
 command -v apt-cache >/dev/null 2>&1 || { echo "fetch-kernel: apt-cache not found (a Debian host is needed)" >&2; exit 1; }

@@ -8,10 +8,32 @@
 # host-built binaries run in the guest.
 #
 # usage: run-guest.sh VMLINUZ INITRD TIMEOUT_S [extra kernel parameters...]
-# Exit status: QEMU's, or 124 when the guest did not power off within TIMEOUT_S.
+# Exit status: QEMU's, or 124 when the guest did not power off within TIMEOUT_S; 2 for bad
+# arguments (fewer than three, an option, a TIMEOUT_S that is not a number of seconds), before
+# QEMU starts.
 set -eu
+usage() {
+	echo "usage: run-guest.sh VMLINUZ INITRD TIMEOUT_S [extra kernel parameters...]"
+	echo "Boots the VFIO test guest under QEMU; exit status QEMU's, 124 on timeout, 2 for bad arguments."
+}
+bad_usage() {
+	echo "run-guest: $*" >&2
+	usage >&2
+	exit 2
+}
+case ${1:-} in
+-h | --help)
+	usage
+	exit 0
+	;;
+-*) bad_usage "unknown option '$1'" ;;
+esac
+[ $# -ge 3 ] || bad_usage "needs VMLINUZ, INITRD and TIMEOUT_S"
 kernel=$1 initrd=$2 tmo=$3
 shift 3
+case $tmo in
+'' | *[!0-9]* | 0*) bad_usage "TIMEOUT_S '$tmo' is not a number of seconds (1 or more)" ;;
+esac
 qemu=${QEMU:-qemu-system-x86_64}
 command -v "$qemu" >/dev/null 2>&1 || {
 	echo "run-guest: $qemu not found (apt-get install -y qemu-system-x86)" >&2

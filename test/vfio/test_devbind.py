@@ -107,6 +107,31 @@ class FakeSysfs(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no PCI device 0000:09:00.0", r.stderr)
 
+    def test_bad_arguments_give_2_and_touch_nothing(self):
+        self.device("0000:03:00.0", 7, "mlx5_core")
+        self.driver("vfio-pci")
+        cases = [
+            (["--bogus"], "unrecognized arguments: --bogus"),
+            (["--bind"], "expected one argument"),
+            (["--bind", "vfio-pci"], "name the PCI address"),
+            (["--bind", "vfio-pci", "--unbind", "03:00.0"], "exclude each other"),
+            (["03:00.0"], "not with --status"),
+            (["--bind", "vfio-pci", "3:00.0"], "'3:00.0' is not a PCI address"),
+            (["--unbind", "0000:03:00.8"], "'0000:03:00.8' is not a PCI address"),
+            (["--bind", "vfio-pci", "03:00.0", "zz:00.0"], "'zz:00.0' is not a PCI address"),
+        ]
+        for args, msg in cases:
+            r = self.run_devbind(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(msg, r.stderr, args)
+            self.assertEqual(self.read("devices/pci0000:00/0000:03:00.0/driver_override"),
+                             "(null)\n", args)
+
+    def test_help_prints_usage_and_exits_0(self):
+        r = self.run_devbind("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: nicmr-devbind", r.stdout)
+
     def test_already_bound_is_a_no_op(self):
         self.device("0000:03:00.0", 7, "vfio-pci")
         r = self.run_devbind("--bind", "vfio-pci", "0000:03:00.0")
