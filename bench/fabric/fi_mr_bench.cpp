@@ -25,8 +25,10 @@
  *
  * Machine-readable lines for the smoke test: "RESULT <row> <case> reg=<ns> close=<ns>
  * pair=<ns>", "RESULT <row> write64k gbps=<x>", "UNSUPPORTED <row> <case> <reason>".
- * Command-line arguments of Google Benchmark (--benchmark_*) are accepted and ignored, so that
- * devtools/bench.sh can run it as it runs the others.
+ * --reps and --live take a count (bench_cli.h: digits only, 1 or more; --reps at most 1,000,000,
+ * --live at most 10,000,000); providers are nicmr, tcp and shm, each at most once. Anything else
+ * is a usage error (exit status 2) found before a provider is opened; --help prints the usage
+ * and exits 0. Exit status 1 when a measurement failed.
  */
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -47,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "nicmr/fi_nicmr.h"
 
 #ifndef NICMR_FI_PROVIDER_DIR
@@ -459,36 +462,65 @@ void set_default_env(const char *name, const char *value)
 		setenv(name, value, 0);
 }
 
+constexpr uint64_t kMaxReps = 1000000;
+constexpr uint64_t kMaxLive = 10000000;
+const char *const kProviders[] = {"nicmr", "tcp", "shm"};
+
 void usage()
 {
-	std::fprintf(stderr, "usage: bench-fi-mr [--smoke] [--reps N] [--live N] [provider ...]\n"
-			     "  providers: nicmr tcp shm (default: all three)\n");
+	std::printf("usage: bench-fi-mr [--smoke] [--reps N] [--live N] [provider ...]\n"
+		    "fi_mr_reg / fi_close medians (4 KiB, 2 MiB; alone and with --live other MRs), "
+		    "fi_mr_regv and\nfi_write 64 KiB through libfabric, per provider.\n"
+		    "  --smoke     tiny counts (5 repetitions, 1,000 live MRs, few writes)\n"
+		    "  --reps N    repetitions of each timing, 1..%llu (default 301)\n"
+		    "  --live N    MRs live during the /live cases, 1..%llu (default 100,000)\n"
+		    "  providers:  nicmr tcp shm (default: all three)\n"
+		    "Exit status: 0, 1 when a measurement failed, 2 for bad arguments.\n",
+		    static_cast<unsigned long long>(kMaxReps),
+		    static_cast<unsigned long long>(kMaxLive));
 }
 
 } // namespace
 
 int main(int argc, char **argv)
 {
+	using nicmr::bench::parse_count;
+	using nicmr::bench::usage_error;
+	const char *prog = "bench-fi-mr";
 	Options o;
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
+		uint64_t n;
 		if (a == "--smoke") {
 			o.reps = 5;
 			o.live = 1000;
 			o.write_reps = 2;
 			o.writes_per_rep = 4;
-		} else if (a == "--reps" && i + 1 < argc) {
-			o.reps = std::max(1, std::atoi(argv[++i]));
-		} else if (a == "--live" && i + 1 < argc) {
-			o.live = std::strtoull(argv[++i], nullptr, 10);
-		} else if (a.rfind("--benchmark_", 0) == 0) {
-			/* devtools/bench.sh passes Google Benchmark's flags to every program. */
+		} else if (a == "--reps" || a == "--live") {
+			if (i + 1 == argc)
+				usage_error(prog, "%s needs a count", a.c_str());
+			const char *v = argv[++i];
+			if (!parse_count(v, a == "--reps" ? kMaxReps : kMaxLive, &n))
+				usage_error(prog, "%s takes a count from 1 to %llu, not '%s'",
+					    a.c_str(),
+					    static_cast<unsigned long long>(
+						    a == "--reps" ? kMaxReps : kMaxLive),
+					    v);
+			if (a == "--reps")
+				o.reps = static_cast<int>(n);
+			else
+				o.live = static_cast<size_t>(n);
 		} else if (a == "-h" || a == "--help") {
 			usage();
 			return 0;
 		} else if (a.rfind('-', 0) == 0) {
-			usage();
-			return 2;
+			usage_error(prog, "unknown option '%s'", a.c_str());
+		} else if (std::find(std::begin(kProviders), std::end(kProviders), a) ==
+			   std::end(kProviders)) {
+			usage_error(prog, "unknown provider '%s' (nicmr, tcp or shm)", a.c_str());
+		} else if (std::find(o.providers.begin(), o.providers.end(), a) !=
+			   o.providers.end()) {
+			usage_error(prog, "provider '%s' named twice", a.c_str());
 		} else {
 			o.providers.push_back(a);
 		}

@@ -14,6 +14,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_cli.h"
 #include "mem_space.h"
 
 using namespace nicmr::mem;
@@ -144,4 +145,16 @@ BENCHMARK(BM_PoolCreate1GiB)
 	->Repetitions(5)
 	->ReportAggregatesOnly(true);
 
-BENCHMARK_MAIN();
+int main(int argc, char **argv)
+{
+	nicmr::bench::init(
+		&argc, argv, "bench-mem",
+		"What lib/mem costs on the registration path and when pools are made:\n"
+		"  translate/hot          address -> IOVA in one pool, in cache\n"
+		"  lookup/pools/N         address -> pool with 1, 16 and 256 pools\n"
+		"  pool_create_1GiB_2MiB  Pool::create + destroy of 1 GiB on 2 MiB pages\n"
+		"Read the medians of the repetitions.");
+	benchmark::RunSpecifiedBenchmarks();
+	benchmark::Shutdown();
+	return 0;
+}

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "api_internal.h"
+#include "bench_cli.h"
 #include "nicmr/nicmr.h"
 
 namespace {
@@ -384,12 +385,16 @@ BENCHMARK(BM_TableScan)
 
 int main(int argc, char **argv)
 {
+	nicmr::bench::init(&argc, argv, "bench-mr",
+			   "Registration and lookup through the native C API on emu (inline and "
+			   "thread doorbell\ndelivery): reg+dereg pairs, key lookups, 2-thread "
+			   "registration throughput, host\nbytes per MR, MR table scans. Medians "
+			   "of the repetitions, ratios at the end.");
 	std::printf("bench-mr: native C API on emu (inline / thread doorbell delivery); reg+dereg "
 		    "pairs, key lookups, 2-thread registration throughput, host bytes per MR. "
 		    "Times are medians of %d repetitions; single-thread ratios use CPU time, the "
 		    "thread-scaling ratio wall-clock items/s.\n",
 		    kReps);
-	benchmark::Initialize(&argc, argv);
 	Reporter rep;
 	benchmark::RunSpecifiedBenchmarks(&rep);
 	const std::string rd = "BM_RegDeregPool/bytes:";

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bench_cli.h"
 #include "mr_engine.h"
 
 using namespace nicmr::mr;
@@ -209,4 +210,15 @@ BENCHMARK(BM_HostMemoryPerLiveMr)
 	->ReportAggregatesOnly(true)
 	->Unit(benchmark::kMillisecond);
 
-BENCHMARK_MAIN();
+int main(int argc, char **argv)
+{
+	nicmr::bench::init(
+		&argc, argv, "bench-mr-core",
+		"The device-independent costs of registration: key lookups with N live "
+		"keys\n(same key, and spread in random order), key alloc + release and "
+		"alloc + retire,\nEngine::reg + dereg with a no-op programmer, host bytes "
+		"per live region.\nRead the medians of 5 repetitions.");
+	benchmark::RunSpecifiedBenchmarks();
+	benchmark::Shutdown();
+	return 0;
+}

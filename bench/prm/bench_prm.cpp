@@ -13,6 +13,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_cli.h"
+
 #include "emu_mlx5.h"
 #include "mem_space.h"
 #include "mlx5_device.h"
@@ -137,11 +139,11 @@ BENCHMARK_CAPTURE(CreateDestroyMkey, thread, emu::DoorbellDelivery::poll_thread)
 
 int main(int argc, char **argv)
 {
-	std::printf("bench-prm: mlx5 command round trip and CREATE_MKEY+DESTROY_MKEY on the device "
-		    "model; read the _median rows (wall time per command or per pair)\n");
-	benchmark::Initialize(&argc, argv);
-	if (benchmark::ReportUnrecognizedArguments(argc, argv))
-		return 1;
+	static const char kAbout[] = "bench-prm: mlx5 command round trip and "
+				     "CREATE_MKEY+DESTROY_MKEY on the device model; read the "
+				     "_median rows (wall time per command or per pair)";
+	nicmr::bench::init(&argc, argv, "bench-prm", kAbout);
+	std::printf("%s\n", kAbout);
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	return 0;

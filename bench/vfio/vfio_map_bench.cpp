@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "bench_cli.h"
 #include "emu_iommu.h"
 #include "mem_pool.h"
 #include "vfio_bus.h"
@@ -31,6 +32,8 @@ namespace {
 std::unique_ptr<bus::vfio::Device> g_dev;
 std::unique_ptr<emu::EmuIommu> g_emu;
 std::map<size_t, std::unique_ptr<mem::Pool>> g_pools;
+/* The two mappers measured, set once the device is open: VFIO's, then the model's. */
+mem::DmaMapper *g_mappers[2];
 
 mem::Pool *pool_of(size_t size)
 {
@@ -47,8 +50,9 @@ mem::Pool *pool_of(size_t size)
 }
 
 /* Times dma_map (or dma_unmap) alone; the other half runs untimed. */
-void map_unmap(benchmark::State &state, mem::DmaMapper *m, bool time_map)
+void map_unmap(benchmark::State &state, int which, bool time_map)
 {
+	mem::DmaMapper *m = g_mappers[which];
 	size_t size = size_t(state.range(0));
 	mem::Pool *p = pool_of(size);
 	if (m == nullptr || p == nullptr) {
@@ -89,6 +93,33 @@ public:
 
 int main(int argc, char **argv)
 {
+	/* Registered before the arguments are checked (a filter must match one), run once the
+	 * device is open. */
+	struct Size {
+		size_t bytes;
+		int iterations;
+		const char *label;
+	} sizes[] = {{mem::kPage2M, 20, "2M"}, {mem::kPage1G, 2, "1G"}};
+	for (auto &s : sizes) {
+		for (auto [bus, which] : {std::pair{"vfio", 0}, std::pair{"emu", 1}}) {
+			for (bool map : {true, false}) {
+				std::string name = std::string(map ? "map/" : "unmap/") + bus;
+				benchmark::RegisterBenchmark(name.c_str(), map_unmap, which, map)
+					->Arg(int64_t(s.bytes))
+					->Iterations(s.iterations)
+					->Repetitions(5)
+					->ReportAggregatesOnly(true)
+					->UseManualTime()
+					->Unit(benchmark::kMicrosecond);
+			}
+		}
+	}
+	nicmr::bench::init(
+		&argc, argv, "vfio-map-bench",
+		"VFIO_IOMMU_MAP_DMA / UNMAP_DMA of a 2 MiB and a 1 GiB pool on 2 MiB "
+		"pages against the\nemulated IOMMU, medians of 5 repetitions and their "
+		"ratio (BENCH lines). The device:\nNICMR_VFIO_DEVICE, a PCI address bound "
+		"to vfio-pci (exit status 1 without one).");
 	const char *addr = std::getenv("NICMR_VFIO_DEVICE");
 	if (addr == nullptr) {
 		std::fprintf(stderr, "vfio-map-bench: set NICMR_VFIO_DEVICE to a PCI address bound "
@@ -103,28 +134,8 @@ int main(int argc, char **argv)
 	emu::EmuIommuConfig cfg;
 	if (emu::EmuIommu::create(cfg, &g_emu) < 0)
 		return 1;
-	mem::DmaMapper *vfio = &g_dev->dma();
-	mem::DmaMapper *emu = g_emu.get();
-	struct Size {
-		size_t bytes;
-		int iterations;
-		const char *label;
-	} sizes[] = {{mem::kPage2M, 20, "2M"}, {mem::kPage1G, 2, "1G"}};
-	for (auto &s : sizes) {
-		for (auto [bus, m] : {std::pair{"vfio", vfio}, std::pair{"emu", emu}}) {
-			for (bool map : {true, false}) {
-				std::string name = std::string(map ? "map/" : "unmap/") + bus;
-				benchmark::RegisterBenchmark(name.c_str(), map_unmap, m, map)
-					->Arg(int64_t(s.bytes))
-					->Iterations(s.iterations)
-					->Repetitions(5)
-					->ReportAggregatesOnly(true)
-					->UseManualTime()
-					->Unit(benchmark::kMicrosecond);
-			}
-		}
-	}
-	benchmark::Initialize(&argc, argv);
+	g_mappers[0] = &g_dev->dma();
+	g_mappers[1] = g_emu.get();
 	MedianReporter rep;
 	benchmark::RunSpecifiedBenchmarks(&rep);
 	for (auto &s : sizes) {
