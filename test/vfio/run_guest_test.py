@@ -36,13 +36,22 @@ def fail(msg):
     sys.exit(1)
 
 
+def seconds(text):
+    """A --timeout: digits only, 1 or more (argparse makes a refusal exit status 2)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("'%s' is not a number of seconds (1 or more)" % text)
+    return int(text)
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(
+        description="Boots the VFIO test guest and checks its results. Exit status 0 when "
+        "every check passed, 1 when one failed or something is missing, 2 for bad arguments.")
     ap.add_argument("--source-root", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--test-bin", required=True)
     ap.add_argument("--bench")
-    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--timeout", type=seconds, default=300)
     ap.add_argument("--kernel-cache", default=os.environ.get("NICMR_KERNEL_CACHE",
                                                              "/var/cache/nicmr/kernel"))
     args = ap.parse_args()
