@@ -165,7 +165,8 @@ int Engine::reg_indirect(const IndirectRequest &req, IndirectProgrammer &ip, Key
 	table_->publish_runs(uint32_t(slot), k, req.runs, req.run_count);
 	EntryFields f;
 	f.mkey = k;
-	f.state = (f.flags & kEntryRmaEvent) ? EntryState::disabled : EntryState::live;
+	/* An indirect region takes no RMA-event flag (refused above), so it is live at once. */
+	f.state = EntryState::live;
 	f.access = req.access;
 	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryIndirect |
 					((req.flags & kRegZeroBased) ? kEntryZeroBased : 0));
