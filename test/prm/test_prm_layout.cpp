@@ -261,3 +261,33 @@ TEST(PrmLayout, HcaCapFieldsSitInsideTheGeneralCapabilities)
 		EXPECT_LE(f.bit_off + f.bits, prm::hca_cap::size * 8);
 	EXPECT_EQ(prm::cap_op_mod(prm::cap_type::atomic, prm::cap_mode::current), 7);
 }
+
+/* struct mlx5_ifc_atomic_caps_bits (Linux include/linux/mlx5/mlx5_ifc.h): dword 2 opens with
+ * atomic_req_8B_endianness_mode (bits 31:30) then four reserved bits and
+ * supported_atomic_req_8B_endianness_mode_1 (bit 25); atomic_operations is dword 4 bits 15:0,
+ * atomic_size_qp dword 5 bits 15:0. */
+TEST(PrmLayout, AtomicCapFieldsAreTheIfcBits)
+{
+	namespace ac = prm::atomic_cap;
+	uint8_t cap[ac::size] = {};
+	prm::set(cap, ac::atomic_req_8B_endianness_mode, prm::atomic_req_mode::host_endianness);
+	EXPECT_EQ(cap[8], 0x40);
+	prm::set(cap, ac::atomic_req_8B_endianness_mode, 3);
+	EXPECT_EQ(cap[8], 0xc0);
+	prm::set(cap, ac::supported_atomic_req_8B_endianness_mode_1, 1);
+	EXPECT_EQ(cap[8], 0xc2);
+	EXPECT_EQ(cap[9] | cap[10] | cap[11], 0);
+	prm::set(cap, ac::atomic_operations, 0x1234);
+	EXPECT_EQ(cap[18], 0x12);
+	EXPECT_EQ(cap[19], 0x34);
+	prm::set(cap, ac::atomic_size_qp, 0x0008);
+	EXPECT_EQ(cap[22], 0x00);
+	EXPECT_EQ(cap[23], 0x08);
+	EXPECT_EQ(prm::atomic_req_mode::big_endian, 0u);
+	EXPECT_EQ(prm::atomic_req_mode::host_endianness, 1u);
+	const prm::Field fields[] = {ac::atomic_req_8B_endianness_mode,
+				     ac::supported_atomic_req_8B_endianness_mode_1,
+				     ac::atomic_operations, ac::atomic_size_qp};
+	for (auto f : fields)
+		EXPECT_LE(f.bit_off + f.bits, ac::size * 8);
+}

@@ -586,13 +586,28 @@ inline constexpr Field log_max_pd{0x32b, 5};
 inline constexpr Field log_max_atomic_size_qp{0x580, 8};
 } // namespace hca_cap
 
-/* Atomic capabilities (cap_type::atomic), relative to the capability area. */
+/*
+ * Atomic capabilities (cap_type::atomic), relative to the capability area (Linux
+ * include/linux/mlx5/mlx5_ifc.h, struct mlx5_ifc_atomic_caps_bits). The device answers 8-byte
+ * atomics in the mode atomic_req_8B_endianness_mode names (atomic_req_mode); a driver may set
+ * host endianness with SET_HCA_CAP (op_mod atomic) before INIT_HCA when the device reports
+ * supported_atomic_req_8B_endianness_mode_1, as Linux's mlx5_core does
+ * (drivers/net/ethernet/mellanox/mlx5/core/main.c, handle_hca_cap_atomic).
+ */
 namespace atomic_cap {
 inline constexpr size_t size = 256;
-inline constexpr Field atomic_req_8B_endianness_mode{0x040, 2};
+inline constexpr Field atomic_req_8B_endianness_mode{0x040, 2}; /* atomic_req_mode; settable */
+inline constexpr Field supported_atomic_req_8B_endianness_mode_1{0x046, 1};
 inline constexpr Field atomic_operations{0x090, 16}; /* atomic_ops bits */
 inline constexpr Field atomic_size_qp{0x0b0, 16};    /* bit n: 2^n-byte operands */
 } // namespace atomic_cap
+/* Values of atomic_req_8B_endianness_mode (Linux main.c: MLX5_ATOMIC_REQ_MODE_BE 0,
+ * MLX5_ATOMIC_REQ_MODE_HOST_ENDIANNESS 1). Big-endian: the target word and the returned old
+ * value are big-endian, as on the wire; host endianness: both in the host's byte order. */
+namespace atomic_req_mode {
+inline constexpr uint32_t big_endian = 0;
+inline constexpr uint32_t host_endianness = 1;
+} // namespace atomic_req_mode
 namespace atomic_ops {
 inline constexpr uint32_t cmp_swap = 1u << 0;
 inline constexpr uint32_t fetch_add = 1u << 1;
