@@ -370,6 +370,8 @@ void set_be64(DpBed &b, size_t off, uint64_t v)
 
 TEST_F(EmuDp, AtomicsUpdateBigEndianWordsAndReturnTheOldValue)
 {
+	/* The power-on mode (no SET_HCA_CAP of the atomic caps): big-endian, as on the wire. */
+	ASSERT_FALSE(b.dp().atomic_host_endianness());
 	const uint32_t l = b.mr(src, 4096, kAll);
 	const uint32_t r = b.mr(dst, 4096, kAll);
 	set_be64(b, dst + 64, 100);
@@ -401,6 +403,53 @@ TEST_F(EmuDp, AtomicsUpdateBigEndianWordsAndReturnTheOldValue)
 	ASSERT_TRUE(b.poll(b.cqa));
 	EXPECT_EQ(be64_at(b, dst + 64), 7u);
 	EXPECT_EQ(be64_at(b, src + 16), 7u);
+}
+
+TEST(EmuDpAtomicMode, HostEndiannessUpdatesHostOrderWordsAndReturnsTheOldValueSo)
+{
+	/* After SET_HCA_CAP atomic_req_8B_endianness_mode = 1 the word and the fetched value
+	 * are in host byte order; the WQE's operands stay big-endian (Wqe::atomic). */
+	DpBed b({}, int(prm::atomic_req_mode::host_endianness));
+	ASSERT_TRUE(b.ok());
+	b.pair();
+	ASSERT_TRUE(b.dp().atomic_host_endianness());
+	const size_t src = kDataOff, dst = kDataOff + 0x10000;
+	const uint32_t l = b.mr(src, 4096, kAll);
+	const uint32_t r = b.mr(dst, 4096, kAll);
+	auto host_at = [&b](size_t off) {
+		uint64_t v;
+		std::memcpy(&v, b.at(off), 8);
+		return v;
+	};
+	const uint64_t forty = 40;
+	std::memcpy(b.at(dst + 64), &forty, 8);
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_FA, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 64), r)
+			     .atomic(2, 0)
+			     .data(8, l, DpBed::iova(src))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	EXPECT_EQ(host_at(dst + 64), 42u);
+	EXPECT_EQ(host_at(src), 40u);
+	/* A miss leaves the word and returns it; a hit swaps. */
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_CS, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 64), r)
+			     .atomic(7, 40)
+			     .data(8, l, DpBed::iova(src + 8))
+			     .done());
+	ASSERT_TRUE(b.poll(b.cqa));
+	EXPECT_EQ(host_at(dst + 64), 42u);
+	EXPECT_EQ(host_at(src + 8), 42u);
+	b.post(b.qa, Wqe(MLX5_OPCODE_ATOMIC_CS, b.qa.qpn)
+			     .raddr(DpBed::iova(dst + 64), r)
+			     .atomic(7, 42)
+			     .data(8, l, DpBed::iova(src + 16))
+			     .done());
+	ASSERT_TRUE(b.poll(b.cqa));
+	EXPECT_EQ(host_at(dst + 64), 7u);
+	EXPECT_EQ(host_at(src + 16), 42u);
 }
 
 TEST_F(EmuDp, MisalignedAtomicIsInvalidRequest)

@@ -72,13 +72,14 @@ struct TestQp {
 
 class DpBed {
 public:
-	explicit DpBed(EmuConfig cfg = {}) : h_(cfg), mem_(kDpLen)
+	/* atomic_mode: as Harness::bring_up (-1: the power-on mode, big-endian). */
+	explicit DpBed(EmuConfig cfg = {}, int atomic_mode = -1) : h_(cfg), mem_(kDpLen)
 	{
 		if (h_.rc() != 0 || mem_.data() == nullptr)
 			return;
 		if (h_.emu().iommu().dma_map(mem_.data(), kDpIova, kDpLen) < 0)
 			return;
-		h_.bring_up();
+		h_.bring_up(atomic_mode);
 		if (::testing::Test::HasFatalFailure())
 			return;
 		pd = h_.alloc_pd();

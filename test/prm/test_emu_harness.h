@@ -269,7 +269,19 @@ public:
 		return run(Cmd(prm::opcode::init_hca, prm::init_hca_in::size, 16)).status();
 	}
 	/* enable, ISSI 1, boot and init pages, INIT_HCA. */
-	void bring_up()
+	/* SET_HCA_CAP of the atomic caps with only atomic_req_8B_endianness_mode set: what
+	 * Linux mlx5_core sends (main.c, handle_hca_cap_atomic). */
+	static Cmd set_atomic_mode(uint64_t mode)
+	{
+		Cmd c(prm::opcode::set_hca_cap, prm::set_hca_cap_in::size, 16,
+		      prm::cap_op_mod(prm::cap_type::atomic, 0));
+		c.set_at(prm::set_hca_cap_in::capability_offset,
+			 prm::atomic_cap::atomic_req_8B_endianness_mode, mode);
+		return c;
+	}
+	/* Firmware bring-up; atomic_mode >= 0: SET_HCA_CAP it before INIT_HCA (else the
+	 * power-on mode, big-endian, stays). */
+	void bring_up(int atomic_mode = -1)
 	{
 		ASSERT_EQ(enable_hca(), prm::status::ok);
 		Cmd issi(prm::opcode::set_issi, prm::set_issi_in::size, 16);
@@ -277,6 +289,10 @@ public:
 		ASSERT_EQ(run(issi).status(), prm::status::ok);
 		int32_t boot = query_pages(prm::query_pages_op_mod::boot);
 		ASSERT_EQ(give_pages(boot, 0).status(), prm::status::ok);
+		if (atomic_mode >= 0) {
+			ASSERT_EQ(run(set_atomic_mode(uint64_t(atomic_mode))).status(),
+				  prm::status::ok);
+		}
 		int32_t init = query_pages(prm::query_pages_op_mod::init);
 		ASSERT_EQ(give_pages(init, boot).status(), prm::status::ok);
 		ASSERT_EQ(init_hca(), prm::status::ok);

@@ -451,6 +451,79 @@ TEST_F(EmuMlx5Caps, SetTakesSettableFieldsWithinTheMaximum)
 		      Syndrome::hca_already_initialized);
 }
 
+Cmd set_atomic_mode(uint64_t mode)
+{
+	return Harness::set_atomic_mode(mode);
+}
+
+TEST_F(EmuMlx5Caps, AtomicCapsOfferHostEndiannessAndStartBigEndian)
+{
+	namespace ac = prm::atomic_cap;
+	for (uint16_t mode : {prm::cap_mode::max, prm::cap_mode::current}) {
+		Reply a = query(prm::cap_type::atomic, mode);
+		ASSERT_EQ(a.status(), prm::status::ok);
+		EXPECT_EQ(cap(a, ac::supported_atomic_req_8B_endianness_mode_1), 1u);
+		EXPECT_EQ(cap(a, ac::atomic_req_8B_endianness_mode),
+			  prm::atomic_req_mode::big_endian);
+	}
+	EXPECT_FALSE(h.dev().data_path().atomic_host_endianness());
+
+	EXPECT_EQ(h.run(set_atomic_mode(prm::atomic_req_mode::host_endianness)).status(),
+		  prm::status::ok);
+	EXPECT_EQ(cap(query(prm::cap_type::atomic, prm::cap_mode::current),
+		      ac::atomic_req_8B_endianness_mode),
+		  prm::atomic_req_mode::host_endianness);
+	EXPECT_TRUE(h.dev().data_path().atomic_host_endianness());
+	/* The maximum stays what the device can do. */
+	Reply max = query(prm::cap_type::atomic, prm::cap_mode::max);
+	EXPECT_EQ(cap(max, ac::atomic_req_8B_endianness_mode), prm::atomic_req_mode::big_endian);
+	EXPECT_EQ(cap(max, ac::supported_atomic_req_8B_endianness_mode_1), 1u);
+
+	/* Modes 2 and 3 do not exist: refused, the mode in force stays. */
+	for (uint64_t bad : {2u, 3u})
+		EXPECT_STATUS(h.run(set_atomic_mode(bad)), prm::status::bad_param,
+			      Syndrome::cap_exceeds_max);
+	EXPECT_TRUE(h.dev().data_path().atomic_host_endianness());
+
+	/* Back to big-endian is allowed before INIT_HCA, and nothing after it. */
+	EXPECT_EQ(h.run(set_atomic_mode(prm::atomic_req_mode::big_endian)).status(),
+		  prm::status::ok);
+	EXPECT_FALSE(h.dev().data_path().atomic_host_endianness());
+	ASSERT_EQ(h.give_pages(24).status(), prm::status::ok);
+	ASSERT_EQ(h.init_hca(), prm::status::ok);
+	EXPECT_STATUS(h.run(set_atomic_mode(prm::atomic_req_mode::host_endianness)),
+		      prm::status::bad_sys_state, Syndrome::hca_already_initialized);
+	EXPECT_FALSE(h.dev().data_path().atomic_host_endianness());
+}
+
+TEST(EmuMlx5CapsConfig, ADeviceWithoutHostEndiannessRefusesIt)
+{
+	namespace ac = prm::atomic_cap;
+	EmuConfig cfg;
+	cfg.atomic_host_endianness = false;
+	Harness h(cfg);
+	ASSERT_EQ(h.rc(), 0);
+	ASSERT_EQ(h.enable_hca(), prm::status::ok);
+	for (uint16_t mode : {prm::cap_mode::max, prm::cap_mode::current}) {
+		Reply a = h.run(Cmd(prm::opcode::query_hca_cap, prm::query_hca_cap_in::size,
+				    prm::query_hca_cap_out::size,
+				    prm::cap_op_mod(prm::cap_type::atomic, mode)));
+		ASSERT_EQ(a.status(), prm::status::ok);
+		const size_t at = prm::query_hca_cap_out::capability_offset;
+		EXPECT_EQ(a.get_at(at, ac::supported_atomic_req_8B_endianness_mode_1), 0u);
+		EXPECT_EQ(a.get_at(at, ac::atomic_req_8B_endianness_mode),
+			  prm::atomic_req_mode::big_endian);
+		EXPECT_EQ(a.get_at(at, ac::atomic_operations),
+			  prm::atomic_ops::cmp_swap | prm::atomic_ops::fetch_add);
+	}
+	EXPECT_STATUS(h.run(set_atomic_mode(prm::atomic_req_mode::host_endianness)),
+		      prm::status::bad_param, Syndrome::cap_exceeds_max);
+	EXPECT_FALSE(h.dev().data_path().atomic_host_endianness());
+	/* Big-endian, the mode it has, is accepted. */
+	EXPECT_EQ(h.run(set_atomic_mode(prm::atomic_req_mode::big_endian)).status(),
+		  prm::status::ok);
+}
+
 /* ---- Protection domains ---------------------------------------------------------------- */
 
 TEST(EmuMlx5Pd, AllocHandsOutDistinctNumbersUntilTheTableIsFull)

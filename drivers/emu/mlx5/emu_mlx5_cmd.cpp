@@ -422,11 +422,19 @@ CmdResult EmuMlx5Device::cmd_set_hca_cap(const uint8_t *in, size_t in_len, uint8
 		return kOk;
 	}
 	if (type == prm::cap_type::atomic) {
-		const prm::Field f = prm::atomic_cap::atomic_req_8B_endianness_mode;
-		/* 0: big-endian replies, 1: host endianness; both are modelled. */
-		if (prm::get(cap, f) > 1)
+		/* atomic_req_8B_endianness_mode is the one settable field: 0 big-endian, 1 host
+		 * endianness, which only a device reporting supported_..._mode_1 accepts (Linux
+		 * main.c, handle_hca_cap_atomic, asks for 1 only then). Any other value is above
+		 * what the device can do. The data path reads the mode at every atomic. */
+		namespace ac = prm::atomic_cap;
+		const uint64_t mode = prm::get(cap, ac::atomic_req_8B_endianness_mode);
+		const bool host_ok = prm::get(caps_atomic_max_.data(),
+					      ac::supported_atomic_req_8B_endianness_mode_1);
+		if (mode > prm::atomic_req_mode::host_endianness ||
+		    (mode == prm::atomic_req_mode::host_endianness && !host_ok))
 			return fail(prm::status::bad_param, Syndrome::cap_exceeds_max);
-		prm::set(caps_atomic_cur_.data(), f, prm::get(cap, f));
+		prm::set(caps_atomic_cur_.data(), ac::atomic_req_8B_endianness_mode, mode);
+		dp_->set_atomic_host_endianness(mode == prm::atomic_req_mode::host_endianness);
 		return kOk;
 	}
 	return fail(prm::status::bad_param, Syndrome::cap_type_unsupported);

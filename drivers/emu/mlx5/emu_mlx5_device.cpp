@@ -219,7 +219,10 @@ void EmuMlx5Device::publish_init_segment()
 	uint8_t *a = caps_atomic_max_.data();
 	prm::set(a, ac::atomic_operations, prm::atomic_ops::cmp_swap | prm::atomic_ops::fetch_add);
 	prm::set(a, ac::atomic_size_qp, 1u << 3); /* 8-byte operands */
-	prm::set(a, ac::atomic_req_8B_endianness_mode, 0);
+	prm::set(a, ac::supported_atomic_req_8B_endianness_mode_1,
+		 cfg_.atomic_host_endianness ? 1 : 0);
+	/* Power-on mode: big-endian, as on the wire; the driver asks for host endianness. */
+	prm::set(a, ac::atomic_req_8B_endianness_mode, prm::atomic_req_mode::big_endian);
 	caps_atomic_cur_ = caps_atomic_max_;
 }
 

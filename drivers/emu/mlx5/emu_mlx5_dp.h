@@ -183,6 +183,20 @@ public:
 	DpStats stats() const;
 	bool check_invariants() const;
 
+	/* The atomic caps' atomic_req_8B_endianness_mode (SET_HCA_CAP): true, host endianness
+	 * (the target word and the returned old value in the host's byte order); false,
+	 * big-endian (the power-on mode). Thread-safe. */
+	void set_atomic_host_endianness(bool host) noexcept
+	{
+		/* relaxed: SET_HCA_CAP is refused once INIT_HCA ran, so no QP exists yet; QP
+		 * creation and the doorbells after it order this store before every atomic. */
+		atomic_host_endianness_.store(host, std::memory_order_relaxed);
+	}
+	bool atomic_host_endianness() const noexcept
+	{
+		return atomic_host_endianness_.load(std::memory_order_relaxed);
+	}
+
 private:
 	struct Cq;
 	struct Eq;
@@ -214,6 +228,7 @@ private:
 	std::vector<Qp *> qp_index_; /* by QP number, for the doorbell path; as qps_ */
 	uint32_t next_qpn_ = 1, next_cqn_ = 1;
 	uint64_t eq_created_ = 0; /* creation order, to find the first EQ */
+	std::atomic<bool> atomic_host_endianness_{false};
 
 	struct Counters {
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},

@@ -484,7 +484,11 @@ uint8_t EmuDataPath::Exec::atomic()
 		if (t.iova % 8 != 0)
 			return responder_fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
 					      prm::event_type::wq_inval_req_error);
-		uint64_t old_be;
+		/* The word's byte order is the atomic caps' atomic_req_8B_endianness_mode: host
+		 * endianness once the driver set it, else big-endian (power-on). The operands
+		 * above are big-endian in the WQE either way. */
+		const bool host = dp.atomic_host_endianness();
+		uint64_t old_raw; /* the word as it lay in memory, in the mode's byte order */
 		{
 			void *cellp = dma.host(t.iova, 8);
 			if (cellp == nullptr)
@@ -493,26 +497,26 @@ uint8_t EmuDataPath::Exec::atomic()
 			 * Relaxed would do for the value; acq_rel orders this update against
 			 * other QPs' atomics on the same word as a responder's would be. */
 			std::atomic_ref<uint64_t> cell(*static_cast<uint64_t *>(cellp));
-			old_be = cell.load(std::memory_order_relaxed);
+			old_raw = cell.load(std::memory_order_relaxed);
 			for (;;) {
-				const uint64_t old = be64toh(old_be);
+				const uint64_t old = host ? old_raw : be64toh(old_raw);
 				uint64_t nv =
 					cs ? (old == compare ? swap_add : old) : old + swap_add;
 				if (nv == old && cs)
 					break;
-				if (cell.compare_exchange_weak(old_be, htobe64(nv),
+				if (cell.compare_exchange_weak(old_raw, host ? nv : htobe64(nv),
 							       std::memory_order_acq_rel,
 							       std::memory_order_relaxed))
 					break;
 			}
 		}
 		ext_count(counter); /* the responder's side is done: the write completed */
-		/* The old value, big-endian, into the local buffer. */
+		/* The old value into the local buffer, in the same byte order as the word. */
 		IovaRun l;
 		r = local.resolve(d.lkey, d.addr, 8, Access::local_write, &l);
 		uint64_t done = 0;
 		while (r == kOk && done < 8) {
-			if (dma.write(l.iova, reinterpret_cast<uint8_t *>(&old_be) + done, l.len) <
+			if (dma.write(l.iova, reinterpret_cast<uint8_t *>(&old_raw) + done, l.len) <
 			    0)
 				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 			done += l.len;
