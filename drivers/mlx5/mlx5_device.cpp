@@ -169,18 +169,6 @@ int Device::bring_up(const DeviceOptions &opts)
 		return rc;
 	initialized_ = true;
 
-	/* Atomic capabilities exist only on devices that do atomics. */
-	if (caps_.atomic) {
-		std::vector<uint8_t> cap(prm::query_hca_cap_out::capability_size);
-		rc = query_hca_cap(*cmdq_, prm::cap_type::atomic, prm::cap_mode::current,
-				   cap.data());
-		if (rc != 0)
-			return rc;
-		caps_.atomic_operations = static_cast<uint32_t>(
-			prm::get(cap.data(), prm::atomic_cap::atomic_operations));
-		caps_.atomic_size_qp = static_cast<uint32_t>(
-			prm::get(cap.data(), prm::atomic_cap::atomic_size_qp));
-	}
 	/* Extensions: a ConnectX refuses the type; that only means there are none. */
 	{
 		std::vector<uint8_t> cap(prm::query_hca_cap_out::capability_size);
@@ -193,10 +181,11 @@ int Device::bring_up(const DeviceOptions &opts)
 		}
 	}
 	NICMR_LOG(info, kLog,
-		  "%s: up, fw %u.%u.%u, log_max_mkey %u, mkey_by_index %d, atomic %d, "
+		  "%s: up, fw %u.%u.%u, log_max_mkey %u, mkey_by_index %d, atomic %d (%s), "
 		  "%zu pages given",
 		  fn_.name().c_str(), caps_.fw_major, caps_.fw_minor, caps_.fw_subminor,
-		  caps_.log_max_mkey, caps_.mkey_by_index, caps_.atomic, pages_given());
+		  caps_.log_max_mkey, caps_.mkey_by_index, caps_.atomic,
+		  caps_.atomic_host_endianness ? "host endian" : "big-endian", pages_given());
 	return 0;
 }
 
@@ -241,6 +230,46 @@ int Device::query_caps(const DeviceOptions &opts)
 	caps_.atomic = u(prm::hca_cap::atomic);
 	caps_.log_max_atomic_size_qp = u(prm::hca_cap::log_max_atomic_size_qp);
 	caps_.odp = u(prm::hca_cap::pg);
+	/* Atomic capabilities exist only on devices that do atomics. */
+	return caps_.atomic ? query_atomic_caps(opts) : 0;
+}
+
+/*
+ * The atomic caps, and the byte order of 8-byte atomics: before INIT_HCA (SET_HCA_CAP is
+ * refused after it), ask for host endianness when the device reports it can, as Linux
+ * mlx5_core does (drivers/net/ethernet/mellanox/mlx5/core/main.c, handle_hca_cap_atomic).
+ * Without it the device works on big-endian words, and Linux's mlx5_ib then offers no atomics
+ * (drivers/infiniband/hw/mlx5/main.c, get_atomic_caps: IB_ATOMIC_NONE); nicmr's API refuses
+ * them the same way (api_dp.cpp, post_atomic).
+ */
+int Device::query_atomic_caps(const DeviceOptions &opts)
+{
+	namespace ac = prm::atomic_cap;
+	std::vector<uint8_t> cap(prm::query_hca_cap_out::capability_size);
+	int rc = query_hca_cap(*cmdq_, prm::cap_type::atomic, prm::cap_mode::current, cap.data());
+	if (rc != 0)
+		return rc;
+	const bool supported = prm::get(cap.data(), ac::supported_atomic_req_8B_endianness_mode_1);
+	if (opts.want_atomic_host_endianness && supported &&
+	    prm::get(cap.data(), ac::atomic_req_8B_endianness_mode) !=
+		    prm::atomic_req_mode::host_endianness) {
+		/* SET_HCA_CAP takes the whole structure: start from what is current. */
+		prm::set(cap.data(), ac::atomic_req_8B_endianness_mode,
+			 prm::atomic_req_mode::host_endianness);
+		rc = set_hca_cap(*cmdq_, prm::cap_type::atomic, cap.data());
+		if (rc != 0)
+			return rc;
+		rc = query_hca_cap(*cmdq_, prm::cap_type::atomic, prm::cap_mode::current,
+				   cap.data());
+		if (rc != 0)
+			return rc;
+	}
+	caps_.atomic_operations =
+		static_cast<uint32_t>(prm::get(cap.data(), ac::atomic_operations));
+	caps_.atomic_size_qp = static_cast<uint32_t>(prm::get(cap.data(), ac::atomic_size_qp));
+	caps_.atomic_host_endianness_supported = supported;
+	caps_.atomic_host_endianness = prm::get(cap.data(), ac::atomic_req_8B_endianness_mode) ==
+				       prm::atomic_req_mode::host_endianness;
 	return 0;
 }
 

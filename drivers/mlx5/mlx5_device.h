@@ -48,6 +48,9 @@ struct DeviceOptions {
 				     .name = "mlx5-ctrl"};
 	/* Turn on mkey_by_name with SET_HCA_CAP when the device can (mkeys at chosen indexes). */
 	bool want_mkey_by_index = true;
+	/* Ask for host-endian 8-byte atomics with SET_HCA_CAP when the device can (Linux
+	 * mlx5_core does the same); else atomics stay big-endian. */
+	bool want_atomic_host_endianness = true;
 };
 
 /* What the device offers, as nicmr uses it. */
@@ -75,6 +78,11 @@ struct Caps {
 	uint32_t atomic_operations = 0; /* prm::atomic_ops bits */
 	uint32_t atomic_size_qp = 0;	/* bit n: 2^n-byte operands */
 	uint32_t log_max_atomic_size_qp = 0;
+	/* The atomic caps' supported_atomic_req_8B_endianness_mode_1, and the mode in force
+	 * after bring-up: true when atomic_req_8B_endianness_mode is host endianness (the
+	 * target word and the fetched value in host byte order), false when big-endian. */
+	bool atomic_host_endianness_supported = false;
+	bool atomic_host_endianness = false;
 	bool odp = false;
 	/* nicmr device-model extensions (prm::cap_type::nicmr_ext); 0 on ConnectX. */
 	bool ext_present = false;
@@ -149,6 +157,7 @@ private:
 	int bring_up(const DeviceOptions &opts);
 	int wait_ready(std::chrono::milliseconds timeout);
 	int query_caps(const DeviceOptions &opts);
+	int query_atomic_caps(const DeviceOptions &opts);
 	int give_pages(uint32_t count);
 	void reclaim_pages();
 	void teardown();

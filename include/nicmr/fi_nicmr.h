@@ -77,6 +77,16 @@ struct fi_nicmr_pool_ops {
 	/** The domain's device counters (live MRs, pools, slow-path mappings, pinned pages...).
 	 * @return 0; -FI_EINVAL (null argument). */
 	int (*device_stats)(struct fid_domain *domain, struct nicmr_device_stats *stats);
+	/**
+	 * The domain's device attributes (nicmr_device_query): among them atomic_mode, the
+	 * byte order of the device's atomics. FI_ATOMIC is offered only in NICMR_ATOMIC_HOST
+	 * mode, where the FI_UINT64 target and fetched values are in host byte order as
+	 * fi_atomic(3) defines them; in any other mode fi_getinfo leaves FI_ATOMIC out and every
+	 * atomic call, fi_query_atomic and fi_atomicvalid are -FI_EOPNOTSUPP. Present when
+	 * size covers it (providers before it lack the member).
+	 * @return 0; -FI_EINVAL (null argument).
+	 */
+	int (*device_query)(struct fid_domain *domain, struct nicmr_device_attr *attr);
 };
 
 /**

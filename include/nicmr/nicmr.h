@@ -33,6 +33,24 @@ const char *nicmr_version(void);
 /** An opened device: a NIC (or the emulated one), its IOMMU space and its key space. */
 struct nicmr_device;
 
+/**
+ * nicmr_device_attr.atomic_mode: the byte order the device's 8-byte atomics work in, which
+ * says whether nicmr_post_atomic_fadd / _cswap are offered.
+ */
+enum nicmr_atomic_mode {
+	/** The device does no 64-bit fetch-and-add and compare-and-swap: atomics -EOPNOTSUPP. */
+	NICMR_ATOMIC_NONE = 0,
+	/** Host byte order (ConnectX's atomic_req_8B_endianness_mode 1, which nicmr sets at
+	 * bring-up whenever the device offers it): the target word and the fetched value are
+	 * uint64_t in the host's byte order, as fi_atomic(3) and ibv_post_send(3) define them. */
+	NICMR_ATOMIC_HOST = 1,
+	/** The device works on big-endian words only (a ConnectX that does not offer host
+	 * endianness; emu option atomic_endian=big): a fetch-and-add cannot be given host-order
+	 * semantics by converting operands, so atomics are refused with -EOPNOTSUPP, as Linux's
+	 * mlx5_ib reports IB_ATOMIC_NONE for such a device. */
+	NICMR_ATOMIC_BIG_ENDIAN = 2,
+};
+
 /** What a device offers (nicmr_device_query). */
 struct nicmr_device_attr {
 	uint64_t device_id;   /**< this open's id, carried in raw keys; never 0 */
@@ -42,7 +60,8 @@ struct nicmr_device_attr {
 	uint32_t extensions;  /**< 1: the device offers nicmr's device-model extensions */
 	uint64_t ext_flags;   /**< which extensions: NICMR_EXT_* bits (0 on ConnectX) */
 	uint16_t fw_major, fw_minor, fw_subminor;
-	char name[64]; /**< the spec it was opened with, truncated */
+	char name[64];	      /**< the spec it was opened with, truncated */
+	uint32_t atomic_mode; /**< enum nicmr_atomic_mode */
 };
 
 /** Live objects and resources of a device (nicmr_device_get_stats): diagnostics and tests. */
@@ -66,7 +85,9 @@ struct nicmr_device_stats {
  *     ports: 1 or 2 (default 2); mkeys: a power of two, 2 .. 2^24 (default 65536);
  *     delivery: "inline" (doorbells run on the writer's thread; default) or "thread" (a
  *     device thread polls doorbells); programmer: "umr" (UMR work requests; default) or
- *     "cmd" (firmware commands, slower; doc/native-api.md).
+ *     "cmd" (firmware commands, slower; doc/native-api.md); atomic_endian: "host" (the
+ *     device offers host-endian atomics, as every ConnectX does; default) or "big" (it works
+ *     on big-endian words only: nicmr_device_attr.atomic_mode NICMR_ATOMIC_BIG_ENDIAN).
  *   - "vfio:<PCI address>" — a ConnectX bound to vfio-pci, e.g. "vfio:0000:03:00.0".
  *   - "devx:<ib device>" — a ConnectX owned by the kernel, e.g. "devx:mlx5_0".
  * Slow path; any thread.
@@ -494,7 +515,9 @@ int nicmr_qp_recover(struct nicmr_qp *qp);
  *   -ENOKEY, -EACCES, -ERANGE, -EKEYREVOKED, -EAGAIN  the local SGE failed the key lookup
  *             (nicmr_key_lookup: not a live key; local right missing; outside the region);
  *   -ENOSPC   no room in the send queue: poll the CQ first;
- *   -EOPNOTSUPP  (atomics) the device does not offer the operation.
+ *   -EOPNOTSUPP  (atomics) the device does not offer the operation, or does atomics on
+ *             big-endian words only (nicmr_device_attr.atomic_mode other than
+ *             NICMR_ATOMIC_HOST).
  */
 
 /** RDMA WRITE of [laddr, laddr + len) (lkey; NICMR_SEND_INLINE: laddr is a pointer and
@@ -506,8 +529,8 @@ int nicmr_post_read(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lk
 		    uint32_t rkey, uint64_t wr_id, unsigned flags);
 /**
  * Atomic fetch-and-add of add on the 64-bit word at raddr; the old value lands in the 8 bytes
- * at result (lkey, local write). The device's atomic format: the target word and the result
- * are big-endian (ConnectX's default mode).
+ * at result (lkey, local write). The target word, add and the result are uint64_t in host
+ * byte order (the device is in NICMR_ATOMIC_HOST mode; in any other mode -EOPNOTSUPP).
  */
 int nicmr_post_atomic_fadd(struct nicmr_qp *qp, uint64_t result, uint32_t lkey, uint64_t raddr,
 			   uint32_t rkey, uint64_t add, uint64_t wr_id, unsigned flags);

@@ -52,6 +52,9 @@ struct EmuOptions {
 	/* ext=1 (default): every device-model extension; 0: none (a plain ConnectX); or one by
 	 * name: single_use, rma_event. */
 	uint64_t ext = mlx5::prm::ext_cap::single_use | mlx5::prm::ext_cap::rma_event;
+	/* atomic_endian=host (default): the device offers host-endian atomics; big: it does
+	 * big-endian atomics only (no supported_atomic_req_8B_endianness_mode_1). */
+	bool atomic_host_endianness = true;
 };
 
 bool parse_u32(std::string_view v, uint32_t *out)
@@ -136,10 +139,20 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 					  int(v.size()), v.data());
 				return -EINVAL;
 			}
+		} else if (k == "atomic_endian") {
+			if (v == "host")
+				o->atomic_host_endianness = true;
+			else if (v == "big")
+				o->atomic_host_endianness = false;
+			else {
+				NICMR_LOG(error, "api", "emu atomic_endian=%.*s: host or big",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
 		} else {
 			NICMR_LOG(error, "api",
 				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
-				  "ext)",
+				  "ext, atomic_endian)",
 				  int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -250,6 +263,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.log_max_mkey = uint32_t(std::countr_zero(o.mkeys));
 	cfg.delivery = o.delivery;
 	cfg.ext_flags = o.ext;
+	cfg.atomic_host_endianness = o.atomic_host_endianness;
 	rc = emu::emu_mlx5_create(cfg, &dev->emu);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);
@@ -410,6 +424,7 @@ int nicmr_device_query(const struct nicmr_device *dev, struct nicmr_device_attr 
 	attr->fw_minor = c.fw_minor;
 	attr->fw_subminor = c.fw_subminor;
 	std::snprintf(attr->name, sizeof(attr->name), "%s", dev->spec.c_str());
+	attr->atomic_mode = api::atomic_mode(c);
 	return 0;
 }
 

@@ -414,7 +414,9 @@ int post_atomic(nicmr_qp *qp, bool cswap, uint64_t result, uint32_t lkey, uint64
 	const mlx5::Caps &caps = qp->pd->dev->drv->caps();
 	const uint32_t op =
 		cswap ? mlx5::prm::atomic_ops::cmp_swap : mlx5::prm::atomic_ops::fetch_add;
-	if (!caps.atomic || !(caps.atomic_operations & op) || !(caps.atomic_size_qp & (1u << 3)))
+	/* Host-order semantics or nothing: on big-endian words a fetch-and-add's carries run
+	 * the other way, which no conversion of operands undoes (nicmr.h, nicmr_atomic_mode). */
+	if (api::atomic_mode(caps) != NICMR_ATOMIC_HOST || !(caps.atomic_operations & op))
 		return -EOPNOTSUPP;
 	rc = check_local(qp, lkey, result, 8, NICMR_ACCESS_READ);
 	if (rc != 0)

@@ -53,6 +53,18 @@ mem::IovaRange slow_window(const std::vector<mem::IovaRange> &ranges);
 inline constexpr uint32_t kEmuDefaultPorts = 2;
 inline constexpr uint32_t kEmuDefaultMkeys = 65536;
 inline constexpr uint32_t kMaxReaders = 64;
+
+/* The device's enum nicmr_atomic_mode, from what bring-up read: NONE without 8-byte
+ * fetch-and-add or compare-and-swap, HOST when atomic_req_8B_endianness_mode is host
+ * endianness, BIG_ENDIAN otherwise. Hot path (read by every atomic post): no lock. */
+inline uint32_t atomic_mode(const mlx5::Caps &c) noexcept
+{
+	namespace ops = mlx5::prm::atomic_ops;
+	if (!c.atomic || !(c.atomic_size_qp & (1u << 3)) ||
+	    !(c.atomic_operations & (ops::cmp_swap | ops::fetch_add)))
+		return NICMR_ATOMIC_NONE;
+	return c.atomic_host_endianness ? NICMR_ATOMIC_HOST : NICMR_ATOMIC_BIG_ENDIAN;
+}
 /* Devices with fewer mkeys register without per-thread key caches: a cache may keep up to
  * mr::kCacheSize free keys out of other threads' reach, which only a large key space can afford
  * (64 keys in 4,096 is 1.6 %), and small devices keep an exact -ENOSPC. */

@@ -310,6 +310,14 @@ int device_stats(struct fid_domain *domain, struct nicmr_device_stats *stats)
 	return fi_code(nicmr_device_get_stats(dom->fabric->dev, stats));
 }
 
+int device_query(struct fid_domain *domain, struct nicmr_device_attr *attr)
+{
+	Domain *dom = domain_of(domain);
+	if (!dom || !attr)
+		return -FI_EINVAL;
+	return fi_code(nicmr_device_query(dom->fabric->dev, attr));
+}
+
 struct fi_nicmr_pool_ops pool_ops = {
 	.size = sizeof(struct fi_nicmr_pool_ops),
 	.pool_create = pool_create,
@@ -319,6 +327,7 @@ struct fi_nicmr_pool_ops pool_ops = {
 	.pool_len = pool_len,
 	.mr_in_pool = mr_in_pool,
 	.device_stats = device_stats,
+	.device_query = device_query,
 };
 
 } // namespace
@@ -403,6 +412,8 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	 * RMA events (an info edited to ask for it elsewhere gets a domain without it, which
 	 * refuses FI_RMA_EVENT as any domain without the bit does). */
 	dom->ext = attr.extensions ? attr.ext_flags : 0;
+	/* Atomics only with host-order semantics (fi_atomic(3)): nicmr.h, nicmr_atomic_mode. */
+	dom->atomics = attr.atomic_mode == NICMR_ATOMIC_HOST;
 	(void)mr_mode_of(info->domain_attr->mr_mode, dom->ext, &mr_mode);
 	ret = dom->mr_slab.init("nicmr_fi_mr", attr.mkey_count > 1 ? attr.mkey_count - 1 : 0);
 	if (ret == 0)

@@ -31,7 +31,6 @@
  * itself and the endpoint's, CQs' and counters' locks are no-ops (FiLock), the AV's too under
  * FI_THREAD_DOMAIN: posting and progress then take no lock once a peer's pair exists.
  */
-#include <endian.h>
 #include <sys/mman.h>
 
 #include <cstring>
@@ -149,10 +148,9 @@ void progress_locked(Endpoint *ep)
 			Cntr *c = (o.kind == Kind::write || o.kind == Kind::atomic) ? ep->wcntr
 										    : ep->rcntr;
 			if (ok) {
-				if (o.kind == Kind::fetch) {
-					const uint64_t v = be64toh(ep->scratch[idx]);
-					std::memcpy(o.result, &v, 8);
-				}
+				/* The device fetched in host byte order (Domain::atomics). */
+				if (o.kind == Kind::fetch)
+					std::memcpy(o.result, &ep->scratch[idx], 8);
 				if (o.report && ep->cq)
 					cq_push(ep->cq, {o.context, o.flags, 0, 0});
 				/* relaxed: a count; readers order nothing else by it. */
@@ -474,7 +472,7 @@ ssize_t atomic_post(Endpoint *ep, uint64_t kind_flag, const void *buf, size_t co
 {
 	if (!ep || !buf || count != 1)
 		return -FI_EINVAL;
-	int ret = atomic_valid(datatype, op, kind_flag);
+	int ret = atomic_valid(ep->domain, datatype, op, kind_flag);
 	if (ret != 0)
 		return ret;
 	const Kind kind = kind_flag ? Kind::fetch : Kind::atomic;
@@ -595,28 +593,30 @@ ssize_t at_compwritemsg(struct fid_ep *fep, const struct fi_msg_atomic *msg,
 			   msg->context, flags);
 }
 
-int valid_count(enum fi_datatype dt, enum fi_op op, uint64_t kind, size_t *count)
+int valid_count(struct fid_ep *fep, enum fi_datatype dt, enum fi_op op, uint64_t kind,
+		size_t *count)
 {
-	if (!count)
+	Endpoint *ep = ep_of(fep);
+	if (!ep || !count)
 		return -FI_EINVAL;
-	int ret = atomic_valid(dt, op, kind);
+	int ret = atomic_valid(ep->domain, dt, op, kind);
 	*count = ret == 0 ? 1 : 0;
 	return ret;
 }
 
-int at_writevalid(struct fid_ep *, enum fi_datatype dt, enum fi_op op, size_t *count)
+int at_writevalid(struct fid_ep *fep, enum fi_datatype dt, enum fi_op op, size_t *count)
 {
-	return valid_count(dt, op, 0, count);
+	return valid_count(fep, dt, op, 0, count);
 }
 
-int at_readwritevalid(struct fid_ep *, enum fi_datatype dt, enum fi_op op, size_t *count)
+int at_readwritevalid(struct fid_ep *fep, enum fi_datatype dt, enum fi_op op, size_t *count)
 {
-	return valid_count(dt, op, FI_FETCH_ATOMIC, count);
+	return valid_count(fep, dt, op, FI_FETCH_ATOMIC, count);
 }
 
-int at_compwritevalid(struct fid_ep *, enum fi_datatype dt, enum fi_op op, size_t *count)
+int at_compwritevalid(struct fid_ep *fep, enum fi_datatype dt, enum fi_op op, size_t *count)
 {
-	return valid_count(dt, op, FI_COMPARE_ATOMIC, count);
+	return valid_count(fep, dt, op, FI_COMPARE_ATOMIC, count);
 }
 
 struct fi_ops_atomic atomic_ops = {
@@ -896,6 +896,9 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	const uint64_t rma_event = (dom->mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0;
 	if (info->caps & ~(kEpCaps | rma_event))
 		return -FI_EINVAL;
+	/* FI_ATOMIC on a device without host-order atomics (fi_getinfo does not offer it). */
+	if ((info->caps & FI_ATOMIC) && !dom->atomics)
+		return -FI_EOPNOTSUPP;
 	/* Local buffers need their descriptor (FI_MR_LOCAL): no registration on the fly. */
 	if (!(dom->mr_mode & FI_MR_LOCAL))
 		return -FI_EOPNOTSUPP;
@@ -960,9 +963,12 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	return 0;
 }
 
-int atomic_valid(enum fi_datatype datatype, enum fi_op op, uint64_t kind)
+int atomic_valid(const Domain *dom, enum fi_datatype datatype, enum fi_op op, uint64_t kind)
 {
-	/* The device does 64-bit fetch-and-add and compare-and-swap on one element. */
+	/* The device does 64-bit fetch-and-add and compare-and-swap on one element, on words in
+	 * host byte order (fi_atomic(3)'s FI_UINT64) only when the domain says so. */
+	if (!dom->atomics)
+		return -FI_EOPNOTSUPP;
 	if (datatype != FI_UINT64)
 		return -FI_EOPNOTSUPP;
 	if (kind == FI_COMPARE_ATOMIC)
@@ -980,7 +986,7 @@ int query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_o
 	if (flags & ~(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC) ||
 	    (flags & FI_FETCH_ATOMIC && flags & FI_COMPARE_ATOMIC))
 		return -FI_EBADFLAGS;
-	int ret = atomic_valid(datatype, op, flags);
+	int ret = atomic_valid(reinterpret_cast<Domain *>(domain), datatype, op, flags);
 	if (ret != 0)
 		return ret;
 	attr->size = 8;

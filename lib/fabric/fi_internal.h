@@ -86,6 +86,8 @@ struct DeviceSpec {
 	std::string domain_name;
 	size_t mr_cnt;
 	uint64_t ext; /* NICMR_EXT_* the emu spec's ext= option gives the device */
+	/* The emu spec's atomic_endian= option: host-endian atomics (FI_ATOMIC offered). */
+	bool atomics;
 };
 int device_spec(DeviceSpec *out);
 
@@ -154,6 +156,9 @@ struct Domain {
 	nicmr_pd *pd = nullptr;
 	int mr_mode = 0;
 	uint64_t ext = 0; /* the device's NICMR_EXT_* (nicmr_device_query) */
+	/* The device's atomics work on host-order words (nicmr_device_attr.atomic_mode is
+	 * NICMR_ATOMIC_HOST): FI_ATOMIC is offered; else every atomic is -FI_EOPNOTSUPP. */
+	bool atomics = false;
 	/* Guards the binding state (Mr::cntr, Mr::enabled) of the domain's RMA-event MRs:
 	 * fi_mr_bind, fi_mr_enable and the close of such an MR (slow paths only). */
 	std::mutex ext_mu;
@@ -195,7 +200,8 @@ int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *addr);
 
 /* ---- Endpoints and their companions (fi_ep.cpp, fi_av.cpp, fi_cq.cpp, fi_cntr.cpp, fi_eq.cpp) */
 
-/* The capabilities an endpoint has: RMA and atomics as initiator and target. */
+/* The capabilities an endpoint has: RMA and atomics as initiator and target (FI_ATOMIC only on
+ * a device with host-order atomics: Domain::atomics). */
 inline constexpr uint64_t kEpCaps =
 	FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /* Requests in flight per endpoint (tx_attr->size), the depth of every QP and CQ it makes. */
@@ -297,7 +303,7 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 int query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
 		 struct fi_atomic_attr *attr, uint64_t flags);
 /* The datatype/op pairs the device does for each kind of atomic call (0 or -FI_EOPNOTSUPP). */
-int atomic_valid(enum fi_datatype datatype, enum fi_op op, uint64_t kind_flags);
+int atomic_valid(const Domain *dom, enum fi_datatype datatype, enum fi_op op, uint64_t kind_flags);
 
 int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,

@@ -32,10 +32,11 @@ void cleanup()
 
 /* The capabilities an endpoint of a domain with mr_mode has: FI_RMA_EVENT (a secondary
  * capability: counters bound to MRs count remote writes) goes with FI_MR_RMA_EVENT, since only
- * MRs registered with FI_RMA_EVENT can have a counter. */
-uint64_t ep_caps_of(int mr_mode)
+ * MRs registered with FI_RMA_EVENT can have a counter; FI_ATOMIC with host-order atomics. */
+uint64_t ep_caps_of(int mr_mode, bool atomics)
 {
-	return kEpCaps | ((mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0);
+	return (kEpCaps & ~(atomics ? 0 : FI_ATOMIC)) |
+	       ((mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0);
 }
 
 /* Whether the hints ask for anything this version does not have (0) or not (1). */
@@ -72,7 +73,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	/* RMA events need the device's extension and an application that allows
 	 * FI_MR_RMA_EVENT; endpoints need descriptors for local buffers. */
-	if (caps & ~ep_caps_of(*mr_mode))
+	if (caps & ~ep_caps_of(*mr_mode, ds.atomics))
 		return false;
 	if ((caps & (kEpCaps | FI_RMA_EVENT)) && !(*mr_mode & FI_MR_LOCAL))
 		return false;
@@ -106,7 +107,7 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	const bool eps = (mr_mode & FI_MR_LOCAL) != 0;
 	/* FI_RMA_EVENT whenever the domain has FI_MR_RMA_EVENT: a secondary capability that costs
 	 * nothing until an MR is registered with FI_RMA_EVENT. */
-	fi->caps = eps ? ep_caps_of(mr_mode) : 0;
+	fi->caps = eps ? ep_caps_of(mr_mode, ds.atomics) : 0;
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC; /* struct EpAddr, 16 bytes (doc/libfabric.md) */
 	fi->ep_attr->type = FI_EP_RDM;
@@ -115,13 +116,14 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
 	if (eps) {
-		fi->tx_attr->caps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE;
+		fi->tx_attr->caps = (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE) & fi->caps;
 		fi->tx_attr->inject_size = kInjectSize;
 		fi->tx_attr->size = kEpDepth;
 		fi->tx_attr->iov_limit = 1;
 		fi->tx_attr->rma_iov_limit = 1;
-		fi->rx_attr->caps = FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
-				    (fi->caps & FI_RMA_EVENT);
+		fi->rx_attr->caps =
+			(FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT) &
+			fi->caps;
 		fi->rx_attr->iov_limit = 1;
 		/* One UAR per endpoint's CQ: the device model has 32, the key programmer
 		 * holds one. */
@@ -235,6 +237,15 @@ int device_spec(DeviceSpec *out)
 		FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: bad ext\n", spec.c_str());
 		return -FI_ENODATA;
 	}
+	/* The emu option atomic_endian= (api_device.cpp's values): big-endian-only atomics
+	 * cannot give fi_atomic(3)'s host-order semantics, so FI_ATOMIC is not offered. */
+	const std::string a = spec_option(spec, "atomic_endian");
+	if (!a.empty() && a != "host" && a != "big") {
+		FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: bad atomic_endian\n",
+			spec.c_str());
+		return -FI_ENODATA;
+	}
+	out->atomics = a != "big";
 	out->spec = spec;
 	out->domain_name = "emu0";
 	out->mr_cnt = mkeys - 1; /* index 0 is never a key */

@@ -22,6 +22,8 @@ TEST(ApiDevice, EmuDefaultsOffer65536KeysAndNoExtensions)
 	EXPECT_EQ(a.extensions, dev->drv->caps().ext_present ? 1u : 0u);
 	EXPECT_EQ(a.fw_major, 22);
 	EXPECT_STREQ(a.name, "emu");
+	/* Bring-up asked for host-endian atomics, which the model offers by default. */
+	EXPECT_EQ(a.atomic_mode, uint32_t{NICMR_ATOMIC_HOST});
 	EXPECT_EQ(dev->emu->device().config().ports, 2u);
 	EXPECT_EQ(dev->emu->device().config().delivery, nicmr::emu::DoorbellDelivery::inline_call);
 	EXPECT_EQ(nicmr_device_close(dev), 0);
@@ -53,11 +55,28 @@ TEST(ApiDevice, BadSpecsAreEinval)
 	for (const char *s :
 	     {"", "bogus", "emu:ports=3", "emu:ports=0", "emu:ports=x", "emu:mkeys=1000",
 	      "emu:mkeys=1", "emu:mkeys=33554432", "emu:delivery=fast", "emu:color=red",
-	      "emu:ports", "emu:ports=1,", "vfio:", "devx:", "EMU"})
+	      "emu:ports", "emu:ports=1,", "vfio:", "devx:", "EMU", "emu:atomic_endian=little",
+	      "emu:atomic_endian="})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
 	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
 	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);
 	EXPECT_EQ(dev, nullptr);
+}
+
+TEST(ApiDevice, AtomicEndianOptionSaysWhichModeIsInForce)
+{
+	for (auto [spec, mode] : {std::pair{"emu:atomic_endian=host", NICMR_ATOMIC_HOST},
+				  std::pair{"emu:atomic_endian=big", NICMR_ATOMIC_BIG_ENDIAN}}) {
+		nicmr_device *dev = nullptr;
+		ASSERT_EQ(nicmr_device_open(spec, &dev), 0) << spec;
+		nicmr_device_attr a;
+		ASSERT_EQ(nicmr_device_query(dev, &a), 0);
+		EXPECT_EQ(a.atomic_mode, uint32_t(mode)) << spec;
+		EXPECT_EQ(dev->emu->device().config().atomic_host_endianness,
+			  mode == NICMR_ATOMIC_HOST);
+		EXPECT_EQ(dev->drv->caps().atomic_host_endianness, mode == NICMR_ATOMIC_HOST);
+		EXPECT_EQ(nicmr_device_close(dev), 0);
+	}
 }
 
 TEST(ApiDevice, VfioFailsWithTheBusError)

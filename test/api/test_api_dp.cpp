@@ -109,38 +109,69 @@ TEST_F(DataPath, InlineWriteNeedsNoLocalKey)
 	EXPECT_EQ(b[8 + sizeof(src)], 0);
 }
 
-TEST_F(DataPath, AtomicsWorkOnBigEndianWords)
+/* fi_atomic(3) / ibv_post_send(3) semantics: the target word, the operands and the fetched
+ * value are uint64_t in host byte order. */
+TEST_F(DataPath, AtomicsWorkOnHostOrderWords)
 {
-	uint64_t v = htobe64(41);
+	uint64_t v = 40;
 	std::memcpy(b + 64, &v, 8);
 	std::memset(a, 0xff, 16);
-	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 64, kb, 1, 9, NICMR_SEND_SIGNALED),
+	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 64, kb, 2, 9, NICMR_SEND_SIGNALED),
 		  0);
 	nicmr_wc wc = wait(cqa);
 	EXPECT_EQ(wc.opcode, NICMR_WC_FETCH_ADD);
 	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.byte_len, 8u);
 	std::memcpy(&v, a, 8);
-	EXPECT_EQ(be64toh(v), 41u);
+	EXPECT_EQ(v, 40u) << "the fetched value is the old one";
 	std::memcpy(&v, b + 64, 8);
-	EXPECT_EQ(be64toh(v), 42u);
+	EXPECT_EQ(v, 42u) << "40 + 2";
 
-	ASSERT_EQ(nicmr_post_atomic_cswap(qa, u(a) + 8, ka, u(b) + 64, kb, 41, 7, 10,
+	/* A compare that does not match leaves the target and returns it. */
+	ASSERT_EQ(nicmr_post_atomic_cswap(qa, u(a) + 8, ka, u(b) + 64, kb, 40, 7, 10,
 					  NICMR_SEND_SIGNALED),
 		  0);
 	wc = wait(cqa);
 	EXPECT_EQ(wc.opcode, NICMR_WC_COMP_SWAP);
 	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
 	std::memcpy(&v, b + 64, 8);
-	EXPECT_EQ(be64toh(v), 42u) << "compare 41 did not match: no swap";
-	ASSERT_EQ(nicmr_post_atomic_cswap(qa, u(a) + 8, ka, u(b) + 64, kb, 42, 7, 11,
+	EXPECT_EQ(v, 42u) << "compare 40 did not match 42: no swap";
+	std::memcpy(&v, a + 8, 8);
+	EXPECT_EQ(v, 42u);
+	/* One that matches swaps. */
+	ASSERT_EQ(nicmr_post_atomic_cswap(qa, u(a) + 8, ka, u(b) + 64, kb, 42, 40, 11,
 					  NICMR_SEND_SIGNALED),
 		  0);
 	wc = wait(cqa);
 	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
 	std::memcpy(&v, a + 8, 8);
-	EXPECT_EQ(be64toh(v), 42u);
+	EXPECT_EQ(v, 42u);
 	std::memcpy(&v, b + 64, 8);
-	EXPECT_EQ(be64toh(v), 7u);
+	EXPECT_EQ(v, 40u);
+	ASSERT_EQ(nicmr_post_atomic_cswap(qa, u(a) + 8, ka, u(b) + 64, kb, 40, 7, 12,
+					  NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, b + 64, 8);
+	EXPECT_EQ(v, 7u) << "compare 40 matches 40: swapped";
+	std::memcpy(&v, a + 8, 8);
+	EXPECT_EQ(v, 40u);
+	/* Carries run through the host-order word: 0xff + 1 and a wrap at 2^64. */
+	v = 0xff;
+	std::memcpy(b + 64, &v, 8);
+	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 64, kb, 1, 13, NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, b + 64, 8);
+	EXPECT_EQ(v, 0x100u);
+	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 64, kb, ~uint64_t{0} - 0xff, 14,
+					 NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	std::memcpy(&v, b + 64, 8);
+	EXPECT_EQ(v, 0u);
+	std::memcpy(&v, a, 8);
+	EXPECT_EQ(v, 0x100u);
 }
 
 TEST_F(DataPath, UnsignalledRequestsReportNothingAndFreeTheirRoomWithTheNext)
@@ -417,6 +448,36 @@ protected:
 	const char *spec() const override { return "emu:mkeys=1024,delivery=thread"; }
 };
 
+/* A device whose atomics work on big-endian words only (no host-endianness capability). */
+class DataPathBigEndianAtomics : public DataPath {
+protected:
+	const char *spec() const override { return "emu:mkeys=1024,atomic_endian=big"; }
+};
+
+TEST_F(DataPathBigEndianAtomics, AtomicsAreRefusedAndNothingIsPosted)
+{
+	nicmr_device_attr attr{};
+	ASSERT_EQ(nicmr_device_query(dev, &attr), 0);
+	EXPECT_EQ(attr.atomic_mode, uint32_t{NICMR_ATOMIC_BIG_ENDIAN});
+	uint64_t v = 40;
+	std::memcpy(b + 64, &v, 8);
+	std::memset(a, 0x5a, 16);
+	EXPECT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 64, kb, 2, 1, NICMR_SEND_SIGNALED),
+		  -EOPNOTSUPP);
+	EXPECT_EQ(
+		nicmr_post_atomic_cswap(qa, u(a), ka, u(b) + 64, kb, 40, 7, 2, NICMR_SEND_SIGNALED),
+		-EOPNOTSUPP);
+	nicmr_wc wc[2];
+	EXPECT_EQ(nicmr_cq_poll(cqa, wc, 2), 0) << "nothing was posted";
+	std::memcpy(&v, b + 64, 8);
+	EXPECT_EQ(v, 40u);
+	EXPECT_EQ(static_cast<unsigned char>(a[0]), 0x5a);
+	/* The rest of the data path is unaffected. */
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 16, ka, u(b), kb, 3, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, b, 16), 0);
+}
+
 TEST_F(DataPathThreaded, WriteReadAndAtomicsComplete)
 {
 	for (size_t i = 0; i < kLen; i++)
@@ -428,12 +489,14 @@ TEST_F(DataPathThreaded, WriteReadAndAtomicsComplete)
 	ASSERT_EQ(nicmr_post_read(qa, u(a), 4096, ka, u(b), kb, 2, NICMR_SEND_SIGNALED), 0);
 	EXPECT_EQ(wait(cqa).wr_id, 2u);
 	EXPECT_EQ(std::memcmp(a, b, 4096), 0);
-	uint64_t v = htobe64(9);
+	uint64_t v = 9;
 	std::memcpy(b + 8, &v, 8);
 	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(b) + 8, kb, 1, 3, NICMR_SEND_SIGNALED), 0);
 	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
 	std::memcpy(&v, b + 8, 8);
-	EXPECT_EQ(be64toh(v), 10u);
+	EXPECT_EQ(v, 10u);
+	std::memcpy(&v, a, 8);
+	EXPECT_EQ(v, 9u);
 }
 
 TEST_F(DataPathThreaded, StaleKeyFailsAndBothQpsRecover)

@@ -34,6 +34,9 @@ struct RigOptions {
 	size_t data_bytes = size_t{8} << 20;
 	bool rre = true, rwe = true, rae = true; /* responder enables of both QPs */
 	uint32_t log_sq_size = 8;
+	/* The device offers host-endian atomics (EmuConfig); the driver asks for them
+	 * (DeviceOptions). */
+	bool atomic_host_endianness = true, want_atomic_host_endianness = true;
 };
 
 /* An mkey made for a test: the handle destroys it. */
@@ -59,6 +62,7 @@ struct Rig {
 		emu::EmuConfig cfg;
 		cfg.delivery = o.delivery;
 		cfg.bar0_size = size_t{1} << 20;
+		cfg.atomic_host_endianness = o.atomic_host_endianness;
 		int rc = emu::emu_mlx5_create(cfg, &hw);
 		if (rc != 0)
 			return rc;
@@ -77,6 +81,7 @@ struct Rig {
 		d.arena = ctrl.get();
 		d.init_timeout = 2000ms;
 		d.cmd_timeout = 5000ms;
+		d.want_atomic_host_endianness = o.want_atomic_host_endianness;
 		if ((rc = mlx5::Device::open(hw->function(), *space, d, &dev)) != 0)
 			return rc;
 		if ((rc = mlx5::PdHandle::alloc(*dev, &pd)) != 0)

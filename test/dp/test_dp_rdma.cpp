@@ -278,15 +278,19 @@ TEST_P(Dp, DeferredDoorbellRingsForABatch)
 	EXPECT_EQ(std::memcmp(src.p(), dst.p(), 64), 0);
 }
 
-TEST_P(Dp, AtomicsCompareSwapAndFetchAddOnBigEndianWords)
+/*
+ * Fetch-and-add and compare-and-swap (hit and miss) on one word, its bytes in the order the
+ * device's atomic mode gives (host: as they are; big-endian: byte-swapped), the old value
+ * fetched in the same order.
+ */
+void atomics_in_mode(Rig &r, bool host)
 {
-	Rig r;
-	ASSERT_EQ(r.make(opts()), 0);
+	auto word = [host](uint64_t x) { return host ? x : htobe64(x); };
 	Target t, res;
 	t.off = res.off = kGuard + 96; /* atomics need 8-byte aligned addresses */
 	ASSERT_EQ(make_target(r, 8, r.ctx(true, false, false, false, true), &t), 0);
 	ASSERT_EQ(make_target(r, 16, r.ctx(true, true, false, false, false), &res), 0);
-	uint64_t v = htobe64(100);
+	uint64_t v = word(100);
 	std::memcpy(t.p(), &v, 8);
 	mlx5::Sge out{res.addr(), 8, res.mr.key};
 	mlx5::Completion c;
@@ -295,26 +299,70 @@ TEST_P(Dp, AtomicsCompareSwapAndFetchAddOnBigEndianWords)
 	ASSERT_TRUE(r.wait(0, &c));
 	ASSERT_TRUE(c.ok()) << "syndrome 0x" << std::hex << int(c.syndrome);
 	std::memcpy(&v, res.p(), 8);
-	EXPECT_EQ(be64toh(v), 100u);
+	EXPECT_EQ(v, word(100));
 	std::memcpy(&v, t.p(), 8);
-	EXPECT_EQ(be64toh(v), 123u);
+	EXPECT_EQ(v, word(123));
 
 	/* A compare that misses leaves the word; one that hits swaps it. */
 	ASSERT_EQ(r.qp[0]->post_atomic_cs(out, t.addr(), t.mr.key, 5, 777, 2, mlx5::kSignaled), 0);
 	ASSERT_TRUE(r.wait(0, &c));
 	ASSERT_TRUE(c.ok());
 	std::memcpy(&v, t.p(), 8);
-	EXPECT_EQ(be64toh(v), 123u);
+	EXPECT_EQ(v, word(123));
 	std::memcpy(&v, res.p(), 8);
-	EXPECT_EQ(be64toh(v), 123u);
+	EXPECT_EQ(v, word(123));
 	ASSERT_EQ(r.qp[0]->post_atomic_cs(out, t.addr(), t.mr.key, 123, 777, 3, mlx5::kSignaled),
 		  0);
 	ASSERT_TRUE(r.wait(0, &c));
 	ASSERT_TRUE(c.ok());
 	std::memcpy(&v, t.p(), 8);
-	EXPECT_EQ(be64toh(v), 777u);
+	EXPECT_EQ(v, word(777));
+	std::memcpy(&v, res.p(), 8);
+	EXPECT_EQ(v, word(123));
+	/* A carry out of the low byte lands where the mode says the next byte is. */
+	v = word(0xff);
+	std::memcpy(t.p(), &v, 8);
+	ASSERT_EQ(r.qp[0]->post_atomic_fa(out, t.addr(), t.mr.key, 1, 4, mlx5::kSignaled), 0);
+	ASSERT_TRUE(r.wait(0, &c));
+	ASSERT_TRUE(c.ok());
+	std::memcpy(&v, t.p(), 8);
+	EXPECT_EQ(v, word(0x100));
 	EXPECT_TRUE(t.guards_intact());
 	EXPECT_TRUE(all_of(res.p() + 8, 8, kCanary));
+}
+
+TEST_P(Dp, AtomicsWorkOnHostOrderWordsAfterBringUpAsksForHostEndianness)
+{
+	Rig r;
+	ASSERT_EQ(r.make(opts()), 0);
+	EXPECT_TRUE(r.dev->caps().atomic_host_endianness_supported);
+	ASSERT_TRUE(r.dev->caps().atomic_host_endianness);
+	EXPECT_TRUE(r.hw->device().data_path().atomic_host_endianness());
+	atomics_in_mode(r, true);
+}
+
+TEST_P(Dp, AtomicsWorkOnBigEndianWordsOnADeviceWithoutHostEndianness)
+{
+	Rig r;
+	RigOptions o = opts();
+	o.atomic_host_endianness = false;
+	ASSERT_EQ(r.make(o), 0);
+	EXPECT_FALSE(r.dev->caps().atomic_host_endianness_supported);
+	ASSERT_FALSE(r.dev->caps().atomic_host_endianness);
+	EXPECT_FALSE(r.hw->device().data_path().atomic_host_endianness());
+	atomics_in_mode(r, false);
+}
+
+TEST_P(Dp, AtomicsStayBigEndianWhenTheDriverDoesNotAsk)
+{
+	/* The power-on mode is big-endian, as on the wire. */
+	Rig r;
+	RigOptions o = opts();
+	o.want_atomic_host_endianness = false;
+	ASSERT_EQ(r.make(o), 0);
+	EXPECT_TRUE(r.dev->caps().atomic_host_endianness_supported);
+	ASSERT_FALSE(r.dev->caps().atomic_host_endianness);
+	atomics_in_mode(r, false);
 }
 
 TEST_P(Dp, AtomicHammerFromBothQpsLosesNoIncrement)
@@ -345,7 +393,7 @@ TEST_P(Dp, AtomicHammerFromBothQpsLosesNoIncrement)
 			}
 			uint64_t v;
 			std::memcpy(&v, res.p(), 8);
-			seen[q].push_back(be64toh(v));
+			seen[q].push_back(v); /* host-endian atomics (bring-up) */
 		}
 	};
 	std::thread a(worker, 0, std::cref(res0)), b(worker, 1, std::cref(res1));
@@ -354,7 +402,7 @@ TEST_P(Dp, AtomicHammerFromBothQpsLosesNoIncrement)
 	ASSERT_EQ(failures.load(), 0);
 	uint64_t v;
 	std::memcpy(&v, t.p(), 8);
-	EXPECT_EQ(be64toh(v), uint64_t{2 * kOps});
+	EXPECT_EQ(v, uint64_t{2 * kOps});
 	/* Every fetched value is distinct: no two adds saw the same word. */
 	std::set<uint64_t> all(seen[0].begin(), seen[0].end());
 	all.insert(seen[1].begin(), seen[1].end());

@@ -299,47 +299,71 @@ TEST_F(Rma, InjectWriteNeedsNoDescriptorAndReportsNoCompletion)
 		<< "a read needs the descriptor of its destination (FI_MR_LOCAL)";
 }
 
-TEST_F(Rma, AtomicsSumAndCompareSwapOnUint64)
+/* The target word as the application sees it: a uint64_t in host byte order (fi_atomic(3)). */
+uint64_t word_at(const char *p)
 {
-	/* The device's atomic format: the target word holds its value big-endian. */
-	uint64_t v = htobe64(100);
+	uint64_t v;
+	std::memcpy(&v, p, 8);
+	return v;
+}
+
+TEST_F(Rma, AtomicsSumAndCompareSwapOnUint64InHostOrder)
+{
+	/* The device is in host-endian mode: the provider says so. */
+	fi_nicmr_pool_ops *ops = nullptr;
+	ASSERT_EQ(fi_open_ops(&domain_->fid, FI_NICMR_POOL_OPS, 0, reinterpret_cast<void **>(&ops),
+			      nullptr),
+		  0);
+	ASSERT_GE(ops->size, offsetof(fi_nicmr_pool_ops, device_query) + sizeof(void *));
+	nicmr_device_attr attr{};
+	ASSERT_EQ(ops->device_query(domain_.get(), &attr), 0);
+	EXPECT_EQ(attr.atomic_mode, uint32_t{NICMR_ATOMIC_HOST});
+	EXPECT_EQ(ops->device_query(domain_.get(), nullptr), -FI_EINVAL);
+	EXPECT_EQ(ops->device_query(nullptr, &attr), -FI_EINVAL);
+
+	uint64_t v = 40;
 	std::memcpy(dst_.get() + 64, &v, 8);
-	uint64_t add = 5, result = 0, compare = 0, swap = 0;
+	uint64_t add = 2, result = 0, compare = 0, swap = 0;
 	ASSERT_EQ(fi_atomic(a_.ep.get(), &add, 1, nullptr, a_.peer, raddr(64), rkey_, FI_UINT64,
 			    FI_SUM, &ctx_[0]),
 		  0);
 	expect_done(&ctx_[0], FI_ATOMIC | FI_WRITE);
-	std::memcpy(&v, dst_.get() + 64, 8);
-	EXPECT_EQ(be64toh(v), 105u);
+	EXPECT_EQ(word_at(dst_.get() + 64), 42u) << "40 + 2";
 
+	v = 40;
+	std::memcpy(dst_.get() + 64, &v, 8);
 	ASSERT_EQ(fi_fetch_atomic(a_.ep.get(), &add, 1, nullptr, &result, nullptr, a_.peer,
 				  raddr(64), rkey_, FI_UINT64, FI_SUM, &ctx_[1]),
 		  0);
 	expect_done(&ctx_[1], FI_ATOMIC | FI_READ);
-	EXPECT_EQ(result, 105u) << "the fetched value, in host order";
-	std::memcpy(&v, dst_.get() + 64, 8);
-	EXPECT_EQ(be64toh(v), 110u);
+	EXPECT_EQ(result, 40u) << "the fetched value is the old one";
+	EXPECT_EQ(word_at(dst_.get() + 64), 42u);
 
-	compare = 1;
+	/* A compare that does not match leaves the target; the old value comes back. */
+	compare = 40;
 	swap = 7;
 	ASSERT_EQ(fi_compare_atomic(a_.ep.get(), &swap, 1, nullptr, &compare, nullptr, &result,
 				    nullptr, a_.peer, raddr(64), rkey_, FI_UINT64, FI_CSWAP,
 				    &ctx_[2]),
 		  0);
 	expect_done(&ctx_[2], FI_ATOMIC | FI_READ);
-	EXPECT_EQ(result, 110u);
-	std::memcpy(&v, dst_.get() + 64, 8);
-	EXPECT_EQ(be64toh(v), 110u) << "compare did not match: unchanged";
-	compare = 110;
+	EXPECT_EQ(result, 42u);
+	EXPECT_EQ(word_at(dst_.get() + 64), 42u) << "compare 40 did not match 42: unchanged";
+	/* One that matches swaps. */
+	v = 40;
+	std::memcpy(dst_.get() + 64, &v, 8);
 	ASSERT_EQ(fi_compare_atomic(a_.ep.get(), &swap, 1, nullptr, &compare, nullptr, &result,
 				    nullptr, a_.peer, raddr(64), rkey_, FI_UINT64, FI_CSWAP,
 				    &ctx_[3]),
 		  0);
 	expect_done(&ctx_[3], FI_ATOMIC | FI_READ);
-	std::memcpy(&v, dst_.get() + 64, 8);
-	EXPECT_EQ(be64toh(v), 7u);
+	EXPECT_EQ(result, 40u);
+	EXPECT_EQ(word_at(dst_.get() + 64), 7u) << "compare 40 matched: swapped";
 
-	/* The msg forms. */
+	/* The msg forms, and a carry across the low byte. */
+	v = 0xff;
+	std::memcpy(dst_.get() + 64, &v, 8);
+	add = 1;
 	fi_ioc ioc{&add, 1};
 	fi_rma_ioc rioc{raddr(64), 1, rkey_};
 	fi_msg_atomic msg{};
@@ -353,12 +377,14 @@ TEST_F(Rma, AtomicsSumAndCompareSwapOnUint64)
 	msg.context = &ctx_[4];
 	ASSERT_EQ(fi_atomicmsg(a_.ep.get(), &msg, 0), 0);
 	expect_done(&ctx_[4], FI_ATOMIC | FI_WRITE);
+	EXPECT_EQ(word_at(dst_.get() + 64), 0x100u);
 	fi_ioc res{&result, 1};
 	msg.context = &ctx_[5];
 	ASSERT_EQ(fi_fetch_atomicmsg(a_.ep.get(), &msg, &res, nullptr, 1, 0), 0);
 	expect_done(&ctx_[5], FI_ATOMIC | FI_READ);
-	EXPECT_EQ(result, 12u);
-	uint64_t cmpv = 17;
+	EXPECT_EQ(result, 0x100u);
+	EXPECT_EQ(word_at(dst_.get() + 64), 0x101u);
+	uint64_t cmpv = 0x101;
 	fi_ioc cmp{&cmpv, 1};
 	msg.op = FI_CSWAP;
 	ioc.addr = &swap;
@@ -367,9 +393,8 @@ TEST_F(Rma, AtomicsSumAndCompareSwapOnUint64)
 	ASSERT_EQ(fi_compare_atomicmsg(a_.ep.get(), &msg, &cmp, nullptr, 1, &res, nullptr, 1, 0),
 		  0);
 	expect_done(&ctx_[6], FI_ATOMIC | FI_READ);
-	EXPECT_EQ(result, 17u);
-	std::memcpy(&v, dst_.get() + 64, 8);
-	EXPECT_EQ(be64toh(v), 99u);
+	EXPECT_EQ(result, 0x101u);
+	EXPECT_EQ(word_at(dst_.get() + 64), 99u);
 	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 2u);
 	EXPECT_EQ(fi_cntr_read(a_.rc.get()), 5u);
 }
@@ -844,7 +869,7 @@ TEST_F(RmaRawKeys, WriteReadAndAtomicsWorkWithMappedRawKeys)
 		  0);
 	expect_done(&ctx_[1], FI_RMA | FI_READ);
 	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 100, 8192), 0);
-	uint64_t v = htobe64(1), add = 2, r = 0;
+	uint64_t v = 1, add = 2, r = 0;
 	std::memcpy(dst_.get() + 16384, &v, 8);
 	ASSERT_EQ(fi_fetch_atomic(a_.ep.get(), &add, 1, nullptr, &r, nullptr, a_.peer, raddr(16384),
 				  rkey_, FI_UINT64, FI_SUM, &ctx_[2]),
@@ -852,7 +877,7 @@ TEST_F(RmaRawKeys, WriteReadAndAtomicsWorkWithMappedRawKeys)
 	expect_done(&ctx_[2], FI_ATOMIC | FI_READ);
 	EXPECT_EQ(r, 1u);
 	std::memcpy(&v, dst_.get() + 16384, 8);
-	EXPECT_EQ(be64toh(v), 3u);
+	EXPECT_EQ(v, 3u);
 }
 
 TEST_F(RmaOffsets, TargetAddressesAreOffsetsIntoTheRegion)
@@ -1026,6 +1051,125 @@ TEST_F(RmaOffsets, VectoredMrsAreAddressedByOffsetFromZero)
 TEST_F(RmaOffsets, VectoredPoolMrsAreAddressedByOffsetFromZero)
 {
 	vectored_rma_in_pool(4096 + 8, (1 << 20) + 3);
+}
+
+/*
+ * A device whose atomics work on big-endian words only (emu atomic_endian=big, a ConnectX
+ * without supported_atomic_req_8B_endianness_mode_1): fi_atomic(3)'s host-order semantics
+ * cannot be given, so the provider offers no atomics at all, and says why.
+ */
+class AtomicsOnBigEndianDevice : public FabricFixture {
+protected:
+	void SetUp() override
+	{
+		open(kAppMrMode);
+		if (HasFatalFailure())
+			return;
+		ASSERT_EQ(info_->caps & FI_RMA, FI_RMA);
+		open_ep(domain_.get(), info_.p(), &a_);
+		open_ep(domain_.get(), info_.p(), &b_);
+		connect(&a_, &b_);
+		connect(&b_, &a_);
+		ASSERT_EQ(fi_mr_reg(domain_.get(), dst_.get(), kLen, kRemote, 0, 0, 0, rmr_.out(),
+				    nullptr),
+			  0);
+		ASSERT_EQ(fi_mr_reg(domain_.get(), src_.get(), kLen, kLocal, 0, 0, 0, lmr_.out(),
+				    nullptr),
+			  0);
+		rkey_ = fi_mr_key(rmr_.get());
+	}
+	void TearDown() override
+	{
+		lmr_.reset();
+		rmr_.reset();
+		a_.close();
+		b_.close();
+		FabricFixture::TearDown();
+	}
+	DeviceSpecScope scope_{"emu:mkeys=1024,atomic_endian=big"};
+	Ep a_, b_;
+	Buf src_{kLen}, dst_{kLen};
+	Fid<fid_mr> lmr_, rmr_;
+	uint64_t rkey_ = 0;
+};
+
+TEST_F(AtomicsOnBigEndianDevice, GetinfoLeavesAtomicsOut)
+{
+	EXPECT_EQ(info_->caps & FI_ATOMIC, 0u);
+	EXPECT_EQ(info_->tx_attr->caps & FI_ATOMIC, 0u);
+	EXPECT_EQ(info_->rx_attr->caps & FI_ATOMIC, 0u);
+	EXPECT_EQ(info_->caps, FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+	Hints h(kAppMrMode);
+	h->caps = FI_RMA | FI_ATOMIC;
+	Info info;
+	EXPECT_EQ(info.get(h), -FI_ENODATA) << "an application that needs atomics finds none";
+	nicmr_device_attr attr{};
+	ASSERT_EQ(pool_ops(domain_.get())->device_query(domain_.get(), &attr), 0);
+	EXPECT_EQ(attr.atomic_mode, uint32_t{NICMR_ATOMIC_BIG_ENDIAN});
+}
+
+TEST_F(AtomicsOnBigEndianDevice, EveryAtomicCallIsRefusedAndTheTargetStays)
+{
+	fi_atomic_attr attr{};
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, 0), -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_SUM, &attr, FI_FETCH_ATOMIC),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_query_atomic(domain_.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC),
+		  -FI_EOPNOTSUPP);
+	size_t count = 9;
+	EXPECT_EQ(fi_atomicvalid(a_.ep.get(), FI_UINT64, FI_SUM, &count), -FI_EOPNOTSUPP);
+	EXPECT_EQ(count, 0u);
+	count = 9;
+	EXPECT_EQ(fi_fetch_atomicvalid(a_.ep.get(), FI_UINT64, FI_SUM, &count), -FI_EOPNOTSUPP);
+	EXPECT_EQ(count, 0u);
+	count = 9;
+	EXPECT_EQ(fi_compare_atomicvalid(a_.ep.get(), FI_UINT64, FI_CSWAP, &count), -FI_EOPNOTSUPP);
+	EXPECT_EQ(count, 0u);
+
+	uint64_t v = 40;
+	std::memcpy(dst_.get() + 64, &v, 8);
+	uint64_t two = 2, compare = 40, result = 5;
+	const uint64_t at = reinterpret_cast<uintptr_t>(dst_.get()) + 64;
+	EXPECT_EQ(fi_atomic(a_.ep.get(), &two, 1, nullptr, a_.peer, at, rkey_, FI_UINT64, FI_SUM,
+			    nullptr),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_inject_atomic(a_.ep.get(), &two, 1, a_.peer, at, rkey_, FI_UINT64, FI_SUM),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_fetch_atomic(a_.ep.get(), &two, 1, nullptr, &result, nullptr, a_.peer, at,
+				  rkey_, FI_UINT64, FI_SUM, nullptr),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(fi_compare_atomic(a_.ep.get(), &two, 1, nullptr, &compare, nullptr, &result,
+				    nullptr, a_.peer, at, rkey_, FI_UINT64, FI_CSWAP, nullptr),
+		  -FI_EOPNOTSUPP);
+	fi_cq_msg_entry e{};
+	EXPECT_EQ(fi_cq_read(a_.cq.get(), &e, 1), -FI_EAGAIN) << "nothing was posted";
+	std::memcpy(&v, dst_.get() + 64, 8);
+	EXPECT_EQ(v, 40u);
+	EXPECT_EQ(result, 5u);
+
+	/* RMA works as ever. */
+	std::memset(src_.get(), 0x3c, 64);
+	ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 64, fi_mr_desc(lmr_.get()), a_.peer,
+			   reinterpret_cast<uintptr_t>(dst_.get()) + 128, rkey_, nullptr),
+		  0);
+	ASSERT_EQ(next(a_.cq.get(), &e), 1);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 128, 64), 0);
+}
+
+TEST_F(AtomicsOnBigEndianDevice, EndpointAskingForAtomicsIsRefused)
+{
+	info_->caps |= FI_ATOMIC;
+	Fid<fid_ep> ep;
+	EXPECT_EQ(fi_endpoint(domain_.get(), info_.p(), ep.out(), nullptr), -FI_EOPNOTSUPP);
+	EXPECT_EQ(ep.get(), nullptr);
+}
+
+TEST(AtomicsDeviceSpec, UnknownAtomicEndianValueOffersNothing)
+{
+	DeviceSpecScope dev("emu:mkeys=1024,atomic_endian=little");
+	Hints h(kAppMrMode);
+	Info info;
+	EXPECT_EQ(info.get(h), -FI_ENODATA);
 }
 
 } // namespace

@@ -20,7 +20,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "nicmr/fi_nicmr.h"
 
@@ -177,6 +179,33 @@ inline void expect_same(const nicmr_device_stats &a, const nicmr_device_stats &b
 	EXPECT_EQ(a.pinned_pages, b.pinned_pages);
 	EXPECT_EQ(a.iommu_mappings, b.iommu_mappings);
 }
+
+/* FI_NICMR_DEVICE names another emu device for the scope (the provider reads it in fi_getinfo
+ * and fi_fabric), and the test environment's again after it. */
+class DeviceSpecScope {
+public:
+	explicit DeviceSpecScope(const char *spec)
+	{
+		const char *old = std::getenv("FI_NICMR_DEVICE");
+		had_ = old != nullptr;
+		if (had_)
+			old_ = old;
+		setenv("FI_NICMR_DEVICE", spec, 1);
+	}
+	~DeviceSpecScope()
+	{
+		if (had_)
+			setenv("FI_NICMR_DEVICE", old_.c_str(), 1);
+		else
+			unsetenv("FI_NICMR_DEVICE");
+	}
+	DeviceSpecScope(const DeviceSpecScope &) = delete;
+	DeviceSpecScope &operator=(const DeviceSpecScope &) = delete;
+
+private:
+	bool had_ = false;
+	std::string old_;
+};
 
 /* A fabric and one domain opened with mr_mode. */
 class FabricFixture : public ::testing::Test {

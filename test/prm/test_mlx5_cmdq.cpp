@@ -249,13 +249,23 @@ public:
 			} else if (is(prm::cap_type::atomic)) {
 				prm::set(c, prm::atomic_cap::atomic_operations, 0x3);
 				prm::set(c, prm::atomic_cap::atomic_size_qp, 0x8);
+				prm::set(c,
+					 prm::atomic_cap::supported_atomic_req_8B_endianness_mode_1,
+					 atomic_host_supported);
+				prm::set(c, prm::atomic_cap::atomic_req_8B_endianness_mode,
+					 atomic_mode_cur);
 			} else {
 				prm::set(p, prm::cmd_hdr_out::status, prm::status::bad_param);
 			}
 			break;
 		}
 		case o::set_hca_cap:
-			mkey_by_name_cur = prm::get(i + 16, prm::hca_cap::mkey_by_name);
+			if (prm::get(i, prm::cmd_hdr_in::op_mod) ==
+			    prm::cap_op_mod(prm::cap_type::atomic, 0))
+				atomic_mode_cur = static_cast<uint32_t>(prm::get(
+					i + 16, prm::atomic_cap::atomic_req_8B_endianness_mode));
+			else
+				mkey_by_name_cur = prm::get(i + 16, prm::hca_cap::mkey_by_name);
 			break;
 		case o::alloc_pd:
 			prm::set(p, prm::alloc_pd_out::pd, ++pd_next);
@@ -307,6 +317,7 @@ public:
 	int32_t init_pages = 5;
 	uint32_t supported_issi = 0x3;
 	uint32_t mkey_by_name_max = 1, mkey_by_name_cur = 0;
+	uint32_t atomic_host_supported = 1, atomic_mode_cur = 0; /* atomic caps */
 	uint32_t pd_next = 0, mkey_next = 0;
 	std::map<uint32_t, std::vector<uint8_t>> mkeys;
 	int doorbells = 0;
@@ -560,11 +571,13 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 	std::unique_ptr<mlx5::Device> dev;
 	ASSERT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), 0);
 	namespace o = prm::opcode;
+	/* The atomic caps before INIT_HCA, as Linux's handle_hca_cap_atomic: query, set host
+	 * endianness, query again; after INIT_HCA only the extension query. */
 	const std::vector<uint16_t> want = {
 		o::enable_hca,	  o::query_issi,    o::set_issi,      o::query_pages,
 		o::manage_pages,  o::query_hca_cap, o::query_hca_cap, o::set_hca_cap,
-		o::query_hca_cap, o::query_pages,   o::manage_pages,  o::init_hca,
-		o::query_hca_cap, o::query_hca_cap,
+		o::query_hca_cap, o::query_hca_cap, o::set_hca_cap,   o::query_hca_cap,
+		o::query_pages,	  o::manage_pages,  o::init_hca,      o::query_hca_cap,
 	};
 	EXPECT_EQ(fn.opcodes, want);
 	EXPECT_EQ(dev->pages_given(), 8u);
@@ -575,6 +588,9 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 	EXPECT_TRUE(dev->caps().atomic);
 	EXPECT_EQ(dev->caps().atomic_operations, 3u);
 	EXPECT_EQ(dev->caps().atomic_size_qp, 8u);
+	EXPECT_TRUE(dev->caps().atomic_host_endianness_supported);
+	EXPECT_TRUE(dev->caps().atomic_host_endianness);
+	EXPECT_EQ(fn.atomic_mode_cur, prm::atomic_req_mode::host_endianness);
 	EXPECT_TRUE(dev->caps().umr_ptr_rlkey);
 	EXPECT_FALSE(dev->caps().ext_present);
 	EXPECT_EQ(dev->caps().fw_major, 22);
@@ -590,11 +606,15 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 TEST_F(Mlx5Device, SkipsSetHcaCapWhenNothingChanges)
 {
 	fn.mkey_by_name_max = 0;
+	fn.atomic_host_supported = 0; /* big-endian atomics only: nothing to ask for */
 	std::unique_ptr<mlx5::Device> dev;
 	ASSERT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), 0);
 	for (auto op : fn.opcodes)
 		EXPECT_NE(op, prm::opcode::set_hca_cap);
 	EXPECT_FALSE(dev->caps().mkey_by_index);
+	EXPECT_FALSE(dev->caps().atomic_host_endianness_supported);
+	EXPECT_FALSE(dev->caps().atomic_host_endianness);
+	EXPECT_TRUE(dev->caps().atomic);
 	mlx5::MkeyCreate c;
 	c.index = 42;
 	uint32_t idx = 0;
@@ -676,6 +696,32 @@ TEST_F(Mlx5Device, FailedInitHcaGivesEveryPageBack)
 	ASSERT_GE(fn.opcodes.size(), 2u);
 	EXPECT_EQ(fn.opcodes[fn.opcodes.size() - 2], prm::opcode::manage_pages);
 	EXPECT_EQ(fn.opcodes.back(), prm::opcode::disable_hca);
+}
+
+TEST_F(Mlx5Device, RefusedAtomicModeFailsBringUpAndGivesEveryPageBack)
+{
+	/* Only the atomic caps are set (mkey_by_name has nothing to turn on): a device that
+	 * reports host endianness and then refuses it fails the open with the command's code. */
+	fn.mkey_by_name_max = 0;
+	fn.forced[prm::opcode::set_hca_cap] = {prm::status::bad_param, 0x0e000022};
+	std::unique_ptr<mlx5::Device> dev;
+	EXPECT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), -EINVAL);
+	EXPECT_EQ(std::count(fn.opcodes.begin(), fn.opcodes.end(), prm::opcode::set_hca_cap), 1);
+	EXPECT_EQ(std::count(fn.opcodes.begin(), fn.opcodes.end(), prm::opcode::init_hca), 0);
+	EXPECT_TRUE(fn.pages.empty());
+	EXPECT_EQ(fn.opcodes.back(), prm::opcode::disable_hca);
+	EXPECT_EQ(arena->bytes_in_use(), 0u);
+}
+
+TEST_F(Mlx5Device, DriverThatDoesNotAskKeepsBigEndianAtomics)
+{
+	mlx5::DeviceOptions o = opts();
+	o.want_atomic_host_endianness = false;
+	std::unique_ptr<mlx5::Device> dev;
+	ASSERT_EQ(mlx5::Device::open(fn, *space, o, &dev), 0);
+	EXPECT_TRUE(dev->caps().atomic_host_endianness_supported);
+	EXPECT_FALSE(dev->caps().atomic_host_endianness);
+	EXPECT_EQ(fn.atomic_mode_cur, prm::atomic_req_mode::big_endian);
 }
 
 TEST_F(Mlx5Device, TeardownEndsWhenTheDeviceReturnsPagesItWasNeverGiven)
