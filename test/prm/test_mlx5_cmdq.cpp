@@ -246,6 +246,8 @@ public:
 				prm::set(c, prm::hca_cap::umr_ptr_rlkey, 1);
 				prm::set(c, prm::hca_cap::mkey_by_name,
 					 cur ? mkey_by_name_cur : mkey_by_name_max);
+			} else if (is(prm::cap_type::atomic) && atomic_query_status != 0) {
+				prm::set(p, prm::cmd_hdr_out::status, atomic_query_status);
 			} else if (is(prm::cap_type::atomic)) {
 				prm::set(c, prm::atomic_cap::atomic_operations, 0x3);
 				prm::set(c, prm::atomic_cap::atomic_size_qp, 0x8);
@@ -318,6 +320,7 @@ public:
 	uint32_t supported_issi = 0x3;
 	uint32_t mkey_by_name_max = 1, mkey_by_name_cur = 0;
 	uint32_t atomic_host_supported = 1, atomic_mode_cur = 0; /* atomic caps */
+	uint8_t atomic_query_status = 0; /* QUERY_HCA_CAP of the atomic caps answers this */
 	uint32_t pd_next = 0, mkey_next = 0;
 	std::map<uint32_t, std::vector<uint8_t>> mkeys;
 	int doorbells = 0;
@@ -707,6 +710,17 @@ TEST_F(Mlx5Device, RefusedAtomicModeFailsBringUpAndGivesEveryPageBack)
 	std::unique_ptr<mlx5::Device> dev;
 	EXPECT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), -EINVAL);
 	EXPECT_EQ(std::count(fn.opcodes.begin(), fn.opcodes.end(), prm::opcode::set_hca_cap), 1);
+	EXPECT_EQ(std::count(fn.opcodes.begin(), fn.opcodes.end(), prm::opcode::init_hca), 0);
+	EXPECT_TRUE(fn.pages.empty());
+	EXPECT_EQ(fn.opcodes.back(), prm::opcode::disable_hca);
+	EXPECT_EQ(arena->bytes_in_use(), 0u);
+}
+
+TEST_F(Mlx5Device, FailedAtomicCapsQueryFailsBringUpAndGivesEveryPageBack)
+{
+	fn.atomic_query_status = prm::status::internal_err;
+	std::unique_ptr<mlx5::Device> dev;
+	EXPECT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), -EIO);
 	EXPECT_EQ(std::count(fn.opcodes.begin(), fn.opcodes.end(), prm::opcode::init_hca), 0);
 	EXPECT_TRUE(fn.pages.empty());
 	EXPECT_EQ(fn.opcodes.back(), prm::opcode::disable_hca);
