@@ -23,8 +23,10 @@ int main(void)
 		return 1;
 	}
 	rc = nicmr_device_query(dev, &attr);
-	if (rc != 0 || attr.mkey_count != 1024 || attr.device_id == 0) {
-		fprintf(stderr, "query: %d, %u keys\n", rc, (unsigned)attr.mkey_count);
+	if (rc != 0 || attr.mkey_count != 1024 || attr.device_id == 0 ||
+	    attr.atomic_mode != NICMR_ATOMIC_HOST) {
+		fprintf(stderr, "query: %d, %u keys, atomic mode %u\n", rc,
+			(unsigned)attr.mkey_count, (unsigned)attr.atomic_mode);
 		return 1;
 	}
 	rc = nicmr_device_close(dev);
