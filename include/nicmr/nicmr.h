@@ -86,7 +86,7 @@ struct nicmr_device_stats {
  *     delivery: "inline" (doorbells run on the writer's thread; default) or "thread" (a
  *     device thread polls doorbells); programmer: "umr" (UMR work requests; default) or
  *     "cmd" (firmware commands, slower; doc/native-api.md); atomic_endian: "host" (the
- *     device offers host-endian atomics, as every ConnectX does; default) or "big" (it works
+ *     device offers host-endian atomics and bring-up turns them on; default) or "big" (it works
  *     on big-endian words only: nicmr_device_attr.atomic_mode NICMR_ATOMIC_BIG_ENDIAN).
  *   - "vfio:<PCI address>" — a ConnectX bound to vfio-pci, e.g. "vfio:0000:03:00.0".
  *   - "devx:<ib device>" — a ConnectX owned by the kernel, e.g. "devx:mlx5_0".

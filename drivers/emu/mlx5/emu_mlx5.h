@@ -141,8 +141,9 @@ struct EmuConfig {
 	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
 	bool mkey_by_name = true; /* CREATE_MKEY at a chosen index (max and current cap) */
 	/* Atomic caps: supported_atomic_req_8B_endianness_mode_1, i.e. SET_HCA_CAP may switch
-	 * 8-byte atomics from big-endian (the mode after power-on) to host endianness. Every
-	 * ConnectX nicmr drives reports it; false models a device that does big-endian only. */
+	 * 8-byte atomics from big-endian (the mode after power-on) to host endianness (Linux
+	 * mlx5_core sets it whenever reported); false models a device that does big-endian
+	 * only. */
 	bool atomic_host_endianness = true;
 	/* nicmr's device-model extensions (prm::ext_cap bits; none exists on a ConnectX). 0: the
 	 * model is a plain ConnectX (the cap type and the extension opcodes are refused). */
