@@ -182,7 +182,10 @@ int Session::show_device()
 		     1u << c.log_max_klm_list_size);
 	std::fprintf(out_,
 		     "    mkey at a chosen index: %s; atomics: %s; device-model extensions: %s\n",
-		     c.mkey_by_index ? "yes" : "no", c.atomic ? "yes" : "no",
+		     c.mkey_by_index ? "yes" : "no",
+		     !c.atomic			? "no"
+		     : c.atomic_host_endianness ? "yes (host byte order)"
+						: "no (big-endian words only: refused)",
 		     c.ext_present ? "yes" : "none");
 	std::fprintf(out_, "  pages given to the device: %zu (%s)\n", dev_->pages_given(),
 		     mem::format_size(dev_->pages_given() * mem::kPage4K).c_str());

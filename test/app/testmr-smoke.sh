@@ -109,6 +109,8 @@ grep -q '^no pools' "$out"
 grep -q '^PD 1 allocated' "$out"
 grep -q '^mkey index 1: MTT, access lr,rr, PD 1' "$out"
 grep -q 'in use: 1 PDs, 1 mkeys (the device counts 1 PDs, 1 mkeys)' "$out"
+# Bring-up asked for host-endian atomics, and the device line says that mode is in force.
+grep -q 'atomics: yes (host byte order)' "$out"
 if "$testmr" -c 'pool create 4m' -c 'pd alloc' -c 'mkey create 0 0 4k' -c 'pd free 1' >"$out"; then
 	echo "freeing a PD that an mkey uses must fail" >&2
 	exit 1
