@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <string>
 #include <sys/mman.h>
 #include <vector>
 
@@ -105,12 +106,12 @@ void BM_PoolCreate1GiB(benchmark::State &state)
 {
 	size_t free_pages = hugepages_free(kPage2M);
 	if (free_pages < 512) {
-		char why[160];
-		std::snprintf(why, sizeof(why),
-			      "needs 512 free 2 MiB hugepages, %zu free (echo 512 > "
-			      "/proc/sys/vm/nr_hugepages)",
-			      free_pages);
-		state.SkipWithError(why);
+		HugepageShortage s;
+		s.wanted = 512;
+		s.free_pages = free_pages;
+		s.total = hugepages_total(kPage2M);
+		s.offered = hugepages_offered(kPage2M);
+		state.SkipWithError(("needs " + describe_hugepage_shortage(s)).c_str());
 		return;
 	}
 	PoolParams params;

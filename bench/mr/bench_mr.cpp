@@ -97,15 +97,25 @@ struct Dev {
 			return small;
 		}
 		if (!big && big_error.empty()) {
-			big = pool(kGiB, NICMR_PAGE_1G);
+			/* A kernel without 1 GiB pages is not asked for one (its error line
+			 * would only be noise here). */
+			if (nicmr::mem::hugepages_offered(kGiB))
+				big = pool(kGiB, NICMR_PAGE_1G);
 			if (!big)
 				big = pool(kGiB, NICMR_PAGE_2M);
-			if (!big)
-				big_error = "no 1 GiB hugepage and no 512 free 2 MiB hugepages "
-					    "(reserve "
-					    "them in /proc/sys/vm/nr_hugepages or "
-					    "/sys/kernel/mm/hugepages/hugepages-1048576kB/"
-					    "nr_hugepages)";
+			if (!big) {
+				nicmr::mem::HugepageShortage s;
+				s.page_size = NICMR_PAGE_2M;
+				s.wanted = kGiB / NICMR_PAGE_2M;
+				s.free_pages = nicmr::mem::hugepages_free(NICMR_PAGE_2M);
+				s.total = nicmr::mem::hugepages_total(NICMR_PAGE_2M);
+				s.offered = nicmr::mem::hugepages_offered(NICMR_PAGE_2M);
+				big_error = std::string(nicmr::mem::hugepages_offered(kGiB)
+								? "no free 1 GiB hugepage, and "
+								: "no 1 GiB hugepages on this "
+								  "kernel, and ") +
+					    nicmr::mem::describe_hugepage_shortage(s);
+			}
 		}
 		return big;
 	}

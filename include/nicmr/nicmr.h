@@ -153,8 +153,11 @@ void nicmr_pool_params_init(struct nicmr_pool_params *params);
  * Creates a pool of hugepages (or 4 KiB pages) and maps it for the device's DMA at an IOVA
  * congruent with its address. Slow path; any thread.
  * @return 0; -EINVAL (null argument, size 0, unknown page size, NUMA node out of range);
- *   -ENOMEM (not enough free hugepages and no fallback: the log line says how to reserve them);
- *   -ENOSPC (IOVA space exhausted); the IOMMU's errors (-ENOSPC mapping limit).
+ *   -ENOMEM (not enough free hugepages and no fallback: the log line says how many to reserve
+ *   and in which file, or, for a size the kernel does not offer, which page size to use);
+ *   -EPERM (the pages could not be locked: RLIMIT_MEMLOCK; the log line gives the limit and
+ *   how to raise it; no fallback); -ENOSPC (IOVA space exhausted); the IOMMU's errors
+ *   (-ENOSPC mapping limit).
  */
 int nicmr_pool_create(struct nicmr_device *dev, const struct nicmr_pool_params *params,
 		      struct nicmr_pool **out);

@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <string>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -59,18 +61,6 @@ const char *size_name(size_t page_size)
 		return "1 GiB";
 	}
 	return "?";
-}
-
-size_t read_count(const char *path)
-{
-	FILE *f = std::fopen(path, "re");
-	if (f == nullptr)
-		return 0;
-	unsigned long long v = 0;
-	if (std::fscanf(f, "%llu", &v) != 1)
-		v = 0;
-	std::fclose(f);
-	return static_cast<size_t>(v);
 }
 
 int log2_of(size_t v)
@@ -118,19 +108,33 @@ int open_backing(const PoolParams &params, size_t page_size, int *fd_out)
 	return 0;
 }
 
-void warn_reserve(size_t page_size, size_t wanted, size_t free_pages)
+/* The shortage of page_size pages for params, counted now, with its remedy (log lines). */
+std::string shortage(const PoolParams &params, size_t page_size)
 {
-	if (page_size == kPage2M)
-		NICMR_LOG(warn, kLog,
-			  "wanted %zu free 2 MiB hugepages, %zu free: using 4 KiB pages. Reserve "
-			  "hugepages with: echo %zu > /proc/sys/vm/nr_hugepages",
-			  wanted, free_pages, wanted);
-	else
-		NICMR_LOG(warn, kLog,
-			  "wanted %zu free %s hugepages, %zu free: using 4 KiB pages. Reserve "
-			  "hugepages with: echo %zu > "
-			  "/sys/kernel/mm/hugepages/hugepages-%zukB/nr_hugepages",
-			  wanted, size_name(page_size), free_pages, wanted, page_size >> 10);
+	HugepageShortage s;
+	s.page_size = page_size;
+	s.numa_node = params.numa_node;
+	s.wanted = (params.size + page_size - 1) / page_size;
+	s.free_pages = params.numa_node >= 0 ? hugepages_free_on_node(page_size, params.numa_node)
+					     : hugepages_free(page_size);
+	s.total = hugepages_total(page_size, params.numa_node);
+	s.offered = hugepages_offered(page_size);
+	return describe_hugepage_shortage(s);
+}
+
+/* Bytes this process has locked (VmLck of /proc/self/status); -1 when unknown. */
+long long locked_bytes_now()
+{
+	FILE *f = std::fopen("/proc/self/status", "re");
+	if (f == nullptr)
+		return -1;
+	char line[256];
+	long long kb = -1;
+	while (std::fgets(line, sizeof(line), f) != nullptr)
+		if (std::sscanf(line, "VmLck: %lld kB", &kb) == 1)
+			break;
+	std::fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
 }
 
 } // namespace
@@ -146,29 +150,9 @@ int numa_max_node_id()
 #endif
 }
 
-size_t hugepages_free(size_t page_size)
+int Pool::map(const PoolParams &params, size_t page_size, MapStep *step)
 {
-	if (!valid_page_size(page_size) || page_size == kPage4K)
-		return 0;
-	char path[128];
-	std::snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/hugepages-%zukB/free_hugepages",
-		      page_size >> 10);
-	return read_count(path);
-}
-
-size_t hugepages_free_on_node(size_t page_size, int node)
-{
-	if (!valid_page_size(page_size) || page_size == kPage4K || node < 0)
-		return 0;
-	char path[160];
-	std::snprintf(path, sizeof(path),
-		      "/sys/devices/system/node/node%d/hugepages/hugepages-%zukB/free_hugepages",
-		      node, page_size >> 10);
-	return read_count(path);
-}
-
-int Pool::map(const PoolParams &params, size_t page_size)
-{
+	*step = MapStep::other;
 	size_t size = (params.size + page_size - 1) & ~(page_size - 1);
 	int fd = -1;
 	int rc = open_backing(params, page_size, &fd);
@@ -189,8 +173,10 @@ int Pool::map(const PoolParams &params, size_t page_size)
 		NICMR_LOG(info, kLog, "pool %s: mmap of %zu bytes on %s pages: %s",
 			  params.name.c_str(), size, size_name(page_size), std::strerror(-rc));
 		close(fd);
+		*step = MapStep::reserve;
 		return rc;
 	}
+	*step = MapStep::populate;
 	auto fail = [&](int err, const char *what) {
 		NICMR_LOG(error, kLog, "pool %s: %s: %s", params.name.c_str(), what,
 			  std::strerror(-err));
@@ -213,8 +199,25 @@ int Pool::map(const PoolParams &params, size_t page_size)
 		return fail(err, "populating the pages");
 	}
 	/* The system call, not mlock(): sanitizer runtimes replace mlock() with a no-op. */
-	if (syscall(SYS_mlock, va, size) != 0)
-		return fail(-errno, "mlock (RLIMIT_MEMLOCK?)");
+	if (syscall(SYS_mlock, va, size) != 0) {
+		/*
+		 * mlock(2): ENOMEM when a nonzero RLIMIT_MEMLOCK would be exceeded, EPERM when it
+		 * is 0, both without CAP_IPC_LOCK. The pages were there: this is no hugepage
+		 * shortage, and 4 KiB pages would meet the same limit, so it is -EPERM and no
+		 * fallback (nicmr.h).
+		 */
+		const int err = errno;
+		struct rlimit lim = {RLIM_INFINITY, RLIM_INFINITY};
+		getrlimit(RLIMIT_MEMLOCK, &lim);
+		const long long locked = locked_bytes_now();
+		NICMR_LOG(error, kLog, "pool %s: %s", params.name.c_str(),
+			  describe_mlock_failure(size, err, lim.rlim_cur, lim.rlim_max, locked)
+				  .c_str());
+		munmap(va, size);
+		close(fd);
+		*step = MapStep::lock;
+		return err == ENOMEM || err == EPERM ? -EPERM : -err;
+	}
 	va_ = va;
 	size_ = size;
 	page_size_ = page_size;
@@ -267,25 +270,29 @@ int Pool::create(const PoolParams &params, std::unique_ptr<Pool> *out)
 		if (free_pages < wanted) {
 			if (!params.allow_fallback) {
 				NICMR_LOG(error, kLog,
-					  "pool %s: wanted %zu free %s hugepages%s, %zu free (no "
+					  "pool %s: %s; or allow the fallback to 4 KiB pages (no "
 					  "fallback allowed)",
-					  params.name.c_str(), wanted, size_name(page),
-					  params.numa_node >= 0 ? " on the node" : "", free_pages);
+					  params.name.c_str(), shortage(params, page).c_str());
 				return -ENOMEM;
 			}
-			warn_reserve(page, wanted, free_pages);
+			NICMR_LOG(warn, kLog, "pool %s: using 4 KiB pages: %s", params.name.c_str(),
+				  shortage(params, page).c_str());
 			page = kPage4K;
 		}
 	}
-	int rc = pool->map(params, page);
-	if (rc == -ENOMEM && page != kPage4K && params.allow_fallback) {
-		/* Another process took the pages between the count and the reservation. */
-		warn_reserve(page, (params.size + page - 1) / page, hugepages_free(page));
-		rc = pool->map(params, kPage4K);
-	} else if (rc == -ENOMEM && page != kPage4K) {
-		NICMR_LOG(error, kLog, "pool %s: wanted %zu free %s hugepages, %zu free",
-			  params.name.c_str(), (params.size + page - 1) / page, size_name(page),
-			  hugepages_free(page));
+	MapStep step = MapStep::other;
+	int rc = pool->map(params, page, &step);
+	/* Only a failed reservation or population means missing hugepages: another process
+	 * took them between the count and the mmap. */
+	const bool short_of_pages = rc == -ENOMEM && page != kPage4K &&
+				    (step == MapStep::reserve || step == MapStep::populate);
+	if (short_of_pages && params.allow_fallback) {
+		NICMR_LOG(warn, kLog, "pool %s: using 4 KiB pages: %s", params.name.c_str(),
+			  shortage(params, page).c_str());
+		rc = pool->map(params, kPage4K, &step);
+	} else if (short_of_pages) {
+		NICMR_LOG(error, kLog, "pool %s: %s; or allow the fallback to 4 KiB pages",
+			  params.name.c_str(), shortage(params, page).c_str());
 	}
 	if (rc != 0)
 		return rc;

@@ -44,10 +44,12 @@ public:
 	/*
 	 * Creates a pool. Errors: -EINVAL (size 0 or too large, unknown page size, NUMA node
 	 * out of range, backend external), -ENOMEM (not enough free hugepages of that size and no
-	 * fallback allowed: the log line gives wanted and free; or the pages could not be
-	 * populated), -ENODEV (libhugetlbfs backend without a hugetlbfs mount), -EOPNOTSUPP
-	 * (libhugetlbfs backend in a build without it), or what memfd_create/mmap/mbind/mlock
-	 * report. Slow path; any thread.
+	 * fallback allowed: the log line gives wanted, free and reserved, and the nr_hugepages to
+	 * write; or the pages could not be populated), -EPERM (mlock refused by RLIMIT_MEMLOCK:
+	 * the log line gives the limit and how to raise it; never a fallback, 4 KiB pages count
+	 * against the same limit), -ENODEV (libhugetlbfs backend without a hugetlbfs mount),
+	 * -EOPNOTSUPP (libhugetlbfs backend in a build without it), or what
+	 * memfd_create/mmap/mbind/mlock report. Slow path; any thread.
 	 */
 	static int create(const PoolParams &params, std::unique_ptr<Pool> *out);
 
@@ -88,7 +90,9 @@ public:
 
 private:
 	Pool() = default;
-	int map(const PoolParams &params, size_t page_size);
+	/* Where map() failed: reserving the pages (mmap), populating them, locking them. */
+	enum class MapStep { other, reserve, populate, lock };
+	int map(const PoolParams &params, size_t page_size, MapStep *step);
 
 	void *va_ = nullptr;
 	size_t size_ = 0;
@@ -101,12 +105,54 @@ private:
 };
 
 /*
- * Free hugepages of a size (sysfs free_hugepages; HugePages_Free for the default size). 0 for
- * 4 KiB and for sizes the kernel does not offer.
+ * The system's hugepages (mem_hugepages.cpp). Slow path; any thread.
+ *
+ * Free hugepages of a size (sysfs free_hugepages). 0 for 4 KiB and for sizes the kernel does
+ * not offer.
  */
 size_t hugepages_free(size_t page_size);
 /* The same, on one NUMA node (sysfs node<N>/hugepages). 0 for an unknown node. */
 size_t hugepages_free_on_node(size_t page_size, int node);
+/* Whether the kernel offers hugepages of page_size: its sysfs directory
+ * /sys/kernel/mm/hugepages/hugepages-<kB>kB exists (x86 kernels without pdpe1gb, or built
+ * without gigantic pages, have no 1 GiB one). False for 4 KiB and unknown sizes. */
+bool hugepages_offered(size_t page_size);
+/* Pages of page_size the system has reserved (nr_hugepages; with node >= 0, the node's). */
+size_t hugepages_total(size_t page_size, int node = -1);
+/* The file that reserves pages of page_size: the sysfs nr_hugepages, or the node's. */
+std::string hugepages_nr_path(size_t page_size, int node = -1);
+/*
+ * The nr_hugepages a system needs so that wanted pages are free: the pages it has reserved
+ * (total) plus the missing ones (wanted - free_pages). Writing only `wanted` would shrink the
+ * reservation of a system that holds more pages than wanted, all taken by others.
+ */
+size_t hugepages_reservation_target(size_t total, size_t free_pages, size_t wanted);
+
+/* What Pool::create found missing, for its log line. */
+struct HugepageShortage {
+	size_t page_size = kPage2M;
+	int numa_node = -1;
+	size_t wanted = 0;     /* pages the pool needs */
+	size_t free_pages = 0; /* free pages of that size (on the node) */
+	size_t total = 0;      /* nr_hugepages (of the node) */
+	bool offered = true;   /* hugepages_offered(page_size) */
+};
+/*
+ * The shortage and its remedy, in words, e.g.
+ *   "wanted 32 free 2 MiB hugepages, 10 free of 1100 reserved. Reserve 22 more, as root:
+ *    echo 1122 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+ * 1 GiB adds "(or use 2 MiB pages)"; a size the kernel does not offer says so and names the
+ * page size to use instead.
+ */
+std::string describe_hugepage_shortage(const HugepageShortage &s);
+/*
+ * Why mlock of bytes failed with err (ENOMEM, EPERM: RLIMIT_MEMLOCK) and how to raise the
+ * limit: the soft and hard limits in force (limit_cur, limit_max: RLIM_INFINITY for none),
+ * the bytes the process had locked already (-1: unknown), `ulimit -l`, limits.conf's memlock,
+ * CAP_IPC_LOCK.
+ */
+std::string describe_mlock_failure(size_t bytes, int err, uint64_t limit_cur, uint64_t limit_max,
+				   long long locked_already);
 /* Highest NUMA node that exists (0 without libnuma or on a machine without NUMA). */
 int numa_max_node_id();
 

@@ -3,8 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 
+#include "hugepage_need.h"
 #include "test_api_util.h"
 
 using namespace nicmr::test;
@@ -238,10 +241,10 @@ TEST_F(ApiPool, ImportTakesApplicationMemoryAndRefusesOverlap)
 
 TEST_F(ApiPool, ImportOfHugepageMemory)
 {
+	NICMR_NEED_HUGEPAGES(NICMR_PAGE_2M, 2);
 	void *p = mmap(nullptr, NICMR_PAGE_2M * 2, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-	if (p == MAP_FAILED)
-		GTEST_SKIP() << "no free 2 MiB hugepage (write /proc/sys/vm/nr_hugepages)";
+	ASSERT_NE(p, MAP_FAILED) << "2 MiB hugepages were free a moment ago: " << strerror(errno);
 	std::memset(p, 1, NICMR_PAGE_2M * 2);
 	nicmr_pool *q = nullptr;
 	ASSERT_EQ(nicmr_pool_import(dev, p, NICMR_PAGE_2M * 2, NICMR_PAGE_2M, &q), 0);

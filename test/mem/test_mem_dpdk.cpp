@@ -79,8 +79,8 @@ private:
 #define NEED_EAL()                                                                                 \
 	do {                                                                                       \
 		if (!Eal::up()) {                                                                  \
-			if (nicmr::mem::test::hugepages_required())                                \
-				FAIL() << Eal::why() << " (NICMR_REQUIRE_HUGEPAGES=1)";            \
+			if (nicmr::test::hugepages_required(kPage2M))                              \
+				FAIL() << Eal::why() << " (2 MiB hugepages are required here)";    \
 			GTEST_SKIP() << Eal::why();                                                \
 		}                                                                                  \
 	} while (0)
@@ -175,8 +175,8 @@ TEST(MemDpdk, AllocEventsAddPoolsAndFreeEventsRemoveThem)
 	NEED_EAL();
 	size_t pages = kGrowBytes / kPage2M + 2;
 	if (hugepages_free(kPage2M) < pages) {
-		if (nicmr::mem::test::hugepages_required())
-			FAIL() << "need " << pages << " more free 2 MiB hugepages";
+		if (nicmr::test::hugepages_required(kPage2M))
+			FAIL() << "need " << pages << " more free 2 MiB hugepages (required here)";
 		GTEST_SKIP() << "need " << pages << " more free 2 MiB hugepages to grow the heap";
 	}
 	RecordingMapper mapper;
