@@ -66,17 +66,37 @@ install_packages() {
 		"${missing[@]}" >/dev/null
 }
 
+# Where the kernel shows its hugepage sizes (a test points it at a fake tree).
+NICMR_HUGEPAGES_SYSFS=${NICMR_HUGEPAGES_SYSFS:-/sys/kernel/mm/hugepages}
+
 # free_hugepages SIZE_KB
 free_hugepages() {
-	local f="/sys/kernel/mm/hugepages/hugepages-$1kB/free_hugepages"
+	local f="$NICMR_HUGEPAGES_SYSFS/hugepages-$1kB/free_hugepages"
 	if [ -r "$f" ]; then cat "$f"; else echo 0; fi
+}
+
+# hugepage_requirement SIZE_KB:WANT...: the value of NICMR_REQUIRE_HUGEPAGES for the sizes
+# the kernel offers and that have at least WANT pages free now, e.g. "2M" or "2M,1G" ("" for
+# none). The tests then fail for a missing page of those sizes only, and skip, saying why, for
+# the others (test/support/hugepage_need.h decides).
+hugepage_requirement() {
+	local out="" spec kb want name
+	for spec in "$@"; do
+		kb=${spec%%:*}
+		want=${spec#*:}
+		[ -d "$NICMR_HUGEPAGES_SYSFS/hugepages-${kb}kB" ] || continue
+		[ "$(free_hugepages "$kb")" -ge "$want" ] || continue
+		if [ "$kb" -ge 1048576 ]; then name="$((kb / 1048576))G"; else name="$((kb / 1024))M"; fi
+		out="${out:+$out,}$name"
+	done
+	echo "$out"
 }
 
 # reserve_hugepages SIZE_KB COUNT: makes at least COUNT pages of that size free. Says what
 # it could not do and what that disables; never fails the caller.
 reserve_hugepages() {
 	local kb=$1 want=$2
-	local dir="/sys/kernel/mm/hugepages/hugepages-${kb}kB"
+	local dir="$NICMR_HUGEPAGES_SYSFS/hugepages-${kb}kB"
 	local name
 	if [ "$kb" -ge 1048576 ]; then name="$((kb / 1048576)) GiB"; else name="$((kb / 1024)) MiB"; fi
 	if [ ! -d "$dir" ]; then
