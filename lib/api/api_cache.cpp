@@ -12,8 +12,10 @@
  * per-device lock could not be taken safely by a thread whose device may be closing.
  */
 #include <algorithm>
+#include <thread>
 
 #include "api_internal.h"
+#include "emu_slots.h"
 #include "nicmr_log.h"
 
 namespace nicmr::api {
@@ -74,6 +76,7 @@ ThreadCache *thread_cache(nicmr_device *dev) noexcept
 		tc->serial = dev->serial;
 		tc->dev = dev;
 		tc->cache.emplace(dev->engine->keys());
+		tc->fence_free = emu::detail::membarrier_ready();
 		std::lock_guard lk(cache_mu());
 		/* Entries of closed devices are dropped here rather than on close, which cannot
 		 * reach other threads' lists. */
@@ -102,6 +105,31 @@ void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexce
 		*free += tc->size.load(std::memory_order_relaxed);
 		*retiring += tc->retiring.load(std::memory_order_relaxed);
 	}
+}
+
+void wait_for_pool_lookups(nicmr_device *dev) noexcept
+{
+	/*
+	 * Lookups marked by a plain store: the membarrier runs a full barrier on every CPU that
+	 * runs one of our threads, so a mark the scan below misses belongs to a lookup whose
+	 * snapshot load comes after the caller's (already made) publication, or to a thread
+	 * not running (a context switch is a full barrier): it reads the new snapshot.
+	 */
+	/* The caller's snapshot store before the scan's loads (store-load: a full fence). */
+	std::atomic_thread_fence(std::memory_order_seq_cst);
+	emu::detail::membarrier_all();
+	{
+		std::lock_guard lk(cache_mu());
+		for (auto &tc : dev->caches)
+			/* Acquire: pairs with the mark's release; the thread is past its reads. */
+			while (tc->in_lookup.load(std::memory_order_acquire) != 0)
+				std::this_thread::yield();
+	}
+	/* seq_cst: the counter's increments and the caller's publication are in one order. */
+	while (dev->uncached_lookups.load(std::memory_order_seq_cst) != 0)
+		std::this_thread::yield();
+	/* The slow path looks pools up under slow_mu: whoever held it is done. */
+	std::lock_guard slow(dev->slow_mu);
 }
 
 void close_caches(nicmr_device *dev) noexcept

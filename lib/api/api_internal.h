@@ -83,6 +83,11 @@ struct alignas(kThreadAlign) ThreadCache { /* its thread's alone: no line shared
 	std::optional<mr::KeyCache> cache;
 	std::atomic<uint32_t> size{0};	   /* cache->size() as of the owner's last call: stats */
 	std::atomic<uint32_t> retiring{0}; /* cache->retiring(), likewise */
+	/* 1 while the owner is inside a DmaSpace lookup (PoolLookupMark): the pool snapshot it
+	 * read may not be freed. Written by the owner only, read by wait_for_pool_lookups. */
+	std::atomic<uint32_t> in_lookup{0};
+	/* The owner marks with plain stores: writers fence it with membarrier (emu_slots.h). */
+	bool fence_free = false;
 };
 
 /* The calling thread's cache for dev, created on first use: nullptr when dev registers
@@ -109,6 +114,33 @@ uint64_t next_device_serial() noexcept;
 void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexcept;
 /* Device close: returns every thread's cached keys to the engine and detaches the caches. */
 void close_caches(nicmr_device *dev) noexcept;
+
+/*
+ * Grace period of the device's pool lookups (api_mem.cpp reclaims retired DmaSpace snapshots
+ * after it). Readers of the DmaSpace are registering threads, which are no QSBR readers, so
+ * each marks its lookup in its own ThreadCache line (PoolLookupMark); the slow path's
+ * lookups run under slow_mu. Returns once every lookup that may have loaded a snapshot
+ * unpublished before the call has ended. Slow path; not from inside a lookup.
+ */
+void wait_for_pool_lookups(nicmr_device *dev) noexcept;
+
+/*
+ * Marks the calling thread as inside a DmaSpace lookup of dev for its lifetime. Registration
+ * path: with a thread cache, a plain store to the thread's own line on each side (the writer's
+ * membarrier orders them, emu_slots.h's argument), else a read-modify-write of a device
+ * counter (devices without caches, or membarrier unavailable).
+ */
+class PoolLookupMark {
+public:
+	PoolLookupMark(nicmr_device *dev, ThreadCache *tc) noexcept;
+	~PoolLookupMark();
+	PoolLookupMark(const PoolLookupMark &) = delete;
+	PoolLookupMark &operator=(const PoolLookupMark &) = delete;
+
+private:
+	nicmr_device *dev_;
+	ThreadCache *tc_;
+};
 
 } // namespace nicmr::api
 
@@ -246,6 +278,8 @@ struct nicmr_device {
 	/* Registering threads' key caches; api::cache_mu(). serial names this open for them. */
 	uint64_t serial = 0;
 	std::vector<std::shared_ptr<nicmr::api::ThreadCache>> caches;
+	/* Pool lookups in flight by threads without a fence-free cache (api::PoolLookupMark). */
+	std::atomic<uint32_t> uncached_lookups{0};
 
 	/* Data path (api_dp.cpp): live CQs and QPs, so that close can say -EBUSY; the QPs by
 	 * number, for nicmr_qp_connect's check of the remote end. */
@@ -353,5 +387,36 @@ struct nicmr_qp {
 	uint32_t mask = 0;
 	uint64_t posted = 0;
 };
+
+namespace nicmr::api {
+
+/* Registration path: no lock, no allocation, no system call; see the class. */
+inline PoolLookupMark::PoolLookupMark(nicmr_device *dev, ThreadCache *tc) noexcept
+    : dev_(dev), tc_(tc != nullptr && tc->fence_free ? tc : nullptr)
+{
+	if (tc_ != nullptr) {
+		tc_->in_lookup.store(1, std::memory_order_relaxed);
+		/* The compiler keeps the store before the snapshot load that follows; the
+		 * writer's membarrier does the CPU's part (emu_slots.h, SlotRwLock). */
+		std::atomic_signal_fence(std::memory_order_seq_cst);
+	} else {
+		/* seq_cst: ordered against the writer's snapshot store and its scan. */
+		dev_->uncached_lookups.fetch_add(1, std::memory_order_seq_cst);
+		/* The snapshot load that follows is only acquire: keep it after the count. */
+		std::atomic_thread_fence(std::memory_order_seq_cst);
+	}
+}
+
+inline PoolLookupMark::~PoolLookupMark()
+{
+	/* Release: the lookup's reads of the snapshot happen before a writer that sees 0 and
+	 * frees it. */
+	if (tc_ != nullptr)
+		tc_->in_lookup.store(0, std::memory_order_release);
+	else
+		dev_->uncached_lookups.fetch_sub(1, std::memory_order_release);
+}
+
+} // namespace nicmr::api
 
 #endif

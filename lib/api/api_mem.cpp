@@ -40,6 +40,17 @@ bool page_size_known(size_t ps)
 	return ps == mem::kPage4K || ps == mem::kPage2M || ps == mem::kPage1G;
 }
 
+/*
+ * Frees the DmaSpace snapshots (and entries) that pool create/destroy retired, once no pool
+ * lookup can still be reading them. Slow path, without objs_mu (the wait yields to
+ * registering threads, which never take it while looking up). Every create and destroy
+ * ends here, so at most the snapshots of operations running at the same time stay retired.
+ */
+void reclaim_snapshots(nicmr_device *dev)
+{
+	dev->space->reclaim_retired([dev] { api::wait_for_pool_lookups(dev); });
+}
+
 int add_pool(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out)
 {
 	auto *np = new (std::nothrow) nicmr_pool;
@@ -64,6 +75,8 @@ int add_pool(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out)
 	}
 	dev->pools.emplace(np->pool, np);
 	*out = np;
+	lk.unlock();
+	reclaim_snapshots(dev);
 	return 0;
 }
 
@@ -361,6 +374,8 @@ int nicmr_pool_destroy(struct nicmr_pool *pool)
 	if (rc)
 		NICMR_LOG(warn, "api", "%s: removing pool: %d", dev->spec.c_str(), rc);
 	delete pool;
+	lk.unlock();
+	reclaim_snapshots(dev);
 	return 0;
 }
 

@@ -145,7 +145,9 @@ nicmr_pool *nicmr_pool_of(nicmr_device *dev, uintptr_t a, size_t len, uint64_t *
 			  unsigned *log_page) noexcept
 {
 	/* Hot path: the DmaSpace's lock-free lookup. A pool is not destroyed while
-	 * registrations inside it run (nicmr.h). */
+	 * registrations inside it run (nicmr.h); the snapshot the lookup reads is not freed
+	 * while the mark lives (pool create/destroy wait for it: wait_for_pool_lookups). */
+	api::PoolLookupMark mark(dev, api::thread_cache(dev));
 	const mem::PoolEntry *e = dev->space->lookup(reinterpret_cast<void *>(a), len);
 	if (e == nullptr || e->owner == nullptr)
 		return nullptr;

@@ -241,6 +241,12 @@ size_t DmaSpace::reclaim_retired(const std::function<void()> &wait_for_readers)
 	return snaps.size() + entries.size();
 }
 
+size_t DmaSpace::retired_count() const
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	return retired_snapshots_.size() + retired_entries_.size();
+}
+
 /*
  * Builds the bucket index of a sorted slot list: about two buckets per pool over the span from
  * the first pool's start to the last pool's end, each at least 4 KiB wide.

@@ -16,7 +16,10 @@
  * immutable sorted snapshot (with a bucket index over the VA span) published with a release
  * store. Writers (add/remove) serialise on a mutex. Old snapshots are retired, never freed
  * under a reader: they stay until the space is destroyed, or until the owner calls
- * reclaim_retired() with its grace-period wait (rte_rcu_qsbr / liburcu-qsbr).
+ * reclaim_retired() with its grace-period wait (the owner knows its readers: lib/api's are
+ * registering threads, which mark their lookups, api::wait_for_pool_lookups; an owner whose
+ * readers are QSBR readers passes rte_rcu_qsbr_synchronize). An owner that adds and removes
+ * pools while readers run must call it, or retired snapshots pile up with the churn.
  */
 #ifndef NICMR_MEM_SPACE_H
 #define NICMR_MEM_SPACE_H
@@ -102,6 +105,8 @@ public:
 	 * is freed when the space is destroyed. Returns the number of objects freed.
 	 */
 	size_t reclaim_retired(const std::function<void()> &wait_for_readers);
+	/* Snapshots and entries retired and not yet reclaimed (tests, diagnostics). */
+	size_t retired_count() const;
 
 	DmaSpace(const DmaSpace &) = delete;
 	DmaSpace &operator=(const DmaSpace &) = delete;
