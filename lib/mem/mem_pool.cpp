@@ -269,10 +269,11 @@ int Pool::create(const PoolParams &params, std::unique_ptr<Pool> *out)
 					    : hugepages_free(page);
 		if (free_pages < wanted) {
 			if (!params.allow_fallback) {
-				NICMR_LOG(error, kLog,
-					  "pool %s: %s; or allow the fallback to 4 KiB pages (no "
-					  "fallback allowed)",
-					  params.name.c_str(), shortage(params, page).c_str());
+				NICMR_LOG(
+					error, kLog,
+					"pool %s (no fallback allowed): %s; or allow the fallback "
+					"to 4 KiB pages",
+					params.name.c_str(), shortage(params, page).c_str());
 				return -ENOMEM;
 			}
 			NICMR_LOG(warn, kLog, "pool %s: using 4 KiB pages: %s", params.name.c_str(),

@@ -215,8 +215,8 @@ TEST(HugepageAdvice, OneGigWithoutFallbackSaysHowToGetThePages)
 	int rc = Pool::create(p, &pool);
 	const std::string log = testing::internal::GetCapturedStderr();
 	EXPECT_EQ(rc, -ENOMEM);
-	EXPECT_TRUE(
-		has(log, "pool onegig: wanted " + std::to_string(wanted) + " free 1 GiB hugepages"))
+	EXPECT_TRUE(has(log, "pool onegig (no fallback allowed): wanted " + std::to_string(wanted) +
+				     " free 1 GiB hugepages"))
 		<< log;
 	EXPECT_TRUE(has(log, "or allow the fallback to 4 KiB pages")) << log;
 	if (!hugepages_offered(kPage1G)) {
