@@ -28,6 +28,36 @@ extern "C" {
 /** The library's version, "major.minor.patch". Any thread. */
 const char *nicmr_version(void);
 
+/* ---- Logging ------------------------------------------------------------------------------ */
+
+/** The levels of nicmr's log lines, most severe first (NICMR_LOG_LEVEL's names). */
+enum nicmr_log_level {
+	NICMR_LOG_ERROR = 0,
+	NICMR_LOG_WARN = 1,
+	NICMR_LOG_INFO = 2,
+	NICMR_LOG_DEBUG = 3,
+};
+
+/**
+ * Receives one log line: its level, nicmr's component that wrote it ("api", "mem", "mlx5",
+ * "vfio", ...), the function and source line, and the message (no newline). It is called on
+ * the thread that logs, with nicmr's log lock held shared: it must not call nicmr_log_set().
+ */
+typedef void (*nicmr_log_fn)(void *ctx, enum nicmr_log_level level, const char *component,
+			     const char *func, int line, const char *msg);
+
+/**
+ * Sends nicmr's log lines of `level` and more severe to `fn` (with `ctx`), or, with fn NULL,
+ * to stderr as "nicmr <level> <component>: <message>". Until it is called the level comes
+ * from NICMR_LOG_LEVEL (default NICMR_LOG_WARN) and lines go to stderr. Any thread: lines on
+ * their way to the old handler are delivered before it returns, and none after.
+ * Returns 0, or -EINVAL for a level outside enum nicmr_log_level (nothing changed).
+ */
+int nicmr_log_set(enum nicmr_log_level level, nicmr_log_fn fn, void *ctx);
+
+/** The current level, handler (NULL: stderr) and its ctx; each pointer may be NULL. Returns 0. */
+int nicmr_log_get(enum nicmr_log_level *level, nicmr_log_fn *fn, void **ctx);
+
 /* ---- Devices ------------------------------------------------------------------------------ */
 
 /** An opened device: a NIC (or the emulated one), its IOMMU space and its key space. */

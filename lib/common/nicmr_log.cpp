@@ -2,9 +2,14 @@
 #include "nicmr_log.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
+
+#include "nicmr/nicmr.h"
 
 namespace nicmr {
 namespace {
@@ -31,6 +36,23 @@ std::atomic<int> &level_cell() noexcept
 {
 	static std::atomic<int> level{static_cast<int>(parse_env_level())};
 	return level;
+}
+
+/* The handler of nicmr_log_set(). Writers of a line hold the lock shared while they call it,
+ * so that nicmr_log_set(), which takes it exclusively, returns only once no line is on its
+ * way to the old handler: a provider that unloads itself after resetting the handler cannot
+ * be called afterwards. The lock is taken only for a line that is written (a slow path),
+ * never to decide whether to write one. */
+struct Handler {
+	std::shared_mutex lock;
+	nicmr_log_fn fn = nullptr; /* null: stderr */
+	void *ctx = nullptr;
+};
+
+Handler &handler() noexcept
+{
+	static Handler h;
+	return h;
 }
 
 const char *level_name(LogLevel level) noexcept
@@ -65,17 +87,48 @@ bool log_enabled(LogLevel level) noexcept
 	return static_cast<int>(level) <= level_cell().load(std::memory_order_relaxed);
 }
 
-void log_write(LogLevel level, const char *component, const char *fmt, ...) noexcept
+void log_write(LogLevel level, const char *component, const char *func, int line, const char *fmt,
+	       ...) noexcept
 {
-	char line[1024];
+	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	/* clang-tidy 14's analyzer sometimes (depending on the files analysed with this one)
 	 * loses the va_start above and calls ap uninitialised: a false report. */
 	// NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized)
-	std::vsnprintf(line, sizeof(line), fmt, ap);
+	std::vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	std::fprintf(stderr, "nicmr %s %s: %s\n", level_name(level), component, line);
+	Handler &h = handler();
+	std::shared_lock lk(h.lock);
+	if (h.fn != nullptr)
+		h.fn(h.ctx, static_cast<nicmr_log_level>(level), component, func, line, msg);
+	else
+		std::fprintf(stderr, "nicmr %s %s: %s\n", level_name(level), component, msg);
 }
 
 } // namespace nicmr
+
+extern "C" int nicmr_log_set(enum nicmr_log_level level, nicmr_log_fn fn, void *ctx)
+{
+	if (static_cast<int>(level) < NICMR_LOG_ERROR || static_cast<int>(level) > NICMR_LOG_DEBUG)
+		return -EINVAL;
+	nicmr::Handler &h = nicmr::handler();
+	std::unique_lock lk(h.lock);
+	h.fn = fn;
+	h.ctx = fn != nullptr ? ctx : nullptr;
+	nicmr::set_log_level(static_cast<nicmr::LogLevel>(level));
+	return 0;
+}
+
+extern "C" int nicmr_log_get(enum nicmr_log_level *level, nicmr_log_fn *fn, void **ctx)
+{
+	nicmr::Handler &h = nicmr::handler();
+	std::shared_lock lk(h.lock);
+	if (level != nullptr)
+		*level = static_cast<nicmr_log_level>(nicmr::log_level());
+	if (fn != nullptr)
+		*fn = h.fn;
+	if (ctx != nullptr)
+		*ctx = h.ctx;
+	return 0;
+}

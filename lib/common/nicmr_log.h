@@ -3,7 +3,9 @@
  * Logging for every nicmr library. nicmr lives inside other people's processes, so it never
  * exits or aborts on an error: it logs with context (device, key, address) and returns a
  * negative errno. The level comes from NICMR_LOG_LEVEL (error, warn, info, debug; default warn)
- * or from nicmr_log_set_level(). Logging is a slow-path facility: never call it on a hot path.
+ * or from set_log_level(); lines go to stderr unless a handler was installed with the public
+ * nicmr_log_set() (the libfabric provider sends them to libfabric's log that way). Logging is
+ * a slow-path facility: never call it on a hot path.
  */
 #ifndef NICMR_LOG_H
 #define NICMR_LOG_H
@@ -12,6 +14,7 @@
 
 namespace nicmr {
 
+/* The values of the public enum nicmr_log_level (nicmr.h). */
 enum class LogLevel : int { error = 0, warn = 1, info = 2, debug = 3 };
 
 /* Current level (initialised from NICMR_LOG_LEVEL on first use). */
@@ -19,16 +22,18 @@ LogLevel log_level() noexcept;
 void set_log_level(LogLevel level) noexcept;
 bool log_enabled(LogLevel level) noexcept;
 
-/* Writes one line "nicmr <level> <component>: <message>" to stderr. */
-void log_write(LogLevel level, const char *component, const char *fmt, ...) noexcept
-	__attribute__((format(printf, 3, 4)));
+/* Writes one line: to the handler nicmr_log_set() installed, or to stderr as
+ * "nicmr <level> <component>: <message>". func and line name the place that logged. */
+void log_write(LogLevel level, const char *component, const char *func, int line, const char *fmt,
+	       ...) noexcept __attribute__((format(printf, 5, 6)));
 
 } // namespace nicmr
 
 #define NICMR_LOG(level, component, ...)                                                           \
 	do {                                                                                       \
 		if (::nicmr::log_enabled(::nicmr::LogLevel::level))                                \
-			::nicmr::log_write(::nicmr::LogLevel::level, component, __VA_ARGS__);      \
+			::nicmr::log_write(::nicmr::LogLevel::level, component, __func__,          \
+					   __LINE__, __VA_ARGS__);                                 \
 	} while (0)
 
 #endif
