@@ -4,10 +4,15 @@
  * device, and the mr_mode negotiation. Endpoints are RDM with RMA and atomics (fi_ep.cpp); they
  * need FI_MR_LOCAL (every local buffer comes with its descriptor), so an application that does
  * not offer FI_MR_LOCAL gets the fi_mr surface alone: caps 0.
+ *
+ * This is libnicmr-fi-impl.so's entry, nicmr_fi_impl_ini: libfabric loads libnicmr-fi.so
+ * (fi_loader.cpp), which loads this module and calls it. While the provider is loaded,
+ * libnicmr.so's log lines go to libfabric's log as the provider's, at FI_LOG_LEVEL.
  */
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include <rdma/providers/fi_log.h>
 
@@ -27,8 +32,72 @@ constexpr uint64_t kEmuDefaultExt = NICMR_EXT_SINGLE_USE | NICMR_EXT_RMA_EVENT;
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 	    const struct fi_info *hints, struct fi_info **info);
 
+/* ---- nicmr's log lines through libfabric's log ---- */
+
+/* The handler libnicmr.so had before the provider was loaded, given back at cleanup. */
+struct SavedLog {
+	nicmr_log_level level = NICMR_LOG_WARN;
+	nicmr_log_fn fn = nullptr;
+	void *ctx = nullptr;
+} saved_log;
+
+/* nicmr's components by libfabric subsystem: memory and registration are FI_LOG_MR's, the
+ * device (driver, bus, device model, the API's device calls) the domain's. */
+enum fi_log_subsys subsys_of(const char *component)
+{
+	return std::strcmp(component, "mr") == 0 || std::strcmp(component, "mem") == 0
+		       ? FI_LOG_MR
+		       : FI_LOG_DOMAIN;
+}
+
+/* libfabric has no error level: nicmr's errors are its warnings. */
+enum fi_log_level fi_level_of(nicmr_log_level level)
+{
+	switch (level) {
+	case NICMR_LOG_ERROR:
+	case NICMR_LOG_WARN:
+		return FI_LOG_WARN;
+	case NICMR_LOG_INFO:
+		return FI_LOG_INFO;
+	case NICMR_LOG_DEBUG:
+		break;
+	}
+	return FI_LOG_DEBUG;
+}
+
+/* One nicmr line as a libfabric line of this provider: "libfabric:<pid>:<time>::nicmr:
+ * <subsystem>:<function>():<line><<level>> <component>: <message>". fi_log_enabled applies
+ * FI_LOG_LEVEL, FI_LOG_PROV and FI_LOG_SUBSYS. */
+void log_to_fabric(void *, nicmr_log_level level, const char *component, const char *func, int line,
+		   const char *msg)
+{
+	const enum fi_log_level l = fi_level_of(level);
+	const enum fi_log_subsys sub = subsys_of(component);
+	if (fi_log_enabled(&provider, l, sub))
+		fi_log(&provider, l, sub, func, line, "%s: %s\n", component, msg);
+}
+
+/* The most detailed nicmr level libfabric would print for the provider (FI_LOG_LEVEL,
+ * FI_LOG_SUBSYS), so that nicmr does not format lines libfabric would drop. libfabric reads
+ * them once, before it loads providers: asking once at load is enough. FI_LOG_PROV is
+ * applied to each line (libfabric marks the provider once this entry has returned). */
+nicmr_log_level nicmr_level_of_fabric()
+{
+	for (auto [fl, nl] :
+	     {std::pair{FI_LOG_DEBUG, NICMR_LOG_DEBUG}, std::pair{FI_LOG_INFO, NICMR_LOG_INFO}})
+		if (fi_log_enabled(&provider, fl, FI_LOG_MR) ||
+		    fi_log_enabled(&provider, fl, FI_LOG_DOMAIN))
+			return nl;
+	return NICMR_LOG_WARN;
+}
+
+/* libfabric unloads the provider after this: libnicmr.so (which the application may use
+ * too) must not call into it any more. nicmr_log_set returns once no line is on its way
+ * to log_to_fabric. */
 void cleanup()
-{}
+{
+	nicmr_log_set(saved_log.level, saved_log.fn, saved_log.ctx);
+}
 
 /* The capabilities an endpoint of a domain with mr_mode has: FI_RMA_EVENT (a secondary
  * capability: counters bound to MRs count remote writes) goes with FI_MR_RMA_EVENT, since only
@@ -292,13 +361,21 @@ int no_ops_set(struct fid *, const char *, uint64_t, void *, void *)
 	return -FI_ENOSYS;
 }
 
+void route_log()
+{
+	nicmr_log_get(&saved_log.level, &saved_log.fn, &saved_log.ctx);
+	nicmr_log_set(nicmr_level_of_fabric(), log_to_fabric, nullptr);
+}
+
 } // namespace nicmr::fabric
 
-extern "C" FI_EXT_INI
+/* Called by libnicmr-fi.so's fi_prov_ini (fi_loader.cpp) once it has loaded this module. */
+extern "C" __attribute__((visibility("default"))) struct fi_provider *nicmr_fi_impl_ini(void)
 {
 	using nicmr::fabric::provider;
 	fi_param_define(&provider, "device", FI_PARAM_STRING,
 			"nicmr device spec to open for the domain (default: emu; "
 			"e.g. emu:mkeys=4096)");
+	nicmr::fabric::route_log();
 	return &provider;
 }
