@@ -7,6 +7,7 @@
  */
 #include "testmr_reg.h"
 
+#include <limits.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "nicmr/nicmr.h"
@@ -353,9 +355,50 @@ int native_demo(FILE *out, const RegDemoOptions &o, Figures *figures)
 /* ---- libfabric ------------------------------------------------------------------------- */
 
 #if NICMR_HAVE_LIBFABRIC
-#ifndef NICMR_FI_PROVIDER_DIR
-#define NICMR_FI_PROVIDER_DIR ""
+/* Where the provider is (app/testmr/meson.build): the installed one relative to the installed
+ * testmr's directory (absolute when -Dprovider_dir is outside the prefix), and, for the
+ * testmr of the build tree (NICMR_TESTMR_BUILD_DIR), the build's lib/fabric. */
+#ifndef NICMR_FI_PROVIDER_INSTALLED
+#define NICMR_FI_PROVIDER_INSTALLED ""
 #endif
+#ifndef NICMR_FI_PROVIDER_BUILD
+#define NICMR_FI_PROVIDER_BUILD ""
+#endif
+#ifndef NICMR_TESTMR_BUILD_DIR
+#define NICMR_TESTMR_BUILD_DIR ""
+#endif
+
+/* The directory of the running testmr, resolved ("" when /proc/self/exe cannot be read). */
+std::string own_dir()
+{
+	char exe[PATH_MAX];
+	if (realpath("/proc/self/exe", exe) == nullptr)
+		return "";
+	char *slash = std::strrchr(exe, '/');
+	return slash ? std::string(exe, slash) : std::string();
+}
+
+/* The FI_PROVIDER_PATH testmr's --provider mode uses unless the environment names one: the
+ * build's provider for the build tree's testmr, the installed provider for an installed one
+ * (found from testmr's own directory, so that an installed tree can move). *origin says
+ * which. */
+std::string provider_dir(const char **origin)
+{
+	const std::string dir = own_dir();
+	char build[PATH_MAX];
+	if (!dir.empty() && NICMR_TESTMR_BUILD_DIR[0] != '\0' &&
+	    realpath(NICMR_TESTMR_BUILD_DIR, build) != nullptr && dir == build) {
+		*origin = "this build tree's provider";
+		return NICMR_FI_PROVIDER_BUILD;
+	}
+	*origin = "the installed provider, beside testmr's install";
+	const char *installed = NICMR_FI_PROVIDER_INSTALLED;
+	if (installed[0] == '/' || dir.empty())
+		return installed;
+	const std::string path = dir + "/" + installed;
+	char resolved[PATH_MAX];
+	return realpath(path.c_str(), resolved) != nullptr ? resolved : path;
+}
 
 struct Fabric {
 	fi_info *info = nullptr;
@@ -374,11 +417,18 @@ struct Fabric {
 
 int provider_demo(FILE *out, const RegDemoOptions &o, Figures *figures)
 {
-	/* The provider the build made, unless the environment names one; only nicmr, so that
-	 * no other provider's library (and its signal handlers) is loaded. */
-	if (NICMR_FI_PROVIDER_DIR[0] != '\0')
-		setenv("FI_PROVIDER_PATH", NICMR_FI_PROVIDER_DIR, 0);
+	/* The provider that goes with this testmr, unless the environment names one; only
+	 * nicmr, so that no other provider's library (and its signal handlers) is loaded. */
+	const char *origin = "FI_PROVIDER_PATH";
+	if (std::getenv("FI_PROVIDER_PATH") == nullptr) {
+		const std::string dir = provider_dir(&origin);
+		if (!dir.empty())
+			setenv("FI_PROVIDER_PATH", dir.c_str(), 1);
+	}
 	setenv("FI_PROVIDER", "nicmr", 0);
+	const char *path = std::getenv("FI_PROVIDER_PATH");
+	std::fprintf(out, "  provider path %s (%s)\n", path ? path : "(libfabric's default)",
+		     origin);
 	Steps st(out);
 	Fabric f;
 	fi_info *hints = fi_allocinfo();
