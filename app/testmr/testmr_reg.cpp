@@ -419,7 +419,7 @@ int provider_demo(FILE *out, const RegDemoOptions &o, Figures *figures)
 {
 	/* The provider that goes with this testmr, unless the environment names one; only
 	 * nicmr, so that no other provider's library (and its signal handlers) is loaded. */
-	const char *origin = "FI_PROVIDER_PATH";
+	const char *origin = "set in the environment";
 	if (std::getenv("FI_PROVIDER_PATH") == nullptr) {
 		const std::string dir = provider_dir(&origin);
 		if (!dir.empty())
