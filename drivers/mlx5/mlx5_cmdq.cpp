@@ -9,6 +9,9 @@
 #include <new>
 #include <thread>
 
+#include <rte_atomic.h>
+#include <rte_io.h>
+
 #include "mlx5_cmdq.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
@@ -185,9 +188,12 @@ int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
 	prm::set(entry, prm::cmdq_entry::output_mailbox_ptr, chain(n_in, n_out, token_));
 	prm::set(entry, prm::cmdq_entry::ownership, prm::cmdq_entry::owner_hw);
 
-	/* The entry and the mailboxes must be visible to the device before it can see the
-	 * doorbell: release ordering for the plain stores above (wmb() before a doorbell). */
-	std::atomic_thread_fence(std::memory_order_release);
+	/* Write barrier: no store to the entry or the mailboxes (DMA memory) may become visible
+	 * to the device after the cmd_dbell MMIO store that makes it read them, as rdma-core's
+	 * mlx5_vfio_post_cmd (providers/mlx5/mlx5_vfio.c) orders it with udma_to_device_barrier.
+	 * A C++ fence orders memory for other CPUs only, not against an MMIO store. The emulated
+	 * bus's doorbell hands the value over with a release of its own (emu_function.cpp). */
+	rte_wmb();
 	uint32_t bell = 0;
 	prm::set(&bell, prm::in_dword(prm::init_seg::cmd_dbell),
 		 prm::init_seg::cmd_dbell_slot(kSlot));
@@ -200,8 +206,13 @@ int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
 		/* Acquire: the device's output (entry and mailboxes) is read only after it handed
 		 * the entry back; pairs with the device's release store of the ownership byte. */
 		uint8_t b = own.load(std::memory_order_acquire);
-		if (prm::get(&b, kOwnInByte) == prm::cmdq_entry::owner_sw)
+		if (prm::get(&b, kOwnInByte) == prm::cmdq_entry::owner_sw) {
+			/* I/O read barrier: the output read below may not be loaded before the
+			 * ownership byte that says the device wrote it (rdma-core's
+			 * udma_from_device_barrier after mlx5_vfio_poll_timeout). */
+			rte_io_rmb();
 			break;
+		}
 		if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= deadline) {
 			broken_ = true;
 			NICMR_LOG(error, kLog,

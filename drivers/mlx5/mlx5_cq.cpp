@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include <rte_io.h>
+
 #include <endian.h>
 #include <infiniband/mlx5dv.h>
 
@@ -77,6 +79,11 @@ int Cq::poll(Completion *out, int max) noexcept
 		if (opcode == MLX5_CQE_INVALID ||
 		    (op_own & MLX5_CQE_OWNER_MASK) != ((ci_ >> log_size_) & 1))
 			break;
+		/* I/O read barrier: the CQE's other bytes may not be loaded before the owner
+		 * byte that says the device wrote them (rdma-core's udma_from_device_barrier in
+		 * providers/mlx5/cq.c, DPDK's rte_io_rmb in check_cqe,
+		 * drivers/common/mlx5/mlx5_common.h). */
+		rte_io_rmb();
 		Completion &c = out[n];
 		c.wr_id = 0;
 		c.opcode = opcode;
@@ -97,8 +104,13 @@ int Cq::poll(Completion *out, int max) noexcept
 		n++;
 	}
 	if (n != 0) {
-		/* Release: our reads of the consumed CQEs happen before the device may see the
-		 * slots as free and write them again. */
+		/* Doorbell record of the consumer index (DMA memory, big-endian; no MMIO: nicmr
+		 * polls and never arms the CQ). Release: our loads of the consumed CQEs may not
+		 * be performed after the store that lets the device write those slots again, a
+		 * load-store order that rte_io_wmb (store-store) does not give. DPDK's
+		 * mlx5_tx_handle_completion (drivers/net/mlx5/mlx5_tx.c) puts only a compiler
+		 * barrier here; the release also pairs with the emulated device's acquire load
+		 * of the record (emu_mlx5_wqe.cpp). */
 		std::atomic_ref<uint32_t>(*dbr_ci_).store(htobe32(ci_ & 0xffffff),
 							  std::memory_order_release);
 	}

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <new>
 
+#include <rte_atomic.h>
+#include <rte_io.h>
+
 #include "mlx5_qp.h"
 #include "nicmr_log.h"
 
@@ -164,13 +167,19 @@ void Qp::ring() noexcept
 {
 	if (rung_pi_ == sq_pi_)
 		return;
-	/* Release: the WQE bytes are visible before the producer counter that publishes them
-	 * (a device that reads dbr[1] with acquire, or later, sees the WQEs whole). */
+	/* Ordered as DPDK's mlx5_doorbell_ring (drivers/common/mlx5/mlx5_common.h) and rdma-core's
+	 * post_send_db (providers/mlx5/qp.c) do: WQEs, barrier, doorbell record, barrier, MMIO.
+	 * I/O write barrier: no WQE store may become visible to the device after the doorbell
+	 * record that tells it the WQE is there (udma_to_device_barrier in rdma-core). */
+	rte_io_wmb();
+	/* Release as well: the emulated device reads dbr[1] with an acquire load from another
+	 * thread (emu_mlx5_wqe.cpp run_qp), which this pairs with in the C++ model. */
 	std::atomic_ref<uint32_t>(*dbr_sq_).store(htobe32(sq_pi_ & 0xffff),
 						  std::memory_order_release);
-	/* Store-store before the MMIO: a device woken by the doorbell must find dbr[1] and the
-	 * WQEs already written (the doorbell itself is a plain BAR store). */
-	std::atomic_thread_fence(std::memory_order_release);
+	/* Write barrier between DMA memory and the UAR: the device that takes the doorbell
+	 * must find dbr[1] already written, which no C++ fence promises for an MMIO store on a
+	 * weakly ordered CPU (rte_wmb in mlx5_doorbell_ring, mmio_wc_start in rdma-core). */
+	rte_wmb();
 	uint64_t v;
 	std::memcpy(&v, last_ctrl_, sizeof(v));
 	uar_.ring_sq(v);

@@ -269,6 +269,59 @@ TEST(VfioRegionInfo, WithoutCapabilitiesTheWholeRegionIsOneMapping)
 	EXPECT_TRUE(areas.empty());
 }
 
+/* Region r as read_regions fills it from a VFIO_DEVICE_GET_REGION_INFO answer in buf. */
+Region region_from(const void *buf, size_t len)
+{
+	vfio_region_info ri{};
+	std::memcpy(&ri, buf, sizeof(ri));
+	Region r;
+	r.index = VFIO_PCI_BAR0_REGION_INDEX;
+	r.flags = ri.flags;
+	r.size = ri.size;
+	EXPECT_EQ(parse_region_info(buf, len, &r.sparse, &r.has_sparse), 0);
+	return r;
+}
+
+TEST(VfioBar0, ARegionWithoutMmapCapabilityIsRefusedWithEnotsup)
+{
+	/* Readable and writable through the fd only: a doorbell would be a pwrite. */
+	vfio_region_info ri{};
+	ri.argsz = sizeof(ri);
+	ri.flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
+	ri.size = 0x100000;
+	EXPECT_EQ(check_bar0_mappable(region_from(&ri, sizeof(ri))), -ENOTSUP);
+}
+
+TEST(VfioBar0, AnAbsentBarIsRefusedWithEnotsup)
+{
+	vfio_region_info ri{};
+	ri.argsz = sizeof(ri);
+	ri.flags = VFIO_REGION_INFO_FLAG_MMAP;
+	ri.size = 0;
+	EXPECT_EQ(check_bar0_mappable(region_from(&ri, sizeof(ri))), -ENOTSUP);
+}
+
+TEST(VfioBar0, SparseAreasWithAHoleAreRefusedWithEnotsup)
+{
+	/* The MSI-X table page at 0x2000 cannot be mapped: a register there would need pwrite. */
+	auto buf = region_with_sparse(0x10000, {{0x3000, 0xd000}, {0, 0x2000}});
+	EXPECT_EQ(check_bar0_mappable(region_from(buf.data(), buf.size())), -ENOTSUP);
+	/* A hole at the end counts as much as one in the middle. */
+	buf = region_with_sparse(0x10000, {{0, 0xf000}});
+	EXPECT_EQ(check_bar0_mappable(region_from(buf.data(), buf.size())), -ENOTSUP);
+}
+
+TEST(VfioBar0, AWholeMappingOrSparseAreasThatTileTheBarAreAccepted)
+{
+	vfio_region_info ri{};
+	ri.argsz = sizeof(ri);
+	ri.flags = VFIO_REGION_INFO_FLAG_MMAP | VFIO_REGION_INFO_FLAG_READ;
+	ri.size = 0x100000;
+	EXPECT_EQ(check_bar0_mappable(region_from(&ri, sizeof(ri))), 0);
+	auto buf = region_with_sparse(0x10000, {{0x2000, 0xe000}, {0, 0x2000}});
+	EXPECT_EQ(check_bar0_mappable(region_from(buf.data(), buf.size())), 0);
+}
+
 /* A fake sysfs: devices, their drivers and IOMMU groups as the kernel links them. */
 class FakeSysfs : public ::testing::Test {
 protected:

@@ -161,14 +161,24 @@ struct Region {
 	std::vector<SparseArea> sparse; /* the only mmap-able parts when has_sparse */
 };
 
+/*
+ * Whether BAR 0, as r describes it, can be mapped whole into the process, so that every
+ * register access (doorbells on hot paths) is one load or store through the mapping and never
+ * a system call: 0, or -ENOTSUP when the BAR is absent (size 0), not mmap-able (no
+ * VFIO_REGION_INFO_FLAG_MMAP) or its sparse-mmap areas (offset order, as parse_region_info
+ * gives them) leave a hole. Device::open refuses such a device with that code.
+ */
+int check_bar0_mappable(const Region &r);
+
 class Device final : public PciFunction {
 public:
 	/*
 	 * Opens a device bound to vfio-pci on `container` (shared IOVA space). Checks sysfs first
 	 * (check_device), joins the group, gets the device fd, reads its regions and ID, mmaps BAR
 	 * 0 (every sparse area of it when the region has them). Errors: those of check_device and
-	 * Container, -EBUSY (group or device already open elsewhere), -ENOTSUP (BAR 0 absent or not
-	 * mmap-able), what the VFIO ioctls report. Nothing is left behind on failure.
+	 * Container, -EBUSY (group or device already open elsewhere), -ENOTSUP (BAR 0 absent, not
+	 * mmap-able or with a hole between its sparse areas: check_bar0_mappable), what the VFIO
+	 * ioctls report. Nothing is left behind on failure.
 	 */
 	static int open(const std::string &pci_addr, const std::shared_ptr<Container> &container,
 			std::unique_ptr<Device> *out);
@@ -184,9 +194,9 @@ public:
 	PciId id() const override { return id_; }
 	size_t bar0_size() const override { return bar0_size_; }
 	/*
-	 * Hot path: a load or store through the BAR 0 mapping; no lock, no allocation, no system
-	 * call. Offsets in a hole between sparse areas (never a register a driver polls) fall back
-	 * to pread/pwrite on the device fd.
+	 * Hot path: DPDK's rte_read32/rte_write32/rte_write64 (rte_io.h) on the BAR 0 mapping,
+	 * which covers the whole BAR (open refuses any other); no lock, no allocation, no system
+	 * call. The caller orders its DMA-memory stores before a doorbell (rte_wmb).
 	 */
 	uint32_t bar0_read32(size_t offset) const override;
 	void bar0_write32(size_t offset, uint32_t value) override;
@@ -230,7 +240,6 @@ private:
 	int read_regions();
 	int map_bar0();
 	int enable_irqs(unsigned index, unsigned count, unsigned offered, const char *what);
-	bool bar0_direct(size_t offset, size_t len) const noexcept;
 
 	std::string addr_;
 	std::string name_;
@@ -242,10 +251,8 @@ private:
 	unsigned msi_count_ = 0;
 	unsigned msix_count_ = 0;
 	std::vector<Region> regions_;
-	uint8_t *bar0_ = nullptr; /* reserved range of bar0_size_; sparse areas mapped inside */
+	uint8_t *bar0_ = nullptr; /* bar0_size_ bytes, mapped whole (sparse areas side by side) */
 	size_t bar0_size_ = 0;
-	bool bar0_full_ = false; /* the whole BAR is one mapping: the hot path checks nothing */
-	std::vector<SparseArea> bar0_areas_;
 	std::vector<int> irq_fds_;
 	unsigned irq_index_ = 0;
 };

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Device: a PCI function bound to vfio-pci. BAR 0 is mapped into the process so that register
- * access is a plain load or store; config space and the BAR holes between sparse-mmap areas go
- * through pread/pwrite on the device fd at the region's offset.
+ * Device: a PCI function bound to vfio-pci. BAR 0 is mapped whole into the process so that
+ * register access is one MMIO load or store (DPDK's rte_io.h accessors); a BAR that cannot be
+ * mapped whole is refused at open, since a doorbell must never become a system call. Config
+ * space goes through pread/pwrite on the device fd at the region's offset.
  */
 #include <fcntl.h>
 #include <linux/pci_regs.h>
@@ -15,6 +16,8 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
+
+#include <rte_io.h>
 
 #include "nicmr_log.h"
 #include "vfio_bus.h"
@@ -99,7 +102,8 @@ int Device::init(const std::string &pci_addr, const std::shared_ptr<Container> &
 	if (rc < 0)
 		return rc;
 	NICMR_LOG(info, "vfio", "%s: %04x:%04x, group %d, BAR0 %zu bytes%s", name_.c_str(),
-		  id_.vendor, id_.device, group, bar0_size_, bar0_full_ ? "" : " (sparse)");
+		  id_.vendor, id_.device, group, bar0_size_,
+		  regions_[VFIO_PCI_BAR0_REGION_INDEX].has_sparse ? " (sparse areas)" : "");
 	return 0;
 }
 
@@ -139,13 +143,37 @@ int Device::read_regions()
 	return 0;
 }
 
+int check_bar0_mappable(const Region &r)
+{
+	if (r.size == 0 || !(r.flags & VFIO_REGION_INFO_FLAG_MMAP))
+		return -ENOTSUP;
+	if (!r.has_sparse)
+		return 0;
+	/* The areas, in offset order, must tile [0, size) with no hole. */
+	uint64_t end = 0;
+	for (const SparseArea &a : r.sparse) {
+		if (a.offset != end)
+			return -ENOTSUP;
+		end = a.offset + a.size;
+	}
+	return end == r.size ? 0 : -ENOTSUP;
+}
+
 int Device::map_bar0()
 {
 	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
-	if (r.size == 0 || !(r.flags & VFIO_REGION_INFO_FLAG_MMAP)) {
-		NICMR_LOG(error, "vfio", "%s: BAR 0 is %s", name_.c_str(),
-			  r.size == 0 ? "absent" : "not mmap-able");
-		return -ENOTSUP;
+	int rc = check_bar0_mappable(r);
+	if (rc < 0) {
+		NICMR_LOG(
+			error, "vfio",
+			"%s: BAR 0 is %s: nicmr needs it mapped whole (doorbells are MMIO stores, "
+			"never system calls)",
+			name_.c_str(),
+			r.size == 0 ? "absent"
+			: !(r.flags & VFIO_REGION_INFO_FLAG_MMAP)
+				? "not mmap-able"
+				: "mmap-able only in part (a hole between its sparse areas)");
+		return rc;
 	}
 	size_t size = r.size;
 	int prot = PROT_READ | PROT_WRITE;
@@ -159,11 +187,9 @@ int Device::map_bar0()
 		}
 		bar0_ = static_cast<uint8_t *>(p);
 		bar0_size_ = size;
-		bar0_full_ = true;
-		bar0_areas_ = {{0, size}};
 		return 0;
 	}
-	/* Reserve the whole BAR so the areas keep their offsets; holes stay inaccessible. */
+	/* Reserve the whole BAR, then map each area at its offset inside the reservation. */
 	void *base = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED)
 		return -errno;
@@ -179,9 +205,6 @@ int Device::map_bar0()
 			return -err;
 		}
 	}
-	bar0_areas_ = r.sparse;
-	bar0_full_ = bar0_areas_.size() == 1 && bar0_areas_[0].offset == 0 &&
-		     bar0_areas_[0].size == size;
 	return 0;
 }
 
@@ -201,46 +224,22 @@ int Device::iommu_group() const noexcept
 	return group_ ? group_->number() : -1;
 }
 
-bool Device::bar0_direct(size_t offset, size_t len) const noexcept
-{
-	for (auto &a : bar0_areas_)
-		if (offset >= a.offset && offset + len <= a.offset + a.size)
-			return true;
-	return false;
-}
-
-/* Hot path: no lock, no allocation, no system call when the BAR is mapped whole. */
+/* Hot path: one MMIO load; no lock, no allocation, no system call. */
 uint32_t Device::bar0_read32(size_t offset) const
 {
-	if (bar0_full_ || bar0_direct(offset, 4))
-		return *reinterpret_cast<volatile const uint32_t *>(bar0_ + offset);
-	uint32_t v = UINT32_MAX;
-	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
-	if (pread(fd_, &v, 4, off_t(r.offset + offset)) != 4)
-		v = UINT32_MAX; /* what a PCI read of nothing returns */
-	return v;
+	return rte_read32(bar0_ + offset);
 }
 
-/* Hot path (doorbells): no lock, no allocation, no system call when the BAR is mapped whole. */
+/* Hot path (doorbells): one MMIO store, after rte_write32's own I/O write barrier. */
 void Device::bar0_write32(size_t offset, uint32_t value)
 {
-	if (bar0_full_ || bar0_direct(offset, 4)) {
-		*reinterpret_cast<volatile uint32_t *>(bar0_ + offset) = value;
-		return;
-	}
-	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
-	(void)!pwrite(fd_, &value, 4, off_t(r.offset + offset));
+	rte_write32(value, bar0_ + offset);
 }
 
-/* Hot path (doorbells): one 64-bit store, so the device sees the word in one transaction. */
+/* Hot path (doorbells): one 64-bit MMIO store, so the device sees the word in one transaction. */
 void Device::bar0_write64(size_t offset, uint64_t value)
 {
-	if (bar0_full_ || bar0_direct(offset, 8)) {
-		*reinterpret_cast<volatile uint64_t *>(bar0_ + offset) = value;
-		return;
-	}
-	const Region &r = regions_[VFIO_PCI_BAR0_REGION_INDEX];
-	(void)!pwrite(fd_, &value, 8, off_t(r.offset + offset));
+	rte_write64(value, bar0_ + offset);
 }
 
 int Device::region(unsigned index, Region *out) const
