@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "mr_rawkey.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <nmmintrin.h>
+
+#include <rte_hash_crc.h>
 
 #include "mr_access.h"
 #include "mr_keys.h"
@@ -50,19 +52,27 @@ bool key_valid(const RawKey &k) noexcept
 
 } // namespace
 
-/* SSE4.2 is part of DPDK's x86 baseline, which nicmr builds on. */
-__attribute__((target("sse4.2"))) uint32_t crc32c(const uint8_t *p, size_t len) noexcept
+/*
+ * DPDK's rte_hash_crc computes CRC32C (Castagnoli) with the CPU's CRC instructions when it has
+ * them (SSE4.2, ARMv8 CRC) and a table otherwise, with no inversion of its own: init ~0 and a
+ * final ~ make it the standard CRC32C that the format stores, so raw keys from earlier builds
+ * and other processes keep their value. It loads 8 bytes at a time through a pointer cast, so
+ * the bytes are copied to an aligned block first: a caller's blob may sit at any address, and a
+ * misaligned load is undefined behaviour (UBSan flags it). Hot path: no allocation, no call
+ * out of line.
+ */
+uint32_t crc32c(const uint8_t *p, size_t len) noexcept
 {
-	uint64_t c = 0xffffffffu;
-	for (; len >= 8; p += 8, len -= 8) {
-		uint64_t w;
-		std::memcpy(&w, p, 8);
-		c = _mm_crc32_u64(c, w);
+	alignas(8) uint8_t block[64];
+	uint32_t c = 0xffffffffu;
+	while (len != 0) {
+		const size_t n = std::min(len, sizeof(block));
+		std::memcpy(block, p, n);
+		c = rte_hash_crc(block, static_cast<uint32_t>(n), c);
+		p += n;
+		len -= n;
 	}
-	auto c32 = static_cast<uint32_t>(c);
-	for (; len; ++p, --len)
-		c32 = _mm_crc32_u8(c32, *p);
-	return ~c32;
+	return ~c;
 }
 
 int encode_raw_key(const RawKey &k, uint8_t *buf, size_t *size) noexcept
