@@ -8,6 +8,8 @@
  *   BM_KeyAllocRetire      alloc + activate + retire through the grace period (no readers)
  *   BM_RegDereg            Engine::reg + Engine::dereg with a no-op programmer
  *   BM_HostMemoryPerLiveMr registers 1,000,000 regions and reports bytes per live region
+ *   BM_RawKeyEncode        encode_raw_key of one key (layout and CRC32C)
+ *   BM_RawKeyDecode        decode_raw_key of one blob (CRC32C and field checks)
  * Every timing is reported as the median of 5 repetitions.
  */
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "bench_cli.h"
 #include "mr_engine.h"
+#include "mr_rawkey.h"
 
 using namespace nicmr::mr;
 
@@ -148,6 +151,40 @@ void BM_RegDereg(benchmark::State &st)
 	}
 }
 
+const RawKey kRawKey = {0x1122334455667788,
+			kBase,
+			1 << 20,
+			0x1234501,
+			7,
+			kAccessLocalRead | kAccessLocalWrite | kAccessRemoteRead |
+				kAccessRemoteWrite};
+
+void BM_RawKeyEncode(benchmark::State &st)
+{
+	uint8_t b[kRawKeySize];
+	for (auto _ : st) {
+		size_t size = sizeof(b);
+		if (encode_raw_key(kRawKey, b, &size) != 0)
+			st.SkipWithError("encode failed");
+		benchmark::DoNotOptimize(b);
+	}
+}
+
+void BM_RawKeyDecode(benchmark::State &st)
+{
+	uint8_t b[kRawKeySize];
+	size_t size = sizeof(b);
+	if (encode_raw_key(kRawKey, b, &size) != 0)
+		std::abort();
+	for (auto _ : st) {
+		benchmark::DoNotOptimize(b);
+		RawKey k;
+		if (decode_raw_key(b, sizeof(b), kAnyDevice, &k) != 0)
+			st.SkipWithError("decode failed");
+		benchmark::DoNotOptimize(k);
+	}
+}
+
 size_t rss_bytes()
 {
 	long pages = 0, resident = 0;
@@ -204,6 +241,8 @@ BENCHMARK(BM_LookupSpread)
 BENCHMARK(BM_KeyAllocRelease)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_KeyAllocRetire)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_RegDereg)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_RawKeyEncode)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_RawKeyDecode)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_HostMemoryPerLiveMr)
 	->Iterations(1)
 	->Repetitions(3)
@@ -217,7 +256,7 @@ int main(int argc, char **argv)
 		"The device-independent costs of registration: key lookups with N live "
 		"keys\n(same key, and spread in random order), key alloc + release and "
 		"alloc + retire,\nEngine::reg + dereg with a no-op programmer, host bytes "
-		"per live region.\nRead the medians of 5 repetitions.");
+		"per live region,\nraw key encode and decode. Read the medians of 5 repetitions.");
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	return 0;
