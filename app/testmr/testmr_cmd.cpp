@@ -117,6 +117,12 @@ int fail(std::string *error, std::string msg)
 
 } // namespace
 
+/*
+ * Hand-made on purpose, not DPDK's rte_str_to_size: checked against DPDK 22.11, it returns 0
+ * for an error (indistinguishable from "0"), ignores trailing characters ("12x" is 12), reads
+ * "010" as octal 8, and lets the suffix overflow ("99999999999g" wraps), where testmr answers
+ * a bad value with an error (exit 2 for options, doc/testmr.md).
+ */
 bool parse_size(std::string_view word, uint64_t *out)
 {
 	unsigned shift = 0;

@@ -71,6 +71,13 @@ bool parse_u32(std::string_view v, uint32_t *out)
 	return true;
 }
 
+/*
+ * Hand-made on purpose, not DPDK's rte_kvargs_parse: checked against DPDK 22.11, rte_kvargs
+ * accepts what the native API refuses with -EINVAL (doc/native-api.md, test_api.cpp): a bare
+ * key ("ports" gives a NULL value), a trailing or doubled comma ("ports=1," and
+ * "ports=1,,mkeys=2" parse as if the empty option were not there), and "ports=1=2" (split at
+ * the second '='). Refusing those again around it would parse the string twice.
+ */
 int parse_emu(std::string_view opts, EmuOptions *o)
 {
 	if (!opts.empty() && opts.back() == ',') {

@@ -25,6 +25,11 @@ namespace nicmr::emu {
  * to give it back (a std::mutex costs an atomic read-modify-write both ways). Held for one
  * doorbell's WQEs or one CQE; a waiter spins, then yields (contention only: two threads ringing
  * one QP, or QPs sharing a CQ).
+ * Not DPDK's rte_spinlock, on purpose: on x86 (DPDK 22.11 as Debian builds it, without
+ * RTE_FORCE_INTRINSICS) its lock and unlock are inline assembly (xchg), which ThreadSanitizer
+ * cannot see, so the TSan stress suite would report every access under the lock as a race;
+ * its waiters never yield, which starves the holder on a machine with fewer cores than
+ * spinning threads; and the device model builds without DPDK (the fuzz targets).
  */
 class SpinLock {
 public:
