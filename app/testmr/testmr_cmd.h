@@ -26,6 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "nicmr_parse.h"
+
 namespace nicmr::testmr {
 
 enum class Verb {
@@ -73,8 +75,9 @@ enum Access : uint32_t {
 /* 0 and *out on success; -EINVAL and a message in *error otherwise. */
 int parse_command(std::string_view line, Command *out, std::string *error);
 
-/* Parses "64", "0x40", "2M", "1g". false on anything else, or on overflow. */
-bool parse_size(std::string_view word, uint64_t *out);
+/* Numbers and sizes as lib/common parses them: "64", "0x40", "2M", "1g" (nicmr_parse.h). */
+using nicmr::parse_number;
+using nicmr::parse_size;
 
 /* A page size: 4k, 2m or 1g (any spelling parse_size takes of those three). false otherwise. */
 bool parse_page_size(std::string_view word, uint64_t *out);

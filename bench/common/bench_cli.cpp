@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "bench_cli.h"
 
+#include "nicmr_parse.h"
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -48,18 +50,8 @@ public:
 
 bool parse_count(const char *text, uint64_t max, uint64_t *out)
 {
-	if (text == nullptr || *text == '\0')
-		return false;
 	uint64_t v = 0;
-	for (const char *p = text; *p != '\0'; p++) {
-		if (*p < '0' || *p > '9')
-			return false;
-		unsigned d = unsigned(*p - '0');
-		if (v > (max - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	if (v == 0)
+	if (text == nullptr || !parse_number(text, &v) || v == 0 || v > max)
 		return false;
 	*out = v;
 	return true;

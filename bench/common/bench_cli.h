@@ -15,8 +15,9 @@
 
 namespace nicmr::bench {
 
-/* A count: decimal digits only, from 1 to max. "abc", "0", "-1", "1x", "+1", " 1" and "" are
- * not counts. On success *out is set; on failure it is left alone. */
+/* A count: a number as nicmr::parse_number takes it (decimal or 0x hex), from 1 to max. "abc",
+ * "0", "-1", "1x", "+1", " 1" and "" are not counts. On success *out is set; on failure it is left
+ * alone. */
 bool parse_count(const char *text, uint64_t max, uint64_t *out);
 
 /* "PROG: MESSAGE" and "try 'PROG --help'" on stderr, then exit status 2. */

@@ -23,9 +23,11 @@
 #include <cstddef>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "mem_describe.h"
 #include "mem_pool.h"
+#include "nicmr_parse.h"
 
 namespace nicmr::test {
 
@@ -64,30 +66,14 @@ inline int hugepage_size_required(const char *spec, size_t page_size, bool offer
 		size_t end = s.find(',', pos);
 		if (end == std::string::npos)
 			end = s.size();
-		const std::string tok = s.substr(pos, end - pos);
-		size_t digits = 0;
-		while (digits < tok.size() && tok[digits] >= '0' && tok[digits] <= '9')
-			digits++;
-		if (digits == 0 || digits > 9 || digits + 1 != tok.size())
+		/* A size with its unit: "2M", "1G" (a bare number is no page size here). */
+		const std::string_view tok = std::string_view(s).substr(pos, end - pos);
+		uint64_t size = 0;
+		if (tok.empty() ||
+		    std::string_view("kKmMgG").find(tok.back()) == std::string_view::npos ||
+		    !parse_size(tok, &size))
 			return -1;
-		size_t shift = 0;
-		switch (tok[digits]) {
-		case 'k':
-		case 'K':
-			shift = 10;
-			break;
-		case 'm':
-		case 'M':
-			shift = 20;
-			break;
-		case 'g':
-		case 'G':
-			shift = 30;
-			break;
-		default:
-			return -1;
-		}
-		if ((std::strtoull(tok.c_str(), nullptr, 10) << shift) == page_size)
+		if (size == page_size)
 			found = 1;
 		pos = end + 1;
 	}
