@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs every nicmr test: the suite in a normal build, again under
 # AddressSanitizer + UndefinedBehaviorSanitizer, the concurrency stress tests under
-# ThreadSanitizer, the fuzz targets for a bounded time, and the format check.
+# ThreadSanitizer, the fuzz targets for a bounded time, an install into a temporary prefix as
+# an unprivileged user, and the format check.
 #
 #   devtools/test.sh            everything (what CI runs)
 #   NICMR_FUZZ_SECONDS=600 devtools/test.sh    fuzz each target longer (default 30 s each)
@@ -89,6 +90,13 @@ CC=clang CXX=clang++ configure build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized
 	-Db_lundef=false -Dbenchmarks=disabled -Dtests=disabled -Ddpdk=disabled
 ninja -C build-fuzz -j "$jobs"
 NICMR_FUZZ_SECONDS=$fuzz_seconds run_suite build-fuzz --suite fuzz
+
+phase "Install into a temporary prefix as an unprivileged user"
+# What a user does: configure with --prefix, build, install, then run the installed testmr
+# --provider and fi_info -p nicmr from there (test/install/install-check.sh, about 80 s).
+if ! test/install/install-check.sh prefix "$NICMR_TOP"; then
+	failed_phases+=("install")
+fi
 
 phase "Format (clang-format) and lint (clang-tidy over build/)"
 if ! devtools/check-format.sh --tidy build; then
