@@ -217,6 +217,7 @@ int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool wr
 		/* Count and lock the pages that no pool holds, run by run. */
 		uintptr_t run = 0;
 		size_t run_len = 0;
+		const char *const fn = __func__; /* the log line in the lambda */
 		auto flush = [&]() -> int {
 			if (run_len == 0)
 				return 0;
@@ -227,9 +228,9 @@ int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool wr
 			 * must wait for the last user (unpin_runs). */
 			if (mlock(reinterpret_cast<void *>(run), run_len) != 0) {
 				int e = errno;
-				NICMR_LOG(warn, "api", "%s: mlock [%#lx, +%zu) failed: %s",
-					  dev->spec.c_str(), (unsigned long)run, run_len,
-					  std::strerror(e));
+				NICMR_LOG_IN(fn, warn, "api", "%s: mlock [%#lx, +%zu) failed: %s",
+					     dev->spec.c_str(), (unsigned long)run, run_len,
+					     std::strerror(e));
 				return e == ENOMEM ? -ENOMEM : -e;
 			}
 			run_len = 0;

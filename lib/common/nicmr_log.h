@@ -29,11 +29,16 @@ void log_write(LogLevel level, const char *component, const char *func, int line
 
 } // namespace nicmr
 
-#define NICMR_LOG(level, component, ...)                                                           \
+#define NICMR_LOG(level, component, ...) NICMR_LOG_IN(__func__, level, component, __VA_ARGS__)
+
+/* NICMR_LOG naming the function func: inside a lambda, where __func__ would say "operator()",
+ * pass the enclosing function's name, kept in a variable outside the lambda (clang-tidy's
+ * bugprone-lambda-function-name flags __func__ even in a capture's initialiser). */
+#define NICMR_LOG_IN(func, level, component, ...)                                                  \
 	do {                                                                                       \
 		if (::nicmr::log_enabled(::nicmr::LogLevel::level))                                \
-			::nicmr::log_write(::nicmr::LogLevel::level, component, __func__,          \
-					   __LINE__, __VA_ARGS__);                                 \
+			::nicmr::log_write(::nicmr::LogLevel::level, component, func, __LINE__,    \
+					   __VA_ARGS__);                                           \
 	} while (0)
 
 #endif

@@ -177,9 +177,10 @@ int Pool::map(const PoolParams &params, size_t page_size, MapStep *step)
 		return rc;
 	}
 	*step = MapStep::populate;
+	const char *const fn = __func__; /* the log line in the lambda */
 	auto fail = [&](int err, const char *what) {
-		NICMR_LOG(error, kLog, "pool %s: %s: %s", params.name.c_str(), what,
-			  std::strerror(-err));
+		NICMR_LOG_IN(fn, error, kLog, "pool %s: %s: %s", params.name.c_str(), what,
+			     std::strerror(-err));
 		munmap(va, size);
 		close(fd);
 		return err;
