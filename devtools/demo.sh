@@ -60,8 +60,8 @@ configure build -Dbuildtype=debugoptimized
 targets=(app/testmr/testmr)
 # The provider too, for `devtools/demo.sh -- --provider` (when the build has libfabric): the
 # loader libfabric opens and the provider proper it loads.
-if ninja -C build -t targets all 2>/dev/null | grep -q '^lib/fabric/libnicmr-fi.so:'; then
-	targets+=(lib/fabric/libnicmr-fi.so lib/fabric/libnicmr-fi-impl.so)
+if ninja -C build -t targets all 2>/dev/null | grep -q '^fabric/libnicmr-fi.so:'; then
+	targets+=(fabric/libnicmr-fi.so fabric/libnicmr-fi-impl.so)
 fi
 ninja -C build -j "$(nproc)" "${targets[@]}"
 

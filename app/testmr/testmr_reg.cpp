@@ -357,7 +357,7 @@ int native_demo(FILE *out, const RegDemoOptions &o, Figures *figures)
 #if NICMR_HAVE_LIBFABRIC
 /* Where the provider is (app/testmr/meson.build): the installed one relative to the installed
  * testmr's directory (absolute when -Dprovider_dir is outside the prefix), and, for the
- * testmr of the build tree (NICMR_TESTMR_BUILD_DIR), the build's lib/fabric. */
+ * testmr of the build tree (NICMR_TESTMR_BUILD_DIR), the build's fabric/. */
 #ifndef NICMR_FI_PROVIDER_INSTALLED
 #define NICMR_FI_PROVIDER_INSTALLED ""
 #endif

@@ -18,7 +18,7 @@
  * libfabric layers it for FI_EP_RDM, tcp;ofi_rxm, on the loopback interface) and shm register
  * plain mmap'd memory. A provider that cannot do something here says "unsupported" and why.
  *
- * Environment it sets when unset: FI_PROVIDER_PATH (the build's lib/fabric), FI_PROVIDER (only
+ * Environment it sets when unset: FI_PROVIDER_PATH (the build's fabric/), FI_PROVIDER (only
  * the providers measured: the installed psm2 provider would otherwise install a SIGSEGV handler
  * that exits with status 1), FI_TCP_IFACE=lo (no NIC here), FI_NICMR_DEVICE=emu:mkeys=262144
  * (the default 65536 keys cannot hold 100,000 MRs).

@@ -16,7 +16,7 @@
  * immutable sorted snapshot (with a bucket index over the VA span) published with a release
  * store. Writers (add/remove) serialise on a mutex. Old snapshots are retired, never freed
  * under a reader: they stay until the space is destroyed, or until the owner calls
- * reclaim_retired() with its grace-period wait (the owner knows its readers: lib/api's are
+ * reclaim_retired() with its grace-period wait (the owner knows its readers: api's are
  * registering threads, which mark their lookups, api::wait_for_pool_lookups; an owner whose
  * readers are QSBR readers passes rte_rcu_qsbr_synchronize). An owner that adds and removes
  * pools while readers run must call it, or retired snapshots pile up with the churn.

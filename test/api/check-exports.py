@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """libnicmr.so exports exactly the functions that include/nicmr/nicmr.h declares, each under
-the version node of lib/libnicmr.map, and nothing else.
+the version node of api/libnicmr.map, and nothing else.
 
     check-exports.py HEADER MAP LIBRARY
     check-exports.py --list HEADER        (the header's functions, one a line)

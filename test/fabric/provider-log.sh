@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the provider says in libfabric's log (suite 'fabric'):
 #  - a provider whose libnicmr.so.0 cannot be loaded says why at FI_LOG_LEVEL=warn (the loader,
-#    lib/fabric/fi_loader.cpp): a libnicmr.so.0 that is not nicmr's, and a missing one;
+#    fabric/fi_loader.cpp): a libnicmr.so.0 that is not nicmr's, and a missing one;
 #  - nicmr's own lines go through libfabric's log and follow FI_LOG_LEVEL: none at libfabric's
 #    default level (whatever NICMR_LOG_LEVEL says), errors at warn, the device's info lines at
 #    info and debug, and FI_LOG_SUBSYS filters them by subsystem.
@@ -39,20 +39,25 @@ line_re() { # SUBSYS LEVEL MESSAGE-REGEX
 }
 
 # ---- A provider whose libnicmr.so.0 cannot be loaded --------------------------------------
-# Copies of the two modules, in a directory whose parent is where the provider proper looks
-# for libnicmr.so.0 first (its run path in the build tree is $ORIGIN/..).
+# Copies of the two modules in $tmp/prov; the provider proper looks for libnicmr.so.0 first
+# where its run path's $ORIGIN entry points (in the build tree $ORIGIN/../api, the build's api/).
 mkdir "$tmp/prov"
 cp "$provdir/libnicmr-fi.so" "$provdir/libnicmr-fi-impl.so" "$tmp/prov/"
 runpath=$(readelf -d "$tmp/prov/libnicmr-fi-impl.so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
-case ":$runpath:" in
-*':$ORIGIN/..:'*) ;;
-*) fail "the build's libnicmr-fi-impl.so has run path '$runpath', without \$ORIGIN/.." ;;
-esac
+libdir=
+IFS=: read -ra entries <<<"$runpath"
+for e in "${entries[@]}"; do
+	case "$e" in
+	'$ORIGIN'/*) libdir="$tmp/prov/${e#'$ORIGIN'/}"; break ;;
+	esac
+done
+[ -n "$libdir" ] || fail "the build's libnicmr-fi-impl.so has run path '$runpath', without an \$ORIGIN/ entry"
+mkdir -p "$libdir"
 impl="$tmp/prov/libnicmr-fi-impl.so"
 
 # A libnicmr.so.0 that is not nicmr's: the loader names the module and the first nicmr symbol
 # of version NICMR_0.1 that the library lacks.
-cp "$stub" "$tmp/libnicmr.so.0"
+cp "$stub" "$libdir/libnicmr.so.0"
 run 1 FI_PROVIDER_PATH="$tmp/prov" FI_LOG_LEVEL=warn
 grep -q '^fi_getinfo: -61$' "$tmp/out" || fail "fi_getinfo did not answer -FI_ENODATA"
 grep -Eq "$(line_re core warn "cannot load $impl: $impl: undefined symbol: nicmr_[a-z_]+, version NICMR_0\.1$")" "$tmp/err" ||
@@ -62,7 +67,7 @@ run 1 FI_PROVIDER_PATH="$tmp/prov"
 [ ! -s "$tmp/err" ] || fail "a line at libfabric's default level"
 
 # No libnicmr.so.0 at all (unless the system has one installed, which the loader would find).
-rm "$tmp/libnicmr.so.0"
+rm "$libdir/libnicmr.so.0"
 if ldconfig -p | grep -q 'libnicmr\.so\.0 '; then
 	echo "provider-log: the system has a libnicmr.so.0 (ldconfig -p): missing-library case not run"
 else

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The provider's per-domain object store (lib/fabric/fi_slab.h, an rte_ring of free objects), on
+ * The provider's per-domain object store (fabric/fi_slab.h, an rte_ring of free objects), on
  * its own: batches that double, growth stopping at the bound with -ENOSPC, objects that come
  * back being taken again without growth, and threads that take on one side and give back on
  * the other (fi_close on another thread than fi_mr_reg) losing and doubling nothing. Suite

@@ -24,7 +24,7 @@
 namespace {
 
 constexpr char kImpl[] = "libnicmr-fi-impl.so";
-/* The provider's entry in kImpl (lib/fabric/fi_impl.map). */
+/* The provider's entry in kImpl (fabric/fi_impl.map). */
 constexpr char kImplIni[] = "nicmr_fi_impl_ini";
 
 /* Names the provider in the log lines; never registered (fi_prov_ini returns the real one
