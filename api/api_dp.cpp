@@ -16,6 +16,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "api_internal.h"
 #include "nicmr_log.h"
@@ -68,6 +69,26 @@ uint8_t wc_status(uint8_t syndrome)
 		return NICMR_WC_GENERAL;
 	}
 }
+
+/* The names of nicmr_wc_syndrome_str, by enum nicmr_wc_status (wc_status maps the syndrome). */
+constexpr const char *kStatusNames[] = {
+	"success",
+	"local length error",
+	"local QP operation error",
+	"local protection error (local key, PD or bounds)",
+	"flushed: an earlier request of the pair failed",
+	"memory window bind error",
+	"bad response",
+	"local access error",
+	"remote invalid request (responder not ready)",
+	"remote access error (key refused: stale, out of bounds or right missing)",
+	"remote operation error",
+	"transport retry counter exceeded",
+	"RNR retry counter exceeded",
+	"remote aborted",
+	"unknown syndrome",
+};
+static_assert(std::size(kStatusNames) == NICMR_WC_GENERAL + 1);
 
 unsigned post_flags(unsigned flags)
 {
@@ -179,6 +200,11 @@ int nicmr_cq_destroy(struct nicmr_cq *cq)
 uint32_t nicmr_cq_num(const struct nicmr_cq *cq)
 {
 	return cq ? cq->cq->cqn() : 0;
+}
+
+const char *nicmr_wc_syndrome_str(uint8_t syndrome)
+{
+	return kStatusNames[wc_status(syndrome)];
 }
 
 int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)

@@ -7,11 +7,9 @@
  * FI_EACCES for a key or access refusal (CQE syndromes REMOTE_ACCESS, LOCAL_PROT,
  * LOCAL_ACCESS), FI_ECANCELED for a request flushed after an earlier error, FI_EINVAL for a
  * responder that was not ready, FI_EIO otherwise; prov_errno is the CQE syndrome
- * (MLX5_CQE_SYNDROME_*), which fi_cq_strerror names. No wait objects: FI_WAIT_NONE (sread
- * polls until its timeout).
+ * (struct nicmr_wc::syndrome), which fi_cq_strerror names through nicmr_wc_syndrome_str. No wait
+ * objects: FI_WAIT_NONE (sread polls until its timeout).
  */
-#include <infiniband/mlx5dv.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -147,37 +145,9 @@ ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src
 	return n;
 }
 
-const char *syndrome_name(int s)
-{
-	switch (s) {
-	case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
-		return "local length error";
-	case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
-		return "local QP operation error";
-	case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
-		return "local protection error (local key, PD or bounds)";
-	case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
-		return "flushed: an earlier request of the pair failed";
-	case MLX5_CQE_SYNDROME_MW_BIND_ERR:
-		return "memory window bind error";
-	case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
-		return "bad response";
-	case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
-		return "local access error";
-	case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
-		return "remote invalid request (responder not ready)";
-	case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
-		return "remote access error (key refused: stale, out of bounds or right missing)";
-	case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
-		return "remote operation error";
-	default:
-		return "unknown syndrome";
-	}
-}
-
 const char *cq_strerror(struct fid_cq *, int prov_errno, const void *, char *buf, size_t len)
 {
-	const char *s = syndrome_name(prov_errno);
+	const char *s = nicmr_wc_syndrome_str(static_cast<uint8_t>(prov_errno));
 	if (buf && len) {
 		std::snprintf(buf, len, "CQE syndrome 0x%02x: %s", prov_errno, s);
 		return buf;

@@ -483,6 +483,14 @@ uint32_t nicmr_cq_num(const struct nicmr_cq *cq);
 int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n);
 
 /**
+ * Names a CQE syndrome as struct nicmr_wc::syndrome carries it (0: success), for error
+ * messages: a static string, e.g. "remote access error (key refused: stale, out of bounds or
+ * right missing)" for 0x13 (NICMR_WC_REMOTE_ACCESS); "unknown syndrome" for one nicmr does not
+ * know (NICMR_WC_GENERAL). Any thread; no lock.
+ */
+const char *nicmr_wc_syndrome_str(uint8_t syndrome);
+
+/**
  * Creates an RC QP in pd on port (1 or 2) of pd's device, reporting to send_cq, with room for
  * at least depth work requests (rounded up to a power of two; a request takes one or more
  * 64-byte slots: an inline write or a long SGE list more). State RESET. As a responder it

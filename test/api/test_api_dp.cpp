@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -242,6 +244,39 @@ TEST_F(DataPath, StaleRemoteKeyGivesRemoteAccessAndLeavesTargetIntact)
 	EXPECT_EQ(wc.wr_id, 4u);
 	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
 	EXPECT_EQ(std::memcmp(a, b, 256), 0);
+}
+
+/* nicmr_wc_syndrome_str names the syndromes of the CQEs above by their status: one distinct name
+ * for each status, "success" for 0 and "unknown syndrome" for one nicmr does not know. */
+TEST(WcSyndromeStr, NamesEveryKnownSyndromeByItsStatus)
+{
+	EXPECT_STREQ(nicmr_wc_syndrome_str(0), "success");
+	EXPECT_STREQ(nicmr_wc_syndrome_str(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR),
+		     "remote access error (key refused: stale, out of bounds or right missing)");
+	EXPECT_STREQ(nicmr_wc_syndrome_str(MLX5_CQE_SYNDROME_WR_FLUSH_ERR),
+		     "flushed: an earlier request of the pair failed");
+	EXPECT_STREQ(nicmr_wc_syndrome_str(0x99), "unknown syndrome");
+	EXPECT_STREQ(nicmr_wc_syndrome_str(0xff), "unknown syndrome");
+	const uint8_t known[] = {MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR,
+				 MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR,
+				 MLX5_CQE_SYNDROME_LOCAL_PROT_ERR,
+				 MLX5_CQE_SYNDROME_WR_FLUSH_ERR,
+				 MLX5_CQE_SYNDROME_MW_BIND_ERR,
+				 MLX5_CQE_SYNDROME_BAD_RESP_ERR,
+				 MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR,
+				 MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
+				 MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
+				 MLX5_CQE_SYNDROME_REMOTE_OP_ERR,
+				 MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR,
+				 MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR,
+				 MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR};
+	std::set<std::string> names{nicmr_wc_syndrome_str(0), nicmr_wc_syndrome_str(0x99)};
+	for (uint8_t s : known) {
+		const char *n = nicmr_wc_syndrome_str(s);
+		ASSERT_NE(n, nullptr);
+		EXPECT_TRUE(names.insert(n).second)
+			<< "syndrome 0x" << std::hex << int(s) << ": " << n;
+	}
 }
 
 TEST_F(DataPath, RightsTheRemoteKeyLacksCompleteWithRemoteAccess)
