@@ -61,7 +61,7 @@ echo "format: ${#files[@]} files clean"
 
 if [ "${1:-}" = "--tidy" ]; then
 	build=$tidy_build
-	mapfile -t srcs < <(git ls-files 'lib/*.cpp' 'drivers/*.cpp' 'app/*.cpp')
+	mapfile -t srcs < <(git ls-files 'lib/*.cpp' 'drivers/*.cpp' 'api/*.cpp' 'fabric/*.cpp' 'app/*.cpp')
 	# Only sources this build compiles (parts a configuration leaves out have no command).
 	mapfile -t srcs < <(for s in "${srcs[@]}"; do
 		grep -q "\"file\": \"[^\"]*/${s//\//\\/}\"" "$build/compile_commands.json" && echo "$s"
