@@ -6,7 +6,8 @@
  *     against memcpy of 64 KiB between the same two buffers, measured in the same run; the
  *     ratio of medians (memcpy time / RDMA time) is printed at the end;
  *   - 8-byte inline RDMA WRITE message rate on one QP (a CQE every 32 WQEs);
- *   - UMR bind + revoke round trip on a UmrQueue (two WQEs, two completions).
+ *   - UMR bind + revoke round trip on a UmrQueue (two WQEs, two completions): bench_umr_floor.h,
+ *     the floor that bench-mr and bench-fi-mr measure the same way beside their registrations.
  * Medians of 10 repetitions.
  */
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_cli.h"
+#include "bench_umr_floor.h"
 
 #include "dp_rig.h"
 #include "mlx5_umr.h"
@@ -31,9 +33,7 @@ struct Bench {
 	Rig r;
 	mem::DmaBlock a, b;
 	TestMr ma, mb;
-	std::unique_ptr<mlx5::UmrQueue> umr;
-	TestMr free_mkey;
-	std::vector<mlx5::MttEntry> umr_mtt;
+	nicmr::bench::UmrFloor umr;
 	int rc = -1;
 
 	Bench()
@@ -49,20 +49,11 @@ struct Bench {
 		if ((rc = r.mtt_mr(a, 0, k64K, all, &ma)) != 0 ||
 		    (rc = r.mtt_mr(b, 0, k64K, all, &mb)) != 0)
 			return;
-		if ((rc = mlx5::UmrQueue::create(*r.dev, r.pd.pd(), {}, &umr)) != 0)
-			return;
-		mlx5::MkeyCreate c;
-		c.ctx = r.ctx(true, false, false, false, false);
-		c.ctx.free = true;
-		c.ctx.umr_en = true;
-		c.ctx.translations_octword_size = 1;
-		rc = r.create_raw(c, &free_mkey);
-		umr_mtt.push_back({b.iova, true, true});
+		rc = umr.create(*r.dev, r.pd.pd(), va(b), b.iova);
 	}
 	~Bench()
 	{
 		umr.reset();
-		free_mkey.handle.reset();
 		ma.handle.reset();
 		mb.handle.reset();
 		if (a.va != nullptr)
@@ -168,15 +159,8 @@ void BM_UmrBindRevoke(benchmark::State &st)
 	if (!ready(st))
 		return;
 	Bench &b = bench();
-	mlx5::UmrBind u;
-	u.mkey = b.free_mkey.key;
-	u.lr = u.rw = true;
-	u.pd = b.r.pd.pd();
-	u.start = b.va(b.b);
-	u.len = 4096;
-	u.mtt = b.umr_mtt;
 	for (auto _ : st) {
-		if (b.umr->bind(u) != 0 || b.umr->revoke(u.mkey) != 0) {
+		if (b.umr.bind() != 0 || b.umr.revoke() != 0) {
 			st.SkipWithError("UMR failed");
 			return;
 		}

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fi_mr_bench (bench-fi-mr): one libfabric program run against several providers in the same
- * process and the same run, through libfabric's public API only (plus nicmr's ops extension,
- * <nicmr/fi_nicmr.h>, to take buffers from a nicmr pool).
+ * run, through libfabric's public API only (plus nicmr's ops extension, <nicmr/fi_nicmr.h>, to
+ * take buffers from a nicmr pool). Each provider runs in a process of its own: the program runs
+ * itself again as `--child <provider>` with FI_PROVIDER naming that provider alone and reads the
+ * child's lines, so that no provider's progress thread (tcp starts one) shares the two cores
+ * with another's rows. The floor and the native pair of the last lines run in a process of
+ * their own too (`--child native`), with no provider loaded.
  *
- *   bench-fi-mr [--smoke] [--reps N] [--live N] [provider ...]     (default: nicmr tcp shm)
+ *   bench-fi-mr [--smoke] [--reps N] [--live N] [--ratios] [provider ...]  (default: nicmr tcp shm)
  *
  * What it measures, per provider:
  *   - fi_mr_reg and fi_close of one MR (4 KiB and 2 MiB), timed apart and as the pair, median of
@@ -17,19 +21,29 @@
  * the ops extension) and plain mmap'd memory (the slow path: pin and DMA-map per MR). tcp (as
  * libfabric layers it for FI_EP_RDM, tcp;ofi_rxm, on the loopback interface) and shm register
  * plain mmap'd memory. A provider that cannot do something here says "unsupported" and why.
+ * When nicmr is measured, also the floor (a UMR bind + revoke pair of 4 KiB, bench_umr_floor.h)
+ * and the native pair (nicmr_mr_reg + nicmr_mr_dereg of 4 KiB in a pool) on a native device
+ * opened with FI_NICMR_DEVICE, and the last lines compare them (bench_ratios.h). --ratios
+ * measures only those and nicmr's 4 KiB cases (bench-mr runs it for its own last lines).
  *
- * Environment it sets when unset: FI_PROVIDER_PATH (the build's fabric/), FI_PROVIDER (only
- * the providers measured: the installed psm2 provider would otherwise install a SIGSEGV handler
- * that exits with status 1), FI_TCP_IFACE=lo (no NIC here), FI_NICMR_DEVICE=emu:mkeys=262144
- * (the default 65536 keys cannot hold 100,000 MRs).
+ * Environment it sets when unset: FI_PROVIDER_PATH (the build's fabric/), FI_PROVIDER (in
+ * each provider's process, that provider alone: the installed psm2 provider would otherwise
+ * install a SIGSEGV handler that exits with status 1), FI_TCP_IFACE=lo (no NIC here),
+ * FI_NICMR_DEVICE=emu:mkeys=262144 (the default 65536 keys cannot hold 100,000 MRs).
  *
- * Machine-readable lines for the smoke test: "RESULT <row> <case> reg=<ns> close=<ns>
- * pair=<ns>", "RESULT <row> write64k gbps=<x>", "UNSUPPORTED <row> <case> <reason>".
+ * Machine-readable lines (the children's, echoed by the parent, which builds the table from
+ * them; the smoke test reads them too): "PROV <row> <libfabric's name> pid=<the process>
+ * FI_PROVIDER=<its filter>", "RESULT <row> <case>
+ * reg=<ns> close=<ns> pair=<ns>" (row "floor", case "umr/4KiB": reg is the bind, close the
+ * revoke; row "native", case "4KiB/alone"), "RESULT <row> write64k gbps=<x>", "UNSUPPORTED <row>
+ * <case> <reason>", "ERROR <what>"; the four "RATIOS" lines last.
  * --reps and --live take a count (bench_cli.h: digits only, 1 or more; --reps at most 1,000,000,
- * --live at most 10,000,000); providers are nicmr, tcp and shm, each at most once. Anything else
- * is a usage error (exit status 2) found before a provider is opened; --help prints the usage
- * and exits 0. Exit status 1 when a measurement failed.
+ * --live at most 10,000,000); providers are nicmr, tcp and shm, each at most once, and none with
+ * --ratios; --child takes native, nicmr, tcp or shm. Anything else is a usage error (exit
+ * status 2) found before a provider is opened; --help prints the usage and exits 0. Exit status
+ * 1 when a measurement of nicmr failed or a child process did not end cleanly.
  */
+#include <fcntl.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -38,8 +52,11 @@
 #include <rdma/fi_rma.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -50,6 +67,8 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_native.h"
+#include "bench_ratios.h"
 #include "nicmr/fi_nicmr.h"
 
 #ifndef NICMR_FI_PROVIDER_DIR
@@ -71,6 +90,8 @@ constexpr uint64_t kAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRI
 constexpr uint32_t kApi = FI_VERSION(1, 17);
 
 struct Options {
+	bool smoke = false;
+	bool ratios = false; /* only what the last lines need */
 	int reps = 301;
 	size_t live = 100000;
 	int write_reps = 9;
@@ -78,21 +99,8 @@ struct Options {
 	std::vector<std::string> providers;
 };
 
-double now_ns()
-{
-	return std::chrono::duration<double, std::nano>(
-		       std::chrono::steady_clock::now().time_since_epoch())
-		.count();
-}
-
-double median(std::vector<double> v)
-{
-	if (v.empty())
-		return 0;
-	std::sort(v.begin(), v.end());
-	size_t n = v.size();
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using nicmr::bench::median;
+using nicmr::bench::now_ns;
 
 /* Anonymous memory, 2 MiB-aligned and touched (mapped before any registration). */
 struct MmapBuf {
@@ -187,40 +195,29 @@ struct RegFigures {
 	double reg = 0, close = 0, pair = 0;
 };
 
-/* Times reps registrations by reg_one(&mr) (after a tenth as many warm-up ones, at least 2),
- * each followed by the MR's fi_close: the medians of the registration, the close and the pair
- * into *out. what names the registering call in *err. */
+/* Times reps registrations by reg_one(&mr), each followed by the MR's fi_close, after
+ * warmup_pairs(reps) untimed ones: the medians of the registration, the close and the pair into
+ * *out, timed as bench_ratios.h says (the floor and the native pair of the last lines are timed
+ * the same way). what names the registering call in *err. */
 template <typename RegOne>
 int time_pairs(int reps, const char *what, RegOne reg_one, RegFigures *out, std::string *err)
 {
-	std::vector<double> reg, close, pair;
-	int ret = 0;
-	const int warmup = std::max(2, reps / 10);
-	for (int r = 0; r < warmup + reps && ret == 0; r++) {
-		fid_mr *mr = nullptr;
-		double t0 = now_ns();
-		ret = reg_one(&mr);
-		double t1 = now_ns();
-		if (ret != 0) {
-			*err = std::string(what) + ": " + fi_err(ret);
-			break;
-		}
-		ret = fi_close(&mr->fid);
-		double t2 = now_ns();
-		if (ret != 0) {
-			*err = "fi_close(mr): " + fi_err(ret);
-			break;
-		}
-		if (r >= warmup) {
-			reg.push_back(t1 - t0);
-			close.push_back(t2 - t1);
-			pair.push_back(t2 - t0);
-		}
+	fid_mr *mr = nullptr;
+	auto reg = [&] { return reg_one(&mr); };
+	auto close = [&] { return fi_close(&mr->fid); };
+	nicmr::bench::PairSampler sampler;
+	int failed = 0;
+	int ret = sampler.run(nicmr::bench::warmup_pairs(reps), reg, close, &failed, false);
+	if (ret == 0)
+		ret = sampler.run(reps, reg, close, &failed);
+	if (ret != 0) {
+		*err = (failed == 1 ? std::string(what) : std::string("fi_close(mr)")) + ": " +
+		       fi_err(ret);
+		return ret;
 	}
-	out->reg = median(reg);
-	out->close = median(close);
-	out->pair = median(pair);
-	return ret;
+	const nicmr::bench::PairTimes t = sampler.medians();
+	*out = {t.first, t.second, t.pair};
+	return 0;
 }
 
 /* Times reg and close of one MR of `size` at base + kTimedOff, with `live` 4 KiB MRs of base's
@@ -466,18 +463,287 @@ constexpr uint64_t kMaxReps = 1000000;
 constexpr uint64_t kMaxLive = 10000000;
 const char *const kProviders[] = {"nicmr", "tcp", "shm"};
 
+/* The processes of a run, one per role: "native" (the floor and the native pair of the last
+ * lines, no libfabric provider loaded), then one per provider named. */
+const char *const kRoles[] = {"native", "nicmr", "tcp", "shm"};
+
 void usage()
 {
-	std::printf("usage: bench-fi-mr [--smoke] [--reps N] [--live N] [provider ...]\n"
-		    "fi_mr_reg / fi_close medians (4 KiB, 2 MiB; alone and with --live other MRs), "
-		    "fi_mr_regv and\nfi_write 64 KiB through libfabric, per provider.\n"
-		    "  --smoke     tiny counts (5 repetitions, 1,000 live MRs, few writes)\n"
-		    "  --reps N    repetitions of each timing, 1..%llu (default 301)\n"
-		    "  --live N    MRs live during the /live cases, 1..%llu (default 100,000)\n"
-		    "  providers:  nicmr tcp shm (default: all three)\n"
-		    "Exit status: 0, 1 when a measurement failed, 2 for bad arguments.\n",
-		    static_cast<unsigned long long>(kMaxReps),
-		    static_cast<unsigned long long>(kMaxLive));
+	std::printf(
+		"usage: bench-fi-mr [--smoke] [--reps N] [--live N] [--ratios] [provider ...]\n"
+		"fi_mr_reg / fi_close medians (4 KiB, 2 MiB; alone and with --live other MRs), "
+		"fi_mr_regv and\nfi_write 64 KiB through libfabric, per provider, each "
+		"provider in a process of its own;\nthen the floor (UMR bind + revoke), the "
+		"native pair and the provider's against them.\n"
+		"  --smoke     tiny counts (5 repetitions, 1,000 live MRs, few writes)\n"
+		"  --reps N    repetitions of each timing, 1..%llu (default 301)\n"
+		"  --live N    MRs live during the /live cases, 1..%llu (default 100,000)\n"
+		"  --ratios    only what the last lines need: the floor, the native pair and "
+		"nicmr's 4 KiB\n              cases (no provider may be named)\n"
+		"  --child R   one process of a run (native, nicmr, tcp or shm); the parent runs "
+		"these\n"
+		"  providers:  nicmr tcp shm (default: all three)\n"
+		"Exit status: 0, 1 when a measurement failed, 2 for bad arguments.\n",
+		static_cast<unsigned long long>(kMaxReps),
+		static_cast<unsigned long long>(kMaxLive));
+}
+
+/* The FI_PROVIDER filter of one provider's process: tcp needs ofi_rxm for FI_EP_RDM. */
+std::string provider_filter(const std::string &p)
+{
+	return p == "tcp" ? "tcp,ofi_rxm" : p;
+}
+
+/* The rows a provider's process measures. */
+std::vector<Row> rows_of(const std::string &provider, const Options &o)
+{
+	if (provider != "nicmr")
+		return {{provider, provider, false}};
+	if (o.ratios)
+		return {{"nicmr", provider, true}};
+	return {{"nicmr", provider, true}, {"nicmr-mmap", provider, false}};
+}
+
+/* The cases a row has: every size alone and with live MRs, the vectored one; --ratios: nicmr's
+ * 4 KiB ones. */
+std::vector<std::string> cases_of(const Options &o)
+{
+	std::vector<std::string> v;
+	for (size_t size : kSizes) {
+		if (o.ratios && size != 4 * kKiB)
+			continue;
+		for (size_t live : {size_t{0}, o.live})
+			v.push_back(case_name(size, live));
+	}
+	if (!o.ratios)
+		v.push_back(kRegvCase);
+	return v;
+}
+
+/* One row in a provider's process: prints "PROV", then "RESULT", "UNSUPPORTED" and "ERROR" lines
+ * (the parent reads them). */
+void measure_row(const Row &row, const Options &o)
+{
+	Ctx c;
+	std::string err;
+	MmapBuf mbuf(kBufLen);
+	fi_nicmr_pool_ops *ops = nullptr;
+	fi_nicmr_pool *pool = nullptr;
+	char *base = mbuf.p;
+	int ret = mbuf.p ? c.open(row.request, &err) : -FI_ENOMEM;
+	if (!mbuf.p)
+		err = "mmap failed";
+	if (ret == 0 && row.pool) {
+		void *v = nullptr;
+		ret = fi_open_ops(&c.domain->fid, FI_NICMR_POOL_OPS, 0, &v, nullptr);
+		ops = static_cast<fi_nicmr_pool_ops *>(v);
+		if (ret == 0)
+			ret = ops->pool_create(c.domain, kBufLen, NICMR_PAGE_2M, NICMR_NUMA_ANY,
+					       FI_NICMR_POOL_FALLBACK, &pool);
+		if (ret != 0)
+			err = "nicmr pool: " + fi_err(ret);
+		else
+			base = static_cast<char *>(ops->pool_addr(pool));
+	}
+	std::printf("PROV %s %s pid=%d FI_PROVIDER=%s\n", row.label.c_str(),
+		    (ret == 0 ? c.prov : row.request).c_str(), int(getpid()),
+		    std::getenv("FI_PROVIDER") ? std::getenv("FI_PROVIDER") : "");
+	if (ret != 0) {
+		std::printf("UNSUPPORTED %s all %s\n", row.label.c_str(), err.c_str());
+		std::fflush(stdout);
+		return;
+	}
+	for (size_t size : kSizes) {
+		if (o.ratios && size != 4 * kKiB)
+			continue;
+		for (size_t live : {size_t{0}, o.live}) {
+			RegFigures f;
+			err.clear();
+			ret = time_reg_close(c, base, size, live, o.reps, &f, &err);
+			if (ret == 0)
+				std::printf("RESULT %s %s reg=%.0f close=%.0f pair=%.0f\n",
+					    row.label.c_str(), case_name(size, live).c_str(), f.reg,
+					    f.close, f.pair);
+			else
+				std::printf("UNSUPPORTED %s %s %s\n", row.label.c_str(),
+					    case_name(size, live).c_str(), err.c_str());
+			std::fflush(stdout);
+		}
+	}
+	if (!o.ratios) {
+		RegFigures f;
+		err.clear();
+		ret = time_regv(c, base, o.reps, &f, &err);
+		if (ret == 0)
+			std::printf("RESULT %s %s reg=%.0f close=%.0f pair=%.0f\n",
+				    row.label.c_str(), kRegvCase, f.reg, f.close, f.pair);
+		else
+			std::printf("UNSUPPORTED %s %s %s\n", row.label.c_str(), kRegvCase,
+				    err.c_str());
+		std::fflush(stdout);
+	}
+	if (!o.ratios && row.label != "nicmr-mmap") {
+		double gbps = 0;
+		err.clear();
+		ret = time_write(c, base + kTimedOff, base + kTimedOff + 4 * kMiB, o, &gbps, &err);
+		if (ret == 0)
+			std::printf("RESULT %s write64k gbps=%.3f\n", row.label.c_str(), gbps);
+		else
+			std::printf("UNSUPPORTED %s write64k %s\n", row.label.c_str(), err.c_str());
+	}
+	if (pool) {
+		ret = ops->pool_destroy(pool);
+		if (ret != 0)
+			std::printf("ERROR nicmr pool_destroy: %s\n", fi_err(ret).c_str());
+	}
+	std::fflush(stdout);
+}
+
+/* The floor and the native pair (bench_native.h) on a native device opened as the provider
+ * opens its own (FI_NICMR_DEVICE), in a process where no provider is loaded: "RESULT floor
+ * umr/4KiB" (reg = the bind, close = the revoke) and "RESULT native 4KiB/alone", or an ERROR
+ * line. */
+void measure_native(const Options &o)
+{
+	nicmr::bench::FloorNative f;
+	std::string err;
+	for (const char *row : {"floor", "native"})
+		std::printf("PROV %s native-api pid=%d FI_PROVIDER=%s\n", row, int(getpid()),
+			    std::getenv("FI_PROVIDER") ? std::getenv("FI_PROVIDER") : "");
+	if (nicmr::bench::measure_floor_native(std::getenv("FI_NICMR_DEVICE"), o.reps, &f, &err) !=
+	    0) {
+		std::printf("ERROR floor and native pair: %s\n", err.c_str());
+	} else {
+		std::printf("RESULT floor umr/4KiB reg=%.0f close=%.0f pair=%.0f\n", f.floor.first,
+			    f.floor.second, f.floor.pair);
+		std::printf("RESULT native 4KiB/alone reg=%.0f close=%.0f pair=%.0f\n",
+			    f.native.first, f.native.second, f.native.pair);
+	}
+	std::fflush(stdout);
+}
+
+/* What the parent gathers from its children's lines. */
+struct Gathered {
+	std::map<std::string, std::map<std::string, Cell>> cells; /* row -> case -> figures */
+	std::map<std::string, std::string> prov_of;
+	std::map<std::string, double> write_gbps; /* -1: unsupported */
+	int errors = 0;
+
+	void parse(const std::string &line)
+	{
+		char row[64], cs[64];
+		double reg, close, pair, gbps;
+		int off = 0;
+		if (std::sscanf(line.c_str(), "RESULT %63s %63s reg=%lf close=%lf pair=%lf", row,
+				cs, &reg, &close, &pair) == 5) {
+			Cell &c = cells[row][cs];
+			c.ok = true;
+			c.f = {reg, close, pair};
+		} else if (std::sscanf(line.c_str(), "RESULT %63s write64k gbps=%lf", row, &gbps) ==
+			   2) {
+			write_gbps[row] = gbps;
+		} else if (std::sscanf(line.c_str(), "UNSUPPORTED %63s %63s %n", row, cs, &off) ==
+				   2 &&
+			   off > 0) {
+			std::string why = line.substr(size_t(off));
+			while (!why.empty() && why.back() == '\n')
+				why.pop_back();
+			if (std::string(cs) == "write64k")
+				write_gbps[row] = -1;
+			else if (std::string(cs) == "all")
+				cells[row]["all"].why = why;
+			else
+				cells[row][cs].why = why;
+		} else if (std::sscanf(line.c_str(), "PROV %63s %63s", row, cs) == 2) {
+			prov_of[row] = cs;
+		} else if (line.rfind("ERROR ", 0) == 0) {
+			errors++;
+		}
+	}
+	/* A cell, or the reason its whole row was unsupported. */
+	Cell cell(const std::string &row, const std::string &cs)
+	{
+		auto &r = cells[row];
+		auto it = r.find(cs);
+		if (it != r.end())
+			return it->second;
+		Cell c;
+		auto all = r.find("all");
+		c.why = all != r.end() ? all->second.why : "not measured";
+		return c;
+	}
+};
+
+/* Runs this program again as `--child role` with its output on a pipe; echoes each line and
+ * hands it to g. Returns the child's wait status, or -1 when it could not be started. */
+int run_child(const char *self, const std::string &role, const Options &o, bool user_provider,
+	      Gathered *g)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -1;
+	std::fflush(stdout);
+	const pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		if (dup2(fds[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		/* One provider per process: libfabric loads only the providers FI_PROVIDER names,
+		 * so no other provider's progress thread runs beside this one's rows. */
+		if (!user_provider && role != "native")
+			setenv("FI_PROVIDER", provider_filter(role).c_str(), 1);
+		std::vector<std::string> args = {self,
+						 "--child",
+						 role,
+						 "--reps",
+						 std::to_string(o.reps),
+						 "--live",
+						 std::to_string(o.live)};
+		if (o.smoke)
+			args.insert(args.begin() + 1, "--smoke");
+		if (o.ratios)
+			args.push_back("--ratios");
+		std::vector<char *> av;
+		for (auto &a : args)
+			av.push_back(a.data());
+		av.push_back(nullptr);
+		execv("/proc/self/exe", av.data());
+		std::fprintf(stderr, "bench-fi-mr: exec of its own program failed: %s\n",
+			     std::strerror(errno));
+		_exit(127);
+	}
+	close(fds[1]);
+	FILE *f = fdopen(fds[0], "r");
+	if (f == nullptr) {
+		close(fds[0]);
+	} else {
+		char *line = nullptr;
+		size_t cap = 0;
+		while (getline(&line, &cap, f) > 0) {
+			std::fputs(line, stdout);
+			g->parse(line);
+		}
+		std::free(line);
+		std::fclose(f);
+	}
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+	}
+	std::fflush(stdout);
+	return status;
+}
+
+std::string ended(int status)
+{
+	if (status == -1)
+		return "its process could not be started";
+	if (WIFSIGNALED(status))
+		return "its process was killed by signal " + std::to_string(WTERMSIG(status));
+	return "its process exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
 } // namespace
@@ -488,14 +754,28 @@ int main(int argc, char **argv)
 	using nicmr::bench::usage_error;
 	const char *prog = "bench-fi-mr";
 	Options o;
+	std::string child;
 	for (int i = 1; i < argc; i++) {
 		std::string a = argv[i];
 		uint64_t n;
 		if (a == "--smoke") {
+			o.smoke = true;
 			o.reps = 5;
 			o.live = 1000;
 			o.write_reps = 2;
 			o.writes_per_rep = 4;
+		} else if (a == "--ratios") {
+			o.ratios = true;
+		} else if (a == "--child") {
+			if (i + 1 == argc)
+				usage_error(prog, "--child needs a role");
+			child = argv[++i];
+			if (std::find(std::begin(kRoles), std::end(kRoles), child) ==
+			    std::end(kRoles))
+				usage_error(
+					prog,
+					"--child: unknown role '%s' (native, nicmr, tcp or shm)",
+					child.c_str());
 		} else if (a == "--reps" || a == "--live") {
 			if (i + 1 == argc)
 				usage_error(prog, "%s needs a count", a.c_str());
@@ -525,26 +805,33 @@ int main(int argc, char **argv)
 			o.providers.push_back(a);
 		}
 	}
+	if (o.ratios && !o.providers.empty())
+		usage_error(prog, "--ratios measures nicmr alone: name no provider with it");
 	if (o.providers.empty())
-		o.providers = {"nicmr", "tcp", "shm"};
+		o.providers = o.ratios ? std::vector<std::string>{"nicmr"}
+				       : std::vector<std::string>{"nicmr", "tcp", "shm"};
 
-	std::string filter;
-	for (const auto &p : o.providers)
-		filter += (filter.empty() ? "" : ",") + p + (p == "tcp" ? ",ofi_rxm" : "");
+	const bool user_provider = std::getenv("FI_PROVIDER") != nullptr;
 	set_default_env("FI_PROVIDER_PATH", NICMR_FI_PROVIDER_DIR);
-	set_default_env("FI_PROVIDER", filter.c_str());
 	set_default_env("FI_TCP_IFACE", "lo");
 	set_default_env("FI_NICMR_DEVICE", "emu:mkeys=262144");
 
-	std::vector<Row> rows;
-	for (const auto &p : o.providers) {
-		if (p == "nicmr") {
-			rows.push_back({"nicmr", p, true});
-			rows.push_back({"nicmr-mmap", p, false});
-		} else {
-			rows.push_back({p, p, false});
-		}
+	if (!child.empty()) {
+		if (child == "native")
+			measure_native(o);
+		else
+			for (const Row &row : rows_of(child, o))
+				measure_row(row, o);
+		return 0;
 	}
+
+	std::vector<Row> rows;
+	for (const auto &p : o.providers)
+		for (const Row &r : rows_of(p, o))
+			rows.push_back(r);
+	const std::vector<std::string> cases = cases_of(o);
+	const bool nicmr =
+		std::find(o.providers.begin(), o.providers.end(), "nicmr") != o.providers.end();
 
 	std::printf("fi_mr_bench: fi_mr_reg / fi_close through libfabric %u.%u, medians of %d "
 		    "repetitions (ns)\n",
@@ -552,138 +839,72 @@ int main(int argc, char **argv)
 	std::printf("  alone: the timed MR is the only one live; live: %zu other 4 KiB MRs are "
 		    "registered first\n",
 		    o.live);
-	std::printf("  regv4x4KiB: fi_mr_regv of four 4 KiB pages out of address order (one MR), "
-		    "alone\n");
+	if (!o.ratios)
+		std::printf("  regv4x4KiB: fi_mr_regv of four 4 KiB pages out of address order "
+			    "(one MR), alone\n");
 	std::printf("  nicmr: buffers from a nicmr pool (ops extension, fast path); nicmr-mmap: "
 		    "plain mmap'd memory (slow path); others: plain mmap'd memory\n");
-	std::printf("  FI_PROVIDER=%s FI_NICMR_DEVICE=%s FI_TCP_IFACE=%s\n\n",
-		    std::getenv("FI_PROVIDER"), std::getenv("FI_NICMR_DEVICE"),
-		    std::getenv("FI_TCP_IFACE"));
+	std::printf("  floor: UMR bind (reg) + revoke (close) of 4 KiB on a native device opened "
+		    "as FI_NICMR_DEVICE; native: nicmr_mr_reg + nicmr_mr_dereg of 4 KiB in a "
+		    "pool there\n");
+	std::printf("  each in a process of its own: the floor and native pair, then each "
+		    "provider (parent pid=%d); FI_PROVIDER=%s FI_NICMR_DEVICE=%s "
+		    "FI_TCP_IFACE=%s\n\n",
+		    int(getpid()),
+		    user_provider ? std::getenv("FI_PROVIDER") : "(the process's provider)",
+		    std::getenv("FI_NICMR_DEVICE"), std::getenv("FI_TCP_IFACE"));
 
-	std::map<std::string, std::map<std::string, Cell>> cells; /* row -> case -> figures */
-	std::map<std::string, std::string> prov_of;
-	std::map<std::string, double> write_gbps;
+	Gathered g;
 	int failures = 0;
-
-	for (const Row &row : rows) {
-		Ctx c;
-		std::string err;
-		MmapBuf mbuf(kBufLen);
-		fi_nicmr_pool_ops *ops = nullptr;
-		fi_nicmr_pool *pool = nullptr;
-		char *base = mbuf.p;
-		int ret = mbuf.p ? c.open(row.request, &err) : -FI_ENOMEM;
-		if (!mbuf.p)
-			err = "mmap failed";
-		if (ret == 0 && row.pool) {
-			void *v = nullptr;
-			ret = fi_open_ops(&c.domain->fid, FI_NICMR_POOL_OPS, 0, &v, nullptr);
-			ops = static_cast<fi_nicmr_pool_ops *>(v);
-			if (ret == 0)
-				ret = ops->pool_create(c.domain, kBufLen, NICMR_PAGE_2M,
-						       NICMR_NUMA_ANY, FI_NICMR_POOL_FALLBACK,
-						       &pool);
-			if (ret != 0)
-				err = "nicmr pool: " + fi_err(ret);
-			else
-				base = static_cast<char *>(ops->pool_addr(pool));
-		}
-		prov_of[row.label] = ret == 0 ? c.prov : row.request;
-		if (ret != 0) {
-			std::printf("UNSUPPORTED %s all %s\n", row.label.c_str(), err.c_str());
-			for (size_t size : kSizes)
-				for (size_t live : {size_t{0}, o.live})
-					cells[row.label][case_name(size, live)].why = err;
-			cells[row.label][kRegvCase].why = err;
+	std::vector<std::string> roles;
+	if (nicmr)
+		roles.push_back("native");
+	for (const auto &p : o.providers)
+		roles.push_back(p);
+	for (const std::string &role : roles) {
+		const int status = run_child(argv[0], role, o, user_provider, &g);
+		const bool clean = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+		if (clean)
 			continue;
-		}
-		for (size_t size : kSizes) {
-			for (size_t live : {size_t{0}, o.live}) {
-				Cell &cell = cells[row.label][case_name(size, live)];
-				err.clear();
-				ret = time_reg_close(c, base, size, live, o.reps, &cell.f, &err);
-				cell.ok = ret == 0;
-				cell.why = err;
-				if (cell.ok)
-					std::printf("RESULT %s %s reg=%.0f close=%.0f pair=%.0f\n",
-						    row.label.c_str(),
-						    case_name(size, live).c_str(), cell.f.reg,
-						    cell.f.close, cell.f.pair);
-				else
-					std::printf("UNSUPPORTED %s %s %s\n", row.label.c_str(),
-						    case_name(size, live).c_str(), err.c_str());
-				std::fflush(stdout);
-			}
-		}
-		{
-			Cell &cell = cells[row.label][kRegvCase];
-			err.clear();
-			ret = time_regv(c, base, o.reps, &cell.f, &err);
-			cell.ok = ret == 0;
-			cell.why = err;
-			if (cell.ok)
-				std::printf("RESULT %s %s reg=%.0f close=%.0f pair=%.0f\n",
-					    row.label.c_str(), kRegvCase, cell.f.reg, cell.f.close,
-					    cell.f.pair);
-			else
-				std::printf("UNSUPPORTED %s %s %s\n", row.label.c_str(), kRegvCase,
-					    err.c_str());
-			std::fflush(stdout);
-		}
-		if (row.label != "nicmr-mmap") {
-			double gbps = 0;
-			err.clear();
-			ret = time_write(c, base + kTimedOff, base + kTimedOff + 4 * kMiB, o, &gbps,
-					 &err);
-			if (ret == 0) {
-				write_gbps[row.label] = gbps;
-				std::printf("RESULT %s write64k gbps=%.3f\n", row.label.c_str(),
-					    gbps);
-			} else {
-				write_gbps[row.label] = -1;
-				std::printf("UNSUPPORTED %s write64k %s\n", row.label.c_str(),
-					    err.c_str());
-			}
-		}
-		if (pool) {
-			ret = ops->pool_destroy(pool);
-			if (ret != 0) {
-				std::printf("ERROR nicmr pool_destroy: %s\n", fi_err(ret).c_str());
-				failures++;
-			}
+		std::printf("ERROR %s: %s\n", role.c_str(), ended(status).c_str());
+		failures++;
+		if (role == "native")
+			continue;
+		/* Say what the process did not get to, so that every case has its line. */
+		for (const Row &row : rows_of(role, o)) {
+			for (const std::string &cn : cases)
+				if (!g.cells[row.label].count(cn) &&
+				    !g.cells[row.label].count("all"))
+					g.parse("UNSUPPORTED " + row.label + " " + cn + " " +
+						ended(status));
+			if (!o.ratios && row.label != "nicmr-mmap" &&
+			    !g.write_gbps.count(row.label))
+				g.parse("UNSUPPORTED " + row.label + " write64k " + ended(status));
 		}
 	}
+	failures += g.errors;
 
-	/* The table: medians, then nicmr's (pool) ratio against each other provider. */
-	std::printf("\n%-11s %-15s %-16s %10s %10s %10s\n", "row", "provider", "case", "reg ns",
-		    "close ns", "pair ns");
-	for (const Row &row : rows) {
-		for (size_t size : kSizes) {
-			for (size_t live : {size_t{0}, o.live}) {
-				const Cell &cell = cells[row.label][case_name(size, live)];
+	if (!o.ratios) {
+		/* The table: medians, then nicmr's (pool) ratio against each other provider. */
+		std::printf("\n%-11s %-15s %-16s %10s %10s %10s\n", "row", "provider", "case",
+			    "reg ns", "close ns", "pair ns");
+		for (const Row &row : rows) {
+			for (const std::string &cn : cases) {
+				const Cell cell = g.cell(row.label, cn);
+				const std::string &pv = g.prov_of[row.label];
 				if (cell.ok)
 					std::printf("%-11s %-15s %-16s %10.0f %10.0f %10.0f\n",
-						    row.label.c_str(), prov_of[row.label].c_str(),
-						    case_name(size, live).c_str(), cell.f.reg,
-						    cell.f.close, cell.f.pair);
+						    row.label.c_str(), pv.c_str(), cn.c_str(),
+						    cell.f.reg, cell.f.close, cell.f.pair);
 				else
 					std::printf("%-11s %-15s %-16s unsupported: %s\n",
-						    row.label.c_str(), prov_of[row.label].c_str(),
-						    case_name(size, live).c_str(),
+						    row.label.c_str(), pv.c_str(), cn.c_str(),
 						    cell.why.c_str());
 			}
 		}
-		const Cell &v = cells[row.label][kRegvCase];
-		if (v.ok)
-			std::printf("%-11s %-15s %-16s %10.0f %10.0f %10.0f\n", row.label.c_str(),
-				    prov_of[row.label].c_str(), kRegvCase, v.f.reg, v.f.close,
-				    v.f.pair);
-		else
-			std::printf("%-11s %-15s %-16s unsupported: %s\n", row.label.c_str(),
-				    prov_of[row.label].c_str(), kRegvCase, v.why.c_str());
 	}
 
-	if (cells.count("nicmr")) {
+	if (!o.ratios && nicmr) {
 		std::printf("\nratios nicmr (pool) / baseline, time per call (< 1: nicmr faster). "
 			    "Targets: live: <= 0.50 for reg and close; alone: <= 1.50\n");
 		std::printf("%-18s %-11s %7s %7s %7s  %s\n", "baseline", "case", "reg", "close",
@@ -694,8 +915,8 @@ int main(int argc, char **argv)
 			for (size_t size : kSizes) {
 				for (size_t live : {size_t{0}, o.live}) {
 					std::string cn = case_name(size, live);
-					const Cell &n = cells["nicmr"][cn];
-					const Cell &b = cells[row.label][cn];
+					const Cell n = g.cell("nicmr", cn);
+					const Cell b = g.cell(row.label, cn);
 					if (!n.ok || !b.ok) {
 						std::printf("nicmr/%-12s %-11s (no figures)\n",
 							    row.label.c_str(), cn.c_str());
@@ -717,35 +938,59 @@ int main(int argc, char **argv)
 		}
 	}
 
-	std::printf("\nfi_write 64 KiB between two RDM endpoints of one domain, %zu in flight, "
-		    "median of %d x %d writes\n",
-		    kWindow, o.write_reps, o.writes_per_rep);
-	for (const Row &row : rows) {
-		if (row.label == "nicmr-mmap")
-			continue;
-		auto it = write_gbps.find(row.label);
-		if (it == write_gbps.end() || it->second < 0)
-			std::printf("  %-6s unsupported (see the UNSUPPORTED line above)\n",
-				    row.label.c_str());
-		else
-			std::printf("  %-6s %8.3f GB/s\n", row.label.c_str(), it->second);
+	if (!o.ratios) {
+		std::printf("\nfi_write 64 KiB between two RDM endpoints of one domain, %zu in "
+			    "flight, median of %d x %d writes\n",
+			    kWindow, o.write_reps, o.writes_per_rep);
+		for (const Row &row : rows) {
+			if (row.label == "nicmr-mmap")
+				continue;
+			auto it = g.write_gbps.find(row.label);
+			if (it == g.write_gbps.end() || it->second < 0)
+				std::printf("  %-6s unsupported (see the UNSUPPORTED line above)\n",
+					    row.label.c_str());
+			else
+				std::printf("  %-6s %8.3f GB/s\n", row.label.c_str(), it->second);
+		}
+		auto &w = g.write_gbps;
+		if (w.count("nicmr") && w["nicmr"] > 0)
+			for (const Row &row : rows)
+				if (row.label != "nicmr" && w.count(row.label) && w[row.label] > 0)
+					std::printf("  ratio nicmr/%s bandwidth: %.2f\n",
+						    row.label.c_str(), w["nicmr"] / w[row.label]);
 	}
-	if (write_gbps.count("nicmr") && write_gbps["nicmr"] > 0)
-		for (const Row &row : rows)
-			if (row.label != "nicmr" && write_gbps.count(row.label) &&
-			    write_gbps[row.label] > 0)
-				std::printf("  ratio nicmr/%s bandwidth: %.2f\n", row.label.c_str(),
-					    write_gbps["nicmr"] / write_gbps[row.label]);
 	/* nicmr's fast path must work: its failure is the program's failure. Other rows may be
 	 * unsupported here (said above), which is a figure, not an error: nicmr-mmap maps each MR
 	 * for DMA on its own and meets the IOMMU's mapping limit (65535) before 100,000 MRs. */
 	for (const Row &row : rows) {
 		if (!row.pool)
-			continue; /* nicmr-mmap may meet the IOMMU's mapping limit: a figure */
-		for (const auto &[cn, cell] : cells[row.label])
-			failures += cell.ok ? 0 : 1;
-		if (row.pool && !(write_gbps.count(row.label) && write_gbps[row.label] > 0))
+			continue;
+		for (const std::string &cn : cases)
+			failures += g.cell(row.label, cn).ok ? 0 : 1;
+		if (!o.ratios && !(g.write_gbps.count(row.label) && g.write_gbps[row.label] > 0))
 			failures++;
 	}
+	if (nicmr && !(g.cell("floor", "umr/4KiB").ok && g.cell("native", "4KiB/alone").ok))
+		failures++;
+
+	/* The last lines (bench_ratios.h): the floor, the native pair's overhead over it, the
+	 * provider's over the native pair, and the provider's flatness in the live MRs. */
+	nicmr::bench::RatioFigures r;
+	const Cell fl = g.cell("floor", "umr/4KiB"), nat = g.cell("native", "4KiB/alone");
+	const Cell p1 = g.cell("nicmr", "4KiB/alone"), pl = g.cell("nicmr", case_name(4 * kKiB, 1));
+	r.floor = fl.ok ? fl.f.pair : 0;
+	r.native = nat.ok ? nat.f.pair : 0;
+	if (p1.ok) {
+		r.provider = p1.f.pair;
+		r.reg1 = p1.f.reg;
+		r.close1 = p1.f.close;
+	}
+	if (pl.ok) {
+		r.reg_live = pl.f.reg;
+		r.close_live = pl.f.close;
+	}
+	r.live = o.live;
+	std::printf("\n");
+	nicmr::bench::print_ratio_lines(r);
 	return failures ? 1 : 0;
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Smoke test of bench-fi-mr: runs it with tiny counts and checks its exit code, and that
-every row (nicmr, nicmr-mmap, tcp, shm) gave figures or an explicit UNSUPPORTED line for
-every case, and that nicmr gave figures for all of them."""
+"""Smoke test of bench-fi-mr: runs it with tiny counts and checks its exit code, that every
+row (nicmr, nicmr-mmap, tcp, shm) gave figures or an explicit UNSUPPORTED line for every case,
+that nicmr, the floor and the native pair gave figures, that each provider ran in a process of
+its own, and that the four RATIOS lines are the last lines of the output and well-formed (their
+values are not checked: tiny counts on a shared machine say nothing)."""
 import re
 import subprocess
 import sys
@@ -10,6 +12,32 @@ import sys
 ROWS = ["nicmr", "nicmr-mmap", "tcp", "shm"]
 CASES = ["4KiB/alone", "4KiB/live", "2MiB/alone", "2MiB/live", "regv4x4KiB/alone"]
 NUM = r"[0-9]+(\.[0-9]+)?"
+INT = r"(-?[0-9]+|n/a)"
+RATIO = r"([0-9]+\.[0-9]{3}|n/a)"
+VERDICT = r"(met|MISSED|n/a)"
+# The last lines, in order (bench/common/bench_ratios.h).
+LAST = [
+    rf"RATIOS medians floor_ns={INT} native_ns={INT} provider_ns={INT}",
+    rf"RATIOS native_over_floor_ns={INT} target<=40 {VERDICT}",
+    rf"RATIOS provider_over_native_ns={INT} provider_over_native={RATIO} target<=20 {VERDICT}",
+    rf"RATIOS live=1000 reg_live_over_1={RATIO} close_live_over_1={RATIO} target<=1.05 "
+    rf"{VERDICT}",
+]
+
+
+def check_last_lines(out, errors):
+    lines = out.rstrip("\n").split("\n")
+    last = lines[-len(LAST):]
+    if len(last) != len(LAST):
+        errors.append("fewer lines than the RATIOS lines")
+        return
+    for pattern, line in zip(LAST, last):
+        m = re.fullmatch(pattern, line)
+        if not m:
+            errors.append(f"last lines: {line!r} does not match {pattern!r}")
+        elif "n/a" in line:
+            # The smoke run measures every figure: none may be missing.
+            errors.append(f"last lines: a figure is missing in {line!r}")
 
 
 def main():
@@ -35,6 +63,42 @@ def main():
                 errors.append(f"{row} {case}: no figures")
             elif not figures and not unsupported:
                 errors.append(f"{row} {case}: neither figures nor an UNSUPPORTED line")
+    for row, case in [("floor", "umr/4KiB"), ("native", "4KiB/alone")]:
+        if not re.search(rf"^RESULT {row} {re.escape(case)} reg={NUM} close={NUM} pair={NUM}$",
+                         out, re.M):
+            errors.append(f"{row} {case}: no figures")
+    # Each provider in a process of its own, with FI_PROVIDER naming it alone; the floor and
+    # the native pair in one with no provider; none of them the parent.
+    parent = re.search(r"\(parent pid=([0-9]+)\)", out)
+    procs = {}
+    for row, pid, filt in re.findall(r"^PROV (\S+) \S+ pid=([0-9]+) FI_PROVIDER=(\S*)$",
+                                      out, re.M):
+        procs[row] = (pid, filt)
+    want = {"nicmr": "nicmr", "nicmr-mmap": "nicmr", "tcp": "tcp,ofi_rxm", "shm": "shm",
+            "floor": "", "native": ""}
+    for row, filt in want.items():
+        if row not in procs:
+            errors.append(f"{row}: no PROV line")
+        elif procs[row][1] != filt:
+            errors.append(f"{row}: FI_PROVIDER={procs[row][1]!r} in its process, not {filt!r}")
+    pids = {row: p for row, (p, _) in procs.items()}
+    groups = [("nicmr", "nicmr-mmap"), ("tcp",), ("shm",), ("floor", "native")]
+    seen = set([parent.group(1)] if parent else [])
+    if not parent:
+        errors.append("the header does not name the parent's pid")
+    for group in groups:
+        ids = {pids.get(r) for r in group}
+        if None in ids:
+            continue
+        if len(ids) != 1:
+            errors.append(f"rows {group} ran in different processes: {ids}")
+        elif ids & seen:
+            errors.append(f"rows {group} shared a process with another row or the parent")
+        seen |= ids
+    # A child that did not end cleanly says ERROR.
+    for line in re.findall(r"^ERROR .*$", out, re.M):
+        errors.append(f"error line: {line}")
+    check_last_lines(out, errors)
     for e in errors:
         print("FAIL:", e)
     return 1 if errors else 0

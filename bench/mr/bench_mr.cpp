@@ -19,6 +19,10 @@
  * printed at the end, from medians of this run: CPU time of the calling thread for the
  * single-thread lines (steady on a shared machine; thread delivery's device thread is not in
  * it), items/s of wall-clock time for the thread-scaling line.
+ * Last, once every device above is closed (no device thread left): the floor (a UMR bind +
+ * revoke pair) and the native pair measured on one device (bench_native.h), the provider's pair
+ * with 1 and 100,000 live MRs from `bench-fi-mr --ratios` run in a process of its own, all
+ * timed alike (bench_ratios.h), and the four RATIOS lines that compare them.
  */
 #include <algorithm>
 #include <benchmark/benchmark.h>
@@ -38,6 +42,8 @@
 
 #include "api_internal.h"
 #include "bench_cli.h"
+#include "bench_native.h"
+#include "bench_ratios.h"
 #include "nicmr/nicmr.h"
 
 namespace {
@@ -326,6 +332,87 @@ void BM_TableScan(benchmark::State &st)
 	}
 }
 
+/* The device of the last lines: the one bench-fi-mr's provider opens (FI_NICMR_DEVICE, by
+ * default emu:mkeys=262144, room for 100,000 live MRs), and the repetitions of each figure. */
+constexpr const char *kRatioSpec = "emu:mkeys=262144";
+constexpr int kRatioReps = 3001;
+constexpr size_t kRatioLive = 100000;
+
+#ifndef NICMR_BENCH_FI_MR
+#define NICMR_BENCH_FI_MR ""
+#endif
+
+/* Runs `bench-fi-mr --ratios` (its own process: the provider is never loaded beside this
+ * program's devices) and takes the nicmr row's 4 KiB pair with 1 and with kRatioLive live MRs
+ * into *f. Its RESULT lines are echoed; a failure is said on one line. */
+void provider_figures(nicmr::bench::RatioFigures *f)
+{
+	if (*NICMR_BENCH_FI_MR == '\0') {
+		std::printf("provider: not measured (this build has no libfabric provider)\n");
+		return;
+	}
+	const std::string cmd = std::string("'") + NICMR_BENCH_FI_MR + "' --ratios --reps " +
+				std::to_string(kRatioReps) + " --live " +
+				std::to_string(kRatioLive);
+	std::fflush(stdout);
+	FILE *p = popen(cmd.c_str(), "r");
+	if (!p) {
+		std::printf("provider: cannot run %s: %s\n", NICMR_BENCH_FI_MR,
+			    std::strerror(errno));
+		return;
+	}
+	char line[512];
+	while (std::fgets(line, sizeof(line), p)) {
+		double reg, close, pair;
+		if (std::sscanf(line, "RESULT nicmr 4KiB/alone reg=%lf close=%lf pair=%lf", &reg,
+				&close, &pair) == 3) {
+			f->provider = pair;
+			f->reg1 = reg;
+			f->close1 = close;
+			std::fputs(line, stdout);
+		} else if (std::sscanf(line, "RESULT nicmr 4KiB/live reg=%lf close=%lf pair=%lf",
+				       &reg, &close, &pair) == 3) {
+			f->reg_live = reg;
+			f->close_live = close;
+			std::fputs(line, stdout);
+		} else if (std::strncmp(line, "UNSUPPORTED ", 12) == 0 ||
+			   std::strncmp(line, "ERROR ", 6) == 0) {
+			std::fputs(line, stdout);
+		}
+	}
+	const int st = pclose(p);
+	if (st != 0)
+		std::printf("provider: bench-fi-mr --ratios ended with wait status %d\n", st);
+}
+
+/* The last lines: the floor and the native pair here, the provider's pair from bench-fi-mr.
+ * false when the floor or the native pair could not be measured. */
+bool ratio_lines()
+{
+	const char *env = std::getenv("FI_NICMR_DEVICE");
+	const std::string spec = env && *env ? env : kRatioSpec;
+	setenv("FI_NICMR_DEVICE", spec.c_str(), 0); /* bench-fi-mr's provider opens the same */
+	nicmr::bench::RatioFigures f;
+	f.live = kRatioLive;
+	nicmr::bench::FloorNative fn;
+	std::string err;
+	std::printf("\nfloor, native and provider pairs of 4 KiB on %s, medians of %d (ns)\n",
+		    spec.c_str(), kRatioReps);
+	if (nicmr::bench::measure_floor_native(spec, kRatioReps, &fn, &err) == 0) {
+		f.floor = fn.floor.pair;
+		f.native = fn.native.pair;
+		std::printf("RESULT floor umr/4KiB reg=%.0f close=%.0f pair=%.0f\n", fn.floor.first,
+			    fn.floor.second, fn.floor.pair);
+		std::printf("RESULT native 4KiB/alone reg=%.0f close=%.0f pair=%.0f\n",
+			    fn.native.first, fn.native.second, fn.native.pair);
+	} else {
+		std::printf("ERROR floor and native pair: %s\n", err.c_str());
+	}
+	provider_figures(&f);
+	nicmr::bench::print_ratio_lines(f);
+	return f.floor > 0 && f.native > 0;
+}
+
 /* Prints the console table and remembers medians for the ratio lines. */
 class Reporter : public benchmark::ConsoleReporter {
 public:
@@ -430,5 +517,5 @@ int main(int argc, char **argv)
 	/* MRs first, then pools, PDs and devices. */
 	w.reset();
 	devs.clear();
-	return 0;
+	return ratio_lines() ? 0 : 1;
 }

@@ -201,6 +201,9 @@ def benches(box, programs):
                 check(box, [prog, opt], 2, "%s needs a count" % opt)
             check(box, [prog, "verbs"], 2, "unknown provider 'verbs'")
             check(box, [prog, "tcp", "tcp"], 2, "provider 'tcp' named twice")
+            check(box, [prog, "--child"], 2, "--child needs a role")
+            check(box, [prog, "--child", "verbs"], 2, "--child: unknown role 'verbs'")
+            check(box, [prog, "--ratios", "tcp"], 2, "--ratios measures nicmr alone")
             # bench.sh no longer hands it Google Benchmark's flags; it takes none.
             check(box, [prog, "--benchmark_filter=x"], 2, "'--benchmark_filter=x'")
             continue
