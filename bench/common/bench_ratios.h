@@ -49,6 +49,12 @@ public:
 	template <class F, class S>
 	int run(int n, F &&first, S &&second, int *failed, bool keep = true)
 	{
+		if (keep) {
+			/* No reallocation (and its page faults) between the timed pairs. */
+			first_.reserve(first_.size() + size_t(n));
+			second_.reserve(second_.size() + size_t(n));
+			pair_.reserve(pair_.size() + size_t(n));
+		}
 		for (int i = 0; i < n; i++) {
 			const double t0 = now_ns();
 			int ret = first();
