@@ -29,6 +29,7 @@ int fabric_close(struct fid *fid)
 		if (ret != 0)
 			return fi_code(ret);
 	}
+	mr_table_unmap(fab);
 	delete fab;
 	return 0;
 }
@@ -73,12 +74,13 @@ struct fi_ops_fabric fabric_ops = {
 int domain_close(struct fid *fid)
 {
 	Domain *dom = reinterpret_cast<Domain *>(fid);
-	/* acquire (out() and the loads): pairs with the release of fi_close(mr)'s return of
-	 * its object / pool_destroy, so the PD is freed only after their native calls are done
-	 * with it. */
-	if (dom->mr_slab.out() != 0 || dom->pools.load(std::memory_order_acquire) != 0 ||
+	/* acquire: pairs with the release of pool_destroy's and the children's closes, so the
+	 * PD is freed only after their native calls are done with it. */
+	if (dom->pools.load(std::memory_order_acquire) != 0 ||
 	    dom->children.load(std::memory_order_acquire) != 0)
 		return -FI_EBUSY;
+	/* Live MRs: the native PD counts them (its MR table's scan, a slow path) and says -EBUSY,
+	 * -FI_EBUSY here, as fi_domain(3) wants while MRs are open. */
 	int ret = nicmr_pd_free(dom->pd);
 	if (ret != 0)
 		return fi_code(ret);
@@ -397,13 +399,20 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 				return fi_code(ret);
 			}
 		}
+		if (!fab->mrs) {
+			/* The MR objects' table, one per mkey index (mr_slot). */
+			nicmr_device_attr a{};
+			ret = nicmr_device_query(fab->dev, &a);
+			if (ret == 0)
+				ret = mr_table_map(fab, a.mkey_count);
+			if (ret != 0)
+				return fi_code(ret);
+		}
 	}
 	/* Owned here until the fid is handed out: a failed PD allocation frees it. */
 	std::unique_ptr<Domain> dom(new (std::nothrow) Domain);
 	if (!dom)
 		return -FI_ENOMEM;
-	/* The stores' rings, sized to the most objects there can be (fi_slab.h): an Mr per mkey
-	 * index of the device, a run table per segmented MR. */
 	nicmr_device_attr attr{};
 	ret = nicmr_device_query(fab->dev, &attr);
 	if (ret != 0)
@@ -415,17 +424,11 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	/* Atomics only with host-order semantics (fi_atomic(3)): nicmr.h, nicmr_atomic_mode. */
 	dom->atomics = attr.atomic_mode == NICMR_ATOMIC_HOST;
 	(void)mr_mode_of(info->domain_attr->mr_mode, dom->ext, &mr_mode);
-	ret = dom->mr_slab.init("nicmr_fi_mr", attr.mkey_count > 1 ? attr.mkey_count - 1 : 0);
-	if (ret == 0)
-		ret = dom->vec_slab.init("nicmr_fi_vec", NICMR_MAX_SEGMENTED_MRS);
+	/* The run tables' ring, sized to the most there can be (fi_slab.h): one per segmented
+	 * MR. */
+	ret = dom->vec_slab.init("nicmr_fi_vec", NICMR_MAX_SEGMENTED_MRS);
 	if (ret != 0)
 		return fi_code(ret);
-	/* The first batch of MR objects, so that registrations take from the store at once. */
-	Mr *first = nullptr;
-	ret = dom->mr_slab.grow(&first);
-	if (ret != 0)
-		return fi_code(ret);
-	dom->mr_slab.put(first);
 	ret = nicmr_pd_alloc(fab->dev, &dom->pd);
 	if (ret != 0)
 		return fi_code(ret);

@@ -3,7 +3,8 @@
  * The objects behind the nicmr provider's fids. The provider sits on the native C API only.
  *
  *   Fabric ("nicmr") ── nicmr_device (opened by the first fi_domain, closed by fi_close(fabric))
- *     └─ Domain ("emu0") ── nicmr_pd (one per domain) ── Mr (nicmr_mr)
+ *     │                └─ mrs: one Mr per mkey index of the device, beside the native MR table
+ *     └─ Domain ("emu0") ── nicmr_pd (one per domain) ── Mr (its nicmr_mr; in fabric->mrs)
  *                        └─ Pool (nicmr_pool, through the ops extension)
  *
  * Domains of one fabric share its device, so a raw key made in one maps in another (the
@@ -123,6 +124,11 @@ struct Fabric {
 	uint64_t ep_count = 0;			      /* mu: endpoints ever opened (ports) */
 	std::mutex spans_mu;			      /* guards spans */
 	std::vector<PoolSpan> spans;		      /* pools of the fabric's domains */
+	/* The provider's MR objects, one per mkey index of the device (mr_slot), as the native
+	 * API keeps its MR handles: mapped with the device (zero-filled, pages populated on
+	 * first use), unmapped with the fabric. */
+	struct Mr *mrs = nullptr;
+	size_t mr_slots = 0;
 };
 /* The page size backing [addr, addr + len): the page of the pool holding it, else 4 KiB. */
 size_t backing_page_size(Fabric *fab, uintptr_t addr, size_t len);
@@ -146,8 +152,7 @@ struct VecMap {
 struct Mr;
 struct Cntr;
 
-/* Batches of the per-domain stores (the first; each next one doubles). */
-inline constexpr uint32_t kMrBatch = 256;
+/* Batches of the per-domain run-table store (the first; each next one doubles). */
 inline constexpr uint32_t kVecBatch = 8;
 
 struct Domain {
@@ -170,14 +175,19 @@ struct Domain {
 	std::atomic<uint64_t> pools{0};
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
 	std::atomic<uint64_t> children{0};
-	/* The provider's MR objects and vectored MRs' run tables: registration takes one, fi_close
-	 * gives it back (fi_slab.h); freed with the domain. mr_slab.out() is the domain's live
-	 * MRs. Bounds: an Mr per mkey index of the device (mkey_count - 1), a run table per
-	 * NICMR_MAX_SEGMENTED_MRS. */
-	Slab<Mr, kMrBatch> mr_slab;
+	/* Vectored MRs' run tables: registration takes one, fi_close gives it back (fi_slab.h);
+	 * freed with the domain. Bound: NICMR_MAX_SEGMENTED_MRS. (MR objects are the fabric's:
+	 * Fabric::mrs.) */
 	Slab<VecMap, kVecBatch> vec_slab;
 };
 
+/*
+ * An MR's provider object: the slot of its key's index in its fabric's table (mr_slot), filled
+ * by the registration that got the key and handed out as the fid; a slot whose fid class is not
+ * FI_CLASS_MR holds no MR. The registering thread writes it with plain stores; its fi_close
+ * marks it closed before the native deregistration gives the index back (after that, another
+ * registration may fill the slot).
+ */
 struct Mr {
 	struct fid_mr fid; /* first */
 	Domain *domain = nullptr;
@@ -191,6 +201,19 @@ struct Mr {
 	bool enabled = false;	 /* domain->ext_mu: an RMA-event MR after fi_mr_enable */
 	Cntr *cntr = nullptr;	 /* domain->ext_mu: the counter bound (FI_REMOTE_WRITE) */
 };
+
+/* The slot of a key the device gave out: keys are mkeys, index << 8 | variant (the PRM's
+ * mkey_7_0 variant byte; doc/registration.md), so no two live keys share a slot.
+ * Registration path: no lock, no allocation, no system call. */
+inline Mr *mr_slot(Fabric *fab, uint32_t key) noexcept
+{
+	return &fab->mrs[key >> 8];
+}
+/* Maps fab->mrs for the device's mkey_count indices (fab->dev open; fab->mu held). 0 or
+ * -FI_ENOMEM. */
+int mr_table_map(Fabric *fab, uint32_t mkey_count);
+/* Unmaps it (fabric close, no MR live). */
+void mr_table_unmap(Fabric *fab);
 
 /* The address of a local buffer [buf, buf + len) in the key space of its descriptor's MR: the VA
  * (or the offset into the region when the domain's MRs are offset-based), through the runs of a

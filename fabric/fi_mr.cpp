@@ -14,11 +14,14 @@
  *   fi_close(mr) with a counter bound       nicmr_mr_unbind_cntr, then nicmr_mr_dereg
  *   regattr(FI_NICMR_MR_SINGLE_USE)         nicmr_mr_reg(NICMR_MR_SINGLE_USE)
  */
+#include <sys/mman.h>
+
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <type_traits>
 
 #include <rdma/providers/fi_log.h>
 
@@ -46,24 +49,20 @@ uint64_t native_access(uint64_t access)
 	return a;
 }
 
-/* Gives a provider MR object (and its run table) back to its domain's stores. No lock, no
- * allocation, no system call. */
-void recycle(Domain *dom, Mr *mr)
+extern struct fi_ops mr_fi_ops;
+
+/* Marks an MR's slot closed: a stale fid of it is no MR (mr_of refuses it). Before the native
+ * deregistration gives the key's index back, while the slot is still this MR's. */
+void mark_closed(Mr *mr)
 {
-	if (mr->vec)
-		dom->vec_slab.put(mr->vec);
-	mr->vec = nullptr;
-	mr->mr = nullptr;
-	mr->sub = false;
-	mr->vectored = false;
-	mr->rma_event = false;
-	mr->single_use = false;
-	mr->enabled = false;
-	mr->cntr = nullptr;
-	/* A stale fid of a closed MR is no MR: mr_of refuses it. */
 	mr->fid.fid.fclass = FI_CLASS_UNSPEC;
 	mr->fid.fid.ops = nullptr;
-	dom->mr_slab.put(mr);
+}
+/* Undoes mark_closed when the deregistration failed (the MR stays registered). */
+void mark_open(Mr *mr)
+{
+	mr->fid.fid.fclass = FI_CLASS_MR;
+	mr->fid.fid.ops = &mr_fi_ops;
 }
 
 /* fi_close of an MR with a counter bound. fi_mr(3) and fi_cntr(3) each say the close is busy
@@ -93,25 +92,31 @@ int dereg_bound(Mr *mr)
 
 int mr_close(struct fid *fid)
 {
-	/* Deregistration, provider side: no lock, no allocation, no system call (the object
-	 * goes back to the domain's store); the native nicmr_mr_dereg is the registration
-	 * engine's path. Only an RMA-event MR takes the domain's ext_mu (its binding). */
+	/* Deregistration, provider side: no lock, no allocation, no system call (the slot is
+	 * marked closed; a vectored MR's run table goes back to the domain's store); the native
+	 * nicmr_mr_dereg is the registration engine's path. Only an RMA-event MR takes the
+	 * domain's ext_mu (its binding). What the slot holds is read before the native call:
+	 * once it returns, the index may be another registration's. */
 	Mr *mr = reinterpret_cast<Mr *>(fid);
 	Domain *dom = mr->domain;
+	VecMap *vec = mr->vec;
+	mark_closed(mr);
 	if (mr->rma_event) {
 		std::lock_guard lk(dom->ext_mu);
 		const int ret = mr->cntr ? dereg_bound(mr) : fi_code(nicmr_mr_dereg(mr->mr));
-		if (ret != 0)
+		if (ret != 0) {
+			mark_open(mr);
 			return ret; /* still registered (and bound): the application may retry */
-		mr->cntr = nullptr;
+		}
 	} else {
 		const int ret = nicmr_mr_dereg(mr->mr);
-		if (ret != 0)
+		if (ret != 0) {
+			mark_open(mr);
 			return fi_code(ret); /* still registered: the application may retry */
+		}
 	}
-	/* The object's return to the store releases the native dereg to domain_close, which
-	 * counts the store's objects out (Slab::out) before it frees the PD. */
-	recycle(dom, mr);
+	if (vec)
+		dom->vec_slab.put(vec);
 	return 0;
 }
 
@@ -299,25 +304,37 @@ int ext_flags(const Domain *dom, uint64_t flags, uint64_t *nflags)
 	return 0;
 }
 
-/* An object from one of the domain's stores: the fast path dequeues one; an empty store grows
- * by a batch (slow path). 0; -FI_ENOSPC (the store holds its bound: every key, or segmented
- * MR, is taken), -FI_ENOMEM (the batch). */
-template <typename T, uint32_t kFirst> int take_from(Slab<T, kFirst> &slab, T **out)
+/* A run table from the domain's store: the fast path dequeues one; an empty store grows by a
+ * batch (slow path). 0; -FI_ENOSPC (the store holds its bound: every segmented MR is taken),
+ * -FI_ENOMEM (the batch). */
+int take_vec(Domain *dom, VecMap **out)
 {
-	*out = slab.take();
-	return *out ? 0 : fi_code(slab.grow(out));
+	*out = dom->vec_slab.take();
+	return *out ? 0 : fi_code(dom->vec_slab.grow(out));
 }
 
-/* Hands out a registered MR's fid. */
-struct fid_mr *publish(Domain *dom, Mr *mr, void *context)
+/* Fills the slot of the native MR n, registered by the calling thread (plain stores: the
+ * slot is this registration's until its fi_close), and hands out its fid. */
+struct fid_mr *publish(Domain *dom, nicmr_mr *n, VecMap *vec, bool sub, bool vectored,
+		       uint64_t xflags, void *context)
 {
+	const uint32_t key = nicmr_mr_key(n);
+	Mr *mr = mr_slot(dom->fabric, key);
 	mr->domain = dom;
+	mr->mr = n;
+	mr->vec = vec;
+	mr->sub = sub;
+	mr->vectored = vectored;
+	mr->rma_event = (xflags & NICMR_MR_RMA_EVENT) != 0;
+	mr->single_use = (xflags & NICMR_MR_SINGLE_USE) != 0;
+	mr->enabled = false;
+	mr->cntr = nullptr;
 	mr->fid.fid.fclass = FI_CLASS_MR;
 	mr->fid.fid.context = context;
 	mr->fid.fid.ops = &mr_fi_ops;
 	mr->fid.mem_desc = mr;
 	/* Under FI_MR_RAW the key travels as the raw blob (fi_mr_raw_attr), never as 64 bits. */
-	mr->fid.key = (dom->mr_mode & FI_MR_RAW) ? FI_KEY_NOTAVAIL : nicmr_mr_key(mr->mr);
+	mr->fid.key = (dom->mr_mode & FI_MR_RAW) ? FI_KEY_NOTAVAIL : key;
 	return &mr->fid;
 }
 
@@ -325,9 +342,9 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	    uint64_t requested_key, uint64_t flags, size_t page_size, struct fid_mr **out,
 	    void *context)
 {
-	/* Registration, provider side: no lock, no allocation, no system call (the Mr comes from
-	 * the domain's store; only an empty store grows, by a batch, and only a page_size takes
-	 * the pools' lock). The native nicmr_mr_reg is the registration engine's path. */
+	/* Registration, provider side: no lock, no allocation, no system call (the Mr is the
+	 * slot of the key's index in the fabric's table; only a page_size takes the pools'
+	 * lock). The native nicmr_mr_reg is the registration engine's path. */
 	if (!dom || !out || !buf || len == 0)
 		return -FI_EINVAL;
 	uint64_t xflags = 0;
@@ -347,21 +364,14 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	nflags |= xflags;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
 		nflags |= NICMR_MR_ZERO_BASED;
-	Mr *mr = nullptr;
-	ret = take_from(dom->mr_slab, &mr);
-	if (ret != 0)
-		return ret;
 	/* page_size is only checked: the native registration translates with the largest page
 	 * the placement allows, which the checks above make at least page_size. */
+	nicmr_mr *n = nullptr;
 	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, native_access(access), nflags,
-			   key, &mr->mr);
-	if (ret != 0) {
-		recycle(dom, mr);
+			   key, &n);
+	if (ret != 0)
 		return fi_code(ret);
-	}
-	mr->rma_event = (xflags & NICMR_MR_RMA_EVENT) != 0;
-	mr->single_use = (xflags & NICMR_MR_SINGLE_USE) != 0;
-	*out = publish(dom, mr, context);
+	*out = publish(dom, n, nullptr, false, false, xflags, context);
 	return 0;
 }
 
@@ -413,29 +423,22 @@ int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access,
 		return ret;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
 		nflags |= NICMR_MR_ZERO_BASED; /* no alignment needed here (doc/native-api.md) */
-	Mr *mr = nullptr;
-	ret = take_from(dom->mr_slab, &mr);
+	VecMap *vec = nullptr;
+	ret = take_vec(dom, &vec);
 	if (ret != 0)
 		return ret;
-	VecMap *vec = nullptr;
-	ret = take_from(dom->vec_slab, &vec);
+	nicmr_mr *n = nullptr;
+	ret = nicmr_mr_regv(dom->pd, iov, count, native_access(access), nflags, key, &n);
 	if (ret != 0) {
-		recycle(dom, mr);
-		return ret;
-	}
-	mr->vec = vec;
-	mr->vectored = true;
-	ret = nicmr_mr_regv(dom->pd, iov, count, native_access(access), nflags, key, &mr->mr);
-	if (ret != 0) {
-		recycle(dom, mr);
+		dom->vec_slab.put(vec);
 		return fi_code(ret);
 	}
 	if (vec_runs(iov, count, vec) == 1) {
 		/* One virtually contiguous range: local addresses need no table. */
 		dom->vec_slab.put(vec);
-		mr->vec = nullptr;
+		vec = nullptr;
 	}
-	*out = publish(dom, mr, context);
+	*out = publish(dom, n, vec, false, true, 0, context);
 	return 0;
 }
 
@@ -465,19 +468,14 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 	int ret = key_flags(dom, requested_key, &nflags, &key);
 	if (ret != 0)
 		return ret;
-	Mr *mr = nullptr;
-	ret = take_from(dom->mr_slab, &mr);
-	if (ret != 0)
-		return ret;
-	ret = nicmr_mr_reg_sub(base->mr, a - b, len, native_access(access), nflags, key, &mr->mr);
+	nicmr_mr *n = nullptr;
+	ret = nicmr_mr_reg_sub(base->mr, a - b, len, native_access(access), nflags, key, &n);
 	if (ret != 0) {
-		recycle(dom, mr);
 		/* -ERANGE: not inside base (libfabric has no FI_ERANGE); -EACCES: access beyond
 		 * base's is -FI_EACCES. */
 		return ret == -ERANGE ? -FI_EINVAL : fi_code(ret);
 	}
-	mr->sub = true;
-	*out = publish(dom, mr, context);
+	*out = publish(dom, n, nullptr, true, false, 0, context);
 	return 0;
 }
 
@@ -519,6 +517,33 @@ int mr_ops_open(Domain *, void **ops)
 {
 	*ops = &mr_ext_ops;
 	return 0;
+}
+
+int mr_table_map(Fabric *fab, uint32_t mkey_count)
+{
+	/* Zero-filled, populated page by page as keys are first used, as the native API's MR
+	 * table (api_device.cpp): 80 bytes of address space per mkey index, reserved nowhere
+	 * else (MAP_NORESERVE). */
+	static_assert(std::is_trivially_destructible_v<Mr>, "slots are never destroyed");
+	const size_t bytes = size_t{mkey_count} * sizeof(Mr);
+	void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		FI_WARN(&provider, FI_LOG_DOMAIN, "MR table of %u keys (%zu bytes): %s\n",
+			mkey_count, bytes, std::strerror(errno));
+		return -FI_ENOMEM;
+	}
+	fab->mrs = static_cast<Mr *>(m);
+	fab->mr_slots = mkey_count;
+	return 0;
+}
+
+void mr_table_unmap(Fabric *fab)
+{
+	if (fab->mrs)
+		munmap(fab->mrs, fab->mr_slots * sizeof(Mr));
+	fab->mrs = nullptr;
+	fab->mr_slots = 0;
 }
 
 int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *addr)

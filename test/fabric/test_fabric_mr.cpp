@@ -250,9 +250,45 @@ TEST_F(FabricMr, DomainWithLiveMrIsBusy)
 	mr.reset();
 }
 
-/* fi_close on other threads than fi_mr_reg (the provider's MR objects go back to the domain's
- * store from any thread): two threads register in a pool and hand every MR to a third that
- * closes it; every call succeeds and nothing is left behind. */
+/* A closed MR's fid is no MR (its slot in the fabric's MR table is marked closed before the
+ * key goes back): the extension's calls on the stale fid say -FI_EINVAL. */
+TEST_F(FabricMr, ClosedMrFidIsNoMr)
+{
+	Buf buf(4096);
+	fid_mr *mr = nullptr;
+	ASSERT_EQ(fi_mr_reg(domain_.get(), buf.get(), 4096, kRw, 0, 0, 0, &mr, nullptr), 0);
+	EXPECT_EQ(pool_ops(domain_.get())->mr_in_pool(mr), 0) << "live: application memory";
+	EXPECT_EQ(mr_ops(domain_.get())->mr_is_sub(mr), 0) << "live: not a sub-MR";
+	ASSERT_EQ(fi_close(&mr->fid), 0);
+	EXPECT_EQ(pool_ops(domain_.get())->mr_in_pool(mr), -FI_EINVAL) << "closed";
+	EXPECT_EQ(mr_ops(domain_.get())->mr_is_sub(mr), -FI_EINVAL) << "closed";
+}
+
+/* The MR objects are the fabric's (one per key index of its device), the MRs each domain's:
+ * two domains of one fabric register at once, and each domain is busy while its own MR lives,
+ * not the other's. */
+TEST_F(FabricMr, TwoDomainsOfOneFabricEachCountTheirOwnMrs)
+{
+	Fid<fid_domain> other;
+	ASSERT_EQ(fi_domain(fabric_.get(), info_.p(), other.out(), nullptr), 0);
+	Buf a(4096), b(4096);
+	Fid<fid_mr> ma, mb;
+	ASSERT_EQ(fi_mr_reg(domain_.get(), a.get(), 4096, kRw, 0, 0, 0, ma.out(), nullptr), 0);
+	ASSERT_EQ(fi_mr_reg(other.get(), b.get(), 4096, kRw, 0, 0, 0, mb.out(), nullptr), 0);
+	const uint64_t key_a = fi_mr_key(ma.get());
+	EXPECT_NE(key_a, fi_mr_key(mb.get()));
+	EXPECT_EQ(fi_close(&other->fid), -FI_EBUSY) << "its MR lives";
+	mb.reset();
+	EXPECT_EQ(pool_ops(domain_.get())->mr_in_pool(ma.get()), 0) << "still an MR";
+	EXPECT_EQ(fi_mr_key(ma.get()), key_a);
+	other.reset(); /* closes: its MR is gone, this domain's lives on */
+	EXPECT_EQ(fi_close(&domain_->fid), -FI_EBUSY) << "its MR lives";
+	ma.reset();
+}
+
+/* fi_close on other threads than fi_mr_reg (a close marks its MR's slot closed from any
+ * thread): two threads register in a pool and hand every MR to a third that closes it; every
+ * call succeeds and nothing is left behind. */
 TEST_F(FabricMr, ClosesOnAnotherThreadThanTheRegistration)
 {
 	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
