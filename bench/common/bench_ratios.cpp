@@ -63,8 +63,11 @@ void print_ratio_lines(const RatioFigures &f)
 		    diff(f.provider, f.native).c_str(), ratio(f.provider, f.native).c_str(),
 		    kProviderOverNativeTargetNs,
 		    verdict(have_pn, f.provider - f.native <= kProviderOverNativeTargetNs));
-	std::printf("RATIOS live=%llu reg_live_over_1=%s close_live_over_1=%s target<=%.2f %s\n",
-		    static_cast<unsigned long long>(f.live), ratio(f.reg_live, f.reg1).c_str(),
+	std::printf("RATIOS live=%llu reg_1_ns=%s reg_live_ns=%s close_1_ns=%s close_live_ns=%s "
+		    "reg_live_over_1=%s close_live_over_1=%s target<=%.2f %s\n",
+		    static_cast<unsigned long long>(f.live), num(f.reg1, "%.0f").c_str(),
+		    num(f.reg_live, "%.0f").c_str(), num(f.close1, "%.0f").c_str(),
+		    num(f.close_live, "%.0f").c_str(), ratio(f.reg_live, f.reg1).c_str(),
 		    ratio(f.close_live, f.close1).c_str(), kLiveOverOneTarget,
 		    verdict(have_live, f.reg_live <= kLiveOverOneTarget * f.reg1 &&
 					       f.close_live <= kLiveOverOneTarget * f.close1));

@@ -110,7 +110,8 @@ inline constexpr double kLiveOverOneTarget = 1.05;
  *   RATIOS medians floor_ns=N native_ns=N provider_ns=N
  *   RATIOS native_over_floor_ns=N target<=40 met|MISSED
  *   RATIOS provider_over_native_ns=N provider_over_native=X target<=20 met|MISSED
- *   RATIOS live=L reg_live_over_1=X close_live_over_1=X target<=1.05 met|MISSED
+ *   RATIOS live=L reg_1_ns=N reg_live_ns=N close_1_ns=N close_live_ns=N reg_live_over_1=X
+ *          close_live_over_1=X target<=1.05 met|MISSED
  * A figure that was not measured is "n/a", and so is whatever is computed from it. */
 void print_ratio_lines(const RatioFigures &f);
 

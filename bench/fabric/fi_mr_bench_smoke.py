@@ -20,8 +20,8 @@ LAST = [
     rf"RATIOS medians floor_ns={INT} native_ns={INT} provider_ns={INT}",
     rf"RATIOS native_over_floor_ns={INT} target<=40 {VERDICT}",
     rf"RATIOS provider_over_native_ns={INT} provider_over_native={RATIO} target<=20 {VERDICT}",
-    rf"RATIOS live=1000 reg_live_over_1={RATIO} close_live_over_1={RATIO} target<=1.05 "
-    rf"{VERDICT}",
+    rf"RATIOS live=1000 reg_1_ns={INT} reg_live_ns={INT} close_1_ns={INT} close_live_ns={INT} "
+    rf"reg_live_over_1={RATIO} close_live_over_1={RATIO} target<=1.05 {VERDICT}",
 ]
 
 
