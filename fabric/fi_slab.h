@@ -1,25 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A per-domain store of provider objects (Mr, VecMap) that registration takes and fi_close gives
- * back without a lock, an allocation or a system call: a DPDK rte_ring of free object pointers
- * (HTS mode at both ends, as lib/mr's key rings) over objects allocated in batches that are
- * never returned to the heap until the store goes (the domain's close).
+ * A per-domain store of provider objects (VecMap, the run tables of vectored MRs) that
+ * registration takes and fi_close gives back without a lock, an allocation or a system call: a DPDK
+ * rte_ring of free object pointers (HTS mode at both ends, as lib/mr's key rings) over objects
+ * allocated in batches that are never returned to the heap until the store goes (the domain's
+ * close).
  *
  *   ring: [ T* | T* | ... ]  free objects; capacity exactly `limit`, set once by init()
  *   batch b (b = 0, 1, ...): first << b objects (each batch doubles), the last one cut so that
  *     the objects allocated never exceed `limit`: growth stops there
  *
  * The bound. A ring cannot grow, so it is sized once to the most objects that can ever exist:
- *   - Mr: one per live key, and a key is a device mkey index (1 .. mkey_count - 1 of
- *     nicmr_device_query), so limit = mkey_count - 1;
- *   - VecMap: one per live vectored MR of more than one run, limit = NICMR_MAX_SEGMENTED_MRS.
- * A registration holds its object before it has a key, so concurrent registrations that will
- * fail may hold some for a moment; with the store at its bound and empty, every index is taken
- * or about to be, and the caller reports -FI_ENOSPC as the native call would.
- * Memory: the ring costs 8 bytes per index of the bound (mkey_count 65,536: 512 KiB; 2^24:
- * 128 MiB; the run store 32 KiB), reserved at init() as anonymous lazily populated pages (the
- * pages appear as the ring's cursors first pass over them); the objects themselves only as
- * batches are allocated.
+ * a VecMap per live vectored MR of more than one run, limit = NICMR_MAX_SEGMENTED_MRS. (The
+ * provider's MR objects are no store's: they are the slots of a fabric-wide table by key index,
+ * fi_internal.h's mr_slot.) A registration holds its object before it has a key, so concurrent
+ * registrations that will fail may hold some for a moment; with the store at its bound and
+ * empty, every segmented-MR slot is taken or about to be, and the caller reports -FI_ENOSPC as
+ * the native call would.
+ * Memory: the ring costs 8 bytes per object of the bound (the run store: 32 KiB), reserved at
+ * init() as anonymous lazily populated pages (the pages appear as the ring's cursors first pass
+ * over them); the objects themselves only as batches are allocated.
  *
  * take() is the fast path (one dequeue); when the ring is empty the caller calls grow() (a slow
  * path: one mutex and one batch allocation, twice the size of the previous one). put() (one
