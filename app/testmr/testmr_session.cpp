@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mem_describe.h"
-#include "mlx5_dp_demo.h"
+#include "testmr_dp_demo.h"
 
 namespace nicmr::testmr {
 
@@ -426,7 +426,7 @@ int Session::demo()
 
 int Session::rdma()
 {
-	int rc = mlx5::dp_loopback_demo(*dev_, out_);
+	int rc = testmr::dp_loopback_demo(*dev_, out_);
 	if (rc != 0)
 		std::fprintf(out_, "error: the RDMA demo failed: %s\n", std::strerror(-rc));
 	return rc;

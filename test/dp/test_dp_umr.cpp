@@ -15,10 +15,10 @@
 #include <gtest/gtest.h>
 
 #include "dp_rig.h"
-#include "mlx5_dp_demo.h"
 #include "mlx5_mkey_programmer.h"
 #include "mlx5_umr.h"
 #include "mr_access.h"
+#include "testmr_dp_demo.h"
 
 using namespace nicmr::testdp;
 namespace mr = nicmr::mr;
@@ -251,7 +251,7 @@ TEST(DpDemo, LoopbackDemoRunsEveryStepAndLeavesNothingBehind)
 	size_t size = 0;
 	FILE *out = open_memstream(&text, &size);
 	ASSERT_NE(out, nullptr);
-	int rc = mlx5::dp_loopback_demo(*r.dev, out, r.eq.get());
+	int rc = nicmr::testmr::dp_loopback_demo(*r.dev, out, r.eq.get());
 	std::fclose(out);
 	std::string s(text, size);
 	std::free(text);
@@ -277,7 +277,7 @@ TEST(DpDemo, CreatesItsOwnEventQueueWhenTheToolHasNone)
 	ASSERT_EQ(mlx5::Device::open(hw->function(), space, o, &dev), 0);
 	FILE *out = std::fopen("/dev/null", "w");
 	ASSERT_NE(out, nullptr);
-	EXPECT_EQ(mlx5::dp_loopback_demo(*dev, out), 0);
+	EXPECT_EQ(nicmr::testmr::dp_loopback_demo(*dev, out), 0);
 	std::fclose(out);
 	dev.reset();
 	EXPECT_EQ(arena->bytes_in_use(), 0u);

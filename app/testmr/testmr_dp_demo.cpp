@@ -4,13 +4,15 @@
 #include <cstring>
 #include <vector>
 
+#include "testmr_dp_demo.h"
+
 #include "mlx5_cq.h"
-#include "mlx5_dp_demo.h"
 #include "mlx5_eq.h"
 #include "mlx5_qp.h"
 #include "mlx5_umr.h"
 
-namespace nicmr::mlx5 {
+namespace nicmr::testmr {
+using namespace nicmr::mlx5;
 namespace {
 
 constexpr size_t kLen = 64 << 10;
@@ -205,4 +207,4 @@ int dp_loopback_demo(Device &dev, FILE *out, Eq *events)
 	return good ? 0 : -EIO;
 }
 
-} // namespace nicmr::mlx5
+} // namespace nicmr::testmr
