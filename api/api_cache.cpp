@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Per-thread key caches of the registration path.
+ * Per-thread key caches of the registration path, kept by the device at each registering
+ * thread's slot (lib/common's nicmr_thread.h):
  *
- *   thread T:  thread_local list ──┐                 ┌── nicmr_device::caches
- *                                  └─> ThreadCache <─┘   (shared_ptr on both sides)
+ *   nicmr_device::caches.by_slot[thread_slot()] ──> ThreadCache (the device owns it)
  *
  * A registering thread takes keys from its own mr::KeyCache (no shared cache line touched for
  * 31 of 32 registrations) instead of the engine's global ring. Whichever of the thread's exit
- * and the device's close comes first flushes the cache into the engine and detaches the entry;
- * the other then finds it detached. Both run under one process-wide mutex: they are rare, and a
- * per-device lock could not be taken safely by a thread whose device may be closing.
+ * (DeviceCaches::slot_exit, run on the exiting thread) and the device's close comes first
+ * flushes the cache into the engine and drops it. Both run under one process-wide mutex: they
+ * are rare, and a per-device lock could not be taken safely by a thread whose device may be
+ * closing. Lock order: the slot registry's mutex (held around slot_exit), then cache_mu().
  */
-#include <algorithm>
+#include <cerrno>
+#include <new>
 #include <thread>
 
 #include "api_internal.h"
-#include "emu_slots.h"
 #include "nicmr_log.h"
 
 namespace nicmr::api {
@@ -28,80 +29,71 @@ std::mutex &cache_mu()
 	return mu;
 }
 
-/* Detaches tc from its device, returning its keys first. cache_mu() held. */
-void detach(ThreadCache &tc)
+/* Returns the cache's keys to the key space and drops it. cache_mu() held. */
+void drop(std::unique_ptr<ThreadCache> &tc) noexcept
 {
-	tc.cache.reset(); /* KeyCache's destructor flushes into the key space */
-	tc.size.store(0, std::memory_order_relaxed);
-	tc.retiring.store(0, std::memory_order_relaxed);
-	tc.dev = nullptr;
+	tc.reset(); /* KeyCache's destructor flushes into the key space */
 }
-
-struct ThreadCaches {
-	std::vector<std::shared_ptr<ThreadCache>> list;
-	~ThreadCaches()
-	{
-		std::lock_guard lk(cache_mu());
-		for (auto &tc : list) {
-			nicmr_device *dev = tc->dev;
-			if (dev == nullptr)
-				continue;
-			std::erase(dev->caches, tc);
-			detach(*tc);
-		}
-	}
-};
-
-thread_local ThreadCaches t_caches;
 
 } // namespace
 
-uint64_t next_device_serial() noexcept
+void DeviceCaches::slot_exit(size_t slot) noexcept
 {
-	static std::atomic<uint64_t> n{1};
-	return n.fetch_add(1, std::memory_order_relaxed);
+	std::lock_guard lk(cache_mu());
+	drop(by_slot[slot]);
+}
+
+size_t DeviceCaches::size() const noexcept
+{
+	std::lock_guard lk(cache_mu());
+	size_t n = 0;
+	for (const auto &tc : by_slot)
+		n += tc != nullptr ? 1 : 0;
+	return n;
 }
 
 ThreadCache *thread_cache(nicmr_device *dev) noexcept
 {
-	/* Registration path, per call: a scan of this thread's few entries. */
-	for (auto &tc : t_caches.list)
-		if (tc->serial == dev->serial)
-			return tc.get();
+	/* Registration path, per call: this thread's slot and the device's entry for it. */
+	const SlotClaim c = thread_claim();
+	if (!c.own())
+		return nullptr; /* threads on the shared slot take keys from the global ring */
+	if (ThreadCache *tc = dev->caches.by_slot[c.slot()].get(); tc != nullptr) [[likely]]
+		return tc;
 	if (dev->engine->keys().index_count() < kMinKeysForCaches)
 		return nullptr;
 	/* First registration by this thread on this device (slow path). */
-	try {
-		auto tc = std::make_shared<ThreadCache>();
-		tc->serial = dev->serial;
-		tc->dev = dev;
-		tc->cache.emplace(dev->engine->keys());
-		tc->fence_free = emu::detail::membarrier_ready();
-		std::lock_guard lk(cache_mu());
-		/* Entries of closed devices are dropped here rather than on close, which cannot
-		 * reach other threads' lists. */
-		std::erase_if(t_caches.list, [](const auto &e) { return e->dev == nullptr; });
-		dev->caches.push_back(tc);
+	std::unique_ptr<ThreadCache> tc(new (std::nothrow) ThreadCache);
+	int rc = tc ? 0 : -ENOMEM;
+	if (rc == 0) {
 		try {
-			t_caches.list.push_back(tc);
-		} catch (...) {
-			dev->caches.pop_back();
-			detach(*tc);
-			throw;
+			tc->cache.emplace(dev->engine->keys());
+		} catch (const std::bad_alloc &) {
+			rc = -ENOMEM;
 		}
-		return tc.get();
-	} catch (...) {
-		NICMR_LOG(warn, "api", "%s: no memory for a key cache: registering without one",
-			  dev->spec.c_str());
+	}
+	/* Before the cache is the slot's: the thread's exit must give its keys back. */
+	if (rc == 0)
+		rc = watch_thread_exit(&dev->caches);
+	if (rc != 0) {
+		NICMR_LOG(warn, "api",
+			  "%s: no key cache for this thread (%d): registering without one",
+			  dev->spec.c_str(), rc);
 		return nullptr;
 	}
+	tc->fence_free = c.fence_free();
+	std::lock_guard lk(cache_mu());
+	dev->caches.by_slot[c.slot()] = std::move(tc);
+	return dev->caches.by_slot[c.slot()].get();
 }
 
 void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexcept
 {
 	std::lock_guard lk(cache_mu());
 	*free = *retiring = 0;
-	for (auto &tc : dev->caches) {
+	for (const auto &tc : dev->caches.by_slot) {
+		if (tc == nullptr)
+			continue;
 		*free += tc->size.load(std::memory_order_relaxed);
 		*retiring += tc->retiring.load(std::memory_order_relaxed);
 	}
@@ -117,12 +109,12 @@ void wait_for_pool_lookups(nicmr_device *dev) noexcept
 	 */
 	/* The caller's snapshot store before the scan's loads (store-load: a full fence). */
 	std::atomic_thread_fence(std::memory_order_seq_cst);
-	emu::detail::membarrier_all();
+	membarrier_all();
 	{
 		std::lock_guard lk(cache_mu());
-		for (auto &tc : dev->caches)
+		for (const auto &tc : dev->caches.by_slot)
 			/* Acquire: pairs with the mark's release; the thread is past its reads. */
-			while (tc->in_lookup.load(std::memory_order_acquire) != 0)
+			while (tc != nullptr && tc->in_lookup.load(std::memory_order_acquire) != 0)
 				std::this_thread::yield();
 	}
 	/* seq_cst: the counter's increments and the caller's publication are in one order. */
@@ -134,10 +126,11 @@ void wait_for_pool_lookups(nicmr_device *dev) noexcept
 
 void close_caches(nicmr_device *dev) noexcept
 {
+	/* First: no exiting thread drops a cache while the loop below does (unwatch waits). */
+	unwatch_thread_exits(&dev->caches);
 	std::lock_guard lk(cache_mu());
-	for (auto &tc : dev->caches)
-		detach(*tc);
-	dev->caches.clear();
+	for (auto &tc : dev->caches.by_slot)
+		drop(tc);
 }
 
 } // namespace nicmr::api

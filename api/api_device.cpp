@@ -361,7 +361,6 @@ int nicmr_device_open(const char *spec, struct nicmr_device **out)
 		return -ENOMEM;
 	}
 	dev->id = api::new_device_id();
-	dev->serial = api::next_device_serial();
 	int rc;
 	try {
 		if (kind == "emu")

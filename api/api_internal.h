@@ -40,6 +40,7 @@
 #include "mr_engine.h"
 #include "nicmr/nicmr.h"
 #include "nicmr_align.h"
+#include "nicmr_thread.h"
 #include "vfio_bus.h"
 
 namespace nicmr::api {
@@ -71,23 +72,36 @@ inline uint32_t atomic_mode(const mlx5::Caps &c) noexcept
 inline constexpr uint32_t kMinKeysForCaches = 4096;
 
 /*
- * A registering thread's key cache for one open device (api_cache.cpp). Owned jointly by the
- * thread's thread_local list and the device's list; cache_mu() (one lock for the process: slow
- * paths only) guards dev and the cache's destruction. The owning thread alone uses cache and
+ * A registering thread's key cache for one open device (api_cache.cpp), kept by the device at
+ * the thread's slot (nicmr_thread.h: DeviceCaches). The owning thread alone uses cache and
  * writes size; a device close (when no thread uses the device) or the thread's exit, whichever
- * comes first, returns the cached keys and detaches the two.
+ * comes first, returns the cached keys; cache_mu() (one lock for the process: slow paths only)
+ * guards the cache's creation and destruction.
  */
 struct alignas(kThreadAlign) ThreadCache { /* its thread's alone: no line shared with another */
-	uint64_t serial = 0;		   /* the device open it belongs to (never reused) */
-	nicmr_device *dev = nullptr;	   /* nullptr once detached; cache_mu() */
 	std::optional<mr::KeyCache> cache;
 	std::atomic<uint32_t> size{0};	   /* cache->size() as of the owner's last call: stats */
 	std::atomic<uint32_t> retiring{0}; /* cache->retiring(), likewise */
 	/* 1 while the owner is inside a DmaSpace lookup (PoolLookupMark): the pool snapshot it
 	 * read may not be freed. Written by the owner only, read by wait_for_pool_lookups. */
 	std::atomic<uint32_t> in_lookup{0};
-	/* The owner marks with plain stores: writers fence it with membarrier (emu_slots.h). */
+	/* The owner marks with plain stores: writers fence it with membarrier (nicmr_thread.h). */
 	bool fence_free = false;
+};
+
+/*
+ * A device's key caches, one per thread slot that has registered on it; threads on the
+ * shared slot register without one. The owning thread reads its slot's entry without a lock
+ * (no other thread writes it while the thread lives: the entry is created by the thread, and
+ * dropped by its exit or by the device's close, which no thread may race). A watcher of the
+ * slots' exits (nicmr::SlotUser): an exiting thread's cache gives its keys back.
+ */
+struct DeviceCaches final : SlotUser {
+	std::unique_ptr<ThreadCache> by_slot[kThreadSlots]; /* written under cache_mu() */
+	void slot_exit(size_t slot) noexcept override;
+	/* Caches live now (stats and tests; takes cache_mu()). */
+	size_t size() const noexcept;
+	bool empty() const noexcept { return size() == 0; }
 };
 
 /* The calling thread's cache for dev, created on first use: nullptr when dev registers
@@ -108,8 +122,6 @@ inline void note_cache_size(ThreadCache *tc) noexcept
 		tc->retiring.store(tc->cache->retiring(), std::memory_order_relaxed);
 	}
 }
-/* A process-unique number for each device open (nicmr_device::serial). */
-uint64_t next_device_serial() noexcept;
 /* Free keys held in the device's thread caches, and retired keys in their batches (stats). */
 void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexcept;
 /* Device close: returns every thread's cached keys to the engine and detaches the caches. */
@@ -127,7 +139,7 @@ void wait_for_pool_lookups(nicmr_device *dev) noexcept;
 /*
  * Marks the calling thread as inside a DmaSpace lookup of dev for its lifetime. Registration
  * path: with a thread cache, a plain store to the thread's own line on each side (the writer's
- * membarrier orders them, emu_slots.h's argument), else a read-modify-write of a device
+ * membarrier orders them, nicmr_thread.h's argument), else a read-modify-write of a device
  * counter (devices without caches, or membarrier unavailable).
  */
 class PoolLookupMark {
@@ -275,9 +287,8 @@ struct nicmr_device {
 	std::atomic<uint64_t> mws{0};
 	std::atomic<uint64_t> cntrs{0};
 
-	/* Registering threads' key caches; api::cache_mu(). serial names this open for them. */
-	uint64_t serial = 0;
-	std::vector<std::shared_ptr<nicmr::api::ThreadCache>> caches;
+	/* Registering threads' key caches, by thread slot. */
+	nicmr::api::DeviceCaches caches;
 	/* Pool lookups in flight by threads without a fence-free cache (api::PoolLookupMark). */
 	std::atomic<uint32_t> uncached_lookups{0};
 
@@ -397,7 +408,7 @@ inline PoolLookupMark::PoolLookupMark(nicmr_device *dev, ThreadCache *tc) noexce
 	if (tc_ != nullptr) {
 		tc_->in_lookup.store(1, std::memory_order_relaxed);
 		/* The compiler keeps the store before the snapshot load that follows; the
-		 * writer's membarrier does the CPU's part (emu_slots.h, SlotRwLock). */
+		 * writer's membarrier does the CPU's part (nicmr_thread.h). */
 		std::atomic_signal_fence(std::memory_order_seq_cst);
 	} else {
 		/* seq_cst: ordered against the writer's snapshot store and its scan. */

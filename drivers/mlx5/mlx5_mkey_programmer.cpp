@@ -8,52 +8,12 @@
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
-namespace {
-
-std::atomic<uint64_t> g_next_serial{1};
-
-/* One exclusive lane a thread holds (lane 0 recorded means: none was free, use the shared
- * one without looking again). */
-struct HeldLane {
-	uint64_t serial = 0; /* 0: slot empty */
-	uint32_t lane = 0;
-	std::weak_ptr<Mlx5MkeyProgrammer::Claims> claims;
-};
-
-/* The lanes this thread holds, one per programmer it registers through. */
-struct ThreadLanes {
-	static constexpr size_t kSlots = 8;
-	HeldLane slot[kSlots];
-
-	ThreadLanes() = default;
-	ThreadLanes(const ThreadLanes &) = delete;
-	ThreadLanes &operator=(const ThreadLanes &) = delete;
-	~ThreadLanes()
-	{
-		for (HeldLane &h : slot)
-			release(h);
-	}
-	static void release(HeldLane &h) noexcept
-	{
-		if (h.serial != 0 && h.lane != 0) {
-			if (auto c = h.claims.lock()) {
-				/* Release: this thread's last UMR on the lane (its WQE stores and
-				 * CQE reads) happens before the next holder's first, which claims
-				 * the lane with an acquire. */
-				c->held[h.lane].store(false, std::memory_order_release);
-			}
-		}
-		h = HeldLane{};
-	}
-};
-
-thread_local ThreadLanes t_lanes;
-
-} // namespace
-
 Mlx5MkeyProgrammer::Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o)
-    : dev_(dev), pd_(pd), opts_(o), serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed))
-{}
+    : dev_(dev), pd_(pd), opts_(o)
+{
+	for (uint32_t &l : lane_by_slot_)
+		l = kNoLane;
+}
 
 int Mlx5MkeyProgrammer::create(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o,
 			       std::unique_ptr<Mlx5MkeyProgrammer> *out)
@@ -64,7 +24,7 @@ int Mlx5MkeyProgrammer::create(Device &dev, uint32_t pd, const MkeyProgrammerOpt
 	if (!p)
 		return -ENOMEM;
 	try {
-		p->claims_ = std::make_shared<Claims>(o.lanes);
+		p->held_ = std::vector<std::atomic<bool>>(o.lanes);
 		p->lanes_.resize(o.lanes);
 		for (Lane &l : p->lanes_)
 			l.scratch.reserve(o.max_translations);
@@ -90,6 +50,8 @@ int Mlx5MkeyProgrammer::create(Device &dev, uint32_t pd, const MkeyProgrammerOpt
 
 Mlx5MkeyProgrammer::~Mlx5MkeyProgrammer()
 {
+	/* No thread hands a lane back from here on: they all stop using it (the contract). */
+	unwatch_thread_exits(this);
 	mkeys_.clear();
 	/* Lanes ringing lane 0's UAR go before lane 0. */
 	for (size_t i = lanes_.size(); i-- > 0;)
@@ -105,46 +67,51 @@ size_t Mlx5MkeyProgrammer::mkey_count() const
 uint32_t Mlx5MkeyProgrammer::lanes_claimed() const noexcept
 {
 	uint32_t n = 0;
-	for (size_t i = 1; i < claims_->held.size(); i++)
-		n += claims_->held[i].load(std::memory_order_relaxed) ? 1 : 0;
+	for (size_t i = 1; i < held_.size(); i++)
+		n += held_[i].load(std::memory_order_relaxed) ? 1 : 0;
 	return n;
 }
 
 uint32_t Mlx5MkeyProgrammer::lane_of_this_thread() noexcept
 {
-	/* Hot path: a scan of this thread's few slots; no lock, no atomic. */
-	ThreadLanes &t = t_lanes;
-	for (const HeldLane &h : t.slot)
-		if (h.serial == serial_)
-			return h.lane;
+	/* Hot path: this thread's slot and the lane recorded there; no lock, no atomic. */
+	const SlotClaim c = thread_claim();
+	if (!c.own())
+		return 0; /* threads on the shared slot: the shared lane */
+	uint32_t &mine = lane_by_slot_[c.slot()];
+	if (mine != kNoLane) [[likely]]
+		return mine;
 
-	/* Slow path, once per thread and programmer: a slot (an empty one, or one whose
-	 * programmer is gone), then a free exclusive lane. */
-	HeldLane *slot = nullptr;
-	for (HeldLane &h : t.slot) {
-		if (h.serial == 0 || h.claims.expired()) {
-			slot = &h;
-			break;
-		}
-	}
-	if (slot == nullptr)
-		return 0; /* this thread uses many programmers: the shared lane */
-	ThreadLanes::release(*slot);
+	/* Slow path, once per thread and programmer: the thread's exit must hand back what it
+	 * records here (else the shared lane, and ask again next time), then a free exclusive
+	 * lane or, when none is, the shared one. */
+	if (watch_thread_exit(this) != 0)
+		return 0;
 	uint32_t lane = 0;
-	for (uint32_t i = 1; i < claims_->held.size(); i++) {
+	for (uint32_t i = 1; i < held_.size(); i++) {
 		bool expected = false;
 		/* Acquire: pairs with the release of the lane's previous holder, whose UMRs on
 		 * the lane's QP and CQ then happen before ours. */
-		if (claims_->held[i].compare_exchange_strong(
-			    expected, true, std::memory_order_acquire, std::memory_order_relaxed)) {
+		if (held_[i].compare_exchange_strong(expected, true, std::memory_order_acquire,
+						     std::memory_order_relaxed)) {
 			lane = i;
 			break;
 		}
 	}
-	slot->serial = serial_;
-	slot->lane = lane;
-	slot->claims = claims_;
+	mine = lane;
 	return lane;
+}
+
+void Mlx5MkeyProgrammer::slot_exit(size_t slot) noexcept
+{
+	/* On the exiting thread, the one that recorded the lane. */
+	uint32_t &lane = lane_by_slot_[slot];
+	if (lane != kNoLane && lane != 0)
+		/* Release: this thread's last UMR on the lane (its WQE stores and CQE reads)
+		 * happens before the next holder's first, which claims the lane with an
+		 * acquire. */
+		held_[lane].store(false, std::memory_order_release);
+	lane = kNoLane;
 }
 
 int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t first, uint32_t count)

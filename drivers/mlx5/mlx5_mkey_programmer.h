@@ -12,11 +12,11 @@
  *                     then on its binds and revokes take no lock and touch no other thread's
  *                     cache lines, so registering threads scale instead of queueing on one QP.
  *
- * A thread finds its lane through a small thread-local table keyed by the programmer's serial
- * (process-unique, never reused), so a stale entry of a destroyed programmer never matches a new
- * one. At thread exit the lane is handed back through a weak reference to the claim flags, which
- * outlive the programmer as long as a thread still holds a reference; a thread that exits after
- * the programmer is gone hands back nothing.
+ * A thread finds its lane in the programmer's table by thread slot (lib/common's
+ * nicmr_thread.h; threads on the shared slot use lane 0). The programmer watches the exits of
+ * the threads it recorded, so an exiting thread hands its lane back (on itself, before its
+ * slot is another thread's); a programmer being destroyed stops watching first, so a thread
+ * that exits after it is gone hands back nothing.
  *
  * Engine indices are device mkey indices: with Caps::mkey_by_index the mkeys are created at
  * the engine's indices; without it the device picks, and create_free_mkeys fails with
@@ -34,6 +34,7 @@
 #include "mlx5_umr.h"
 #include "mr_programmer.h"
 #include "nicmr_align.h"
+#include "nicmr_thread.h"
 
 namespace nicmr::mlx5 {
 
@@ -45,7 +46,7 @@ struct MkeyProgrammerOptions {
 	UmrOptions umr;
 };
 
-class Mlx5MkeyProgrammer final : public mr::MkeyProgrammer {
+class Mlx5MkeyProgrammer final : public mr::MkeyProgrammer, private SlotUser {
 public:
 	static constexpr uint32_t kMaxLanes = 64;
 
@@ -81,13 +82,8 @@ public:
 	/* The calling thread's lane: 0 (shared) or the exclusive one it holds or claims now. */
 	uint32_t lane_of_this_thread() noexcept;
 
-	/* Claim flags of the exclusive lanes, shared with the threads that hold one. */
-	struct Claims {
-		explicit Claims(size_t n) : held(n) {}
-		std::vector<std::atomic<bool>> held;
-	};
-
 private:
+	static constexpr uint32_t kNoLane = ~uint32_t{0};
 	/* Lines of its own (kThreadAlign): lanes are used by different threads at once. */
 	struct alignas(kThreadAlign) Lane {
 		std::unique_ptr<UmrQueue> umr;
@@ -101,9 +97,14 @@ private:
 	Device &dev_;
 	uint32_t pd_;
 	MkeyProgrammerOptions opts_;
-	const uint64_t serial_;
 	std::vector<Lane> lanes_;
-	std::shared_ptr<Claims> claims_;
+	/* Claim flags of the exclusive lanes (index 0, the shared lane, unused). */
+	std::vector<std::atomic<bool>> held_;
+	/* The lane of each thread slot's thread (0: the shared one; kNoLane: not asked yet).
+	 * Written by that thread alone: on its first bind or revoke, and at its exit
+	 * (slot_exit, which hands the lane back). */
+	uint32_t lane_by_slot_[kThreadSlots];
+	void slot_exit(size_t slot) noexcept override;
 	std::mutex shared_mu_;	/* lane 0 */
 	mutable std::mutex mu_; /* mkeys_ */
 	std::vector<MkeyHandle> mkeys_;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The device model's per-thread slots: a counter and a reader-writer lock whose readers meet
- * on no shared cache line. */
+/* The process's thread slots (lib/common's nicmr_thread.h: claims, exit watchers) and the
+ * device model's per-thread state over them: a counter and a reader-writer lock whose readers
+ * meet on no shared cache line. */
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
@@ -11,28 +13,30 @@
 #include <vector>
 
 #include "emu_slots.h"
+#include "nicmr_thread.h"
 
+using namespace nicmr;
 using namespace nicmr::emu;
 
 TEST(EmuSlots, ThreadsKeepTheirSlot)
 {
-	const size_t mine = emu_thread_slot();
+	const size_t mine = thread_slot();
 	EXPECT_LT(mine, kThreadSlots);
-	EXPECT_EQ(emu_thread_slot(), mine);
+	EXPECT_EQ(thread_slot(), mine);
 	size_t other = kThreadSlots;
-	std::thread([&] { other = emu_thread_slot(); }).join();
+	std::thread([&] { other = thread_slot(); }).join();
 	EXPECT_LT(other, kThreadSlots);
 	EXPECT_NE(other, mine) << "two live threads own different slots";
 }
 
 TEST(EmuSlots, AnExitingThreadGivesItsSlotBack)
 {
-	const SlotClaim mine = emu_thread_claim();
+	const SlotClaim mine = thread_claim();
 	ASSERT_TRUE(mine.own()) << "the test's thread is the first to claim a slot";
-	EXPECT_EQ(mine.fence_free(), nicmr::emu::detail::membarrier_ready());
+	EXPECT_EQ(mine.fence_free(), nicmr::membarrier_ready());
 	SlotClaim first{SlotClaim::kUnset}, second{SlotClaim::kUnset};
-	std::thread([&] { first = emu_thread_claim(); }).join();
-	std::thread([&] { second = emu_thread_claim(); }).join();
+	std::thread([&] { first = thread_claim(); }).join();
+	std::thread([&] { second = thread_claim(); }).join();
 	ASSERT_TRUE(first.own());
 	EXPECT_EQ(second.slot(), first.slot()) << "the lowest free slot, given back at exit";
 	EXPECT_TRUE(second.own());
@@ -45,14 +49,14 @@ TEST(EmuSlots, ManyThreadsBeyondTheSlotsShareTheLastOne)
 	constexpr int kThreads = static_cast<int>(kThreadSlots) + 8;
 	constexpr int kAdds = 2000;
 	/* The test's thread holds a slot of its own; no other thread lives before the workers. */
-	ASSERT_TRUE(emu_thread_claim().own());
+	ASSERT_TRUE(thread_claim().own());
 	SlotCounter c;
 	std::vector<SlotClaim> claims(kThreads, SlotClaim{SlotClaim::kUnset});
 	std::atomic<int> arrived{0};
 	std::vector<std::thread> ts;
 	for (int t = 0; t < kThreads; t++)
 		ts.emplace_back([&, t] {
-			claims[t] = emu_thread_claim();
+			claims[t] = thread_claim();
 			/* Every thread stays alive until all have claimed. */
 			arrived.fetch_add(1);
 			while (arrived.load() < kThreads)
@@ -80,6 +84,111 @@ TEST(EmuSlots, ManyThreadsBeyondTheSlotsShareTheLastOne)
 	/* The test's thread owns one slot; the others that could, own the rest. */
 	EXPECT_EQ(shared, kThreads - static_cast<int>(kSharedSlot - 1));
 	EXPECT_EQ(c.sum(), uint64_t{kThreads} * kAdds);
+}
+
+/* Records the slot_exit calls it gets. */
+struct ExitLog final : SlotUser {
+	std::mutex mu;
+	std::vector<size_t> exits; /* mu */
+	void slot_exit(size_t slot) noexcept override
+	{
+		std::lock_guard lk(mu);
+		exits.push_back(slot);
+	}
+	size_t count()
+	{
+		std::lock_guard lk(mu);
+		return exits.size();
+	}
+};
+
+TEST(ThreadSlots, AWatchedThreadsExitRunsOnceOnItsSlotBeforeTheSlotIsFree)
+{
+	ExitLog log;
+	size_t slot = kThreadSlots;
+	std::thread([&] {
+		ASSERT_TRUE(thread_claim().own());
+		slot = thread_slot();
+		EXPECT_EQ(watch_thread_exit(&log), 0);
+		EXPECT_EQ(watch_thread_exit(&log), 0) << "watching twice is watching once";
+		EXPECT_EQ(log.count(), 0u);
+	}).join();
+	ASSERT_EQ(log.count(), 1u);
+	EXPECT_EQ(log.exits[0], slot);
+	/* The next thread may get the slot: its exit is not watched unless it asks. */
+	std::thread([&] { (void)thread_claim(); }).join();
+	EXPECT_EQ(log.count(), 1u);
+}
+
+TEST(ThreadSlots, UnwatchedUsersHearOfNoExit)
+{
+	ExitLog kept, gone;
+	std::atomic<int> step{0};
+	std::thread t([&] {
+		ASSERT_EQ(watch_thread_exit(&kept), 0);
+		ASSERT_EQ(watch_thread_exit(&gone), 0);
+		step.store(1);
+		while (step.load() != 2)
+			std::this_thread::yield();
+	});
+	while (step.load() != 1)
+		std::this_thread::yield();
+	unwatch_thread_exits(&gone);
+	step.store(2);
+	t.join();
+	EXPECT_EQ(kept.count(), 1u);
+	EXPECT_EQ(gone.count(), 0u);
+}
+
+TEST(ThreadSlots, WatchRefusesANullUserAndTheSharedSlot)
+{
+	EXPECT_EQ(watch_thread_exit(nullptr), -EINVAL);
+	/* Fill every own slot, then a thread on the shared one cannot be watched. */
+	constexpr int kThreads = static_cast<int>(kThreadSlots) + 2;
+	ExitLog log;
+	std::atomic<int> arrived{0};
+	std::atomic<int> refused{0}, watched{0};
+	std::vector<std::thread> ts;
+	for (int t = 0; t < kThreads; t++)
+		ts.emplace_back([&] {
+			const SlotClaim c = thread_claim();
+			arrived.fetch_add(1);
+			while (arrived.load() < kThreads)
+				std::this_thread::yield();
+			const int rc = watch_thread_exit(&log);
+			if (c.own())
+				EXPECT_EQ(rc, 0);
+			else
+				EXPECT_EQ(rc, -EINVAL) << "the shared slot outlives its threads";
+			(rc == 0 ? watched : refused).fetch_add(1);
+		});
+	for (auto &t : ts)
+		t.join();
+	EXPECT_GE(refused.load(), 2);
+	EXPECT_EQ(log.count(), size_t(watched.load())) << "every watched exit ran, once";
+}
+
+/* Threads come and go in waves while users watch and unwatch: every watched exit that was not
+ * unwatched runs, exits never run for an unwatched user, slots are never owned twice. */
+TEST(ThreadSlots, ManyThreadsWatchAndUnwatchConcurrently)
+{
+	for (int round = 0; round < 20; round++) {
+		ExitLog a, b;
+		std::vector<std::thread> ts;
+		std::atomic<int> watched_a{0};
+		for (int t = 0; t < 8; t++)
+			ts.emplace_back([&] {
+				if (thread_claim().own() && watch_thread_exit(&a) == 0)
+					watched_a.fetch_add(1);
+				if (thread_claim().own())
+					(void)watch_thread_exit(&b);
+			});
+		unwatch_thread_exits(&b);
+		for (auto &t : ts)
+			t.join();
+		unwatch_thread_exits(&b);
+		EXPECT_EQ(a.count(), size_t(watched_a.load()));
+	}
 }
 
 TEST(EmuSlots, CounterSumsEveryThreadsAdds)

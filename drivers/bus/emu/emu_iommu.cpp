@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include "emu_slots.h"
 #include "nicmr_log.h"
+#include "nicmr_thread.h"
 
 namespace nicmr::emu {
 
@@ -28,12 +28,12 @@ bool is_pow2(size_t v)
 /* Sections this thread holds, on any IOMMU (map/unmap refuse to wait for themselves). */
 thread_local int tl_sections = 0;
 
-/* The reader slot of this thread (emu_thread_slot): its own, or the shared one. The sections
+/* The reader slot of this thread (nicmr_thread.h): its own, or the shared one. The sections
  * count with read-modify-writes either way. */
 size_t reader_slot() noexcept
 {
 	static_assert(EmuIommu::kReaderSlots == kThreadSlots);
-	return emu_thread_slot();
+	return thread_slot();
 }
 
 } // namespace

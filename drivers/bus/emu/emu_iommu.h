@@ -49,6 +49,7 @@
 
 #include "mem_dma.h"
 #include "nicmr_align.h"
+#include "nicmr_thread.h"
 
 namespace nicmr::emu {
 
@@ -201,7 +202,7 @@ public:
 	size_t mapping_count() const;
 
 	/* Reader counters: a section raises one of these, chosen by its thread. */
-	static constexpr size_t kReaderSlots = 32;
+	static constexpr size_t kReaderSlots = kThreadSlots;
 
 private:
 	friend class DmaSection;
