@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The PRM layout table against independent truths: structure sizes the PRM fixes, the mkey
- * context as rdma-core's <infiniband/mlx5dv.h> lays it out for UMR, and get()/set() round trips
- * at every width and odd offsets.
+ * context, the WQE segments, the UMR control segment and the CQE as rdma-core's
+ * <infiniband/mlx5dv.h> lays them out and its inline setters write them, and get()/set() round
+ * trips at every width and odd offsets.
  */
 #include <arpa/inet.h>
 #include <endian.h>
 
+#include <cstddef>
 #include <cstring>
 #include <random>
 
@@ -224,6 +226,13 @@ TEST(PrmLayout, FieldsRoundTripAtEveryWidthAndOffset)
 			ASSERT_EQ(prm::get(buf, f), v & width_mask(bits))
 				<< "bits " << bits << " off " << f.bit_off;
 			ASSERT_EQ(ref_get(buf, f), v & width_mask(bits));
+			/* The fast form writes and reads the same bytes. */
+			uint8_t fast[32];
+			std::memcpy(fast, before, sizeof(fast));
+			prm::detail::set_fast(fast, f, v);
+			ASSERT_EQ(std::memcmp(fast, buf, sizeof(buf)), 0)
+				<< "bits " << bits << " off " << f.bit_off;
+			ASSERT_EQ(prm::detail::get_fast(buf, f), v & width_mask(bits));
 			/* Nothing outside the field changed. */
 			for (uint32_t bit = 0; bit < sizeof(buf) * 8; bit++) {
 				if (bit >= f.bit_off && bit < f.bit_off + bits)
@@ -290,4 +299,396 @@ TEST(PrmLayout, AtomicCapFieldsAreTheIfcBits)
 				     ac::atomic_operations, ac::atomic_size_qp};
 	for (auto f : fields)
 		EXPECT_LE(f.bit_off + f.bits, ac::size * 8);
+}
+
+/*
+ * ---------------------------------------------------------------------------------------------
+ * Data path: the WQE segments, the UMR control segment and the CQE of the layout table against
+ * rdma-core's <infiniband/mlx5dv.h>: sizes, every field's offset and width against the struct
+ * member that holds it, flag values against mlx5dv's constants, and the bytes the table writes
+ * against what mlx5dv's inline setters (or, where mlx5dv has none, its struct members assigned
+ * as rdma-core's providers/mlx5/qp.c does) write.
+ * ---------------------------------------------------------------------------------------------
+ */
+namespace {
+
+/* A slow, obviously right writer: one bit at a time. */
+void ref_set(uint8_t *p, prm::Field f, uint64_t v)
+{
+	for (uint32_t i = 0; i < f.bits; i++) {
+		uint32_t bit = f.bit_off + i;
+		uint8_t m = static_cast<uint8_t>(0x80u >> (bit % 8));
+		bool one = (v >> (f.bits - 1 - i)) & 1;
+		p[bit / 8] = static_cast<uint8_t>(one ? (p[bit / 8] | m) : (p[bit / 8] & ~m));
+	}
+}
+
+/* A field that covers exactly one struct member: same byte offset, same size. */
+#define EXPECT_MEMBER(field, type, member)                                                         \
+	do {                                                                                       \
+		EXPECT_EQ((field).bit_off % 8, 0u) << #field;                                      \
+		EXPECT_EQ(prm::byte_offset(field), offsetof(type, member)) << #field;              \
+		EXPECT_EQ((field).bits, 8 * sizeof(type::member)) << #field;                       \
+	} while (0)
+
+void pattern(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = static_cast<uint8_t>(seed + i * 37);
+}
+
+} // namespace
+
+TEST(PrmLayout, DataPathSegmentSizesAreMlx5dvs)
+{
+	EXPECT_EQ(prm::wqe_ctrl::size, sizeof(mlx5_wqe_ctrl_seg));
+	EXPECT_EQ(prm::wqe_raddr::size, sizeof(mlx5_wqe_raddr_seg));
+	EXPECT_EQ(prm::wqe_data::size, sizeof(mlx5_wqe_data_seg));
+	EXPECT_EQ(prm::wqe_inline::header_size, sizeof(mlx5_wqe_inl_data_seg));
+	EXPECT_EQ(prm::wqe_atomic::size, sizeof(mlx5_wqe_atomic_seg));
+	EXPECT_EQ(prm::umr_ctrl::size, sizeof(mlx5_wqe_umr_ctrl_seg));
+	EXPECT_EQ(prm::cqe::size, sizeof(mlx5_cqe64));
+	EXPECT_EQ(prm::cqe::size, sizeof(mlx5_err_cqe));
+	EXPECT_EQ(prm::cqe::op_own_byte, offsetof(mlx5_cqe64, op_own));
+	EXPECT_EQ(prm::cqe::op_own_byte, offsetof(mlx5_err_cqe, op_own));
+	EXPECT_EQ(prm::wqe_ctrl::doorbell_bytes, offsetof(mlx5_wqe_ctrl_seg, signature));
+	EXPECT_EQ(prm::wq::wqebb_size, size_t{MLX5_SEND_WQE_BB});
+	EXPECT_EQ(prm::reserved_lkey, uint32_t{MLX5_INVALID_LKEY});
+}
+
+TEST(PrmLayout, DataPathFieldsSitOnMlx5dvMembers)
+{
+	EXPECT_MEMBER(prm::wqe_ctrl::signature, mlx5_wqe_ctrl_seg, signature);
+	EXPECT_MEMBER(prm::wqe_ctrl::dci_stream_channel_id, mlx5_wqe_ctrl_seg,
+		      dci_stream_channel_id);
+	EXPECT_MEMBER(prm::wqe_ctrl::fm_ce_se, mlx5_wqe_ctrl_seg, fm_ce_se);
+	EXPECT_MEMBER(prm::wqe_ctrl::imm, mlx5_wqe_ctrl_seg, imm);
+	/* The fields packed into opmod_idx_opcode and qpn_ds lie inside those members. */
+	for (prm::Field f : {prm::wqe_ctrl::opmod, prm::wqe_ctrl::wqe_index, prm::wqe_ctrl::opcode})
+		EXPECT_EQ(prm::dword_byte_offset(f), offsetof(mlx5_wqe_ctrl_seg, opmod_idx_opcode));
+	for (prm::Field f : {prm::wqe_ctrl::qpn, prm::wqe_ctrl::ds})
+		EXPECT_EQ(prm::dword_byte_offset(f), offsetof(mlx5_wqe_ctrl_seg, qpn_ds));
+
+	EXPECT_MEMBER(prm::wqe_raddr::raddr, mlx5_wqe_raddr_seg, raddr);
+	EXPECT_MEMBER(prm::wqe_raddr::rkey, mlx5_wqe_raddr_seg, rkey);
+	EXPECT_MEMBER(prm::wqe_raddr::reserved, mlx5_wqe_raddr_seg, reserved);
+	EXPECT_MEMBER(prm::wqe_data::byte_count, mlx5_wqe_data_seg, byte_count);
+	EXPECT_MEMBER(prm::wqe_data::lkey, mlx5_wqe_data_seg, lkey);
+	EXPECT_MEMBER(prm::wqe_data::addr, mlx5_wqe_data_seg, addr);
+	EXPECT_MEMBER(prm::wqe_atomic::swap_add, mlx5_wqe_atomic_seg, swap_add);
+	EXPECT_MEMBER(prm::wqe_atomic::compare, mlx5_wqe_atomic_seg, compare);
+
+	EXPECT_MEMBER(prm::umr_ctrl::klm_octowords, mlx5_wqe_umr_ctrl_seg, klm_octowords);
+	EXPECT_MEMBER(prm::umr_ctrl::translation_offset, mlx5_wqe_umr_ctrl_seg, translation_offset);
+	EXPECT_MEMBER(prm::umr_ctrl::mkey_mask, mlx5_wqe_umr_ctrl_seg, mkey_mask);
+	for (prm::Field f : {prm::umr_ctrl::inline_xlt, prm::umr_ctrl::check,
+			     prm::umr_ctrl::translation_offset_en, prm::umr_ctrl::check_qpn})
+		EXPECT_EQ(prm::byte_offset(f), offsetof(mlx5_wqe_umr_ctrl_seg, flags));
+
+	EXPECT_MEMBER(prm::cqe::byte_cnt, mlx5_cqe64, byte_cnt);
+	EXPECT_MEMBER(prm::cqe::wqe_counter, mlx5_cqe64, wqe_counter);
+	EXPECT_MEMBER(prm::cqe::wqe_counter, mlx5_err_cqe, wqe_counter);
+	EXPECT_MEMBER(prm::cqe::signature, mlx5_cqe64, signature);
+	EXPECT_MEMBER(prm::err_cqe::syndrome, mlx5_err_cqe, syndrome);
+	EXPECT_MEMBER(prm::err_cqe::vendor_err_synd, mlx5_err_cqe, vendor_err_synd);
+	EXPECT_EQ(prm::dword_byte_offset(prm::cqe::qpn), offsetof(mlx5_cqe64, sop_drop_qpn));
+	EXPECT_EQ(prm::dword_byte_offset(prm::cqe::qpn), offsetof(mlx5_err_cqe, s_wqe_opcode_qpn));
+	EXPECT_EQ(prm::dword_byte_offset(prm::err_cqe::s_wqe_opcode),
+		  offsetof(mlx5_err_cqe, s_wqe_opcode_qpn));
+	for (prm::Field f : {prm::cqe::opcode, prm::cqe::format, prm::cqe::se, prm::cqe::owner})
+		EXPECT_EQ(prm::byte_offset(f), offsetof(mlx5_cqe64, op_own));
+}
+
+TEST(PrmLayout, CtrlSegmentBytesAreMlx5dvSetCtrlSegs)
+{
+	namespace f = prm::wqe_ctrl;
+	struct Case {
+		uint16_t pi;
+		uint8_t opcode, opmod;
+		uint32_t qpn;
+		uint8_t fm_ce_se, ds, signature;
+		uint32_t imm;
+	};
+	const Case cases[] = {
+		{0, MLX5_OPCODE_NOP, 0, 0, 0, 1, 0, 0},
+		{0x1234, MLX5_OPCODE_RDMA_WRITE, 0, 0xabcdef,
+		 MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_FENCE, 5, 0, 0x77},
+		{0xffff, MLX5_OPCODE_UMR, 0x5a, 0xffffff,
+		 MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE | MLX5_WQE_CTRL_SOLICITED, 63, 0xc3,
+		 0x12345601},
+		{0x8001, MLX5_OPCODE_ATOMIC_CS, 0, 0x000100, MLX5_WQE_CTRL_CQ_UPDATE, 4, 0, 0},
+	};
+	for (const Case &c : cases) {
+		uint8_t ours[16], theirs[16];
+		pattern(ours, sizeof(ours), 0x11); /* a reused ring slot: nothing may stay */
+		std::memset(theirs, 0, sizeof(theirs));
+		prm::set_word<f::opmod, f::wqe_index, f::opcode>(ours, c.opmod, c.pi, c.opcode);
+		prm::set_word<f::qpn, f::ds>(ours, c.qpn, c.ds);
+		prm::set_word<f::signature, f::dci_stream_channel_id, f::fm_ce_se>(
+			ours, c.signature, 0u, c.fm_ce_se);
+		prm::set(ours, f::imm, c.imm);
+		/* mlx5dv takes imm as it goes into the WQE (big-endian). */
+		mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg *>(theirs), c.pi, c.opcode,
+				    c.opmod, c.qpn, c.fm_ce_se, c.ds, c.signature, htobe32(c.imm));
+		EXPECT_EQ(std::memcmp(ours, theirs, sizeof(ours)), 0) << "pi " << c.pi;
+		EXPECT_EQ(prm::get(theirs, f::wqe_index), c.pi);
+		EXPECT_EQ(prm::get(theirs, f::opcode), c.opcode);
+		EXPECT_EQ(prm::get(theirs, f::opmod), c.opmod);
+		EXPECT_EQ(prm::get(theirs, f::qpn), c.qpn);
+		EXPECT_EQ(prm::get(theirs, f::ds), c.ds);
+		EXPECT_EQ(prm::get(theirs, f::fm_ce_se), c.fm_ce_se);
+		EXPECT_EQ(prm::get(theirs, f::imm), c.imm);
+	}
+}
+
+TEST(PrmLayout, DataSegmentBytesAreMlx5dvSetDataSegs)
+{
+	const struct {
+		uint32_t len, lkey;
+		uint64_t addr;
+	} cases[] = {{0, 0, 0},
+		     {8, 0x100, 0x1000},
+		     {65536, 0x00abcd01, 0x00007f0012345678},
+		     {0xffffffff, 0xffffffff, ~uint64_t{0}}};
+	for (const auto &c : cases) {
+		uint8_t ours[16], theirs[16];
+		pattern(ours, sizeof(ours), 0x22);
+		prm::set(ours, prm::wqe_data::byte_count, c.len);
+		prm::set(ours, prm::wqe_data::lkey, c.lkey);
+		prm::set(ours, prm::wqe_data::addr, c.addr);
+		mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg *>(theirs), c.len, c.lkey,
+				    static_cast<uintptr_t>(c.addr));
+		EXPECT_EQ(std::memcmp(ours, theirs, sizeof(ours)), 0) << "len " << c.len;
+		EXPECT_EQ(prm::get(theirs, prm::wqe_data::byte_count), c.len);
+		EXPECT_EQ(prm::get(theirs, prm::wqe_data::lkey), c.lkey);
+		EXPECT_EQ(prm::get(theirs, prm::wqe_data::addr), c.addr);
+	}
+}
+
+/* mlx5dv.h has no setter for these: rdma-core's providers/mlx5/qp.c assigns the members
+ * (set_raddr_seg, set_atomic_seg, the inline header of set_data_inl_seg). */
+TEST(PrmLayout, RemoteAddressAtomicAndInlineBytesAreRdmaCores)
+{
+	uint8_t ours[16];
+	mlx5_wqe_raddr_seg r{};
+	pattern(ours, sizeof(ours), 0x33);
+	prm::set(ours, prm::wqe_raddr::raddr, 0x0011223344556677ull);
+	prm::set(ours, prm::wqe_raddr::rkey, 0x8899aabb);
+	prm::set(ours, prm::wqe_raddr::reserved, 0);
+	r.raddr = htobe64(0x0011223344556677ull);
+	r.rkey = htobe32(0x8899aabb);
+	r.reserved = 0;
+	EXPECT_EQ(std::memcmp(ours, &r, sizeof(r)), 0);
+
+	mlx5_wqe_atomic_seg a{};
+	pattern(ours, sizeof(ours), 0x44);
+	prm::set(ours, prm::wqe_atomic::swap_add, 0xfedcba9876543210ull);
+	prm::set(ours, prm::wqe_atomic::compare, 0x0123456789abcdefull);
+	a.swap_add = htobe64(0xfedcba9876543210ull);
+	a.compare = htobe64(0x0123456789abcdefull);
+	EXPECT_EQ(std::memcmp(ours, &a, sizeof(a)), 0);
+
+	for (uint32_t len : {0u, 1u, 8u, 972u, 0x7fffffffu}) {
+		uint32_t hdr = 0x5a5a5a5a;
+		prm::set_word<prm::wqe_inline::inline_flag, prm::wqe_inline::byte_count>(&hdr, 1u,
+											 len);
+		EXPECT_EQ(hdr, htobe32(len | MLX5_INLINE_SEG)) << len;
+		EXPECT_EQ(prm::get(&hdr, prm::wqe_inline::byte_count), len);
+		EXPECT_EQ(prm::get(&hdr, prm::wqe_inline::inline_flag), 1u);
+	}
+	/* A data segment's byte_count has the flag clear. */
+	mlx5_wqe_data_seg d{};
+	mlx5dv_set_data_seg(&d, 4096, 1, 2);
+	EXPECT_EQ(prm::get(&d, prm::wqe_inline::inline_flag), 0u);
+}
+
+TEST(PrmLayout, UmrControlSegmentIsMlx5dvs)
+{
+	/* Flag bits (mlx5dv names the check value 1 CHECK_FREE: the bind's "must be free"). */
+	EXPECT_EQ(prm::umr_flags::inline_xlt, MLX5_WQE_UMR_CTRL_FLAG_INLINE);
+	EXPECT_EQ(prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_not_free),
+		  MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE);
+	EXPECT_EQ(prm::umr_flags::translation_offset_en, MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET);
+	EXPECT_EQ(prm::umr_flags::check_qpn, MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN);
+	const struct {
+		uint64_t ours, theirs;
+	} masks[] = {
+		{prm::umr_mkey_mask::len, MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN},
+		{prm::umr_mkey_mask::start_addr, MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR},
+		{prm::umr_mkey_mask::key, MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY},
+		{prm::umr_mkey_mask::qpn, MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN},
+		{prm::umr_mkey_mask::lw, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE},
+		{prm::umr_mkey_mask::rr, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ},
+		{prm::umr_mkey_mask::rw, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE},
+		{prm::umr_mkey_mask::a, MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC},
+		{prm::umr_mkey_mask::free, MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE},
+	};
+	for (const auto &m : masks)
+		EXPECT_EQ(m.ours, m.theirs);
+
+	/* A bind's segment through the table against the struct's members. */
+	uint8_t ours[48] = {};
+	prm::set(ours, prm::umr_ctrl::inline_xlt, 1);
+	prm::set(ours, prm::umr_ctrl::check, prm::umr_flags::check_fail_if_not_free);
+	prm::set(ours, prm::umr_ctrl::translation_offset_en, 1);
+	prm::set(ours, prm::umr_ctrl::klm_octowords, 0x0102);
+	prm::set(ours, prm::umr_ctrl::translation_offset, 0x0304);
+	prm::set(ours, prm::umr_ctrl::mkey_mask, prm::umr_mkey_mask::free | prm::umr_mkey_mask::pd);
+	mlx5_wqe_umr_ctrl_seg u{};
+	u.flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE | MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE |
+		  MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET;
+	u.klm_octowords = htobe16(0x0102);
+	u.translation_offset = htobe16(0x0304);
+	u.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | (1u << 7));
+	EXPECT_EQ(std::memcmp(ours, &u, sizeof(u)), 0);
+	EXPECT_EQ(prm::get(&u, prm::umr_ctrl::check), prm::umr_flags::check_fail_if_not_free);
+	EXPECT_EQ(prm::get(&u, prm::umr_ctrl::check_qpn), 0u);
+}
+
+TEST(PrmLayout, CqeFieldsReadWhatMlx5dvReads)
+{
+	mlx5_cqe64 c{};
+	c.byte_cnt = htobe32(65536);
+	c.sop_drop_qpn = htobe32(0xff000000u | 0x00abcdef); /* sop/drop bits are not the qpn */
+	c.wqe_counter = htobe16(0xbeef);
+	c.op_own = static_cast<uint8_t>(MLX5_CQE_RESP_SEND << 4 | 0x0f);
+	EXPECT_EQ(prm::get(&c, prm::cqe::byte_cnt), 65536u);
+	EXPECT_EQ(prm::get(&c, prm::cqe::qpn), 0xabcdefu);
+	EXPECT_EQ(prm::get(&c, prm::cqe::wqe_counter), 0xbeefu);
+	EXPECT_EQ(prm::get(&c, prm::cqe::opcode), mlx5dv_get_cqe_opcode(&c));
+	EXPECT_EQ(prm::get(&c, prm::cqe::owner), mlx5dv_get_cqe_owner(&c));
+	EXPECT_EQ(prm::get(&c, prm::cqe::se), mlx5dv_get_cqe_se(&c));
+	EXPECT_EQ(prm::get(&c, prm::cqe::format), mlx5dv_get_cqe_format(&c));
+	/* The op_own byte alone, as the poller loads it. */
+	EXPECT_EQ(prm::get(&c.op_own, prm::in_byte(prm::cqe::opcode)),
+		  uint64_t{MLX5_CQE_RESP_SEND});
+	EXPECT_EQ(prm::get(&c.op_own, prm::in_byte(prm::cqe::owner)), 1u);
+	for (uint8_t owner : {0, 1}) {
+		mlx5_cqe64 a{}, b{};
+		a.op_own = b.op_own = 0xd6;
+		mlx5dv_set_cqe_owner(&a, owner);
+		prm::set(&b, prm::cqe::owner, owner);
+		EXPECT_EQ(std::memcmp(&a, &b, sizeof(a)), 0);
+	}
+
+	mlx5_err_cqe e{};
+	e.syndrome = 0x13;
+	e.vendor_err_synd = 0x93;
+	e.s_wqe_opcode_qpn = htobe32(uint32_t{MLX5_OPCODE_RDMA_READ} << 24 | 0x000456);
+	e.wqe_counter = htobe16(7);
+	e.op_own = static_cast<uint8_t>(MLX5_CQE_REQ_ERR << 4);
+	EXPECT_EQ(prm::get(&e, prm::err_cqe::syndrome), 0x13u);
+	EXPECT_EQ(prm::get(&e, prm::err_cqe::vendor_err_synd), 0x93u);
+	EXPECT_EQ(prm::get(&e, prm::err_cqe::s_wqe_opcode), uint64_t{MLX5_OPCODE_RDMA_READ});
+	EXPECT_EQ(prm::get(&e, prm::cqe::qpn), 0x456u);
+	EXPECT_EQ(prm::get(&e, prm::cqe::wqe_counter), 7u);
+	EXPECT_EQ(prm::get(&e, prm::cqe::opcode), uint64_t{MLX5_CQE_REQ_ERR});
+
+	/* The CQ doorbell record: the consumer index in the low 24 bits of a big-endian word. */
+	EXPECT_EQ(prm::word_be<prm::dbr::cq_ci>(0x01234567u), htobe32(0x00234567));
+	EXPECT_EQ(prm::word_be<prm::dbr::sq_counter>(0xabcdu), htobe32(0xabcd));
+}
+
+TEST(PrmLayout, MkeyKeyAndMttPageAddress)
+{
+	EXPECT_EQ(prm::mkey::make(0x123456, 0x78), 0x12345678u);
+	EXPECT_EQ(prm::mkey::index(0x12345678), 0x123456u);
+	EXPECT_EQ(prm::mkey::variant(0x12345678), 0x78u);
+	/* The variant is the mkey context's mkey_7_0: the UMR writes it there. */
+	mlx5_wqe_mkey_context_seg seg{};
+	prm::set(&seg, prm::mkc::mkey_7_0, prm::mkey::variant(0x12345678));
+	EXPECT_EQ(be32toh(seg.qpn_mkey) & 0xff, 0x78u);
+	uint64_t e = 0;
+	prm::set(&e, prm::mtt::address, 0x7f0000200000ull);
+	prm::set(&e, prm::mtt::rd_en, 1);
+	prm::set(&e, prm::mtt::wr_en, 1);
+	EXPECT_EQ(prm::mtt_page_address(&e), 0x7f0000200000ull);
+}
+
+/* Both forms of set() and get() (the fast one compile-time fields take: byte-aligned 16/32/64
+ * bits, inside one byte, whole bytes; and the byte walk) write and read what the bit-at-a-time
+ * reference does, for every data-path and mkey-context field, over a background that must
+ * survive, with values wider than the field. */
+TEST(PrmLayout, FastPathsAgreeWithTheBitReference)
+{
+	const prm::Field fields[] = {
+		prm::wqe_ctrl::opmod,
+		prm::wqe_ctrl::wqe_index,
+		prm::wqe_ctrl::opcode,
+		prm::wqe_ctrl::qpn,
+		prm::wqe_ctrl::ds,
+		prm::wqe_ctrl::signature,
+		prm::wqe_ctrl::dci_stream_channel_id,
+		prm::wqe_ctrl::fm_ce_se,
+		prm::wqe_ctrl::imm,
+		prm::wqe_raddr::raddr,
+		prm::wqe_raddr::rkey,
+		prm::wqe_data::byte_count,
+		prm::wqe_data::lkey,
+		prm::wqe_data::addr,
+		prm::wqe_inline::inline_flag,
+		prm::wqe_inline::byte_count,
+		prm::wqe_atomic::swap_add,
+		prm::wqe_atomic::compare,
+		prm::umr_ctrl::inline_xlt,
+		prm::umr_ctrl::check,
+		prm::umr_ctrl::translation_offset_en,
+		prm::umr_ctrl::check_qpn,
+		prm::umr_ctrl::klm_octowords,
+		prm::umr_ctrl::translation_offset,
+		prm::umr_ctrl::mkey_mask,
+		prm::cqe::byte_cnt,
+		prm::cqe::qpn,
+		prm::cqe::wqe_counter,
+		prm::cqe::opcode,
+		prm::cqe::owner,
+		prm::err_cqe::syndrome,
+		prm::err_cqe::vendor_err_synd,
+		prm::err_cqe::s_wqe_opcode,
+		prm::mkc::free,
+		prm::mkc::access_mode_4_2,
+		prm::mkc::umr_en,
+		prm::mkc::a,
+		prm::mkc::rw,
+		prm::mkc::rr,
+		prm::mkc::lw,
+		prm::mkc::lr,
+		prm::mkc::access_mode_1_0,
+		prm::mkc::qpn,
+		prm::mkc::mkey_7_0,
+		prm::mkc::length64,
+		prm::mkc::en_rinval,
+		prm::mkc::pd,
+		prm::mkc::start_addr,
+		prm::mkc::len,
+		prm::mkc::translations_octword_size,
+		prm::mkc::log_page_size,
+		prm::mtt::address,
+		prm::mtt::wr_en,
+		prm::mtt::rd_en,
+		prm::dbr::cq_ci,
+		prm::dbr::sq_counter,
+	};
+	for (const prm::Field &f : fields)
+		for (uint64_t v :
+		     {uint64_t{0}, uint64_t{1}, uint64_t{0x5a5a5a5a5a5a5a5a}, ~uint64_t{0}}) {
+			uint8_t ref[64], fast[64], walk[64], pub[64];
+			for (uint8_t *b : {ref, fast, walk, pub})
+				pattern(b, sizeof(ref), 0x3c);
+			ref_set(ref, f, v);
+			prm::detail::set_fast(fast, f, v);
+			prm::detail::set_walk(walk, f, v);
+			prm::set(pub, f, v);
+			EXPECT_EQ(std::memcmp(fast, ref, sizeof(ref)), 0)
+				<< "fast, bit " << f.bit_off;
+			EXPECT_EQ(std::memcmp(walk, ref, sizeof(ref)), 0)
+				<< "walk, bit " << f.bit_off;
+			EXPECT_EQ(std::memcmp(pub, ref, sizeof(ref)), 0)
+				<< "set, bit " << f.bit_off;
+			const uint64_t want = v & width_mask(f.bits);
+			EXPECT_EQ(ref_get(ref, f), want);
+			EXPECT_EQ(prm::detail::get_fast(ref, f), want) << "fast, bit " << f.bit_off;
+			EXPECT_EQ(prm::detail::get_walk(ref, f), want) << "walk, bit " << f.bit_off;
+			EXPECT_EQ(prm::get(ref, f), want) << "get, bit " << f.bit_off;
+		}
 }

@@ -21,6 +21,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include <endian.h>
 
 namespace nicmr::mlx5::prm {
 
@@ -39,6 +42,12 @@ constexpr Field in_dword(Field f) noexcept
 {
 	return Field{f.bit_off % 32, f.bits};
 }
+/* The same field, relative to the byte that holds it (a byte read or written on its own, e.g.
+ * a CQE's op_own with one atomic access). */
+constexpr Field in_byte(Field f) noexcept
+{
+	return Field{f.bit_off % 8, f.bits};
+}
 constexpr size_t byte_offset(Field f) noexcept
 {
 	return f.bit_off / 8;
@@ -49,13 +58,28 @@ constexpr bool fits(Field f, uint64_t v) noexcept
 {
 	return f.bits >= 64 || v < (uint64_t{1} << f.bits);
 }
+/* The largest value of the field: counters the PRM keeps in a field wrap modulo this + 1. */
+constexpr uint64_t value_mask(Field f) noexcept
+{
+	return f.bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << f.bits) - 1;
+}
 
 /*
- * Reads a field: any width 1..64, any alignment; the result is right-aligned in host order.
- * Walks at most 9 bytes, MSB first, so the structure's big-endian order never leaks out.
- * Hot path (WQE building, CQE parsing): no lock, no allocation, no system call.
+ * get() and set() touch the bytes of the field and no others (a neighbouring byte may belong
+ * to another thread, like the command queue entry's ownership byte).
+ *
+ * Speed: where the field is a compile-time constant (every WQE, CQE and mkey-context field is),
+ * they take the fast forms, whose branches fold away: a byte-aligned 16, 32 or 64-bit field is
+ * one load or store and one byte swap, a field inside one byte one byte access, other whole
+ * bytes one access per byte, so the hot path pays what hand-written code paid. A field known only
+ * at run time (a BAR register helper's argument) takes the byte walk: no wide access is even
+ * compiled against a 4-byte register word. Which one runs is decided by __builtin_constant_p once
+ * get()/set() are inlined (GCC and Clang); test_prm_layout checks both forms against a bit-by-bit
+ * reference.
  */
-inline uint64_t get(const void *base, Field f) noexcept
+namespace detail {
+/* Walks at most 9 bytes, MSB first, so the structure's big-endian order never leaks out. */
+inline uint64_t get_walk(const void *base, Field f) noexcept
 {
 	const auto *p = static_cast<const uint8_t *>(base);
 	uint64_t v = 0;
@@ -72,12 +96,7 @@ inline uint64_t get(const void *base, Field f) noexcept
 	return v;
 }
 
-/*
- * Writes a field; v is masked to the width; the bits around the field are left as they were.
- * Hot path like get(). Not atomic: a byte shared with a device thread needs its own ordering
- * (the command queue's ownership byte is stored and loaded through std::atomic_ref).
- */
-inline void set(void *base, Field f, uint64_t v) noexcept
+inline void set_walk(void *base, Field f, uint64_t v) noexcept
 {
 	auto *p = static_cast<uint8_t *>(base);
 	if (f.bits < 64)
@@ -94,6 +113,126 @@ inline void set(void *base, Field f, uint64_t v) noexcept
 		pos += take;
 		left -= take;
 	}
+}
+
+inline uint64_t get_fast(const void *base, Field f) noexcept
+{
+	const auto *p = static_cast<const uint8_t *>(base) + f.bit_off / 8;
+	const uint32_t lead = f.bit_off % 8;
+	if (lead == 0 && f.bits == 64) {
+		uint64_t be;
+		std::memcpy(&be, p, sizeof(be));
+		return be64toh(be);
+	}
+	if (lead == 0 && f.bits == 32) {
+		uint32_t be;
+		std::memcpy(&be, p, sizeof(be));
+		return be32toh(be);
+	}
+	if (lead == 0 && f.bits == 16) {
+		uint16_t be;
+		std::memcpy(&be, p, sizeof(be));
+		return be16toh(be);
+	}
+	if (lead + f.bits <= 8)
+		return (p[0] >> (8 - lead - f.bits)) & ((1u << f.bits) - 1);
+	if (lead == 0 && f.bits % 8 == 0) { /* 24, 40, 48, 56 bits: whole bytes, unrolled */
+		uint64_t v = 0;
+		for (uint32_t i = 0; i < f.bits / 8; i++)
+			v = v << 8 | p[i];
+		return v;
+	}
+	return get_walk(base, f);
+}
+
+inline void set_fast(void *base, Field f, uint64_t v) noexcept
+{
+	auto *p = static_cast<uint8_t *>(base) + f.bit_off / 8;
+	const uint32_t lead = f.bit_off % 8;
+	if (lead == 0 && f.bits == 64) {
+		const uint64_t be = htobe64(v);
+		std::memcpy(p, &be, sizeof(be));
+	} else if (lead == 0 && f.bits == 32) {
+		const uint32_t be = htobe32(static_cast<uint32_t>(v));
+		std::memcpy(p, &be, sizeof(be));
+	} else if (lead == 0 && f.bits == 16) {
+		const uint16_t be = htobe16(static_cast<uint16_t>(v));
+		std::memcpy(p, &be, sizeof(be));
+	} else if (lead + f.bits <= 8) {
+		const uint32_t shift = 8 - lead - f.bits;
+		const auto m = static_cast<uint8_t>(((1u << f.bits) - 1) << shift);
+		p[0] = static_cast<uint8_t>((p[0] & ~m) | ((v << shift) & m));
+	} else if (lead == 0 && f.bits % 8 == 0) { /* whole bytes, unrolled */
+		for (uint32_t i = 0; i < f.bits / 8; i++)
+			p[i] = static_cast<uint8_t>(v >> (f.bits - 8 - 8 * i));
+	} else {
+		set_walk(base, f, v);
+	}
+}
+} // namespace detail
+
+/*
+ * Reads a field: any width 1..64, any alignment; the result is right-aligned in host order.
+ * Hot path (WQE building, CQE parsing): no lock, no allocation, no system call.
+ */
+inline uint64_t get(const void *base, Field f) noexcept
+{
+	if (__builtin_constant_p(f.bit_off) && __builtin_constant_p(f.bits))
+		return detail::get_fast(base, f);
+	return detail::get_walk(base, f);
+}
+
+/*
+ * Writes a field; v is masked to the width; the bits around the field are left as they were.
+ * Hot path like get(). Not atomic: a byte shared with a device thread needs its own ordering
+ * (the command queue's ownership byte is stored and loaded through std::atomic_ref).
+ */
+inline void set(void *base, Field f, uint64_t v) noexcept
+{
+	if (__builtin_constant_p(f.bit_off) && __builtin_constant_p(f.bits))
+		detail::set_fast(base, f, v);
+	else
+		detail::set_walk(base, f, v);
+}
+
+/* Whether f lies inside one 32-bit word (set_word and word_be take such fields only). */
+constexpr bool in_one_word(Field f) noexcept
+{
+	return f.bits >= 1 && f.bits <= 32 && f.bit_off / 32 == (f.bit_off + f.bits - 1) / 32;
+}
+/* v masked to f and moved to f's place in its 32-bit word (host order). */
+constexpr uint32_t word_bits(Field f, uint64_t v) noexcept
+{
+	return static_cast<uint32_t>((v & value_mask(f)) << (32 - f.bit_off % 32 - f.bits));
+}
+
+/*
+ * The big-endian image of the 32-bit word that fields F... make up, for a word stored at once
+ * (a doorbell record with one atomic store). Bits no field names are zero: they are reserved.
+ */
+template <Field... F, typename... V> constexpr uint32_t word_be(V... v) noexcept
+{
+	static_assert(sizeof...(F) > 0 && sizeof...(F) == sizeof...(V));
+	static_assert((in_one_word(F) && ...), "a field crosses a 32-bit word");
+	constexpr Field first[] = {F...};
+	static_assert(((F.bit_off / 32 == first[0].bit_off / 32) && ...),
+		      "fields of different words");
+	static_assert((word_bits(F, ~uint64_t{0}) + ...) == (word_bits(F, ~uint64_t{0}) | ...),
+		      "fields overlap");
+	return htobe32((word_bits(F, static_cast<uint64_t>(v)) | ...));
+}
+
+/*
+ * Writes the whole 32-bit word that fields F... make up in one store: each value masked to
+ * its field, the bits no field names (reserved) zero. For the WQE words several fields share
+ * (the control segment's opcode word and qpn/ds word), so a reused ring slot keeps nothing of
+ * the WQE before and each word costs one store, as mlx5dv_set_ctrl_seg writes it. Hot path.
+ */
+template <Field... F, typename... V> inline void set_word(void *base, V... v) noexcept
+{
+	constexpr Field first[] = {F...};
+	const uint32_t be = word_be<F...>(v...);
+	std::memcpy(static_cast<uint8_t *>(base) + dword_byte_offset(first[0]), &be, sizeof(be));
 }
 
 /* Initialisation segment at the start of BAR 0. */
@@ -660,10 +799,13 @@ inline constexpr Field counter_iova{0x080, 64};
 
 /*
  * ---------------------------------------------------------------------------------------------
- * Data path: UAR, EQ, CQ, QP commands and their contexts. WQE, CQE and segment layouts are in
- * <infiniband/mlx5dv.h> (struct mlx5_wqe_*_seg, mlx5_cqe64, mlx5_err_cqe, MLX5_OPCODE_*,
- * MLX5_CQE_*): include that; what it lacks is here. doc/data-path.md states the contract
- * between nicmr's driver and its device model.
+ * Data path: UAR, EQ, CQ, QP commands and their contexts, then (further down) the send WQE
+ * segments, the UMR control segment and the CQE, field by field like the commands: the driver
+ * writes and the device model reads them through these fields only. Their byte offsets are
+ * those of rdma-core's <infiniband/mlx5dv.h> (struct mlx5_wqe_*_seg, mlx5_cqe64, mlx5_err_cqe),
+ * which test_prm_layout checks member by member and against mlx5dv_set_ctrl_seg() /
+ * mlx5dv_set_data_seg(); values (MLX5_OPCODE_*, MLX5_CQE_*, MLX5_WQE_CTRL_*) stay mlx5dv.h's.
+ * doc/data-path.md states the contract between nicmr's driver and its device model.
  * ---------------------------------------------------------------------------------------------
  */
 
@@ -814,9 +956,11 @@ inline constexpr size_t size = 16;
 /* Doorbell record: two big-endian 32-bit counters in host memory per queue. */
 namespace dbr {
 inline constexpr size_t size = 8;
-inline constexpr Field cq_ci{0x008, 24};      /* CQ: dword 0, consumer index */
+inline constexpr Field cq_ci{0x008, 24};      /* CQ: dword 0, consumer index (mod 2^24) */
 inline constexpr Field rq_counter{0x000, 32}; /* QP: dword 0 (unused by nicmr: no RQ) */
-inline constexpr Field sq_counter{0x020, 32}; /* QP: dword 1, SQ producer in WQEBBs */
+/* QP: dword 1, SQ producer in WQEBBs; the device takes its low 16 bits (the WQE counter), as
+ * rdma-core writes it (providers/mlx5/qp.c, post_send_db: cur_post & 0xffff). */
+inline constexpr Field sq_counter{0x020, 32};
 inline constexpr size_t cq_ci_dword = 0;
 inline constexpr size_t qp_sq_dword = 1;
 } // namespace dbr
@@ -974,29 +1118,153 @@ constexpr uint32_t wqebbs(uint32_t ds) noexcept
 } // namespace wq
 
 /*
+ * Send WQE segments (<infiniband/mlx5dv.h> struct mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg,
+ * mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg, mlx5_wqe_atomic_seg). A WQE is the control segment
+ * and then, by opcode: RDMA WRITE/READ raddr + data segments (or one inline segment); atomics
+ * raddr + atomic + one 8-byte data segment; UMR umr_ctrl + mkc + translations.
+ */
+namespace wqe_ctrl {
+inline constexpr size_t size = 16;
+inline constexpr Field opmod{0x00, 8};
+inline constexpr Field wqe_index{0x08, 16}; /* the WQE's first WQEBB, mod 2^16 */
+inline constexpr Field opcode{0x18, 8};	    /* MLX5_OPCODE_* */
+inline constexpr Field qpn{0x20, 24};
+/* 16-byte units of the whole WQE. 6 bits (bits 7:6 of the byte are reserved; mlx5dv's setter
+ * takes a byte, the device model reads 6 bits as ConnectX does). */
+inline constexpr Field ds{0x3a, 6};
+inline constexpr Field signature{0x40, 8};
+inline constexpr Field dci_stream_channel_id{0x48, 16};
+inline constexpr Field fm_ce_se{0x58, 8}; /* MLX5_WQE_CTRL_* bits: fence, CQ update, SE */
+inline constexpr Field imm{0x60, 32};	  /* immediate; the mkey of LOCAL_INVAL and UMR */
+/* The doorbell write carries the segment's first 8 bytes (opcode word, qpn/ds word). */
+inline constexpr size_t doorbell_bytes = 8;
+} // namespace wqe_ctrl
+
+/* Remote address segment (RDMA and atomics). */
+namespace wqe_raddr {
+inline constexpr size_t size = 16;
+inline constexpr Field raddr{0x00, 64};
+inline constexpr Field rkey{0x40, 32};
+inline constexpr Field reserved{0x60, 32};
+} // namespace wqe_raddr
+
+/* Data (gather/scatter) segment; the UMR's translation pointer has the same layout. */
+namespace wqe_data {
+inline constexpr size_t size = 16;
+inline constexpr Field byte_count{0x00, 32};
+inline constexpr Field lkey{0x20, 32};
+inline constexpr Field addr{0x40, 64};
+} // namespace wqe_data
+
+/* Inline data segment: a 4-byte header, then the payload (padded to 16 bytes). Its header
+ * overlays a data segment's byte_count: the top bit (MLX5_INLINE_SEG) tells them apart. */
+namespace wqe_inline {
+inline constexpr size_t header_size = 4;
+inline constexpr Field inline_flag{0x00, 1};
+inline constexpr Field byte_count{0x01, 31};
+} // namespace wqe_inline
+
+/* Atomic segment (compare-and-swap: swap and compare; fetch-and-add: the addend). */
+namespace wqe_atomic {
+inline constexpr size_t size = 16;
+inline constexpr Field swap_add{0x00, 64};
+inline constexpr Field compare{0x40, 64};
+} // namespace wqe_atomic
+
+/*
+ * UMR control segment (struct mlx5_wqe_umr_ctrl_seg, 48 bytes): then the mkey context segment
+ * (the mkc layout above) and the translations. The flags byte's bits are the fields below;
+ * umr_flags gives the same bits as byte values.
+ */
+namespace umr_ctrl {
+inline constexpr size_t size = 48;
+inline constexpr Field inline_xlt{0x00, 1};	       /* translations follow inline */
+inline constexpr Field check{0x01, 2};		       /* umr_flags::check_* values */
+inline constexpr Field translation_offset_en{0x03, 1}; /* translation_offset is valid */
+inline constexpr Field check_qpn{0x04, 1};
+inline constexpr Field klm_octowords{0x20, 16};	     /* translation octwords */
+inline constexpr Field translation_offset{0x30, 16}; /* octwords into the mkey's table */
+inline constexpr Field mkey_mask{0x40, 64};	     /* umr_mkey_mask bits */
+} // namespace umr_ctrl
+
+/* An mkey as a 32-bit key (lkey, rkey, imm of UMR and LOCAL_INVAL): index << 8 | variant, the
+ * variant being mkc::mkey_7_0. */
+namespace mkey {
+constexpr uint32_t index(uint32_t key) noexcept
+{
+	return key >> 8;
+}
+constexpr uint32_t variant(uint32_t key) noexcept
+{
+	return key & 0xff;
+}
+constexpr uint32_t make(uint32_t index, uint32_t variant) noexcept
+{
+	return index << 8 | (variant & 0xff);
+}
+} // namespace mkey
+
+/*
+ * Completion queue entry, 64 bytes (struct mlx5_cqe64; an error completion is struct
+ * mlx5_err_cqe over the same bytes). op_own, the last byte, is written last by the device and
+ * read first (with acquire) by the driver: opcode and owner are decoded from that one byte
+ * with in_byte().
+ */
+namespace cqe {
+inline constexpr size_t size = 64;
+inline constexpr Field byte_cnt{0x160, 32}; /* bytes moved (success) */
+inline constexpr Field qpn{0x1c8, 24};	    /* the QP, in success and error CQEs */
+inline constexpr Field wqe_counter{0x1e0, 16};
+inline constexpr Field signature{0x1f0, 8};
+inline constexpr Field opcode{0x1f8, 4}; /* MLX5_CQE_* */
+inline constexpr Field format{0x1fc, 2};
+inline constexpr Field se{0x1fe, 1};
+inline constexpr Field owner{0x1ff, 1}; /* flips on each pass over the ring */
+inline constexpr size_t op_own_byte = 63;
+} // namespace cqe
+
+/* The error CQE's own fields; qpn, wqe_counter, opcode and owner are cqe's. */
+namespace err_cqe {
+inline constexpr Field vendor_err_synd{0x1b0, 8};
+inline constexpr Field syndrome{0x1b8, 8};     /* MLX5_CQE_SYNDROME_* */
+inline constexpr Field s_wqe_opcode{0x1c0, 8}; /* the failed WQE's MLX5_OPCODE_* */
+} // namespace err_cqe
+
+/* The page address of an MTT entry, its enables (the entry's low bits) cleared. */
+inline uint64_t mtt_page_address(const void *entry) noexcept
+{
+	constexpr uint64_t enables =
+		uint64_t{1} << (63 - mtt::wr_en.bit_off) | uint64_t{1} << (63 - mtt::rd_en.bit_off);
+	static_assert(mtt::address.bit_off == 0 && mtt::address.bits == 64);
+	return get(entry, mtt::address) & ~enables;
+}
+
+/*
  * The device's reserved lkey: a UMR that gives its translations by pointer names the list's IOVA
  * with this lkey (DMA without an mkey). Real hardware reports it via QUERY_SPECIAL_CONTEXTS;
  * nicmr's device model fixes it here.
  */
 inline constexpr uint32_t reserved_lkey = 0x100;
 
-/* UMR control segment flags (struct mlx5_wqe_umr_ctrl_seg::flags). */
+/* UMR control segment flags as byte values (umr_ctrl's flag fields, for a byte built at once). */
 namespace umr_flags {
-inline constexpr uint8_t inline_xlt = 1u << 7;
-inline constexpr uint8_t translation_offset_en = 1u << 4;
-inline constexpr uint8_t check_qpn = 1u << 3;
+/* The flag byte's value of a one-bit field of umr_ctrl's flags byte. */
+constexpr uint8_t flag_bit(Field f) noexcept
+{
+	return static_cast<uint8_t>(word_bits(f, 1) >> 24);
+}
+inline constexpr uint8_t inline_xlt = flag_bit(umr_ctrl::inline_xlt);
+inline constexpr uint8_t translation_offset_en = flag_bit(umr_ctrl::translation_offset_en);
+inline constexpr uint8_t check_qpn = flag_bit(umr_ctrl::check_qpn);
 /* Check field, bits 6:5: headers disagree on the names, these are the values. */
-inline constexpr Field check{0x01, 2}; /* within the flags byte */
+inline constexpr Field check = umr_ctrl::check; /* within the flags byte */
 inline constexpr uint8_t check_none = 0;
 inline constexpr uint8_t check_fail_if_not_free = 1; /* bind: the mkey must be free */
 inline constexpr uint8_t check_fail_if_free = 2;     /* revoke: the mkey must be live */
+/* The flag byte's value of a check value. */
 constexpr uint8_t check_bits(uint8_t value) noexcept
 {
-	return static_cast<uint8_t>((value & 0x3) << 5);
-}
-constexpr uint8_t check_of(uint8_t flags) noexcept
-{
-	return static_cast<uint8_t>((flags >> 5) & 0x3);
+	return static_cast<uint8_t>(word_bits(check, value) >> 24);
 }
 } // namespace umr_flags
 

@@ -12,7 +12,6 @@
  * 2RST forgets the SQ's consumer counter (the driver resets its producer too); ERR flushes
  * every WQE posted from then on with WR_FLUSH_ERR.
  */
-#include <endian.h>
 #include <infiniband/mlx5dv.h>
 
 #include <algorithm>
@@ -355,11 +354,10 @@ void EmuDataPath::uar_doorbell(uint32_t uar, uint64_t raw, bool by_value)
 		return;
 	}
 	if (by_value) {
-		/* The CPU stored the ctrl segment's first 8 bytes: opmod_idx_opcode, qpn_ds. */
-		mlx5_wqe_ctrl_seg c{};
-		static_assert(sizeof(raw) == offsetof(mlx5_wqe_ctrl_seg, signature));
-		std::memcpy(&c, &raw, sizeof(raw));
-		const uint32_t qpn = be32toh(c.qpn_ds) >> 8; /* as mlx5dv_set_ctrl_seg packs it */
+		/* The CPU stored the ctrl segment's first 8 bytes (opcode word, qpn/ds word) as
+		 * they lie in memory: raw is those bytes. */
+		static_assert(sizeof(raw) == prm::wqe_ctrl::doorbell_bytes);
+		const auto qpn = static_cast<uint32_t>(prm::get(&raw, prm::wqe_ctrl::qpn));
 		Qp *qp = find_qp(qpn);
 		if (qp != nullptr && qp->attr.uar == uar) {
 			run_qp(*qp, true); /* counts the doorbell under the QP's lock */

@@ -3,8 +3,6 @@
 
 #include <infiniband/mlx5dv.h>
 
-#include <endian.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -39,18 +37,6 @@ bool access_bit(const uint8_t *mkc, Access a)
 	return false;
 }
 
-/*
- * prm::get() of a byte-aligned 64-bit field in one load and one byte swap: the MTT walk reads
- * one per page, and the generic accessor's byte loop was a fifth of a 64 KiB transfer.
- */
-uint64_t get64(const uint8_t *base, prm::Field f)
-{
-	uint64_t v;
-	std::memcpy(&v, base + f.bit_off / 8, sizeof(v));
-	return be64toh(v);
-}
-static_assert(prm::mtt::address.bit_off % 8 == 0 && prm::mtt::address.bits == 64);
-
 /* Check 7: a page entry's enables. */
 bool page_ok(const uint8_t *entry, Access a)
 {
@@ -84,12 +70,13 @@ uint8_t Translator::resolve_at(uint32_t key, uint64_t addr, uint64_t max, Access
 			       IovaRun *run) const noexcept
 {
 	const uint8_t bad = fail_syndrome(a, false);
-	const MkeyEntry *e = keys_->find(key >> 8);
+	const MkeyEntry *e = keys_->find(prm::mkey::index(key));
 	/* 1: exists and live; 2: the variant. */
 	if (e == nullptr)
 		return bad;
 	const uint8_t *mkc = e->mkc.data();
-	if (prm::get(mkc, prm::mkc::free) != 0 || prm::get(mkc, prm::mkc::mkey_7_0) != (key & 0xff))
+	if (prm::get(mkc, prm::mkc::free) != 0 ||
+	    prm::get(mkc, prm::mkc::mkey_7_0) != prm::mkey::variant(key))
 		return bad;
 	/* 3: the PD; 4: the QP the key is bound to. */
 	if (prm::get(mkc, prm::mkc::pd) != pd_)
@@ -129,7 +116,7 @@ uint8_t Translator::resolve_at(uint32_t key, uint64_t addr, uint64_t max, Access
 		const uint8_t *ent = e->translations.data() + idx * prm::mtt::size;
 		if (e->pg_access && !page_ok(ent, a))
 			return fail_syndrome(a, a == Access::local_write);
-		const uint64_t pa = get64(ent, prm::mtt::address) & ~uint64_t{3};
+		const uint64_t pa = prm::mtt_page_address(ent);
 		const uint64_t off = addr & (page - 1);
 		const uint64_t iova = pa + off;
 		uint64_t n = std::min(max, page - off);
@@ -137,7 +124,7 @@ uint8_t Translator::resolve_at(uint32_t key, uint64_t addr, uint64_t max, Access
 		 * over contiguous 4 KiB pages is one copy. */
 		while (n < max && ++idx < entries) {
 			ent = e->translations.data() + idx * prm::mtt::size;
-			const uint64_t next = get64(ent, prm::mtt::address) & ~uint64_t{3};
+			const uint64_t next = prm::mtt_page_address(ent);
 			if (next != iova + n || (e->pg_access && !page_ok(ent, a)))
 				break;
 			n += std::min(max - n, page);

@@ -50,15 +50,14 @@ constexpr uint8_t kOk = 0;
  * invalidate too, as nicmr's driver contract names it. The model has no receive queues. */
 constexpr uint8_t kOpLocalInvalAlt = 0x01;
 
-constexpr size_t kCtrl = sizeof(mlx5_wqe_ctrl_seg);
-constexpr size_t kRaddr = sizeof(mlx5_wqe_raddr_seg);
-constexpr size_t kData = sizeof(mlx5_wqe_data_seg);
-constexpr size_t kAtomic = sizeof(mlx5_wqe_atomic_seg);
-constexpr size_t kUmrCtrl = sizeof(mlx5_wqe_umr_ctrl_seg);
-constexpr size_t kMkeyCtx = sizeof(mlx5_wqe_mkey_context_seg);
-static_assert(kCtrl == 16 && kRaddr == 16 && kData == 16 && kUmrCtrl == 48 && kMkeyCtx == 64);
+constexpr size_t kCtrl = prm::wqe_ctrl::size;
+constexpr size_t kRaddr = prm::wqe_raddr::size;
+constexpr size_t kData = prm::wqe_data::size;
+constexpr size_t kAtomic = prm::wqe_atomic::size;
+constexpr size_t kUmrCtrl = prm::umr_ctrl::size;
+constexpr size_t kMkeyCtx = prm::mkc::size;
 
-/* The control segment, decoded as mlx5dv_set_ctrl_seg() packs it. */
+/* The control segment's fields the model acts on (prm::wqe_ctrl). */
 struct Ctrl {
 	uint8_t opcode = 0;
 	uint32_t ds = 0; /* 16-byte units of the whole WQE */
@@ -68,13 +67,11 @@ struct Ctrl {
 
 Ctrl parse_ctrl(const uint8_t *w)
 {
-	mlx5_wqe_ctrl_seg c;
-	std::memcpy(&c, w, sizeof(c));
 	Ctrl r;
-	r.opcode = static_cast<uint8_t>(be32toh(c.opmod_idx_opcode) & 0xff);
-	r.ds = be32toh(c.qpn_ds) & 0x3f;
-	r.fm_ce_se = c.fm_ce_se;
-	r.imm = be32toh(c.imm);
+	r.opcode = static_cast<uint8_t>(prm::get(w, prm::wqe_ctrl::opcode));
+	r.ds = static_cast<uint32_t>(prm::get(w, prm::wqe_ctrl::ds));
+	r.fm_ce_se = static_cast<uint8_t>(prm::get(w, prm::wqe_ctrl::fm_ce_se));
+	r.imm = static_cast<uint32_t>(prm::get(w, prm::wqe_ctrl::imm));
 	return r;
 }
 
@@ -86,9 +83,9 @@ struct DataSeg {
 
 DataSeg parse_data(const uint8_t *p)
 {
-	mlx5_wqe_data_seg d;
-	std::memcpy(&d, p, sizeof(d));
-	return {be32toh(d.byte_count), be32toh(d.lkey), be64toh(d.addr)};
+	return {static_cast<uint32_t>(prm::get(p, prm::wqe_data::byte_count)),
+		static_cast<uint32_t>(prm::get(p, prm::wqe_data::lkey)),
+		prm::get(p, prm::wqe_data::addr)};
 }
 
 struct Raddr {
@@ -98,9 +95,8 @@ struct Raddr {
 
 Raddr parse_raddr(const uint8_t *p)
 {
-	mlx5_wqe_raddr_seg r;
-	std::memcpy(&r, p, sizeof(r));
-	return {be64toh(r.raddr), be32toh(r.rkey)};
+	return {prm::get(p, prm::wqe_raddr::raddr),
+		static_cast<uint32_t>(prm::get(p, prm::wqe_raddr::rkey))};
 }
 
 /* The mkc fields a UMR's mkey_mask selects, in the context segment's (mkc) layout. */
@@ -124,18 +120,6 @@ constexpr MaskedField kUmrFields[] = {
 	{prm::umr_mkey_mask::a, prm::mkc::a},
 	{prm::umr_mkey_mask::free, prm::mkc::free},
 };
-
-/* prm::get() of a field that starts and ends on byte boundaries, a byte at a time without the
- * generic bit walk (the field is a constant: the loop unrolls). */
-uint64_t get_bytes(const uint8_t *base, prm::Field f) noexcept
-{
-	uint64_t v = 0;
-	for (uint32_t i = 0; i < f.bits / 8; i++)
-		v = v << 8 | base[f.bit_off / 8 + i];
-	return v;
-}
-static_assert(prm::dbr::cq_ci.bit_off % 8 == 0 && prm::dbr::cq_ci.bits % 8 == 0);
-static_assert(prm::dbr::sq_counter.bit_off % 8 == 0 && prm::dbr::sq_counter.bits % 8 == 0);
 
 /* The bits of one mkc field, as a mask over the mkc's 64 raw (big-endian) bytes. */
 struct MkcMask {
@@ -254,7 +238,7 @@ uint8_t EmuDataPath::Exec::ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool 
 				     uint64_t *counter)
 {
 	*counter = 0;
-	const MkeyEntry *e = keys.find(rkey >> 8);
+	const MkeyEntry *e = keys.find(prm::mkey::index(rkey));
 	if (e == nullptr || e->ext.flags == 0)
 		return kOk;
 	if ((e->ext.flags & prm::mkey_ext::disabled) != 0)
@@ -291,9 +275,9 @@ uint8_t EmuDataPath::Exec::gather_list(DataSeg *segs, size_t *n, uint64_t *total
 	*n = 0;
 	*total = 0;
 	for (size_t at = first; at + kData <= len; at += kData) {
-		DataSeg d = parse_data(w + at);
-		if ((d.bc & MLX5_INLINE_SEG) != 0)
+		if (prm::get(w + at, prm::wqe_inline::inline_flag) != 0)
 			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		DataSeg d = parse_data(w + at);
 		segs[(*n)++] = d;
 		*total += d.bc;
 	}
@@ -325,23 +309,21 @@ uint8_t EmuDataPath::Exec::copy(const Translator &st, uint32_t skey, uint64_t sa
 
 uint8_t EmuDataPath::Exec::rdma_write()
 {
-	if (len < kCtrl + kRaddr + 4)
+	if (len < kCtrl + kRaddr + prm::wqe_inline::header_size)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	const Raddr ra = parse_raddr(w + kCtrl);
 	const size_t seg_at = kCtrl + kRaddr;
-	uint32_t first;
-	std::memcpy(&first, w + seg_at, 4);
-	const bool inl = (be32toh(first) & MLX5_INLINE_SEG) != 0;
+	const bool inl = prm::get(w + seg_at, prm::wqe_inline::inline_flag) != 0;
 
 	DataSeg segs[kMaxWqeBytes / kData];
 	size_t nseg = 0;
 	uint64_t total = 0;
 	const uint8_t *inl_data = nullptr;
 	if (inl) {
-		total = be32toh(first) & ~uint32_t{MLX5_INLINE_SEG};
-		if (seg_at + 4 + total > len)
+		total = prm::get(w + seg_at, prm::wqe_inline::byte_count);
+		if (seg_at + prm::wqe_inline::header_size + total > len)
 			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
-		inl_data = w + seg_at + 4;
+		inl_data = w + seg_at + prm::wqe_inline::header_size;
 	} else {
 		uint8_t s = gather_list(segs, &nseg, &total, seg_at);
 		if (s != kOk)
@@ -446,10 +428,8 @@ uint8_t EmuDataPath::Exec::atomic()
 	if (len < kCtrl + kRaddr + kAtomic + kData)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	const Raddr ra = parse_raddr(w + kCtrl);
-	mlx5_wqe_atomic_seg as;
-	std::memcpy(&as, w + kCtrl + kRaddr, sizeof(as));
-	const uint64_t swap_add = be64toh(as.swap_add);
-	const uint64_t compare = be64toh(as.compare);
+	const uint64_t swap_add = prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::swap_add);
+	const uint64_t compare = prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::compare);
 	const DataSeg d = parse_data(w + kCtrl + kRaddr + kAtomic);
 	if (d.bc != 8)
 		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
@@ -534,11 +514,11 @@ uint8_t EmuDataPath::Exec::atomic()
 uint8_t EmuDataPath::Exec::local_inval()
 {
 	const uint32_t key = c.imm;
-	return dp.mkeys_.update(key >> 8, [&](MkeyEntry *e) -> uint8_t {
+	return dp.mkeys_.update(prm::mkey::index(key), [&](MkeyEntry *e) -> uint8_t {
 		if (e == nullptr)
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 		uint8_t *mkc = e->mkc.data();
-		if (prm::get(mkc, prm::mkc::mkey_7_0) != (key & 0xff) ||
+		if (prm::get(mkc, prm::mkc::mkey_7_0) != prm::mkey::variant(key) ||
 		    prm::get(mkc, prm::mkc::pd) != qp.attr.pd)
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
 		prm::set(mkc, prm::mkc::free, 1);
@@ -551,15 +531,13 @@ uint8_t EmuDataPath::Exec::umr()
 {
 	if (len < kCtrl + kUmrCtrl + kMkeyCtx)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	mlx5_wqe_umr_ctrl_seg u;
-	std::memcpy(&u, w + kCtrl, sizeof(u));
-	const uint8_t flags = u.flags;
-	const uint64_t mask = be64toh(u.mkey_mask);
-	const uint64_t oct = be16toh(u.klm_octowords);
-	const uint64_t xoff = (flags & prm::umr_flags::translation_offset_en) != 0
-				      ? uint64_t{be16toh(u.translation_offset)} * 16
+	const uint8_t *u = w + kCtrl;
+	const uint64_t mask = prm::get(u, prm::umr_ctrl::mkey_mask);
+	const uint64_t oct = prm::get(u, prm::umr_ctrl::klm_octowords);
+	const uint64_t xoff = prm::get(u, prm::umr_ctrl::translation_offset_en) != 0
+				      ? prm::get(u, prm::umr_ctrl::translation_offset) * 16
 				      : 0;
-	const uint8_t check = prm::umr_flags::check_of(flags);
+	const auto check = static_cast<uint8_t>(prm::get(u, prm::umr_ctrl::check));
 	if (check == 3)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	const uint8_t *ctx = w + kCtrl + kUmrCtrl;
@@ -567,7 +545,7 @@ uint8_t EmuDataPath::Exec::umr()
 	const uint64_t xlt_bytes = oct * 16;
 	const uint8_t *xlt = nullptr;
 	if (xlt_bytes != 0) {
-		if ((flags & prm::umr_flags::inline_xlt) != 0) {
+		if (prm::get(u, prm::umr_ctrl::inline_xlt) != 0) {
 			if (xlt_at + xlt_bytes > len)
 				return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
 			xlt = w + xlt_at;
@@ -590,7 +568,7 @@ uint8_t EmuDataPath::Exec::umr()
 		}
 	}
 	const uint32_t key = c.imm;
-	return dp.mkeys_.update(key >> 8, [&](MkeyEntry *e) -> uint8_t {
+	return dp.mkeys_.update(prm::mkey::index(key), [&](MkeyEntry *e) -> uint8_t {
 		/* Every check before the first change: a failed UMR leaves the mkey as it was. */
 		if (e == nullptr)
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
@@ -675,8 +653,9 @@ void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, 
 	if (dma.load32_acquire(cq.attr.dbr + prm::dbr::cq_ci_dword * 4, &raw) == 0) {
 		std::memcpy(rec + prm::dbr::cq_ci_dword * 4, &raw, sizeof(raw));
 		/* The consumer index is 24 bits: compare modulo 2^24. */
-		const auto ci = static_cast<uint32_t>(get_bytes(rec, prm::dbr::cq_ci));
-		if (((static_cast<uint32_t>(cq.produced) - ci) & 0xffffff) >= size) {
+		const auto ci = static_cast<uint32_t>(prm::get(rec, prm::dbr::cq_ci));
+		if (((static_cast<uint32_t>(cq.produced) - ci) &
+		     prm::value_mask(prm::dbr::cq_ci)) >= size) {
 			bump(cq.n_overruns);
 			return;
 		}
@@ -686,36 +665,29 @@ void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, 
 	const uint64_t n = cq.produced;
 	const uint64_t iova = cq.attr.mem.iova((n & (size - 1)) * prm::wq::cqe_size);
 	const uint8_t owner = static_cast<uint8_t>((n >> cq.attr.log_size) & 1);
-	static_assert(sizeof(mlx5_cqe64) == 64 && sizeof(mlx5_err_cqe) == 64);
 	/* The CQE is written in place: a CQE never straddles a page (64-byte slots). */
-	auto *host = static_cast<uint8_t *>(dma.host(iova, prm::wq::cqe_size));
+	auto *host = static_cast<uint8_t *>(dma.host(iova, prm::cqe::size));
 	if (host == nullptr)
 		return;
-	uint8_t op_own;
 	/* Everything but op_own first; op_own last with release, so that a driver that sees
 	 * the new owner bit with acquire sees the whole CQE. */
-	std::memset(host, 0, prm::wq::cqe_size - 1);
-	const uint16_t counter_be = htobe16(wqe_counter);
+	std::memset(host, 0, prm::cqe::op_own_byte);
+	prm::set(host, prm::cqe::qpn, qp.qpn);
+	prm::set(host, prm::cqe::wqe_counter, wqe_counter);
+	uint8_t op_own = 0;
 	if (syndrome == kOk) {
-		const uint32_t bc = htobe32(byte_cnt), qpn = htobe32(qp.qpn);
-		std::memcpy(host + offsetof(mlx5_cqe64, byte_cnt), &bc, sizeof(bc));
-		std::memcpy(host + offsetof(mlx5_cqe64, sop_drop_qpn), &qpn, sizeof(qpn));
-		std::memcpy(host + offsetof(mlx5_cqe64, wqe_counter), &counter_be,
-			    sizeof(counter_be));
-		op_own = static_cast<uint8_t>(MLX5_CQE_REQ << 4 | owner);
+		prm::set(host, prm::cqe::byte_cnt, byte_cnt);
+		prm::set(&op_own, prm::in_byte(prm::cqe::opcode), MLX5_CQE_REQ);
 	} else {
-		host[offsetof(mlx5_err_cqe, syndrome)] = syndrome;
+		prm::set(host, prm::err_cqe::syndrome, syndrome);
 		/* Vendor syndrome: the model repeats the syndrome (real values are opaque). */
-		host[offsetof(mlx5_err_cqe, vendor_err_synd)] = syndrome;
-		const uint32_t oq = htobe32(uint32_t{opcode} << 24 | qp.qpn);
-		std::memcpy(host + offsetof(mlx5_err_cqe, s_wqe_opcode_qpn), &oq, sizeof(oq));
-		std::memcpy(host + offsetof(mlx5_err_cqe, wqe_counter), &counter_be,
-			    sizeof(counter_be));
-		op_own = static_cast<uint8_t>(MLX5_CQE_REQ_ERR << 4 | owner);
+		prm::set(host, prm::err_cqe::vendor_err_synd, syndrome);
+		prm::set(host, prm::err_cqe::s_wqe_opcode, opcode);
+		prm::set(&op_own, prm::in_byte(prm::cqe::opcode), MLX5_CQE_REQ_ERR);
 	}
-	static_assert(offsetof(mlx5_cqe64, op_own) == prm::wq::cqe_size - 1);
+	prm::set(&op_own, prm::in_byte(prm::cqe::owner), owner);
 	/* Release: pairs with the driver's acquire load of op_own in its CQ poll. */
-	std::atomic_ref<uint8_t>(host[prm::wq::cqe_size - 1])
+	std::atomic_ref<uint8_t>(host[prm::cqe::op_own_byte])
 		.store(op_own, std::memory_order_release);
 	cq.produced++;
 	bump(cq.n_cqes);
@@ -771,7 +743,7 @@ void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 		return;
 	}
 	std::memcpy(rec + prm::dbr::qp_sq_dword * 4, &raw, sizeof(raw));
-	const auto pi = static_cast<uint16_t>(get_bytes(rec, prm::dbr::sq_counter));
+	const auto pi = static_cast<uint16_t>(prm::get(rec, prm::dbr::sq_counter));
 	const uint32_t size = uint32_t{1} << qp.attr.log_sq_size;
 	uint8_t wqe[kMaxWqeBytes + prm::wq::wqebb_size];
 	while (qp.ci != pi) {
