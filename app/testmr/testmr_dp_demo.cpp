@@ -64,7 +64,7 @@ int mtt_mkey(Device &dev, const mem::DmaBlock &b, uint32_t pd, uint8_t variant, 
 	c.mtt = mtt;
 	int rc = MkeyHandle::create(dev, c, h);
 	if (rc == 0)
-		*key = h->index() << 8 | variant;
+		*key = prm::mkey::make(h->index(), variant);
 	return rc;
 }
 
@@ -172,7 +172,7 @@ int dp_loopback_demo(Device &dev, FILE *out, Eq *events)
 	MkeyHandle hf;
 	if ((rc = MkeyHandle::create(dev, fc, &hf)) != 0)
 		return rc;
-	const uint32_t kf = hf.index() << 8 | 0x33;
+	const uint32_t kf = prm::mkey::make(hf.index(), 0x33);
 	MttEntry m{b.iova, true, true};
 	UmrBind ub;
 	ub.mkey = kf;

@@ -6,7 +6,6 @@
 
 #include <rte_io.h>
 
-#include <endian.h>
 #include <infiniband/mlx5dv.h>
 
 #include "mlx5_cq.h"
@@ -22,7 +21,7 @@ int Cq::create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *ou
 	std::unique_ptr<Cq> cq(new (std::nothrow) Cq(dev));
 	if (!cq)
 		return -ENOMEM;
-	size_t bytes = size_t{1} << p.log_size << 6;
+	size_t bytes = (size_t{1} << p.log_size) * prm::cqe::size;
 	int rc = QueueBuffer::alloc(dev.arena(), bytes, true, &cq->ring_);
 	if (rc == 0)
 		rc = QueueBuffer::alloc(dev.arena(), prm::dbr::size, false, &cq->dbr_);
@@ -33,10 +32,11 @@ int Cq::create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *ou
 	cq->cqes_ = cq->ring_.va();
 	cq->dbr_ci_ = reinterpret_cast<uint32_t *>(cq->dbr_.va()) + prm::dbr::cq_ci_dword;
 	/* Invalid opcode and owner 1: no slot of the first pass (owner 0) looks written. */
-	for (uint32_t i = 0; i <= cq->mask_; i++) {
-		auto *cqe = reinterpret_cast<mlx5_cqe64 *>(cq->cqes_ + (size_t{i} << 6));
-		cqe->op_own = MLX5_CQE_INVALID << 4 | 1;
-	}
+	uint8_t op_own = 0; /* the whole byte: the ring's memory may hold anything */
+	prm::set(&op_own, prm::in_byte(prm::cqe::opcode), MLX5_CQE_INVALID);
+	prm::set(&op_own, prm::in_byte(prm::cqe::owner), 1);
+	for (uint32_t i = 0; i <= cq->mask_; i++)
+		cq->cqes_[size_t{i} * prm::cqe::size + prm::cqe::op_own_byte] = op_own;
 
 	CqCreate c;
 	c.log_size = p.log_size;
@@ -69,15 +69,15 @@ int Cq::poll(Completion *out, int max) noexcept
 {
 	int n = 0;
 	while (n < max) {
-		uint8_t *slot = cqes_ + (size_t{ci_ & mask_} << 6);
-		auto *cqe = reinterpret_cast<mlx5_cqe64 *>(slot);
+		uint8_t *cqe = cqes_ + size_t{ci_ & mask_} * prm::cqe::size;
 		/* Acquire: pairs with the device's release store of op_own, so the other CQE bytes
 		 * read below are the ones it wrote before handing the slot over. */
-		uint8_t op_own =
-			std::atomic_ref<uint8_t>(cqe->op_own).load(std::memory_order_acquire);
-		uint8_t opcode = op_own >> 4;
+		const uint8_t op_own = std::atomic_ref<uint8_t>(cqe[prm::cqe::op_own_byte])
+					       .load(std::memory_order_acquire);
+		const auto opcode =
+			static_cast<uint8_t>(prm::get(&op_own, prm::in_byte(prm::cqe::opcode)));
 		if (opcode == MLX5_CQE_INVALID ||
-		    (op_own & MLX5_CQE_OWNER_MASK) != ((ci_ >> log_size_) & 1))
+		    prm::get(&op_own, prm::in_byte(prm::cqe::owner)) != ((ci_ >> log_size_) & 1))
 			break;
 		/* I/O read barrier: the CQE's other bytes may not be loaded before the owner
 		 * byte that says the device wrote them (rdma-core's udma_from_device_barrier in
@@ -87,18 +87,17 @@ int Cq::poll(Completion *out, int max) noexcept
 		Completion &c = out[n];
 		c.wr_id = 0;
 		c.opcode = opcode;
-		c.wqe_index = be16toh(cqe->wqe_counter);
+		c.wqe_index = static_cast<uint16_t>(prm::get(cqe, prm::cqe::wqe_counter));
+		c.qpn = static_cast<uint32_t>(prm::get(cqe, prm::cqe::qpn));
 		if (opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR) {
-			auto *err = reinterpret_cast<mlx5_err_cqe *>(slot);
-			c.syndrome = err->syndrome;
-			c.vendor_syndrome = err->vendor_err_synd;
-			c.qpn = be32toh(err->s_wqe_opcode_qpn) & 0xffffff;
+			c.syndrome = static_cast<uint8_t>(prm::get(cqe, prm::err_cqe::syndrome));
+			c.vendor_syndrome =
+				static_cast<uint8_t>(prm::get(cqe, prm::err_cqe::vendor_err_synd));
 			c.byte_len = 0;
 		} else {
 			c.syndrome = 0;
 			c.vendor_syndrome = 0;
-			c.qpn = be32toh(cqe->sop_drop_qpn) & 0xffffff;
-			c.byte_len = be32toh(cqe->byte_cnt);
+			c.byte_len = static_cast<uint32_t>(prm::get(cqe, prm::cqe::byte_cnt));
 		}
 		ci_++;
 		n++;
@@ -111,7 +110,7 @@ int Cq::poll(Completion *out, int max) noexcept
 		 * mlx5_tx_handle_completion (drivers/net/mlx5/mlx5_tx.c) puts only a compiler
 		 * barrier here; the release also pairs with the emulated device's acquire load
 		 * of the record (emu_mlx5_wqe.cpp). */
-		std::atomic_ref<uint32_t>(*dbr_ci_).store(htobe32(ci_ & 0xffffff),
+		std::atomic_ref<uint32_t>(*dbr_ci_).store(prm::word_be<prm::dbr::cq_ci>(ci_),
 							  std::memory_order_release);
 	}
 	return n;

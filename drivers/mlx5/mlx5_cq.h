@@ -6,9 +6,10 @@
  *   device: writes CQE n at slot n & mask, op_own last (release), owner = (n >> log_size) & 1
  *   driver: CQE at ci is new when opcode != MLX5_CQE_INVALID and owner == (ci >> log_size) & 1
  *           (acquire load of op_own), then ci++ and dbr[0] = ci (big-endian, low 24 bits)
+ * (fields prm::cqe, prm::err_cqe and prm::dbr::cq_ci of the layout table, mlx5_prm.h)
  *
- * Every CQE starts as (MLX5_CQE_INVALID << 4) | 1, so that nothing of the first pass looks
- * valid. No arm doorbell: nicmr polls. poll() is for one thread at a time.
+ * Every CQE starts with opcode MLX5_CQE_INVALID and owner 1, so that nothing of the first pass
+ * looks valid. No arm doorbell: nicmr polls. poll() is for one thread at a time.
  */
 #ifndef NICMR_MLX5_CQ_H
 #define NICMR_MLX5_CQ_H

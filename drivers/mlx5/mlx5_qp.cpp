@@ -142,17 +142,17 @@ int Qp::begin(uint32_t ds, WqeSlot *w) noexcept
 		return -ENOSPC;
 	size_t off = size_t{sq_pi_ & (sq_size_ - 1)} * prm::wq::wqebb_size;
 	w->cur = SqCursor(sq_, size_t{sq_size_} * prm::wq::wqebb_size, off);
-	w->ctrl = static_cast<mlx5_wqe_ctrl_seg *>(w->cur.take(sizeof(mlx5_wqe_ctrl_seg)));
+	w->ctrl = static_cast<mlx5_wqe_ctrl_seg *>(w->cur.take(prm::wqe_ctrl::size));
 	w->index = static_cast<uint16_t>(sq_pi_);
 	w->bbs = bbs;
 	return 0;
 }
 
 /* Hot path: no lock, no allocation, no system call. */
-void Qp::finish(WqeSlot &w, uint8_t opcode, uint32_t ds, uint32_t imm_be, uint64_t wr_id,
+void Qp::finish(WqeSlot &w, uint8_t opcode, uint32_t ds, uint32_t imm, uint64_t wr_id,
 		unsigned flags) noexcept
 {
-	set_ctrl(w.ctrl, w.index, opcode, qpn_, ds, fm_ce_se(flags), imm_be);
+	set_ctrl(w.ctrl, w.index, opcode, qpn_, ds, fm_ce_se(flags), imm);
 	uint32_t slot = sq_pi_ & (sq_size_ - 1);
 	wr_ids_[slot] = wr_id;
 	wqe_bbs_[slot] = static_cast<uint8_t>(w.bbs);
@@ -174,13 +174,15 @@ void Qp::ring() noexcept
 	rte_io_wmb();
 	/* Release as well: the emulated device reads dbr[1] with an acquire load from another
 	 * thread (emu_mlx5_wqe.cpp run_qp), which this pairs with in the C++ model. */
-	std::atomic_ref<uint32_t>(*dbr_sq_).store(htobe32(sq_pi_ & 0xffff),
-						  std::memory_order_release);
+	std::atomic_ref<uint32_t>(*dbr_sq_).store(
+		prm::word_be<prm::dbr::sq_counter>(static_cast<uint16_t>(sq_pi_)),
+		std::memory_order_release);
 	/* Write barrier between DMA memory and the UAR: the device that takes the doorbell
 	 * must find dbr[1] already written, which no C++ fence promises for an MMIO store on a
 	 * weakly ordered CPU (rte_wmb in mlx5_doorbell_ring, mmio_wc_start in rdma-core). */
 	rte_wmb();
 	uint64_t v;
+	static_assert(sizeof(v) == prm::wqe_ctrl::doorbell_bytes);
 	std::memcpy(&v, last_ctrl_, sizeof(v));
 	uar_.ring_sq(v);
 	rung_pi_ = sq_pi_;
@@ -206,10 +208,10 @@ int Qp::post_rdma(uint8_t opcode, std::span<const Sge> sgl, uint64_t raddr, uint
 	int rc = begin(ds, &w);
 	if (rc != 0)
 		return rc;
-	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(prm::wqe_raddr::size)), raddr, rkey);
 	for (const Sge &s : sgl)
-		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), s.addr, s.length,
-			 s.lkey);
+		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(prm::wqe_data::size)), s.addr,
+			 s.length, s.lkey);
 	finish(w, opcode, ds, 0, wr_id, flags);
 	return 0;
 }
@@ -236,11 +238,10 @@ int Qp::post_write_inline(const void *data, uint32_t len, uint64_t raddr, uint32
 	int rc = begin(ds, &w);
 	if (rc != 0)
 		return rc;
-	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(prm::wqe_raddr::size)), raddr, rkey);
 	/* A 4-byte header, then the payload; the segment starts 16-byte aligned, so the header
 	 * never straddles the end of the ring, the payload may (copy() wraps and pads). */
-	uint32_t bc = htobe32(len | MLX5_INLINE_SEG);
-	std::memcpy(w.cur.take(4), &bc, 4);
+	set_inline_header(w.cur.take(prm::wqe_inline::header_size), len);
 	w.cur.copy(data, len);
 	finish(w, MLX5_OPCODE_RDMA_WRITE, ds, 0, wr_id, flags);
 	return 0;
@@ -253,9 +254,11 @@ int Qp::post_atomic_cs(const Sge &result, uint64_t raddr, uint32_t rkey, uint64_
 	int rc = begin(4, &w);
 	if (rc != 0)
 		return rc;
-	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
-	set_atomic(static_cast<mlx5_wqe_atomic_seg *>(w.cur.take(16)), swap, compare);
-	set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), result.addr, 8, result.lkey);
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(prm::wqe_raddr::size)), raddr, rkey);
+	set_atomic(static_cast<mlx5_wqe_atomic_seg *>(w.cur.take(prm::wqe_atomic::size)), swap,
+		   compare);
+	set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(prm::wqe_data::size)), result.addr, 8,
+		 result.lkey);
 	finish(w, MLX5_OPCODE_ATOMIC_CS, 4, 0, wr_id, flags);
 	return 0;
 }
@@ -267,9 +270,10 @@ int Qp::post_atomic_fa(const Sge &result, uint64_t raddr, uint32_t rkey, uint64_
 	int rc = begin(4, &w);
 	if (rc != 0)
 		return rc;
-	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(16)), raddr, rkey);
-	set_atomic(static_cast<mlx5_wqe_atomic_seg *>(w.cur.take(16)), add, 0);
-	set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), result.addr, 8, result.lkey);
+	set_raddr(static_cast<mlx5_wqe_raddr_seg *>(w.cur.take(prm::wqe_raddr::size)), raddr, rkey);
+	set_atomic(static_cast<mlx5_wqe_atomic_seg *>(w.cur.take(prm::wqe_atomic::size)), add, 0);
+	set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(prm::wqe_data::size)), result.addr, 8,
+		 result.lkey);
 	finish(w, MLX5_OPCODE_ATOMIC_FA, 4, 0, wr_id, flags);
 	return 0;
 }
@@ -280,7 +284,7 @@ int Qp::post_local_inval(uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept
 	int rc = begin(1, &w);
 	if (rc != 0)
 		return rc;
-	finish(w, MLX5_OPCODE_LOCAL_INVAL, 1, htobe32(mkey), wr_id, flags);
+	finish(w, MLX5_OPCODE_LOCAL_INVAL, 1, mkey, wr_id, flags);
 	return 0;
 }
 

@@ -118,7 +118,8 @@ public:
 
 	/* Building blocks for other WQE kinds (mlx5_umr.h). begin(): -ENOSPC, -EINVAL as above. */
 	int begin(uint32_t ds, WqeSlot *w) noexcept;
-	void finish(WqeSlot &w, uint8_t opcode, uint32_t ds, uint32_t imm_be, uint64_t wr_id,
+	/* imm in host order: the ctrl segment's immediate (the mkey of UMR, LOCAL_INVAL). */
+	void finish(WqeSlot &w, uint8_t opcode, uint32_t ds, uint32_t imm, uint64_t wr_id,
 		    unsigned flags) noexcept;
 
 	/*

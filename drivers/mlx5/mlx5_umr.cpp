@@ -17,28 +17,31 @@ constexpr uint64_t kBindMask =
 /* A modify rewrites the translations (not masked) and the page size, nothing else. */
 constexpr uint64_t kModifyMask = prm::umr_mkey_mask::page_size;
 
-void set_umr_ctrl(mlx5_wqe_umr_ctrl_seg *u, uint8_t flags, uint16_t octwords, uint16_t offset,
+/* Every byte of the 48: the reserved ones zero (a ring slot is reused). */
+void set_umr_ctrl(void *u, bool inl, uint8_t check, uint16_t octwords, uint16_t offset,
 		  uint64_t mask) noexcept
 {
-	std::memset(u, 0, sizeof(*u));
-	u->flags = flags;
-	u->klm_octowords = htobe16(octwords);
-	u->translation_offset = htobe16(offset);
-	u->mkey_mask = htobe64(mask);
+	std::memset(u, 0, prm::umr_ctrl::size);
+	prm::set(u, prm::umr_ctrl::inline_xlt, inl);
+	prm::set(u, prm::umr_ctrl::check, check);
+	prm::set(u, prm::umr_ctrl::translation_offset_en, offset != 0);
+	prm::set(u, prm::umr_ctrl::klm_octowords, octwords);
+	prm::set(u, prm::umr_ctrl::translation_offset, offset);
+	prm::set(u, prm::umr_ctrl::mkey_mask, mask);
 }
 
 void encode_mtt(const MttEntry &m, uint8_t *p) noexcept
 {
-	set_field(p, prm::mtt::address, m.iova);
-	set_field(p, prm::mtt::wr_en, m.wr_en);
-	set_field(p, prm::mtt::rd_en, m.rd_en);
+	prm::set(p, prm::mtt::address, m.iova);
+	prm::set(p, prm::mtt::wr_en, m.wr_en);
+	prm::set(p, prm::mtt::rd_en, m.rd_en);
 }
 
 void encode_klm(const KlmEntry &k, uint8_t *p) noexcept
 {
-	set_field(p, prm::klm::byte_count, k.byte_count);
-	set_field(p, prm::klm::mkey, k.mkey);
-	set_field(p, prm::klm::address, k.address);
+	prm::set(p, prm::klm::byte_count, k.byte_count);
+	prm::set(p, prm::klm::mkey, k.mkey);
+	prm::set(p, prm::klm::address, k.address);
 }
 
 uint16_t xlt_octwords(const UmrBind &b) noexcept
@@ -82,29 +85,24 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 	int rc = qp.begin(ds, &w);
 	if (rc != 0)
 		return rc;
-	uint8_t uflags =
-		prm::umr_flags::check_bits(b.modify ? prm::umr_flags::check_fail_if_free
-						    : prm::umr_flags::check_fail_if_not_free);
-	if (inl)
-		uflags |= prm::umr_flags::inline_xlt;
-	if (b.xlt_offset != 0)
-		uflags |= prm::umr_flags::translation_offset_en;
-	set_umr_ctrl(static_cast<mlx5_wqe_umr_ctrl_seg *>(w.cur.take(48)), uflags, xlt_octwords(b),
-		     b.xlt_offset, b.modify ? kModifyMask : kBindMask);
-	void *mkc = w.cur.take(64);
+	set_umr_ctrl(w.cur.take(prm::umr_ctrl::size), inl,
+		     b.modify ? prm::umr_flags::check_fail_if_free
+			      : prm::umr_flags::check_fail_if_not_free,
+		     xlt_octwords(b), b.xlt_offset, b.modify ? kModifyMask : kBindMask);
+	void *mkc = w.cur.take(prm::mkc::size);
 	std::memset(mkc, 0, prm::mkc::size);
-	set_field(mkc, prm::mkc::free, 0);
-	set_field(mkc, prm::mkc::lr, b.lr);
-	set_field(mkc, prm::mkc::lw, b.lw);
-	set_field(mkc, prm::mkc::rr, b.rr);
-	set_field(mkc, prm::mkc::rw, b.rw);
-	set_field(mkc, prm::mkc::a, b.a);
-	set_field(mkc, prm::mkc::qpn, b.qpn);
-	set_field(mkc, prm::mkc::mkey_7_0, b.mkey & 0xff);
-	set_field(mkc, prm::mkc::pd, b.pd);
-	set_field(mkc, prm::mkc::start_addr, b.start);
-	set_field(mkc, prm::mkc::len, b.len);
-	set_field(mkc, prm::mkc::log_page_size, b.log_page_size);
+	prm::set(mkc, prm::mkc::free, 0);
+	prm::set(mkc, prm::mkc::lr, b.lr);
+	prm::set(mkc, prm::mkc::lw, b.lw);
+	prm::set(mkc, prm::mkc::rr, b.rr);
+	prm::set(mkc, prm::mkc::rw, b.rw);
+	prm::set(mkc, prm::mkc::a, b.a);
+	prm::set(mkc, prm::mkc::qpn, b.qpn);
+	prm::set(mkc, prm::mkc::mkey_7_0, prm::mkey::variant(b.mkey));
+	prm::set(mkc, prm::mkc::pd, b.pd);
+	prm::set(mkc, prm::mkc::start_addr, b.start);
+	prm::set(mkc, prm::mkc::len, b.len);
+	prm::set(mkc, prm::mkc::log_page_size, b.log_page_size);
 	if (inl) {
 		/* Entries go out in 16-byte pieces through the cursor: the list may wrap. */
 		uint8_t piece[16];
@@ -122,10 +120,10 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 		}
 		w.cur.pad_to_wqebb();
 	} else {
-		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(16)), b.xlt_iova,
-			 static_cast<uint32_t>(xlt), prm::reserved_lkey);
+		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(prm::wqe_data::size)),
+			 b.xlt_iova, static_cast<uint32_t>(xlt), prm::reserved_lkey);
 	}
-	qp.finish(w, MLX5_OPCODE_UMR, ds, htobe32(b.mkey), wr_id, flags);
+	qp.finish(w, MLX5_OPCODE_UMR, ds, b.mkey, wr_id, flags);
 	return 0;
 }
 
@@ -137,13 +135,12 @@ int post_umr_revoke(Qp &qp, uint32_t mkey, uint64_t wr_id, unsigned flags) noexc
 	int rc = qp.begin(ds, &w);
 	if (rc != 0)
 		return rc;
-	set_umr_ctrl(static_cast<mlx5_wqe_umr_ctrl_seg *>(w.cur.take(48)),
-		     prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_free), 0, 0,
-		     prm::umr_mkey_mask::free);
-	void *mkc = w.cur.take(64);
+	set_umr_ctrl(w.cur.take(prm::umr_ctrl::size), false, prm::umr_flags::check_fail_if_free, 0,
+		     0, prm::umr_mkey_mask::free);
+	void *mkc = w.cur.take(prm::mkc::size);
 	std::memset(mkc, 0, prm::mkc::size);
-	set_field(mkc, prm::mkc::free, 1);
-	qp.finish(w, MLX5_OPCODE_UMR, ds, htobe32(mkey), wr_id, flags);
+	prm::set(mkc, prm::mkc::free, 1);
+	qp.finish(w, MLX5_OPCODE_UMR, ds, mkey, wr_id, flags);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Send WQE building blocks over the segment layouts of <infiniband/mlx5dv.h>.
+ * Send WQE building blocks: the segments of the layout table (mlx5_prm.h, prm::wqe_*), in the
+ * ring as <infiniband/mlx5dv.h>'s structs lay them out.
  *
  *   SQ ring: 2^log_sq_size WQEBBs of 64 bytes.  A WQE = ctrl seg (16 B) + segments, ds 16-byte
  *   units in all, ceil(ds / 4) WQEBBs; it starts on a WQEBB and may run past the end of the
@@ -19,7 +20,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include <endian.h>
 #include <infiniband/mlx5dv.h>
 
 #include "mlx5_prm.h"
@@ -100,76 +100,53 @@ private:
 	size_t off_;
 };
 
+/*
+ * The segment writers: every field through the layout table (prm::wqe_*), every byte of the
+ * segment written (a ring slot is reused: nothing of the WQE before may stay). One store per
+ * 32-bit word or wider field, as mlx5dv_set_ctrl_seg / mlx5dv_set_data_seg write them.
+ */
 inline void set_ctrl(mlx5_wqe_ctrl_seg *c, uint16_t wqe_index, uint8_t opcode, uint32_t qpn,
-		     uint32_t ds, uint8_t fm_ce_se_bits, uint32_t imm_be) noexcept
+		     uint32_t ds, uint8_t fm_ce_se_bits, uint32_t imm) noexcept
 {
-	c->opmod_idx_opcode = htobe32(uint32_t{wqe_index} << 8 | opcode);
-	c->qpn_ds = htobe32(qpn << 8 | ds);
-	c->signature = 0;
-	c->dci_stream_channel_id = 0;
-	c->fm_ce_se = fm_ce_se_bits;
-	c->imm = imm_be;
+	namespace f = prm::wqe_ctrl;
+	prm::set_word<f::opmod, f::wqe_index, f::opcode>(c, 0u, wqe_index, opcode);
+	prm::set_word<f::qpn, f::ds>(c, qpn, ds);
+	prm::set_word<f::signature, f::dci_stream_channel_id, f::fm_ce_se>(c, 0u, 0u,
+									   fm_ce_se_bits);
+	prm::set(c, f::imm, imm);
 }
 
 inline void set_raddr(mlx5_wqe_raddr_seg *r, uint64_t raddr, uint32_t rkey) noexcept
 {
-	r->raddr = htobe64(raddr);
-	r->rkey = htobe32(rkey);
-	r->reserved = 0;
+	prm::set(r, prm::wqe_raddr::raddr, raddr);
+	prm::set(r, prm::wqe_raddr::rkey, rkey);
+	prm::set(r, prm::wqe_raddr::reserved, 0);
 }
 
 inline void set_data(mlx5_wqe_data_seg *d, uint64_t addr, uint32_t len, uint32_t lkey) noexcept
 {
-	d->byte_count = htobe32(len);
-	d->lkey = htobe32(lkey);
-	d->addr = htobe64(addr);
+	prm::set(d, prm::wqe_data::byte_count, len);
+	prm::set(d, prm::wqe_data::lkey, lkey);
+	prm::set(d, prm::wqe_data::addr, addr);
+}
+
+/* The 4-byte header of an inline data segment carrying len bytes. */
+inline void set_inline_header(void *h, uint32_t len) noexcept
+{
+	prm::set_word<prm::wqe_inline::inline_flag, prm::wqe_inline::byte_count>(h, 1u, len);
 }
 
 inline void set_atomic(mlx5_wqe_atomic_seg *a, uint64_t swap_add, uint64_t compare) noexcept
 {
-	a->swap_add = htobe64(swap_add);
-	a->compare = htobe64(compare);
-}
-
-/*
- * prm::set() for the fields a WQE builder writes per WQE, in one or two instructions when the
- * field lies in one byte or starts and ends on byte boundaries (the layout table's fields are
- * constants, so the branch below folds away); any other field goes through prm::set(). The
- * value is masked to the width, the bits around the field are kept, as prm::set() does.
- */
-inline void set_field(void *base, prm::Field f, uint64_t v) noexcept
-{
-	auto *p = static_cast<uint8_t *>(base);
-	const uint32_t first = f.bit_off / 8;
-	const uint32_t end_bit = f.bit_off + f.bits;
-	if (f.bits < 8 && (end_bit - 1) / 8 == first) {
-		const uint32_t shift = (8 - end_bit % 8) % 8;
-		const auto m = static_cast<uint8_t>(((1u << f.bits) - 1) << shift);
-		p[first] = static_cast<uint8_t>((p[first] & ~m) | ((v << shift) & m));
-		return;
-	}
-	if (f.bit_off % 8 == 0 && f.bits % 8 == 0) {
-		if (f.bits == 64) {
-			const uint64_t be = htobe64(v);
-			std::memcpy(p + first, &be, 8);
-			return;
-		}
-		if (f.bits == 32) {
-			const uint32_t be = htobe32(static_cast<uint32_t>(v));
-			std::memcpy(p + first, &be, 4);
-			return;
-		}
-		for (uint32_t i = 0; i < f.bits / 8; i++)
-			p[first + i] = static_cast<uint8_t>(v >> (f.bits - 8 - 8 * i));
-		return;
-	}
-	prm::set(base, f, v);
+	prm::set(a, prm::wqe_atomic::swap_add, swap_add);
+	prm::set(a, prm::wqe_atomic::compare, compare);
 }
 
 /* 16-byte units of an inline data segment carrying len bytes. */
 constexpr uint32_t inline_ds(uint32_t len) noexcept
 {
-	return (4 + len + 15) / 16;
+	return static_cast<uint32_t>((prm::wqe_inline::header_size + len + prm::wq::ds_size - 1) /
+				     prm::wq::ds_size);
 }
 
 } // namespace nicmr::mlx5
