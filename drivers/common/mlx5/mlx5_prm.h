@@ -1,20 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The mlx5 PRM layout table: every command-interface structure nicmr uses, described once, field
- * by field, and shared by the driver (drivers/mlx5) and the device model (drivers/emu/mlx5).
+ * The mlx5 PRM layout table: every structure nicmr uses, commands and data path (WQE segments,
+ * UMR control segment, CQE, doorbell records), described once, field by field, and shared by the
+ * driver (drivers/mlx5) and the device model (drivers/emu/mlx5).
  *
  * A Field is a bit offset counted from the most significant bit of the structure (bit 0 is the
  * top bit of byte 0), as in mlx5_ifc.h, and a width of 1..64 bits. Everything the device sees is
- * big-endian; get() and set() are the only places that convert, so no PRM shift or mask appears
- * anywhere else in the tree.
+ * big-endian; get(), set() and set_word() are the only places that convert, so no PRM shift,
+ * mask or byte swap appears anywhere else in the tree.
  *
  *   byte:     0        1        2        3        4 ...
  *   bit_off:  0....7   8...15   16..23   24..31   32 ...
  *             MSB of byte 0 is bit_off 0; a field may start and end anywhere.
  *
  * Offsets come from the public PRM facts in the team's PRM.md and from mlx5_ifc.h (rdma-core,
- * Linux). Where nicmr had to choose (mkey at a chosen index, extension capabilities) the comment
- * at the field says so; doc/prm-layout.md lists those choices.
+ * Linux); the data-path ones from rdma-core's <infiniband/mlx5dv.h> structs. Where nicmr had
+ * to choose (mkey at a chosen index, extension capabilities) the comment at the field says so;
+ * doc/prm-layout.md lists those choices.
  */
 #ifndef NICMR_MLX5_PRM_H
 #define NICMR_MLX5_PRM_H
