@@ -25,29 +25,15 @@
 
 #include <rdma/providers/fi_log.h>
 
+#include "fi_access.h"
 #include "fi_internal.h"
 
 namespace nicmr::fabric {
 
 namespace {
 
-constexpr uint64_t kFiAccess =
-	FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-
 /* Single-use through the ops extension, or 2.x's flag (0 under 1.x headers). */
 constexpr uint64_t kSingleUse = FI_NICMR_MR_SINGLE_USE | kStdSingleUse;
-
-uint64_t native_access(uint64_t access)
-{
-	uint64_t a = 0;
-	a |= (access & FI_SEND) ? NICMR_ACCESS_SEND : 0;
-	a |= (access & FI_RECV) ? NICMR_ACCESS_RECV : 0;
-	a |= (access & FI_READ) ? NICMR_ACCESS_READ : 0;
-	a |= (access & FI_WRITE) ? NICMR_ACCESS_WRITE : 0;
-	a |= (access & FI_REMOTE_READ) ? NICMR_ACCESS_REMOTE_READ : 0;
-	a |= (access & FI_REMOTE_WRITE) ? NICMR_ACCESS_REMOTE_WRITE : 0;
-	return a;
-}
 
 extern struct fi_ops mr_fi_ops;
 
@@ -351,7 +337,8 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	int ret = ext_flags(dom, flags, &xflags);
 	if (ret != 0)
 		return ret;
-	if (offset != 0 || (access & ~kFiAccess))
+	uint64_t naccess = 0;
+	if (offset != 0 || native_access(access, &naccess) != 0)
 		return -FI_EINVAL;
 	ret = check_page_size(dom, buf, len, page_size);
 	if (ret != 0)
@@ -367,7 +354,7 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	/* page_size is only checked: the native registration translates with the largest page
 	 * the placement allows, which the checks above make at least page_size. */
 	nicmr_mr *n = nullptr;
-	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, native_access(access), nflags,
+	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, naccess, nflags,
 			   key, &n);
 	if (ret != 0)
 		return fi_code(ret);
@@ -414,7 +401,8 @@ int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access,
 		return -FI_EBADFLAGS;
 	/* A page size cannot be promised: the native call picks one for every run, or gives each
 	 * segment its own inner key. */
-	if (offset != 0 || (access & ~kFiAccess) || page_size != 0)
+	uint64_t naccess = 0;
+	if (offset != 0 || native_access(access, &naccess) != 0 || page_size != 0)
 		return -FI_EINVAL;
 	uint64_t nflags = 0;
 	uint64_t key = 0;
@@ -428,7 +416,7 @@ int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access,
 	if (ret != 0)
 		return ret;
 	nicmr_mr *n = nullptr;
-	ret = nicmr_mr_regv(dom->pd, iov, count, native_access(access), nflags, key, &n);
+	ret = nicmr_mr_regv(dom->pd, iov, count, naccess, nflags, key, &n);
 	if (ret != 0) {
 		dom->vec_slab.put(vec);
 		return fi_code(ret);
@@ -451,7 +439,8 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 		return -FI_EINVAL;
 	if (flags)
 		return -FI_EBADFLAGS; /* the extensions' flags included: a sub-MR has neither */
-	if (offset != 0 || (access & ~kFiAccess))
+	uint64_t naccess = 0;
+	if (offset != 0 || native_access(access, &naccess) != 0)
 		return -FI_EINVAL;
 	/* The sub-MR shares base's translations, so it has no page size of its own; a vectored
 	 * base has no one IOVA range to share; a single-use or RMA-event base is no base (a
@@ -469,7 +458,7 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 	if (ret != 0)
 		return ret;
 	nicmr_mr *n = nullptr;
-	ret = nicmr_mr_reg_sub(base->mr, a - b, len, native_access(access), nflags, key, &n);
+	ret = nicmr_mr_reg_sub(base->mr, a - b, len, naccess, nflags, key, &n);
 	if (ret != 0) {
 		/* -ERANGE: not inside base (libfabric has no FI_ERANGE); -EACCES: access beyond
 		 * base's is -FI_EACCES. */
