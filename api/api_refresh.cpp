@@ -11,6 +11,8 @@
  *
  * Every step before the modify is undone on failure, and the MR stays as it was. Slow path.
  */
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>

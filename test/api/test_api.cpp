@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "hugepage_need.h"
+#include "nicmr_config.h" /* NICMR_HAVE_RDMA_CORE */
 #include "test_api_util.h"
 
 using namespace nicmr::test;

@@ -5,6 +5,7 @@
  * every refused argument with its code.
  */
 #include <endian.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>

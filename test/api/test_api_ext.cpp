@@ -7,6 +7,7 @@
  * the extensions refusing them with -EOPNOTSUPP.
  */
 #include <endian.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>
