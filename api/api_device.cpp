@@ -485,25 +485,9 @@ int nicmr_key_lookup(const struct nicmr_device *dev, uint32_t key, uint64_t addr
 {
 	/* HOT PATH: no lock, no allocation, no system call: a bit mapping and the table's
 	 * lockless lookup. */
-	constexpr uint64_t known = NICMR_ACCESS_SEND | NICMR_ACCESS_RECV | NICMR_ACCESS_READ |
-				   NICMR_ACCESS_WRITE | NICMR_ACCESS_REMOTE_READ |
-				   NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_LOCAL_WRITE |
-				   NICMR_ACCESS_REMOTE_ATOMIC | NICMR_ACCESS_MW_BIND;
-	if (dev == nullptr || iova == nullptr || (access & ~known))
-		return -EINVAL;
 	uint8_t need = 0;
-	if (access & (NICMR_ACCESS_SEND | NICMR_ACCESS_WRITE))
-		need |= mr::kAccessLocalRead;
-	if (access & (NICMR_ACCESS_RECV | NICMR_ACCESS_READ | NICMR_ACCESS_LOCAL_WRITE))
-		need |= mr::kAccessLocalWrite;
-	if (access & NICMR_ACCESS_REMOTE_READ)
-		need |= mr::kAccessRemoteRead;
-	if (access & NICMR_ACCESS_REMOTE_WRITE)
-		need |= mr::kAccessRemoteWrite;
-	if (access & NICMR_ACCESS_REMOTE_ATOMIC)
-		need |= mr::kAccessRemoteAtomic;
-	if (access & NICMR_ACCESS_MW_BIND)
-		need |= mr::kAccessMwBind;
+	if (dev == nullptr || iova == nullptr || mr::access_need(access, &need) != 0)
+		return -EINVAL;
 	mr::LookupRequest req{key, addr, len, need, mr::kAnyPd};
 	mr::LookupResult res;
 	int rc = dev->table->lookup(req, &res);

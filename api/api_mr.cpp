@@ -2,7 +2,7 @@
 /*
  * PDs and memory regions.
  *
- *   nicmr_mr_reg: check arguments -> access bits (fi_mr or ibv rules) -> fast path (a pool holds
+ *   nicmr_mr_reg: check arguments -> access bits (mr::access_grant) -> fast path (a pool holds
  *   the range: its IOVA, the largest page its placement allows) or slow path (api_mem.cpp) ->
  *   Engine::reg (key, device programming, shadow table) -> the key's slot in mr_table.
  * Every step taken is undone when a later one fails: a failed registration leaves no key, no
@@ -30,53 +30,8 @@ using namespace nicmr;
 
 namespace {
 
-constexpr uint64_t kFiFamily = NICMR_ACCESS_SEND | NICMR_ACCESS_RECV | NICMR_ACCESS_READ |
-			       NICMR_ACCESS_WRITE | NICMR_ACCESS_REMOTE_READ |
-			       NICMR_ACCESS_REMOTE_WRITE;
-constexpr uint64_t kIbvOnly =
-	NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_ATOMIC | NICMR_ACCESS_MW_BIND;
 constexpr uint64_t kKnownFlags =
 	NICMR_MR_REQUESTED_KEY | NICMR_MR_ZERO_BASED | NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT;
-
-/* NICMR_ACCESS_* to mkey bits through lib/mr's two mappings (see nicmr.h for the rule). */
-int access_bits(uint64_t access, uint8_t *bits)
-{
-	if (access & ~(kFiFamily | kIbvOnly))
-		return -EINVAL;
-	uint64_t fi = 0;
-	if (access & NICMR_ACCESS_SEND)
-		fi |= mr::kFiSend;
-	if (access & NICMR_ACCESS_RECV)
-		fi |= mr::kFiRecv;
-	if (access & NICMR_ACCESS_READ)
-		fi |= mr::kFiRead;
-	if (access & NICMR_ACCESS_WRITE)
-		fi |= mr::kFiWrite;
-	if (!(access & kIbvOnly)) {
-		if (access & NICMR_ACCESS_REMOTE_READ)
-			fi |= mr::kFiRemoteRead;
-		if (access & NICMR_ACCESS_REMOTE_WRITE)
-			fi |= mr::kFiRemoteWrite;
-		return mr::access_from_fi(fi, bits);
-	}
-	unsigned ibv = 0;
-	if (access & NICMR_ACCESS_LOCAL_WRITE)
-		ibv |= mr::kIbvLocalWrite;
-	if (access & NICMR_ACCESS_REMOTE_READ)
-		ibv |= mr::kIbvRemoteRead;
-	if (access & NICMR_ACCESS_REMOTE_WRITE)
-		ibv |= mr::kIbvRemoteWrite;
-	if (access & NICMR_ACCESS_REMOTE_ATOMIC)
-		ibv |= mr::kIbvRemoteAtomic;
-	if (access & NICMR_ACCESS_MW_BIND)
-		ibv |= mr::kIbvMwBind;
-	uint8_t a = 0, b = 0;
-	int rc = mr::access_from_ibv(ibv, &a);
-	if (rc == 0)
-		rc = mr::access_from_fi(fi, &b);
-	*bits = uint8_t(a | b);
-	return rc;
-}
 
 unsigned log2_floor(uint64_t x)
 {
@@ -208,7 +163,7 @@ void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece)
 
 int nicmr_access_bits(uint64_t access, uint8_t *bits)
 {
-	return access_bits(access, bits);
+	return mr::access_grant(access, bits);
 }
 
 extern "C" {
@@ -269,7 +224,7 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	if (flags & ~kKnownFlags)
 		return -EOPNOTSUPP;
 	uint8_t bits = 0;
-	if (access_bits(access, &bits) != 0)
+	if (mr::access_grant(access, &bits) != 0)
 		return -EINVAL;
 	const bool zero = flags & NICMR_MR_ZERO_BASED;
 	/* The device places offset 0 at the start of a translation page. */
@@ -366,7 +321,7 @@ int nicmr_mr_reg_sub(struct nicmr_mr *base, size_t offset, size_t len, uint64_t 
 	if (flags & ~uint64_t(NICMR_MR_REQUESTED_KEY))
 		return -EOPNOTSUPP;
 	uint8_t bits = 0;
-	if (access_bits(access, &bits) != 0)
+	if (mr::access_grant(access, &bits) != 0)
 		return -EINVAL;
 	if (base->pd == nullptr)
 		return -EINVAL;

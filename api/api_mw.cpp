@@ -18,29 +18,6 @@
 
 using namespace nicmr;
 
-namespace {
-
-constexpr uint64_t kWindowRights =
-	NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC;
-
-/* NICMR_ACCESS_REMOTE_* to mkey bits; false for anything else or nothing. */
-bool window_bits(uint64_t access, uint8_t *bits)
-{
-	if (access == 0 || (access & ~kWindowRights))
-		return false;
-	uint8_t b = 0;
-	if (access & NICMR_ACCESS_REMOTE_READ)
-		b |= mr::kAccessRemoteRead;
-	if (access & NICMR_ACCESS_REMOTE_WRITE)
-		b |= mr::kAccessRemoteWrite;
-	if (access & NICMR_ACCESS_REMOTE_ATOMIC)
-		b |= mr::kAccessRemoteAtomic;
-	*bits = b;
-	return true;
-}
-
-} // namespace
-
 extern "C" {
 
 int nicmr_mw_alloc(struct nicmr_pd *pd, struct nicmr_mw **out)
@@ -77,7 +54,7 @@ int nicmr_mw_bind(struct nicmr_mw *mw, struct nicmr_mr *mr, uint64_t addr, size_
 	if (mw == nullptr || mr == nullptr || rkey == nullptr || len == 0 || addr + len < addr)
 		return -EINVAL;
 	uint8_t bits = 0;
-	if (!window_bits(access, &bits) || mr->pd != mw->pd)
+	if (mr::access_window(access, &bits) != 0 || mr->pd != mw->pd)
 		return -EINVAL;
 	if (mw->key != 0)
 		return -EBUSY;

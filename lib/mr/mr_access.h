@@ -1,23 +1,27 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Access rules: the two application vocabularies (libfabric fi_mr access flags and verbs
- * ibv_access_flags) mapped onto the access bits of an mkey context (lr, lw, rr, rw, a) plus
- * the memory-window bind right. Every mkey the engine programs satisfies one invariant,
- * checked by access_valid(): remote write or remote atomic implies local write.
+ * Access rights: nicmr's one vocabulary (NICMR_ACCESS_*, include/nicmr/nicmr.h) mapped onto the
+ * access bits of an mkey context (lr, lw, rr, rw, a) plus the memory-window bind right, in one
+ * place (doc/registration.md, "Access mapping"):
+ *
+ *   NICMR_ACCESS_*  --access_rights()-->  the mkey right each bit names
+ *                      |-- access_need():   what a key lookup or a posted SGE needs (hot path)
+ *                      |-- access_grant():  what a registration or a sub-MR grants (fi_mr(3)'s
+ *                      |                    or ibv_reg_mr(3)'s rules on top)
+ *                      '-- access_window(): what a memory window grants (remote rights only)
+ *
+ * Application vocabularies stop above: the provider maps fi_mr(3)'s FI_* onto NICMR_ACCESS_*
+ * (fabric/fi_access.h), and the driver maps the mkey bits onto mkey context fields. Every mkey
+ * the engine programs satisfies one invariant, checked by access_valid(): remote write or
+ * remote atomic implies local write.
  */
 #ifndef NICMR_MR_ACCESS_H
 #define NICMR_MR_ACCESS_H
 
+#include <cerrno>
 #include <cstdint>
 
-#include "nicmr_config.h"
-
-#if NICMR_HAVE_LIBFABRIC
-#include <rdma/fabric.h>
-#endif
-#if NICMR_HAVE_RDMA_CORE
-#include <infiniband/verbs.h>
-#endif
+#include "nicmr/nicmr.h"
 
 namespace nicmr::mr {
 
@@ -31,56 +35,75 @@ enum MkeyAccess : uint8_t {
 	kAccessMwBind = 1u << 5,       /* memory windows may be bound to the region */
 };
 inline constexpr uint8_t kAccessAll = 0x3f;
+/* Remote rights a memory window may grant. */
+inline constexpr uint8_t kWindowAccess =
+	kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic;
+
+/* Every NICMR_ACCESS_* bit; any other bit is -EINVAL wherever access is taken. */
+inline constexpr uint64_t kNicmrAccessKnown =
+	NICMR_ACCESS_SEND | NICMR_ACCESS_RECV | NICMR_ACCESS_READ | NICMR_ACCESS_WRITE |
+	NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_LOCAL_WRITE |
+	NICMR_ACCESS_REMOTE_ATOMIC | NICMR_ACCESS_MW_BIND;
+/* A grant that holds one of these follows ibv_reg_mr(3)'s rules, else fi_mr(3)'s (nicmr.h). */
+inline constexpr uint64_t kNicmrAccessIbvRules =
+	NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_ATOMIC | NICMR_ACCESS_MW_BIND;
+/* The bits a memory window may be bound with. */
+inline constexpr uint64_t kNicmrAccessWindow =
+	NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC;
 
 /*
- * fi_mr(3) access flags. With libfabric's headers these are the header's values; without them
- * nicmr defines the same numbers (libfabric 1.17 <rdma/fabric.h>) so that the native API and the
- * provider agree bit for bit.
+ * The one mapping: the mkey right each NICMR_ACCESS_* bit names, ORed over access (unknown bits
+ * ignored: the callers below refuse them). SEND and WRITE put the buffer on the wire (the NIC
+ * reads it: lr); RECV, READ and LOCAL_WRITE have the NIC write into it (receive, RMA read or
+ * atomic result: lw); each REMOTE_* bit is its remote right; MW_BIND the bind right.
  */
-#if NICMR_HAVE_LIBFABRIC
-inline constexpr uint64_t kFiCollective = FI_COLLECTIVE;
-inline constexpr uint64_t kFiRead = FI_READ;
-inline constexpr uint64_t kFiWrite = FI_WRITE;
-inline constexpr uint64_t kFiRecv = FI_RECV;
-inline constexpr uint64_t kFiSend = FI_SEND;
-inline constexpr uint64_t kFiRemoteRead = FI_REMOTE_READ;
-inline constexpr uint64_t kFiRemoteWrite = FI_REMOTE_WRITE;
-#else
-inline constexpr uint64_t kFiCollective = 1ull << 6;
-inline constexpr uint64_t kFiRead = 1ull << 8;
-inline constexpr uint64_t kFiWrite = 1ull << 9;
-inline constexpr uint64_t kFiRecv = 1ull << 10;
-inline constexpr uint64_t kFiSend = 1ull << 11;
-inline constexpr uint64_t kFiRemoteRead = 1ull << 12;
-inline constexpr uint64_t kFiRemoteWrite = 1ull << 13;
-#endif
-
-/* ibv_reg_mr(3) access flags: the installed verbs header's values, or the same numbers. */
-#if NICMR_HAVE_RDMA_CORE
-inline constexpr unsigned kIbvLocalWrite = IBV_ACCESS_LOCAL_WRITE;
-inline constexpr unsigned kIbvRemoteWrite = IBV_ACCESS_REMOTE_WRITE;
-inline constexpr unsigned kIbvRemoteRead = IBV_ACCESS_REMOTE_READ;
-inline constexpr unsigned kIbvRemoteAtomic = IBV_ACCESS_REMOTE_ATOMIC;
-inline constexpr unsigned kIbvMwBind = IBV_ACCESS_MW_BIND;
-#else
-inline constexpr unsigned kIbvLocalWrite = 1u << 0;
-inline constexpr unsigned kIbvRemoteWrite = 1u << 1;
-inline constexpr unsigned kIbvRemoteRead = 1u << 2;
-inline constexpr unsigned kIbvRemoteAtomic = 1u << 3;
-inline constexpr unsigned kIbvMwBind = 1u << 4;
-#endif
+constexpr uint8_t access_rights(uint64_t access) noexcept
+{
+	uint8_t b = 0;
+	if (access & (NICMR_ACCESS_SEND | NICMR_ACCESS_WRITE))
+		b |= kAccessLocalRead;
+	if (access & (NICMR_ACCESS_RECV | NICMR_ACCESS_READ | NICMR_ACCESS_LOCAL_WRITE))
+		b |= kAccessLocalWrite;
+	if (access & NICMR_ACCESS_REMOTE_READ)
+		b |= kAccessRemoteRead;
+	if (access & NICMR_ACCESS_REMOTE_WRITE)
+		b |= kAccessRemoteWrite;
+	if (access & NICMR_ACCESS_REMOTE_ATOMIC)
+		b |= kAccessRemoteAtomic;
+	if (access & NICMR_ACCESS_MW_BIND)
+		b |= kAccessMwBind;
+	return b;
+}
 
 /*
- * Maps fi_mr access flags to mkey bits.
- * Returns 0, or -EINVAL for a bit that is not one of fi_mr(3)'s access flags.
+ * Needs: the rights an operation asks of a key (nicmr_key_lookup, the data path's local SGE
+ * checks), each bit exactly its right. HOT PATH: no lock, no allocation, no system call.
+ * Returns 0, or -EINVAL for a bit that is not NICMR_ACCESS_*.
  */
-int access_from_fi(uint64_t fi_access, uint8_t *bits) noexcept;
+constexpr int access_need(uint64_t access, uint8_t *bits) noexcept
+{
+	if (access & ~kNicmrAccessKnown)
+		return -EINVAL;
+	*bits = access_rights(access);
+	return 0;
+}
 
 /*
- * Maps ibv_reg_mr access flags to mkey bits.
- * Returns 0, or -EINVAL for an unknown bit or for remote write/atomic without local write.
+ * Grants: the rights a registration (nicmr_mr_reg, nicmr_mr_regv and its kin) or a sub-MR
+ * (nicmr_mr_reg_sub) gives its key. A set with LOCAL_WRITE, REMOTE_ATOMIC or MW_BIND follows
+ * ibv_reg_mr(3) (local read always; REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE is
+ * -EINVAL); any other set follows fi_mr(3) (0 grants nothing; REMOTE_WRITE grants rw, a and lw).
+ * Returns 0, or -EINVAL (a bit that is not NICMR_ACCESS_*, or ibv_reg_mr(3)'s rule broken).
+ * The result always satisfies access_valid().
  */
-int access_from_ibv(unsigned ibv_access, uint8_t *bits) noexcept;
+int access_grant(uint64_t access, uint8_t *bits) noexcept;
+
+/*
+ * Window grants: the rights a memory window is bound with (nicmr_mw_bind), each bit exactly its
+ * right: a non-empty set of REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC (a window's key never
+ * serves local access). Returns 0, or -EINVAL (empty, or any other bit).
+ */
+int access_window(uint64_t access, uint8_t *bits) noexcept;
 
 /* True when bits holds only known mkey bits and rw/a come with lw. */
 constexpr bool access_valid(uint8_t bits) noexcept

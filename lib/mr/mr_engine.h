@@ -52,14 +52,11 @@ enum RegFlag : uint32_t {
 };
 inline constexpr uint32_t kRegKnownFlags =
 	kRegRequestedKey | kRegZeroBased | kRegPoolLookup | kRegSingleUse | kRegRmaEvent;
-/* Remote rights a memory window may grant. */
-inline constexpr uint8_t kWindowAccess =
-	kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic;
 
 struct RegRequest {
 	uint64_t addr = 0;	    /* VA of the region */
 	uint64_t len = 0;	    /* > 0 */
-	uint8_t access = 0;	    /* MkeyAccess bits (access_from_fi / access_from_ibv) */
+	uint8_t access = 0;	    /* MkeyAccess bits (access_grant, access_window) */
 	uint32_t pd = 0;	    /* 24 bits */
 	uint64_t iova = 0;	    /* IOVA of addr, or a handle with kRegPoolLookup */
 	uint8_t log_page_size = 12; /* 12..30: the largest page the IOVA mapping allows */
