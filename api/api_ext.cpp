@@ -59,7 +59,7 @@ int nicmr_ext_apply(nicmr_device *dev, uint32_t mkey, uint64_t ext)
 		st.flags |= prm::mkey_ext::single_use;
 	if (ext & NICMR_MR_RMA_EVENT)
 		st.flags |= prm::mkey_ext::disabled;
-	const int rc = dev->drv->set_mkey_ext(mkey >> 8, st);
+	const int rc = dev->drv->set_mkey_ext(mr::mkey_index(mkey), st);
 	if (rc)
 		NICMR_LOG(warn, "api", "%s: extension state %#x of %#x failed: %d",
 			  dev->spec.c_str(), st.flags, mkey, rc);
@@ -149,7 +149,7 @@ int nicmr_mr_enable(struct nicmr_mr *mr)
 	}
 	nicmr_device *dev = mr->dev();
 	/* Device first: lookups accept the key only once the device does too. */
-	int rc = dev->drv->set_mkey_ext(mr->mkey() >> 8, st);
+	int rc = dev->drv->set_mkey_ext(mr::mkey_index(mr->mkey()), st);
 	if (rc == 0)
 		rc = dev->engine->set_enabled(mr->mkey(), true);
 	if (rc) {
@@ -177,7 +177,7 @@ int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
 	st.flags = prm::mkey_ext::disabled;
 	if (r->ext & NICMR_MR_SINGLE_USE)
 		st.flags |= prm::mkey_ext::single_use;
-	rc = dev->drv->set_mkey_ext(mr->mkey() >> 8, st);
+	rc = dev->drv->set_mkey_ext(mr::mkey_index(mr->mkey()), st);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: unbind of %#x failed: %d", dev->spec.c_str(),
 			  mr->mkey(), rc);

@@ -312,7 +312,7 @@ struct nicmr_device {
 /* The slot of a key the engine gave out. */
 inline nicmr_mr *nicmr_mr_slot(nicmr_device *dev, uint32_t mkey) noexcept
 {
-	return &dev->mr_table[mkey >> 8];
+	return &dev->mr_table[nicmr::mr::mkey_index(mkey)];
 }
 nicmr::mr::EntryFields nicmr_mr::entry() const noexcept
 {

@@ -7,6 +7,7 @@
 
 #include "mlx5_prm.h"
 #include "mr_access.h"
+#include "mr_keys.h"
 #include "nicmr_log.h"
 
 namespace nicmr::api {
@@ -34,7 +35,7 @@ int KlmProgrammer::restore(uint32_t index, const std::optional<mlx5::MkeyContext
 
 int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 {
-	const uint32_t index = mkey >> 8;
+	const uint32_t index = mr::mkey_index(mkey);
 	if (index == 0 || p.count == 0 || p.parts == nullptr)
 		return -EINVAL;
 	std::vector<mlx5::KlmEntry> klm;
@@ -86,7 +87,7 @@ int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 
 int KlmProgrammer::revoke_indirect(uint32_t mkey)
 {
-	const uint32_t index = mkey >> 8;
+	const uint32_t index = mr::mkey_index(mkey);
 	std::lock_guard lk(mu_);
 	auto it = saved_.find(index);
 	if (it == saved_.end())

@@ -63,7 +63,7 @@ int CmdProgrammer::create_free(uint32_t index, uint8_t variant)
 
 int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 {
-	const uint32_t index = mkey >> 8;
+	const uint32_t index = mr::mkey_index(mkey);
 	if (index == 0 || index >= exists_.size() || p.len == 0 || p.log_page_size < 12 ||
 	    p.log_page_size > 30)
 		return -EINVAL;
@@ -112,7 +112,7 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 			  mkey, static_cast<unsigned long long>(p.start),
 			  static_cast<unsigned long long>(p.len), rc);
 		/* Leave it free, as the seam promises; a missing index is refused all the same. */
-		(void)create_free(index, static_cast<uint8_t>(mkey & 0xff));
+		(void)create_free(index, mr::mkey_variant(mkey));
 		return rc;
 	}
 	exists_[index] = true;
@@ -122,7 +122,7 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 
 int CmdProgrammer::revoke(uint32_t mkey)
 {
-	const uint32_t index = mkey >> 8;
+	const uint32_t index = mr::mkey_index(mkey);
 	if (index == 0 || index >= exists_.size())
 		return -EINVAL;
 	std::lock_guard lk(mu_);
@@ -136,7 +136,7 @@ int CmdProgrammer::revoke(uint32_t mkey)
 		created_--;
 	}
 	/* The key is dead from the destroy on; a failed re-create only costs the free mkey. */
-	int rc = create_free(index, static_cast<uint8_t>(mkey & 0xff));
+	int rc = create_free(index, mr::mkey_variant(mkey));
 	if (rc)
 		NICMR_LOG(warn, "api", "revoke %#x: re-creating the free mkey failed: %d", mkey,
 			  rc);

@@ -24,6 +24,7 @@
 
 #include "mlx5_device.h"
 #include "mr_access.h"
+#include "mr_keys.h"
 #include "mr_programmer.h"
 
 namespace nicmr::api {
@@ -41,7 +42,7 @@ template <class P> mlx5::MkeyContext bound_context(uint32_t mkey, const P &p)
 	ctx.rw = p.access & mr::kAccessRemoteWrite;
 	ctx.a = p.access & mr::kAccessRemoteAtomic;
 	ctx.pd = p.pd;
-	ctx.variant = static_cast<uint8_t>(mkey & 0xff);
+	ctx.variant = mr::mkey_variant(mkey);
 	ctx.start_addr = p.start;
 	ctx.len = p.len;
 	return ctx;

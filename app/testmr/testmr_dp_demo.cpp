@@ -10,6 +10,7 @@
 #include "mlx5_eq.h"
 #include "mlx5_qp.h"
 #include "mlx5_umr.h"
+#include "mr_keys.h"
 
 namespace nicmr::testmr {
 using namespace nicmr::mlx5;

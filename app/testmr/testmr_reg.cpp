@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "mr_keys.h"
 #include "nicmr/nicmr.h"
 #include "nicmr_config.h"
 #include "nicmr_log.h"
@@ -246,7 +247,7 @@ int native_demo(FILE *out, const RegDemoOptions &o, Figures *figures)
 			std::fprintf(
 				out,
 				"  key of %s: 0x%08x (mkey index %u, variant 0x%02x), %s path\n",
-				name, k, k >> 8, k & 0xff,
+				name, k, nicmr::mr::mkey_index(k), nicmr::mr::mkey_variant(k),
 				nicmr_mr_in_pool(m) == 1 ? "fast (pool)" : "slow (pinned)");
 		}
 		const uint32_t ka = nicmr_mr_key(a), kb = nicmr_mr_key(b);

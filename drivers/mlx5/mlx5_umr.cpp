@@ -4,10 +4,16 @@
 #include <new>
 
 #include "mlx5_umr.h"
+#include "mr_keys.h"
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
 namespace {
+
+/* lib/mr's key layout (mkey_index, mkey_variant) is the PRM's: the variant is mkey_7_0. */
+static_assert(mr::kVariantBits == prm::mkc::mkey_7_0.bits);
+static_assert(mr::mkey_index(0x12345678u) == prm::mkey::index(0x12345678u) &&
+	      mr::mkey_variant(0x12345678u) == prm::mkey::variant(0x12345678u));
 
 constexpr uint64_t kBindMask =
 	prm::umr_mkey_mask::len | prm::umr_mkey_mask::page_size | prm::umr_mkey_mask::start_addr |

@@ -785,7 +785,7 @@ TEST_F(Refresh, PlainMemoryIsMappedAnewUnderTheSameKey)
 	const uint64_t after = iova_of(extra, u(p));
 	EXPECT_NE(after, before) << "a fresh mapping";
 	mlx5::MkeyQuery q;
-	ASSERT_EQ(dev->drv->query_mkey(key >> 8, 1, &q), 0);
+	ASSERT_EQ(dev->drv->query_mkey(mr::mkey_index(key), 1, &q), 0);
 	EXPECT_FALSE(q.ctx.free);
 	ASSERT_EQ(q.mtt.size(), 1u);
 	const uint64_t page = uint64_t{1} << q.ctx.log_page_size;

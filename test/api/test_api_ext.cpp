@@ -74,7 +74,7 @@ protected:
 	mlx5::MkeyExtState ext_state(uint32_t key)
 	{
 		mlx5::MkeyExtState st;
-		EXPECT_EQ(dev->drv->query_mkey_ext(key >> 8, &st), 0);
+		EXPECT_EQ(dev->drv->query_mkey_ext(mr::mkey_index(key), &st), 0);
 		return st;
 	}
 	int lookup(uint32_t key, const void *p, size_t n)

@@ -156,7 +156,10 @@ protected:
 	}
 	virtual const char *spec() const { return kSpec; }
 	/* The device's view of a key (QUERY_MKEY through the driver). */
-	int query(uint32_t key, mlx5::MkeyQuery *q) { return dev->drv->query_mkey(key >> 8, 0, q); }
+	int query(uint32_t key, mlx5::MkeyQuery *q)
+	{
+		return dev->drv->query_mkey(mr::mkey_index(key), 0, q);
+	}
 	nicmr_device *dev = nullptr;
 	nicmr_pd *pd = nullptr;
 	nicmr_pool *pool = nullptr;

@@ -20,6 +20,7 @@
 #include "mlx5_eq.h"
 #include "mlx5_qp.h"
 #include "mlx5_uar.h"
+#include "mr_keys.h"
 
 namespace nicmr::testdp {
 
@@ -156,7 +157,7 @@ struct Rig {
 		c.mtt = mtt;
 		int rc = mlx5::MkeyHandle::create(*dev, c, &out->handle);
 		if (rc == 0)
-			out->key = out->handle.index() << 8 | tmpl.variant;
+			out->key = mr::make_mkey(out->handle.index(), tmpl.variant);
 		return rc;
 	}
 
@@ -164,7 +165,7 @@ struct Rig {
 	{
 		int rc = mlx5::MkeyHandle::create(*dev, c, &out->handle);
 		if (rc == 0)
-			out->key = out->handle.index() << 8 | c.ctx.variant;
+			out->key = mr::make_mkey(out->handle.index(), c.ctx.variant);
 		return rc;
 	}
 

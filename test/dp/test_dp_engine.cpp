@@ -107,7 +107,7 @@ TEST(DpEngine, RefreshRepointsALiveKeyAndRefusesWhatItCannot)
 	ASSERT_EQ(eng->refresh(key, buf.iova + 8192, 12), 0);
 	EXPECT_EQ(iova_of(key), buf.iova + 8192);
 	mlx5::MkeyQuery q;
-	ASSERT_EQ(r.dev->query_mkey(key >> 8, 1, &q), 0);
+	ASSERT_EQ(r.dev->query_mkey(mr::mkey_index(key), 1, &q), 0);
 	EXPECT_FALSE(q.ctx.free);
 	ASSERT_EQ(q.mtt.size(), 1u);
 	EXPECT_EQ(q.mtt[0].iova, buf.iova + 8192) << "the device translates through the new pages";

@@ -67,7 +67,7 @@ struct Lanes : ::testing::Test {
 
 uint32_t mkey_of(uint32_t index)
 {
-	return index << 8 | 0x11;
+	return mr::make_mkey(index, 0x11);
 }
 
 /* UARs still free on the device: allocates them all, then gives them back. */

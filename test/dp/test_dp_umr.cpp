@@ -112,7 +112,8 @@ TEST_P(Umr, BindMakesAFreeMkeyUsableAndRevokeTakesItAway)
 {
 	TestMr m;
 	ASSERT_EQ(free_mkey(16, &m, 0x10), 0);
-	const uint32_t key = m.handle.index() << 8 | 0x21; /* the bind sets a new variant */
+	/* The bind sets a new variant. */
+	const uint32_t key = mr::make_mkey(m.handle.index(), 0x21);
 	std::memset(src.va, 0xab, 4096);
 	EXPECT_EQ(write(va(100), key, 64), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR) << "free mkey";
 
@@ -121,7 +122,7 @@ TEST_P(Umr, BindMakesAFreeMkeyUsableAndRevokeTakesItAway)
 	EXPECT_EQ(write(va(100) + 8000, key, 4096), 0);
 	EXPECT_EQ(std::memcmp(static_cast<uint8_t *>(buf.va) + 8100, src.va, 4096), 0);
 	/* The old variant no longer matches. */
-	EXPECT_EQ(write(va(100), m.handle.index() << 8 | 0x10, 64),
+	EXPECT_EQ(write(va(100), mr::make_mkey(m.handle.index(), 0x10), 64),
 		  MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 
 	mlx5::MkeyQuery q;
@@ -144,7 +145,7 @@ TEST_P(Umr, DoubleBindAndDoubleRevokeFailCleanlyAndTheQueueRecovers)
 {
 	TestMr m;
 	ASSERT_EQ(free_mkey(16, &m), 0);
-	const uint32_t key = m.handle.index() << 8 | 0x01;
+	const uint32_t key = mr::make_mkey(m.handle.index(), 0x01);
 	std::vector<mlx5::MttEntry> mtt;
 	mlx5::UmrBind b = bind_for(key, 0, 8192, &mtt);
 	ASSERT_EQ(umr->bind(b), 0);
@@ -170,7 +171,7 @@ TEST_P(Umr, ManyTranslationsGoByPointerWithTheReservedLkey)
 	ASSERT_GT(pages * 8u, mlx5::kMaxInlineXltBytes);
 	TestMr m;
 	ASSERT_EQ(free_mkey(pages, &m), 0);
-	const uint32_t key = m.handle.index() << 8 | 0x02;
+	const uint32_t key = mr::make_mkey(m.handle.index(), 0x02);
 	std::vector<mlx5::MttEntry> mtt;
 	mlx5::UmrBind b = bind_for(key, 0, size_t{pages} * 4096, &mtt);
 	ASSERT_EQ(mtt.size(), pages);
@@ -186,7 +187,7 @@ TEST_P(Umr, LocalInvalidateSetsTheMkeyFree)
 {
 	TestMr m;
 	ASSERT_EQ(free_mkey(4, &m), 0);
-	const uint32_t key = m.handle.index() << 8 | 0x03;
+	const uint32_t key = mr::make_mkey(m.handle.index(), 0x03);
 	std::vector<mlx5::MttEntry> mtt;
 	ASSERT_EQ(umr->bind(bind_for(key, 0, 4096, &mtt)), 0);
 	EXPECT_EQ(write(va(0), key, 16), 0);

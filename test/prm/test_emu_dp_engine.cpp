@@ -611,7 +611,7 @@ TEST_F(EmuDpUmr, FailedCheckLeavesTheKeyUnchanged)
 	auto c = b.poll(b.cqa);
 	ASSERT_TRUE(c);
 	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
-	int rc = b.dev().mkeys().with(k >> 8, [&](const MkeyEntry &e) {
+	int rc = b.dev().mkeys().with(prm::mkey::index(k), [&](const MkeyEntry &e) {
 		EXPECT_EQ(prm::get(e.mkc.data(), prm::mkc::free), 1u);
 		EXPECT_EQ(prm::get(e.mkc.data(), prm::mkc::mkey_7_0), 0x40u);
 		EXPECT_EQ(prm::get(e.mkc.data(), prm::mkc::len), 0u);

@@ -440,6 +440,7 @@ inline constexpr Field translations_octword_size{0x1a0, 32};
 inline constexpr Field log_page_size{0x1db, 5};
 
 inline constexpr uint32_t qpn_any = 0xffffff;
+
 } // namespace mkc
 
 namespace access_mode {
@@ -1191,6 +1192,12 @@ inline constexpr Field mkey_mask{0x40, 64};	     /* umr_mkey_mask bits */
 
 /* An mkey as a 32-bit key (lkey, rkey, imm of UMR and LOCAL_INVAL): index << 8 | variant, the
  * variant being mkc::mkey_7_0. */
+/*
+ * The 32-bit mkey value (lkey, rkey, the mkey of a UMR or an SGE): mkey_index << 8 | mkey_7_0
+ * (PRM.md, "Keys"; the kernel's mlx5_idx_to_mkey and mlx5_base_mkey in
+ * include/linux/mlx5/driver.h). The device model splits keys here; the driver may use lib/mr's
+ * mkey_index / mkey_variant / make_mkey (mr_keys.h), which say the same (mlx5_umr.cpp checks).
+ */
 namespace mkey {
 constexpr uint32_t index(uint32_t key) noexcept
 {
