@@ -1190,10 +1190,9 @@ inline constexpr Field translation_offset{0x30, 16}; /* octwords into the mkey's
 inline constexpr Field mkey_mask{0x40, 64};	     /* umr_mkey_mask bits */
 } // namespace umr_ctrl
 
-/* An mkey as a 32-bit key (lkey, rkey, imm of UMR and LOCAL_INVAL): index << 8 | variant, the
- * variant being mkc::mkey_7_0. */
 /*
- * The 32-bit mkey value (lkey, rkey, the mkey of a UMR or an SGE): mkey_index << 8 | mkey_7_0
+ * The 32-bit mkey value (lkey, rkey, the mkey of a UMR, an SGE or a LOCAL_INVAL's immediate):
+ * mkey_index << 8 | mkey_7_0
  * (PRM.md, "Keys"; the kernel's mlx5_idx_to_mkey and mlx5_base_mkey in
  * include/linux/mlx5/driver.h). The device model splits keys here; the driver may use lib/mr's
  * mkey_index / mkey_variant / make_mkey (mr_keys.h), which say the same (mlx5_umr.cpp checks).

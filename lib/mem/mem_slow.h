@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * SlowMaps: DMA mappings of memory outside every pool, one per registration (the slow path),
+ * beside the DmaSpace whose pools the fast path registers from.
+ *
+ *   map(addr, len, write)
+ *     page-align [addr, addr + len)
+ *     -> the FI_MR_ALLOCATED check: every page mapped with the access the device needs, and
+ *        faulted in (madvise MADV_POPULATE_READ / _WRITE; a write fault breaks copy-on-write
+ *        sharing first, as a pin for DMA must), else -EFAULT
+ *     -> pin: a count per 4 KiB page; a page is mlock'ed when its count leaves 0 and unlocked
+ *        when it returns to 0 (mlock does not nest); pages inside a pool of the space are the
+ *        pool's and are not counted
+ *     -> IOVA from the window (the top quarter of the highest valid range), congruent with the
+ *        VA up to 2 MiB
+ *     -> dma_map of [va, va + len) at that IOVA, for this mapping alone (two overlapping
+ *        mappings each have their own: the IOMMU maps one page at several IOVAs; the DmaSpace,
+ *        which must find one pool per address, is not involved)
+ *   unmap(m): the same steps backwards.
+ *
+ *   pins:  std::map  4 KiB page VA -> count            }  one mutex (mu_), slow path only;
+ *   iova:  IovaAllocator over the window               }  the pool lookups of map() run
+ *   count: live mappings                               }  under it too (wait_for_lookups)
+ *
+ * A failed map() leaves nothing behind: no pin, no IOVA range, no DMA mapping. Nothing here is
+ * on a hot path: every call takes the lock and may make system calls.
+ */
+#ifndef NICMR_MEM_SLOW_H
+#define NICMR_MEM_SLOW_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mem_dma.h"
+#include "mem_space.h"
+
+namespace nicmr::mem {
+
+/* One slow-path mapping: [va, va + len) page-aligned, mapped at iova; the pages it counted. */
+struct SlowMap {
+	uintptr_t va = 0;
+	size_t len = 0;
+	uint64_t iova = 0;
+	size_t align = 4096; /* iova % align == va % align: the largest translation page */
+	std::vector<std::pair<uintptr_t, size_t>> pinned; /* runs counted in the pins */
+};
+
+class SlowMaps {
+public:
+	/*
+	 * The IOVA window of slow-path mappings among ranges: the top quarter of the highest
+	 * range, from a 2 MiB boundary (the whole range when that boundary falls outside it).
+	 * Pools are placed lowest first, so the two never meet in practice; if they did, the
+	 * IOMMU's -EEXIST would fail the later mapping cleanly. Empty ({1, 0}) for no ranges.
+	 */
+	static IovaRange window(const std::vector<IovaRange> &ranges);
+
+	/*
+	 * Slow maps beside space, through its mapper, in the window of the mapper's ranges. name
+	 * prefixes log lines (the device's spec). -ENOSPC: the mapper has no IOVA range; -ENOMEM.
+	 * The SlowMaps must be destroyed before space, and only once every mapping is unmapped.
+	 */
+	static int create(DmaSpace &space, std::string name, std::unique_ptr<SlowMaps> *out);
+
+	/*
+	 * Pins and maps [addr, addr + len); write: the device may write into it. 0; -EINVAL (len
+	 * 0, or the range wraps), -EFAULT (a page unmapped, or not readable, or not writable when
+	 * write), -ENOMEM (mlock refused, or no memory), -ENOSPC (the window has no room), the
+	 * mapper's errors (-EEXIST, -ENOSPC, ...), or mlock's errno negated. On failure *out is
+	 * untouched and nothing is left pinned, allocated or mapped.
+	 */
+	int map(uintptr_t addr, size_t len, bool write, std::unique_ptr<SlowMap> *out);
+	/* Unmaps, frees the IOVA and unpins; null does nothing. A dma_unmap error is logged, the
+	 * rest is undone all the same. */
+	void unmap(std::unique_ptr<SlowMap> m);
+
+	/* Live mappings, and 4 KiB pages pinned by them (stats). */
+	uint64_t mappings() const;
+	size_t pinned_pages() const;
+	/* Pins of one 4 KiB page (0: not pinned): tests. */
+	uint32_t pins_of(uintptr_t page) const;
+	/* IOVA bytes held by live mappings: tests. */
+	size_t iova_bytes() const;
+	const IovaRange &window() const noexcept { return window_; }
+
+	/*
+	 * Returns once every pool lookup that map() started before the call has ended: part of
+	 * the owner's grace period before it frees retired DmaSpace snapshots
+	 * (DmaSpace::reclaim_retired). Slow path.
+	 */
+	void wait_for_lookups() const;
+
+	SlowMaps(const SlowMaps &) = delete;
+	SlowMaps &operator=(const SlowMaps &) = delete;
+
+private:
+	SlowMaps(DmaSpace &space, std::string name, IovaRange window);
+	/* Counts [va, va + len) (pages outside pools) into m->pinned and locks them; under mu_. */
+	int pin(uintptr_t va, size_t len, SlowMap *m);
+	void unpin(const std::vector<std::pair<uintptr_t, size_t>> &runs); /* under mu_ */
+
+	DmaSpace &space_;
+	const std::string name_;
+	const IovaRange window_;
+	mutable std::mutex mu_;
+	IovaAllocator iova_;		     /* mu_ */
+	std::map<uintptr_t, uint32_t> pins_; /* 4 KiB page -> count; mu_ */
+	uint64_t maps_ = 0;		     /* mu_ */
+};
+
+} // namespace nicmr::mem
+
+#endif
