@@ -120,8 +120,9 @@ void wait_for_pool_lookups(nicmr_device *dev) noexcept
 	/* seq_cst: the counter's increments and the caller's publication are in one order. */
 	while (dev->uncached_lookups.load(std::memory_order_seq_cst) != 0)
 		std::this_thread::yield();
-	/* The slow path looks pools up under slow_mu: whoever held it is done. */
-	std::lock_guard slow(dev->slow_mu);
+	/* The slow path looks pools up under its SlowMaps' lock: whoever held it is done. */
+	if (dev->slow_maps)
+		dev->slow_maps->wait_for_lookups();
 }
 
 void close_caches(nicmr_device *dev) noexcept

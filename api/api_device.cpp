@@ -17,7 +17,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "api_internal.h"
+#include "api_wiring.h"
 #include "mlx5_mkey_programmer.h"
 #include "nicmr_config.h"
 #include "nicmr_log.h"
@@ -28,19 +28,6 @@
 using namespace nicmr;
 
 namespace nicmr::api {
-
-mem::IovaRange slow_window(const std::vector<mem::IovaRange> &ranges)
-{
-	if (ranges.empty())
-		return {1, 0}; /* empty */
-	const mem::IovaRange &r = ranges.back();
-	const uint64_t span = r.last - r.start; /* bytes - 1 */
-	uint64_t start = r.start + (span / 4) * 3;
-	start = (start + mem::kPage2M - 1) & ~uint64_t(mem::kPage2M - 1);
-	if (start < r.start || start > r.last)
-		return r;
-	return {start, r.last};
-}
 
 namespace {
 
@@ -250,11 +237,7 @@ int bring_up(nicmr_device *dev, bool umr)
 		return -ENOMEM;
 	dev->mr_table = static_cast<nicmr_mr *>(t);
 	dev->mr_slots = cfg.index_count;
-	const mem::IovaRange w = slow_window(dev->fn->dma().iova_ranges());
-	if (w.start > w.last)
-		return -ENOSPC;
-	dev->slow_iova = std::make_unique<mem::IovaAllocator>(std::vector<mem::IovaRange>{w});
-	return 0;
+	return mem::SlowMaps::create(*dev->space, dev->spec, &dev->slow_maps);
 }
 
 int open_emu(nicmr_device *dev, std::string_view opts)
@@ -335,6 +318,7 @@ nicmr_device::~nicmr_device()
 	if (mr_table != nullptr)
 		munmap(mr_table, size_t{mr_slots} * sizeof(nicmr_mr));
 	mr_table = nullptr;
+	slow_maps.reset();
 	prog.reset();
 	free_pd.reset();
 	drv.reset();
@@ -452,11 +436,8 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 		std::shared_lock lk(dev->objs_mu);
 		st->pools = dev->pools.size();
 	}
-	{
-		std::lock_guard lk(dev->slow_mu);
-		st->slow_mappings = dev->slow_maps;
-		st->pinned_pages = dev->pins.size();
-	}
+	st->slow_mappings = dev->slow_maps->mappings();
+	st->pinned_pages = dev->slow_maps->pinned_pages();
 	uint64_t cached = 0, batched = 0;
 	api::cached_counts(dev, &cached, &batched);
 	st->keys_free = dev->engine->keys().ring_free_count() + cached;

@@ -123,7 +123,7 @@ int nicmr_mr_bind_cntr(struct nicmr_mr *mr, struct nicmr_cntr *c, uint64_t flags
 	if (mr == nullptr || c == nullptr || flags != NICMR_REMOTE_WRITE || c->dev != mr->dev() ||
 	    !(mr->ext() & NICMR_MR_RMA_EVENT))
 		return -EINVAL;
-	nicmr_mr_rare *r = mr->rare;
+	nicmr_mr_holdings *r = mr->held;
 	/* fi_mr(3): after fi_mr_enable no further bindings may be made. */
 	if (r->enabled || r->cntr != nullptr)
 		return -EBUSY;
@@ -137,7 +137,7 @@ int nicmr_mr_enable(struct nicmr_mr *mr)
 {
 	if (mr == nullptr || !(mr->ext() & NICMR_MR_RMA_EVENT))
 		return -EINVAL;
-	nicmr_mr_rare *r = mr->rare;
+	nicmr_mr_holdings *r = mr->held;
 	if (r->enabled)
 		return -EBUSY;
 	mlx5::MkeyExtState st;
@@ -165,7 +165,7 @@ int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
 {
 	if (mr == nullptr || !(mr->ext() & NICMR_MR_RMA_EVENT))
 		return -EINVAL;
-	nicmr_mr_rare *r = mr->rare;
+	nicmr_mr_holdings *r = mr->held;
 	if (r->cntr == nullptr)
 		return -ENOENT;
 	nicmr_device *dev = mr->dev();

@@ -4,8 +4,8 @@
  *
  *   nicmr_device ─ bus function (emu / vfio) ─ DmaSpace ─ mlx5::Device ─ CmdProgrammer ─ Engine
  *        │  pools (by mem::Pool*) ─ nicmr_pool ── pieces (count)
- *        │  pins (4 KiB page -> count), slow_iova (IOVA window of slow-path mappings)
- *        │  mr_table: one 32-byte nicmr_mr per mkey index ── pd, pool or rare (slow-path
+ *        │  slow_maps: mem::SlowMaps (pins, IOVA window and DMA maps of slow-path mappings)
+ *        │  mr_table: one 32-byte nicmr_mr per mkey index ── pd, pool or held (slow-path
  *        │            mapping, vectored pieces, extension state), addr (the rest is in the
  *        │            key's shadow entry)
  *        └─ nicmr_pd ── users (count: windows and QPs)
@@ -14,8 +14,10 @@
  * index the engine gave it and allocates nothing; a destroy that must say -EBUSY (pool, PD,
  * device) finds live MRs by scanning the table (slow path, O(mkey count)). Locks: objs_mu
  * guards pools (pool create/destroy, close; registrations find pools through the DmaSpace's
- * lock-free lookup, the nicmr_pool in the entry's owner); slow_mu guards pins and slow_iova.
- * Tests include this header to look at the device model beneath.
+ * lock-free lookup, the nicmr_pool in the entry's owner); slow_maps has its own lock.
+ * The bus function and the device model beneath are held through forward-declared types: only
+ * api_device.cpp, which wires the objects together, includes their headers (api_wiring.h, which
+ * tests that look at the device model include too).
  */
 #ifndef NICMR_API_INTERNAL_H
 #define NICMR_API_INTERNAL_H
@@ -32,7 +34,7 @@
 
 #include "api_klm.h"
 #include "api_programmer.h"
-#include "emu_mlx5.h"
+#include "mem_slow.h"
 #include "mem_space.h"
 #include "mlx5_device.h"
 #include "mlx5_qp.h"
@@ -41,14 +43,15 @@
 #include "nicmr/nicmr.h"
 #include "nicmr_align.h"
 #include "nicmr_thread.h"
-#include "vfio_bus.h"
+
+namespace nicmr::emu {
+class EmuMlx5;
+}
+namespace nicmr::bus::vfio {
+class Device;
+}
 
 namespace nicmr::api {
-
-/* The IOVA window of slow-path mappings: the top quarter of the highest valid range (pools are
- * placed lowest first, so the two never meet in practice; if they did, the IOMMU's -EEXIST
- * would fail the later mapping cleanly). */
-mem::IovaRange slow_window(const std::vector<mem::IovaRange> &ranges);
 
 /* Defaults of the emu spec. */
 inline constexpr uint32_t kEmuDefaultPorts = 2;
@@ -131,8 +134,9 @@ void close_caches(nicmr_device *dev) noexcept;
  * Grace period of the device's pool lookups (api_mem.cpp reclaims retired DmaSpace snapshots
  * after it). Readers of the DmaSpace are registering threads, which are no QSBR readers, so
  * each marks its lookup in its own ThreadCache line (PoolLookupMark); the slow path's
- * lookups run under slow_mu. Returns once every lookup that may have loaded a snapshot
- * unpublished before the call has ended. Slow path; not from inside a lookup.
+ * lookups run under the SlowMaps' lock (SlowMaps::wait_for_lookups). Returns once every lookup that
+ * may have loaded a snapshot unpublished before the call has ended. Slow path; not from inside a
+ * lookup.
  */
 void wait_for_pool_lookups(nicmr_device *dev) noexcept;
 
@@ -172,47 +176,46 @@ struct nicmr_pd {
 	std::atomic<uint64_t> users{0};
 };
 
-/* A slow-path mapping: [va, va + len) page-aligned, mapped at iova; the pages it locked. */
-struct nicmr_slow_map {
-	uintptr_t va = 0;
-	size_t len = 0;
-	uint64_t iova = 0;
-	size_t align = 4096; /* iova % align == va % align: the largest translation page */
-	std::vector<std::pair<uintptr_t, size_t>> pinned; /* runs this MR counted in pins_ */
-};
-
 /* One piece of a vectored, IOVA-list or page-vector MR (api_mr_vec.cpp) and what it holds. */
 struct nicmr_mr_piece {
-	nicmr_pool *pool = nullptr;	       /* a pool it counts as a user of */
-	std::unique_ptr<nicmr_slow_map> slow;  /* a slow-path mapping made for it */
-	struct nicmr_mr_rare *owner = nullptr; /* the MR whose mapping it uses (iova_users) */
-	uint32_t child = 0;		       /* its MTT key in the KLM form, else 0 */
+	nicmr_pool *pool = nullptr;		   /* a pool it counts as a user of */
+	std::unique_ptr<nicmr::mem::SlowMap> slow; /* a slow-path mapping made for it */
+	struct nicmr_mr_holdings *owner = nullptr; /* the MR whose mapping it uses (iova_users) */
+	uint32_t child = 0;			   /* its MTT key in the KLM form, else 0 */
 };
 struct nicmr_mr_vec {
 	std::vector<nicmr_mr_piece> pieces;
 	int layout = 0; /* nicmr_mr_layout: 0 contiguous, 1 MTT over runs, 2 KLM */
 };
 
-/* What an MR holds beyond its 64-byte handle: made only for MRs that have any of it (slow-path,
- * vectored and extension MRs), never on the pool fast path. */
-struct nicmr_mr_rare {
-	std::unique_ptr<nicmr_slow_map> slow;
+/* The mappings an MR owns outside the pools: its slow-path mapping, its vectored pieces, and
+ * the IOVA-list and page-vector MRs that use them. */
+struct nicmr_mr_mappings {
+	std::unique_ptr<nicmr::mem::SlowMap> slow;
 	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
 	bool iova_leaving = false; /* being deregistered: its mappings take no new users; vec_mu */
 	uint32_t iova_users = 0;   /* IOVA-list / page-vector MRs using its mappings; vec_mu */
-	/* Device-model extensions (api_ext.cpp): NICMR_MR_SINGLE_USE / NICMR_MR_RMA_EVENT as
-	 * registered; an RMA-event MR's counter and whether it was enabled. Changed only by
-	 * calls on the MR, which its owner does not make concurrently. */
+};
+
+/* Device-model extension state (api_ext.cpp): NICMR_MR_SINGLE_USE / NICMR_MR_RMA_EVENT as
+ * registered; an RMA-event MR's counter and whether it was enabled. Changed only by calls on
+ * the MR, which its owner does not make concurrently. */
+struct nicmr_mr_ext_state {
 	uint64_t ext = 0;
 	struct nicmr_cntr *cntr = nullptr;
 	bool enabled = false;
 };
 
+/* What an MR holds beyond its 32-byte handle and its key's shadow entry: its own mappings and
+ * its extension state, in one allocation. Made only for MRs that have any of it (slow-path,
+ * vectored and extension MRs), never on the pool fast path (nicmr_mr::held stays null). */
+struct nicmr_mr_holdings : nicmr_mr_mappings, nicmr_mr_ext_state {};
+
 /* A slow-path mapping as IOVA-list MRs find it. */
 struct nicmr_slow_ref {
 	uint64_t len = 0;
 	size_t align = 4096;
-	nicmr_mr_rare *owner = nullptr;
+	nicmr_mr_holdings *owner = nullptr;
 };
 
 /*
@@ -223,15 +226,15 @@ struct nicmr_slow_ref {
  * pool only, through std::atomic_ref.
  */
 struct nicmr_mr {
-	nicmr_pd *pd;	     /* null: free slot */
-	nicmr_pool *pool;    /* the pool that holds it (fast path), else null */
-	nicmr_mr_rare *rare; /* slow path, vectored, extensions; else null */
-	uintptr_t addr;	     /* as given (sub-MR: base addr + offset; IOVA-list MRs: 0) */
+	nicmr_pd *pd;		 /* null: free slot */
+	nicmr_pool *pool;	 /* the pool that holds it (fast path), else null */
+	nicmr_mr_holdings *held; /* slow path, vectored, extensions; else null */
+	uintptr_t addr;		 /* as given (sub-MR: base addr + offset; IOVA-list MRs: 0) */
 
 	nicmr_device *dev() const noexcept { return pd->dev; }
-	nicmr_slow_map *slow() const noexcept { return rare ? rare->slow.get() : nullptr; }
-	nicmr_mr_vec *vec() const noexcept { return rare ? rare->vec.get() : nullptr; }
-	uint64_t ext() const noexcept { return rare ? rare->ext : 0; }
+	nicmr::mem::SlowMap *slow() const noexcept { return held ? held->slow.get() : nullptr; }
+	nicmr_mr_vec *vec() const noexcept { return held ? held->vec.get() : nullptr; }
+	uint64_t ext() const noexcept { return held ? held->ext : 0; }
 	/* The key's entry (key, start in its address space, length, access, flags, base). */
 	inline nicmr::mr::EntryFields entry() const noexcept;
 	uint32_t mkey() const noexcept { return entry().mkey; }
@@ -259,7 +262,8 @@ struct nicmr_mw {
 struct nicmr_device {
 	std::string spec;
 	uint64_t id = 0;
-	/* Destroyed bottom-up: members in the order they were built. */
+	/* Destroyed bottom-up: members in the order they were built (~nicmr_device, in
+	 * api_device.cpp, where the bus and model types are complete). */
 	std::unique_ptr<nicmr::emu::EmuMlx5> emu;
 	std::unique_ptr<nicmr::bus::vfio::Device> vfio;
 	nicmr::bus::PciFunction *fn = nullptr;
@@ -278,10 +282,8 @@ struct nicmr_device {
 	std::shared_mutex objs_mu;
 	std::unordered_map<const nicmr::mem::Pool *, nicmr_pool *> pools; /* objs_mu */
 
-	std::mutex slow_mu;
-	std::unique_ptr<nicmr::mem::IovaAllocator> slow_iova; /* slow_mu */
-	std::map<uintptr_t, uint32_t> pins;		      /* 4 KiB page -> count; slow_mu */
-	uint64_t slow_maps = 0;				      /* slow_mu */
+	/* Slow-path mappings: pins, IOVA window, DMA maps (lib/mem/mem_slow.h; its own lock). */
+	std::unique_ptr<nicmr::mem::SlowMaps> slow_maps;
 
 	std::atomic<uint64_t> pds{0};
 	std::atomic<uint64_t> mws{0};
@@ -342,11 +344,13 @@ nicmr_pool *nicmr_pool_of(nicmr_device *dev, uintptr_t a, size_t len, uint64_t *
 			  unsigned *log_page) noexcept;
 /* Makes a slow-path mapping of [a, a + len) for piece, recorded by IOVA for owner (IOVA-list
  * MRs may use it). 0; -EFAULT, -ENOMEM, -ENOSPC, IOMMU errors; nothing left on failure. */
-int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
-		     nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page);
+int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write,
+		     nicmr_mr_holdings *owner, nicmr_mr_piece *piece, uint64_t *iova,
+		     unsigned *log_page);
 /* A vectored MR's piece: its pool (counted in pool->pieces) or a slow-path mapping. */
-int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
-		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page);
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write,
+		    nicmr_mr_holdings *owner, nicmr_mr_piece *piece, uint64_t *iova,
+		    unsigned *log_page);
 /* Gives back what nicmr_piece_map or an IOVA lookup took. */
 void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece);
 /* NICMR_ACCESS_* to mkey bits (api_mr.cpp): 0 or -EINVAL. */
@@ -360,12 +364,12 @@ int nicmr_ext_apply(nicmr_device *dev, uint32_t mkey, uint64_t ext);
 /* Deregistration of an MR's vectored parts after its key was deregistered (api_mr_vec.cpp). */
 void nicmr_vec_release(nicmr_device *dev, nicmr_mr_vec *vec);
 
-/* Slow-path mapping of [addr, addr + len) (api_mem.cpp); write: the device may write into it.
- * 0; -EFAULT (unmapped, or not readable / writable), -ENOMEM, -ENOSPC, IOMMU errors; nothing
- * left on failure. */
+/* Slow-path mapping of [addr, addr + len) (api_mem.cpp, through dev->slow_maps); write: the
+ * device may write into it. 0; -EINVAL, -EFAULT (unmapped, or not readable / writable),
+ * -ENOMEM, -ENOSPC, IOMMU errors (mem::SlowMaps::map); nothing left on failure. */
 int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool write,
-			  std::unique_ptr<nicmr_slow_map> *out);
-void nicmr_slow_map_release(nicmr_device *dev, std::unique_ptr<nicmr_slow_map> map);
+			  std::unique_ptr<nicmr::mem::SlowMap> *out);
+void nicmr_slow_map_release(nicmr_device *dev, std::unique_ptr<nicmr::mem::SlowMap> map);
 
 /*
  * Data path (api_dp.cpp). A CQ owns its UAR (its QPs ring through it) and routes its CQEs to

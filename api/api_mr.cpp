@@ -65,7 +65,7 @@ nicmr_mr *nicmr_mr_publish(nicmr_device *dev, uint32_t mkey, const nicmr_mr &dra
 	nicmr_mr *slot = nicmr_mr_slot(dev, mkey);
 	slot_acquired(slot);
 	/* Field by field: scans read pd and pool at any time, so those two are atomic stores. */
-	slot->rare = draft.rare;
+	slot->held = draft.held;
 	slot->addr = draft.addr;
 	std::atomic_ref(slot->pool).store(draft.pool, std::memory_order_relaxed);
 	std::atomic_ref(slot->pd).store(draft.pd, std::memory_order_release);
@@ -111,8 +111,9 @@ nicmr_pool *nicmr_pool_of(nicmr_device *dev, uintptr_t a, size_t len, uint64_t *
 	return static_cast<nicmr_pool *>(e->owner);
 }
 
-int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
-		     nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write,
+		     nicmr_mr_holdings *owner, nicmr_mr_piece *piece, uint64_t *iova,
+		     unsigned *log_page)
 {
 	int rc = nicmr_slow_map_create(dev, a, len, write, &piece->slow);
 	if (rc)
@@ -132,8 +133,9 @@ int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write, nic
 	return 0;
 }
 
-int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write, nicmr_mr_rare *owner,
-		    nicmr_mr_piece *piece, uint64_t *iova, unsigned *log_page)
+int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write,
+		    nicmr_mr_holdings *owner, nicmr_mr_piece *piece, uint64_t *iova,
+		    unsigned *log_page)
 {
 	piece->pool = nicmr_pool_of(dev, a, len, iova, log_page);
 	if (piece->pool == nullptr)
@@ -240,11 +242,11 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	uint64_t iova = 0;
 
 	/* Extension and slow-path MRs carry more than the handle (never on the pool fast path). */
-	std::unique_ptr<nicmr_mr_rare> rare;
+	std::unique_ptr<nicmr_mr_holdings> rare;
 	const uint64_t ext = flags & (NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT);
 	auto make_rare = [&rare, ext]() {
 		if (!rare)
-			rare.reset(new (std::nothrow) nicmr_mr_rare);
+			rare.reset(new (std::nothrow) nicmr_mr_holdings);
 		if (rare)
 			rare->ext = ext;
 		return rare != nullptr;
@@ -308,7 +310,7 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 		}
 		return rc;
 	}
-	m.rare = rare.release();
+	m.held = rare.release();
 	*out = nicmr_mr_publish(dev, mkey, m);
 	return 0;
 }
@@ -357,7 +359,7 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 	if (mr == nullptr || mr->pd == nullptr)
 		return -EINVAL;
 	nicmr_device *dev = mr->dev();
-	nicmr_mr_rare *rare = mr->rare;
+	nicmr_mr_holdings *rare = mr->held;
 	/* fi_mr(3): closing an MR with counters associated is busy (nicmr_mr_unbind_cntr). */
 	if (rare != nullptr && rare->cntr != nullptr)
 		return -EBUSY;

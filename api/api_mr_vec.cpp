@@ -146,7 +146,7 @@ unsigned mtt_page(uint64_t start, uint64_t len, const std::vector<mr::Run> &runs
 /* An MR being built: its handle's fields, what it holds (rare->vec) and what its entry will. */
 struct Draft {
 	nicmr_mr m{};
-	std::unique_ptr<nicmr_mr_rare> rare;
+	std::unique_ptr<nicmr_mr_holdings> rare;
 	uint64_t len = 0;
 	uint64_t start = 0; /* in the key's address space: the first VA or IOVA, or 0 */
 	uint8_t access = 0;
@@ -270,7 +270,7 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 /* Common head of the three calls: the MR's draft with its pieces' slots. */
 int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, Draft *d)
 {
-	d->rare.reset(new (std::nothrow) nicmr_mr_rare);
+	d->rare.reset(new (std::nothrow) nicmr_mr_holdings);
 	if (!d->rare)
 		return -ENOMEM;
 	d->rare->vec.reset(new (std::nothrow) nicmr_mr_vec);
@@ -282,7 +282,7 @@ int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, Draft *d)
 		return -ENOMEM;
 	}
 	d->m.pd = pd;
-	d->m.rare = d->rare.get();
+	d->m.held = d->rare.get();
 	d->access = bits;
 	d->zero_based = zero;
 	return 0;
@@ -301,7 +301,7 @@ int finish(nicmr_pd *pd, Draft &d, const std::vector<Piece> &pc, uint64_t first,
 		release_pieces(dev, &d.vec());
 		return rc;
 	}
-	d.m.rare = d.rare.release(); /* the slot owns it now */
+	d.m.held = d.rare.release(); /* the slot owns it now */
 	*out = nicmr_mr_publish(dev, d.mkey, d.m);
 	return 0;
 }

@@ -43,7 +43,7 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 		return 0; /* mapped for the pool's life: nothing behind it can change */
 
 	nicmr_device *dev = mr->dev();
-	nicmr_mr_rare *r = mr->rare; /* the slow path's mapping is there */
+	nicmr_mr_holdings *r = mr->held; /* the slow path's mapping is there */
 	{
 		/* IOVA-list MRs over its mapping would be left on the old one: -EBUSY; and none
 		 * may start using it while it is being replaced. */

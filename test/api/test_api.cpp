@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "api_wiring.h"
 #include "hugepage_need.h"
 #include "nicmr_config.h" /* NICMR_HAVE_RDMA_CORE */
 #include "test_api_util.h"

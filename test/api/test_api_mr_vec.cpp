@@ -151,7 +151,7 @@ TEST_P(MrVec, UnalignedJointsGiveKlmOverPoolAndPlainMemory)
 	const uint64_t s = u(base + 100);
 	EXPECT_EQ(lookup(k, s), pool_iova(base + 100, 1));
 	EXPECT_EQ(lookup(k, s + 1000), pool_iova(base + (64 << 10) + 7, 1));
-	const nicmr_slow_map &sm = *m->vec()->pieces[2].slow;
+	const nicmr::mem::SlowMap &sm = *m->vec()->pieces[2].slow;
 	EXPECT_EQ(lookup(k, s + 4000 + 17), sm.iova + (u(plain.get()) + 13 + 17 - sm.va));
 	EXPECT_EQ(lookup(k, s + 9001), pool_iova(base + (512 << 10) + 4096, 1));
 	write_then_read(k, s, 9002, 5);
@@ -309,7 +309,7 @@ TEST_P(MrVec, IovaListOverPoolAndSlowMappings)
 	Anon plain(2 * 4096);
 	nicmr_mr *owner = nullptr, *m = nullptr;
 	ASSERT_EQ(nicmr_mr_reg(pd, plain.get(), plain.len(), kAll, 0, 0, &owner), 0);
-	const nicmr_slow_map &sm = *owner->slow();
+	const nicmr::mem::SlowMap &sm = *owner->slow();
 	std::vector<nicmr_iova_seg> segs = {{pool_iova(base + 40, 2000), 2000},
 					    {sm.iova + (u(plain.get()) - sm.va) + 17, 5000},
 					    {pool_iova(base + (200 << 10), 4096), 4096}};
