@@ -71,8 +71,9 @@ public:
 	/*
 	 * Pins and maps [addr, addr + len); write: the device may write into it. 0; -EINVAL (len
 	 * 0, or the range wraps), -EFAULT (a page unmapped, or not readable, or not writable when
-	 * write), -ENOMEM (mlock refused, or no memory), -ENOSPC (the window has no room), the
-	 * mapper's errors (-EEXIST, -ENOSPC, ...), or mlock's errno negated. On failure *out is
+	 * write), -ENOMEM (no memory, or mlock over RLIMIT_MEMLOCK), -EPERM (mlock with a limit
+	 * of 0 and no CAP_IPC_LOCK), -ENOSPC (the window has no room), the mapper's errors
+	 * (-EEXIST, -ENOSPC, ...), or another mlock errno negated. On failure *out is
 	 * untouched and nothing is left pinned, allocated or mapped.
 	 */
 	int map(uintptr_t addr, size_t len, bool write, std::unique_ptr<SlowMap> *out);

@@ -4,7 +4,12 @@
  * and after each failure nothing left behind: no pin, no IOVA range, no DMA mapping, no locked
  * page.
  */
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -51,6 +56,19 @@ long locked_kib()
 			break;
 	std::fclose(f);
 	return kib;
+}
+
+/* Drops CAP_IPC_LOCK from the calling process (a forked child): mlock then obeys
+ * RLIMIT_MEMLOCK, as for an unprivileged user (mlock(2), "EPERM", "ENOMEM"). */
+bool drop_ipc_lock()
+{
+	__user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct d[2] = {};
+	if (syscall(SYS_capget, &h, d) != 0)
+		return false;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d) == 0;
 }
 
 uintptr_t addr(const AnonMemory &m, size_t off = 0)
@@ -275,4 +293,62 @@ TEST(SlowMaps, PagesOfAPoolAreNotPinned)
 	EXPECT_EQ(r.slow->pinned_pages(), 0u);
 	EXPECT_EQ(r.slow->iova_bytes(), 0u);
 	EXPECT_EQ(r.mapper.live_mappings(), 1u) << "the pool's own mapping";
+}
+
+/*
+ * mlock refused: RLIMIT_MEMLOCK without CAP_IPC_LOCK, in a forked child (the limit and the
+ * capability are the process's). Over the limit is -ENOMEM, a limit of 0 is -EPERM (mlock(2));
+ * either way nothing stays pinned, placed, mapped or locked. The child reports the first check
+ * that failed as its exit status.
+ */
+TEST(SlowMaps, MlockRefusedIsItsErrnoAndLeavesNothing)
+{
+	if (!kMlockCounts)
+		GTEST_SKIP() << "AddressSanitizer's mlock locks nothing and never fails";
+	Rig r;
+	ASSERT_EQ(r.open(), 0);
+	AnonMemory mem(3 * kP);
+	ASSERT_NE(mem.va(), nullptr);
+	const pid_t pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		if (!drop_ipc_lock())
+			_exit(10);
+		const long lck0 = locked_kib();
+		/* Room for one more page: a mapping of three is over the limit. */
+		const rlim_t room = rlim_t(lck0) * 1024 + kP;
+		rlimit lim{room, room};
+		if (lck0 < 0 || setrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+			_exit(11);
+		std::unique_ptr<SlowMap> m;
+		if (r.slow->map(addr(mem), 3 * kP, false, &m) != -ENOMEM)
+			_exit(12);
+		if (m != nullptr || r.slow->mappings() != 0 || r.slow->pinned_pages() != 0 ||
+		    r.slow->iova_bytes() != 0 || r.mapper.live_mappings() != 0 ||
+		    !r.mapper.calls().empty() || locked_kib() != lck0)
+			_exit(13);
+		/* One page fits, and is given back whole. */
+		if (r.slow->map(addr(mem), kP, false, &m) != 0 || locked_kib() != lck0 + 4)
+			_exit(14);
+		r.slow->unmap(std::move(m));
+		if (r.slow->pinned_pages() != 0 || locked_kib() != lck0)
+			_exit(15);
+		lim = {0, 0};
+		if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+			_exit(16);
+		if (r.slow->map(addr(mem), kP, false, &m) != -EPERM)
+			_exit(17);
+		if (r.slow->pinned_pages() != 0 || r.slow->iova_bytes() != 0 ||
+		    r.mapper.live_mappings() != 0)
+			_exit(18);
+		_exit(0);
+	}
+	int status = 0;
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(WEXITSTATUS(status), 0)
+		<< "10: capset, 11: setrlimit, 12: not -ENOMEM over the limit, 13: something left "
+		   "after it, 14: one page within the limit, 15: its unmap, 16: setrlimit 0, 17: "
+		   "not "
+		   "-EPERM at limit 0, 18: something left after it";
 }
