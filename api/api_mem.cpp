@@ -6,8 +6,6 @@
  * api_device.cpp, and this file only hands it the MR's range.
  */
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 
 #include "api_internal.h"
 #include "nicmr_log.h"
