@@ -5,7 +5,8 @@
  *   "emu[:opts]"        emu_mlx5_create -> DmaSpace(fn.dma()) -> mlx5::Device::open
  *   "vfio:<pci addr>"   vfio::Device::open (own container) -> DmaSpace -> mlx5::Device::open
  *   "devx:<ib dev>"     DevxTransport::open (registration over DEVX is not offered yet)
- * then, for both bus kinds: a private PD for free mkeys, the CmdProgrammer, the Engine.
+ * then, for both bus kinds: a private PD for free mkeys, the mkey programmer (the driver's UMR
+ * one, or its command one with programmer=cmd), the Engine.
  */
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -18,6 +19,7 @@
 #include <string_view>
 
 #include "api_wiring.h"
+#include "mlx5_cmd_programmer.h"
 #include "mlx5_mkey_programmer.h"
 #include "nicmr_config.h"
 #include "nicmr_log.h"
@@ -177,8 +179,8 @@ uint64_t new_device_id()
 int make_programmer(nicmr_device *dev, bool umr, uint32_t index_count)
 {
 	if (!umr) {
-		dev->prog =
-			std::make_unique<CmdProgrammer>(*dev->drv, dev->free_pd.pd(), index_count);
+		dev->prog = std::make_unique<mlx5::CmdProgrammer>(*dev->drv, dev->free_pd.pd(),
+								  index_count);
 		return 0;
 	}
 	mlx5::MkeyProgrammerOptions po;

@@ -2,7 +2,7 @@
 /*
  * The objects behind the native C API's opaque handles.
  *
- *   nicmr_device ─ bus function (emu / vfio) ─ DmaSpace ─ mlx5::Device ─ CmdProgrammer ─ Engine
+ *   nicmr_device ─ bus function (emu / vfio) ─ DmaSpace ─ mlx5::Device ─ mkey programmer ─ Engine
  *        │  pools (by mem::Pool*) ─ nicmr_pool ── pieces (count)
  *        │  slow_maps: mem::SlowMaps (pins, IOVA window and DMA maps of slow-path mappings)
  *        │  mr_table: one 32-byte nicmr_mr per mkey index ── pd, pool or held (slow-path
@@ -32,11 +32,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "api_klm.h"
-#include "api_programmer.h"
 #include "mem_slow.h"
 #include "mem_space.h"
 #include "mlx5_device.h"
+#include "mlx5_klm_programmer.h"
 #include "mlx5_qp.h"
 #include "mlx5_uar.h"
 #include "mr_engine.h"
@@ -305,7 +304,7 @@ struct nicmr_device {
 	std::mutex vec_mu;
 	std::map<uint64_t, nicmr_slow_ref> slow_by_iova; /* mapping's IOVA -> it; vec_mu */
 	std::once_flag klm_once;
-	std::unique_ptr<nicmr::api::KlmProgrammer> klm;
+	std::unique_ptr<nicmr::mlx5::KlmProgrammer> klm;
 
 	~nicmr_device();
 };

@@ -13,7 +13,8 @@
  *      capacity?  yes: one MTT mkey (Engine::reg with the runs and an MTT list; a single run
  *      needs neither)
  *                 no:  one MTT key per piece (Engine::reg), then an indirect KLM key over them
- *                      (Engine::reg_indirect with the KlmProgrammer, api_klm.h)
+ *                      (Engine::reg_indirect with the driver's KlmProgrammer,
+ *                      mlx5_klm_programmer.h)
  * Every step is undone when a later one fails. Slow path: it allocates and takes locks.
  */
 #include <sys/uio.h>
@@ -221,7 +222,7 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 			return -E2BIG;
 	try {
 		std::call_once(dev->klm_once, [dev] {
-			dev->klm = std::make_unique<api::KlmProgrammer>(*dev->drv);
+			dev->klm = std::make_unique<mlx5::KlmProgrammer>(*dev->drv);
 		});
 	} catch (...) {
 		return -ENOMEM;

@@ -3,8 +3,8 @@
 #include <new>
 #include <utility>
 
+#include "mlx5_mkey_access.h"
 #include "mlx5_mkey_programmer.h"
-#include "mr_access.h"
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
@@ -185,11 +185,7 @@ int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p,
 	const uint64_t page = uint64_t{1} << p.log_page_size;
 	UmrBind b;
 	b.mkey = mkey;
-	b.lr = (p.access & mr::kAccessLocalRead) != 0;
-	b.lw = (p.access & mr::kAccessLocalWrite) != 0;
-	b.rr = (p.access & mr::kAccessRemoteRead) != 0;
-	b.rw = (p.access & mr::kAccessRemoteWrite) != 0;
-	b.a = (p.access & mr::kAccessRemoteAtomic) != 0;
+	set_mkey_access(b, p.access);
 	b.pd = p.pd;
 	b.start = p.start;
 	b.len = p.len;

@@ -69,8 +69,8 @@ struct IndirectParams {
 /*
  * Makes an engine index an indirect (KLM) mkey and back. Separate from MkeyProgrammer because a
  * UMR cannot change an mkey's access mode: the pre-created free mkeys are MTT mkeys, and an
- * indirect one is made with a command in place of the free mkey at its index (the api's
- * KlmProgrammer, api_klm.h). Synchronous, like MkeyProgrammer.
+ * indirect one is made with a command in place of the free mkey at its index (the driver's
+ * KlmProgrammer, drivers/mlx5/mlx5_klm_programmer.h). Synchronous, like MkeyProgrammer.
  */
 class IndirectProgrammer {
 public:

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "api_programmer.h"
+#include "mlx5_cmd_programmer.h"
 
 #include <cerrno>
 
-#include "mr_access.h"
 #include "nicmr_log.h"
 
-namespace nicmr::api {
+namespace nicmr::mlx5 {
 
-CmdProgrammer::CmdProgrammer(mlx5::Device &dev, uint32_t free_pd, uint32_t index_count)
+CmdProgrammer::CmdProgrammer(Device &dev, uint32_t free_pd, uint32_t index_count)
     : dev_(dev), free_pd_(free_pd), exists_(index_count, false)
 {}
 
@@ -20,7 +19,7 @@ CmdProgrammer::~CmdProgrammer()
 			continue;
 		int rc = dev_.destroy_mkey(i);
 		if (rc)
-			NICMR_LOG(warn, "api", "DESTROY_MKEY of index %u at close failed: %d", i,
+			NICMR_LOG(warn, "mlx5", "DESTROY_MKEY of index %u at close failed: %d", i,
 				  rc);
 	}
 }
@@ -41,7 +40,7 @@ size_t CmdProgrammer::created() const
 
 int CmdProgrammer::create_free(uint32_t index, uint8_t variant)
 {
-	mlx5::MkeyCreate c;
+	MkeyCreate c;
 	c.ctx.free = true;
 	c.ctx.umr_en = true;
 	c.ctx.lr = false;
@@ -68,7 +67,7 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 	    p.log_page_size > 30)
 		return -EINVAL;
 	const uint64_t page = uint64_t{1} << p.log_page_size;
-	std::vector<mlx5::MttEntry> mtt;
+	std::vector<MttEntry> mtt;
 	try {
 		if (p.mtt != nullptr) {
 			mtt.resize(p.mtt_count);
@@ -87,7 +86,7 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 	} catch (...) {
 		return -ENOMEM;
 	}
-	mlx5::MkeyCreate c;
+	MkeyCreate c;
 	c.ctx = bound_context(mkey, p);
 	c.ctx.umr_en = true;
 	c.ctx.log_page_size = p.log_page_size;
@@ -98,8 +97,8 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 	if (exists_[index]) {
 		int rc = dev_.destroy_mkey(index);
 		if (rc) {
-			NICMR_LOG(warn, "api", "bind %#x: DESTROY_MKEY of the free mkey failed: %d",
-				  mkey, rc);
+			NICMR_LOG(warn, "mlx5",
+				  "bind %#x: DESTROY_MKEY of the free mkey failed: %d", mkey, rc);
 			return rc;
 		}
 		exists_[index] = false;
@@ -108,7 +107,7 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 	uint32_t got = 0;
 	int rc = dev_.create_mkey(c, &got);
 	if (rc) {
-		NICMR_LOG(warn, "api", "bind %#x: CREATE_MKEY (start %#llx len %llu) failed: %d",
+		NICMR_LOG(warn, "mlx5", "bind %#x: CREATE_MKEY (start %#llx len %llu) failed: %d",
 			  mkey, static_cast<unsigned long long>(p.start),
 			  static_cast<unsigned long long>(p.len), rc);
 		/* Leave it free, as the seam promises; a missing index is refused all the same. */
@@ -129,7 +128,7 @@ int CmdProgrammer::revoke(uint32_t mkey)
 	if (exists_[index]) {
 		int rc = dev_.destroy_mkey(index);
 		if (rc) {
-			NICMR_LOG(warn, "api", "revoke %#x: DESTROY_MKEY failed: %d", mkey, rc);
+			NICMR_LOG(warn, "mlx5", "revoke %#x: DESTROY_MKEY failed: %d", mkey, rc);
 			return rc;
 		}
 		exists_[index] = false;
@@ -138,9 +137,9 @@ int CmdProgrammer::revoke(uint32_t mkey)
 	/* The key is dead from the destroy on; a failed re-create only costs the free mkey. */
 	int rc = create_free(index, mr::mkey_variant(mkey));
 	if (rc)
-		NICMR_LOG(warn, "api", "revoke %#x: re-creating the free mkey failed: %d", mkey,
+		NICMR_LOG(warn, "mlx5", "revoke %#x: re-creating the free mkey failed: %d", mkey,
 			  rc);
 	return 0;
 }
 
-} // namespace nicmr::api
+} // namespace nicmr::mlx5

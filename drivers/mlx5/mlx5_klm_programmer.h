@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * KlmProgrammer: how nicmr gets indirect (KLM) mkeys. Every engine index holds a free MTT mkey
- * made by the key programmer (pre-created for UMR, or lazily by the command programmer), and a
- * UMR cannot change an mkey's access mode. So an indirect mkey is made on the command path, in
- * place of the free mkey at the engine's index:
+ * KlmProgrammer: lib/mr's IndirectProgrammer, how nicmr gets indirect (KLM) mkeys. Every
+ * engine index holds a free MTT mkey made by the key programmer (pre-created for UMR, or lazily
+ * by the command programmer), and a UMR cannot change an mkey's access mode. So an indirect mkey is
+ * made on the command path, in place of the free mkey at the engine's index:
  *
  *   bind_indirect(mkey)   QUERY_MKEY(index): a free mkey (its context saved) or none
  *                         -> DESTROY_MKEY(index) -> CREATE_MKEY(index, access mode KLM, variant,
@@ -18,8 +18,8 @@
  * Thread safety: any thread; a mutex guards the saved contexts (the command queue serialises
  * the commands anyway). Slow path: it allocates and takes a lock.
  */
-#ifndef NICMR_API_KLM_H
-#define NICMR_API_KLM_H
+#ifndef NICMR_MLX5_KLM_PROGRAMMER_H
+#define NICMR_MLX5_KLM_PROGRAMMER_H
 
 #include <cstdint>
 #include <mutex>
@@ -29,11 +29,11 @@
 #include "mlx5_device.h"
 #include "mr_programmer.h"
 
-namespace nicmr::api {
+namespace nicmr::mlx5 {
 
 class KlmProgrammer final : public mr::IndirectProgrammer {
 public:
-	explicit KlmProgrammer(mlx5::Device &dev) : dev_(dev) {}
+	explicit KlmProgrammer(Device &dev) : dev_(dev) {}
 	/* 0; -EINVAL (index 0, count 0); -EBUSY (the index holds an mkey that is not free);
 	 * -ENOMEM; the commands' errors. */
 	int bind_indirect(uint32_t mkey, const mr::IndirectParams &p) override;
@@ -43,13 +43,13 @@ public:
 	size_t live() const;
 
 private:
-	int restore(uint32_t index, const std::optional<mlx5::MkeyContext> &saved);
-	mlx5::Device &dev_;
+	int restore(uint32_t index, const std::optional<MkeyContext> &saved);
+	Device &dev_;
 	mutable std::mutex mu_;
 	/* index -> the free mkey it replaced (nullopt: the index held none); mu_ */
-	std::unordered_map<uint32_t, std::optional<mlx5::MkeyContext>> saved_;
+	std::unordered_map<uint32_t, std::optional<MkeyContext>> saved_;
 };
 
-} // namespace nicmr::api
+} // namespace nicmr::mlx5
 
 #endif

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "api_klm.h"
-#include "api_programmer.h"
+#include "mlx5_klm_programmer.h"
+#include "mlx5_cmd_programmer.h"
 
 #include <cerrno>
 #include <vector>
 
 #include "mlx5_prm.h"
-#include "mr_access.h"
 #include "mr_keys.h"
 #include "nicmr_log.h"
 
-namespace nicmr::api {
+namespace nicmr::mlx5 {
 
 size_t KlmProgrammer::live() const
 {
@@ -18,17 +17,17 @@ size_t KlmProgrammer::live() const
 	return saved_.size();
 }
 
-int KlmProgrammer::restore(uint32_t index, const std::optional<mlx5::MkeyContext> &saved)
+int KlmProgrammer::restore(uint32_t index, const std::optional<MkeyContext> &saved)
 {
 	if (!saved)
 		return 0;
-	mlx5::MkeyCreate c;
+	MkeyCreate c;
 	c.ctx = *saved;
 	c.index = index;
 	uint32_t got = 0;
 	int rc = dev_.create_mkey(c, &got);
 	if (rc)
-		NICMR_LOG(error, "api", "re-creating the free mkey at index %#x failed: %d", index,
+		NICMR_LOG(error, "mlx5", "re-creating the free mkey at index %#x failed: %d", index,
 			  rc);
 	return rc;
 }
@@ -38,7 +37,7 @@ int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 	const uint32_t index = mr::mkey_index(mkey);
 	if (index == 0 || p.count == 0 || p.parts == nullptr)
 		return -EINVAL;
-	std::vector<mlx5::KlmEntry> klm;
+	std::vector<KlmEntry> klm;
 	try {
 		klm.reserve(p.count);
 		for (uint32_t i = 0; i < p.count; i++)
@@ -54,8 +53,8 @@ int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 	}
 	/* What stands at the index now: a free mkey (saved to be put back), or nothing (the
 	 * command programmer creates its free mkeys lazily; the device says BAD_RES_STATE). */
-	std::optional<mlx5::MkeyContext> saved;
-	mlx5::MkeyQuery q;
+	std::optional<MkeyContext> saved;
+	MkeyQuery q;
 	int rc = dev_.query_mkey(index, 0, &q);
 	if (rc == 0) {
 		if (!q.ctx.free)
@@ -67,16 +66,16 @@ int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 	} else if (rc != -EINVAL) {
 		return rc;
 	}
-	mlx5::MkeyCreate c;
+	MkeyCreate c;
 	c.ctx = bound_context(mkey, p);
-	c.ctx.access_mode = mlx5::prm::access_mode::klm;
+	c.ctx.access_mode = prm::access_mode::klm;
 	c.ctx.umr_en = false;
 	c.index = index;
 	c.klm = klm;
 	uint32_t got = 0;
 	rc = dev_.create_mkey(c, &got);
 	if (rc) {
-		NICMR_LOG(warn, "api", "CREATE_MKEY (KLM, %u entries) at %#x failed: %d", p.count,
+		NICMR_LOG(warn, "mlx5", "CREATE_MKEY (KLM, %u entries) at %#x failed: %d", p.count,
 			  mkey, rc);
 		(void)restore(index, saved);
 		return rc;
@@ -94,7 +93,7 @@ int KlmProgrammer::revoke_indirect(uint32_t mkey)
 		return -ENOENT;
 	int rc = dev_.destroy_mkey(index);
 	if (rc) {
-		NICMR_LOG(warn, "api", "revoke %#x: DESTROY_MKEY of the KLM mkey failed: %d", mkey,
+		NICMR_LOG(warn, "mlx5", "revoke %#x: DESTROY_MKEY of the KLM mkey failed: %d", mkey,
 			  rc);
 		return rc;
 	}
@@ -105,4 +104,4 @@ int KlmProgrammer::revoke_indirect(uint32_t mkey)
 	return 0;
 }
 
-} // namespace nicmr::api
+} // namespace nicmr::mlx5

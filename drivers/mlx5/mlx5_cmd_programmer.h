@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * CmdProgrammer: the MkeyProgrammer of the native API until the UMR programmer of the data path
- * is there. It programs mkeys with firmware commands instead of UMR work requests:
+ * CmdProgrammer: lib/mr's MkeyProgrammer over firmware commands instead of UMR work requests
+ * (Mlx5MkeyProgrammer, mlx5_mkey_programmer.h, is the fast one). It needs no send queue, so it
+ * works where UMR is not wanted or not there (the native API's spec option programmer=cmd):
  *
  *   bind(mkey, p)  = DESTROY_MKEY(index) [when it exists] + CREATE_MKEY(index, variant,
  *                    lr/lw/rr/rw/a, pd, start, len, MTT over p's IOVA range)
@@ -15,32 +16,29 @@
  * Thread safety: calls may come from any thread; a mutex serialises them (commands serialise on
  * the command queue anyway).
  */
-#ifndef NICMR_API_PROGRAMMER_H
-#define NICMR_API_PROGRAMMER_H
+#ifndef NICMR_MLX5_CMD_PROGRAMMER_H
+#define NICMR_MLX5_CMD_PROGRAMMER_H
 
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
 #include "mlx5_device.h"
-#include "mr_access.h"
+#include "mlx5_mkey_access.h"
 #include "mr_keys.h"
 #include "mr_programmer.h"
 
-namespace nicmr::api {
+namespace nicmr::mlx5 {
 
-/* The mkey context of a bound region made by a command: mkey's variant, the access bits, PD,
- * start and length of p (mr::BindParams or mr::IndirectParams), free = 0. The access mode,
- * umr_en, page size and translations are the caller's. */
-template <class P> mlx5::MkeyContext bound_context(uint32_t mkey, const P &p)
+/* The mkey context of a bound region made by a command: mkey's variant, the access bits (the
+ * one mapping, set_mkey_access), PD, start and length of p (mr::BindParams or
+ * mr::IndirectParams), free = 0. The access mode, umr_en, page size and translations are the
+ * caller's. */
+template <class P> MkeyContext bound_context(uint32_t mkey, const P &p) noexcept
 {
-	mlx5::MkeyContext ctx;
+	MkeyContext ctx;
 	ctx.free = false;
-	ctx.lr = p.access & mr::kAccessLocalRead;
-	ctx.lw = p.access & mr::kAccessLocalWrite;
-	ctx.rr = p.access & mr::kAccessRemoteRead;
-	ctx.rw = p.access & mr::kAccessRemoteWrite;
-	ctx.a = p.access & mr::kAccessRemoteAtomic;
+	set_mkey_access(ctx, p.access);
 	ctx.pd = p.pd;
 	ctx.variant = mr::mkey_variant(mkey);
 	ctx.start_addr = p.start;
@@ -51,7 +49,7 @@ template <class P> mlx5::MkeyContext bound_context(uint32_t mkey, const P &p)
 class CmdProgrammer final : public mr::MkeyProgrammer {
 public:
 	/* free_pd: a PD of the device that free mkeys name (never one the application frees). */
-	CmdProgrammer(mlx5::Device &dev, uint32_t free_pd, uint32_t index_count);
+	CmdProgrammer(Device &dev, uint32_t free_pd, uint32_t index_count);
 	/* Destroys every mkey it created (errors are logged). */
 	~CmdProgrammer() override;
 	CmdProgrammer(const CmdProgrammer &) = delete;
@@ -66,13 +64,13 @@ public:
 
 private:
 	int create_free(uint32_t index, uint8_t variant);
-	mlx5::Device &dev_;
+	Device &dev_;
 	const uint32_t free_pd_;
 	mutable std::mutex mu_;
 	std::vector<bool> exists_; /* by index; under mu_ */
 	size_t created_ = 0;	   /* under mu_ */
 };
 
-} // namespace nicmr::api
+} // namespace nicmr::mlx5
 
 #endif
