@@ -7,15 +7,14 @@
  *     regv:  each segment mapped as nicmr_mr_reg maps it (pool, or a slow-path mapping)
  *     iova:  each entry found in a pool or a live slow-path mapping (else -EFAULT)
  *     pages: runs of IOVA-consecutive pages, each found likewise
- *   -> runs: pieces merged where their IOVAs follow each other (the host's IOVA map, for lookups)
- *   -> one page size P for all (largest first): every run's IOVA congruent with its place in the
- *      region modulo P, every run after the first starting on a P boundary, pages <= the mkey's
- *      capacity?  yes: one MTT mkey (Engine::reg with the runs and an MTT list; a single run
- *      needs neither)
- *                 no:  one MTT key per piece (Engine::reg), then an indirect KLM key over them
- *                      (Engine::reg_indirect with the driver's KlmProgrammer,
- *                      mlx5_klm_programmer.h)
- * Every step is undone when a later one fails. Slow path: it allocates and takes locks.
+ *   -> lib/mr's planner (mr::plan_vector, mr_plan.h): the runs (the host's IOVA map, for
+ *      lookups) and one page size P for all (largest first) with which one MTT mkey holds them
+ *      yes: one MTT mkey (Engine::reg with the runs and the planner's MTT list; a single run
+ *           needs neither)
+ *      no:  one MTT key per piece (Engine::reg), then an indirect KLM key over them
+ *           (Engine::reg_indirect with the driver's KlmProgrammer, mlx5_klm_programmer.h)
+ * This file keeps the handles' part: finding and holding the pieces' mappings, the inner keys,
+ * undoing every step when a later one fails. Slow path: it allocates and takes locks.
  */
 #include <sys/uio.h>
 
@@ -24,6 +23,7 @@
 #include <cerrno>
 
 #include "api_internal.h"
+#include "mr_plan.h"
 #include "mr_range.h"
 #include "nicmr_log.h"
 
@@ -33,12 +33,7 @@ namespace {
 
 constexpr uint64_t kKnownFlags = NICMR_MR_REQUESTED_KEY | NICMR_MR_ZERO_BASED;
 
-struct Piece {
-	uint64_t addr; /* in the inner key's address space: the VA, or the IOVA itself */
-	uint64_t len;
-	uint64_t iova;
-	unsigned log_page;
-};
+using Piece = mr::VecPiece;
 
 unsigned log2_floor(uint64_t x)
 {
@@ -98,52 +93,6 @@ void release_pieces(nicmr_device *dev, nicmr_mr_vec *v)
 	api::note_cache_size(tc);
 }
 
-/* The MTT list of the region [start, start + len) over runs with pages of 2^lp bytes. */
-int mtt_list(uint64_t start, uint64_t len, const std::vector<mr::Run> &runs, unsigned lp,
-	     std::vector<uint64_t> *mtt)
-{
-	const uint64_t page = uint64_t{1} << lp;
-	const uint64_t n = ((start + len - 1) >> lp) - (start >> lp) + 1;
-	try {
-		mtt->resize(n);
-	} catch (...) {
-		return -ENOMEM;
-	}
-	const uint64_t base = start & ~(page - 1);
-	size_t j = 0;
-	for (uint64_t k = 0; k < n; k++) {
-		const uint64_t a = std::max(base + k * page, start);
-		const uint64_t off = a - start;
-		while (runs[j].end <= off)
-			j++;
-		const uint64_t from = j == 0 ? 0 : runs[j - 1].end;
-		(*mtt)[k] = (runs[j].iova + (off - from)) & ~(page - 1);
-	}
-	return 0;
-}
-
-/* The largest page size (log2) with which one MTT mkey can describe the runs, or 0. */
-unsigned mtt_page(uint64_t start, uint64_t len, const std::vector<mr::Run> &runs, unsigned maxlp,
-		  uint32_t max_translations)
-{
-	for (unsigned lp = maxlp; lp >= 12; lp--) {
-		const uint64_t mask = (uint64_t{1} << lp) - 1;
-		bool ok = true;
-		uint64_t from = 0;
-		for (size_t j = 0; j < runs.size() && ok; j++) {
-			const uint64_t a = start + from;
-			ok = ((a - runs[j].iova) & mask) == 0 && (j == 0 || (a & mask) == 0);
-			from = runs[j].end;
-		}
-		if (!ok)
-			continue;
-		const uint64_t pages = ((start + len - 1) >> lp) - (start >> lp) + 1;
-		/* A smaller page only needs more entries. */
-		return (max_translations == 0 || pages <= max_translations) ? lp : 0;
-	}
-	return 0;
-}
-
 /* An MR being built: its handle's fields, what it holds (rare->vec) and what its entry will. */
 struct Draft {
 	nicmr_mr m{};
@@ -164,32 +113,18 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 		    uint64_t flags, uint64_t requested_key)
 {
 	nicmr_device *dev = pd->dev;
-	std::vector<mr::Run> runs;
-	try {
-		uint64_t off = 0, run_from = 0;
-		for (const Piece &p : pc) {
-			if (!runs.empty() && runs.back().iova + (off - run_from) == p.iova) {
-				runs.back().end = off + p.len;
-			} else {
-				runs.push_back({off + p.len, p.iova});
-				run_from = off;
-			}
-			off += p.len;
-		}
-	} catch (...) {
-		return -ENOMEM;
-	}
-	if (runs.size() > mr::kMaxRuns)
-		return -E2BIG;
-	unsigned maxlp = 30;
-	for (const Piece &p : pc)
-		maxlp = std::min(maxlp, p.log_page);
+	/* lib/mr's planner: the runs, and one MTT mkey or KLM (mr_plan.h). */
+	mr::Run runs[mr::kMaxRuns];
+	mr::VecPlan plan;
+	int rc = mr::plan_vector(d->start, d->len, pc.data(), pc.size(), dev->max_translations,
+				 runs, &plan);
+	if (rc)
+		return rc;
 	const uint32_t reg_flags =
 		((flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u) |
 		(d->zero_based ? uint32_t(mr::kRegZeroBased) : 0u);
 	api::ThreadCache *tc = api::thread_cache(dev);
-	const unsigned lp = mtt_page(d->start, d->len, runs, maxlp, dev->max_translations);
-	if (lp != 0) {
+	if (plan.layout != mr::VecLayout::klm) {
 		std::vector<uint64_t> mtt;
 		mr::RegRequest req;
 		req.addr = first;
@@ -197,29 +132,30 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 		req.access = d->access;
 		req.pd = pd->handle.pd();
 		req.iova = runs[0].iova;
-		req.log_page_size = uint8_t(lp);
+		req.log_page_size = plan.log_page_size;
 		req.requested_key = requested_key;
 		req.flags = reg_flags;
-		if (runs.size() > 1) {
-			int rc = mtt_list(d->start, d->len, runs, lp, &mtt);
-			if (rc)
-				return rc;
-			req.runs = runs.data();
-			req.run_count = uint32_t(runs.size());
+		if (plan.layout == mr::VecLayout::mtt_runs) {
+			try {
+				mtt.resize(plan.mtt_count);
+			} catch (...) {
+				return -ENOMEM;
+			}
+			mr::plan_runs_mtt(d->start, d->len, runs, plan.run_count,
+					  plan.log_page_size, mtt.data());
+			req.runs = runs;
+			req.run_count = plan.run_count;
 			req.mtt = mtt.data();
 			req.mtt_count = uint32_t(mtt.size());
 		}
-		int rc = dev->engine->reg(req, api::key_cache(tc), &d->mkey);
+		rc = dev->engine->reg(req, api::key_cache(tc), &d->mkey);
 		api::note_cache_size(tc);
 		if (rc == 0)
-			d->vec().layout = runs.size() > 1 ? 1 : 0;
+			d->vec().layout = int(plan.layout);
 		return rc;
 	}
 
-	/* KLM: an entry's byte count is 32 bits. */
-	for (const Piece &p : pc)
-		if (p.len > UINT32_MAX)
-			return -E2BIG;
+	/* KLM: one MTT key per piece, then the indirect key over them. */
 	try {
 		std::call_once(dev->klm_once, [dev] {
 			dev->klm = std::make_unique<mlx5::KlmProgrammer>(*dev->drv);
@@ -233,7 +169,6 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 	} catch (...) {
 		return -ENOMEM;
 	}
-	int rc = 0;
 	for (size_t i = 0; i < pc.size() && rc == 0; i++) {
 		mr::RegRequest c;
 		c.addr = pc[i].addr;
@@ -257,14 +192,14 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 		r.flags = reg_flags;
 		r.parts = parts.data();
 		r.part_count = uint32_t(parts.size());
-		r.runs = runs.data();
-		r.run_count = uint32_t(runs.size());
+		r.runs = runs;
+		r.run_count = plan.run_count;
 		rc = dev->engine->reg_indirect(r, *dev->klm, api::key_cache(tc), &d->mkey);
 	}
 	api::note_cache_size(tc);
 	if (rc)
 		return rc; /* the caller releases the pieces and their inner keys */
-	d->vec().layout = 2;
+	d->vec().layout = int(mr::VecLayout::klm);
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 
+#include "mr_plan.h"
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
@@ -63,29 +64,28 @@ int CmdProgrammer::create_free(uint32_t index, uint8_t variant)
 int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 {
 	const uint32_t index = mr::mkey_index(mkey);
-	if (index == 0 || index >= exists_.size() || p.len == 0 || p.log_page_size < 12 ||
-	    p.log_page_size > 30)
+	if (index == 0 || index >= exists_.size())
 		return -EINVAL;
-	const uint64_t page = uint64_t{1} << p.log_page_size;
+	/* lib/mr's planner (-EINVAL for len 0, a page size outside 12..30, an IOVA not
+	 * congruent with start), as the UMR programmer uses it; the list lives on the heap here (a
+	 * slow path with no translation limit but the device's). */
+	uint64_t n = 0;
+	int rc = mr::bind_mtt_count(p, &n);
+	if (rc)
+		return rc;
+	std::vector<uint64_t> pages;
 	std::vector<MttEntry> mtt;
 	try {
-		if (p.mtt != nullptr) {
-			mtt.resize(p.mtt_count);
-			for (uint32_t i = 0; i < p.mtt_count; i++)
-				mtt[i].iova = p.mtt[i];
-		} else {
-			/* The device finds addr's page as (start % page + addr - start) / page, so
-			 * the list starts at the page holding the IOVA of start. */
-			const uint64_t first = p.iova_base & ~(page - 1);
-			const uint64_t span = (p.iova_base - first) + p.len;
-			const uint64_t n = (span + page - 1) / page;
-			mtt.resize(n);
-			for (uint64_t i = 0; i < n; i++)
-				mtt[i].iova = first + i * page;
-		}
+		pages.resize(n);
+		mtt.resize(n);
 	} catch (...) {
 		return -ENOMEM;
 	}
+	rc = mr::plan_bind_mtt(p, pages.data(), n, &n);
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < n; i++)
+		mtt[i].iova = pages[i];
 	MkeyCreate c;
 	c.ctx = bound_context(mkey, p);
 	c.ctx.umr_en = true;
@@ -95,7 +95,7 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 
 	std::lock_guard lk(mu_);
 	if (exists_[index]) {
-		int rc = dev_.destroy_mkey(index);
+		rc = dev_.destroy_mkey(index);
 		if (rc) {
 			NICMR_LOG(warn, "mlx5",
 				  "bind %#x: DESTROY_MKEY of the free mkey failed: %d", mkey, rc);
@@ -105,7 +105,7 @@ int CmdProgrammer::bind(uint32_t mkey, const mr::BindParams &p)
 		created_--;
 	}
 	uint32_t got = 0;
-	int rc = dev_.create_mkey(c, &got);
+	rc = dev_.create_mkey(c, &got);
 	if (rc) {
 		NICMR_LOG(warn, "mlx5", "bind %#x: CREATE_MKEY (start %#llx len %llu) failed: %d",
 			  mkey, static_cast<unsigned long long>(p.start),

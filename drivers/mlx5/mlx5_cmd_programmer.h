@@ -5,7 +5,7 @@
  * works where UMR is not wanted or not there (the native API's spec option programmer=cmd):
  *
  *   bind(mkey, p)  = DESTROY_MKEY(index) [when it exists] + CREATE_MKEY(index, variant,
- *                    lr/lw/rr/rw/a, pd, start, len, MTT over p's IOVA range)
+ *                    lr/lw/rr/rw/a, pd, start, len, the MTT list of mr::plan_bind_mtt)
  *   revoke(mkey)   = DESTROY_MKEY(index) + CREATE_MKEY(index, free=1, umr_en=1, the private PD)
  *
  * It is a real device path (the device enforces every bound and right it programs) but slower

@@ -5,6 +5,7 @@
 
 #include "mlx5_mkey_access.h"
 #include "mlx5_mkey_programmer.h"
+#include "mr_plan.h"
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
@@ -26,8 +27,10 @@ int Mlx5MkeyProgrammer::create(Device &dev, uint32_t pd, const MkeyProgrammerOpt
 	try {
 		p->held_ = std::vector<std::atomic<bool>>(o.lanes);
 		p->lanes_.resize(o.lanes);
-		for (Lane &l : p->lanes_)
-			l.scratch.reserve(o.max_translations);
+		for (Lane &l : p->lanes_) {
+			l.pages.resize(o.max_translations);
+			l.scratch.resize(o.max_translations);
+		}
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	}
@@ -180,9 +183,12 @@ int Mlx5MkeyProgrammer::modify(uint32_t mkey, const mr::BindParams &p)
 
 int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p, bool modify)
 {
-	if (p.len == 0 || p.log_page_size < 12 || p.log_page_size > 30)
-		return -EINVAL;
-	const uint64_t page = uint64_t{1} << p.log_page_size;
+	/* lib/mr's planner gives the page IOVAs (into the lane's storage: no allocation); the
+	 * driver makes them MTT entries. */
+	uint64_t n = 0;
+	int rc = mr::plan_bind_mtt(p, l.pages.data(), l.pages.size(), &n);
+	if (rc != 0)
+		return rc;
 	UmrBind b;
 	b.mkey = mkey;
 	set_mkey_access(b, p.access);
@@ -190,27 +196,9 @@ int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p,
 	b.start = p.start;
 	b.len = p.len;
 	b.log_page_size = p.log_page_size;
-
-	l.scratch.clear();
-	if (p.mtt != nullptr) {
-		if (p.mtt_count > opts_.max_translations)
-			return -E2BIG;
-		for (uint32_t i = 0; i < p.mtt_count; i++)
-			l.scratch.push_back(MttEntry{p.mtt[i], true, true});
-	} else {
-		/* The first entry is the page holding start; the IOVA keeps start's page offset. */
-		if (((p.iova_base ^ p.start) & (page - 1)) != 0)
-			return -EINVAL;
-		uint64_t first = p.start & ~(page - 1);
-		uint64_t last = (p.start + p.len - 1) & ~(page - 1);
-		uint64_t pages = ((last - first) >> p.log_page_size) + 1;
-		if (pages > opts_.max_translations)
-			return -E2BIG;
-		uint64_t iova = p.iova_base & ~(page - 1);
-		for (uint64_t i = 0; i < pages; i++)
-			l.scratch.push_back(MttEntry{iova + i * page, true, true});
-	}
-	b.mtt = l.scratch;
+	for (uint64_t i = 0; i < n; i++)
+		l.scratch[i] = MttEntry{l.pages[i], true, true};
+	b.mtt = std::span<const MttEntry>(l.scratch.data(), n);
 	return modify ? l.umr->modify(b) : l.umr->bind(b);
 }
 

@@ -87,7 +87,10 @@ private:
 	/* Lines of its own (kThreadAlign): lanes are used by different threads at once. */
 	struct alignas(kThreadAlign) Lane {
 		std::unique_ptr<UmrQueue> umr;
-		std::vector<MttEntry> scratch; /* the MTT list of the bind in flight */
+		/* The bind in flight: its page IOVAs (mr::plan_bind_mtt) and their MTT entries;
+		 * max_translations each, sized at creation. */
+		std::vector<uint64_t> pages;
+		std::vector<MttEntry> scratch;
 	};
 
 	Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o);
