@@ -14,12 +14,14 @@
  * The key is bound on the device a moment before it gets its extension state: nobody has the
  * key then (nicmr_mr_reg has not returned it, and each bind rotates the key's variant).
  * A UMR revoke or bind of the key clears the device's state, so a reused index never inherits
- * it. Slow path throughout (device commands under the command queue's lock).
+ * it. The device state is the driver's (mlx5::set_mkey_ext, mlx5_mkey_ext.h); this file keeps
+ * the handles. Slow path throughout (device commands under the command queue's lock).
  */
 #include <cerrno>
 #include <new>
 
 #include "api_internal.h"
+#include "mlx5_mkey_ext.h"
 #include "nicmr_log.h"
 
 using namespace nicmr;
@@ -30,11 +32,11 @@ static_assert(NICMR_EXT_RMA_EVENT == prm::ext_cap::rma_event);
 
 namespace {
 
-/* The extensions the device reported (0 on ConnectX, or with emu ext=0). */
+/* The extensions the device reported (0 on ConnectX, or with emu ext=0): NICMR_EXT_* bits,
+ * which are the device's (the static_asserts above). */
 uint64_t ext_of(const nicmr_device *dev)
 {
-	const mlx5::Caps &c = dev->drv->caps();
-	return c.ext_present ? c.ext_flags : 0;
+	return mlx5::mkey_ext_caps(*dev->drv);
 }
 
 } // namespace
@@ -54,15 +56,13 @@ int nicmr_ext_check(const nicmr_device *dev, uint64_t flags, uint64_t access)
 
 int nicmr_ext_apply(nicmr_device *dev, uint32_t mkey, uint64_t ext)
 {
-	mlx5::MkeyExtState st;
-	if (ext & NICMR_MR_SINGLE_USE)
-		st.flags |= prm::mkey_ext::single_use;
-	if (ext & NICMR_MR_RMA_EVENT)
-		st.flags |= prm::mkey_ext::disabled;
-	const int rc = dev->drv->set_mkey_ext(mr::mkey_index(mkey), st);
+	mlx5::MkeyExt e;
+	e.single_use = ext & NICMR_MR_SINGLE_USE;
+	e.disabled = ext & NICMR_MR_RMA_EVENT;
+	const int rc = mlx5::set_mkey_ext(*dev->drv, mkey, e);
 	if (rc)
-		NICMR_LOG(warn, "api", "%s: extension state %#x of %#x failed: %d",
-			  dev->spec.c_str(), st.flags, mkey, rc);
+		NICMR_LOG(warn, "api", "%s: extension state %#llx of %#x failed: %d",
+			  dev->spec.c_str(), static_cast<unsigned long long>(ext), mkey, rc);
 	return rc;
 }
 
@@ -140,16 +140,15 @@ int nicmr_mr_enable(struct nicmr_mr *mr)
 	nicmr_mr_holdings *r = mr->held;
 	if (r->enabled)
 		return -EBUSY;
-	mlx5::MkeyExtState st;
-	if (r->ext & NICMR_MR_SINGLE_USE)
-		st.flags |= prm::mkey_ext::single_use;
+	mlx5::MkeyExt e;
+	e.single_use = r->ext & NICMR_MR_SINGLE_USE;
 	if (r->cntr != nullptr) {
-		st.flags |= prm::mkey_ext::counter;
-		st.counter_iova = r->cntr->block.iova;
+		e.counted = true;
+		e.counter_iova = r->cntr->block.iova;
 	}
 	nicmr_device *dev = mr->dev();
 	/* Device first: lookups accept the key only once the device does too. */
-	int rc = dev->drv->set_mkey_ext(mr::mkey_index(mr->mkey()), st);
+	int rc = mlx5::set_mkey_ext(*dev->drv, mr->mkey(), e);
 	if (rc == 0)
 		rc = dev->engine->set_enabled(mr->mkey(), true);
 	if (rc) {
@@ -173,11 +172,10 @@ int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
 	int rc = dev->engine->set_enabled(mr->mkey(), false);
 	if (rc)
 		return rc;
-	mlx5::MkeyExtState st;
-	st.flags = prm::mkey_ext::disabled;
-	if (r->ext & NICMR_MR_SINGLE_USE)
-		st.flags |= prm::mkey_ext::single_use;
-	rc = dev->drv->set_mkey_ext(mr::mkey_index(mr->mkey()), st);
+	mlx5::MkeyExt e;
+	e.disabled = true;
+	e.single_use = r->ext & NICMR_MR_SINGLE_USE;
+	rc = mlx5::set_mkey_ext(*dev->drv, mr->mkey(), e);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: unbind of %#x failed: %d", dev->spec.c_str(),
 			  mr->mkey(), rc);

@@ -3,7 +3,8 @@
  * UMR against the device model: free mkeys bound and revoked with work requests, RDMA through
  * a bound key, a refused double bind and double revoke that leave the QP usable again, pointer
  * translations with the reserved lkey, LOCAL_INVAL, and the registration engine's
- * MkeyProgrammer over all of it.
+ * MkeyProgrammer over all of it; the driver's command and KLM programmers beside it, with the
+ * same MTT planner and the same access mapping.
  */
 #include <cerrno>
 #include <cstdio>
@@ -15,9 +16,12 @@
 #include <gtest/gtest.h>
 
 #include "dp_rig.h"
+#include "mlx5_cmd_programmer.h"
+#include "mlx5_klm_programmer.h"
 #include "mlx5_mkey_programmer.h"
 #include "mlx5_umr.h"
 #include "mr_access.h"
+#include "mr_plan.h"
 #include "testmr_dp_demo.h"
 
 using namespace nicmr::testdp;
@@ -232,6 +236,170 @@ TEST_P(Umr, ProgrammerRunsTheRegistrationSeamOnTheDevice)
 	p.len = 4096;
 	p.iova_base += 8;
 	EXPECT_EQ(prog->bind(key, p), -EINVAL);
+}
+
+/* Indices the command programmer's tests use (the device has more; UMR tests use 0x400..). */
+constexpr uint32_t kCmdIndices = 0x430;
+
+TEST_P(Umr, CommandProgrammerBindsWithThePlannersListAndRevokes)
+{
+	mlx5::CmdProgrammer cmd(*r.dev, r.pd.pd(), kCmdIndices);
+	EXPECT_EQ(cmd.create_free_mkeys(0, 1), -EINVAL);
+	EXPECT_EQ(cmd.create_free_mkeys(1, kCmdIndices), -EINVAL);
+	ASSERT_EQ(cmd.create_free_mkeys(1, kCmdIndices - 1), 0);
+	EXPECT_EQ(cmd.created(), 0u) << "free mkeys are created lazily";
+
+	const uint32_t index = 0x421;
+	const uint32_t key = index << 8 | 0x66;
+	mr::BindParams p{};
+	p.start = va(5000);
+	p.len = 9000;
+	p.access = mr::kAccessLocalRead | mr::kAccessLocalWrite | mr::kAccessRemoteWrite;
+	p.pd = r.pd.pd();
+	p.iova_base = buf.iova + 5000;
+	p.log_page_size = 12;
+	ASSERT_EQ(cmd.bind(key, p), 0);
+	std::memset(src.va, 0x3c, 4096);
+	EXPECT_EQ(write(va(5000) + 4000, key, 4096), 0);
+	EXPECT_EQ(std::memcmp(static_cast<uint8_t *>(buf.va) + 9000, src.va, 4096), 0);
+
+	/* The device holds the planner's list. */
+	uint64_t planned[8];
+	uint64_t n = 0;
+	ASSERT_EQ(mr::plan_bind_mtt(p, planned, 8, &n), 0);
+	EXPECT_EQ(n, 3u);
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(r.dev->query_mkey(index, 8, &q), 0);
+	EXPECT_FALSE(q.ctx.free);
+	EXPECT_EQ(q.ctx.variant, 0x66);
+	ASSERT_GE(q.mtt.size(), n);
+	for (uint64_t i = 0; i < n; i++)
+		EXPECT_EQ(q.mtt[i].iova, planned[i]) << "entry " << i;
+
+	/* Refusals before any command: the key stays as it was. */
+	EXPECT_EQ(cmd.bind(0x66, p), -EINVAL) << "index 0";
+	EXPECT_EQ(cmd.bind(kCmdIndices << 8 | 0x66, p), -EINVAL) << "index beyond the range";
+	mr::BindParams bad = p;
+	bad.iova_base += 8;
+	EXPECT_EQ(cmd.bind(key, bad), -EINVAL) << "IOVA not congruent with start";
+	bad = p;
+	bad.len = 0;
+	EXPECT_EQ(cmd.bind(key, bad), -EINVAL) << "len 0";
+	bad = p;
+	bad.log_page_size = 31;
+	EXPECT_EQ(cmd.bind(key, bad), -EINVAL) << "page above 1 GiB";
+	EXPECT_EQ(write(va(5000), key, 16), 0) << "still bound";
+
+	ASSERT_EQ(cmd.revoke(key), 0);
+	EXPECT_EQ(write(va(5000), key, 16), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	ASSERT_EQ(r.dev->query_mkey(index, 0, &q), 0);
+	EXPECT_TRUE(q.ctx.free);
+	EXPECT_EQ(cmd.revoke(0x66), -EINVAL);
+	EXPECT_EQ(cmd.revoke(kCmdIndices << 8), -EINVAL);
+}
+
+TEST_P(Umr, UmrAndCommandProgrammersGrantTheSameFieldsForEachAccessBit)
+{
+	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
+	mlx5::MkeyProgrammerOptions po;
+	po.max_translations = 8;
+	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), po, &prog), 0);
+	ASSERT_EQ(prog->create_free_mkeys(0x400, 1), 0);
+	mlx5::CmdProgrammer cmd(*r.dev, r.pd.pd(), kCmdIndices);
+	ASSERT_EQ(cmd.create_free_mkeys(1, kCmdIndices - 1), 0);
+
+	const uint8_t cases[] = {mr::kAccessLocalRead,	  mr::kAccessLocalWrite,
+				 mr::kAccessRemoteRead,	  mr::kAccessRemoteWrite,
+				 mr::kAccessRemoteAtomic, mr::kAccessMwBind,
+				 mr::kAccessAll};
+	for (uint8_t bits : cases) {
+		mr::BindParams p{};
+		p.start = va(0);
+		p.len = 4096;
+		p.access = bits;
+		p.pd = r.pd.pd();
+		p.iova_base = buf.iova;
+		p.log_page_size = 12;
+		const uint32_t umr_key = 0x400u << 8 | 1, cmd_key = 0x422u << 8 | 1;
+		ASSERT_EQ(prog->bind(umr_key, p), 0);
+		ASSERT_EQ(cmd.bind(cmd_key, p), 0);
+		for (uint32_t index : {0x400u, 0x422u}) {
+			mlx5::MkeyQuery q;
+			ASSERT_EQ(r.dev->query_mkey(index, 0, &q), 0);
+			const char *who = index == 0x400 ? "UMR" : "command";
+			EXPECT_EQ(q.ctx.lr, (bits & mr::kAccessLocalRead) != 0) << who << int(bits);
+			EXPECT_EQ(q.ctx.lw, (bits & mr::kAccessLocalWrite) != 0)
+				<< who << int(bits);
+			EXPECT_EQ(q.ctx.rr, (bits & mr::kAccessRemoteRead) != 0)
+				<< who << int(bits);
+			EXPECT_EQ(q.ctx.rw, (bits & mr::kAccessRemoteWrite) != 0)
+				<< who << int(bits);
+			EXPECT_EQ(q.ctx.a, (bits & mr::kAccessRemoteAtomic) != 0)
+				<< who << int(bits);
+		}
+		ASSERT_EQ(prog->revoke(umr_key), 0);
+		ASSERT_EQ(cmd.revoke(cmd_key), 0);
+	}
+}
+
+TEST_P(Umr, KlmProgrammerPutsAnIndirectMkeyInPlaceOfTheFreeOneAndBack)
+{
+	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
+	mlx5::MkeyProgrammerOptions po;
+	po.max_translations = 8;
+	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), po, &prog), 0);
+	ASSERT_EQ(prog->create_free_mkeys(0x400, 2), 0);
+	const uint8_t rights = mr::kAccessLocalRead | mr::kAccessLocalWrite |
+			       mr::kAccessRemoteRead | mr::kAccessRemoteWrite;
+	/* The part: an MTT key over the first 8 KiB of buf. */
+	const uint32_t part_key = 0x400u << 8 | 7;
+	mr::BindParams p{};
+	p.start = va(0);
+	p.len = 8192;
+	p.access = rights;
+	p.pd = r.pd.pd();
+	p.iova_base = buf.iova;
+	p.log_page_size = 12;
+	ASSERT_EQ(prog->bind(part_key, p), 0);
+
+	mlx5::KlmProgrammer klm(*r.dev);
+	const mr::KlmPart part{va(0), part_key, 8192};
+	mr::IndirectParams ip{};
+	ip.start = va(0);
+	ip.len = 8192;
+	ip.access = rights;
+	ip.pd = r.pd.pd();
+	ip.parts = &part;
+	ip.count = 1;
+	const uint32_t key = 0x401u << 8 | 9;
+	ASSERT_EQ(klm.bind_indirect(key, ip), 0);
+	EXPECT_EQ(klm.live(), 1u);
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(r.dev->query_mkey(0x401, 0, &q), 0);
+	EXPECT_EQ(q.ctx.access_mode, prm::access_mode::klm);
+	EXPECT_TRUE(q.ctx.rw) << "the rights of the one mapping";
+	EXPECT_FALSE(q.ctx.a);
+	std::memset(src.va, 0x4b, 4096);
+	EXPECT_EQ(write(va(100), key, 4096), 0);
+	EXPECT_EQ(std::memcmp(static_cast<uint8_t *>(buf.va) + 100, src.va, 4096), 0);
+
+	/* Refusals: index 0, no parts, an index that holds a bound (not free) mkey, a key that
+	 * is not one of its indirect mkeys. */
+	EXPECT_EQ(klm.bind_indirect(9, ip), -EINVAL);
+	mr::IndirectParams none = ip;
+	none.count = 0;
+	EXPECT_EQ(klm.bind_indirect(0x401u << 8 | 10, none), -EINVAL);
+	EXPECT_EQ(klm.bind_indirect(part_key, ip), -EBUSY);
+	EXPECT_EQ(klm.revoke_indirect(part_key), -ENOENT);
+
+	ASSERT_EQ(klm.revoke_indirect(key), 0);
+	EXPECT_EQ(klm.live(), 0u);
+	EXPECT_EQ(write(va(100), key, 16), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	ASSERT_EQ(r.dev->query_mkey(0x401, 0, &q), 0);
+	EXPECT_TRUE(q.ctx.free) << "the saved free mkey is back";
+	EXPECT_TRUE(q.ctx.umr_en);
+	EXPECT_EQ(klm.revoke_indirect(key), -ENOENT);
+	ASSERT_EQ(prog->revoke(part_key), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Delivery, Umr,
