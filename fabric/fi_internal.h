@@ -202,12 +202,11 @@ struct Mr {
 	Cntr *cntr = nullptr;	 /* domain->ext_mu: the counter bound (FI_REMOTE_WRITE) */
 };
 
-/* The slot of a key the device gave out: keys are mkeys, index << 8 | variant (the PRM's
- * mkey_7_0 variant byte; doc/registration.md), so no two live keys share a slot.
+/* The slot of a key the device gave out (NICMR_KEY_INDEX: no two live keys share a slot).
  * Registration path: no lock, no allocation, no system call. */
 inline Mr *mr_slot(Fabric *fab, uint32_t key) noexcept
 {
-	return &fab->mrs[key >> 8];
+	return &fab->mrs[NICMR_KEY_INDEX(key)];
 }
 /* Maps fab->mrs for the device's mkey_count indices (fab->dev open; fab->mu held). 0 or
  * -FI_ENOMEM. */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "mlx5_mkey_ext.h"
 
+#include "mr_keys.h"
+
 namespace nicmr::mlx5 {
 
 uint64_t mkey_ext_caps(const Device &dev) noexcept
@@ -20,7 +22,7 @@ int set_mkey_ext(Device &dev, uint32_t mkey, const MkeyExt &e)
 		st.flags |= prm::mkey_ext::counter;
 		st.counter_iova = e.counter_iova;
 	}
-	return dev.set_mkey_ext(mkey >> 8, st);
+	return dev.set_mkey_ext(mr::mkey_index(mkey), st);
 }
 
 } // namespace nicmr::mlx5

@@ -312,6 +312,12 @@ int nicmr_mr_dereg(struct nicmr_mr *mr);
 
 /** The key (mkey = lkey = rkey, 32 bits); 0 for a null MR. Any thread. */
 uint32_t nicmr_mr_key(const struct nicmr_mr *mr);
+/**
+ * A key's index: keys are mkeys, index << 8 | variant (the variant changes at every reuse of
+ * the index), so no two live keys of a device share an index, which is below the device's
+ * mkey count. Tables of per-MR state may be indexed by it.
+ */
+#define NICMR_KEY_INDEX(key) ((uint32_t)(key) >> 8)
 /** The registered address (for a sub-MR: base's address + offset); NULL for a null MR. Any
  * thread. */
 void *nicmr_mr_addr(const struct nicmr_mr *mr);

@@ -39,6 +39,8 @@
 #include <memory>
 #include <mutex>
 
+#include "nicmr/nicmr.h"
+
 struct rte_ring;
 struct rte_rcu_qsbr;
 
@@ -63,6 +65,8 @@ constexpr uint32_t make_mkey(uint32_t index, uint8_t variant) noexcept
 {
 	return index << kVariantBits | variant;
 }
+static_assert(NICMR_KEY_INDEX(make_mkey(0x123456, 0x78)) == 0x123456,
+	      "the public key index (nicmr.h) is the engine's");
 
 struct KeySpaceConfig {
 	/* N: the device's mkey count. Indices 1..N-1 are handed out. 2 <= N <= 2^24. */
