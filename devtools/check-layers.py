@@ -35,6 +35,13 @@ LAYERS = {
     'app': ['api', 'drivers/common', 'drivers/bus', 'drivers/emu', 'drivers/mlx5', 'lib/mr',
             'lib/mem', 'lib/common', 'include'],
 }
+# Within a folder, files that alone may include a folder below: in api/, only the file that
+# wires objects together (api_device.cpp, through api_wiring.h) sees the buses and the device
+# model; the rest of the API is glue over the engine and the driver.
+WIRING = {
+    ('api', 'drivers/bus'): {'api/api_wiring.h', 'api/api_device.cpp'},
+    ('api', 'drivers/emu'): {'api/api_wiring.h', 'api/api_device.cpp'},
+}
 UNCHECKED = {'test', 'bench', 'fuzz', 'devtools', 'doc', 'subprojects'}
 
 # Third-party header prefixes -> the folders that may include them. libfabric's vocabulary
@@ -111,6 +118,10 @@ def main(argv):
                     if there not in allowed:
                         errors.append(f'{rel}:{lineno}: {here} may not include {name} '
                                       f'({there})')
+                    elif (here, there) in WIRING and rel not in WIRING[(here, there)]:
+                        errors.append(f'{rel}:{lineno}: only '
+                                      f'{", ".join(sorted(WIRING[(here, there)]))} '
+                                      f'may include {name} ({there})')
                 elif angled:
                     name = angled.group(1)
                     for prefix, users in EXTERNAL.items():

@@ -64,6 +64,15 @@ tree fi_in_engine
 echo '#include <rdma/fi_domain.h>' >"$tmp/fi_in_engine/lib/mr/mr_keys.h"
 expect fi_in_engine 1 '^lib/mr/mr_keys.h:1: lib/mr may not include <rdma/fi_domain.h>'
 
+tree wiring
+echo '#include "emu_mlx5.h"' >>"$tmp/wiring/api/api_internal.h"
+expect wiring 1 '^api/api_internal.h:2: only api/api_device.cpp, api/api_wiring.h may include emu_mlx5.h \(drivers/emu\)$'
+echo '#include "emu_mlx5.h"' >"$tmp/wiring/api/api_internal.h"
+echo '#include "emu_mlx5.h"' >"$tmp/wiring/api/api_wiring.h"
+expect wiring 1 '^api/api_internal.h:1: only'
+echo '#include "api_wiring.h"' >"$tmp/wiring/api/api_internal.h"
+expect wiring 0
+
 tree ambiguous
 echo '#include <cstdint>' >"$tmp/ambiguous/lib/mr/mem_pool.h"
 expect ambiguous 1 '"mem_pool.h" is ambiguous'
