@@ -354,8 +354,7 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	/* page_size is only checked: the native registration translates with the largest page
 	 * the placement allows, which the checks above make at least page_size. */
 	nicmr_mr *n = nullptr;
-	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, naccess, nflags,
-			   key, &n);
+	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, naccess, nflags, key, &n);
 	if (ret != 0)
 		return fi_code(ret);
 	*out = publish(dom, n, nullptr, false, false, xflags, context);
