@@ -147,6 +147,7 @@ int SlowMaps::pin(uintptr_t va, size_t len, SlowMap *m)
 {
 	/* Count and lock the pages that no pool holds, run by run. The pool lookups run under
 	 * mu_, which wait_for_lookups() passes through. */
+	const char *const fn = __func__; /* the log line in the lambda */
 	uintptr_t run = 0;
 	size_t run_len = 0;
 	auto flush = [&]() -> int {
@@ -163,8 +164,8 @@ int SlowMaps::pin(uintptr_t va, size_t len, SlowMap *m)
 		 * for the last user (unpin). */
 		if (mlock(reinterpret_cast<void *>(run), run_len) != 0) {
 			const int e = errno;
-			NICMR_LOG(warn, kLog, "%s: mlock [%#lx, +%zu) failed: %s", name_.c_str(),
-				  (unsigned long)run, run_len, std::strerror(e));
+			NICMR_LOG_IN(fn, warn, kLog, "%s: mlock [%#lx, +%zu) failed: %s",
+				     name_.c_str(), (unsigned long)run, run_len, std::strerror(e));
 			return -e;
 		}
 		run_len = 0;
