@@ -236,19 +236,26 @@ namespace {
 /*
  * Readers check an invariant the writer breaks only inside its critical section (two plain
  * words kept equal): a reader that ever sees them differ ran alongside a writer. Readers and
- * the writer run side by side for NICMR_SLOTS_MS milliseconds (default 300), so that the test
- * takes as long on a loaded machine as on an idle one. The writer yields between writes: one
- * that never lets go starves readers on two busy cores (the lock prefers writers).
+ * the writer run side by side for NICMR_SLOTS_MS milliseconds (default 300), and longer if the
+ * writer has not yet got in kMinWrites times or a reader has not yet read: with more busy
+ * threads than cores, a writer waits until every reader holding the lock has been scheduled
+ * again, which on two loaded cores under a sanitizer can take longer than the whole run (the
+ * test then proved nothing, so it goes on, up to kDeadline). The writer yields between writes:
+ * one that never lets go starves readers on two busy cores (the lock prefers writers).
  */
 void readers_never_see_a_writer_half_way(int n_readers)
 {
 	const char *env = std::getenv("NICMR_SLOTS_MS");
 	const std::chrono::milliseconds run(env ? std::atoi(env) : 300);
+	constexpr uint64_t kMinWrites = 8;
+	constexpr std::chrono::seconds kDeadline(120);
 	SlotRwLock l;
 	uint64_t a = 0, b = 0; /* plain: the lock alone orders them */
+	std::atomic<uint64_t> writes{0};
 	std::atomic<bool> done{false};
 	std::atomic<int> bad{0};
 	std::atomic<uint64_t> reads{0};
+	std::atomic<int> readers_in{0}; /* readers that have read once */
 	std::vector<std::thread> threads;
 	for (int t = 0; t < n_readers; t++)
 		threads.emplace_back([&] {
@@ -257,6 +264,8 @@ void readers_never_see_a_writer_half_way(int n_readers)
 				std::shared_lock r(l);
 				if (a != b)
 					bad.fetch_add(1);
+				if (n == 0)
+					readers_in.fetch_add(1, std::memory_order_relaxed);
 			}
 			reads.fetch_add(n);
 		});
@@ -268,16 +277,23 @@ void readers_never_see_a_writer_half_way(int n_readers)
 				std::this_thread::yield();
 				b++;
 			}
+			writes.fetch_add(1, std::memory_order_relaxed);
 			std::this_thread::yield();
 		}
 	});
+	const auto start = std::chrono::steady_clock::now();
 	std::this_thread::sleep_for(run);
+	while ((writes.load(std::memory_order_relaxed) < kMinWrites ||
+		readers_in.load(std::memory_order_relaxed) < n_readers) &&
+	       std::chrono::steady_clock::now() - start < kDeadline)
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
 	done = true;
 	for (auto &t : threads)
 		t.join();
 	EXPECT_EQ(bad.load(), 0);
 	EXPECT_EQ(a, b);
-	EXPECT_GT(a, 0u);
+	EXPECT_GE(a, kMinWrites);
+	EXPECT_EQ(readers_in.load(), n_readers);
 	EXPECT_GT(reads.load(), 0u);
 }
 
