@@ -43,6 +43,7 @@
 #include "emu_function.h"
 #include "emu_mlx5_dp.h"
 #include "emu_mlx5_mkey.h"
+#include "emu_mlx5_trace.h"
 #include "mlx5_prm.h"
 
 namespace nicmr::emu {
@@ -110,6 +111,8 @@ enum class Syndrome : uint32_t {
 	ext_flags = 0x0e0000b0,	    /* BAD_PARAM: a flag outside mkey_ext::settable */
 	ext_counter = 0x0e0000b1,   /* BAD_PARAM: counter IOVA unaligned or not mapped */
 	ext_mkey_free = 0x0e0000b2, /* BAD_RES_STATE: the mkey is free (nothing to extend) */
+	/* Fault injection (EmuConfig::fail_opcode), never on a ConnectX. */
+	injected = 0x0e0000f0, /* INTERNAL_ERR: the command's opcode is EmuConfig::fail_opcode */
 };
 
 /* HCA life cycle, firmware order: reset -ENABLE-> enabled -INIT-> initialized -TEARDOWN-> enabled
@@ -157,6 +160,14 @@ struct EmuConfig {
 	uint32_t log_max_qp_sz = 15; /* WQEBBs per SQ, 1..16 */
 	uint32_t log_max_cq_sz = 22; /* CQEs per CQ, 1..22 */
 	uint32_t log_max_eq_sz = 16; /* EQEs per EQ, 1..22 */
+	/* The command trace (emu_mlx5_trace.h): 0 = off (the default: no recorder, no cost);
+	 * N = record the first N commands and UMR work requests from power-on, at most
+	 * kMaxTraceCapacity. */
+	uint32_t trace_capacity = 0;
+	/* Fault injection for tools' tests: every command with this opcode fails with
+	 * INTERNAL_ERR / Syndrome::injected before its handler runs. 0 = none (the default). A
+	 * ConnectX has no such thing. */
+	uint16_t fail_opcode = 0;
 };
 
 /* Counters for tests and logs. */
@@ -179,6 +190,8 @@ public:
 	/* Bounds on a command: input and output up to 16 inline bytes plus this many mailboxes. */
 	static constexpr size_t kMaxMailboxBlocks = 1024;
 	static constexpr size_t kMaxCmdLen = 16 + kMaxMailboxBlocks * 512;
+	/* EmuConfig::trace_capacity at most (about 500 bytes an entry, reserved at creation). */
+	static constexpr uint32_t kMaxTraceCapacity = uint32_t{1} << 20;
 
 	/*
 	 * Powers a device model on in fn (which must be stopped and outlive the model): publishes
@@ -223,6 +236,9 @@ public:
 	const EmuDataPath &data_path() const noexcept { return *dp_; }
 	/* Consistency of the device state (accounting, references); for tests and fuzzing. */
 	bool check_invariants() const;
+	/* The command trace, or nullptr when EmuConfig::trace_capacity is 0. */
+	CmdTrace *trace() noexcept { return trace_.get(); }
+	const CmdTrace *trace() const noexcept { return trace_.get(); }
 
 private:
 	struct Pd {
@@ -300,6 +316,8 @@ private:
 	uint64_t translation_bytes_ = 0; /* stored translations of all mkeys */
 	EmuStats stats_;
 
+	/* Before dp_, which records its UMRs here. Its own mutex. */
+	std::unique_ptr<CmdTrace> trace_;
 	MkeyTable mkeys_;
 	/* After mkeys_: it refers to the table. Its own locks (emu_mlx5_dp.h). */
 	std::unique_ptr<EmuDataPath> dp_;

@@ -138,8 +138,13 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		default:
 			break;
 		}
-		r = h == nullptr ? fail(prm::status::bad_op, Syndrome::bad_opcode)
-				 : (this->*h)(in, in_len, out, out_len);
+		if (cfg_.fail_opcode != 0 &&
+		    prm::get(in, prm::cmd_hdr_in::opcode) == cfg_.fail_opcode)
+			r = fail(prm::status::internal_err, Syndrome::injected);
+		else if (h == nullptr)
+			r = fail(prm::status::bad_op, Syndrome::bad_opcode);
+		else
+			r = (this->*h)(in, in_len, out, out_len);
 	}
 	if (r.status != prm::status::ok) {
 		/* A failed command returns nothing but its status: no half-written output. */
@@ -153,6 +158,8 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 	}
 	prm::set(out, prm::cmd_hdr_out::status, r.status);
 	prm::set(out, prm::cmd_hdr_out::syndrome, r.syndrome);
+	if (trace_ != nullptr)
+		trace_->record(decode_command(in, in_len, out, out_len, r.status, r.syndrome));
 	return r;
 }
 

@@ -81,9 +81,13 @@ DpConfig dp_config(const EmuConfig &cfg)
 } // namespace
 
 EmuMlx5Device::EmuMlx5Device(EmuFunction &fn, const EmuConfig &cfg)
-    : fn_(fn), cfg_(cfg), mkeys_(cfg.log_max_mkey),
+    : fn_(fn), cfg_(cfg),
+      trace_(cfg.trace_capacity != 0 ? std::make_unique<CmdTrace>(cfg.trace_capacity) : nullptr),
+      mkeys_(cfg.log_max_mkey),
       dp_(std::make_unique<EmuDataPath>(fn.iommu(), mkeys_, dp_config(cfg)))
-{}
+{
+	dp_->set_trace(trace_.get());
+}
 
 int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 			  std::unique_ptr<EmuMlx5Device> *out)
@@ -99,6 +103,7 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	    cfg.log_max_eq < 1 || cfg.log_max_eq > 8 || cfg.log_max_qp_sz < 1 ||
 	    cfg.log_max_qp_sz > 16 || cfg.log_max_cq_sz < 1 || cfg.log_max_cq_sz > 22 ||
 	    cfg.log_max_eq_sz < 1 || cfg.log_max_eq_sz > 22 ||
+	    cfg.trace_capacity > kMaxTraceCapacity ||
 	    (cfg.ext_flags & ~(prm::ext_cap::single_use | prm::ext_cap::rma_event)) != 0)
 		return -EINVAL;
 	if (fn.running())

@@ -48,6 +48,7 @@
 
 #include "emu_iommu.h"
 #include "emu_mlx5_mkey.h"
+#include "emu_mlx5_trace.h"
 
 namespace nicmr::emu {
 
@@ -183,6 +184,10 @@ public:
 	DpStats stats() const;
 	bool check_invariants() const;
 
+	/* Where UMR work requests are recorded (emu_mlx5_trace.h); nullptr, the default, records
+	 * nothing. Set once, before any QP exists. */
+	void set_trace(CmdTrace *t) noexcept { trace_ = t; }
+
 	/* The atomic caps' atomic_req_8B_endianness_mode (SET_HCA_CAP): true, host endianness
 	 * (the target word and the returned old value in the host's byte order); false,
 	 * big-endian (the power-on mode). Thread-safe. */
@@ -229,6 +234,7 @@ private:
 	uint32_t next_qpn_ = 1, next_cqn_ = 1;
 	uint64_t eq_created_ = 0; /* creation order, to find the first EQ */
 	std::atomic<bool> atomic_host_endianness_{false};
+	CmdTrace *trace_ = nullptr; /* set before any QP: read without ordering by the WQE engine */
 
 	struct Counters {
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},

@@ -626,8 +626,13 @@ uint8_t EmuDataPath::Exec::run()
 	case MLX5_OPCODE_LOCAL_INVAL:
 	case kOpLocalInvalAlt:
 		return local_inval();
-	case MLX5_OPCODE_UMR:
-		return umr();
+	case MLX5_OPCODE_UMR: {
+		const uint8_t s = umr();
+		/* The trace is off unless a test asked for it: one predictable branch. */
+		if (dp.trace_ != nullptr) [[unlikely]]
+			dp.trace_->record(decode_umr(w, len, qp.qpn, c.imm, s));
+		return s;
+	}
 	default:
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	}
