@@ -23,6 +23,7 @@
 #include "mlx5_mkey_programmer.h"
 #include "nicmr_config.h"
 #include "nicmr_log.h"
+#include "nicmr_parse.h"
 #if NICMR_HAVE_RDMA_CORE
 #include "mlx5_devx.h"
 #endif
@@ -44,6 +45,11 @@ struct EmuOptions {
 	/* atomic_endian=host (default): the device offers host-endian atomics; big: it does
 	 * big-endian atomics only (no supported_atomic_req_8B_endianness_mode_1). */
 	bool atomic_host_endianness = true;
+	/* trace=N: the model records its first N commands (EmuConfig::trace_capacity); 0 off. */
+	uint32_t trace = 0;
+	/* fail_opcode=OP: the model fails every command of that opcode (fault injection for
+	 * tools' tests, EmuConfig::fail_opcode); 0 none. */
+	uint16_t fail_opcode = 0;
 };
 
 bool parse_u32(std::string_view v, uint32_t *out)
@@ -145,10 +151,28 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 					  int(v.size()), v.data());
 				return -EINVAL;
 			}
+		} else if (k == "trace") {
+			uint64_t n = 0;
+			if (!parse_number(v, &n) || n > emu::EmuMlx5Device::kMaxTraceCapacity) {
+				NICMR_LOG(error, "api", "emu trace=%.*s: 0 to %u commands",
+					  int(v.size()), v.data(),
+					  emu::EmuMlx5Device::kMaxTraceCapacity);
+				return -EINVAL;
+			}
+			o->trace = uint32_t(n);
+		} else if (k == "fail_opcode") {
+			uint64_t op = 0;
+			if (!parse_number(v, &op) || op > 0xffff) {
+				NICMR_LOG(error, "api",
+					  "emu fail_opcode=%.*s: an opcode, 0 to 0xffff",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+			o->fail_opcode = uint16_t(op);
 		} else {
 			NICMR_LOG(error, "api",
 				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
-				  "ext, atomic_endian)",
+				  "ext, atomic_endian, trace, fail_opcode)",
 				  int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -256,6 +280,8 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.delivery = o.delivery;
 	cfg.ext_flags = o.ext;
 	cfg.atomic_host_endianness = o.atomic_host_endianness;
+	cfg.trace_capacity = o.trace;
+	cfg.fail_opcode = o.fail_opcode;
 	rc = emu::emu_mlx5_create(cfg, &dev->emu);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);

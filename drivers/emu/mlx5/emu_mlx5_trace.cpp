@@ -423,7 +423,6 @@ TraceEntry decode_command(const uint8_t *in, size_t in_len, const uint8_t *out, 
 		if (type == prm::cap_type::general) {
 			e.add("cmdif_checksum", get(cap, prm::hca_cap::cmdif_checksum));
 			e.add("mkey_by_name", get(cap, prm::hca_cap::mkey_by_name));
-			e.add("log_max_qp", get(cap, prm::hca_cap::log_max_qp));
 		} else if (type == prm::cap_type::atomic) {
 			e.add("atomic_req_8B_endianness_mode",
 			      get(cap, prm::atomic_cap::atomic_req_8B_endianness_mode));
