@@ -120,6 +120,8 @@ const char *opcode_name(uint16_t op) noexcept
 		return "DESTROY_MKEY";
 	case o::create_eq:
 		return "CREATE_EQ";
+	case o::destroy_eq:
+		return "DESTROY_EQ";
 	case o::create_cq:
 		return "CREATE_CQ";
 	case o::destroy_cq:
@@ -138,12 +140,16 @@ const char *opcode_name(uint16_t op) noexcept
 		return "2ERR_QP";
 	case o::qp_2rst:
 		return "2RST_QP";
+	case o::query_qp:
+		return "QUERY_QP";
 	case o::alloc_pd:
 		return "ALLOC_PD";
 	case o::dealloc_pd:
 		return "DEALLOC_PD";
 	case o::alloc_uar:
 		return "ALLOC_UAR";
+	case o::dealloc_uar:
+		return "DEALLOC_UAR";
 	case o::access_reg:
 		return "ACCESS_REG";
 	case o::create_umem:
