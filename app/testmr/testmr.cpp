@@ -22,6 +22,7 @@
 #include "mem_pool.h"
 #include "nicmr/nicmr.h"
 #include "testmr_cmd.h"
+#include "testmr_hwcheck.h"
 #include "testmr_reg.h"
 #include "testmr_session.h"
 
@@ -31,23 +32,30 @@ namespace {
 
 void usage(FILE *f)
 {
-	std::fprintf(f,
-		     "usage: testmr [options]\n"
-		     "  -i, --interactive       a prompt (testmr>) reading commands\n"
-		     "  -c, --command CMD       run CMD (repeatable), then leave\n"
-		     "  -f, --file FILE         run the commands in FILE, then leave\n"
-		     "      --delivery MODE     doorbells: inline (default) or thread\n"
-		     "      --pool-size SIZE    the demo's pool (default 64M)\n"
-		     "      --page-size SIZE    the demo's page size: 4k, 2m (default) or 1g\n"
-		     "      --node N            the demo's NUMA node (default: any)\n"
-		     "      --no-fallback       the demo fails instead of using 4 KiB pages\n"
-		     "      --provider          the demo's registration part through libfabric's\n"
-		     "                          fi_mr calls on the nicmr provider\n"
-		     "  -h, --help              this text\n"
-		     "With no -i, -c or -f, testmr runs the demo.\n"
-		     "Exit status: 0 when every command succeeded, 1 when one failed, 2 for bad\n"
-		     "options (checked before the device opens).\n\n%s",
-		     command_help());
+	std::fprintf(
+		f,
+		"usage: testmr [options]\n"
+		"       testmr hw-check [--device SPEC]\n"
+		"  -i, --interactive       a prompt (testmr>) reading commands\n"
+		"  -c, --command CMD       run CMD (repeatable), then leave\n"
+		"  -f, --file FILE         run the commands in FILE, then leave\n"
+		"      --delivery MODE     doorbells: inline (default) or thread\n"
+		"      --pool-size SIZE    the demo's pool (default 64M)\n"
+		"      --page-size SIZE    the demo's page size: 4k, 2m (default) or 1g\n"
+		"      --node N            the demo's NUMA node (default: any)\n"
+		"      --no-fallback       the demo fails instead of using 4 KiB pages\n"
+		"      --provider          the demo's registration part through libfabric's\n"
+		"                          fi_mr calls on the nicmr provider\n"
+		"      --device SPEC       hw-check's device: emu[:options] (default emu),\n"
+		"                          vfio:<PCI address> or devx:<ib device>\n"
+		"  -h, --help              this text\n"
+		"With no -i, -c or -f, testmr runs the demo. hw-check runs a short smoke test\n"
+		"of a device (bring-up, PD, mkeys, pool, CQ, QP, UMR registration, one\n"
+		"loopback RDMA WRITE, teardown) and stops at the first step that fails.\n"
+		"Exit status: 0 when every command succeeded, 1 when one failed, 2 for bad\n"
+		"options (checked before the device opens); hw-check: 0 when every step\n"
+		"passed, 1 when one failed.\n\n%s",
+		command_help());
 }
 
 /* A bad option or value: says which, and exits 2 before anything else happens. */
@@ -96,7 +104,8 @@ int main(int argc, char **argv)
 		opt_page_size,
 		opt_node,
 		opt_no_fallback,
-		opt_provider
+		opt_provider,
+		opt_device
 	};
 	static const option longopts[] = {
 		{"interactive", no_argument, nullptr, 'i'},
@@ -108,12 +117,14 @@ int main(int argc, char **argv)
 		{"node", required_argument, nullptr, opt_node},
 		{"no-fallback", no_argument, nullptr, opt_no_fallback},
 		{"provider", no_argument, nullptr, opt_provider},
+		{"device", required_argument, nullptr, opt_device},
 		{"help", no_argument, nullptr, 'h'},
 		{nullptr, 0, nullptr, 0},
 	};
 	SessionConfig cfg;
 	bool interactive = false;
 	bool provider = false;
+	const char *device = nullptr;
 	std::vector<std::string> commands;
 	std::vector<std::string> files;
 	int c;
@@ -167,6 +178,9 @@ int main(int argc, char **argv)
 #endif
 			provider = true;
 			break;
+		case opt_device:
+			device = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -176,8 +190,33 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* The one word testmr takes: the hw-check mode. */
+	const bool hw_check = optind < argc && std::strcmp(argv[optind], "hw-check") == 0;
+	if (hw_check)
+		optind++;
 	if (optind != argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (device != nullptr && !hw_check)
+		return usage_error("%s is hw-check's option (testmr hw-check --device SPEC)",
+				   "--device");
+	if (device != nullptr && *device == '\0')
+		return usage_error("--device takes a device spec (emu, vfio:0000:03:00.0), not "
+				   "'%s'",
+				   device);
+	if (hw_check && (interactive || !commands.empty() || !files.empty() || provider))
+		return usage_error("hw-check runs alone: no -i, -c, -f or --provider with it");
+	if (hw_check) {
+#if NICMR_TESTMR_REG
+		std::setvbuf(stdout, nullptr, _IOLBF, 0);
+		std::printf("testmr (nicmr %s)\n", nicmr_version());
+		HwCheckOptions ho;
+		if (device != nullptr)
+			ho.spec = device;
+		return nicmr::testmr::hw_check(stdout, ho);
+#else
+		return usage_error("%s: built without the native API (DPDK)", "hw-check");
+#endif
+	}
 	if (provider && (interactive || !commands.empty() || !files.empty()))
 		return usage_error("%s only changes the demo, which -i, -c and -f replace",
 				   "--provider");
