@@ -96,7 +96,7 @@ TEST(BringupTranscript, FromResetToTheFirstUmrMatchesTheReference)
 TEST(EmuSpecOptions, TraceAndFailOpcodeValuesOutOfRangeAreEinval)
 {
 	nicmr_device *dev = nullptr;
-	for (const char *s : {"emu:trace=", "emu:trace=x", "emu:trace=1048577", "emu:trace=-1",
+	for (const char *s : {"emu:trace=", "emu:trace=x", "emu:trace=262145", "emu:trace=-1",
 			      "emu:fail_opcode=", "emu:fail_opcode=0x10000", "emu:fail_opcode=abc"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
 	EXPECT_EQ(dev, nullptr);

@@ -191,7 +191,7 @@ public:
 	static constexpr size_t kMaxMailboxBlocks = 1024;
 	static constexpr size_t kMaxCmdLen = 16 + kMaxMailboxBlocks * 512;
 	/* EmuConfig::trace_capacity at most (about 500 bytes an entry, reserved at creation). */
-	static constexpr uint32_t kMaxTraceCapacity = uint32_t{1} << 20;
+	static constexpr uint32_t kMaxTraceCapacity = uint32_t{1} << 18;
 
 	/*
 	 * Powers a device model on in fn (which must be stopped and outlive the model): publishes
