@@ -274,6 +274,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * the model answering their opcodes as a ConnectX does is fuzzed too. */
 	if (size > 0 && (data[0] & kSetupNoExt) != 0)
 		cfg.ext_flags = 0;
+	/* The command trace decodes every command too: its decoder reads the same untrusted
+	 * bytes (emu_mlx5_trace.h). */
+	cfg.trace_capacity = 256;
 	std::unique_ptr<EmuMlx5> emu;
 	if (emu_mlx5_create(cfg, &emu) != 0)
 		__builtin_trap();
@@ -312,6 +315,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < 4096; i++)
 		FUZZ_CHECK(guard[i] == 0x5a);
 	FUZZ_CHECK(fn.bar0_read32(fw0_off) == fw0 && fn.bar0_read32(fw1_off) == fw1);
+	/* Every recorded command renders, and the transcript has a line per entry or run. */
+	const std::vector<TraceEntry> trace = emu->device().trace()->entries();
+	for (const TraceEntry &e : trace)
+		FUZZ_CHECK(!render(e).empty());
+	FUZZ_CHECK(transcript(trace).size() <= trace.size());
 	/* Stop the device before its memory goes. */
 	emu.reset();
 	return 0;

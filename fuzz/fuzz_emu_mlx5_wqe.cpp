@@ -282,6 +282,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.max_pages = 8;
 	cfg.log_max_qp = 3;
 	cfg.log_max_cq = 3;
+	/* UMR work requests are traced: the trace's UMR decoder reads the same random WQEs. */
+	cfg.trace_capacity = 64;
 	std::unique_ptr<EmuMlx5> emu;
 	FUZZ_CHECK(emu_mlx5_create(cfg, &emu) == 0);
 	Mem m;
@@ -327,6 +329,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (size_t i = 0; i < 4096; i++)
 		FUZZ_CHECK(m.base[kLen + i] == 0xa5);
+	for (const TraceEntry &e : d.trace()->entries())
+		FUZZ_CHECK(!render(e).empty());
 	emu.reset();
 	return 0;
 }
