@@ -290,6 +290,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(emu->iommu().dma_map(area.p_, kAreaIova, kAreaBytes) == 0);
 	FUZZ_CHECK(emu->iommu().dma_map(pages.p_, kPagesIova, 64 * 4096) == 0);
 	auto &fn = emu->function();
+	/* The fuzzer is the driver: no DMA reaches the model before Bus Master Enable. */
+	FUZZ_CHECK(fn.set_bus_master(true) == 0);
 	uint32_t raw = fn.bar0_read32(prm::dword_byte_offset(prm::init_seg::cmdq_addr_h));
 	prm::set(&raw, prm::in_dword(prm::init_seg::cmdq_addr_h),
 		 prm::init_seg::cmdq_addr_high(kCmdqIova));

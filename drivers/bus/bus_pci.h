@@ -16,6 +16,9 @@
 #include <cstdint>
 #include <string>
 
+#include <endian.h>
+#include <linux/pci_regs.h>
+
 #include "mem_dma.h"
 
 namespace nicmr::bus {
@@ -43,6 +46,38 @@ public:
 
 	/* The function's IOMMU: pools are mapped through it before the device may touch them. */
 	virtual mem::DmaMapper &dma() = 0;
+
+	/*
+	 * Config space access, bytes as stored (PCI config space is little-endian). 0; -EINVAL
+	 * when [offset, offset + len) is empty or outside config space; -EIO on a short
+	 * transfer; what the bus reports. Not for hot paths (a system call on VFIO).
+	 */
+	virtual int config_read(uint32_t offset, void *buf, size_t len) const = 0;
+	virtual int config_write(uint32_t offset, const void *buf, size_t len) = 0;
+
+	/*
+	 * Sets or clears Bus Master Enable: a read-modify-write of the command register that
+	 * keeps its other bits (as DPDK's pci_vfio_set_bus_master does). Errors of config_read
+	 * and config_write.
+	 */
+	int set_bus_master(bool on)
+	{
+		uint16_t le = 0; /* config space is little-endian */
+		int rc = config_read(PCI_COMMAND, &le, sizeof(le));
+		if (rc < 0)
+			return rc;
+		uint16_t cmd = le16toh(le);
+		cmd = on ? uint16_t(cmd | PCI_COMMAND_MASTER) : uint16_t(cmd & ~PCI_COMMAND_MASTER);
+		le = htole16(cmd);
+		return config_write(PCI_COMMAND, &le, sizeof(le));
+	}
+	/* Whether Bus Master Enable is set; false when the command register cannot be read. */
+	bool bus_master() const
+	{
+		uint16_t le = 0;
+		return config_read(PCI_COMMAND, &le, sizeof(le)) == 0 &&
+		       (le16toh(le) & PCI_COMMAND_MASTER) != 0;
+	}
 };
 
 } // namespace nicmr::bus

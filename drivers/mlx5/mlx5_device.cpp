@@ -89,6 +89,13 @@ int Device::open(bus::PciFunction &fn, mem::DmaSpace &space, const DeviceOptions
 		}
 		dev->arena_ = dev->own_arena_.get();
 	}
+	/* The command queue is DMA: Bus Master Enable first, as rdma-core's VFIO provider does
+	 * (mlx5_vfio.c, mlx5_vfio_enable_pci_cmd); teardown clears it. */
+	if (int rc = fn.set_bus_master(true); rc != 0) {
+		NICMR_LOG(error, kLog, "%s: cannot set Bus Master Enable (%d)", fn.name().c_str(),
+			  rc);
+		return rc;
+	}
 	/* On failure the destructor undoes whatever bring_up reached. */
 	int rc = dev->bring_up(opts);
 	if (rc != 0)
@@ -390,6 +397,9 @@ void Device::teardown()
 	}
 	initialized_ = false;
 	enabled_ = false;
+	/* No DMA from here on, even from a function that did not answer (DPDK's
+	 * pci_vfio_unmap_resource_primary clears it too): its pages go back below. */
+	fn_.set_bus_master(false);
 	{
 		/* A disabled (or dead) function no longer owns its pages. */
 		std::lock_guard<std::mutex> lock(pages_mu_);

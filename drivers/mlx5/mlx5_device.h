@@ -106,7 +106,9 @@ public:
 	 * vendor:device), -ETIMEDOUT (still initializing after init_timeout, or a command timed
 	 * out), -EPROTONOSUPPORT (cmdif revision is not 5, or ISSI 1 unsupported), -ENOMEM (no DMA
 	 * memory), a command's errno (mlx5_cmd.h), arena creation errors, -EINVAL (null out, or
-	 * space is not over fn.dma()).
+	 * space is not over fn.dma()), those of fn.set_bus_master (the command register).
+	 * Open sets the function's Bus Master Enable before the first command; teardown (the
+	 * destructor, or a failed open) clears it once the function is disabled (doc/vfio.md).
 	 * A failed open gives back every page and frees everything it took.
 	 */
 	static int open(bus::PciFunction &fn, mem::DmaSpace &space, const DeviceOptions &opts,

@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The emulated PCI function: BAR 0, read-only bits, doorbell delivery in both modes. */
+/* The emulated PCI function: BAR 0, read-only bits, doorbell delivery in both modes, config
+ * space and bus mastering. */
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
+#include <vector>
+
+#include <linux/pci_regs.h>
+#include <sys/mman.h>
 
 #include "emu_function.h"
 
@@ -220,6 +226,106 @@ TEST(EmuFunction, AddDoorbellErrors)
 	EXPECT_EQ(f->start(), -EALREADY);
 	EXPECT_EQ(f->add_doorbell(0x3000, DoorbellMerge::latest, nop), -EBUSY);
 	EXPECT_EQ(f->set_read_only(0x3000, 1), -EBUSY);
+}
+
+uint16_t command(const EmuFunction &f)
+{
+	uint8_t b[2] = {};
+	EXPECT_EQ(f.config_read(PCI_COMMAND, b, sizeof(b)), 0);
+	return static_cast<uint16_t>(b[0] | b[1] << 8); /* little-endian, as PCI */
+}
+
+TEST(EmuFunction, ConfigSpaceHoldsTheIdsAndACommandRegisterLikeVfio)
+{
+	auto f = make();
+	uint8_t id[4] = {};
+	ASSERT_EQ(f->config_read(PCI_VENDOR_ID, id, sizeof(id)), 0);
+	EXPECT_EQ(id[0] | id[1] << 8, 0x15b3);
+	EXPECT_EQ(id[2] | id[3] << 8, 0x101d);
+	/* Out of reset: memory decoding on (as vfio-pci leaves it), bus mastering off. */
+	EXPECT_EQ(command(*f), PCI_COMMAND_MEMORY);
+	EXPECT_FALSE(f->bus_master());
+
+	const uint8_t all[2] = {0xff, 0xff};
+	ASSERT_EQ(f->config_write(PCI_COMMAND, all, sizeof(all)), 0);
+	EXPECT_EQ(command(*f), PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER) << "only BME is writable";
+	const uint8_t none[2] = {0, 0};
+	ASSERT_EQ(f->config_write(PCI_COMMAND, none, sizeof(none)), 0);
+	EXPECT_EQ(command(*f), PCI_COMMAND_MEMORY) << "memory decoding cannot be turned off";
+	/* A dword write that covers the command register works as well. */
+	const uint8_t dw[4] = {0x04, 0x00, 0xff, 0xff};
+	ASSERT_EQ(f->config_write(PCI_VENDOR_ID + 2, dw, sizeof(dw)), 0);
+	EXPECT_TRUE(f->bus_master());
+	/* Read-only registers ignore writes. */
+	const uint8_t junk[2] = {0x12, 0x34};
+	ASSERT_EQ(f->config_write(PCI_VENDOR_ID, junk, sizeof(junk)), 0);
+	ASSERT_EQ(f->config_read(PCI_VENDOR_ID, id, 2), 0);
+	EXPECT_EQ(id[0] | id[1] << 8, 0x15b3);
+	uint8_t tail_byte = 0xaa;
+	ASSERT_EQ(f->config_read(EmuFunction::kConfigSize - 1, &tail_byte, 1), 0);
+	EXPECT_EQ(tail_byte, 0);
+}
+
+TEST(EmuFunction, ConfigAccessOutsideConfigSpaceIsEinval)
+{
+	auto f = make();
+	uint8_t b[4] = {};
+	EXPECT_EQ(f->config_read(0, b, 0), -EINVAL);
+	EXPECT_EQ(f->config_read(EmuFunction::kConfigSize, b, 1), -EINVAL);
+	EXPECT_EQ(f->config_read(EmuFunction::kConfigSize - 1, b, 2), -EINVAL);
+	EXPECT_EQ(f->config_write(0, b, 0), -EINVAL);
+	EXPECT_EQ(f->config_write(EmuFunction::kConfigSize, b, 1), -EINVAL);
+	EXPECT_EQ(f->config_write(EmuFunction::kConfigSize - 2, b, 4), -EINVAL);
+}
+
+TEST(EmuFunction, DmaIsRefusedUntilTheDriverSetsBusMaster)
+{
+	auto f = make();
+	const size_t len = 8192;
+	void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(p, MAP_FAILED);
+	auto *mem = static_cast<uint8_t *>(p);
+	std::memset(mem, 0x5a, len);
+	ASSERT_EQ(f->dma().dma_map(mem, 0x200000, len), 0);
+	const std::vector<uint8_t> data(256, 0xc3);
+	std::vector<uint8_t> back(256);
+
+	/* Mapped, but the function may not master the bus: the device's DMA fails as an access
+	 * to an unmapped IOVA does, and nothing moves. */
+	EXPECT_EQ(f->iommu().dma_write(0x200000, data.data(), data.size()), -EFAULT);
+	EXPECT_EQ(f->iommu().dma_read(0x200000, back.data(), back.size()), -EFAULT);
+	EXPECT_EQ(f->iommu().dma_refused(), 2u);
+	EXPECT_EQ(f->iommu().dma_faults(), 0u);
+	EXPECT_EQ(mem[0], 0x5a);
+
+	ASSERT_EQ(f->set_bus_master(true), 0);
+	EXPECT_TRUE(f->bus_master());
+	EXPECT_EQ(command(*f), PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+	ASSERT_EQ(f->iommu().dma_write(0x200000, data.data(), data.size()), 0);
+	ASSERT_EQ(f->iommu().dma_read(0x200000, back.data(), back.size()), 0);
+	EXPECT_EQ(back, data);
+	EXPECT_EQ(mem[0], 0xc3);
+
+	/* Cleared again (the driver let the function go): refused again. */
+	ASSERT_EQ(f->set_bus_master(false), 0);
+	EXPECT_EQ(f->iommu().dma_read(0x200000, back.data(), back.size()), -EFAULT);
+	EXPECT_EQ(f->iommu().dma_refused(), 3u);
+	EXPECT_EQ(f->iommu().dma_faults(), 0u);
+	EXPECT_EQ(f->dma().dma_unmap(0x200000, len), 0);
+	munmap(p, len);
+}
+
+TEST(EmuFunction, ClearingBusMasterFromInsideADmaSectionIsEdeadlk)
+{
+	auto f = make();
+	ASSERT_EQ(f->set_bus_master(true), 0);
+	{
+		DmaSection s(f->iommu());
+		EXPECT_EQ(f->set_bus_master(false), -EDEADLK);
+	}
+	EXPECT_TRUE(f->bus_master());
+	EXPECT_EQ(f->set_bus_master(false), 0);
+	EXPECT_FALSE(f->bus_master());
 }
 
 } // namespace

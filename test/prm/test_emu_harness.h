@@ -131,6 +131,11 @@ public:
 		rc_ = emu_->iommu().dma_map(mem_.data(), kIova, kMemLen);
 		if (rc_ < 0)
 			return;
+		/* The harness is the driver: the function comes out of reset with Bus Master
+		 * Enable clear and the model cannot fetch a command before it is set. */
+		rc_ = fn().set_bus_master(true);
+		if (rc_ < 0)
+			return;
 		set_cmdq(kIova);
 	}
 	~Harness()

@@ -353,5 +353,85 @@ TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapReturnsConcurrent)
 		t.join();
 }
 
+TEST(EmuIommu, BusMasteringOffRefusesEveryAccessWithoutAFault)
+{
+	HostMem mem(8192);
+	std::memset(mem.data(), 0xee, 8192);
+	auto m = make();
+	EXPECT_TRUE(m->bus_master()) << "an IOMMU alone has no function in front to gate it";
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 8192), 0);
+	ASSERT_EQ(m->set_bus_master(false), 0);
+	EXPECT_FALSE(m->bus_master());
+	uint8_t buf[64] = {};
+	uint32_t word = 0;
+	EXPECT_EQ(m->dma_read(0x100000, buf, sizeof(buf)), -EFAULT);
+	EXPECT_EQ(m->dma_write(0x100000, buf, sizeof(buf)), -EFAULT);
+	EXPECT_EQ(m->dma_store8_release(0x100000, 1), -EFAULT);
+	EXPECT_EQ(m->dma_load32_acquire(0x100000, &word), -EFAULT);
+	EXPECT_EQ(m->dma_copy(0x101000, 0x100000, 64), -EFAULT);
+	EXPECT_FALSE(m->pin(0x100000, 64));
+	{
+		DmaSection s(*m);
+		EXPECT_EQ(s.read(0x100000, buf, sizeof(buf)), -EFAULT);
+		EXPECT_EQ(s.host(0x100000, 64), nullptr);
+	}
+	EXPECT_EQ(m->dma_refused(), 8u);
+	EXPECT_EQ(m->dma_faults(), 0u) << "a function that may not master issues no request";
+	for (size_t i = 0; i < 8192; i++)
+		ASSERT_EQ(mem.data()[i], 0xee) << "stray write at " << i;
+	/* The translations are still there: only the function is gated. */
+	EXPECT_TRUE(m->mapped(0x100000, 8192));
+	EXPECT_EQ(m->dma_read(0x100000, buf, 0), 0); /* nothing to move: nothing refused */
+	EXPECT_EQ(m->dma_refused(), 8u);
+
+	ASSERT_EQ(m->set_bus_master(true), 0);
+	EXPECT_EQ(m->dma_read(0x100000, buf, sizeof(buf)), 0);
+	EXPECT_EQ(buf[0], 0xee);
+	EXPECT_EQ(m->dma_refused(), 8u);
+}
+
+TEST(EmuIommu, ClearingBusMasteringWaitsForTheAccessInFlight)
+{
+	HostMem mem(8192);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 8192), 0);
+	std::atomic<bool> in_section{false}, release{false}, cleared{false};
+	std::thread device([&] {
+		DmaSection s(*m);
+		in_section.store(true);
+		while (!release.load())
+			std::this_thread::yield();
+		/* Begun while mastering was on: the access still goes through. */
+		EXPECT_EQ(s.write(0x100000, "x", 1), 0);
+		EXPECT_FALSE(cleared.load()) << "BME cleared while a DMA that saw it set ran";
+	});
+	while (!in_section.load())
+		std::this_thread::yield();
+	std::thread driver([&] {
+		EXPECT_EQ(m->set_bus_master(false), 0);
+		cleared.store(true);
+	});
+	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	EXPECT_FALSE(cleared.load());
+	release.store(true);
+	device.join();
+	driver.join();
+	EXPECT_TRUE(cleared.load());
+	EXPECT_EQ(mem.data()[0], 'x');
+	uint8_t b = 0;
+	EXPECT_EQ(m->dma_read(0x100000, &b, 1), -EFAULT);
+}
+
+TEST(EmuIommu, ClearingBusMasteringInsideASectionIsEdeadlk)
+{
+	auto m = make();
+	{
+		DmaSection s(*m);
+		EXPECT_EQ(m->set_bus_master(false), -EDEADLK);
+		EXPECT_EQ(m->set_bus_master(true), 0) << "setting it never waits";
+	}
+	EXPECT_TRUE(m->bus_master());
+}
+
 } // namespace
 } // namespace nicmr::emu

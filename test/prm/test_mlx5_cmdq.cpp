@@ -5,6 +5,7 @@
  * answers. The same behaviours against the real device model are in test_mlx5_emu.cpp.
  */
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -123,6 +124,24 @@ public:
 	}
 	void bar0_write64(size_t off, uint64_t v) override { std::memcpy(&bar_[off / 4], &v, 8); }
 	mem::DmaMapper &dma() override { return mapper; }
+	/* A bare config space: what the driver writes reads back (the command register). */
+	int config_read(uint32_t off, void *buf, size_t len) const override
+	{
+		if (len == 0 || off >= config_.size() || len > config_.size() - off)
+			return -EINVAL;
+		std::memcpy(buf, config_.data() + off, len);
+		return 0;
+	}
+	int config_write(uint32_t off, const void *buf, size_t len) override
+	{
+		if (len == 0 || off >= config_.size() || len > config_.size() - off)
+			return -EINVAL;
+		if (config_error != 0)
+			return config_error;
+		std::memcpy(config_.data() + off, buf, len);
+		return 0;
+	}
+	int config_error = 0; /* what config_write fails with (0: it works) */
 
 	void set_reg(prm::Field f, uint64_t v)
 	{
@@ -344,6 +363,7 @@ private:
 	}
 
 	std::vector<uint32_t> bar_;
+	std::array<uint8_t, 64> config_{};
 };
 
 } // namespace nicmr::test
@@ -599,11 +619,24 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 	EXPECT_EQ(dev->caps().fw_major, 22);
 	EXPECT_EQ(dev->caps().issi, 1);
 
+	EXPECT_TRUE(fn.bus_master()) << "set before the first command";
+
 	fn.opcodes.clear();
 	dev.reset();
 	EXPECT_EQ(fn.opcodes,
 		  (std::vector<uint16_t>{o::teardown_hca, o::manage_pages, o::disable_hca}));
 	EXPECT_TRUE(fn.pages.empty());
+	EXPECT_FALSE(fn.bus_master()) << "cleared at teardown";
+}
+
+TEST_F(Mlx5Device, ACommandRegisterThatCannotBeWrittenFailsOpenBeforeAnyCommand)
+{
+	fn.config_error = -EIO; /* what a short pwrite of VFIO's config region gives */
+	std::unique_ptr<mlx5::Device> dev;
+	EXPECT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), -EIO);
+	EXPECT_EQ(dev, nullptr);
+	EXPECT_EQ(fn.doorbells, 0);
+	EXPECT_EQ(arena->bytes_in_use(), 0u);
 }
 
 TEST_F(Mlx5Device, SkipsSetHcaCapWhenNothingChanges)

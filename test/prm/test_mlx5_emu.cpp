@@ -417,6 +417,8 @@ TEST(Mlx5EmuLife, CommandsBeforeTheirStageAreRefused)
 {
 	Rig r;
 	ASSERT_EQ(r.make(config(emu::DoorbellDelivery::inline_call)), 0);
+	/* The test drives the command queue itself: it is the driver that sets BME. */
+	ASSERT_EQ(r.hw->function().set_bus_master(true), 0);
 	std::unique_ptr<mlx5::CmdQueue> q;
 	ASSERT_EQ(mlx5::CmdQueue::create(r.hw->function(), *r.arena, 1000ms, &q), 0);
 	uint32_t pd = 0;
@@ -491,6 +493,59 @@ TEST(Mlx5EmuLife, StoppedDeviceThreadTimesOutCleanly)
 	EXPECT_EQ(r.arena->bytes_in_use(), 0u);
 }
 
+TEST(Mlx5EmuLife, OpenSetsBusMasterAndTeardownClearsIt)
+{
+	Rig r;
+	ASSERT_EQ(r.make(config(emu::DoorbellDelivery::inline_call)), 0);
+	/* The function comes out of reset unable to master the bus: without the driver's
+	 * Bus Master Enable the model cannot fetch a single command and open times out. */
+	ASSERT_FALSE(r.hw->function().bus_master());
+	std::unique_ptr<mlx5::Device> dev;
+	ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
+	EXPECT_TRUE(r.hw->function().bus_master());
+	EXPECT_EQ(r.hw->iommu().dma_refused(), 0u);
+	EXPECT_EQ(r.hw->device().hca_state(), emu::HcaState::initialized);
+	dev.reset();
+	EXPECT_FALSE(r.hw->function().bus_master()) << "teardown leaves the function unable to DMA";
+	EXPECT_EQ(r.hw->device().hca_state(), emu::HcaState::reset);
+	EXPECT_EQ(r.hw->iommu().dma_refused(), 0u) << "teardown's commands ran before the clear";
+	EXPECT_EQ(r.arena->bytes_in_use(), 0u);
+}
+
+TEST(Mlx5EmuLife, AFailedOpenClearsBusMasterToo)
+{
+	Rig r;
+	emu::EmuConfig cfg = config(emu::DoorbellDelivery::inline_call);
+	cfg.boot_delay = std::chrono::microseconds(5000000); /* open gives up while it boots */
+	ASSERT_EQ(r.make(cfg), 0);
+	mlx5::DeviceOptions o = r.opts();
+	o.init_timeout = 20ms;
+	std::unique_ptr<mlx5::Device> dev;
+	EXPECT_EQ(mlx5::Device::open(r.hw->function(), *r.space, o, &dev), -ETIMEDOUT);
+	EXPECT_FALSE(r.hw->function().bus_master());
+}
+
+TEST(Mlx5EmuLife, ACommandAfterBusMasterWasClearedNeverCompletes)
+{
+	Rig r;
+	ASSERT_EQ(r.make(config(emu::DoorbellDelivery::inline_call)), 0);
+	mlx5::DeviceOptions o = r.opts();
+	o.cmd_timeout = 100ms;
+	std::unique_ptr<mlx5::Device> dev;
+	ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, o, &dev), 0);
+	const uint64_t commands = r.hw->device().stats().commands;
+	/* Something else cleared BME behind the driver's back: the model cannot read the
+	 * command entry, so the command never runs and never completes, as on a ConnectX. */
+	ASSERT_EQ(r.hw->function().set_bus_master(false), 0);
+	uint32_t pd = 0;
+	EXPECT_EQ(dev->alloc_pd(&pd), -ETIMEDOUT);
+	EXPECT_EQ(r.hw->device().stats().commands, commands) << "no command reached the model";
+	EXPECT_GE(r.hw->iommu().dma_refused(), 1u);
+	EXPECT_EQ(r.hw->device().dma_faults(), 0u) << "a refused DMA is no IOMMU fault";
+	dev.reset();
+	EXPECT_EQ(r.arena->bytes_in_use(), 0u);
+}
+
 TEST(Mlx5EmuLife, DeviceStillBootingTimesOut)
 {
 	Rig r;
@@ -530,6 +585,7 @@ TEST(Mlx5EmuLife, AFunctionThatIsNotAConnectxIsRefusedUntouched)
 	EXPECT_EQ(dev, nullptr);
 	EXPECT_EQ(r.hw->device().stats().commands, 0u) << "no command reached the function";
 	EXPECT_EQ(r.hw->emu_function().doorbells_delivered(), 0u);
+	EXPECT_FALSE(r.hw->function().bus_master()) << "not even Bus Master Enable";
 	EXPECT_EQ(r.arena->bytes_in_use(), 0u);
 	EXPECT_EQ(r.hw->iommu().mapping_count(), mappings);
 }

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "emu_function.h"
 
+#include <endian.h>
+#include <linux/pci_regs.h>
+
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -24,6 +27,10 @@ int EmuFunction::create(const EmuFunctionConfig &cfg, std::unique_ptr<EmuFunctio
 	f->bar_.reset(new (std::nothrow) uint32_t[f->bar_words_]());
 	if (!f->bar_)
 		return -ENOMEM;
+	/* A function after reset: no DMA until its driver sets Bus Master Enable. */
+	rc = f->iommu_->set_bus_master(false);
+	if (rc < 0)
+		return rc;
 	f->name_ = cfg.name;
 	f->id_ = cfg.id;
 	f->delivery_ = cfg.delivery;
@@ -35,6 +42,49 @@ int EmuFunction::create(const EmuFunctionConfig &cfg, std::unique_ptr<EmuFunctio
 EmuFunction::~EmuFunction()
 {
 	stop();
+}
+
+namespace {
+
+/* Config space is little-endian. */
+void put_le16(uint8_t *p, uint16_t v)
+{
+	const uint16_t le = htole16(v);
+	std::memcpy(p, &le, sizeof(le));
+}
+
+bool config_range_ok(uint32_t offset, size_t len)
+{
+	return len != 0 && offset < EmuFunction::kConfigSize &&
+	       len <= EmuFunction::kConfigSize - offset;
+}
+
+} // namespace
+
+int EmuFunction::config_read(uint32_t offset, void *buf, size_t len) const
+{
+	if (!config_range_ok(offset, len))
+		return -EINVAL;
+	uint8_t cfg[kConfigSize] = {};
+	put_le16(cfg + PCI_VENDOR_ID, id_.vendor);
+	put_le16(cfg + PCI_DEVICE_ID, id_.device);
+	const uint16_t cmd =
+		PCI_COMMAND_MEMORY | (iommu_->bus_master() ? uint16_t{PCI_COMMAND_MASTER} : 0);
+	put_le16(cfg + PCI_COMMAND, cmd);
+	std::memcpy(buf, cfg + offset, len);
+	return 0;
+}
+
+int EmuFunction::config_write(uint32_t offset, const void *buf, size_t len)
+{
+	if (!config_range_ok(offset, len))
+		return -EINVAL;
+	/* Only the command register's low byte holds a writable bit (BME, bit 2). */
+	if (offset > PCI_COMMAND || offset + len <= PCI_COMMAND)
+		return 0;
+	const uint8_t low = static_cast<const uint8_t *>(buf)[PCI_COMMAND - offset];
+	std::lock_guard lk(config_mu_);
+	return iommu_->set_bus_master((low & PCI_COMMAND_MASTER) != 0);
 }
 
 uint32_t EmuFunction::reg_read32(size_t offset) const noexcept

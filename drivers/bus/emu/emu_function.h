@@ -28,6 +28,19 @@
  * kept in BAR 0 memory, as a posted write to a register that reads back nothing: threads ringing
  * it then meet on no cache line of BAR 0.
  *
+ * Config space and bus mastering. The function has a 256-byte config space (config_read,
+ * config_write, the way vfio::Device offers the real one): vendor and device ID at 0x00/0x02,
+ * the command register (PCI_COMMAND) at 0x04, everything else reads as zero and ignores
+ * writes, as read-only registers do. In the command register only Bus Master Enable (bit 2)
+ * is writable; Memory Space Enable (bit 1) reads as set and cannot be cleared (BAR 0 always
+ * decodes, as on a function vfio-pci has enabled); other bits read as zero. The function is
+ * created with Bus Master Enable clear, like a function after reset: until the driver sets it,
+ * every DMA of the device model fails as an access to an unmapped IOVA does (-EFAULT from the
+ * IOMMU, counted in iommu().dma_refused(); see emu_iommu.h), so for the mlx5 model a command
+ * is never fetched and never completes and the driver times out, which is what a ConnectX
+ * whose driver forgot the bit does. Clearing the bit returns once no DMA that saw it set is
+ * still in flight.
+ *
  * Hot path: bar0_read32/bar0_write32/bar0_write64 take no lock, allocate nothing and make no
  * system call (inline handlers are the device's own business).
  */
@@ -106,6 +119,14 @@ public:
 	void bar0_write32(size_t offset, uint32_t value) override;
 	void bar0_write64(size_t offset, uint64_t value) override;
 	mem::DmaMapper &dma() override { return *iommu_; }
+	/*
+	 * Config space (see the top of this file). -EINVAL when [offset, offset + len) is empty
+	 * or beyond kConfigSize; config_write: -EDEADLK when clearing Bus Master Enable from a
+	 * thread inside a DMA section of this function (it would wait for itself).
+	 */
+	int config_read(uint32_t offset, void *buf, size_t len) const override;
+	int config_write(uint32_t offset, const void *buf, size_t len) override;
+	static constexpr size_t kConfigSize = 256;
 
 	/* Device side. */
 	EmuIommu &iommu() noexcept { return *iommu_; }
@@ -198,6 +219,7 @@ private:
 	std::atomic<bool> thread_stop_{false};
 	SlotCounter delivered_; /* per thread: two threads ringing meet on no line */
 	std::mutex control_;	/* serialises start/stop and inline drains on start */
+	std::mutex config_mu_;	/* serialises config_write's read-modify-write */
 	std::thread thread_;
 };
 

@@ -171,6 +171,20 @@ void EmuIommu::wait_for_readers()
 	}
 }
 
+int EmuIommu::set_bus_master(bool on)
+{
+	if (!on && tl_sections != 0)
+		return -EDEADLK;
+	std::lock_guard lk(write_mu_);
+	/* seq_cst: the same store-load argument as a snapshot's publication (see the file's
+	 * comment): a section whose increment the scan below misses loads the new value. */
+	bus_master_.store(on, std::memory_order_seq_cst);
+	if (!on)
+		wait_for_readers(); /* no access that saw it set is still running */
+	NICMR_LOG(debug, "emu-iommu", "%s: bus mastering %s", name_.c_str(), on ? "on" : "off");
+	return 0;
+}
+
 size_t EmuIommu::mapping_count() const
 {
 	DmaSection s(*this);
@@ -186,16 +200,28 @@ void EmuIommu::fault(const char *what, uint64_t iova, size_t len) const
 		  name_.c_str(), what, len, iova);
 }
 
-/* Device hot path: one atomic increment, one load; no lock, no allocation. */
+void EmuIommu::refuse(const char *what, uint64_t iova, size_t len) const
+{
+	refused_.fetch_add(1, std::memory_order_relaxed);
+	NICMR_LOG(warn, "emu-iommu",
+		  "%s: DMA refused: device %s of %zu bytes at iova 0x%" PRIx64
+		  " while bus mastering is off (PCI_COMMAND bit 2 clear)",
+		  name_.c_str(), what, len, iova);
+}
+
+/* Device hot path: one atomic increment, two loads; no lock, no allocation. */
 DmaSection::DmaSection(const EmuIommu &m) noexcept : m_(&m)
 {
 	auto &slot = m.slots_[reader_slot()];
 	/* seq_cst on the phase load, the increment and the snapshot load: a writer whose scan
-	 * misses this increment published before our snapshot load, so we see its snapshot. */
+	 * misses this increment published before our snapshot load, so we see its snapshot. The
+	 * bus-master load is seq_cst for the same reason (set_bus_master(false) waits like an
+	 * unmap). */
 	const unsigned p = m.phase_.load(std::memory_order_seq_cst) & 1u;
 	count_ = &slot.count[p];
 	count_->fetch_add(1, std::memory_order_seq_cst);
 	snap_ = m.cur_.load(std::memory_order_seq_cst);
+	bme_off_ = !m.bus_master_.load(std::memory_order_seq_cst);
 	tl_sections++;
 }
 
@@ -207,6 +233,7 @@ DmaSection &DmaSection::operator=(DmaSection &&o) noexcept
 		snap_ = o.snap_;
 		count_ = o.count_;
 		hint_ = o.hint_;
+		bme_off_ = o.bme_off_;
 		o.count_ = nullptr;
 	}
 	return *this;
@@ -265,6 +292,10 @@ int DmaSection::read(uint64_t iova, void *dst, size_t len) const
 {
 	if (len == 0)
 		return 0;
+	if (bme_off_) {
+		m_->refuse("read", iova, len);
+		return -EFAULT;
+	}
 	/* One segment (the common case): no second walk. */
 	const IommuSegment *s = find(iova);
 	if (s != nullptr && len <= s->len - (iova - s->iova)) {
@@ -287,6 +318,10 @@ int DmaSection::write(uint64_t iova, const void *src, size_t len) const
 {
 	if (len == 0)
 		return 0;
+	if (bme_off_) {
+		m_->refuse("write", iova, len);
+		return -EFAULT;
+	}
 	const IommuSegment *s = find(iova);
 	if (s != nullptr && len <= s->len - (iova - s->iova)) {
 		std::memcpy(s->va + (iova - s->iova), src, len);
@@ -307,6 +342,10 @@ int DmaSection::write(uint64_t iova, const void *src, size_t len) const
 
 int DmaSection::store8_release(uint64_t iova, uint8_t value) const
 {
+	if (bme_off_) {
+		m_->refuse("write", iova, 1);
+		return -EFAULT;
+	}
 	const IommuSegment *s = find(iova);
 	if (s == nullptr) {
 		m_->fault("write", iova, 1);
@@ -323,6 +362,10 @@ int DmaSection::load32_acquire(uint64_t iova, uint32_t *raw) const
 {
 	if (iova % 4 != 0)
 		return -EINVAL;
+	if (bme_off_) {
+		m_->refuse("read", iova, 4);
+		return -EFAULT;
+	}
 	/* Mappings are page aligned: an aligned word never straddles two of them. */
 	const IommuSegment *s = find(iova);
 	if (s == nullptr) {
@@ -347,6 +390,10 @@ int DmaSection::copy(uint64_t dst_iova, uint64_t src_iova, size_t len) const
 {
 	if (len == 0)
 		return 0;
+	if (bme_off_) {
+		m_->refuse("read", src_iova, len);
+		return -EFAULT;
+	}
 	/* Both whole ranges first: a faulting transfer must not leave a partial copy behind. */
 	if (!walk(src_iova, len, nullptr)) {
 		m_->fault("read", src_iova, len);
@@ -372,6 +419,10 @@ void *DmaSection::host(uint64_t iova, size_t len) const
 {
 	if (len == 0)
 		return nullptr;
+	if (bme_off_) {
+		m_->refuse("access", iova, len);
+		return nullptr;
+	}
 	char *first = nullptr;
 	char *expect = nullptr;
 	bool contiguous = true;

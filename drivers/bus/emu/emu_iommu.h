@@ -14,6 +14,15 @@
  * an access that touches any unmapped byte fails as a whole before a single byte moves (no stray
  * write), is logged, and counts as a device DMA fault (dma_faults()). It never crashes.
  *
+ * Bus mastering. The IOMMU also carries the Bus Master Enable bit of the function in front of
+ * it (EmuFunction drives it from its command register): while it is clear, every device access
+ * (read, write, store8_release, load32_acquire, copy, host/pin) fails with -EFAULT before a
+ * byte moves, the same error path as an unmapped IOVA, is logged and counts in dma_refused()
+ * (not in dma_faults(): a real function with BME clear issues no request at all, so its IOMMU
+ * records no fault). mapped() still answers about translations only. Clearing the bit returns
+ * once no access that saw it set is in flight (the grace period of dma_unmap). An IOMMU created
+ * on its own starts with the bit set; EmuFunction::create clears it, as a reset does.
+ *
  * Defaults follow an Intel VT-d with 48-bit IOVAs: valid IOVAs are [0, 2^48 - 1] minus the
  * interrupt (MSI) window [0xfee00000, 0xfeefffff]; pages are 4 KiB; at most 65535 mappings (the
  * default dma_entry_limit of VFIO's type-1 IOMMU).
@@ -82,14 +91,15 @@ struct IommuSnapshot {
  * for it to end). Every access through it checks and translates against that one snapshot.
  * Device hot path: no lock, no allocation, no system call; one thread uses a section (it is
  * not shared), and a thread may hold several (they nest). Accessors as EmuIommu's below: 0, or
- * -EFAULT when any byte is unmapped (nothing moved, the fault counted and logged).
+ * -EFAULT when any byte is unmapped (nothing moved, the fault counted and logged) or bus
+ * mastering was off when the section began (nothing moved, counted in dma_refused()).
  */
 class DmaSection {
 public:
 	explicit DmaSection(const EmuIommu &m) noexcept;
 	~DmaSection() { leave(); }
 	DmaSection(DmaSection &&o) noexcept
-	    : m_(o.m_), snap_(o.snap_), count_(o.count_), hint_(o.hint_)
+	    : m_(o.m_), snap_(o.snap_), count_(o.count_), hint_(o.hint_), bme_off_(o.bme_off_)
 	{
 		o.count_ = nullptr;
 	}
@@ -119,6 +129,7 @@ private:
 	const IommuSnapshot *snap_ = nullptr;
 	std::atomic<int64_t> *count_ = nullptr; /* the reader counter this section raised */
 	mutable size_t hint_ = 0;		/* the segment of the last hit */
+	bool bme_off_ = false;			/* bus mastering was off when the section began */
 };
 
 /*
@@ -192,6 +203,16 @@ public:
 	/* Host view for zero-copy; see DmaPin. */
 	DmaPin pin(uint64_t iova, size_t len) const;
 
+	/*
+	 * Bus Master Enable of the function in front of the IOMMU (see the top of this file).
+	 * Clearing it waits for every access that began while it was set; -EDEADLK when the
+	 * calling thread holds a DmaSection (it would wait for itself). Setting it never waits.
+	 */
+	int set_bus_master(bool on);
+	bool bus_master() const noexcept { return bus_master_.load(std::memory_order_acquire); }
+	/* Device accesses refused because bus mastering was off, since creation. */
+	uint64_t dma_refused() const noexcept { return refused_.load(std::memory_order_relaxed); }
+
 	/* DMA faults (accesses to unmapped IOVAs) since creation. */
 	uint64_t dma_faults() const noexcept { return faults_.load(std::memory_order_relaxed); }
 	/* IOVA of the most recent fault (0 before any). */
@@ -215,6 +236,7 @@ private:
 	void replace(std::unique_ptr<IommuSnapshot> next);
 	void wait_for_readers();
 	void fault(const char *what, uint64_t iova, size_t len) const;
+	void refuse(const char *what, uint64_t iova, size_t len) const;
 
 	std::vector<mem::IovaRange> ranges_;
 	size_t page_size_ = 4096;
@@ -225,6 +247,8 @@ private:
 	std::atomic<const IommuSnapshot *> cur_{}; /* what new sections see */
 	std::atomic<unsigned> phase_{0};	   /* which counter new sections raise */
 	mutable ReaderSlot slots_[kReaderSlots];
+	std::atomic<bool> bus_master_{true}; /* written under write_mu_ */
+	mutable std::atomic<uint64_t> refused_{0};
 	mutable std::atomic<uint64_t> faults_{0};
 	mutable std::atomic<uint64_t> last_fault_{0};
 };

@@ -211,11 +211,10 @@ public:
 
 	/* Region `index` (VFIO_PCI_BAR0_REGION_INDEX .. VFIO_PCI_CONFIG_REGION_INDEX); -EINVAL. */
 	int region(unsigned index, Region *out) const;
-	/* Config space access; -EINVAL out of range, -EIO on a short transfer. */
-	int config_read(uint32_t offset, void *buf, size_t len) const;
-	int config_write(uint32_t offset, const void *buf, size_t len);
-	/* Sets or clears Bus Master Enable in the command register. */
-	int set_bus_master(bool on);
+	/* Config space access (pread/pwrite on the config region); -EINVAL out of range, -EIO on
+	 * a short transfer. set_bus_master and bus_master come from bus::PciFunction. */
+	int config_read(uint32_t offset, void *buf, size_t len) const override;
+	int config_write(uint32_t offset, const void *buf, size_t len) override;
 	/* VFIO_DEVICE_RESET; -ENOTTY when the device offers no reset (can_reset() false). */
 	bool can_reset() const noexcept { return can_reset_; }
 	int reset();

@@ -272,16 +272,6 @@ int Device::config_write(uint32_t offset, const void *buf, size_t len)
 	return size_t(n) == len ? 0 : -EIO;
 }
 
-int Device::set_bus_master(bool on)
-{
-	uint16_t cmd;
-	int rc = config_read(PCI_COMMAND, &cmd, sizeof(cmd));
-	if (rc < 0)
-		return rc;
-	cmd = on ? uint16_t(cmd | PCI_COMMAND_MASTER) : uint16_t(cmd & ~PCI_COMMAND_MASTER);
-	return config_write(PCI_COMMAND, &cmd, sizeof(cmd));
-}
-
 int Device::reset()
 {
 	if (!can_reset_) {
