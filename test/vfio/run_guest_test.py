@@ -23,7 +23,7 @@ import time
 # Every check the guest must report, in the order it reports them.
 EXPECTED = [
     "guest-modules", "guest-hostroot", "guest-iommu", "edu-present", "devbind-vfio-pci",
-    "vfio-open", "iommu-info", "edu-bar0-mmio", "bus-master", "device-reset",
+    "vfio-open", "iommu-info", "edu-bar0-mmio", "bus-master-set-by-open", "device-reset",
     "pool-dma-mapped", "edu-dma-roundtrip", "edu-msi-eventfd", "shared-container-two-groups",
     "pool-dma-unmapped",
     "dma-revoked-after-unmap", "iova-outside-ranges-erange", "map-errors",

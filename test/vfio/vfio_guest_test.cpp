@@ -3,7 +3,9 @@
  * vfio-guest-test: runs inside the QEMU guest that devtools/vfio-guest boots, against QEMU's
  * edu device bound to vfio-pci, and proves the VFIO bus on a real VFIO stack (the guest's
  * vfio-pci, type-1 IOMMU and emulated VT-d):
- *   - the device opens, BAR 0 is mapped, config space reads its ID;
+ *   - the device opens, BAR 0 is mapped, config space reads its ID; open reset the function
+ *     (when it offers a reset) and set Bus Master Enable: the test never sets it itself, so
+ *     every edu DMA below proves the open path did;
  *   - a hugepage pool is DMA-mapped through lib/mem's DmaSpace and edu copies data into and
  *     out of it at the pool's IOVAs, every byte checked;
  *   - an MSI raised by edu arrives on the vector's eventfd;
@@ -24,6 +26,7 @@
  * QEMU 7.2 rejects a transfer that ends at the buffer's end, so at most 4095 bytes move at once.
  */
 #include <fcntl.h>
+#include <linux/pci_regs.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -164,7 +167,7 @@ void test_shared_container(Device &dev, const std::shared_ptr<Container> &c,
 		       addr2.c_str(), rc);
 		return;
 	}
-	dev2->set_bus_master(true);
+	/* No set_bus_master here: Device::open set it, and the copy below needs it. */
 	auto *base = reinterpret_cast<uint8_t *>(e->va);
 	const size_t src = 256 * 1024 + 17, dst = 1536 * 1024 + 5;
 	for (size_t i = 0; i < kEduMaxXfer; i++)
@@ -444,15 +447,24 @@ int main(int argc, char **argv)
 		uint32_t ident = dev->bar0_read32(0);
 		result("edu-bar0-mmio", live == ~0x12345678u && (ident & 0xff) == 0xed,
 		       "liveness 0x%08x (want 0x%08x), ident 0x%08x", live, ~0x12345678u, ident);
+		/* Device::open reset the function (when it can) and set Bus Master Enable; the
+		 * test never sets it itself, so every DMA below proves the open path did. */
 		uint16_t cmd = 0;
-		rc = dev->set_bus_master(true);
-		dev->config_read(4, &cmd, 2);
-		result("bus-master", rc == 0 && (cmd & 4), "rc %d, command 0x%04x", rc, cmd);
+		rc = dev->config_read(PCI_COMMAND, &cmd, 2);
+		result("bus-master-set-by-open",
+		       rc == 0 && (cmd & PCI_COMMAND_MASTER) && dev->bus_master() &&
+			       dev->was_reset_at_open() == dev->can_reset(),
+		       "rc %d, command 0x%04x, can_reset %d, reset at open %d", rc, cmd,
+		       int(dev->can_reset()), int(dev->was_reset_at_open()));
+		/* The kernel saves and restores config space around VFIO_DEVICE_RESET
+		 * (pci_try_reset_function), so a later reset keeps bus mastering on. */
 		int rr = dev->reset();
-		result("device-reset", dev->can_reset() ? rr == 0 : rr == -ENOTTY,
-		       "can_reset %d, reset() %d", int(dev->can_reset()), rr);
-		if (dev->can_reset())
-			dev->set_bus_master(true);
+		cmd = 0;
+		dev->config_read(PCI_COMMAND, &cmd, 2);
+		result("device-reset",
+		       dev->can_reset() ? rr == 0 && (cmd & PCI_COMMAND_MASTER) : rr == -ENOTTY,
+		       "can_reset %d, reset() %d, command after it 0x%04x", int(dev->can_reset()),
+		       rr, cmd);
 
 		test_roundtrip(*dev, c, addr2);
 		test_revocation(*dev, *c);

@@ -175,10 +175,15 @@ public:
 	/*
 	 * Opens a device bound to vfio-pci on `container` (shared IOVA space). Checks sysfs first
 	 * (check_device), joins the group, gets the device fd, reads its regions and ID, mmaps BAR
-	 * 0 (every sparse area of it when the region has them). Errors: those of check_device and
-	 * Container, -EBUSY (group or device already open elsewhere), -ENOTSUP (BAR 0 absent, not
-	 * mmap-able or with a hole between its sparse areas: check_bar0_mappable), what the VFIO
-	 * ioctls report. Nothing is left behind on failure.
+	 * 0 (every sparse area of it when the region has them), resets the function when it
+	 * offers a reset (VFIO_DEVICE_FLAGS_RESET; a warning says so when it does not) and sets
+	 * Bus Master Enable, as DPDK's VFIO bus does (pci_rte_vfio_setup_device). Errors: those
+	 * of check_device and Container, -EBUSY (group or device already open elsewhere),
+	 * -ENOTSUP (BAR 0 absent, not mmap-able or with a hole between its sparse areas:
+	 * check_bar0_mappable), what the VFIO ioctls report (VFIO_DEVICE_RESET included), those
+	 * of config_write for the command register. Nothing is left behind on failure.
+	 * The destructor clears Bus Master Enable before it closes the device, as DPDK's
+	 * pci_vfio_unmap_resource_primary does.
 	 */
 	static int open(const std::string &pci_addr, const std::shared_ptr<Container> &container,
 			std::unique_ptr<Device> *out);
@@ -218,6 +223,8 @@ public:
 	/* VFIO_DEVICE_RESET; -ENOTTY when the device offers no reset (can_reset() false). */
 	bool can_reset() const noexcept { return can_reset_; }
 	int reset();
+	/* Whether open reset the function (VFIO_DEVICE_RESET succeeded). */
+	bool was_reset_at_open() const noexcept { return reset_at_open_; }
 
 	/* Vectors the device offers for VFIO_PCI_MSI_IRQ_INDEX / VFIO_PCI_MSIX_IRQ_INDEX. */
 	unsigned msi_count() const noexcept { return msi_count_; }
@@ -238,6 +245,7 @@ private:
 	int init(const std::string &pci_addr, const std::shared_ptr<Container> &container);
 	int read_regions();
 	int map_bar0();
+	int start_function();
 	int enable_irqs(unsigned index, unsigned count, unsigned offered, const char *what);
 
 	std::string addr_;
@@ -247,6 +255,8 @@ private:
 	int fd_ = -1;
 	PciId id_{};
 	bool can_reset_ = false;
+	bool reset_at_open_ = false;
+	bool bus_master_set_ = false; /* open set BME: the destructor clears it */
 	unsigned msi_count_ = 0;
 	unsigned msix_count_ = 0;
 	std::vector<Region> regions_;

@@ -101,9 +101,51 @@ int Device::init(const std::string &pci_addr, const std::shared_ptr<Container> &
 	rc = map_bar0();
 	if (rc < 0)
 		return rc;
-	NICMR_LOG(info, "vfio", "%s: %04x:%04x, group %d, BAR0 %zu bytes%s", name_.c_str(),
-		  id_.vendor, id_.device, group, bar0_size_,
-		  regions_[VFIO_PCI_BAR0_REGION_INDEX].has_sparse ? " (sparse areas)" : "");
+	rc = start_function();
+	if (rc < 0)
+		return rc;
+	NICMR_LOG(info, "vfio", "%s: %04x:%04x, group %d, BAR0 %zu bytes%s, %s, bus master on",
+		  name_.c_str(), id_.vendor, id_.device, group, bar0_size_,
+		  regions_[VFIO_PCI_BAR0_REGION_INDEX].has_sparse ? " (sparse areas)" : "",
+		  reset_at_open_ ? "reset" : "not reset");
+	return 0;
+}
+
+/*
+ * Reset, then Bus Master Enable: DPDK's VFIO bus does both when it sets a device up
+ * (drivers/bus/pci/linux/pci_vfio.c, pci_rte_vfio_setup_device), so the driver starts from
+ * a function that holds nothing of a previous user (a crashed process leaves a ConnectX with
+ * its command queue and pages pointing at IOVAs that mean nothing now). DPDK sets the bit
+ * first and resets after; the kernel saves and restores config space around the reset
+ * (pci_try_reset_function), so its order works, but a reset that clears the command register
+ * must not undo ours: reset first here. The mlx5 driver sets the bit again itself
+ * (mlx5::Device::open), as rdma-core's VFIO provider does, since a function may reach it
+ * through a bus that did not.
+ */
+int Device::start_function()
+{
+	if (can_reset_) {
+		if (ioctl(fd_, VFIO_DEVICE_RESET) < 0) {
+			int err = errno;
+			NICMR_LOG(error, "vfio", "%s: VFIO_DEVICE_RESET at open: %s", name_.c_str(),
+				  strerror(err));
+			return -err;
+		}
+		reset_at_open_ = true;
+	} else {
+		NICMR_LOG(warn, "vfio",
+			  "%s offers no reset (no FLR, PM or bus reset: VFIO_DEVICE_FLAGS_RESET "
+			  "clear): opened without one, whatever a previous user left in the "
+			  "function stays",
+			  name_.c_str());
+	}
+	int rc = set_bus_master(true);
+	if (rc < 0) {
+		NICMR_LOG(error, "vfio", "%s: cannot set Bus Master Enable: %s", name_.c_str(),
+			  strerror(-rc));
+		return rc;
+	}
+	bus_master_set_ = true;
 	return 0;
 }
 
@@ -211,6 +253,11 @@ int Device::map_bar0()
 Device::~Device()
 {
 	disable_irqs();
+	/* No DMA once the process lets the function go (DPDK's pci_vfio_unmap_resource_primary;
+	 * the kernel's vfio_pci_core_disable clears it again when the fd closes). */
+	if (bus_master_set_ && set_bus_master(false) < 0)
+		NICMR_LOG(warn, "vfio", "%s: cannot clear Bus Master Enable at close",
+			  name_.c_str());
 	if (bar0_ != nullptr)
 		munmap(bar0_, bar0_size_);
 	if (fd_ >= 0)
