@@ -142,6 +142,89 @@ TEST(VfioIommuInfo, NoCapabilityFlagMeansNoRangesAndNoLimit)
 	EXPECT_FALSE(info.has_dma_avail);
 }
 
+/* Whether any byte of [first, last] is a valid IOVA in ranges. */
+bool touches(const std::vector<mem::IovaRange> &ranges, uint64_t first, uint64_t last)
+{
+	for (const auto &r : ranges)
+		if (r.start <= last && first <= r.last)
+			return true;
+	return false;
+}
+
+TEST(VfioIommuInfo, NoIovaRangeCapabilityFallsBackToTheLegacyRanges)
+{
+	/* A kernel before 5.4: the DMA_AVAIL cap, no IOVA ranges. */
+	InfoBuilder b(0x40201000);
+	b.dma_avail(1000);
+	IommuInfo info;
+	ASSERT_EQ(parse_iommu_info(b.bytes().data(), b.bytes().size(), &info), 0);
+	ASSERT_TRUE(info.ranges.empty());
+	apply_iommu_defaults(&info);
+	EXPECT_TRUE(info.legacy_ranges);
+	const auto legacy = legacy_iova_ranges();
+	ASSERT_EQ(info.ranges.size(), legacy.size());
+	for (size_t i = 0; i < legacy.size(); i++) {
+		EXPECT_EQ(info.ranges[i].start, legacy[i].start);
+		EXPECT_EQ(info.ranges[i].last, legacy[i].last);
+	}
+	ASSERT_EQ(info.ranges.size(), 2u);
+	/* QEMU's bounds for this case (util/vfio-helpers.c) ... */
+	EXPECT_EQ(info.ranges.front().start, 0x10000u);
+	EXPECT_EQ(info.ranges.back().last, (uint64_t{1} << 39) - 1);
+	/* ... without the x86 interrupt window, whose edges stay usable. */
+	EXPECT_FALSE(touches(info.ranges, 0xfee00000, 0xfeefffff));
+	EXPECT_TRUE(touches(info.ranges, 0xfedff000, 0xfedfffff));
+	EXPECT_TRUE(touches(info.ranges, 0xfef00000, 0xfef00fff));
+	EXPECT_FALSE(touches(info.ranges, 0, 0xffff));
+	EXPECT_FALSE(touches(info.ranges, uint64_t{1} << 39, UINT64_MAX));
+	/* What was reported stays. */
+	EXPECT_EQ(info.page_sizes, 0x40201000u);
+	EXPECT_TRUE(info.has_dma_avail);
+	EXPECT_EQ(info.dma_avail, 1000u);
+}
+
+TEST(VfioIommuInfo, LegacyRangesAreSortedDisjointAndPageAligned)
+{
+	auto r = legacy_iova_ranges();
+	for (size_t i = 0; i < r.size(); i++) {
+		EXPECT_LE(r[i].start, r[i].last);
+		EXPECT_EQ(r[i].start % 4096, 0u);
+		EXPECT_EQ((r[i].last + 1) % 4096, 0u);
+		if (i > 0) {
+			EXPECT_GT(r[i].start, r[i - 1].last + 1) << "a hole between ranges " << i;
+		}
+	}
+}
+
+TEST(VfioIommuInfo, ReportedRangesAreKeptAndAMissingPageSizeIs4K)
+{
+	InfoBuilder b(0);
+	b.ranges({{0, 0xfedfffff}, {0xfef00000, 0xffffffffffff}});
+	IommuInfo info;
+	ASSERT_EQ(parse_iommu_info(b.bytes().data(), b.bytes().size(), &info), 0);
+	apply_iommu_defaults(&info);
+	EXPECT_FALSE(info.legacy_ranges);
+	ASSERT_EQ(info.ranges.size(), 2u);
+	EXPECT_EQ(info.ranges[0].start, 0u);
+	EXPECT_EQ(info.ranges[1].last, 0xffffffffffffu);
+	EXPECT_EQ(info.page_sizes, 4096u);
+}
+
+TEST(VfioUnmap, TheSizeTheKernelUnmappedMustBeTheMappingsOrItIsEio)
+{
+	EXPECT_EQ(check_unmapped_size(0x100000, 0x200000, 0x200000), 0);
+	::testing::internal::CaptureStderr();
+	/* The kernel had nothing there (another user of the container unmapped it), or
+	 * unmapped more than the one mapping: the container and the kernel disagree. */
+	EXPECT_EQ(check_unmapped_size(0x100000, 0x200000, 0), -EIO);
+	EXPECT_EQ(check_unmapped_size(0x100000, 0x200000, 0x400000), -EIO);
+	EXPECT_EQ(check_unmapped_size(0x100000, 0x200000, 0x1000), -EIO);
+	std::string log = ::testing::internal::GetCapturedStderr();
+	EXPECT_NE(log.find("iova 0x100000 unmapped 0 bytes of the mapping's 2097152"),
+		  std::string::npos)
+		<< log;
+}
+
 TEST(VfioIommuInfo, RejectsCapabilityOutsideTheBuffer)
 {
 	InfoBuilder b(4096);

@@ -11,8 +11,9 @@
  * A Container is an object, not a process-wide global: devices that must reach each other's
  * memory (or share pools) are opened on one Container; a device opened alone gets its own.
  * The IOMMU type (TYPE1v2) is set when the first group joins, and the IOVA ranges and mapping
- * limit are read then (VFIO_IOMMU_GET_INFO). When the last group leaves, the kernel drops
- * every mapping: keep the devices open for as long as pools are mapped.
+ * limit are read then (VFIO_IOMMU_GET_INFO); a kernel that reports no IOVA ranges (before
+ * Linux 5.4) gets legacy_iova_ranges(). When the last group leaves, the kernel drops every
+ * mapping: keep the devices open for as long as pools are mapped.
  *
  * Every call returns 0 or a negative errno and logs, at error level, what to do about it:
  *   -ENOENT   /dev/vfio/vfio is missing: the VFIO driver is not loaded (modprobe vfio-pci)
@@ -32,6 +33,8 @@
  *   -EEXIST   a DMA mapping that overlaps an existing one
  *   -EINVAL   misaligned or zero-length mapping, offset out of range
  *   -EPROTO   the kernel returned a malformed capability chain
+ *   -EIO      VFIO_IOMMU_UNMAP_DMA unmapped another size than the mapping's (the kernel's
+ *             mappings and the container's disagree; the mapping is gone either way)
  *
  * Threads: Container's calls are thread-safe (a mutex). A Device's BAR accessors may be called
  * from any thread with no lock; its other calls are for one thread at a time.
@@ -64,7 +67,36 @@ struct IommuInfo {
 	std::vector<mem::IovaRange> ranges; /* valid IOVA ranges; empty: the cap was absent */
 	bool has_dma_avail = false;	    /* VFIO_IOMMU_TYPE1_INFO_DMA_AVAIL was present */
 	uint32_t dma_avail = 0;		    /* mappings still allowed when the info was read */
+	bool legacy_ranges = false; /* Container: ranges are legacy_iova_ranges(), not reported */
 };
+
+/*
+ * The IOVA ranges a container uses when the kernel reports none (no
+ * VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE, kernels before 5.4):
+ *   [0x10000, 0xfedfffff] and [0xfef00000, 2^39 - 1].
+ * The bounds are QEMU's for the same case (util/vfio-helpers.c, QEMU_VFIO_IOVA_MIN 0x10000
+ * and QEMU_VFIO_IOVA_MAX 1 << 39, a safe bet for the IOMMU's address width); the hole is the x86
+ * interrupt window, which the IOMMU drivers reserve for MSIs (Linux
+ * drivers/iommu/intel/iommu.c IOAPIC_RANGE_START/END and drivers/iommu/amd/iommu.c
+ * MSI_RANGE_START/END, 0xfee00000-0xfeefffff): a device write there is an interrupt, not
+ * memory. Sorted, page aligned.
+ */
+std::vector<mem::IovaRange> legacy_iova_ranges();
+
+/*
+ * Fills in what a container needs from `info` as parse_iommu_info decoded it: the legacy
+ * ranges (and legacy_ranges) when the kernel reported none, a 4 KiB page when it reported no
+ * page size.
+ */
+void apply_iommu_defaults(IommuInfo *info);
+
+/*
+ * The check of VFIO_IOMMU_UNMAP_DMA's answer: the kernel writes back in `size` how many bytes
+ * it unmapped, which must be the mapping's length (a type-1 IOMMU unmaps every mapping inside
+ * the range and refuses to split one, so anything else means its mappings and ours
+ * disagree). 0, or -EIO, logged with both sizes.
+ */
+int check_unmapped_size(uint64_t iova, uint64_t asked, uint64_t unmapped);
 
 /*
  * Decodes a struct vfio_iommu_type1_info and its capability chain (IOVA ranges, DMA_AVAIL;
@@ -118,7 +150,9 @@ public:
 	 * the kernel reports (-ENOMEM: memlock limit, -EFAULT: va not mapped).
 	 */
 	int dma_map(void *va, uint64_t iova, size_t len) override;
-	/* VFIO_IOMMU_UNMAP_DMA of a mapping made with the same iova and len; else -ENOENT. */
+	/* VFIO_IOMMU_UNMAP_DMA of a mapping made with the same iova and len; else -ENOENT.
+	 * -EIO when the kernel unmapped another size (check_unmapped_size); the container
+	 * forgets the mapping then too. */
 	int dma_unmap(uint64_t iova, size_t len) override;
 	/* The valid IOVA ranges (empty before the first device is opened). */
 	std::vector<mem::IovaRange> iova_ranges() const override;

@@ -166,10 +166,14 @@ int Container::attach_group(int number, const std::string &pci_addr, std::shared
 			lock.unlock();
 			return rc;
 		}
-		if (info.ranges.empty()) /* an old kernel: every 64-bit IOVA is fair game */
-			info.ranges.push_back({0, UINT64_MAX});
-		if (info.page_sizes == 0)
-			info.page_sizes = 4096;
+		apply_iommu_defaults(&info);
+		if (info.legacy_ranges)
+			NICMR_LOG(
+				warn, "vfio",
+				"the kernel reports no IOVA ranges (no "
+				"VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE, a kernel before 5.4): using "
+				"the legacy ranges [0x10000, 0xfedfffff] and [0xfef00000, 2^39 - "
+				"1]");
 		info_ = std::move(info);
 		map_limit_ = info_.has_dma_avail ? info_.dma_avail : SIZE_MAX;
 		iommu_set_ = true;
@@ -289,8 +293,42 @@ int Container::dma_unmap(uint64_t iova, size_t len)
 			  strerror(err));
 		return -err;
 	}
+	/* Whatever the kernel unmapped, nothing of the range is mapped now: forget it. */
 	maps_.erase(it);
-	return 0;
+	return check_unmapped_size(iova, len, u.size);
+}
+
+std::vector<mem::IovaRange> legacy_iova_ranges()
+{
+	/* QEMU util/vfio-helpers.c: QEMU_VFIO_IOVA_MIN, QEMU_VFIO_IOVA_MAX (exclusive). */
+	constexpr uint64_t kMin = 0x10000;
+	constexpr uint64_t kLast = (uint64_t{1} << 39) - 1;
+	/* The x86 MSI window (Linux intel/iommu.c IOAPIC_RANGE_*, amd/iommu.c MSI_RANGE_*). */
+	constexpr uint64_t kMsiFirst = 0xfee00000;
+	constexpr uint64_t kMsiLast = 0xfeefffff;
+	return {{kMin, kMsiFirst - 1}, {kMsiLast + 1, kLast}};
+}
+
+void apply_iommu_defaults(IommuInfo *info)
+{
+	if (info->ranges.empty()) {
+		info->ranges = legacy_iova_ranges();
+		info->legacy_ranges = true;
+	}
+	if (info->page_sizes == 0)
+		info->page_sizes = 4096;
+}
+
+int check_unmapped_size(uint64_t iova, uint64_t asked, uint64_t unmapped)
+{
+	if (unmapped == asked)
+		return 0;
+	NICMR_LOG(error, "vfio",
+		  "VFIO_IOMMU_UNMAP_DMA at iova 0x%" PRIx64 " unmapped %" PRIu64
+		  " bytes of the mapping's %" PRIu64 ": the kernel's mappings and the "
+		  "container's disagree (another user of the container fd?)",
+		  iova, unmapped, asked);
+	return -EIO;
 }
 
 std::vector<mem::IovaRange> Container::iova_ranges() const
