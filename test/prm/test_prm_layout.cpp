@@ -692,3 +692,62 @@ TEST(PrmLayout, FastPathsAgreeWithTheBitReference)
 			EXPECT_EQ(prm::get(ref, f), want) << "get, bit " << f.bit_off;
 		}
 }
+
+/*
+ * Bring-up section. Byte offsets of rdma-core's providers/mlx5/mlx5_vfio.h: struct health_buffer
+ * (5 assert_var, 3 reserved, assert_exit_ptr, assert_callra, 2 reserved, fw_ver, hw_id, rfr,
+ * irisc_index, synd, ext_synd) at init segment 0x200; struct mlx5_eqe_page_req (ec_function,
+ * func_id, num_pages) at EQE data 0x20; the 16-byte mlx5_reg_host_endianness. mlx5_ifc.h:
+ * access_register_in (register_id at 0x50, argument 0x60, register_data 0x80) and
+ * cmd_hca_cap.log_uar_page_sz[0x10] at 0x490. Values: MLX5_EVENT_TYPE_CMD 0x0a,
+ * MLX5_EVENT_TYPE_PAGE_REQUEST 0x0b, MLX5_REG_HOST_ENDIANNESS 0x7004, MLX5_EQ_DOORBEL_OFFSET
+ * 0x40, MLX5_NUM_SPARE_EQE 0x80, MLX5_HEALTH_SYNDR_ASYNC_EQ_OVERRUN_ERR 0xc.
+ */
+TEST(PrmLayout, BringUpFieldsAreRdmaCoresAndIfcs)
+{
+	namespace h = prm::health;
+	EXPECT_EQ(prm::byte_offset(h::fw_ver), 0x200u + 12 * 4);
+	EXPECT_EQ(prm::byte_offset(h::hw_id), 0x200u + 13 * 4);
+	EXPECT_EQ(prm::byte_offset(h::rfr), 0x200u + 14 * 4);
+	EXPECT_EQ(prm::byte_offset(h::irisc_index), 0x23cu);
+	EXPECT_EQ(prm::byte_offset(h::synd), 0x23du);
+	EXPECT_EQ(h::synd.bit_off, prm::init_seg::health_syndrome.bit_off);
+	EXPECT_EQ(prm::byte_offset(h::ext_synd), 0x23eu);
+	EXPECT_EQ(prm::dword_byte_offset(h::counter), 0x1010u);
+	/* rfr is bit 31 of its big-endian word; the counter the low 24 bits of its word. */
+	uint32_t word = htonl(0x80000000);
+	EXPECT_EQ(prm::get(&word, prm::in_dword(h::rfr)), 1u);
+	word = htonl(0xab123456);
+	EXPECT_EQ(prm::get(&word, prm::in_dword(h::counter)), 0x123456u);
+	EXPECT_EQ(prm::health_synd::async_eq_overrun_err, 0xc);
+	EXPECT_EQ(prm::health_synd::fw_err, 0x1);
+
+	EXPECT_EQ(prm::event_type::cmd, 0x0a);
+	EXPECT_EQ(prm::event_type::page_request, 0x0b);
+	EXPECT_EQ(prm::byte_offset(prm::eqe_page_req::ec_function), prm::eqe::data_offset);
+	EXPECT_EQ(prm::byte_offset(prm::eqe_page_req::function_id), prm::eqe::data_offset + 2);
+	EXPECT_EQ(prm::byte_offset(prm::eqe_page_req::num_pages), prm::eqe::data_offset + 4);
+
+	EXPECT_EQ(prm::eq_doorbell::arm_offset, 0x40u);
+	EXPECT_EQ(prm::eq_doorbell::update_offset, 0x40u + 2 * 4);
+	EXPECT_EQ(prm::eq_doorbell::spare_eqes, 0x80u);
+	uint32_t db = 0;
+	prm::set(&db, prm::eq_doorbell::eqn, 7);
+	prm::set(&db, prm::eq_doorbell::consumer_index, 0x123456);
+	EXPECT_EQ(ntohl(db), (7u << 24) | 0x123456u); /* rdma-core: ci & 0xffffff | eqn << 24 */
+
+	EXPECT_EQ(prm::access_register_in::register_id.bit_off, 0x50u);
+	EXPECT_EQ(prm::access_register_in::argument.bit_off, 0x60u);
+	EXPECT_EQ(prm::access_register_in::data_offset * 8, 0x80u);
+	EXPECT_EQ(prm::access_register_out::data_offset * 8, 0x80u);
+	EXPECT_EQ(prm::reg_id::host_endianness, 0x7004);
+	EXPECT_EQ(prm::reg_host_endianness::size, 16u);
+	EXPECT_EQ(prm::access_register_op_mod::write, 0); /* rdma-core: op_mod = !write */
+
+	EXPECT_EQ(prm::hca_cap_setup::log_uar_page_sz.bit_off, 0x490u);
+	EXPECT_EQ(prm::hca_cap_setup::log_uar_page_sz.bits, 16u);
+	EXPECT_LE(prm::hca_cap_setup::log_uar_page_sz.bit_off + 16,
+		  prm::query_hca_cap_out::capability_size * 8);
+	/* cmdif_checksum[0x2] at 0x210 of cmd_hca_cap, which rdma-core and the kernel clear. */
+	EXPECT_EQ(prm::hca_cap::cmdif_checksum.bit_off, 0x210u);
+}

@@ -1294,6 +1294,105 @@ inline constexpr uint64_t small_fence = 1ull << 23;
 inline constexpr uint64_t free = 1ull << 29;
 } // namespace umr_mkey_mask
 
+/*
+ * ---------------------------------------------------------------------------------------------
+ * Bring-up: firmware page requests, the EQ doorbell, the health buffer, ACCESS_REG host
+ * endianness. Offsets from rdma-core providers/mlx5/mlx5_vfio.h (struct health_buffer,
+ * mlx5_eqe_page_req, mlx5_reg_host_endianness) and mlx5_ifc.h (access_register_in/out,
+ * cmd_hca_cap.log_uar_page_sz); values from mlx5_vfio.c and Linux mlx5 core (eq.c, health.c).
+ * test_prm_layout checks each offset.
+ * ---------------------------------------------------------------------------------------------
+ */
+
+/* Health buffer inside the init segment (struct health_buffer at 0x200). */
+namespace health {
+inline constexpr Field fw_ver{0x230 * 8, 32};
+inline constexpr Field hw_id{0x234 * 8, 32};
+inline constexpr Field rfr{0x238 * 8, 1}; /* recovery flow required: bit 31 of the word */
+inline constexpr Field irisc_index{0x23c * 8, 8};
+inline constexpr Field synd{0x23d * 8, 8}; /* 0: healthy */
+inline constexpr Field ext_synd{0x23e * 8, 16};
+/* health_counter: firmware bumps the low 24 bits while it runs (MAX_MISSES polls without a
+ * change mean a hung firmware, mlx5_vfio.c mlx5_vfio_poll_health). */
+inline constexpr Field counter{0x1010 * 8 + 8, 24};
+} // namespace health
+
+/* Health syndromes (the synd byte), as mlx5_vfio.c's hsynd_str and Linux health.c name them. */
+namespace health_synd {
+inline constexpr uint8_t fw_err = 0x1;
+inline constexpr uint8_t irisc_err = 0x7;
+inline constexpr uint8_t hw_unrecoverable_err = 0x8;
+inline constexpr uint8_t crc_err = 0x9;
+inline constexpr uint8_t fetch_pci_err = 0xa;
+inline constexpr uint8_t hw_ftl_err = 0xb;
+inline constexpr uint8_t async_eq_overrun_err = 0xc;
+inline constexpr uint8_t eq_err = 0xd;
+inline constexpr uint8_t eq_inv = 0xe;
+inline constexpr uint8_t ffser_err = 0xf;
+inline constexpr uint8_t high_temp = 0x10;
+} // namespace health_synd
+
+/* Event types of the async EQ (event_bitmask bits and eqe::event_type). */
+namespace event_type {
+inline constexpr uint8_t cmd = 0x0a;	      /* command completion: data = slot vector */
+inline constexpr uint8_t page_request = 0x0b; /* firmware wants (or returns) pages */
+} // namespace event_type
+
+/* PAGE_REQUEST event data (struct mlx5_eqe_page_req at EQE byte 0x20). */
+namespace eqe_page_req {
+inline constexpr Field ec_function{0x100, 16};
+inline constexpr Field function_id{0x110, 16};
+inline constexpr Field num_pages{0x120, 32}; /* signed: negative asks the driver to take */
+} // namespace eqe_page_req
+
+/*
+ * EQ doorbell in the EQ's UAR page: a 32-bit big-endian write of eqn << 24 | consumer index.
+ * At +0 it also arms the EQ (interrupt on the next event), at +8 it only updates the consumer
+ * index (rdma-core mlx5_vfio.c eq_update_ci; Linux eq.c, MLX5_EQ_DOORBEL_OFFSET).
+ */
+namespace eq_doorbell {
+inline constexpr size_t offset = 0x40;	      /* within the UAR page */
+inline constexpr size_t arm_offset = 0x40;    /* update and arm */
+inline constexpr size_t update_offset = 0x48; /* update only */
+inline constexpr Field eqn{0x00, 8};
+inline constexpr Field consumer_index{0x08, 24};
+/* Events an EQ gets beyond what its driver sized it for, so that the consumer index need only
+ * be written back every spare_eqes events (rdma-core MLX5_NUM_SPARE_EQE). */
+inline constexpr uint32_t spare_eqes = 0x80;
+} // namespace eq_doorbell
+
+/* ACCESS_REG: a device register read (op_mod 1) or written (op_mod 0). */
+namespace access_register_in {
+inline constexpr Field register_id{0x050, 16};
+inline constexpr Field argument{0x060, 32};
+inline constexpr size_t data_offset = 16; /* register_data, bytes */
+inline constexpr size_t size = data_offset;
+} // namespace access_register_in
+namespace access_register_out {
+inline constexpr size_t data_offset = 16;
+inline constexpr size_t size = data_offset;
+} // namespace access_register_out
+namespace access_register_op_mod {
+inline constexpr uint16_t write = 0;
+inline constexpr uint16_t read = 1;
+} // namespace access_register_op_mod
+namespace reg_id {
+inline constexpr uint16_t host_endianness = 0x7004;
+} // namespace reg_id
+/* HOST_ENDIANNESS register (struct mlx5_reg_host_endianness): 16 bytes, he in byte 0. */
+namespace reg_host_endianness {
+inline constexpr size_t size = 16;
+inline constexpr Field he{0x00, 8};
+/* The value a driver writes: 0 on a little-endian host, 0x80 on a big-endian one. */
+inline constexpr uint8_t host_value = __BYTE_ORDER == __LITTLE_ENDIAN ? 0 : 0x80;
+} // namespace reg_host_endianness
+
+/* cmd_hca_cap fields a driver sets at bring-up (rdma-core handle_hca_cap, Linux main.c). */
+namespace hca_cap_setup {
+/* log2 of the UAR page size in 4 KiB units (0: 4 KiB, the system page on x86). */
+inline constexpr Field log_uar_page_sz{0x490, 16};
+} // namespace hca_cap_setup
+
 } // namespace nicmr::mlx5::prm
 
 #endif
