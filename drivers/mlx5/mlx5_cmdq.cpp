@@ -20,7 +20,39 @@ namespace nicmr::mlx5 {
 namespace {
 
 constexpr const char *kLog = "mlx5";
-constexpr uint32_t kSlot = 0;
+constexpr uint32_t kCmdSlot = 0;
+
+/* Names of the health syndromes (rdma-core mlx5_vfio.c hsynd_str, Linux health.c). */
+const char *health_synd_name(uint8_t synd) noexcept
+{
+	namespace h = prm::health_synd;
+	switch (synd) {
+	case h::fw_err:
+		return "firmware internal error";
+	case h::irisc_err:
+		return "irisc not responding";
+	case h::hw_unrecoverable_err:
+		return "unrecoverable hardware error";
+	case h::crc_err:
+		return "firmware CRC error";
+	case h::fetch_pci_err:
+		return "ICM fetch PCI error";
+	case h::hw_ftl_err:
+		return "HW fatal error";
+	case h::async_eq_overrun_err:
+		return "async EQ buffer overrun";
+	case h::eq_err:
+		return "EQ error";
+	case h::eq_inv:
+		return "invalid EQ referenced";
+	case h::ffser_err:
+		return "FFSER error";
+	case h::high_temp:
+		return "high temperature";
+	default:
+		return "unrecognized error";
+	}
+}
 
 uint32_t read_reg(const bus::PciFunction &fn, prm::Field f) noexcept
 {
@@ -50,7 +82,10 @@ int CmdQueue::create(bus::PciFunction &fn, mem::DmaArena &arena, std::chrono::mi
 		return -EINVAL;
 	uint32_t log_sz = read_reg(fn, prm::init_seg::log_cmdq_size);
 	uint32_t log_stride = read_reg(fn, prm::init_seg::log_cmdq_stride);
-	if (log_stride < 6 || log_sz + log_stride > 12) {
+	/* Two slots at least (commands and page answers), at most rdma-core's 32, within one
+	 * 4 KiB page (mlx5_vfio_init_cmd_interface's checks). */
+	if (log_stride < 6 || log_sz < 1 || (1u << log_sz) > kMaxSlots ||
+	    log_sz + log_stride > 12) {
 		NICMR_LOG(error, kLog,
 			  "%s: unusable command queue geometry log_sz %u log_stride %u",
 			  fn.name().c_str(), log_sz, log_stride);
@@ -62,6 +97,7 @@ int CmdQueue::create(bus::PciFunction &fn, mem::DmaArena &arena, std::chrono::mi
 	q->timeout_ = timeout;
 	q->log_sz_ = log_sz;
 	q->log_stride_ = log_stride;
+	q->page_slot_ = (1u << log_sz) - 1;
 	int rc = arena.alloc(prm::init_seg::cmdq_align, prm::init_seg::cmdq_align, &q->queue_);
 	if (rc != 0) {
 		NICMR_LOG(error, kLog, "%s: no DMA memory for the command queue (%d)",
@@ -82,36 +118,36 @@ int CmdQueue::create(bus::PciFunction &fn, mem::DmaArena &arena, std::chrono::mi
 
 CmdQueue::~CmdQueue()
 {
-	std::lock_guard<std::mutex> lock(mu_);
-	for (auto &b : mailboxes_)
-		arena_.release(b);
-	mailboxes_.clear();
+	for (Slot *sl : {&cmd_, &pages_}) {
+		std::lock_guard<std::mutex> lock(sl->mu);
+		for (auto &b : sl->mailboxes)
+			arena_.release(b);
+		sl->mailboxes.clear();
+	}
 	if (queue_.va != nullptr)
 		arena_.release(queue_);
 }
 
-bool CmdQueue::broken() const noexcept
-{
-	std::lock_guard<std::mutex> lock(mu_);
-	return broken_;
-}
-
 size_t CmdQueue::mailboxes_cached() const
 {
-	std::lock_guard<std::mutex> lock(mu_);
-	return mailboxes_.size();
+	size_t n = 0;
+	for (const Slot *sl : {&cmd_, &pages_}) {
+		std::lock_guard<std::mutex> lock(sl->mu);
+		n += sl->mailboxes.size();
+	}
+	return n;
 }
 
-int CmdQueue::reserve_mailboxes(size_t n) noexcept
+int CmdQueue::reserve_mailboxes(Slot &sl, size_t n) noexcept
 {
-	if (mailboxes_.size() >= n)
+	if (sl.mailboxes.size() >= n)
 		return 0;
 	try {
-		mailboxes_.reserve(n);
+		sl.mailboxes.reserve(n);
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	}
-	while (mailboxes_.size() < n) {
+	while (sl.mailboxes.size() < n) {
 		mem::DmaBlock b;
 		int rc = arena_.alloc(prm::mailbox::size, prm::mailbox::align, &b);
 		if (rc != 0) {
@@ -119,27 +155,65 @@ int CmdQueue::reserve_mailboxes(size_t n) noexcept
 				  fn_.name().c_str(), n, rc);
 			return rc;
 		}
-		mailboxes_.push_back(b);
+		sl.mailboxes.push_back(b);
 	}
 	return 0;
 }
 
-uint64_t CmdQueue::chain(size_t first, size_t n, uint8_t token) noexcept
+uint64_t CmdQueue::chain(Slot &sl, size_t first, size_t n, uint8_t token) noexcept
 {
 	for (size_t i = 0; i < n; i++) {
-		void *mb = mailboxes_[first + i].va;
-		uint64_t next = i + 1 < n ? mailboxes_[first + i + 1].iova : 0;
+		void *mb = sl.mailboxes[first + i].va;
+		uint64_t next = i + 1 < n ? sl.mailboxes[first + i + 1].iova : 0;
 		prm::set(mb, prm::mailbox::next_ptr, next);
 		prm::set(mb, prm::mailbox::block_num, i);
 		prm::set(mb, prm::mailbox::token, token);
 		prm::set(mb, prm::mailbox::ctrl_sig, 0);
 		prm::set(mb, prm::mailbox::sig, 0);
 	}
-	return n != 0 ? mailboxes_[first].iova : 0;
+	return n != 0 ? sl.mailboxes[first].iova : 0;
+}
+
+int CmdQueue::check_health() noexcept
+{
+	namespace h = prm::health;
+	const auto synd = static_cast<uint8_t>(read_reg(fn_, h::synd));
+	if (synd == 0)
+		return 0;
+	uint8_t expected = 0;
+	/* Log once, whoever sees it first. */
+	if (health_synd_.compare_exchange_strong(expected, synd, std::memory_order_acq_rel))
+		NICMR_LOG(error, kLog,
+			  "%s: firmware health syndrome 0x%x (%s), ext_synd 0x%04x, fw_ver 0x%08x, "
+			  "hw_id 0x%08x: device broken, commands fail with -ENXIO/-EIO",
+			  fn_.name().c_str(), synd, health_synd_name(synd),
+			  read_reg(fn_, h::ext_synd), read_reg(fn_, h::fw_ver),
+			  read_reg(fn_, h::hw_id));
+	broken_.store(true, std::memory_order_release);
+	return -ENXIO;
 }
 
 int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
 		  bool log_failure) noexcept
+{
+	int rc = run_on(cmd_, kCmdSlot, in, in_len, out, out_len);
+	if (rc != 1)
+		return rc;
+	return finish(fn_.name().c_str(), in, out, log_failure);
+}
+
+int CmdQueue::PageTransport::run(const void *in, size_t in_len, void *out, size_t out_len,
+				 bool log_failure) noexcept
+{
+	int rc = q_.run_on(q_.pages_, q_.page_slot_, in, in_len, out, out_len);
+	if (rc != 1)
+		return rc;
+	return finish(q_.fn_.name().c_str(), in, out, log_failure);
+}
+
+/* 1: the output is in out (the caller runs finish()); else a negative errno. */
+int CmdQueue::run_on(Slot &sl, uint32_t idx, const void *in, size_t in_len, void *out,
+		     size_t out_len) noexcept
 {
 	int rc = check_lengths(in_len, out_len);
 	if (rc != 0)
@@ -149,43 +223,44 @@ int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
 	const size_t n_in = blocks_for(in_len);
 	const size_t n_out = blocks_for(out_len);
 
-	std::lock_guard<std::mutex> lock(mu_);
-	if (broken_)
+	std::lock_guard<std::mutex> lock(sl.mu);
+	if (broken())
 		return -EIO;
-	rc = reserve_mailboxes(n_in + n_out);
+	rc = reserve_mailboxes(sl, n_in + n_out);
 	if (rc != 0)
 		return rc;
 
-	auto *entry = static_cast<uint8_t *>(queue_.va) +
-		      prm::cmdq_entry::slot_offset(kSlot, log_stride_);
+	auto *entry =
+		static_cast<uint8_t *>(queue_.va) + prm::cmdq_entry::slot_offset(idx, log_stride_);
 	if (prm::get(&entry[kOwnByte], kOwnInByte) != prm::cmdq_entry::owner_sw) {
-		NICMR_LOG(error, kLog, "%s: command slot still owned by the device",
-			  fn_.name().c_str());
-		broken_ = true;
+		NICMR_LOG(error, kLog, "%s: command slot %u still owned by the device",
+			  fn_.name().c_str(), idx);
+		broken_.store(true, std::memory_order_release);
 		return -EIO;
 	}
 	/* A token the device echoes into every mailbox; never 0 so a zeroed block never matches. */
-	token_ = static_cast<uint8_t>(token_ == 0xff ? 1 : token_ + 1);
+	sl.token = static_cast<uint8_t>(sl.token == 0xff ? 1 : sl.token + 1);
+	const uint8_t token = sl.token;
 
 	std::memset(entry, 0, prm::cmdq_entry::size);
 	prm::set(entry, prm::cmdq_entry::type, prm::cmdq_entry::type_pcie);
 	prm::set(entry, prm::cmdq_entry::input_length, in_len);
 	prm::set(entry, prm::cmdq_entry::output_length, out_len);
-	prm::set(entry, prm::cmdq_entry::token, token_);
+	prm::set(entry, prm::cmdq_entry::token, token);
 	std::memcpy(entry + prm::cmdq_entry::inline_input, src,
 		    std::min(in_len, prm::cmdq_entry::inline_size));
 
 	for (size_t i = 0; i < n_in; i++) {
 		size_t off = prm::cmdq_entry::inline_size + i * prm::mailbox::data_size;
 		size_t n = std::min(prm::mailbox::data_size, in_len - off);
-		auto *data = static_cast<uint8_t *>(mailboxes_[i].va);
+		auto *data = static_cast<uint8_t *>(sl.mailboxes[i].va);
 		std::memcpy(data, src + off, n);
 		std::memset(data + n, 0, prm::mailbox::data_size - n);
 	}
 	for (size_t i = 0; i < n_out; i++)
-		std::memset(mailboxes_[n_in + i].va, 0, prm::mailbox::data_size);
-	prm::set(entry, prm::cmdq_entry::input_mailbox_ptr, chain(0, n_in, token_));
-	prm::set(entry, prm::cmdq_entry::output_mailbox_ptr, chain(n_in, n_out, token_));
+		std::memset(sl.mailboxes[n_in + i].va, 0, prm::mailbox::data_size);
+	prm::set(entry, prm::cmdq_entry::input_mailbox_ptr, chain(sl, 0, n_in, token));
+	prm::set(entry, prm::cmdq_entry::output_mailbox_ptr, chain(sl, n_in, n_out, token));
 	prm::set(entry, prm::cmdq_entry::ownership, prm::cmdq_entry::owner_hw);
 
 	/* Write barrier: no store to the entry or the mailboxes (DMA memory) may become visible
@@ -196,7 +271,7 @@ int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
 	rte_wmb();
 	uint32_t bell = 0;
 	prm::set(&bell, prm::in_dword(prm::init_seg::cmd_dbell),
-		 prm::init_seg::cmd_dbell_slot(kSlot));
+		 prm::init_seg::cmd_dbell_slot(idx));
 	fn_.bar0_write32(prm::dword_byte_offset(prm::init_seg::cmd_dbell), bell);
 
 	const auto start = std::chrono::steady_clock::now();
@@ -213,8 +288,18 @@ int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
 			rte_io_rmb();
 			break;
 		}
+		/* Slot 0 only: the device answers page requests through the hook while this
+		 * command waits for them (the page slot never waits on the hook: no recursion). */
+		if (idx == kCmdSlot && wait_hook_ && (spins & 15) == 0)
+			wait_hook_();
+		if ((spins & 63) == 63) {
+			/* Firmware in a fatal state completes nothing: the health buffer says so
+			 * long before the timeout (Linux health.c, poll_health). */
+			if (int hrc = check_health(); hrc != 0)
+				return hrc;
+		}
 		if ((spins & 63) == 63 && std::chrono::steady_clock::now() >= deadline) {
-			broken_ = true;
+			broken_.store(true, std::memory_order_release);
 			NICMR_LOG(error, kLog,
 				  "%s: %s (0x%x) timed out after %lld ms; command queue unusable",
 				  fn_.name().c_str(),
@@ -242,9 +327,9 @@ int CmdQueue::run(const void *in, size_t in_len, void *out, size_t out_len,
 	for (size_t i = 0; i < n_out; i++) {
 		size_t off = prm::cmdq_entry::inline_size + i * prm::mailbox::data_size;
 		size_t n = std::min(prm::mailbox::data_size, out_len - off);
-		std::memcpy(dst + off, mailboxes_[n_in + i].va, n);
+		std::memcpy(dst + off, sl.mailboxes[n_in + i].va, n);
 	}
-	return finish(fn_.name().c_str(), in, out, log_failure);
+	return 1;
 }
 
 } // namespace nicmr::mlx5

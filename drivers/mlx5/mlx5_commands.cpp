@@ -174,7 +174,7 @@ int set_issi(CmdTransport &t, uint16_t issi)
 	return simple(t, in, out);
 }
 
-int query_pages(CmdTransport &t, uint16_t op_mod, int32_t *num_pages)
+int query_pages(CmdTransport &t, uint16_t op_mod, int32_t *num_pages, uint16_t *function_id)
 {
 	Cmd<prm::query_pages_in::size> in(prm::opcode::query_pages, op_mod);
 	uint8_t out[prm::query_pages_out::size];
@@ -182,10 +182,35 @@ int query_pages(CmdTransport &t, uint16_t op_mod, int32_t *num_pages)
 	if (rc == 0 && num_pages != nullptr)
 		*num_pages = static_cast<int32_t>(
 			static_cast<uint32_t>(prm::get(out, prm::query_pages_out::num_pages)));
+	if (rc == 0 && function_id != nullptr)
+		*function_id =
+			static_cast<uint16_t>(prm::get(out, prm::query_pages_out::function_id));
 	return rc;
 }
 
-int manage_pages_give(CmdTransport &t, std::span<const uint64_t> iovas)
+int manage_pages_cant_give(CmdTransport &t, uint16_t function_id)
+{
+	Cmd<prm::manage_pages_in::size> in(prm::opcode::manage_pages,
+					   prm::manage_pages_op_mod::alloc_fail);
+	prm::set(in.b, prm::manage_pages_in::function_id, function_id);
+	uint8_t out[prm::manage_pages_out::size];
+	return simple(t, in, out);
+}
+
+int set_host_endianness(CmdTransport &t)
+{
+	namespace m = prm::access_register_in;
+	namespace he = prm::reg_host_endianness;
+	uint8_t in[m::size + he::size] = {};
+	prm::set(in, prm::cmd_hdr_in::opcode, prm::opcode::access_reg);
+	prm::set(in, prm::cmd_hdr_in::op_mod, prm::access_register_op_mod::write);
+	prm::set(in, m::register_id, prm::reg_id::host_endianness);
+	prm::set(in + m::data_offset, he::he, he::host_value);
+	uint8_t out[prm::access_register_out::size + he::size] = {};
+	return t.exec(in, sizeof(in), out, sizeof(out));
+}
+
+int manage_pages_give(CmdTransport &t, std::span<const uint64_t> iovas, uint16_t function_id)
 {
 	if (iovas.empty() || iovas.size() > UINT32_MAX)
 		return -EINVAL;
@@ -200,6 +225,7 @@ int manage_pages_give(CmdTransport &t, std::span<const uint64_t> iovas)
 	prm::set(in.data(), prm::cmd_hdr_in::opcode, prm::opcode::manage_pages);
 	prm::set(in.data(), prm::cmd_hdr_in::op_mod, prm::manage_pages_op_mod::give);
 	prm::set(in.data(), prm::manage_pages_in::input_num_entries, iovas.size());
+	prm::set(in.data(), prm::manage_pages_in::function_id, function_id);
 	uint8_t *pas = in.data() + prm::manage_pages_in::pas_offset;
 	for (size_t i = 0; i < iovas.size(); i++)
 		prm::set(pas + i * prm::manage_pages_in::pas_entry_size, prm::pas_entry, iovas[i]);
@@ -207,13 +233,15 @@ int manage_pages_give(CmdTransport &t, std::span<const uint64_t> iovas)
 	return t.exec(in.data(), in.size(), out, sizeof(out));
 }
 
-int manage_pages_take(CmdTransport &t, uint32_t count, std::vector<uint64_t> *returned)
+int manage_pages_take(CmdTransport &t, uint32_t count, std::vector<uint64_t> *returned,
+		      uint16_t function_id)
 {
 	if (count == 0 || returned == nullptr)
 		return -EINVAL;
 	Cmd<prm::manage_pages_in::size> in(prm::opcode::manage_pages,
 					   prm::manage_pages_op_mod::take);
 	prm::set(in.b, prm::manage_pages_in::input_num_entries, count);
+	prm::set(in.b, prm::manage_pages_in::function_id, function_id);
 	std::vector<uint8_t> out;
 	try {
 		out.assign(prm::manage_pages_out::pas_offset +

@@ -83,12 +83,23 @@ int init_hca(CmdTransport &t);
 int teardown_hca(CmdTransport &t, uint16_t profile);
 int query_issi(CmdTransport &t, uint16_t *current, uint32_t *supported_dw0);
 int set_issi(CmdTransport &t, uint16_t issi);
-/* op_mod: prm::query_pages_op_mod; num_pages > 0: the device wants pages, < 0: returns them. */
-int query_pages(CmdTransport &t, uint16_t op_mod, int32_t *num_pages);
-/* Gives the device 4 KiB pages at these IOVAs. -EINVAL when empty. */
-int manage_pages_give(CmdTransport &t, std::span<const uint64_t> iovas);
+/* op_mod: prm::query_pages_op_mod; num_pages > 0: the device wants pages, < 0: returns them.
+ * function_id (optional): the function the pages are for, to echo into MANAGE_PAGES. */
+int query_pages(CmdTransport &t, uint16_t op_mod, int32_t *num_pages,
+		uint16_t *function_id = nullptr);
+/* Gives the device 4 KiB pages at these IOVAs for function_id (what QUERY_PAGES or the
+ * PAGE_REQUEST event named, as rdma-core's mlx5_vfio_give_pages echoes it). -EINVAL when
+ * empty. */
+int manage_pages_give(CmdTransport &t, std::span<const uint64_t> iovas, uint16_t function_id = 0);
 /* Asks for up to count pages back; their IOVAs are appended to *returned. */
-int manage_pages_take(CmdTransport &t, uint32_t count, std::vector<uint64_t> *returned);
+int manage_pages_take(CmdTransport &t, uint32_t count, std::vector<uint64_t> *returned,
+		      uint16_t function_id = 0);
+/* MANAGE_PAGES alloc_fail: the driver cannot give what a PAGE_REQUEST asked for (Linux
+ * pagealloc.c, page_notify_fail). */
+int manage_pages_cant_give(CmdTransport &t, uint16_t function_id);
+/* ACCESS_REG write of HOST_ENDIANNESS with this host's value (rdma-core mlx5_vfio_set_hca_ctrl,
+ * Linux main.c set_hca_ctrl). */
+int set_host_endianness(CmdTransport &t);
 /* cap receives query_hca_cap_out::capability_size bytes. quiet: a refusal is not logged. */
 int query_hca_cap(CmdTransport &t, uint16_t type, uint16_t mode, void *cap, bool quiet = false);
 /* cap holds set_hca_cap_in::capability_size bytes. */

@@ -8,8 +8,13 @@
 #include <new>
 #include <thread>
 
+#include <unistd.h>
+
 #include "mlx5_device.h"
+#include "mlx5_dp_commands.h"
+#include "mlx5_eq.h"
 #include "mlx5_prm.h"
+#include "mlx5_uar.h"
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
@@ -75,9 +80,16 @@ int Device::open(bus::PciFunction &fn, mem::DmaSpace &space, const DeviceOptions
 			  fn.name().c_str(), id.vendor, id.device, kPciVendorMellanox);
 		return -ENODEV;
 	}
-	std::unique_ptr<Device> dev(new (std::nothrow) Device(fn));
+	if (opts.page_chunk < prm::device_page_size ||
+	    opts.page_chunk % prm::device_page_size != 0 ||
+	    opts.max_page_memory < opts.page_chunk || opts.async_eq_log_size < 1 ||
+	    opts.async_eq_log_size > 16)
+		return -EINVAL;
+	std::unique_ptr<Device> dev(new (std::nothrow) Device(fn, space));
 	if (!dev)
 		return -ENOMEM;
+	dev->page_chunk_ = opts.page_chunk;
+	dev->max_page_memory_ = opts.max_page_memory;
 	if (opts.arena != nullptr) {
 		dev->arena_ = opts.arena;
 	} else {
@@ -104,44 +116,63 @@ int Device::open(bus::PciFunction &fn, mem::DmaSpace &space, const DeviceOptions
 	return 0;
 }
 
+Device::Device(bus::PciFunction &fn, mem::DmaSpace &space) : fn_(fn), space_(space)
+{}
+
 Device::~Device()
 {
 	teardown();
 }
 
+/* rdma-core mlx5_vfio.c wait_fw_init: poll every FW_INIT_WAIT_MS up to the timeout. */
 int Device::wait_ready(std::chrono::milliseconds timeout)
 {
 	const auto deadline = std::chrono::steady_clock::now() + timeout;
 	while (read_reg(fn_, prm::init_seg::initializing) != 0) {
 		if (std::chrono::steady_clock::now() >= deadline) {
-			NICMR_LOG(error, kLog, "%s: still initializing after %lld ms",
+			NICMR_LOG(error, kLog,
+				  "%s: still initializing %lld ms after the command queue address "
+				  "was written",
 				  fn_.name().c_str(), static_cast<long long>(timeout.count()));
 			return -ETIMEDOUT;
 		}
 		/* Firmware boots in seconds: no point in spinning. */
-		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+		std::this_thread::sleep_for(kFwInitWait);
 	}
 	return 0;
 }
 
 int Device::bring_up(const DeviceOptions &opts)
 {
-	int rc = wait_ready(opts.init_timeout);
-	if (rc != 0)
-		return rc;
+	/* rdma-core's mlx5_vfio_init_cmd_interface: the revision, then the queue and its address,
+	 * all before waiting for initializing to clear (firmware leaves it set until it knows
+	 * where the queue is; mlx5_vfio_setup_function waits only then). */
 	auto cmdif = read_reg(fn_, prm::init_seg::cmdif_rev);
 	if (cmdif != prm::init_seg::cmdif_rev_supported) {
 		NICMR_LOG(error, kLog, "%s: command interface revision %u, nicmr speaks %u",
 			  fn_.name().c_str(), cmdif, prm::init_seg::cmdif_rev_supported);
 		return -EPROTONOSUPPORT;
 	}
+	int rc = CmdQueue::create(fn_, *arena_, opts.cmd_timeout, &cmdq_);
+	if (rc != 0)
+		return rc;
+	/* While a command waits on slot 0: answer what firmware asks on the async EQ. A poller
+	 * already at work (poll_events on another thread) answers for us. */
+	cmdq_->set_wait_hook([this] {
+		std::unique_lock<std::mutex> lk(eq_mu_, std::try_to_lock);
+		if (lk.owns_lock())
+			process_events();
+	});
+	rc = wait_ready(opts.init_timeout);
+	if (rc != 0)
+		return rc;
 	caps_.fw_major = static_cast<uint16_t>(read_reg(fn_, prm::init_seg::fw_rev_major));
 	caps_.fw_minor = static_cast<uint16_t>(read_reg(fn_, prm::init_seg::fw_rev_minor));
 	caps_.fw_subminor = static_cast<uint16_t>(read_reg(fn_, prm::init_seg::fw_rev_subminor));
-
-	rc = CmdQueue::create(fn_, *arena_, opts.cmd_timeout, &cmdq_);
+	rc = cmdq_->check_health();
 	if (rc != 0)
 		return rc;
+
 	rc = enable_hca(*cmdq_);
 	if (rc != 0)
 		return rc;
@@ -165,6 +196,11 @@ int Device::bring_up(const DeviceOptions &opts)
 	rc = satisfy_pages(prm::query_pages_op_mod::boot);
 	if (rc != 0)
 		return rc;
+	/* rdma-core mlx5_vfio_set_hca_ctrl, Linux main.c set_hca_ctrl: tell firmware the host's
+	 * byte order before the capabilities. */
+	rc = set_host_endianness(*cmdq_);
+	if (rc != 0)
+		return rc;
 	rc = query_caps(opts);
 	if (rc != 0)
 		return rc;
@@ -175,6 +211,9 @@ int Device::bring_up(const DeviceOptions &opts)
 	if (rc != 0)
 		return rc;
 	initialized_ = true;
+	rc = create_async_eq(opts);
+	if (rc != 0)
+		return rc;
 
 	/* Extensions: a ConnectX refuses the type; that only means there are none. */
 	{
@@ -189,35 +228,116 @@ int Device::bring_up(const DeviceOptions &opts)
 	}
 	NICMR_LOG(info, kLog,
 		  "%s: up, fw %u.%u.%u, log_max_mkey %u, mkey_by_index %d, atomic %d (%s), "
-		  "%zu pages given",
+		  "%zu pages given, async EQ %u",
 		  fn_.name().c_str(), caps_.fw_major, caps_.fw_minor, caps_.fw_subminor,
 		  caps_.log_max_mkey, caps_.mkey_by_index, caps_.atomic,
-		  caps_.atomic_host_endianness ? "host endian" : "big-endian", pages_given());
+		  caps_.atomic_host_endianness ? "host endian" : "big-endian", pages_given(),
+		  async_eqn());
 	return 0;
 }
 
+/*
+ * rdma-core mlx5_vfio.c create_async_eqs: a UAR of its own and one EQ for what firmware tells
+ * the driver, created right after INIT_HCA. nicmr polls command completion by ownership, so
+ * the EQ takes PAGE_REQUEST only. Firmware posts its first page request as soon as the EQ
+ * exists; it is answered here, before bring-up returns.
+ */
+int Device::create_async_eq(const DeviceOptions &opts)
+{
+	int rc = Uar::alloc(*this, &eq_uar_);
+	if (rc != 0)
+		return rc;
+	EqParams p;
+	p.log_size = opts.async_eq_log_size;
+	p.event_bitmask = prm::event_bit(prm::event_type::page_request);
+	std::unique_ptr<Eq> eq;
+	rc = Eq::create(*this, *eq_uar_, p, &eq);
+	if (rc != 0)
+		return rc;
+	{
+		std::lock_guard<std::mutex> lk(eq_mu_);
+		async_eq_ = std::move(eq);
+	}
+	rc = poll_events();
+	return rc < 0 ? rc : 0;
+}
+
+uint32_t Device::async_eqn() const noexcept
+{
+	return async_eq_ ? async_eq_->eqn() : 0;
+}
+
+int Device::poll_events()
+{
+	if (!cmdq_)
+		return -ENODEV;
+	if (int rc = cmdq_->check_health(); rc != 0)
+		return rc;
+	std::lock_guard<std::mutex> lk(eq_mu_);
+	return process_events();
+}
+
+int Device::process_events()
+{
+	if (!async_eq_)
+		return 0;
+	int handled = 0, first_error = 0;
+	Event ev[16];
+	for (;;) {
+		const int n = async_eq_->poll(ev, 16);
+		if (n == 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (ev[i].type != prm::event_type::page_request)
+				continue; /* the EQ takes nothing else */
+			/* Linux pagealloc.c req_pages_handler: give for a positive count, reclaim
+			 * for a negative one; the function_id is the event's. */
+			const int32_t np = ev[i].num_pages;
+			int rc = np > 0	  ? give_pages(ev[i].function_id, static_cast<uint32_t>(np),
+						       true)
+				 : np < 0 ? take_pages(ev[i].function_id,
+						       static_cast<uint32_t>(-int64_t{np}))
+					  : 0;
+			if (rc != 0 && first_error == 0)
+				first_error = rc;
+		}
+		handled += n;
+	}
+	return first_error != 0 ? first_error : handled;
+}
+
+/*
+ * The general caps, current then maximum (rdma-core mlx5_vfio_get_caps), and SET_HCA_CAP as
+ * rdma-core's handle_hca_cap and Linux main.c handle_hca_cap send it, always: the current caps
+ * with cmdif_checksum 0 (no signatures on command entries), log_uar_page_sz for the system page
+ * and mkey_by_name when wanted and offered; then the caps in force are read back.
+ */
 int Device::query_caps(const DeviceOptions &opts)
 {
 	std::vector<uint8_t> max_cap(prm::query_hca_cap_out::capability_size);
 	std::vector<uint8_t> cur(prm::query_hca_cap_out::capability_size);
-	int rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::max, max_cap.data());
+	int rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::current, cur.data());
+	if (rc != 0)
+		return rc;
+	rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::max, max_cap.data());
+	if (rc != 0)
+		return rc;
+	/* SET_HCA_CAP takes the whole structure: start from what is current. */
+	prm::set(cur.data(), prm::hca_cap::cmdif_checksum, 0);
+	const long page = sysconf(_SC_PAGESIZE);
+	const uint32_t sys_page_shift =
+		page > 0 ? static_cast<uint32_t>(__builtin_ctzl(static_cast<unsigned long>(page)))
+			 : 12;
+	prm::set(cur.data(), prm::hca_cap_setup::log_uar_page_sz,
+		 sys_page_shift > 12 ? sys_page_shift - 12 : 0);
+	if (opts.want_mkey_by_index && prm::get(max_cap.data(), prm::hca_cap::mkey_by_name) != 0)
+		prm::set(cur.data(), prm::hca_cap::mkey_by_name, 1);
+	rc = set_hca_cap(*cmdq_, prm::cap_type::general, cur.data());
 	if (rc != 0)
 		return rc;
 	rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::current, cur.data());
 	if (rc != 0)
 		return rc;
-	if (opts.want_mkey_by_index && prm::get(max_cap.data(), prm::hca_cap::mkey_by_name) != 0 &&
-	    prm::get(cur.data(), prm::hca_cap::mkey_by_name) == 0) {
-		/* SET_HCA_CAP takes the whole structure: start from what is current. */
-		prm::set(cur.data(), prm::hca_cap::mkey_by_name, 1);
-		rc = set_hca_cap(*cmdq_, prm::cap_type::general, cur.data());
-		if (rc != 0)
-			return rc;
-		rc = query_hca_cap(*cmdq_, prm::cap_type::general, prm::cap_mode::current,
-				   cur.data());
-		if (rc != 0)
-			return rc;
-	}
 	const uint8_t *c = cur.data();
 	auto u = [c](prm::Field f) { return static_cast<uint32_t>(prm::get(c, f)); };
 	caps_.log_max_mkey = u(prm::hca_cap::log_max_mkey);
@@ -286,69 +406,149 @@ size_t Device::pages_given() const
 	return pages_.size();
 }
 
+size_t Device::page_memory() const
+{
+	std::lock_guard<std::mutex> lock(pages_mu_);
+	return page_arenas_.size() * page_chunk_;
+}
+
 int Device::satisfy_pages(uint16_t op_mod)
 {
 	int32_t n = 0;
-	int rc = query_pages(*cmdq_, op_mod, &n);
+	uint16_t fid = 0;
+	int rc = query_pages(*cmdq_, op_mod, &n, &fid);
 	if (rc != 0)
 		return rc;
-	if (n < 0) {
-		/* The device returns pages it no longer needs. */
+	page_function_id_ = fid;
+	if (n < 0)
+		return take_pages(fid, static_cast<uint32_t>(-static_cast<int64_t>(n)));
+	return n > 0 ? give_pages(fid, static_cast<uint32_t>(n), false) : 0;
+}
+
+/* Caller holds pages_mu_. rdma-core mlx5_vfio_alloc_page: a free page of a block, else a new
+ * block (MLX5_VFIO_BLOCK_SIZE); here with a cap. */
+int Device::alloc_page(mem::DmaBlock *b, mem::DmaArena **from)
+{
+	for (auto &a : page_arenas_) {
+		if (a->capacity() - a->bytes_in_use() < prm::device_page_size)
+			continue;
+		if (a->alloc(prm::device_page_size, prm::device_page_size, b) == 0) {
+			*from = a.get();
+			return 0;
+		}
+	}
+	if ((page_arenas_.size() + 1) * page_chunk_ > max_page_memory_) {
+		NICMR_LOG(error, kLog,
+			  "%s: firmware wants more pages than max_page_memory (%zu MiB, %zu pages "
+			  "given)",
+			  fn_.name().c_str(), max_page_memory_ >> 20, pages_.size());
+		return -ENOMEM;
+	}
+	mem::PoolParams p{.size = page_chunk_,
+			  .page_size = mem::kPage2M,
+			  .numa_node = -1,
+			  .allow_fallback = true,
+			  .backend = mem::PoolBackend::memfd,
+			  .name = "mlx5-fw-pages"};
+	std::unique_ptr<mem::DmaArena> a;
+	int rc = mem::DmaArena::create(space_, p, &a);
+	if (rc != 0) {
+		NICMR_LOG(error, kLog, "%s: cannot add %zu KiB of firmware page memory (%d)",
+			  fn_.name().c_str(), page_chunk_ >> 10, rc);
+		return rc;
+	}
+	rc = a->alloc(prm::device_page_size, prm::device_page_size, b);
+	if (rc != 0)
+		return rc;
+	*from = a.get();
+	try {
+		page_arenas_.push_back(std::move(a));
+	} catch (const std::bad_alloc &) {
+		(*from)->release(*b);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int Device::give_pages(uint16_t function_id, uint32_t count, bool from_event)
+{
+	std::vector<GivenPage> batch;
+	std::vector<uint64_t> iovas;
+	while (count != 0) {
+		const uint32_t n = std::min(count, kPagesPerCommand);
+		batch.clear();
+		iovas.clear();
+		int rc = 0;
+		{
+			std::lock_guard<std::mutex> lock(pages_mu_);
+			for (uint32_t i = 0; i < n && rc == 0; i++) {
+				GivenPage g;
+				rc = alloc_page(&g.block, &g.arena);
+				if (rc == 0) {
+					batch.push_back(g);
+					iovas.push_back(g.block.iova);
+				}
+			}
+			if (rc != 0)
+				for (auto &g : batch)
+					g.arena->release(g.block);
+		}
+		if (rc != 0) {
+			NICMR_LOG(error, kLog, "%s: no memory for %u firmware pages (%d)",
+				  fn_.name().c_str(), count, rc);
+			/* Linux pagealloc.c give_pages: on failure tell firmware it will not get
+			 * them, so that what waits for them fails instead of waiting forever. */
+			if (from_event)
+				manage_pages_cant_give(cmdq_->page_slot(), function_id);
+			return rc;
+		}
+		rc = manage_pages_give(cmdq_->page_slot(), iovas, function_id);
+		if (rc != 0) {
+			/* Refused, or the queue broke: a refused batch was not taken; a timed-out
+			 * one is lost to a dead device anyway. */
+			std::lock_guard<std::mutex> lock(pages_mu_);
+			for (auto &g : batch)
+				g.arena->release(g.block);
+			return rc;
+		}
+		std::lock_guard<std::mutex> lock(pages_mu_);
+		for (auto &g : batch)
+			pages_.emplace(g.block.iova, g);
+		count -= n;
+	}
+	return 0;
+}
+
+int Device::take_pages(uint16_t function_id, uint32_t count)
+{
+	while (count != 0) {
 		std::vector<uint64_t> back;
-		rc = manage_pages_take(*cmdq_, static_cast<uint32_t>(-static_cast<int64_t>(n)),
-				       &back);
+		const uint32_t n = std::min(count, kPagesPerCommand);
+		int rc = manage_pages_take(cmdq_->page_slot(), n, &back, function_id);
 		if (rc != 0)
 			return rc;
 		std::lock_guard<std::mutex> lock(pages_mu_);
 		for (uint64_t iova : back) {
 			auto it = pages_.find(iova);
-			if (it != pages_.end()) {
-				arena_->release(it->second);
-				pages_.erase(it);
+			if (it == pages_.end()) {
+				NICMR_LOG(error, kLog, "%s: device returned unknown page 0x%llx",
+					  fn_.name().c_str(),
+					  static_cast<unsigned long long>(iova));
+				continue;
 			}
+			it->second.arena->release(it->second.block);
+			pages_.erase(it);
 		}
-		return 0;
-	}
-	return n > 0 ? give_pages(static_cast<uint32_t>(n)) : 0;
-}
-
-int Device::give_pages(uint32_t count)
-{
-	std::vector<mem::DmaBlock> blocks;
-	std::vector<uint64_t> iovas;
-	while (count != 0) {
-		uint32_t batch = std::min(count, kPagesPerCommand);
-		blocks.clear();
-		iovas.clear();
-		for (uint32_t i = 0; i < batch; i++) {
-			mem::DmaBlock b;
-			int rc = arena_->alloc(prm::device_page_size, prm::device_page_size, &b);
-			if (rc != 0) {
-				NICMR_LOG(error, kLog, "%s: no DMA memory for %u device pages (%d)",
-					  fn_.name().c_str(), count, rc);
-				for (auto &x : blocks)
-					arena_->release(x);
-				return rc;
-			}
-			blocks.push_back(b);
-			iovas.push_back(b.iova);
-		}
-		int rc = manage_pages_give(*cmdq_, iovas);
-		if (rc != 0) {
-			/* Refused, or the queue broke: a refused batch was not taken; a timed-out
-			 * one is lost to a dead device anyway. */
-			for (auto &x : blocks)
-				arena_->release(x);
-			return rc;
-		}
-		std::lock_guard<std::mutex> lock(pages_mu_);
-		for (auto &b : blocks)
-			pages_.emplace(b.iova, b);
-		count -= batch;
+		/* Firmware returns at most what it offered; fewer means it has no more. */
+		if (back.size() < n)
+			return 0;
+		count -= n;
 	}
 	return 0;
 }
 
+/* Linux pagealloc.c mlx5_reclaim_startup_pages: MANAGE_PAGES take until every page is back,
+ * giving up when firmware returns none. */
 void Device::reclaim_pages()
 {
 	for (;;) {
@@ -357,8 +557,9 @@ void Device::reclaim_pages()
 			return;
 		std::vector<uint64_t> back;
 		int rc = manage_pages_take(
-			*cmdq_, static_cast<uint32_t>(std::min<size_t>(held, kPagesPerCommand)),
-			&back);
+			cmdq_->page_slot(),
+			static_cast<uint32_t>(std::min<size_t>(held, kPagesPerCommand)), &back,
+			page_function_id_);
 		if (rc != 0 || back.empty()) {
 			NICMR_LOG(warn, kLog, "%s: device kept %zu pages (%d)", fn_.name().c_str(),
 				  held, rc);
@@ -374,7 +575,7 @@ void Device::reclaim_pages()
 					  static_cast<unsigned long long>(iova));
 				continue;
 			}
-			arena_->release(it->second);
+			it->second.arena->release(it->second.block);
 			pages_.erase(it);
 			freed++;
 		}
@@ -386,6 +587,12 @@ void Device::reclaim_pages()
 
 void Device::teardown()
 {
+	{
+		/* rdma-core mlx5_vfio_free_context: the async EQ and its UAR go first. */
+		std::lock_guard<std::mutex> lk(eq_mu_);
+		async_eq_.reset();
+	}
+	eq_uar_.reset();
 	if (cmdq_ && !cmdq_->broken()) {
 		if (initialized_ &&
 		    teardown_hca(*cmdq_, prm::teardown_hca_in::profile_graceful_close) != 0 &&
@@ -407,8 +614,9 @@ void Device::teardown()
 			NICMR_LOG(warn, kLog, "%s: freeing %zu pages the device did not return",
 				  fn_.name().c_str(), pages_.size());
 		for (auto &p : pages_)
-			arena_->release(p.second);
+			p.second.arena->release(p.second.block);
 		pages_.clear();
+		page_arenas_.clear();
 	}
 	cmdq_.reset();
 	own_arena_.reset();

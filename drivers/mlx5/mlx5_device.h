@@ -2,19 +2,33 @@
 /*
  * An mlx5 device opened on a PCI function: bring-up, capabilities, PDs and mkeys.
  *
- * Bring-up, in the order of rdma-core's VFIO provider:
- *   wait for init_seg.initializing == 0 -> check cmdif_rev == 5 -> command queue in DMA memory
+ * Bring-up, in the order of rdma-core's VFIO provider (mlx5_vfio.c: mlx5_vfio_init_cmd_interface,
+ * mlx5_vfio_setup_function, create_async_eqs):
+ *   check cmdif_rev == 5 -> command queue in DMA memory, its address written to the init
+ *   segment -> wait for initializing == 0 (up to init_timeout, FW_PRE_INIT_TIMEOUT_MILI)
  *   -> ENABLE_HCA -> QUERY_ISSI / SET_ISSI(1) -> QUERY_PAGES(boot) + MANAGE_PAGES(give)
- *   -> QUERY_HCA_CAP(general, max and current) -> SET_HCA_CAP when a wanted bit is off
- *   -> QUERY_PAGES(init) + MANAGE_PAGES(give) -> INIT_HCA -> QUERY_HCA_CAP(atomic, extensions)
- * Teardown (the destructor): TEARDOWN_HCA -> MANAGE_PAGES(take) until every page is back ->
- * DISABLE_HCA -> free the pages, the mailboxes, the queue and (when the device made it) the
- * arena, which returns its IOVA range to the DmaSpace.
+ *   -> ACCESS_REG(HOST_ENDIANNESS) -> QUERY_HCA_CAP(general, current and max)
+ *   -> SET_HCA_CAP(general: cmdif_checksum 0, log_uar_page_sz, mkey_by_name) -> QUERY_HCA_CAP
+ *   -> the atomic caps -> QUERY_PAGES(init) + MANAGE_PAGES(give) -> INIT_HCA
+ *   -> ALLOC_UAR + CREATE_EQ (the async EQ, PAGE_REQUEST events) -> MANAGE_PAGES(give) for the
+ *   page requests firmware posts there -> QUERY_HCA_CAP(extensions)
+ * Every MANAGE_PAGES goes on the command queue's page slot (rdma-core's slot 31), so a command
+ * firmware holds until it gets pages never blocks the answer (mlx5_cmdq.h).
+ * Teardown (the destructor): DESTROY_EQ + DEALLOC_UAR -> TEARDOWN_HCA -> MANAGE_PAGES(take)
+ * until every page is back (Linux pagealloc.c, mlx5_reclaim_startup_pages) -> DISABLE_HCA ->
+ * free the pages, the mailboxes, the queue and the arenas.
  *
- * All DMA memory the driver owns (queue, mailboxes, pages given to the device) comes from one
- * DmaArena in the function's DmaSpace: either the caller's (DeviceOptions::arena) or one the
- * device creates from DeviceOptions::arena_params. Every call is a slow path and thread-safe
- * (the command queue serialises commands).
+ * Events: the async EQ is polled (no interrupts) while a command waits on slot 0, right after
+ * it is created, and by poll_events(), which an application calls from its slow-path loop as
+ * rdma-core's mlx5dv_vfio_process_events is called. Page requests are answered with
+ * MANAGE_PAGES give (or take, for a negative count) for the event's function_id.
+ *
+ * DMA memory: the command queue, mailboxes and queue rings come from one DmaArena in the
+ * function's DmaSpace, the caller's (DeviceOptions::arena) or one the device creates from
+ * DeviceOptions::arena_params. Pages given to firmware come from page arenas of
+ * DeviceOptions::page_chunk bytes created on demand, up to DeviceOptions::max_page_memory
+ * (beyond it a page request is answered "cannot give" and the command that waited for the
+ * pages fails). Every call is a slow path and thread-safe.
  */
 #ifndef NICMR_MLX5_DEVICE_H
 #define NICMR_MLX5_DEVICE_H
@@ -24,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "bus_pci.h"
 #include "mem_space.h"
@@ -32,9 +47,14 @@
 
 namespace nicmr::mlx5 {
 
+/* How long firmware may stay in initializing: rdma-core's FW_PRE_INIT_TIMEOUT_MILI (and Linux
+ * main.c's), 120 s; polled every FW_INIT_WAIT_MS, 2 ms. */
+inline constexpr std::chrono::milliseconds kFwPreInitTimeout{120000};
+inline constexpr std::chrono::milliseconds kFwInitWait{2};
+
 struct DeviceOptions {
-	/* How long the device may stay in initializing after open (real firmware: seconds). */
-	std::chrono::milliseconds init_timeout{10000};
+	/* How long the device may stay in initializing after its queue address was written. */
+	std::chrono::milliseconds init_timeout = kFwPreInitTimeout;
 	/* How long one command may take before the queue is declared broken. */
 	std::chrono::milliseconds cmd_timeout{60000};
 	/* Use this arena for all DMA memory (it must belong to the space given to open); when
@@ -46,6 +66,14 @@ struct DeviceOptions {
 				     .allow_fallback = true,
 				     .backend = mem::PoolBackend::memfd,
 				     .name = "mlx5-ctrl"};
+	/* Pages given to firmware: arenas of page_chunk bytes (rdma-core's MLX5_VFIO_BLOCK_SIZE,
+	 * 2 MiB), created as firmware asks, at most max_page_memory bytes in all (a multiple of
+	 * page_chunk; 0 or a value below one chunk is -EINVAL at open). */
+	size_t page_chunk = size_t{2} << 20;
+	size_t max_page_memory = size_t{256} << 20;
+	/* The async EQ: 2^n entries, rdma-core's MLX5_NUM_CMD_EQE + MLX5_NUM_SPARE_EQE (32 + 128)
+	 * rounded up to a power of two. */
+	uint32_t async_eq_log_size = 8;
 	/* Turn on mkey_by_name with SET_HCA_CAP when the device can (mkeys at chosen indexes). */
 	bool want_mkey_by_index = true;
 	/* Ask for host-endian 8-byte atomics with SET_HCA_CAP when the device can (Linux
@@ -98,6 +126,9 @@ inline constexpr uint16_t kPciVendorMellanox = 0x15b3;
  */
 bool is_supported_device(bus::PciId id) noexcept;
 
+class Eq;
+class Uar;
+
 class Device {
 public:
 	/*
@@ -105,8 +136,10 @@ public:
 	 * Errors: -ENODEV (fn is not a ConnectX: nothing was touched, the log line names its
 	 * vendor:device), -ETIMEDOUT (still initializing after init_timeout, or a command timed
 	 * out), -EPROTONOSUPPORT (cmdif revision is not 5, or ISSI 1 unsupported), -ENOMEM (no DMA
-	 * memory), a command's errno (mlx5_cmd.h), arena creation errors, -EINVAL (null out, or
-	 * space is not over fn.dma()), those of fn.set_bus_master (the command register).
+	 * memory, or firmware wants more pages than max_page_memory), -ENXIO (firmware reports a
+	 * health syndrome), a command's errno (mlx5_cmd.h), arena creation errors, -EINVAL (null
+	 * out, space is not over fn.dma(), or page_chunk / max_page_memory unusable), those of
+	 * fn.set_bus_master (the command register).
 	 * Open sets the function's Bus Master Enable before the first command; teardown (the
 	 * destructor, or a failed open) clears it once the function is disabled (doc/vfio.md).
 	 * A failed open gives back every page and frees everything it took.
@@ -124,6 +157,25 @@ public:
 	mem::DmaArena &arena() noexcept { return *arena_; }
 	/* Pages the device holds now (given minus returned). */
 	size_t pages_given() const;
+	/* Bytes of the page arenas created so far (each page_chunk; never above max_page_memory).
+	 */
+	size_t page_memory() const;
+	/* The function_id firmware named for its pages (QUERY_PAGES, PAGE_REQUEST). */
+	uint16_t page_function_id() const noexcept { return page_function_id_; }
+	/* The async EQ's number (page requests). */
+	uint32_t async_eqn() const noexcept;
+
+	/*
+	 * Polls the async EQ and answers what firmware asked (page requests); checks the health
+	 * buffer first. Returns the number of events handled, -ENXIO when firmware reports a
+	 * health syndrome (the device is broken: every later command fails), or the first error
+	 * of an answer (it is logged; the others still run). Slow path; thread-safe.
+	 */
+	int poll_events();
+	/* True once a command timed out or firmware reported a health syndrome. */
+	bool broken() const noexcept { return cmdq_ == nullptr || cmdq_->broken(); }
+	/* The health syndrome that broke the device (prm::health_synd; 0: none). */
+	uint8_t health_syndrome() const noexcept { return cmdq_ ? cmdq_->health_syndrome() : 0; }
 
 	/* Runs one raw command (see CmdTransport::exec). */
 	int exec(const void *in, size_t in_len, void *out, size_t out_len) noexcept
@@ -151,29 +203,51 @@ public:
 	int set_mkey_ext(uint32_t index, const MkeyExtState &st);
 	int query_mkey_ext(uint32_t index, MkeyExtState *st);
 
-	/* Asks the device for pages it wants now (QUERY_PAGES regular) and gives them. */
+	/* Asks the device for the pages of a stage (QUERY_PAGES op_mod) and gives (or takes)
+	 * them for the function it names. */
 	int satisfy_pages(uint16_t op_mod);
 
 private:
-	Device(bus::PciFunction &fn) : fn_(fn) {}
+	Device(bus::PciFunction &fn, mem::DmaSpace &space);
 	int bring_up(const DeviceOptions &opts);
 	int wait_ready(std::chrono::milliseconds timeout);
 	int query_caps(const DeviceOptions &opts);
 	int query_atomic_caps(const DeviceOptions &opts);
-	int give_pages(uint32_t count);
+	int create_async_eq(const DeviceOptions &opts);
+	/* Polls the async EQ and answers; caller holds eq_mu_. */
+	int process_events();
+	/* Gives count pages for function_id; from_event: answer "cannot give" when out of page
+	 * memory (the firmware then fails the command that waited). */
+	int give_pages(uint16_t function_id, uint32_t count, bool from_event);
+	int take_pages(uint16_t function_id, uint32_t count);
+	/* One 4 KiB page from the page arenas, growing them up to the cap. */
+	int alloc_page(mem::DmaBlock *b, mem::DmaArena **from);
 	void reclaim_pages();
 	void teardown();
 
+	struct GivenPage {
+		mem::DmaBlock block;
+		mem::DmaArena *arena = nullptr;
+	};
+
 	bus::PciFunction &fn_;
+	mem::DmaSpace &space_;
 	std::unique_ptr<mem::DmaArena> own_arena_;
 	mem::DmaArena *arena_ = nullptr;
 	std::unique_ptr<CmdQueue> cmdq_;
 	Caps caps_;
 	bool enabled_ = false;	   /* ENABLE_HCA succeeded */
 	bool initialized_ = false; /* INIT_HCA succeeded */
+	uint16_t page_function_id_ = 0;
+	size_t page_chunk_ = 0, max_page_memory_ = 0;
 
-	mutable std::mutex pages_mu_;
-	std::unordered_map<uint64_t, mem::DmaBlock> pages_; /* given to the device, by IOVA */
+	std::mutex eq_mu_; /* one poller of the async EQ */
+	std::unique_ptr<Uar> eq_uar_;
+	std::unique_ptr<Eq> async_eq_;
+
+	mutable std::mutex pages_mu_; /* guards the page arenas and pages_ */
+	std::vector<std::unique_ptr<mem::DmaArena>> page_arenas_;
+	std::unordered_map<uint64_t, GivenPage> pages_; /* given to the device, by IOVA */
 };
 
 /* A PD owned by a handle: DEALLOC_PD when the handle is reset or goes (errors are logged). */

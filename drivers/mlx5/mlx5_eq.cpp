@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <new>
 
+#include <rte_io.h>
+
 #include "mlx5_dp_commands.h"
 #include "mlx5_eq.h"
 #include "nicmr_log.h"
@@ -33,6 +35,7 @@ int Eq::create(Device &dev, Uar &uar, const EqParams &p, std::unique_ptr<Eq> *ou
 	if (rc != 0)
 		return rc;
 	eq->created_ = true;
+	eq->doorbell_ = prm::uar::page_offset(uar.index()) + prm::eq_doorbell::update_offset;
 	*out = std::move(eq);
 	return 0;
 }
@@ -62,8 +65,25 @@ int Eq::poll(Event *out, int max) noexcept
 		out[n].type = static_cast<uint8_t>(prm::get(e, prm::eqe::event_type));
 		out[n].sub_type = static_cast<uint8_t>(prm::get(e, prm::eqe::event_sub_type));
 		out[n].qpn = static_cast<uint32_t>(prm::get(e, prm::eqe::qpn));
+		out[n].function_id =
+			static_cast<uint16_t>(prm::get(e, prm::eqe_page_req::function_id));
+		out[n].num_pages = static_cast<int32_t>(
+			static_cast<uint32_t>(prm::get(e, prm::eqe_page_req::num_pages)));
 		ci_++;
 		n++;
+	}
+	if (n != 0) {
+		/* The consumer index back to the device (rdma-core mlx5_vfio.c eq_update_ci,
+		 * without arming: nothing here waits for an interrupt). Full I/O barrier: the
+		 * EQE loads above must be done before the device sees their slots freed by this
+		 * MMIO store, a load-to-store order a write barrier does not give. Events are
+		 * rare, so the fence costs nothing that matters. */
+		uint32_t db = 0;
+		prm::set(&db, prm::eq_doorbell::eqn, eqn_);
+		prm::set(&db, prm::eq_doorbell::consumer_index,
+			 ci_ & prm::value_mask(prm::eq_doorbell::consumer_index));
+		rte_io_mb();
+		dev_.function().bar0_write32(doorbell_, db);
 	}
 	return n;
 }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * An event queue in poll mode, for asynchronous events (a responder's WQ access errors):
- * 2^log_size 64-byte EQEs in host DMA memory. EQE n sits at slot n & mask with owner bit
- * (n >> log_size) & 1; every EQE starts with owner 1, so nothing of the first pass looks new.
- * No interrupts, no EQ doorbell: the device model posts async events to the first EQ created
- * on the device (doc/data-path.md); an EQ left unpolled for 2^log_size events overruns.
+ * An event queue in poll mode, for asynchronous events (a responder's WQ access errors,
+ * firmware page requests): 2^log_size 64-byte EQEs in host DMA memory. EQE n sits at slot
+ * n & mask with owner bit (n >> log_size) & 1; every EQE starts with owner 1, so nothing of the
+ * first pass looks new. No interrupts (the EQ is never armed). poll() writes the consumer index
+ * back through the EQ doorbell of its UAR page (+0x48, eqn << 24 | index, rdma-core's
+ * eq_update_ci): a ConnectX that does not see it for 2^log_size events declares the EQ overrun
+ * (for the async EQ a fatal health syndrome, 0xc). Events go to the first EQ created whose
+ * bitmask takes their type (doc/data-path.md).
  */
 #ifndef NICMR_MLX5_EQ_H
 #define NICMR_MLX5_EQ_H
@@ -22,6 +25,9 @@ struct Event {
 	uint8_t type = 0; /* prm::event_type */
 	uint8_t sub_type = 0;
 	uint32_t qpn = 0; /* queue events: the QP (or SRQ) number */
+	/* PAGE_REQUEST: the function the pages are for and how many (negative: take back). */
+	uint16_t function_id = 0;
+	int32_t num_pages = 0;
 };
 
 struct EqParams {
@@ -41,12 +47,16 @@ public:
 	Eq &operator=(const Eq &) = delete;
 
 	uint32_t eqn() const noexcept { return eqn_; }
-	/* Hot path: takes up to max new events; no lock, no allocation, no system call. */
+	/* Hot path: takes up to max new events, then writes the consumer index back (one MMIO
+	 * store when there were events); no lock, no allocation, no system call. One poller at a
+	 * time. */
 	int poll(Event *out, int max) noexcept;
+	uint32_t consumer_index() const noexcept { return ci_; }
 
 private:
 	Eq(Device &dev) : dev_(dev) {}
 	Device &dev_;
+	size_t doorbell_ = 0; /* BAR 0 offset of the EQ's update-only doorbell */
 	QueueBuffer ring_;
 	uint32_t eqn_ = 0;
 	bool created_ = false;

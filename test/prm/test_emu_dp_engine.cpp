@@ -852,16 +852,17 @@ TEST(EmuDpDoorbell, UarsArePreRegisteredAndAllocatedFromOne)
 		Cmd(prm::opcode::alloc_uar, prm::alloc_uar_in::size, prm::alloc_uar_out::size));
 	EXPECT_EQ(r.status(), prm::status::exceed_lim);
 	EXPECT_EQ(r.syndrome(), static_cast<uint32_t>(Syndrome::uar_table_full));
-	EXPECT_EQ(b.h().emu().emu_function().doorbell_count(), 4u);
+	/* cmd_dbell, cmdq_addr_l (initializing clears once it is written) and 3 SQ doorbells. */
+	EXPECT_EQ(b.h().emu().emu_function().doorbell_count(), 5u);
 }
 
 TEST(EmuDpDoorbell, TooManyUarsForTheDoorbellTableAreRefused)
 {
 	EmuConfig cfg;
-	cfg.uars = 64;
+	cfg.uars = 63;
 	std::unique_ptr<EmuMlx5> e;
 	EXPECT_EQ(emu_mlx5_create(cfg, &e), -EINVAL);
-	cfg.uars = 63;
+	cfg.uars = 62; /* 64 doorbells: cmd_dbell, cmdq_addr_l and 62 SQ doorbells */
 	EXPECT_EQ(emu_mlx5_create(cfg, &e), 0);
 }
 

@@ -109,6 +109,9 @@ struct PostOpts {
 	uint8_t token = 0x5a;
 	uint8_t mailbox_token = 0x5a;
 	bool wrong_block_num = false;
+	/* The entry's signature byte: the model, with checksums on (cmdif_checksum, after
+	 * INIT_HCA), refuses an entry without one; it does not check the XOR. */
+	uint8_t signature = 0xa5;
 	uint64_t in_mb_iova = kIova + kInMbOff;	  /* where the input chain starts */
 	uint64_t out_mb_iova = kIova + kOutMbOff; /* where the output chain starts */
 	uint64_t in_len_override = 0;		  /* 0: the command's own length */
@@ -137,6 +140,21 @@ public:
 		if (rc_ < 0)
 			return;
 		set_cmdq(kIova);
+		/* As a driver does: the queue address first, then wait for initializing to
+		 * clear (the poll thread takes the address write asynchronously). */
+		if (cfg.start && cfg.boot_delay.count() == 0)
+			wait_booted(std::chrono::milliseconds(5000));
+	}
+	/* Waits for initializing == 0; false on timeout. */
+	bool wait_booted(std::chrono::milliseconds timeout)
+	{
+		const auto end = std::chrono::steady_clock::now() + timeout;
+		while (bar_get(prm::init_seg::initializing) != 0) {
+			if (std::chrono::steady_clock::now() > end)
+				return false;
+			std::this_thread::sleep_for(std::chrono::microseconds(50));
+		}
+		return true;
 	}
 	~Harness()
 	{
@@ -199,6 +217,7 @@ public:
 		prm::set(e, ce::input_length, o.in_len_override ? o.in_len_override : in_len);
 		prm::set(e, ce::output_length, out_len);
 		prm::set(e, ce::token, o.token);
+		prm::set(e, ce::signature, o.signature);
 		prm::set(e, ce::input_mailbox_ptr, o.in_mb_iova);
 		prm::set(e, ce::output_mailbox_ptr, o.out_mb_iova);
 		std::memcpy(e + ce::inline_input, cmd.in.data(), std::min(in_len, ce::inline_size));
@@ -284,9 +303,20 @@ public:
 			 prm::atomic_cap::atomic_req_8B_endianness_mode, mode);
 		return c;
 	}
+	/* SET_HCA_CAP of the general caps with cmdif_checksum 0 (and the rest as at power-on):
+	 * what rdma-core's and Linux's handle_hca_cap send, so that unsigned entries are taken
+	 * after INIT_HCA. */
+	static Cmd set_general_caps()
+	{
+		Cmd c(prm::opcode::set_hca_cap, prm::set_hca_cap_in::size, 16,
+		      prm::cap_op_mod(prm::cap_type::general, 0));
+		c.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name, 1);
+		return c;
+	}
 	/* Firmware bring-up; atomic_mode >= 0: SET_HCA_CAP it before INIT_HCA (else the
-	 * power-on mode, big-endian, stays). */
-	void bring_up(int atomic_mode = -1)
+	 * power-on mode, big-endian, stays). Then the regular pages, through QUERY_PAGES
+	 * (no EQ takes page requests here). */
+	void bring_up(int atomic_mode = -1, bool regular_pages = true)
 	{
 		ASSERT_EQ(enable_hca(), prm::status::ok);
 		Cmd issi(prm::opcode::set_issi, prm::set_issi_in::size, 16);
@@ -298,9 +328,20 @@ public:
 			ASSERT_EQ(run(set_atomic_mode(uint64_t(atomic_mode))).status(),
 				  prm::status::ok);
 		}
+		if (dev().config().mkey_by_name)
+			ASSERT_EQ(run(set_general_caps()).status(), prm::status::ok);
+		else {
+			Cmd g = set_general_caps();
+			g.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name,
+				 0);
+			ASSERT_EQ(run(g).status(), prm::status::ok);
+		}
 		int32_t init = query_pages(prm::query_pages_op_mod::init);
 		ASSERT_EQ(give_pages(init, boot).status(), prm::status::ok);
 		ASSERT_EQ(init_hca(), prm::status::ok);
+		int32_t regular = regular_pages ? query_pages(prm::query_pages_op_mod::regular) : 0;
+		if (regular > 0)
+			ASSERT_EQ(give_pages(regular, boot + init).status(), prm::status::ok);
 	}
 	uint32_t alloc_pd()
 	{

@@ -35,7 +35,7 @@ TEST(EmuMlx5Cmd, UnknownOpcodeIsBadOp)
 	ASSERT_EQ(h.rc(), 0);
 	EXPECT_STATUS(h.run(simple(0x999)), prm::status::bad_op, Syndrome::bad_opcode);
 	/* In the PRM but not in the model yet. */
-	EXPECT_STATUS(h.run(simple(prm::opcode::access_reg)), prm::status::bad_op,
+	EXPECT_STATUS(h.run(simple(prm::opcode::create_umem)), prm::status::bad_op,
 		      Syndrome::bad_opcode);
 }
 
@@ -290,6 +290,7 @@ TEST(EmuMlx5PagesLimit, MorePagesThanTheDeviceTakesIsExceedLim)
 	EmuConfig cfg;
 	cfg.boot_pages = 1;
 	cfg.init_pages = 1;
+	cfg.regular_pages = 0;
 	cfg.max_pages = 4;
 	Harness h(cfg);
 	ASSERT_EQ(h.rc(), 0);
@@ -302,9 +303,10 @@ TEST(EmuMlx5PagesLimit, MorePagesThanTheDeviceTakesIsExceedLim)
 
 TEST_F(EmuMlx5Pages, TakeReturnsOnlyWhatTheDeviceCanSpare)
 {
-	ASSERT_EQ(h.give_pages(30).status(), prm::status::ok);
+	ASSERT_EQ(h.give_pages(46).status(), prm::status::ok);
 	ASSERT_EQ(h.init_hca(), prm::status::ok);
-	/* Initialised, 24 pages needed: 6 spare; ask for 10 with room for 10. */
+	/* Initialised, 40 pages needed (boot 8, init 16, regular 16): 6 spare; ask for 10 with
+	 * room for 10. */
 	Cmd take(prm::opcode::manage_pages, 16, 16 + 10 * 8, prm::manage_pages_op_mod::take);
 	take.set(prm::manage_pages_in::input_num_entries, 10);
 	Reply r = h.run(take);
@@ -313,17 +315,17 @@ TEST_F(EmuMlx5Pages, TakeReturnsOnlyWhatTheDeviceCanSpare)
 	for (size_t i = 0; i < 6; i++) {
 		const uint64_t pa = r.get_at(16 + 8 * i, prm::pas_entry);
 		EXPECT_GE(pa, kIova + kPagesOff);
-		EXPECT_LT(pa, kIova + kPagesOff + 30 * 4096);
+		EXPECT_LT(pa, kIova + kPagesOff + 46 * 4096);
 		EXPECT_EQ(pa % 4096, 0u);
 	}
-	EXPECT_EQ(h.dev().pages_given(), 24u);
+	EXPECT_EQ(h.dev().pages_given(), 40u);
 	EXPECT_EQ(h.run(take).get(prm::manage_pages_out::output_num_entries), 0u);
 	/* After teardown everything can go back, limited by the output room. */
 	ASSERT_EQ(h.run(simple(prm::opcode::teardown_hca)).status(), prm::status::ok);
 	Cmd small(prm::opcode::manage_pages, 16, 16 + 2 * 8, prm::manage_pages_op_mod::take);
-	small.set(prm::manage_pages_in::input_num_entries, 24);
+	small.set(prm::manage_pages_in::input_num_entries, 40);
 	EXPECT_EQ(h.run(small).get(prm::manage_pages_out::output_num_entries), 2u);
-	EXPECT_EQ(h.dev().pages_given(), 22u);
+	EXPECT_EQ(h.dev().pages_given(), 38u);
 }
 
 /* ---- Capabilities ---------------------------------------------------------------------- */
@@ -367,7 +369,9 @@ TEST_F(EmuMlx5Caps, GeneralCapsReportTheConfiguredLimits)
 	EXPECT_EQ(cap(r, prm::hca_cap::atomic), 1u);
 	EXPECT_EQ(cap(r, prm::hca_cap::umr_extended_translation_offset), 1u);
 	EXPECT_EQ(cap(r, prm::hca_cap::log_max_klm_list_size), 16u);
-	EXPECT_EQ(cap(r, prm::hca_cap::cmdif_checksum), 0u);
+	/* Checksums on at power-on (EmuConfig::cmdif_checksum); 4 KiB UAR pages only. */
+	EXPECT_EQ(cap(r, prm::hca_cap::cmdif_checksum), 1u);
+	EXPECT_EQ(cap(r, prm::hca_cap_setup::log_uar_page_sz), 0u);
 	Reply cur = query(prm::cap_type::general, prm::cap_mode::current);
 	EXPECT_EQ(cur.out, r.out) << "current starts equal to max";
 
@@ -426,8 +430,11 @@ TEST_F(EmuMlx5Caps, SetTakesSettableFieldsWithinTheMaximum)
 		1u);
 
 	Cmd cks = set_general(cur);
-	cks.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::cmdif_checksum, 1);
+	cks.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::cmdif_checksum, 2);
 	EXPECT_STATUS(h.run(cks), prm::status::bad_param, Syndrome::cap_exceeds_max);
+	Cmd uar = set_general(cur);
+	uar.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap_setup::log_uar_page_sz, 1);
+	EXPECT_STATUS(h.run(uar), prm::status::bad_param, Syndrome::cap_exceeds_max);
 
 	Cmd atomic(prm::opcode::set_hca_cap, prm::set_hca_cap_in::size, 16,
 		   prm::cap_op_mod(prm::cap_type::atomic, 0));
@@ -569,7 +576,7 @@ TEST(EmuMlx5Pd, ResourceCommandsWaitForRegularPages)
 	cfg.regular_pages = 2;
 	Harness h(cfg);
 	ASSERT_EQ(h.rc(), 0);
-	h.bring_up();
+	h.bring_up(-1, false);
 	EXPECT_EQ(h.query_pages(prm::query_pages_op_mod::regular), 2);
 	EXPECT_STATUS(h.run(simple(prm::opcode::alloc_pd)), prm::status::no_resources,
 		      Syndrome::pages_missing);

@@ -109,8 +109,14 @@ public:
 	{
 		if (off == prm::dword_byte_offset(prm::init_seg::cmd_dbell)) {
 			doorbells++;
-			if (!hung)
-				process();
+			auto slots = static_cast<uint32_t>(
+				prm::get(&v, prm::in_dword(prm::init_seg::cmd_dbell)));
+			for (uint32_t s = 0; s < 32; s++)
+				if ((slots >> s & 1) != 0) {
+					rung_slots.push_back(s);
+					if (!hung)
+						process(s);
+				}
 			return;
 		}
 		/* The device owns log_sz / log_stride: writes keep them. */
@@ -152,11 +158,14 @@ public:
 		return prm::get(reinterpret_cast<const uint8_t *>(bar_.data()), f);
 	}
 
-	/* Runs the command in slot 0 as a device would; public so a test can "restart". */
-	void process()
+	/* Runs the command in a slot as a device would; public so a test can "restart". */
+	void process(uint32_t slot = 0)
 	{
-		uint64_t q = prm::init_seg::cmdq_addr(reg(prm::init_seg::cmdq_addr_h),
-						      reg(prm::init_seg::cmdq_addr_l));
+		uint64_t q =
+			prm::init_seg::cmdq_addr(reg(prm::init_seg::cmdq_addr_h),
+						 reg(prm::init_seg::cmdq_addr_l)) +
+			prm::cmdq_entry::slot_offset(
+				slot, static_cast<uint32_t>(reg(prm::init_seg::log_cmdq_stride)));
 		uint8_t *e = mapper.host(q, prm::cmdq_entry::size);
 		if (e == nullptr) {
 			faults++;
@@ -184,6 +193,8 @@ public:
 			auto op =
 				static_cast<uint16_t>(prm::get(in.data(), prm::cmd_hdr_in::opcode));
 			opcodes.push_back(op);
+			op_mods.push_back(static_cast<uint16_t>(
+				prm::get(in.data(), prm::cmd_hdr_in::op_mod)));
 			auto f = forced.find(op);
 			if (f != forced.end()) {
 				prm::set(out.data(), prm::cmd_hdr_out::status, f->second.first);
@@ -285,8 +296,10 @@ public:
 			    prm::cap_op_mod(prm::cap_type::atomic, 0))
 				atomic_mode_cur = static_cast<uint32_t>(prm::get(
 					i + 16, prm::atomic_cap::atomic_req_8B_endianness_mode));
-			else
+			else {
 				mkey_by_name_cur = prm::get(i + 16, prm::hca_cap::mkey_by_name);
+				general_set.assign(i + 16, i + in.size());
+			}
 			break;
 		case o::alloc_pd:
 			prm::set(p, prm::alloc_pd_out::pd, ++pd_next);
@@ -332,6 +345,9 @@ public:
 	uint32_t force_delivery_status = 0;
 	std::map<uint16_t, std::pair<uint8_t, uint32_t>> forced; /* opcode -> status, syndrome */
 	std::vector<uint16_t> opcodes;
+	std::vector<uint16_t> op_mods;	  /* of each command in opcodes */
+	std::vector<uint32_t> rung_slots; /* every slot rung, in order */
+	std::vector<uint8_t> general_set; /* the last SET_HCA_CAP(general) capability area */
 	std::set<uint64_t> pages;
 	uint64_t bogus_take = 0; /* MANAGE_PAGES(take) answers with this never-given page */
 	int32_t boot_pages = 3;
@@ -594,15 +610,46 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 	std::unique_ptr<mlx5::Device> dev;
 	ASSERT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), 0);
 	namespace o = prm::opcode;
-	/* The atomic caps before INIT_HCA, as Linux's handle_hca_cap_atomic: query, set host
-	 * endianness, query again; after INIT_HCA only the extension query. */
-	const std::vector<uint16_t> want = {
-		o::enable_hca,	  o::query_issi,    o::set_issi,      o::query_pages,
-		o::manage_pages,  o::query_hca_cap, o::query_hca_cap, o::set_hca_cap,
-		o::query_hca_cap, o::query_hca_cap, o::set_hca_cap,   o::query_hca_cap,
-		o::query_pages,	  o::manage_pages,  o::init_hca,      o::query_hca_cap,
+	/* rdma-core mlx5_vfio_setup_function then create_async_eqs: boot pages, ACCESS_REG
+	 * host endianness, the general caps (current, max), SET_HCA_CAP, read back; the atomic
+	 * caps before INIT_HCA, as Linux's handle_hca_cap_atomic: query, set host endianness,
+	 * query again; init pages, INIT_HCA; the async EQ on a UAR of its own; the extension
+	 * query. Every MANAGE_PAGES on the last slot, everything else on slot 0. */
+	const std::vector<std::pair<uint16_t, uint16_t>> want = {
+		{o::enable_hca, 0},
+		{o::query_issi, 0},
+		{o::set_issi, 0},
+		{o::query_pages, prm::query_pages_op_mod::boot},
+		{o::manage_pages, prm::manage_pages_op_mod::give},
+		{o::access_reg, prm::access_register_op_mod::write},
+		{o::query_hca_cap, prm::cap_op_mod(prm::cap_type::general, prm::cap_mode::current)},
+		{o::query_hca_cap, prm::cap_op_mod(prm::cap_type::general, prm::cap_mode::max)},
+		{o::set_hca_cap, prm::cap_op_mod(prm::cap_type::general, 0)},
+		{o::query_hca_cap, prm::cap_op_mod(prm::cap_type::general, prm::cap_mode::current)},
+		{o::query_hca_cap, prm::cap_op_mod(prm::cap_type::atomic, prm::cap_mode::current)},
+		{o::set_hca_cap, prm::cap_op_mod(prm::cap_type::atomic, 0)},
+		{o::query_hca_cap, prm::cap_op_mod(prm::cap_type::atomic, prm::cap_mode::current)},
+		{o::query_pages, prm::query_pages_op_mod::init},
+		{o::manage_pages, prm::manage_pages_op_mod::give},
+		{o::init_hca, 0},
+		{o::alloc_uar, 0},
+		{o::create_eq, 0},
+		{o::query_hca_cap,
+		 prm::cap_op_mod(prm::cap_type::nicmr_ext, prm::cap_mode::current)},
 	};
-	EXPECT_EQ(fn.opcodes, want);
+	ASSERT_EQ(fn.opcodes.size(), want.size());
+	for (size_t i = 0; i < want.size(); i++) {
+		EXPECT_EQ(fn.opcodes[i], want[i].first) << "command " << i;
+		EXPECT_EQ(fn.op_mods[i], want[i].second) << "command " << i;
+		EXPECT_EQ(fn.rung_slots[i], want[i].first == o::manage_pages ? 31u : 0u)
+			<< "command " << i;
+	}
+	/* SET_HCA_CAP(general) as rdma-core's handle_hca_cap: no checksums, 4 KiB UAR pages
+	 * (the system page here), mkey_by_name since the maximum offers it. */
+	ASSERT_EQ(fn.general_set.size(), prm::set_hca_cap_in::capability_size);
+	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap::cmdif_checksum), 0u);
+	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap_setup::log_uar_page_sz), 0u);
+	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap::mkey_by_name), 1u);
 	EXPECT_EQ(dev->pages_given(), 8u);
 	EXPECT_EQ(fn.pages.size(), 8u);
 	EXPECT_EQ(dev->caps().log_max_mkey, 20u);
@@ -623,8 +670,9 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 
 	fn.opcodes.clear();
 	dev.reset();
-	EXPECT_EQ(fn.opcodes,
-		  (std::vector<uint16_t>{o::teardown_hca, o::manage_pages, o::disable_hca}));
+	/* rdma-core mlx5_vfio_free_context: the async EQ and its UAR, then the HCA. */
+	EXPECT_EQ(fn.opcodes, (std::vector<uint16_t>{o::destroy_eq, o::dealloc_uar, o::teardown_hca,
+						     o::manage_pages, o::disable_hca}));
 	EXPECT_TRUE(fn.pages.empty());
 	EXPECT_FALSE(fn.bus_master()) << "cleared at teardown";
 }
@@ -639,14 +687,23 @@ TEST_F(Mlx5Device, ACommandRegisterThatCannotBeWrittenFailsOpenBeforeAnyCommand)
 	EXPECT_EQ(arena->bytes_in_use(), 0u);
 }
 
-TEST_F(Mlx5Device, SkipsSetHcaCapWhenNothingChanges)
+TEST_F(Mlx5Device, SetsGeneralCapsAlwaysAndAtomicModeOnlyWhenOffered)
 {
 	fn.mkey_by_name_max = 0;
 	fn.atomic_host_supported = 0; /* big-endian atomics only: nothing to ask for */
 	std::unique_ptr<mlx5::Device> dev;
 	ASSERT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), 0);
-	for (auto op : fn.opcodes)
-		EXPECT_NE(op, prm::opcode::set_hca_cap);
+	/* One SET_HCA_CAP, the general one: checksums off and the UAR page size are always
+	 * set (rdma-core handle_hca_cap); mkey_by_name stays off. */
+	size_t sets = 0;
+	for (size_t i = 0; i < fn.opcodes.size(); i++)
+		if (fn.opcodes[i] == prm::opcode::set_hca_cap) {
+			sets++;
+			EXPECT_EQ(fn.op_mods[i], prm::cap_op_mod(prm::cap_type::general, 0));
+		}
+	EXPECT_EQ(sets, 1u);
+	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap::mkey_by_name), 0u);
+	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap::cmdif_checksum), 0u);
 	EXPECT_FALSE(dev->caps().mkey_by_index);
 	EXPECT_FALSE(dev->caps().atomic_host_endianness_supported);
 	EXPECT_FALSE(dev->caps().atomic_host_endianness);
@@ -679,7 +736,9 @@ TEST_F(Mlx5Device, OwnArenaIsReturnedToTheSpace)
 	const size_t pools = space->pool_count();
 	std::unique_ptr<mlx5::Device> dev;
 	ASSERT_EQ(mlx5::Device::open(fn, *space, o, &dev), 0);
-	EXPECT_EQ(space->pool_count(), pools + 1);
+	/* The control arena and the firmware page arenas (one chunk holds these 8 pages). */
+	EXPECT_EQ(dev->page_memory(), o.page_chunk);
+	EXPECT_EQ(space->pool_count(), pools + 2);
 	dev.reset();
 	EXPECT_EQ(space->pool_count(), pools);
 }
@@ -701,6 +760,11 @@ TEST_F(Mlx5Device, StillInitializingTimesOut)
 	EXPECT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), -ETIMEDOUT);
 	EXPECT_EQ(dev, nullptr);
 	EXPECT_EQ(fn.doorbells, 0);
+	/* The queue's address was written before the wait (rdma-core's order): firmware that
+	 * waits for it before clearing initializing is not kept waiting by the driver. */
+	EXPECT_NE(prm::init_seg::cmdq_addr(fn.reg(prm::init_seg::cmdq_addr_h),
+					   fn.reg(prm::init_seg::cmdq_addr_l)),
+		  0u);
 	EXPECT_EQ(arena->bytes_in_use(), 0u);
 }
 

@@ -113,6 +113,11 @@ enum class Syndrome : uint32_t {
 	ext_mkey_free = 0x0e0000b2, /* BAD_RES_STATE: the mkey is free (nothing to extend) */
 	/* Fault injection (EmuConfig::fail_opcode), never on a ConnectX. */
 	injected = 0x0e0000f0, /* INTERNAL_ERR: the command's opcode is EmuConfig::fail_opcode */
+	/* Bring-up (doc/device-model.md, "Bring-up"). */
+	reg_unsupported = 0x0e0000c0, /* BAD_PARAM: ACCESS_REG of a register the model lacks */
+	reg_data_short = 0x0e0000c1,  /* BAD_INPUT_LEN / BAD_OUTPUT_LEN: no room for the data */
+	pages_refused = 0x0e0000c2,   /* NO_RESOURCES: the driver answered MANAGE_PAGES with
+					 alloc_fail while this command waited for pages */
 };
 
 /* HCA life cycle, firmware order: reset -ENABLE-> enabled -INIT-> initialized -TEARDOWN-> enabled
@@ -138,7 +143,19 @@ struct EmuConfig {
 	uint32_t ports = 2;	    /* 1..2 */
 	uint32_t boot_pages = 8;    /* pages QUERY_PAGES(boot) asks for */
 	uint32_t init_pages = 16;   /* more pages QUERY_PAGES(init) asks for */
-	uint32_t regular_pages = 0; /* more pages QUERY_PAGES(regular) asks for after INIT_HCA */
+	/* More pages the device wants once INIT_HCA ran: asked for with a PAGE_REQUEST event on
+	 * the first EQ that takes page requests (and answered by QUERY_PAGES(regular)); commands
+	 * that create objects wait for them (doc/device-model.md, "Pages"). */
+	uint32_t regular_pages = 16;
+	/* The function_id the device puts in QUERY_PAGES and PAGE_REQUEST and requires in
+	 * MANAGE_PAGES (0: a PF's own function; set another value to check that a driver echoes
+	 * it, as rdma-core's mlx5_vfio_give_pages does). */
+	uint16_t page_function_id = 0;
+	/* Command interface checksums (cmd_hca_cap.cmdif_checksum) at power-on: while not 0 after
+	 * INIT_HCA, an entry without a signature is refused with delivery status signature_err.
+	 * rdma-core's and Linux's handle_hca_cap turn it off with SET_HCA_CAP; 0 models a device
+	 * that powers on with it off. */
+	uint32_t cmdif_checksum = 1;
 	uint32_t max_pages = 1u << 18;	     /* pages the device accepts in all (1 GiB) */
 	uint32_t log_max_klm_list_size = 16; /* translations per mkey (MTT or KLM), 1..30 */
 	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
@@ -152,7 +169,8 @@ struct EmuConfig {
 	 * model is a plain ConnectX (the cap type and the extension opcodes are refused). */
 	uint64_t ext_flags = mlx5::prm::ext_cap::single_use | mlx5::prm::ext_cap::rma_event;
 	/* Data path (emu_mlx5_dp.h). UAR indices 1..uars get an SQ doorbell at creation: at most
-	 * EmuFunction::kMaxDoorbells - 1 (cmd_dbell takes one), BAR 0 must hold uars + 1 pages. */
+	 * EmuFunction::kMaxDoorbells - 2 (cmd_dbell and cmdq_addr_l take two), BAR 0 must hold uars
+	 * + 1 pages. */
 	uint32_t uars = 32;
 	uint32_t log_max_qp = 10;    /* 1..24 */
 	uint32_t log_max_cq = 10;    /* 1..24 */
@@ -175,8 +193,11 @@ struct EmuStats {
 	uint64_t commands = 0;	      /* commands completed (any status) */
 	uint64_t commands_failed = 0; /* completed with a status other than OK */
 	uint64_t delivery_errors = 0; /* completed with a delivery status other than OK */
-	uint64_t dropped = 0; /* rung but not executable: entry unreadable, not device-owned,
-				 slot beyond the queue, device booting or queue unset */
+	uint64_t dropped = 0;	    /* rung but not executable: entry unreadable, not device-owned,
+				       slot beyond the queue, device booting or queue unset, or a fatal
+				       health syndrome raised */
+	uint64_t stalled = 0;	    /* commands that waited for pages (PAGE_REQUEST sent) */
+	uint64_t page_requests = 0; /* PAGE_REQUEST events written (either sign) */
 };
 
 /* Result of one decoded command. */
@@ -240,6 +261,21 @@ public:
 	CmdTrace *trace() noexcept { return trace_.get(); }
 	const CmdTrace *trace() const noexcept { return trace_.get(); }
 
+	/*
+	 * Test hooks of firmware behaviour (doc/device-model.md, "Bring-up").
+	 * raise_health_syndrome: the firmware hits a fatal error: the health buffer gets synd
+	 * (prm::health_synd), ext_synd and rfr, and from then on no command completes (rung slots
+	 * stay device-owned, counted as dropped), as a ConnectX whose firmware stopped.
+	 * request_pages: the firmware wants delta more pages (delta > 0) or returns -delta
+	 * (delta < 0): a PAGE_REQUEST event with num_pages = delta on the first EQ that takes
+	 * page requests. -ENOENT without such an EQ, -EOVERFLOW when it overran, -EINVAL for 0
+	 * or a return of more pages than the device holds beyond its needs.
+	 */
+	void raise_health_syndrome(uint8_t synd, uint16_t ext_synd);
+	int request_pages(int32_t delta);
+	/* The last ACCESS_REG HOST_ENDIANNESS he value written (-1: never written). */
+	int host_endianness() const;
+
 private:
 	struct Pd {
 		uint32_t mkeys = 0; /* live mkeys that name this PD */
@@ -291,10 +327,36 @@ private:
 		      CmdResult *r);
 	/* Checks common to the data-path commands: lengths, then the initialized HCA with its
 	 * regular pages. */
-	bool dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min, CmdResult *r);
+	bool dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min, CmdResult *r,
+		      bool needs_pages = true);
 
 	/* Pages the device needs in all at this point of its life (stage: query_pages_op_mod). */
 	uint64_t pages_required(uint16_t stage) const;
+	/* Whether the regular pages are all there; if not, *r is NO_RESOURCES and a command run
+	 * from the queue stalls (stall_) after a PAGE_REQUEST for the missing ones. */
+	bool pages_ready(CmdResult *r);
+	/* Posts a PAGE_REQUEST for n pages (negative: take back); see request_pages. */
+	int post_page_request(int64_t n);
+	CmdResult cmd_access_reg(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+
+	/* One command fetched from its slot: what run_slot gathered, kept while it stalls. */
+	struct Fetched {
+		uint32_t slot = 0;
+		uint64_t entry_iova = 0;
+		std::array<uint8_t, 64> e{};
+		uint32_t delivery = 0;
+		bool dma_failed = false;
+		uint64_t in_len = 0, out_len = 0;
+		std::vector<uint8_t> in;
+		std::vector<uint64_t> out_blocks;
+	};
+	/* Executes f and completes its slot, or parks it in stalled_ (pages missing). */
+	void finish_slot(Fetched &f);
+	/* Runs again the commands that waited for pages (after MANAGE_PAGES). */
+	void resume_stalled();
+	/* Clears initializing once the boot delay passed and the queue address was written. */
+	void on_cmdq_address();
+	void clear_initializing();
 	void release_resources();
 
 	EmuFunction &fn_;
@@ -303,7 +365,10 @@ private:
 	std::thread boot_thread_;
 	std::mutex boot_lock_;
 	std::condition_variable boot_cv_;
-	bool boot_cancel_ = false; /* guarded by boot_lock_ */
+	bool boot_cancel_ = false;	 /* guarded by boot_lock_ */
+	bool boot_elapsed_ = false;	 /* guarded by boot_lock_ */
+	bool addr_written_ = false;	 /* guarded by boot_lock_ */
+	std::atomic<bool> fatal_{false}; /* a health syndrome was raised */
 
 	mutable std::mutex lock_; /* serialises commands; guards everything below */
 	HcaState state_ = HcaState::reset;
@@ -315,6 +380,15 @@ private:
 	uint32_t pd_next_ = 1;
 	uint64_t translation_bytes_ = 0; /* stored translations of all mkeys */
 	EmuStats stats_;
+	/* Firmware pages after INIT_HCA (doc/device-model.md, "Pages"). */
+	std::vector<Fetched> stalled_; /* commands waiting for pages, in arrival order */
+	bool in_slot_ = false;	       /* the command running came from the queue: may stall */
+	bool stall_ = false;	       /* ... and waits for pages */
+	bool pages_changed_ = false;   /* MANAGE_PAGES ran: stalled commands may go on */
+	bool pages_refused_ = false;   /* the driver answered alloc_fail: stalled ones fail */
+	uint64_t requested_ = 0;       /* pages asked for by PAGE_REQUEST, not given yet */
+	int64_t extra_pages_ = 0;      /* request_pages(): wanted beyond regular_pages */
+	int host_endianness_ = -1;     /* ACCESS_REG HOST_ENDIANNESS he, -1 never written */
 
 	/* Before dp_, which records its UMRs here. Its own mutex. */
 	std::unique_ptr<CmdTrace> trace_;

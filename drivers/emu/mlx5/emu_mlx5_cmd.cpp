@@ -126,6 +126,9 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		case prm::opcode::query_qp:
 			h = &EmuMlx5Device::cmd_query_qp;
 			break;
+		case prm::opcode::access_reg:
+			h = &EmuMlx5Device::cmd_access_reg;
+			break;
 		/* nicmr-only: a model without extensions answers BAD_OP, as a ConnectX does. */
 		case prm::opcode::nicmr_set_mkey_ext:
 			if (cfg_.ext_flags != 0)
@@ -169,8 +172,59 @@ uint64_t EmuMlx5Device::pages_required(uint16_t stage) const
 	if (stage >= prm::query_pages_op_mod::init)
 		n += cfg_.init_pages;
 	if (stage >= prm::query_pages_op_mod::regular && state_ == HcaState::initialized)
-		n += cfg_.regular_pages;
+		n += static_cast<uint64_t>(int64_t{cfg_.regular_pages} + extra_pages_);
 	return n;
+}
+
+bool EmuMlx5Device::pages_ready(CmdResult *r)
+{
+	const uint64_t need = pages_required(prm::query_pages_op_mod::regular);
+	if (pages_.size() >= need)
+		return true;
+	if (pages_refused_) {
+		*r = fail(prm::status::no_resources, Syndrome::pages_refused);
+		return false;
+	}
+	*r = fail(prm::status::no_resources, Syndrome::pages_missing);
+	/* Firmware asks for what it lacks and holds the command until it comes (or the driver
+	 * says it cannot give: MANAGE_PAGES alloc_fail). Without an EQ for page requests, or for
+	 * a command not run from the queue, the refusal stands. */
+	if (!in_slot_ || !dp_->has_event_eq(prm::event_type::page_request))
+		return false;
+	stall_ = true;
+	const uint64_t have = pages_.size() + requested_;
+	if (need > have)
+		post_page_request(static_cast<int64_t>(need - have));
+	return false;
+}
+
+int EmuMlx5Device::post_page_request(int64_t n)
+{
+	uint8_t eqe[prm::eqe::size] = {};
+	prm::set(eqe, prm::eqe_page_req::function_id, cfg_.page_function_id);
+	prm::set(eqe, prm::eqe_page_req::num_pages, static_cast<uint32_t>(static_cast<int32_t>(n)));
+	const int rc = dp_->post_async(prm::event_type::page_request, eqe + prm::eqe::data_offset);
+	if (rc == 0) {
+		stats_.page_requests++;
+		if (n > 0)
+			requested_ += static_cast<uint64_t>(n);
+	}
+	return rc;
+}
+
+int EmuMlx5Device::request_pages(int32_t delta)
+{
+	std::lock_guard lk(lock_);
+	if (delta == 0)
+		return -EINVAL;
+	if (delta < 0) {
+		const uint64_t need = pages_required(prm::query_pages_op_mod::regular);
+		if (pages_.size() < need || pages_.size() - need < uint64_t(-int64_t{delta}) ||
+		    int64_t{cfg_.regular_pages} + extra_pages_ + delta < 0)
+			return -EINVAL;
+	}
+	extra_pages_ += delta;
+	return post_page_request(delta);
 }
 
 void EmuMlx5Device::release_resources()
@@ -180,6 +234,11 @@ void EmuMlx5Device::release_resources()
 	pds_.clear();
 	pd_next_ = 1;
 	translation_bytes_ = 0;
+	/* Nothing waits for pages of an HCA that is gone; its later needs start over. */
+	stalled_.clear();
+	requested_ = 0;
+	extra_pages_ = 0;
+	pages_refused_ = false;
 }
 
 /* ---- HCA life cycle ---------------------------------------------------------------------- */
@@ -301,7 +360,7 @@ CmdResult EmuMlx5Device::cmd_query_pages(const uint8_t *in, size_t in_len, uint8
 	/* Signed: negative asks the driver to take pages back. Both terms are below 2^31. */
 	const int64_t want =
 		static_cast<int64_t>(pages_required(stage)) - static_cast<int64_t>(pages_.size());
-	prm::set(out, prm::query_pages_out::function_id, 0);
+	prm::set(out, prm::query_pages_out::function_id, cfg_.page_function_id);
 	prm::set(out, prm::query_pages_out::num_pages,
 		 static_cast<uint32_t>(static_cast<int32_t>(want)));
 	return kOk;
@@ -317,12 +376,19 @@ CmdResult EmuMlx5Device::cmd_manage_pages(const uint8_t *in, size_t in_len, uint
 		return r;
 	if (state_ == HcaState::reset)
 		return fail(prm::status::bad_sys_state, Syndrome::hca_disabled);
-	if (prm::get(in, m::function_id) != 0 || prm::get(in, m::embedded_cpu_function) != 0)
+	/* The function the pages are for: the one QUERY_PAGES and PAGE_REQUEST named. */
+	if (prm::get(in, m::function_id) != cfg_.page_function_id ||
+	    prm::get(in, m::embedded_cpu_function) != 0)
 		return fail(prm::status::bad_param, Syndrome::bad_function_id);
 	const uint64_t n = prm::get(in, m::input_num_entries);
 	switch (op_mod(in)) {
 	case prm::manage_pages_op_mod::alloc_fail:
-		/* The driver could not find the pages: nothing to account. */
+		/* The driver could not find the pages: commands waiting for them fail. */
+		requested_ = 0;
+		if (!stalled_.empty()) {
+			pages_refused_ = true;
+			pages_changed_ = true;
+		}
 		return kOk;
 	case prm::manage_pages_op_mod::give: {
 		if (n > (in_len - m::pas_offset) / m::pas_entry_size)
@@ -343,6 +409,8 @@ CmdResult EmuMlx5Device::cmd_manage_pages(const uint8_t *in, size_t in_len, uint
 				return fail(prm::status::internal_err, Syndrome::dma_fault);
 		}
 		pages_.merge(batch);
+		requested_ -= std::min<uint64_t>(requested_, n);
+		pages_changed_ = !stalled_.empty();
 		return kOk;
 	}
 	case prm::manage_pages_op_mod::take: {
@@ -420,7 +488,8 @@ CmdResult EmuMlx5Device::cmd_set_hca_cap(const uint8_t *in, size_t in_len, uint8
 	if (type == prm::cap_type::general) {
 		namespace hc = prm::hca_cap;
 		static constexpr prm::Field settable[] = {hc::mkey_by_name, hc::cmdif_checksum,
-							  hc::log_max_qp};
+							  hc::log_max_qp,
+							  prm::hca_cap_setup::log_uar_page_sz};
 		for (const auto &f : settable)
 			if (prm::get(cap, f) > prm::get(caps_general_max_.data(), f))
 				return fail(prm::status::bad_param, Syndrome::cap_exceeds_max);
@@ -456,8 +525,8 @@ CmdResult EmuMlx5Device::cmd_alloc_pd(const uint8_t *, size_t in_len, uint8_t *o
 		return r;
 	if (state_ != HcaState::initialized)
 		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
-	if (pages_.size() < pages_required(prm::query_pages_op_mod::regular))
-		return fail(prm::status::no_resources, Syndrome::pages_missing);
+	if (!pages_ready(&r))
+		return r;
 	const uint32_t cap = uint32_t{1} << cfg_.log_max_pd;
 	if (pds_.size() >= cap - 1)
 		return fail(prm::status::exceed_lim, Syndrome::pd_table_full);
@@ -500,8 +569,8 @@ CmdResult EmuMlx5Device::cmd_create_mkey(const uint8_t *in, size_t in_len, uint8
 		return r;
 	if (state_ != HcaState::initialized)
 		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
-	if (pages_.size() < pages_required(prm::query_pages_op_mod::regular))
-		return fail(prm::status::no_resources, Syndrome::pages_missing);
+	if (!pages_ready(&r))
+		return r;
 	const uint8_t *mkc = in + m::mkc_offset;
 	if (prm::get(in, m::mkey_umem_valid) != 0)
 		return fail(prm::status::bad_param, Syndrome::mkey_umem);
@@ -695,6 +764,42 @@ CmdResult EmuMlx5Device::cmd_query_mkey_ext(const uint8_t *in, size_t in_len, ui
 	});
 	if (rc < 0)
 		return fail(prm::status::bad_res_state, Syndrome::mkey_not_found);
+	return kOk;
+}
+
+/* ---- Registers ---------------------------------------------------------------------------- */
+
+/*
+ * ACCESS_REG of the one register bring-up needs: HOST_ENDIANNESS (0x7004), which rdma-core's
+ * mlx5_vfio_set_hca_ctrl and Linux's set_hca_ctrl write after the boot pages. The model keeps
+ * the he byte (a little-endian host writes 0, the power-on value, so a driver that skips it
+ * is not refused: there is nothing a ConnectX would refuse). Other registers: BAD_PARAM.
+ */
+CmdResult EmuMlx5Device::cmd_access_reg(const uint8_t *in, size_t in_len, uint8_t *out,
+					size_t out_len)
+{
+	namespace m = prm::access_register_in;
+	namespace o = prm::access_register_out;
+	CmdResult r;
+	if (!lengths(in_len, m::size, out_len, o::size, &r))
+		return r;
+	if (state_ == HcaState::reset)
+		return fail(prm::status::bad_sys_state, Syndrome::hca_disabled);
+	const uint16_t mod = op_mod(in);
+	if (mod != prm::access_register_op_mod::write && mod != prm::access_register_op_mod::read)
+		return fail(prm::status::bad_param, Syndrome::bad_op_mod);
+	if (prm::get(in, m::register_id) != prm::reg_id::host_endianness)
+		return fail(prm::status::bad_param, Syndrome::reg_unsupported);
+	namespace he = prm::reg_host_endianness;
+	if (mod == prm::access_register_op_mod::write) {
+		if (in_len < m::data_offset + he::size)
+			return fail(prm::status::bad_input_len, Syndrome::reg_data_short);
+		host_endianness_ = static_cast<int>(prm::get(in + m::data_offset, he::he));
+		return kOk;
+	}
+	if (out_len < o::data_offset + he::size)
+		return fail(prm::status::bad_output_len, Syndrome::reg_data_short);
+	prm::set(out + o::data_offset, he::he, host_endianness_ < 0 ? 0 : host_endianness_);
 	return kOk;
 }
 

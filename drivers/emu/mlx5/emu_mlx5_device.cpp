@@ -97,7 +97,7 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	    cfg.log_max_klm_list_size < 1 || cfg.log_max_klm_list_size > 30 ||
 	    fn.bar0_size() < prm::init_seg::size ||
 	    uint64_t{cfg.boot_pages} + cfg.init_pages + cfg.regular_pages > cfg.max_pages ||
-	    cfg.uars >= EmuFunction::kMaxDoorbells ||
+	    cfg.uars + 2 > EmuFunction::kMaxDoorbells || cfg.cmdif_checksum > 3 ||
 	    (uint64_t{cfg.uars} + 1) * prm::uar::page_size > fn.bar0_size() || cfg.log_max_qp < 1 ||
 	    cfg.log_max_qp > 24 || cfg.log_max_cq < 1 || cfg.log_max_cq > 24 ||
 	    cfg.log_max_eq < 1 || cfg.log_max_eq > 8 || cfg.log_max_qp_sz < 1 ||
@@ -112,12 +112,18 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	 * first doorbell is added, so that a refusal leaves fn as it was. */
 	if (fn.has_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell)))
 		return -EEXIST;
-	if (fn.doorbell_count() + 1 + cfg.uars > EmuFunction::kMaxDoorbells)
+	if (fn.doorbell_count() + 2 + cfg.uars > EmuFunction::kMaxDoorbells)
 		return -ENOSPC;
 	std::unique_ptr<EmuMlx5Device> d(new EmuMlx5Device(fn, cfg));
 	EmuMlx5Device *self = d.get();
 	int rc = fn.add_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell),
 				 DoorbellMerge::bitmask, [self](uint64_t v) { self->ring(v); });
+	if (rc < 0)
+		return rc;
+	/* The low word of the queue address: firmware leaves initializing set until the driver
+	 * wrote it (rdma-core's mlx5_vfio_init_cmd_interface writes it before wait_fw_init). */
+	rc = fn.add_doorbell(prm::dword_byte_offset(prm::init_seg::cmdq_addr_l),
+			     DoorbellMerge::latest, [self](uint64_t) { self->on_cmdq_address(); });
 	if (rc < 0)
 		return rc;
 	/* The SQ doorbell of every UAR page. Inline delivery runs the QP the value names on
@@ -137,6 +143,9 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	if (rc < 0)
 		return rc; /* only if the function already had a doorbell at a UAR offset */
 	d->publish_init_segment();
+	EmuFunction *fnp = &fn;
+	d->dp_->set_device_hooks([fnp](size_t off) { return fnp->reg_read32(off); },
+				 [self](uint8_t synd) { self->raise_health_syndrome(synd, 0); });
 	/* Nothing below may fail: the doorbell now points at this device. */
 	if (cfg.boot_delay.count() == 0) {
 		d->finish_boot();
@@ -191,6 +200,7 @@ void EmuMlx5Device::publish_init_segment()
 			  raw_mask(is::log_cmdq_size) | raw_mask(is::log_cmdq_stride));
 	fn_.set_read_only(prm::dword_byte_offset(is::initializing), ~uint32_t{0});
 	fn_.set_read_only(prm::dword_byte_offset(is::health_syndrome), ~uint32_t{0});
+	fn_.set_read_only(prm::dword_byte_offset(prm::health::rfr), ~uint32_t{0});
 	fn_.set_read_only(prm::dword_byte_offset(is::health_counter), ~uint32_t{0});
 
 	/* Capabilities: maxima from the config; "current" starts equal to them. */
@@ -218,6 +228,9 @@ void EmuMlx5Device::publish_init_segment()
 	prm::set(g, hc::log_max_cq_sz, cfg_.log_max_cq_sz);
 	prm::set(g, hc::log_max_eq, cfg_.log_max_eq);
 	prm::set(g, hc::log_max_eq_sz, cfg_.log_max_eq_sz);
+	/* UAR pages of 4 KiB only (log_uar_page_sz 0, the maximum); checksums as configured. */
+	prm::set(g, prm::hca_cap_setup::log_uar_page_sz, 0);
+	prm::set(g, hc::cmdif_checksum, cfg_.cmdif_checksum);
 	caps_general_cur_ = caps_general_max_;
 
 	namespace ac = prm::atomic_cap;
@@ -233,6 +246,23 @@ void EmuMlx5Device::publish_init_segment()
 
 void EmuMlx5Device::finish_boot()
 {
+	std::lock_guard lk(boot_lock_);
+	boot_elapsed_ = true;
+	if (addr_written_)
+		clear_initializing();
+}
+
+void EmuMlx5Device::on_cmdq_address()
+{
+	std::lock_guard lk(boot_lock_);
+	addr_written_ = true;
+	if (boot_elapsed_ && !booted())
+		clear_initializing();
+}
+
+/* Caller holds boot_lock_. */
+void EmuMlx5Device::clear_initializing()
+{
 	booted_.store(true, std::memory_order_release);
 	/* Release, before the store that clears initializing (BAR words are relaxed atomics): a
 	 * driver that reads initializing == 0 and then fences with acquire sees the init segment
@@ -241,6 +271,23 @@ void EmuMlx5Device::finish_boot()
 	reg_set(fn_, prm::init_seg::initializing, 0);
 	NICMR_LOG(info, "emu-mlx5", "%s: booted, fw %u.%u.%u", cfg_.name.c_str(), cfg_.fw_rev_major,
 		  cfg_.fw_rev_minor, cfg_.fw_rev_subminor);
+}
+
+void EmuMlx5Device::raise_health_syndrome(uint8_t synd, uint16_t ext_synd)
+{
+	namespace h = prm::health;
+	reg_set(fn_, h::ext_synd, ext_synd);
+	reg_set(fn_, h::synd, synd);
+	reg_set(fn_, h::rfr, 1);
+	fatal_.store(true, std::memory_order_release);
+	NICMR_LOG(error, "emu-mlx5", "%s: fatal health syndrome 0x%x (ext 0x%x): commands stop",
+		  cfg_.name.c_str(), synd, ext_synd);
+}
+
+int EmuMlx5Device::host_endianness() const
+{
+	std::lock_guard lk(lock_);
+	return host_endianness_;
 }
 
 HcaState EmuMlx5Device::hca_state() const
@@ -302,6 +349,13 @@ void EmuMlx5Device::ring(uint64_t raw)
 			  cfg_.name.c_str(), slots);
 		return;
 	}
+	if (fatal_.load(std::memory_order_acquire)) {
+		/* Firmware in a fatal state completes nothing: the driver finds out from the
+		 * health buffer (or times out). */
+		std::lock_guard lk(lock_);
+		stats_.dropped += static_cast<uint64_t>(__builtin_popcount(slots));
+		return;
+	}
 	const uint64_t h = reg_get(fn_, prm::init_seg::cmdq_addr_h);
 	const uint64_t l = reg_get(fn_, prm::init_seg::cmdq_addr_l);
 	const uint64_t cmdq = prm::init_seg::cmdq_addr(h, l);
@@ -319,6 +373,8 @@ void EmuMlx5Device::ring(uint64_t raw)
 			continue;
 		}
 		run_slot(cmdq, slot, log_stride);
+		if (pages_changed_)
+			resume_stalled();
 	}
 }
 
@@ -327,9 +383,11 @@ void EmuMlx5Device::run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride)
 	namespace ce = prm::cmdq_entry;
 	namespace mb = prm::mailbox;
 	EmuIommu &mmu = fn_.iommu();
-	const uint64_t entry_iova = cmdq + prm::cmdq_entry::slot_offset(slot, log_stride);
-	uint8_t e[ce::size];
-	if (mmu.dma_read(entry_iova, e, sizeof(e)) < 0) {
+	Fetched f;
+	f.slot = slot;
+	f.entry_iova = cmdq + prm::cmdq_entry::slot_offset(slot, log_stride);
+	uint8_t *e = f.e.data();
+	if (mmu.dma_read(f.entry_iova, e, ce::size) < 0) {
 		stats_.dropped++;
 		return;
 	}
@@ -339,27 +397,32 @@ void EmuMlx5Device::run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride)
 		return;
 	}
 	const uint64_t token = prm::get(e, ce::token);
-	const uint64_t in_len = prm::get(e, ce::input_length);
-	const uint64_t out_len = prm::get(e, ce::output_length);
+	f.in_len = prm::get(e, ce::input_length);
+	f.out_len = prm::get(e, ce::output_length);
+	const uint64_t in_len = f.in_len;
+	const uint64_t out_len = f.out_len;
 	uint32_t delivery = prm::delivery_status::ok;
-	CmdResult r{};
 	bool dma_failed = false;
 
-	std::vector<uint8_t> in, out;
-	std::vector<uint64_t> out_blocks;
 	if (prm::get(e, ce::type) != ce::type_pcie)
 		delivery = prm::delivery_status::bad_command_type;
 	else if (in_len > kMaxCmdLen)
 		delivery = prm::delivery_status::input_length_err;
 	else if (out_len > kMaxCmdLen)
 		delivery = prm::delivery_status::output_length_err;
+	else if (state_ == HcaState::initialized &&
+		 prm::get(caps_general_cur_.data(), prm::hca_cap::cmdif_checksum) != 0 &&
+		 prm::get(e, ce::signature) == 0)
+		/* Checksums in force (cmd_hca_cap.cmdif_checksum, taken at INIT_HCA): an entry
+		 * without a signature is refused. The model checks presence, not the XOR. */
+		delivery = prm::delivery_status::signature_err;
 
 	/* Gather the input: inline bytes, then one mailbox per 512 bytes, the chain cut at the
 	 * number of blocks the length needs (a cycle or an endless chain cannot hold the device).
 	 */
 	if (delivery == prm::delivery_status::ok) {
-		in.assign(std::max<size_t>(in_len, ce::inline_size), 0);
-		std::memcpy(in.data(), e + ce::inline_input, ce::inline_size);
+		f.in.assign(std::max<size_t>(in_len, ce::inline_size), 0);
+		std::memcpy(f.in.data(), e + ce::inline_input, ce::inline_size);
 		uint64_t ptr = prm::get(e, ce::input_mailbox_ptr);
 		const size_t nblk = blocks_for(in_len);
 		std::vector<uint8_t> blk(mb::size);
@@ -381,7 +444,7 @@ void EmuMlx5Device::run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride)
 				break;
 			}
 			const size_t at = ce::inline_size + i * mb::data_size;
-			std::memcpy(in.data() + at, blk.data(),
+			std::memcpy(f.in.data() + at, blk.data(),
 				    std::min<size_t>(mb::data_size, in_len - at));
 			ptr = prm::get(blk.data(), mb::next_ptr);
 		}
@@ -391,7 +454,7 @@ void EmuMlx5Device::run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride)
 	if (delivery == prm::delivery_status::ok && !dma_failed) {
 		uint64_t ptr = prm::get(e, ce::output_mailbox_ptr);
 		const size_t nblk = blocks_for(out_len);
-		out_blocks.reserve(nblk);
+		f.out_blocks.reserve(nblk);
 		uint8_t ctl[mb::size - mb::data_size];
 		for (size_t i = 0; i < nblk; i++) {
 			if (ptr % mb::align != 0) {
@@ -413,32 +476,53 @@ void EmuMlx5Device::run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride)
 				delivery = prm::delivery_status::token_err;
 				break;
 			}
-			out_blocks.push_back(ptr);
+			f.out_blocks.push_back(ptr);
 			ptr = prm::get(whole, mb::next_ptr);
 		}
 	}
+	f.delivery = delivery;
+	f.dma_failed = dma_failed;
+	finish_slot(f);
+}
 
+void EmuMlx5Device::finish_slot(Fetched &f)
+{
+	namespace ce = prm::cmdq_entry;
+	namespace mb = prm::mailbox;
+	EmuIommu &mmu = fn_.iommu();
+	CmdResult r{};
 	/* Sized only once the length is known to be within kMaxCmdLen. */
-	out.assign(delivery == prm::delivery_status::ok ? std::max<size_t>(out_len, ce::inline_size)
-							: ce::inline_size,
-		   0);
-	if (delivery != prm::delivery_status::ok) {
+	std::vector<uint8_t> out(f.delivery == prm::delivery_status::ok
+					 ? std::max<size_t>(f.out_len, ce::inline_size)
+					 : ce::inline_size,
+				 0);
+	if (f.delivery != prm::delivery_status::ok) {
 		stats_.delivery_errors++;
 		NICMR_LOG(warn, "emu-mlx5", "%s: slot %u: delivery status 0x%x", cfg_.name.c_str(),
-			  slot, delivery);
-	} else if (dma_failed) {
+			  f.slot, f.delivery);
+	} else if (f.dma_failed) {
 		r = CmdResult{prm::status::internal_err,
 			      static_cast<uint32_t>(Syndrome::dma_fault)};
 		prm::set(out.data(), prm::cmd_hdr_out::status, r.status);
 		prm::set(out.data(), prm::cmd_hdr_out::syndrome, r.syndrome);
 		count(r);
 	} else {
-		r = execute_locked(in.data(), in_len, out.data(), out_len);
+		/* A command from the queue may wait for pages: firmware keeps the slot (ownership
+		 * stays with the device) until the driver gives them on another slot. */
+		in_slot_ = true;
+		stall_ = false;
+		r = execute_locked(f.in.data(), f.in_len, out.data(), f.out_len);
+		in_slot_ = false;
+		if (stall_) {
+			stats_.stalled++;
+			stalled_.push_back(std::move(f));
+			return;
+		}
 		count(r);
-		for (size_t i = 0; i < out_blocks.size(); i++) {
+		for (size_t i = 0; i < f.out_blocks.size(); i++) {
 			const size_t at = ce::inline_size + i * mb::data_size;
-			const size_t n = std::min<size_t>(mb::data_size, out_len - at);
-			if (mmu.dma_write(out_blocks[i], out.data() + at, n) < 0) {
+			const size_t n = std::min<size_t>(mb::data_size, f.out_len - at);
+			if (mmu.dma_write(f.out_blocks[i], out.data() + at, n) < 0) {
 				/* Unmapped under our feet: the output is lost, say so. */
 				r = CmdResult{prm::status::internal_err,
 					      static_cast<uint32_t>(Syndrome::dma_fault)};
@@ -448,17 +532,29 @@ void EmuMlx5Device::run_slot(uint64_t cmdq, uint32_t slot, uint32_t log_stride)
 			}
 		}
 	}
-	if (delivery == prm::delivery_status::ok &&
-	    mmu.dma_write(entry_iova + ce::inline_output, out.data(), ce::inline_size) < 0) {
+	if (f.delivery == prm::delivery_status::ok &&
+	    mmu.dma_write(f.entry_iova + ce::inline_output, out.data(), ce::inline_size) < 0) {
 		stats_.dropped++;
 		return;
 	}
 	/* Status and ownership share the last byte: compose it, then hand the entry back. */
-	prm::set(e, ce::status, delivery);
+	uint8_t *e = f.e.data();
+	prm::set(e, ce::status, f.delivery);
 	prm::set(e, ce::ownership, ce::owner_sw);
 	const size_t last = prm::byte_offset(ce::ownership);
-	if (mmu.dma_store8_release(entry_iova + last, e[last]) < 0)
+	if (mmu.dma_store8_release(f.entry_iova + last, e[last]) < 0)
 		stats_.dropped++;
+}
+
+void EmuMlx5Device::resume_stalled()
+{
+	pages_changed_ = false;
+	std::vector<Fetched> waiting;
+	waiting.swap(stalled_);
+	/* In arrival order; one that still lacks pages parks again (a new request went out). */
+	for (auto &f : waiting)
+		finish_slot(f);
+	pages_refused_ = false;
 }
 
 EmuMlx5::~EmuMlx5()

@@ -38,6 +38,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,6 +90,7 @@ struct EqAttr {
 	uint32_t log_size = 0;
 	QueueMem mem;
 	uint64_t event_bitmask = 0; /* bit n: event type n is delivered */
+	uint32_t uar = 0;	    /* eqc.uar_page: where the driver writes the consumer index */
 };
 
 struct QpAttr {
@@ -126,6 +128,8 @@ struct DpStats {
 	uint64_t cq_overruns = 0;    /* CQEs dropped: the CQ was full */
 	uint64_t eqes = 0;	     /* events written */
 	uint64_t events_dropped = 0; /* no EQ, or the type not in its bitmask */
+	uint64_t eq_overruns = 0;    /* events that found their EQ full (consumer index not
+					written back for 2^log_size events): a health syndrome */
 	uint64_t bytes = 0;	     /* payload moved by RDMA WRITE/READ */
 	uint64_t doorbells = 0;	     /* UAR doorbells handled */
 	uint64_t dbr_faults = 0;     /* a doorbell record or WQE unreadable (DMA fault) */
@@ -187,6 +191,27 @@ public:
 	/* Where UMR work requests are recorded (emu_mlx5_trace.h); nullptr, the default, records
 	 * nothing. Set once, before any QP exists. */
 	void set_trace(CmdTrace *t) noexcept { trace_ = t; }
+	/*
+	 * Asynchronous events of the device itself (firmware page requests): writes one EQE of
+	 * type with the 28 data bytes to the first EQ created whose event_bitmask has type.
+	 * -ENOENT: no EQ takes the type (nothing written); -EOVERFLOW: that EQ is full (an
+	 * overrun: the fatal handler ran). Thread-safe.
+	 */
+	int post_async(uint8_t type, const uint8_t *data28);
+	/* Whether an EQ that takes type exists. */
+	bool has_event_eq(uint8_t type) const;
+	/*
+	 * Where the data path reads the EQ doorbells (BAR 0 words at the EQ's UAR page + 0x40 and
+	 * + 0x48, prm::eq_doorbell) and whom it tells about an EQ overrun (a health syndrome:
+	 * async_eq_overrun_err for an EQ that takes page requests or command events, eq_err for
+	 * others). Set once, before the function starts.
+	 */
+	void set_device_hooks(std::function<uint32_t(size_t)> bar_read,
+			      std::function<void(uint8_t synd)> fatal)
+	{
+		bar_read_ = std::move(bar_read);
+		fatal_ = std::move(fatal);
+	}
 
 	/* The atomic caps' atomic_req_8B_endianness_mode (SET_HCA_CAP): true, host endianness
 	 * (the target word and the returned old value in the host's byte order); false,
@@ -215,6 +240,11 @@ private:
 	void complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
 		      uint32_t byte_cnt, uint8_t syndrome);
 	void post_event(const DmaSection &dma, uint8_t type, uint32_t qpn);
+	/* The first EQ created that takes type, or null. Caller holds table_lock_. */
+	Eq *event_eq(uint8_t type) const;
+	/* Writes one EQE (type, the 28 data bytes) unless the EQ is full: then -EOVERFLOW and the
+	 * fatal hook. Takes eq.lock. */
+	int write_eqe(const DmaSection &dma, Eq &eq, uint8_t type, const uint8_t *data28);
 	Qp *find_qp(uint32_t qpn) const;
 	void retire_qp(const Qp &qp);
 	void retire_cq(const Cq &cq);
@@ -235,10 +265,12 @@ private:
 	uint64_t eq_created_ = 0; /* creation order, to find the first EQ */
 	std::atomic<bool> atomic_host_endianness_{false};
 	CmdTrace *trace_ = nullptr; /* set before any QP: read without ordering by the WQE engine */
+	std::function<uint32_t(size_t)> bar_read_;
+	std::function<void(uint8_t)> fatal_;
 
 	struct Counters {
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
-			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0};
+			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0}, eq_overruns{0};
 	};
 	/* Relaxed: statistics only. The per-WQE ones live in the QPs and CQs (bumped under their
 	 * locks, no read-modify-write) and move here when those go. */

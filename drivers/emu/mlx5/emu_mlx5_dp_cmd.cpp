@@ -51,7 +51,7 @@ CmdResult queue_error(int rc, Syndrome full)
 } // namespace
 
 bool EmuMlx5Device::dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min,
-			     CmdResult *r)
+			     CmdResult *r, bool needs_pages)
 {
 	if (!cmd::lengths(in_len, in_min, out_len, out_min, r))
 		return false;
@@ -59,17 +59,16 @@ bool EmuMlx5Device::dp_ready(size_t in_len, size_t in_min, size_t out_len, size_
 		*r = fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
 		return false;
 	}
-	if (pages_.size() < pages_required(prm::query_pages_op_mod::regular)) {
-		*r = fail(prm::status::no_resources, Syndrome::pages_missing);
-		return false;
-	}
-	return true;
+	/* ALLOC_UAR and CREATE_EQ come before the regular pages: the async EQ is how the
+	 * driver hears that firmware wants them (rdma-core creates it right after INIT_HCA). */
+	return !needs_pages || pages_ready(r);
 }
 
 CmdResult EmuMlx5Device::cmd_alloc_uar(const uint8_t *, size_t in_len, uint8_t *out, size_t out_len)
 {
 	CmdResult r;
-	if (!dp_ready(in_len, prm::alloc_uar_in::size, out_len, prm::alloc_uar_out::size, &r))
+	if (!dp_ready(in_len, prm::alloc_uar_in::size, out_len, prm::alloc_uar_out::size, &r,
+		      false))
 		return r;
 	uint32_t idx = 0;
 	if (dp_->alloc_uar(&idx) < 0)
@@ -82,7 +81,8 @@ CmdResult EmuMlx5Device::cmd_dealloc_uar(const uint8_t *in, size_t in_len, uint8
 					 size_t out_len)
 {
 	CmdResult r;
-	if (!dp_ready(in_len, prm::dealloc_uar_in::size, out_len, prm::dealloc_uar_out::size, &r))
+	if (!dp_ready(in_len, prm::dealloc_uar_in::size, out_len, prm::dealloc_uar_out::size, &r,
+		      false))
 		return r;
 	const int rc =
 		dp_->dealloc_uar(static_cast<uint32_t>(prm::get(in, prm::dealloc_uar_in::uar)));
@@ -98,7 +98,7 @@ CmdResult EmuMlx5Device::cmd_create_eq(const uint8_t *in, size_t in_len, uint8_t
 {
 	namespace m = prm::create_eq_in;
 	CmdResult r;
-	if (!dp_ready(in_len, m::size, out_len, prm::create_eq_out::size, &r))
+	if (!dp_ready(in_len, m::size, out_len, prm::create_eq_out::size, &r, false))
 		return r;
 	const uint8_t *eqc = in + m::eqc_offset;
 	if (prm::get(eqc, prm::eqc::page_offset) != 0)
@@ -106,6 +106,7 @@ CmdResult EmuMlx5Device::cmd_create_eq(const uint8_t *in, size_t in_len, uint8_t
 	EqAttr a;
 	a.log_size = static_cast<uint32_t>(prm::get(eqc, prm::eqc::log_eq_size));
 	a.event_bitmask = prm::get(in, m::event_bitmask);
+	a.uar = static_cast<uint32_t>(prm::get(eqc, prm::eqc::uar_page));
 	a.mem = queue_mem(in, in_len, m::pas_offset,
 			  static_cast<uint32_t>(prm::get(eqc, prm::eqc::log_page_size)));
 	uint32_t eqn = 0;
@@ -113,13 +114,22 @@ CmdResult EmuMlx5Device::cmd_create_eq(const uint8_t *in, size_t in_len, uint8_t
 	if (rc < 0)
 		return queue_error(rc, Syndrome::eq_table_full);
 	prm::set(out, prm::create_eq_out::eq_number, eqn);
+	/* The first EQ that takes page requests: firmware asks at once for the pages it wants
+	 * after INIT_HCA (Linux pagealloc.c answers them in the page-request work). */
+	if ((a.event_bitmask & prm::event_bit(prm::event_type::page_request)) != 0) {
+		const uint64_t need = pages_required(prm::query_pages_op_mod::regular);
+		const uint64_t have = pages_.size() + requested_;
+		if (need > have)
+			post_page_request(static_cast<int64_t>(need - have));
+	}
 	return kOk;
 }
 
 CmdResult EmuMlx5Device::cmd_destroy_eq(const uint8_t *in, size_t in_len, uint8_t *, size_t out_len)
 {
 	CmdResult r;
-	if (!dp_ready(in_len, prm::destroy_eq_in::size, out_len, prm::destroy_eq_out::size, &r))
+	if (!dp_ready(in_len, prm::destroy_eq_in::size, out_len, prm::destroy_eq_out::size, &r,
+		      false))
 		return r;
 	const int rc =
 		dp_->destroy_eq(static_cast<uint32_t>(prm::get(in, prm::destroy_eq_in::eq_number)));

@@ -76,9 +76,11 @@ struct alignas(kThreadAlign) EmuDataPath::Cq { /* no line shared with another ob
 struct EmuDataPath::Eq {
 	uint32_t eqn = 0;
 	EqAttr attr;
-	uint64_t order = 0; /* creation order: events go to the first EQ created */
+	uint64_t order = 0; /* creation order: events go to the first EQ created that takes them */
 	std::mutex lock;
 	uint64_t produced = 0;
+	uint64_t consumed = 0; /* the driver's consumer index as last read from its doorbell */
+	bool overrun = false;  /* stays set: the EQ takes no more events */
 };
 
 struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */

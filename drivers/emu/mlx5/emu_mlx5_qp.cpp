@@ -392,6 +392,7 @@ DpStats EmuDataPath::stats() const
 	s.bytes = ctr_.bytes.load(std::memory_order_relaxed);
 	s.doorbells = ctr_.doorbells.load(std::memory_order_relaxed);
 	s.dbr_faults = ctr_.dbr_faults.load(std::memory_order_relaxed);
+	s.eq_overruns = ctr_.eq_overruns.load(std::memory_order_relaxed);
 	/* Live objects' counters on top of the retired ones. */
 	std::shared_lock lk(table_lock_);
 	for (const auto &[n, qp] : qps_) {

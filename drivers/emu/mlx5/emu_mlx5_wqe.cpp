@@ -703,29 +703,16 @@ void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, 
 /* Table lock held shared. Events go to the first EQ created that is still there. */
 void EmuDataPath::post_event(const DmaSection &dma, uint8_t type, uint32_t qpn)
 {
-	Eq *eq = nullptr;
-	for (const auto &[n, e] : eqs_)
-		if (eq == nullptr || e->order < eq->order)
-			eq = e.get();
-	if (eq == nullptr || (eq->attr.event_bitmask & prm::event_bit(type)) == 0) {
+	Eq *eq = event_eq(type);
+	if (eq == nullptr) {
 		ctr_.events_dropped.fetch_add(1, std::memory_order_relaxed);
 		return;
 	}
-	std::lock_guard lk(eq->lock);
-	const uint64_t n = eq->produced;
-	const uint64_t size = uint64_t{1} << eq->attr.log_size;
-	const uint64_t iova = eq->attr.mem.iova((n & (size - 1)) * prm::wq::eqe_size);
+	/* Queue events (struct mlx5_eqe_qp_srq): type 0 (QP) and the QP number. */
 	uint8_t buf[prm::eqe::size] = {};
-	prm::set(buf, prm::eqe::event_type, type);
 	prm::set(buf, prm::eqe::qp_srq_type, 0);
 	prm::set(buf, prm::eqe::qpn, qpn);
-	prm::set(buf, prm::eqe::owner, (n >> eq->attr.log_size) & 1);
-	/* Owner byte last, with release (as for CQEs). */
-	if (dma.write(iova, buf, prm::eqe::owner_byte) < 0 ||
-	    dma.store8_release(iova + prm::eqe::owner_byte, buf[prm::eqe::owner_byte]) < 0)
-		return;
-	eq->produced++;
-	ctr_.eqes.fetch_add(1, std::memory_order_relaxed);
+	write_eqe(dma, *eq, type, buf + prm::eqe::data_offset);
 }
 
 /* Device hot path: the QP's lock (table lock held shared), one DmaSection, no allocation. */
