@@ -283,6 +283,7 @@ public:
 		Cmd c(prm::opcode::manage_pages, prm::manage_pages_in::pas_offset + 8 * size_t{n},
 		      prm::manage_pages_out::size, prm::manage_pages_op_mod::give);
 		c.set(prm::manage_pages_in::input_num_entries, n);
+		c.set(prm::manage_pages_in::function_id, dev().config().page_function_id);
 		for (uint32_t i = 0; i < n; i++)
 			c.set_at(prm::manage_pages_in::pas_offset + 8 * size_t{i}, prm::pas_entry,
 				 kIova + kPagesOff + (first + i) * uint64_t{4096});

@@ -599,3 +599,154 @@ TEST(Mlx5EmuLife, OnlyKnownConnectxIdsAreSupported)
 	EXPECT_FALSE(mlx5::is_supported_device({0x1234, 0x11e8})); /* QEMU edu */
 	EXPECT_FALSE(mlx5::is_supported_device({0x8086, 0x1017})); /* right device, wrong vendor */
 }
+
+/* ---- Firmware pages, the async EQ and health (#17, items 2 and 3) ----------------------- */
+
+/* Bring-up answers the regular pages the model asks for with PAGE_REQUEST once the async EQ
+ * exists, for the function the request names. */
+TEST(Mlx5EmuPages, BringUpAnswersPageRequestsForTheirFunction)
+{
+	Rig r;
+	emu::EmuConfig cfg = config(emu::DoorbellDelivery::inline_call);
+	cfg.page_function_id = 9;
+	cfg.regular_pages = 40;
+	ASSERT_EQ(r.make(cfg), 0);
+	std::unique_ptr<mlx5::Device> dev;
+	ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
+	EXPECT_EQ(dev->page_function_id(), 9);
+	EXPECT_NE(dev->async_eqn(), 0u);
+	EXPECT_EQ(dev->pages_given(), size_t{cfg.boot_pages} + cfg.init_pages + 40);
+	EXPECT_EQ(r.hw->device().pages_given(), dev->pages_given());
+	EXPECT_GE(r.hw->device().stats().page_requests, 1u);
+	EXPECT_EQ(r.hw->device().host_endianness(), prm::reg_host_endianness::host_value);
+	/* No command had to wait: the request was answered right after CREATE_EQ. */
+	EXPECT_EQ(r.hw->device().stats().stalled, 0u);
+}
+
+/* Later requests: a command firmware holds for pages completes because the driver answers on
+ * the page slot while it waits on slot 0; negative requests are reclaimed. */
+TEST(Mlx5EmuPages, HeldCommandCompletesAndNegativeRequestsAreReclaimed)
+{
+	for (auto mode : {emu::DoorbellDelivery::inline_call, emu::DoorbellDelivery::poll_thread}) {
+		Rig r;
+		ASSERT_EQ(r.make(config(mode)), 0);
+		std::unique_ptr<mlx5::Device> dev;
+		ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
+		const size_t before = dev->pages_given();
+		ASSERT_EQ(r.hw->device().request_pages(600), 0);
+		uint32_t pd = 0;
+		ASSERT_EQ(dev->alloc_pd(&pd), 0);
+		EXPECT_EQ(dev->pages_given(), before + 600);
+		EXPECT_EQ(r.hw->device().pages_given(), before + 600);
+		/* Held, and held again after the first 512 pages until the rest came. */
+		EXPECT_GE(r.hw->device().stats().stalled, 1u);
+		/* 600 pages do not fit the first 2 MiB chunk: the page memory grew. */
+		EXPECT_EQ(dev->page_memory(), 2 * r.opts().page_chunk);
+
+		ASSERT_EQ(r.hw->device().request_pages(-100), 0);
+		int handled = 0;
+		const auto end = std::chrono::steady_clock::now() + 2s;
+		while (handled == 0 && std::chrono::steady_clock::now() < end)
+			handled = dev->poll_events();
+		EXPECT_EQ(handled, 1);
+		EXPECT_EQ(dev->pages_given(), before + 500);
+		EXPECT_EQ(r.hw->device().pages_given(), before + 500);
+		EXPECT_EQ(dev->dealloc_pd(pd), 0);
+		dev.reset();
+		EXPECT_EQ(r.hw->device().pages_given(), 0u);
+		EXPECT_EQ(r.arena->bytes_in_use(), 0u);
+	}
+}
+
+/* Beyond max_page_memory the driver answers "cannot give" (MANAGE_PAGES alloc_fail) and the
+ * command firmware held fails instead of waiting forever. */
+TEST(Mlx5EmuPages, PageMemoryCapFailsTheHeldCommand)
+{
+	Rig r;
+	ASSERT_EQ(r.make(config(emu::DoorbellDelivery::inline_call)), 0);
+	mlx5::DeviceOptions o = r.opts();
+	o.max_page_memory = o.page_chunk; /* 512 pages */
+	std::unique_ptr<mlx5::Device> dev;
+	ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, o, &dev), 0);
+	const size_t before = dev->pages_given();
+	ASSERT_EQ(r.hw->device().request_pages(600), 0);
+	uint32_t pd = 0;
+	EXPECT_EQ(dev->alloc_pd(&pd), -ENOSPC);
+	EXPECT_EQ(dev->last_status(), prm::status::no_resources);
+	EXPECT_EQ(dev->last_syndrome(), syn(emu::Syndrome::pages_refused));
+	EXPECT_EQ(dev->pages_given(), before);
+	EXPECT_EQ(dev->page_memory(), o.page_chunk);
+	EXPECT_FALSE(dev->broken());
+}
+
+TEST(Mlx5EmuPages, UnusablePageOptionsAreEinval)
+{
+	Rig r;
+	ASSERT_EQ(r.make(config(emu::DoorbellDelivery::inline_call)), 0);
+	std::unique_ptr<mlx5::Device> dev;
+	mlx5::DeviceOptions o = r.opts();
+	o.max_page_memory = o.page_chunk - 1;
+	EXPECT_EQ(mlx5::Device::open(r.hw->function(), *r.space, o, &dev), -EINVAL);
+	o = r.opts();
+	o.page_chunk = 4096 + 1;
+	EXPECT_EQ(mlx5::Device::open(r.hw->function(), *r.space, o, &dev), -EINVAL);
+	o = r.opts();
+	o.async_eq_log_size = 0;
+	EXPECT_EQ(mlx5::Device::open(r.hw->function(), *r.space, o, &dev), -EINVAL);
+	EXPECT_EQ(r.hw->device().stats().commands, 0u);
+}
+
+/* The driver writes the async EQ's consumer index back: far more events than the EQ holds
+ * never overrun it (the model raises health syndrome 0xc when they do). */
+TEST(Mlx5EmuPages, ConsumerIndexKeepsTheAsyncEqFromOverrunning)
+{
+	Rig r;
+	ASSERT_EQ(r.make(config(emu::DoorbellDelivery::inline_call)), 0);
+	mlx5::DeviceOptions o = r.opts();
+	o.async_eq_log_size = 2; /* 4 entries */
+	std::unique_ptr<mlx5::Device> dev;
+	ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, o, &dev), 0);
+	for (int i = 0; i < 40; i++) {
+		ASSERT_EQ(r.hw->device().request_pages(1), 0) << i;
+		ASSERT_EQ(dev->poll_events(), 1) << i;
+	}
+	EXPECT_EQ(r.hw->device().data_path().stats().eq_overruns, 0u);
+	EXPECT_EQ(dev->health_syndrome(), 0);
+	EXPECT_FALSE(dev->broken());
+}
+
+/* Firmware reports a health syndrome: the command waiting sees it (not a 60 s timeout), the
+ * device is broken with -ENXIO, later commands -EIO, teardown sends nothing. */
+TEST(Mlx5EmuHealth, SyndromeBreaksTheDeviceWithEnxio)
+{
+	for (auto mode : {emu::DoorbellDelivery::inline_call, emu::DoorbellDelivery::poll_thread}) {
+		Rig r;
+		ASSERT_EQ(r.make(config(mode)), 0);
+		std::unique_ptr<mlx5::Device> dev;
+		ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
+		r.hw->device().raise_health_syndrome(prm::health_synd::fw_err, 0x42);
+		uint32_t pd = 0;
+		auto t0 = std::chrono::steady_clock::now();
+		EXPECT_EQ(dev->alloc_pd(&pd), -ENXIO);
+		EXPECT_LT(std::chrono::steady_clock::now() - t0, 1000ms);
+		EXPECT_TRUE(dev->broken());
+		EXPECT_EQ(dev->health_syndrome(), prm::health_synd::fw_err);
+		EXPECT_EQ(dev->alloc_pd(&pd), -EIO);
+		EXPECT_EQ(dev->poll_events(), -ENXIO);
+		const uint64_t commands = r.hw->device().stats().commands;
+		dev.reset();
+		EXPECT_EQ(r.hw->device().stats().commands, commands);
+		EXPECT_EQ(r.arena->bytes_in_use(), 0u);
+	}
+}
+
+TEST(Mlx5EmuHealth, SyndromeBeforeBringUpFailsOpen)
+{
+	Rig r;
+	ASSERT_EQ(r.make(config(emu::DoorbellDelivery::inline_call)), 0);
+	r.hw->device().raise_health_syndrome(prm::health_synd::hw_ftl_err, 0);
+	std::unique_ptr<mlx5::Device> dev;
+	EXPECT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), -ENXIO);
+	EXPECT_EQ(dev, nullptr);
+	EXPECT_EQ(r.arena->bytes_in_use(), 0u);
+}

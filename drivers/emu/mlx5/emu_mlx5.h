@@ -268,8 +268,9 @@ public:
 	 * stay device-owned, counted as dropped), as a ConnectX whose firmware stopped.
 	 * request_pages: the firmware wants delta more pages (delta > 0) or returns -delta
 	 * (delta < 0): a PAGE_REQUEST event with num_pages = delta on the first EQ that takes
-	 * page requests. -ENOENT without such an EQ, -EOVERFLOW when it overran, -EINVAL for 0
-	 * or a return of more pages than the device holds beyond its needs.
+	 * page requests. -ENOENT without such an EQ, -EOVERFLOW when it overran, -EINVAL for 0,
+	 * or for a return while pages are missing or of more than regular_pages plus what earlier
+	 * requests added.
 	 */
 	void raise_health_syndrome(uint8_t synd, uint16_t ext_synd);
 	int request_pages(int32_t delta);

@@ -217,12 +217,10 @@ int EmuMlx5Device::request_pages(int32_t delta)
 	std::lock_guard lk(lock_);
 	if (delta == 0)
 		return -EINVAL;
-	if (delta < 0) {
-		const uint64_t need = pages_required(prm::query_pages_op_mod::regular);
-		if (pages_.size() < need || pages_.size() - need < uint64_t(-int64_t{delta}) ||
-		    int64_t{cfg_.regular_pages} + extra_pages_ + delta < 0)
-			return -EINVAL;
-	}
+	/* Returning pages: only pages it holds, and no more than it wanted after INIT_HCA. */
+	if (delta < 0 && (pages_.size() < pages_required(prm::query_pages_op_mod::regular) ||
+			  int64_t{cfg_.regular_pages} + extra_pages_ + delta < 0))
+		return -EINVAL;
 	extra_pages_ += delta;
 	return post_page_request(delta);
 }
