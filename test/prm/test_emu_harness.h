@@ -329,20 +329,20 @@ public:
 			ASSERT_EQ(run(set_atomic_mode(uint64_t(atomic_mode))).status(),
 				  prm::status::ok);
 		}
-		if (dev().config().mkey_by_name)
-			ASSERT_EQ(run(set_general_caps()).status(), prm::status::ok);
-		else {
+		{
 			Cmd g = set_general_caps();
-			g.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name,
-				 0);
+			if (!dev().config().mkey_by_name)
+				g.set_at(prm::set_hca_cap_in::capability_offset,
+					 prm::hca_cap::mkey_by_name, 0);
 			ASSERT_EQ(run(g).status(), prm::status::ok);
 		}
 		int32_t init = query_pages(prm::query_pages_op_mod::init);
 		ASSERT_EQ(give_pages(init, boot).status(), prm::status::ok);
 		ASSERT_EQ(init_hca(), prm::status::ok);
 		int32_t regular = regular_pages ? query_pages(prm::query_pages_op_mod::regular) : 0;
-		if (regular > 0)
+		if (regular > 0) {
 			ASSERT_EQ(give_pages(regular, boot + init).status(), prm::status::ok);
+		}
 	}
 	uint32_t alloc_pd()
 	{
