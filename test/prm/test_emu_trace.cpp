@@ -55,11 +55,18 @@ TEST(EmuTrace, RecordsEveryCommandOfABringUpWithItsFields)
 			std::to_string(def.boot_pages),
 		"MANAGE_PAGES op_mod=0x1 status=OK syndrome=0x0 function_id=0 npages=" +
 			std::to_string(def.boot_pages),
+		"SET_HCA_CAP op_mod=0x0 status=OK syndrome=0x0 cap=general cmdif_checksum=0 "
+		"mkey_by_name=" +
+			std::to_string(def.mkey_by_name ? 1 : 0),
 		"QUERY_PAGES op_mod=0x2 status=OK syndrome=0x0 function_id=0 num_pages=" +
 			std::to_string(def.init_pages),
 		"MANAGE_PAGES op_mod=0x1 status=OK syndrome=0x0 function_id=0 npages=" +
 			std::to_string(def.init_pages),
 		"INIT_HCA op_mod=0x0 status=OK syndrome=0x0",
+		"QUERY_PAGES op_mod=0x3 status=OK syndrome=0x0 function_id=0 num_pages=" +
+			std::to_string(def.regular_pages),
+		"MANAGE_PAGES op_mod=0x1 status=OK syndrome=0x0 function_id=0 npages=" +
+			std::to_string(def.regular_pages),
 	};
 	EXPECT_EQ(lines, want);
 	EXPECT_EQ(h.dev().trace()->dropped(), 0u);
@@ -86,12 +93,12 @@ TEST(EmuTrace, KeepsTheFirstEntriesAndCountsTheRest)
 {
 	Harness h(traced(2));
 	ASSERT_EQ(h.rc(), 0);
-	h.bring_up(); /* 7 commands */
+	h.bring_up(); /* 10 commands */
 	const auto t = h.dev().trace()->entries();
 	ASSERT_EQ(t.size(), 2u);
 	EXPECT_EQ(t[0].opcode, prm::opcode::enable_hca);
 	EXPECT_EQ(t[1].opcode, prm::opcode::set_issi);
-	EXPECT_EQ(h.dev().trace()->dropped(), 5u);
+	EXPECT_EQ(h.dev().trace()->dropped(), 8u);
 	h.dev().trace()->clear();
 	EXPECT_TRUE(h.dev().trace()->entries().empty());
 	EXPECT_EQ(h.dev().trace()->dropped(), 0u);
