@@ -751,3 +751,82 @@ TEST(PrmLayout, BringUpFieldsAreRdmaCoresAndIfcs)
 	/* cmdif_checksum[0x2] at 0x210 of cmd_hca_cap, which rdma-core and the kernel clear. */
 	EXPECT_EQ(prm::hca_cap::cmdif_checksum.bit_off, 0x210u);
 }
+
+/*
+ * ---------------------------------------------------------------------------------------------
+ * UMR as the kernel posts it: QUERY_SPECIAL_CONTEXTS, qpc.fre / qpc.rlky and the 64-byte unit of
+ * UMR translations, against the public mlx5_ifc.h (Linux include/linux/mlx5/mlx5_ifc.h,
+ * rdma-core providers/mlx5/mlx5_ifc.h) and Linux drivers/infiniband/hw/mlx5/umr.c.
+ * ---------------------------------------------------------------------------------------------
+ */
+
+/* struct mlx5_ifc_query_special_contexts_out_bits: status 0x00, syndrome 0x20, dump_fill_mkey
+ * 0x40, resd_lkey 0x60, null_mkey 0x80, terminate_scatter_list_mkey 0xa0, repeated_mkey 0xc0,
+ * reserved_at_e0[0x20]: 0x100 bits; the input is the 0x80-bit header; opcode 0x203. */
+TEST(PrmLayout, QuerySpecialContextsIsTheIfcLayout)
+{
+	namespace o = prm::query_special_contexts_out;
+	EXPECT_EQ(prm::opcode::query_special_contexts, 0x203);
+	EXPECT_EQ(prm::query_special_contexts_in::size * 8, 0x80u);
+	EXPECT_EQ(o::size * 8, 0x100u);
+	EXPECT_EQ(o::dump_fill_mkey.bit_off, 0x40u);
+	EXPECT_EQ(o::resd_lkey.bit_off, 0x60u);
+	EXPECT_EQ(o::null_mkey.bit_off, 0x80u);
+	EXPECT_EQ(o::terminate_scatter_list_mkey.bit_off, 0xa0u);
+	EXPECT_EQ(o::repeated_mkey.bit_off, 0xc0u);
+	for (prm::Field f : {o::dump_fill_mkey, o::resd_lkey, o::null_mkey,
+			     o::terminate_scatter_list_mkey, o::repeated_mkey})
+		EXPECT_EQ(f.bits, 32u);
+	/* The word lands in bytes 12..15, big-endian. */
+	uint8_t out[o::size] = {};
+	prm::set(out, o::resd_lkey, 0x11223344);
+	EXPECT_EQ(out[12], 0x11);
+	EXPECT_EQ(out[15], 0x44);
+	EXPECT_EQ(out[11] | out[16], 0);
+}
+
+/* struct mlx5_ifc_qpc_bits: rlky is bit 0x5b (after reserved_at_5a, before
+ * ulp_stateless_offload_mode); fre is bit 0x394 (after rnr_retry 0x390 and reserved_at_393,
+ * before cur_rnr_retry). */
+TEST(PrmLayout, QpcFreAndRlkyAreTheIfcBits)
+{
+	EXPECT_EQ(prm::qpc::rlky.bit_off, 0x5bu);
+	EXPECT_EQ(prm::qpc::fre.bit_off, 0x394u);
+	EXPECT_EQ(prm::qpc::rlky.bits, 1u);
+	EXPECT_EQ(prm::qpc::fre.bits, 1u);
+	EXPECT_EQ(prm::qpc::fre.bit_off, prm::qpc::rnr_retry.bit_off + 4);
+	uint8_t q[prm::qpc::size] = {};
+	prm::set(q, prm::qpc::fre, 1);
+	EXPECT_EQ(q[0x72], 0x08); /* dword 28 (byte 0x70), bit 11 */
+	prm::set(q, prm::qpc::rlky, 1);
+	EXPECT_EQ(q[0x0b], 0x10); /* dword 2, bit 4 */
+}
+
+/* cmd_hca_cap: compact_address_vector opens dword 0x10 (bit 0x200); then eth_striding_wq,
+ * reserved, the two ipoib bits, ib_striding_wq, repeated_block_disabled 0x206,
+ * umr_modify_entity_size_disabled 0x207, umr_modify_atomic_disabled 0x208,
+ * umr_indirect_mkey_disabled 0x209, umr_fence 0x20a (2 bits). */
+TEST(PrmLayout, UmrModifyDisabledCapsAreTheIfcBits)
+{
+	EXPECT_EQ(prm::hca_cap::umr_modify_entity_size_disabled.bit_off, 0x207u);
+	EXPECT_EQ(prm::hca_cap::umr_modify_atomic_disabled.bit_off, 0x208u);
+	EXPECT_EQ(prm::hca_cap::umr_indirect_mkey_disabled.bit_off, 0x209u);
+	EXPECT_EQ(prm::hca_cap::umr_fence.bit_off, 0x20au);
+	uint8_t cap[prm::hca_cap::size] = {};
+	prm::set(cap, prm::hca_cap::umr_modify_entity_size_disabled, 1);
+	prm::set(cap, prm::hca_cap::umr_modify_atomic_disabled, 1);
+	EXPECT_EQ(cap[0x40], 0x01);
+	EXPECT_EQ(cap[0x41], 0x80);
+}
+
+/* Linux umr.c: mlx5r_umr_get_xlt_octo(bytes) = ALIGN(bytes, 64) / 16. */
+TEST(PrmLayout, UmrTranslationsTravelIn64ByteUnits)
+{
+	EXPECT_EQ(prm::umr_xlt_align, 64u);
+	EXPECT_EQ(prm::umr_xlt_octowords(0), 0u);
+	EXPECT_EQ(prm::umr_xlt_octowords(8), 4u);
+	EXPECT_EQ(prm::umr_xlt_octowords(24), 4u);
+	EXPECT_EQ(prm::umr_xlt_octowords(64), 4u);
+	EXPECT_EQ(prm::umr_xlt_octowords(72), 8u);
+	EXPECT_EQ(prm::umr_xlt_padded(16 * 5), 128u); /* five KLM entries */
+}

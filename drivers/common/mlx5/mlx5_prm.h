@@ -1393,6 +1393,60 @@ namespace hca_cap_setup {
 inline constexpr Field log_uar_page_sz{0x490, 16};
 } // namespace hca_cap_setup
 
+/*
+ * ---------------------------------------------------------------------------------------------
+ * UMR as the Linux kernel posts it (drivers/infiniband/hw/mlx5/umr.c, qp.c): the special
+ * contexts that name the reserved lkey, the QP bits a UMR-posting QP needs, and the 64-byte
+ * granule of UMR translations.
+ * ---------------------------------------------------------------------------------------------
+ */
+
+/*
+ * QUERY_SPECIAL_CONTEXTS (Linux include/linux/mlx5/mlx5_ifc.h, struct
+ * mlx5_ifc_query_special_contexts_{in,out}_bits; MLX5_CMD_OP_QUERY_SPECIAL_CONTEXTS 0x203).
+ * resd_lkey is the device's reserved lkey: DMA by IOVA without an mkey, usable by a QP created
+ * with qpc.rlky (a UMR's translation pointer names its list with it). Linux mlx5_core reads it
+ * at bring-up (mlx5_core_query_special_contexts in drivers/net/ethernet/mellanox/mlx5/core/fw.c
+ * of the kernels that kept special_contexts.resd_lkey). Its value is the device's: never a
+ * constant.
+ */
+namespace opcode {
+inline constexpr uint16_t query_special_contexts = 0x203;
+} // namespace opcode
+namespace query_special_contexts_in {
+inline constexpr size_t size = 16;
+} // namespace query_special_contexts_in
+namespace query_special_contexts_out {
+inline constexpr size_t size = 32;
+inline constexpr Field dump_fill_mkey{0x040, 32};
+inline constexpr Field resd_lkey{0x060, 32};
+inline constexpr Field null_mkey{0x080, 32};
+inline constexpr Field terminate_scatter_list_mkey{0x0a0, 32};
+inline constexpr Field repeated_mkey{0x0c0, 32};
+} // namespace query_special_contexts_out
+
+/* qpc.fre (fast registration enabled: the QP may post UMR WQEs), beside qpc.rlky above; the
+ * kernel sets both on every QP it creates for itself (qp.c, create_kernel_qp). */
+namespace qpc {
+inline constexpr Field fre{0x394, 1};
+} // namespace qpc
+
+/*
+ * UMR translations travel in 64-byte units: klm_octowords (and the pointer segment's byte
+ * count) is the list rounded up to 64 bytes, a multiple of 4 octwords, the rest zero (Linux
+ * umr.c: mlx5r_umr_get_xlt_octo aligns to MLX5_IB_UMR_XLT_ALIGNMENT, 64, and the final chunk of
+ * mlx5r_umr_update_xlt is padded with zeros to MLX5_UMR_FLEX_ALIGNMENT).
+ */
+inline constexpr size_t umr_xlt_align = 64;
+constexpr uint64_t umr_xlt_padded(uint64_t bytes) noexcept
+{
+	return (bytes + umr_xlt_align - 1) / umr_xlt_align * umr_xlt_align;
+}
+constexpr uint64_t umr_xlt_octowords(uint64_t bytes) noexcept
+{
+	return umr_xlt_padded(bytes) / 16;
+}
+
 } // namespace nicmr::mlx5::prm
 
 #endif
