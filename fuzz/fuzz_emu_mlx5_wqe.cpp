@@ -189,6 +189,9 @@ bool bring_up(EmuMlx5Device &d, Mem &m, Bed *b)
 		prm::set(qpc, prm::qpc::uar_page, b->uar);
 		prm::set(qpc, prm::qpc::log_sq_size, kLogSq);
 		prm::set(qpc, prm::qpc::dbr_addr, dbr + 0x800);
+		/* UMR-capable, as the kernel makes its QPs: the UMR paths stay reachable. */
+		prm::set(qpc, prm::qpc::fre, 1);
+		prm::set(qpc, prm::qpc::rlky, 1);
 		prm::set(q.data() + prm::create_qp_in::pas_offset, prm::pas_entry,
 			 kIova + kQueues + 4096 * (3 + i));
 		FUZZ_CHECK(exec(d, q, 16, &out) == prm::status::ok);

@@ -290,6 +290,21 @@ int query_hca_cap(CmdTransport &t, uint16_t type, uint16_t mode, void *cap, bool
 	return 0;
 }
 
+/* As Linux mlx5_core's mlx5_core_query_special_contexts (drivers/net/ethernet/mellanox/mlx5/
+ * core/fw.c): one command, resd_lkey from its output. */
+int query_special_contexts(CmdTransport &t, uint32_t *resd_lkey)
+{
+	if (resd_lkey == nullptr)
+		return -EINVAL;
+	Cmd<prm::query_special_contexts_in::size> in(prm::opcode::query_special_contexts);
+	uint8_t out[prm::query_special_contexts_out::size];
+	int rc = simple(t, in, out);
+	if (rc == 0)
+		*resd_lkey = static_cast<uint32_t>(
+			prm::get(out, prm::query_special_contexts_out::resd_lkey));
+	return rc;
+}
+
 int set_hca_cap(CmdTransport &t, uint16_t type, const void *cap)
 {
 	if (cap == nullptr)

@@ -104,6 +104,8 @@ int set_host_endianness(CmdTransport &t);
 int query_hca_cap(CmdTransport &t, uint16_t type, uint16_t mode, void *cap, bool quiet = false);
 /* cap holds set_hca_cap_in::capability_size bytes. */
 int set_hca_cap(CmdTransport &t, uint16_t type, const void *cap);
+/* QUERY_SPECIAL_CONTEXTS: the device's reserved lkey (resd_lkey). */
+int query_special_contexts(CmdTransport &t, uint32_t *resd_lkey);
 int alloc_pd(CmdTransport &t, uint32_t *pd);
 int dealloc_pd(CmdTransport &t, uint32_t pd);
 int create_mkey(CmdTransport &t, const MkeyCreate &c, uint32_t *index);

@@ -214,6 +214,10 @@ int Device::bring_up(const DeviceOptions &opts)
 	rc = create_async_eq(opts);
 	if (rc != 0)
 		return rc;
+	/* The reserved lkey UMR translation pointers carry: the device's, never a constant. */
+	rc = query_special_contexts(*cmdq_, &caps_.resd_lkey);
+	if (rc != 0)
+		return rc;
 
 	/* Extensions: a ConnectX refuses the type; that only means there are none. */
 	{

@@ -99,6 +99,9 @@ struct Caps {
 	bool umr_ptr_rlkey = false;
 	uint32_t umr_fence = 0;
 	bool null_mkey = false;
+	/* The reserved lkey (QUERY_SPECIAL_CONTEXTS' resd_lkey, asked once at bring-up): a UMR's
+	 * translation pointer carries it. */
+	uint32_t resd_lkey = 0;
 	/* CREATE_MKEY at a chosen index (mkey_by_name, enabled at bring-up when offered). */
 	bool mkey_by_index = false;
 	/* Atomics (atomic_operations and atomic_size_qp are zero when atomic is false). */

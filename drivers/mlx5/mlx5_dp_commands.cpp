@@ -166,6 +166,8 @@ int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 	prm::set(q, prm::qpc::log_page_size, c.mem.log_page_size);
 	prm::set(q, prm::qpc::page_offset, 0);
 	prm::set(q, prm::qpc::dbr_addr, c.dbr_iova);
+	prm::set(q, prm::qpc::fre, c.fre);
+	prm::set(q, prm::qpc::rlky, c.rlky);
 	return 0;
 }
 

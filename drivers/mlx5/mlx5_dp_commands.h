@@ -51,6 +51,11 @@ struct QpCreate {
 	uint32_t cqn_rcv = 0; /* no RQ; the device may still want a CQ number */
 	uint64_t dbr_iova = 0;
 	QueueMemory mem;
+	/* qpc.fre and qpc.rlky: the QP may post UMRs and use the reserved lkey (a UMR's
+	 * translation pointer), as the kernel's own QPs (drivers/infiniband/hw/mlx5/qp.c,
+	 * create_kernel_qp). */
+	bool fre = false;
+	bool rlky = false;
 };
 
 /*

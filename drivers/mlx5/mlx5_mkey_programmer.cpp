@@ -9,6 +9,49 @@
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
+
+namespace {
+
+/* The page size the free mkeys are created with. */
+constexpr uint8_t kFreeMkeyLogPage = 12;
+
+/*
+ * The bind's page IOVAs at the free mkeys' own page size, for a device whose UMRs cannot change
+ * it (umr_modify_entity_size_disabled; Linux mr.c, mlx5r_umr_can_load_pas, then registers by
+ * command instead: nicmr's mkeys are pre-created, so it splits the pages). An explicit list of
+ * 2^lp pages is split into 4 KiB pages, from the one holding start to the one holding the last
+ * byte. Hot path: writes into the caller's storage only. 0; plan_bind_mtt's errors; -EINVAL (the
+ * list is shorter than the region).
+ */
+int plan_fixed_page(const mr::BindParams &p, uint64_t *out, uint64_t cap, uint64_t *count)
+{
+	if (p.log_page_size == kFreeMkeyLogPage || p.mtt == nullptr) {
+		mr::BindParams q = p;
+		q.log_page_size = kFreeMkeyLogPage;
+		return mr::plan_bind_mtt(q, out, cap, count);
+	}
+	if (p.len == 0 || p.log_page_size < mr::kMinLogPage || p.log_page_size > mr::kMaxLogPage)
+		return -EINVAL;
+	const uint64_t big = uint64_t{1} << p.log_page_size;
+	const uint64_t small = uint64_t{1} << kFreeMkeyLogPage;
+	const uint64_t n = mr::mtt_pages(p.start, p.len, kFreeMkeyLogPage);
+	if (n > cap)
+		return -E2BIG;
+	/* Offset of start's small page in the first list page. */
+	const uint64_t first = (p.start & (big - 1)) & ~(small - 1);
+	for (uint64_t k = 0; k < n; k++) {
+		const uint64_t off = first + k * small;
+		const uint64_t i = off >> p.log_page_size;
+		if (i >= p.mtt_count)
+			return -EINVAL;
+		out[k] = p.mtt[i] + (off & (big - 1));
+	}
+	*count = n;
+	return 0;
+}
+
+} // namespace
+
 Mlx5MkeyProgrammer::Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o)
     : dev_(dev), pd_(pd), opts_(o)
 {
@@ -134,7 +177,7 @@ int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t first, uint32_t count)
 	c.ctx.umr_en = true;
 	c.ctx.lr = true;
 	c.ctx.pd = pd_;
-	c.ctx.log_page_size = 12;
+	c.ctx.log_page_size = kFreeMkeyLogPage;
 	c.ctx.translations_octword_size =
 		static_cast<uint32_t>(prm::mtt_octwords(opts_.max_translations));
 	bool by_index = dev_.caps().mkey_by_index;
@@ -186,7 +229,9 @@ int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p,
 	/* lib/mr's planner gives the page IOVAs (into the lane's storage: no allocation); the
 	 * driver makes them MTT entries. */
 	uint64_t n = 0;
-	int rc = mr::plan_bind_mtt(p, l.pages.data(), l.pages.size(), &n);
+	const bool fixed_page = dev_.caps().umr_modify_entity_size_disabled;
+	int rc = fixed_page ? plan_fixed_page(p, l.pages.data(), l.pages.size(), &n)
+			    : mr::plan_bind_mtt(p, l.pages.data(), l.pages.size(), &n);
 	if (rc != 0)
 		return rc;
 	UmrBind b;
@@ -195,7 +240,7 @@ int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p,
 	b.pd = p.pd;
 	b.start = p.start;
 	b.len = p.len;
-	b.log_page_size = p.log_page_size;
+	b.log_page_size = fixed_page ? kFreeMkeyLogPage : p.log_page_size;
 	for (uint64_t i = 0; i < n; i++)
 		l.scratch[i] = MttEntry{l.pages[i], true, true};
 	b.mtt = std::span<const MttEntry>(l.scratch.data(), n);

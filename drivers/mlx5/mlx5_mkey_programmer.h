@@ -64,7 +64,10 @@ public:
 	 * command's. On failure the mkeys of this call are destroyed again. */
 	int create_free_mkeys(uint32_t first_index, uint32_t count) override;
 	/* 0; -EINVAL (len 0, log_page_size outside 12..30, iova_base not congruent with start
-	 * modulo the page); -E2BIG (more than max_translations pages); UmrQueue::bind's errors.
+	 * modulo the page); -E2BIG (more than max_translations pages); UmrQueue::bind's errors
+	 * (-EOPNOTSUPP: atomic access on a device with umr_modify_atomic_disabled). On a device
+	 * with umr_modify_entity_size_disabled the pages are planned at 4 KiB, the free mkeys'
+	 * page size, so max_translations bounds a region at max_translations * 4 KiB.
 	 * Any thread. */
 	int bind(uint32_t mkey, const mr::BindParams &p) override;
 	/* 0 or UmrQueue::revoke's errors (-EALREADY: free already). Any thread. */

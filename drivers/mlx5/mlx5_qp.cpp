@@ -51,6 +51,8 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	c.cqn_rcv = cq.cqn();
 	c.dbr_iova = qp->dbr_.iova();
 	c.mem.pas = qp->ring_.pas();
+	c.fre = p.umr;
+	c.rlky = p.umr;
 	rc = create_qp(dev.cmdq(), c, &qp->qpn_);
 	if (rc != 0)
 		return rc;

@@ -48,6 +48,9 @@ struct QpParams {
 	bool rre = false, rwe = false, rae = false;
 	uint32_t log_sra_max = 3; /* outstanding READ/ATOMIC as requester: 2^n */
 	uint32_t log_rra_max = 3; /* as responder */
+	/* The QP posts UMRs: created with fre and rlky (UmrQueue's QPs). A UMR on a QP without
+	 * fre completes with LOCAL_QP_OP_ERR. */
+	bool umr = false;
 };
 
 /* A WQE being built: its ctrl segment, the cursor after it, its index and size. */

@@ -15,13 +15,10 @@ static_assert(mr::kVariantBits == prm::mkc::mkey_7_0.bits);
 static_assert(mr::mkey_index(0x12345678u) == prm::mkey::index(0x12345678u) &&
 	      mr::mkey_variant(0x12345678u) == prm::mkey::variant(0x12345678u));
 
-constexpr uint64_t kBindMask =
-	prm::umr_mkey_mask::len | prm::umr_mkey_mask::page_size | prm::umr_mkey_mask::start_addr |
-	prm::umr_mkey_mask::pd | prm::umr_mkey_mask::key | prm::umr_mkey_mask::qpn |
-	prm::umr_mkey_mask::lr | prm::umr_mkey_mask::lw | prm::umr_mkey_mask::rr |
-	prm::umr_mkey_mask::rw | prm::umr_mkey_mask::a | prm::umr_mkey_mask::free;
-/* A modify rewrites the translations (not masked) and the page size, nothing else. */
-constexpr uint64_t kModifyMask = prm::umr_mkey_mask::page_size;
+namespace mm = prm::umr_mkey_mask;
+
+/* Revoke: free again, and back in the UMR QP's PD (Linux umr.c, mlx5r_umr_revoke_mr). */
+constexpr uint64_t kRevokeMask = mm::pd | mm::free;
 
 /* Every byte of the 48: the reserved ones zero (a ring slot is reused). */
 void set_umr_ctrl(void *u, bool inl, uint8_t check, uint16_t octwords, uint16_t offset,
@@ -50,13 +47,33 @@ void encode_klm(const KlmEntry &k, uint8_t *p) noexcept
 	prm::set(p, prm::klm::address, k.address);
 }
 
-uint16_t xlt_octwords(const UmrBind &b) noexcept
+} // namespace
+
+/*
+ * Linux umr.c builds the same masks from the same pieces: enable (KEY | FREE,
+ * get_umr_enable_mr_mask), translation (LEN | PAGE_SIZE | START_ADDR,
+ * get_umr_update_translation_mask), access (LR | LW | RR | RW, and A when the device does atomics:
+ * get_umr_update_access_mask) and PD; nicmr adds QPN (the free mkeys' qpn is rewritten to "any").
+ * What umr_check_mkey_mask refuses is left out: PAGE_SIZE under umr_modify_entity_size_disabled, A
+ * under umr_modify_atomic_disabled.
+ */
+uint64_t umr_bind_mask(const Caps &c) noexcept
 {
-	return static_cast<uint16_t>(b.klm.empty() ? prm::mtt_octwords(b.mtt.size())
-						   : prm::klm_octwords(b.klm.size()));
+	uint64_t m = mm::len | mm::start_addr | mm::pd | mm::key | mm::qpn | mm::lr | mm::lw |
+		     mm::rr | mm::rw | mm::free;
+	if (!c.umr_modify_entity_size_disabled)
+		m |= mm::page_size;
+	if (c.atomic && !c.umr_modify_atomic_disabled)
+		m |= mm::a;
+	return m;
 }
 
-} // namespace
+/* A modify rewrites the translations (not masked) and the page size where the device lets a
+ * UMR change it, nothing else. */
+uint64_t umr_modify_mask(const Caps &c) noexcept
+{
+	return c.umr_modify_entity_size_disabled ? 0 : mm::page_size;
+}
 
 size_t umr_xlt_bytes(const UmrBind &b) noexcept
 {
@@ -74,6 +91,8 @@ void umr_encode_xlt(const UmrBind &b, void *dst) noexcept
 		encode_klm(k, p);
 		p += prm::klm::size;
 	}
+	const size_t xlt = umr_xlt_bytes(b);
+	std::memset(p, 0, prm::umr_xlt_padded(xlt) - xlt);
 }
 
 /* Hot path: no lock, no allocation, no system call. */
@@ -81,10 +100,16 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 {
 	if ((!b.mtt.empty() && !b.klm.empty()) || b.log_page_size > 31)
 		return -EINVAL;
-	size_t xlt = umr_xlt_bytes(b);
-	bool inl = b.xlt_iova == 0;
-	size_t xlt_padded = (xlt + 63) / 64 * 64;
-	if (inl && xlt_padded > kMaxInlineXltBytes)
+	const Caps &caps = qp.device().caps();
+	const uint64_t mask = b.modify ? umr_modify_mask(caps) : umr_bind_mask(caps);
+	/* The mkey keeps the A bit it was created with (0): a UMR cannot grant atomics. */
+	if (!b.modify && b.a && (mask & mm::a) == 0)
+		return -EOPNOTSUPP;
+	/* Translations go in 64-byte units, the padding zero (prm::umr_xlt_padded). */
+	const size_t xlt_padded = prm::umr_xlt_padded(umr_xlt_bytes(b));
+	const bool inl = b.xlt_iova == 0;
+	if ((inl && xlt_padded > kMaxInlineXltBytes) ||
+	    !prm::fits(prm::umr_ctrl::klm_octowords, xlt_padded / 16))
 		return -EINVAL;
 	uint32_t ds = 1 + 3 + 4 + static_cast<uint32_t>(inl ? xlt_padded / 16 : 1);
 	WqeSlot w;
@@ -94,7 +119,7 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 	set_umr_ctrl(w.cur.take(prm::umr_ctrl::size), inl,
 		     b.modify ? prm::umr_flags::check_fail_if_free
 			      : prm::umr_flags::check_fail_if_not_free,
-		     xlt_octwords(b), b.xlt_offset, b.modify ? kModifyMask : kBindMask);
+		     static_cast<uint16_t>(xlt_padded / 16), b.xlt_offset, mask);
 	void *mkc = w.cur.take(prm::mkc::size);
 	std::memset(mkc, 0, prm::mkc::size);
 	prm::set(mkc, prm::mkc::free, 0);
@@ -126,14 +151,22 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 		}
 		w.cur.pad_to_wqebb();
 	} else {
+		/* The list by IOVA with the device's reserved lkey (QUERY_SPECIAL_CONTEXTS at
+		 * bring-up; the QP was created with rlky). */
 		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(prm::wqe_data::size)),
-			 b.xlt_iova, static_cast<uint32_t>(xlt), prm::reserved_lkey);
+			 b.xlt_iova, static_cast<uint32_t>(xlt_padded), caps.resd_lkey);
 	}
 	qp.finish(w, MLX5_OPCODE_UMR, ds, b.mkey, wr_id, flags);
 	return 0;
 }
 
-/* Hot path: no lock, no allocation, no system call. */
+/*
+ * As Linux umr.c's mlx5r_umr_revoke_mr: INLINE (no pointer segment follows), mkey_mask PD |
+ * FREE, the context free with the UMR QP's PD (where the free mkeys live), qpn "any" and the
+ * key's variant. One difference: nicmr keeps the "fail if free" check, so that revoking a free
+ * mkey is refused (-EALREADY) instead of passing unseen.
+ * Hot path: no lock, no allocation, no system call.
+ */
 int post_umr_revoke(Qp &qp, uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept
 {
 	const uint32_t ds = 1 + 3 + 4;
@@ -141,11 +174,14 @@ int post_umr_revoke(Qp &qp, uint32_t mkey, uint64_t wr_id, unsigned flags) noexc
 	int rc = qp.begin(ds, &w);
 	if (rc != 0)
 		return rc;
-	set_umr_ctrl(w.cur.take(prm::umr_ctrl::size), false, prm::umr_flags::check_fail_if_free, 0,
-		     0, prm::umr_mkey_mask::free);
+	set_umr_ctrl(w.cur.take(prm::umr_ctrl::size), true, prm::umr_flags::check_fail_if_free, 0,
+		     0, kRevokeMask);
 	void *mkc = w.cur.take(prm::mkc::size);
 	std::memset(mkc, 0, prm::mkc::size);
 	prm::set(mkc, prm::mkc::free, 1);
+	prm::set(mkc, prm::mkc::pd, qp.pd());
+	prm::set(mkc, prm::mkc::qpn, prm::mkc::qpn_any);
+	prm::set(mkc, prm::mkc::mkey_7_0, prm::mkey::variant(mkey));
 	qp.finish(w, MLX5_OPCODE_UMR, ds, mkey, wr_id, flags);
 	return 0;
 }
@@ -170,6 +206,7 @@ int UmrQueue::create(Device &dev, uint32_t pd, const UmrOptions &o, std::unique_
 		qp.pd = pd;
 		qp.log_sq_size = o.log_sq_size;
 		qp.port = o.port;
+		qp.umr = true; /* fre and rlky */
 		rc = Qp::create(dev, *q->ring_, *q->cq_, qp, &q->qp_);
 	}
 	if (rc == 0)
@@ -226,10 +263,10 @@ int UmrQueue::finish_one(int refused_errno)
 
 int UmrQueue::bind(const UmrBind &b)
 {
-	size_t xlt = umr_xlt_bytes(b);
+	const size_t padded = prm::umr_xlt_padded(umr_xlt_bytes(b));
 	UmrBind p = b;
-	if (b.xlt_iova == 0 && (xlt + 63) / 64 * 64 > kMaxInlineXltBytes) {
-		if (xlt > xlt_.size())
+	if (b.xlt_iova == 0 && padded > kMaxInlineXltBytes) {
+		if (padded > xlt_.size())
 			return -E2BIG;
 		umr_encode_xlt(b, xlt_.va());
 		p.xlt_iova = xlt_.iova();

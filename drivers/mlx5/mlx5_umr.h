@@ -5,13 +5,24 @@
  *   ctrl (opcode MLX5_OPCODE_UMR, imm = mkey)          16 B
  *   mlx5_wqe_umr_ctrl_seg (flags, octwords, mkey_mask) 48 B
  *   mlx5_wqe_mkey_context_seg (the mkc layout)         64 B
- *   translations: inline, padded to 64 B (flags INLINE)  or  one mlx5_wqe_data_seg pointing at
- *   the list's IOVA with the device's reserved lkey (prm::reserved_lkey)
+ *   translations: inline (flags INLINE)  or  one mlx5_wqe_data_seg pointing at the list's IOVA
+ *   with the device's reserved lkey (Caps::resd_lkey, from QUERY_SPECIAL_CONTEXTS)
  *
- * Bind: check field "fail if not free", mkey_mask LEN | PAGE_SIZE | START_ADDR | PD | KEY | QPN
- * | LR | LW | RR | RW | A | FREE, mkc free = 0. Revoke: check "fail if free", mkey_mask FREE,
- * mkc free = 1. A refused check completes with MLX5_CQE_SYNDROME_LOCAL_PROT_ERR and puts the
- * QP in ERR; UmrQueue recovers it (2RST, INIT, RTR, RTS) before it returns.
+ * As the Linux kernel posts UMRs (drivers/infiniband/hw/mlx5/umr.c, qp.c):
+ *   - the QP is created with fre and rlky (QpParams::umr); a ConnectX refuses a UMR on any
+ *     other QP;
+ *   - klm_octowords counts the list rounded up to 64 bytes (4 octwords), the padding zero, and
+ *     a pointer segment's byte count is that padded length (mlx5r_umr_get_xlt_octo);
+ *   - mkey_mask leaves out what the device forbids (umr_bind_mask: PAGE_SIZE under
+ *     umr_modify_entity_size_disabled, A under umr_modify_atomic_disabled, as
+ *     umr_check_mkey_mask refuses them);
+ *   - revoke is INLINE with mkey_mask PD | FREE and gives the mkey back to the UMR QP's PD
+ *     (mlx5r_umr_revoke_mr), where the device takes free mkeys from.
+ *
+ * Bind: check field "fail if not free", mkey_mask umr_bind_mask(), mkc free = 0. Revoke: check
+ * "fail if free", mkc free = 1, pd = the QP's. A refused check completes with
+ * MLX5_CQE_SYNDROME_LOCAL_PROT_ERR and puts the QP in ERR; UmrQueue recovers it (2RST, INIT,
+ * RTR, RTS) before it returns.
  */
 #ifndef NICMR_MLX5_UMR_H
 #define NICMR_MLX5_UMR_H
@@ -22,6 +33,7 @@
 #include <span>
 
 #include "mlx5_commands.h"
+#include "mlx5_device.h"
 #include "mlx5_qp.h"
 #include "nicmr_align.h"
 
@@ -40,7 +52,8 @@ struct UmrBind {
 	std::span<const KlmEntry> klm;
 	/*
 	 * 0: translations inline in the WQE (they must fit: kMaxInlineXltBytes). Else the IOVA
-	 * where encode_translations() put them; the WQE points there with the reserved lkey.
+	 * where umr_encode_xlt() put them, padding included; the WQE points there with the
+	 * reserved lkey.
 	 */
 	uint64_t xlt_iova = 0;
 	/* Octwords into the mkey's translation table to start writing at (TRANSLATION_OFFSET_EN
@@ -58,15 +71,24 @@ struct UmrBind {
 /* Translation bytes inline in one WQE at most (ds 63 minus ctrl, umr ctrl and mkc). */
 inline constexpr size_t kMaxInlineXltBytes = (kMaxWqeDs * 16 - 128) / 64 * 64;
 
-/* Bytes of b's translation list (MTT entries 8 B each, KLM 16 B). */
+/* Bytes of b's translation list (MTT entries 8 B each, KLM 16 B), before padding. */
 size_t umr_xlt_bytes(const UmrBind &b) noexcept;
-/* Writes b's translation list, big-endian, at dst (umr_xlt_bytes(b) bytes). */
+/* Writes b's translation list, big-endian, at dst, and zeros up to the next 64 bytes:
+ * prm::umr_xlt_padded(umr_xlt_bytes(b)) bytes in all. */
 void umr_encode_xlt(const UmrBind &b, void *dst) noexcept;
+
+/* The mkey_mask of a bind and of a modify on a device with caps c (see above). */
+uint64_t umr_bind_mask(const Caps &c) noexcept;
+uint64_t umr_modify_mask(const Caps &c) noexcept;
 
 /*
  * Posting (hot path: no lock, no allocation, no system call; the QP's thread). Errors: those
  * of Qp::begin, -EINVAL (both mtt and klm given, inline translations above
- * kMaxInlineXltBytes, log_page_size above 31).
+ * kMaxInlineXltBytes, log_page_size above 31, a list above 2^16 - 1 octwords), -EOPNOTSUPP
+ * (a bind with a set where umr_bind_mask has no A: the mkey keeps the A it was created with).
+ * post_umr_revoke gives the mkey to qp's PD: the UMR QP's, where free mkeys are created.
+ * With umr_modify_entity_size_disabled the mkey keeps the page size it was created with:
+ * b's translations must be planned for that size.
  */
 int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noexcept;
 int post_umr_revoke(Qp &qp, uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept;
@@ -98,8 +120,10 @@ public:
 
 	/*
 	 * Binds and waits. 0; -EBUSY (the device refused: the mkey is not free, or not UMR-capable,
-	 * or does not exist); -E2BIG (translations above xlt_buffer); -ETIMEDOUT; -EIO (another
-	 * error completion; last_syndrome() says which). The QP is recovered after a refusal.
+	 * or does not exist, or is free in another PD than the queue's); -E2BIG (translations,
+	 * padded to 64 bytes, above xlt_buffer); -EOPNOTSUPP (atomic access the device does not let
+	 * a UMR set); -ETIMEDOUT; -EIO (another error completion; last_syndrome() says which). The
+	 * QP is recovered after a refusal.
 	 */
 	int bind(const UmrBind &b);
 	/* Revokes and waits: 0; -EALREADY (the device refused: the mkey is free already, or

@@ -38,6 +38,10 @@ struct RigOptions {
 	/* The device offers host-endian atomics (EmuConfig); the driver asks for them
 	 * (DeviceOptions). */
 	bool atomic_host_endianness = true, want_atomic_host_endianness = true;
+	/* UMR (EmuConfig): the reserved lkey QUERY_SPECIAL_CONTEXTS reports, and the
+	 * umr_modify_*_disabled caps. */
+	uint32_t resd_lkey = emu::kDefaultResdLkey;
+	bool umr_modify_entity_size_disabled = false, umr_modify_atomic_disabled = false;
 };
 
 /* An mkey made for a test: the handle destroys it. */
@@ -64,6 +68,9 @@ struct Rig {
 		cfg.delivery = o.delivery;
 		cfg.bar0_size = size_t{1} << 20;
 		cfg.atomic_host_endianness = o.atomic_host_endianness;
+		cfg.resd_lkey = o.resd_lkey;
+		cfg.umr_modify_entity_size_disabled = o.umr_modify_entity_size_disabled;
+		cfg.umr_modify_atomic_disabled = o.umr_modify_atomic_disabled;
 		int rc = emu::emu_mlx5_create(cfg, &hw);
 		if (rc != 0)
 			return rc;

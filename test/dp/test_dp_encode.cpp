@@ -224,8 +224,14 @@ TEST(DpWqe, UmrTranslationsEncodeBigEndianWithEnables)
 	mlx5::UmrBind b;
 	b.mtt = m;
 	ASSERT_EQ(mlx5::umr_xlt_bytes(b), 16u);
-	uint8_t out[16];
+	/* Padded with zeros to the 64-byte unit UMR translations travel in; nothing beyond. */
+	uint8_t out[72];
+	std::memset(out, 0xee, sizeof(out));
 	mlx5::umr_encode_xlt(b, out);
 	EXPECT_EQ(prm::get(out, prm::mtt::address), 0x200000u | 1u);
 	EXPECT_EQ(prm::get(out + 8, prm::mtt::address), 0x400000u | 2u);
+	for (size_t i = 16; i < 64; i++)
+		EXPECT_EQ(out[i], 0) << i;
+	for (size_t i = 64; i < sizeof(out); i++)
+		EXPECT_EQ(out[i], 0xee) << i;
 }

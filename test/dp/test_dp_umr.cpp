@@ -29,13 +29,14 @@ namespace mr = nicmr::mr;
 
 namespace {
 
-class Umr : public ::testing::TestWithParam<emu::DoorbellDelivery> {
+/* The rig, a UMR queue on its PD and two data blocks; the rig's options from options(). */
+class UmrBase {
 protected:
-	void SetUp() override
+	virtual ~UmrBase() = default;
+	virtual RigOptions options() = 0;
+	void set_up()
 	{
-		RigOptions o;
-		o.delivery = GetParam();
-		ASSERT_EQ(r.make(o), 0);
+		ASSERT_EQ(r.make(options()), 0);
 		ASSERT_EQ(mlx5::UmrQueue::create(*r.dev, r.pd.pd(), {}, &umr), 0);
 		ASSERT_EQ(r.data->alloc(size_t{1} << 20, 4096, &buf), 0);
 		ASSERT_EQ(r.data->alloc(4096, 4096, &src), 0);
@@ -43,7 +44,7 @@ protected:
 		ASSERT_EQ(r.mtt_mr(src, 0, 4096, r.ctx(true, true, false, false, false), &src_mr),
 			  0);
 	}
-	void TearDown() override
+	void tear_down()
 	{
 		umr.reset();
 		src_mr.handle.reset();
@@ -108,6 +109,27 @@ protected:
 	std::unique_ptr<mlx5::UmrQueue> umr;
 	mem::DmaBlock buf, src;
 	TestMr src_mr;
+};
+
+class Umr : public UmrBase, public ::testing::TestWithParam<emu::DoorbellDelivery> {
+protected:
+	RigOptions options() override
+	{
+		RigOptions o;
+		o.delivery = GetParam();
+		return o;
+	}
+	void SetUp() override { set_up(); }
+	void TearDown() override { tear_down(); }
+};
+
+/* A device model configured by the test (reserved lkey, umr_modify_*_disabled). */
+class UmrCaps : public UmrBase, public ::testing::Test {
+protected:
+	RigOptions options() override { return opts; }
+	void SetUp() override {}
+	void TearDown() override { tear_down(); }
+	RigOptions opts;
 };
 
 } // namespace
@@ -410,6 +432,197 @@ INSTANTIATE_TEST_SUITE_P(Delivery, Umr,
 						? std::string("inline")
 						: std::string("thread");
 			 });
+
+/* ---- UMR as the kernel posts it: the device model refuses each old habit ------------------ */
+
+/* qpc.fre and qpc.rlky on the queue's QP (Linux qp.c, create_kernel_qp); the same UMR on the
+ * rig's plain QP (neither bit) completes with LOCAL_QP_OP_ERR. */
+TEST_P(Umr, TheQueuesQpHasFreAndRlkyAndAPlainQpIsRefused)
+{
+	emu::QpInfo info;
+	ASSERT_EQ(r.hw->device().data_path().query_qp(umr->qp().qpn(), &info), 0);
+	EXPECT_TRUE(info.attr.fre);
+	EXPECT_TRUE(info.attr.rlky);
+	ASSERT_EQ(r.hw->device().data_path().query_qp(r.qp[0]->qpn(), &info), 0);
+	EXPECT_FALSE(info.attr.fre);
+	EXPECT_FALSE(info.attr.rlky);
+
+	TestMr m;
+	ASSERT_EQ(free_mkey(16, &m), 0);
+	const uint32_t key = mr::make_mkey(m.handle.index(), 0x31);
+	std::vector<mlx5::MttEntry> mtt;
+	const mlx5::UmrBind b = bind_for(key, 0, 8192, &mtt);
+	ASSERT_EQ(mlx5::post_umr_bind(*r.qp[0], b, 9, mlx5::kSignaled), 0);
+	mlx5::Completion c;
+	ASSERT_TRUE(r.wait(0, &c));
+	EXPECT_EQ(c.syndrome, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+	ASSERT_EQ(r.qp[0]->recover(), 0);
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(r.dev->query_mkey(m.handle.index(), 0, &q), 0);
+	EXPECT_TRUE(q.ctx.free);
+
+	ASSERT_EQ(umr->bind(b), 0);
+	EXPECT_EQ(write(va(0), key, 128), 0);
+}
+
+/* The reserved lkey is the device's (QUERY_SPECIAL_CONTEXTS at bring-up), never 0x100. */
+TEST_P(Umr, TheReservedLkeyComesFromQuerySpecialContexts)
+{
+	EXPECT_EQ(r.dev->caps().resd_lkey, r.hw->device().config().resd_lkey);
+	EXPECT_EQ(r.dev->caps().resd_lkey, emu::kDefaultResdLkey);
+	EXPECT_NE(r.dev->caps().resd_lkey, 0x100u);
+}
+
+TEST_F(UmrCaps, PointerTranslationsCarryWhateverReservedLkeyTheDeviceReports)
+{
+	opts.resd_lkey = 0x00c0ffee;
+	set_up();
+	ASSERT_FALSE(HasFatalFailure());
+	EXPECT_EQ(r.dev->caps().resd_lkey, 0x00c0ffeeu);
+	const uint32_t pages = 200; /* by pointer */
+	TestMr m;
+	ASSERT_EQ(free_mkey(pages, &m), 0);
+	const uint32_t key = mr::make_mkey(m.handle.index(), 0x32);
+	std::vector<mlx5::MttEntry> mtt;
+	ASSERT_EQ(umr->bind(bind_for(key, 0, size_t{pages} * 4096, &mtt)), 0);
+	std::memset(src.va, 0x6d, 4096);
+	EXPECT_EQ(write(va(size_t{pages - 1} * 4096), key, 4096), 0);
+	EXPECT_EQ(std::memcmp(static_cast<uint8_t *>(buf.va) + size_t{pages - 1} * 4096, src.va,
+			      4096),
+		  0);
+}
+
+/* Every list length goes in whole 64-byte units (the model refuses any other octword count),
+ * into mkeys sized in octwords as the kernel sizes its own (the last unit's padding may run
+ * past them), inline and by pointer; the device keeps exactly the entries sent. */
+TEST_P(Umr, TranslationListsOfEveryLengthGoIn64ByteUnits)
+{
+	for (uint32_t pages : {1u, 2u, 3u, 5u, 7u, 8u, 9u, 201u}) {
+		SCOPED_TRACE(pages);
+		TestMr m;
+		ASSERT_EQ(free_mkey(pages, &m), 0);
+		const uint32_t key = mr::make_mkey(m.handle.index(), 0x33);
+		std::vector<mlx5::MttEntry> mtt;
+		ASSERT_EQ(umr->bind(bind_for(key, 0, size_t{pages} * 4096, &mtt)), 0);
+		mlx5::MkeyQuery q;
+		ASSERT_EQ(r.dev->query_mkey(m.handle.index(), pages, &q), 0);
+		ASSERT_EQ(q.mtt.size(), pages);
+		for (uint32_t i = 0; i < pages; i++)
+			EXPECT_EQ(q.mtt[i].iova, mtt[i].iova) << i;
+		EXPECT_EQ(write(va(size_t{pages - 1} * 4096), key, 64), 0);
+	}
+	EXPECT_EQ(umr->recoveries(), 0u);
+}
+
+/* Revoke gives the mkey back to the queue's PD (mlx5r_umr_revoke_mr), so that it binds again
+ * into any PD; a revoke that left the user's PD would make the next bind fail (-EBUSY). */
+TEST_P(Umr, RevokeReturnsTheMkeyToTheQueuesPd)
+{
+	mlx5::PdHandle user;
+	ASSERT_EQ(mlx5::PdHandle::alloc(*r.dev, &user), 0);
+	ASSERT_NE(user.pd(), r.pd.pd());
+	TestMr m;
+	ASSERT_EQ(free_mkey(16, &m), 0);
+	for (uint8_t variant : {uint8_t{0x34}, uint8_t{0x35}}) {
+		const uint32_t key = mr::make_mkey(m.handle.index(), variant);
+		std::vector<mlx5::MttEntry> mtt;
+		mlx5::UmrBind b = bind_for(key, 0, 8192, &mtt);
+		b.pd = user.pd();
+		ASSERT_EQ(umr->bind(b), 0) << "variant " << int(variant);
+		mlx5::MkeyQuery q;
+		ASSERT_EQ(r.dev->query_mkey(m.handle.index(), 0, &q), 0);
+		EXPECT_EQ(q.ctx.pd, user.pd());
+		ASSERT_EQ(umr->revoke(key), 0);
+		ASSERT_EQ(r.dev->query_mkey(m.handle.index(), 0, &q), 0);
+		EXPECT_TRUE(q.ctx.free);
+		EXPECT_EQ(q.ctx.pd, r.pd.pd());
+		EXPECT_EQ(q.ctx.qpn, prm::mkc::qpn_any);
+	}
+	EXPECT_EQ(umr->recoveries(), 0u);
+}
+
+/* umr_modify_atomic_disabled: the mask leaves A out (umr_check_mkey_mask would refuse it), and a
+ * bind that needs the A bit is refused before anything is posted. */
+TEST_F(UmrCaps, WithUmrModifyAtomicDisabledTheMaskLeavesAOut)
+{
+	opts.umr_modify_atomic_disabled = true;
+	set_up();
+	ASSERT_FALSE(HasFatalFailure());
+	ASSERT_TRUE(r.dev->caps().umr_modify_atomic_disabled);
+	const uint64_t mask = mlx5::umr_bind_mask(r.dev->caps());
+	EXPECT_EQ(mask & prm::umr_mkey_mask::a, 0u);
+	EXPECT_NE(mask & prm::umr_mkey_mask::page_size, 0u);
+	TestMr m;
+	ASSERT_EQ(free_mkey(16, &m), 0);
+	const uint32_t key = mr::make_mkey(m.handle.index(), 0x36);
+	std::vector<mlx5::MttEntry> mtt;
+	mlx5::UmrBind b = bind_for(key, 0, 8192, &mtt);
+	b.a = true;
+	EXPECT_EQ(umr->bind(b), -EOPNOTSUPP);
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(r.dev->query_mkey(m.handle.index(), 0, &q), 0);
+	EXPECT_TRUE(q.ctx.free);
+	b.a = false;
+	ASSERT_EQ(umr->bind(b), 0);
+	EXPECT_EQ(write(va(0), key, 128), 0);
+	EXPECT_EQ(umr->recoveries(), 0u);
+}
+
+/* umr_modify_entity_size_disabled: the mask leaves PAGE_SIZE out, and the programmer plans its
+ * binds (and modifies) at the free mkeys' 4 KiB pages, splitting larger ones. */
+TEST_F(UmrCaps, WithUmrModifyEntitySizeDisabledBindsUseTheMkeysPageSize)
+{
+	opts.umr_modify_entity_size_disabled = true;
+	set_up();
+	ASSERT_FALSE(HasFatalFailure());
+	EXPECT_EQ(mlx5::umr_bind_mask(r.dev->caps()) & prm::umr_mkey_mask::page_size, 0u);
+	EXPECT_EQ(mlx5::umr_modify_mask(r.dev->caps()), 0u);
+	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
+	mlx5::MkeyProgrammerOptions po;
+	po.max_translations = 8;
+	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), po, &prog), 0);
+	const uint32_t first = 0x400;
+	ASSERT_EQ(prog->create_free_mkeys(first, 4), 0);
+	const uint32_t key = (first + 1) << 8 | 0x37;
+	/* 16 KiB in two 8 KiB pages given as a list, from an 8 KiB-aligned address. */
+	const size_t off = (8192 - va(0) % 8192) % 8192;
+	const uint64_t list[2] = {buf.iova + off, buf.iova + off + 8192};
+	mr::BindParams p{};
+	p.start = va(off);
+	p.len = 16384;
+	p.access = mr::kAccessLocalRead | mr::kAccessRemoteWrite;
+	p.pd = r.pd.pd();
+	p.log_page_size = 13;
+	p.mtt = list;
+	p.mtt_count = 2;
+	ASSERT_EQ(prog->bind(key, p), 0);
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(r.dev->query_mkey(first + 1, 8, &q), 0);
+	EXPECT_EQ(q.ctx.log_page_size, 12u);
+	ASSERT_GE(q.mtt.size(), 4u);
+	for (uint64_t i = 0; i < 4; i++)
+		EXPECT_EQ(q.mtt[i].iova, buf.iova + off + i * 4096) << i;
+	std::memset(src.va, 0x71, 4096);
+	EXPECT_EQ(write(va(off) + 12288, key, 4096), 0);
+	EXPECT_EQ(std::memcmp(static_cast<uint8_t *>(buf.va) + off + 12288, src.va, 4096), 0);
+	/* A modify re-points the pages, planned the same way. */
+	ASSERT_EQ(prog->modify(key, p), 0);
+	/* The contiguous form too; more 4 KiB pages than the mkeys hold is -E2BIG. */
+	ASSERT_EQ(prog->revoke(key), 0);
+	mr::BindParams c{};
+	c.start = va(off);
+	c.len = 8 * 4096;
+	c.access = mr::kAccessLocalRead;
+	c.pd = r.pd.pd();
+	c.iova_base = buf.iova + off;
+	c.log_page_size = 12;
+	ASSERT_EQ(prog->bind(key, c), 0);
+	ASSERT_EQ(prog->revoke(key), 0);
+	c.len = 9 * 4096;
+	EXPECT_EQ(prog->bind(key, c), -E2BIG);
+	p.mtt_count = 1; /* a list shorter than the region */
+	EXPECT_EQ(prog->bind(key, p), -EINVAL);
+}
 
 TEST(DpDemo, LoopbackDemoRunsEveryStepAndLeavesNothingBehind)
 {

@@ -483,33 +483,35 @@ TEST_F(EmuDp, AtomicWithoutRemoteAtomicRightIsRemoteAccessError)
 
 /* ---- UMR and LOCAL_INVAL --------------------------------------------------------------- */
 
-/* A UMR WQE: mkey context fields through the layout table. */
+/*
+ * A UMR WQE as the kernel builds one (umr.c): mkey context fields through the layout table, the
+ * list padded to 64 bytes (klm_octowords a multiple of 4), INLINE exactly when no pointer
+ * segment follows (inline_xlt), the pointer with the device's reserved lkey by default.
+ */
 std::vector<uint8_t> umr_wqe(uint32_t qpn, uint32_t key, uint8_t flags, uint64_t mask,
 			     const std::function<void(uint8_t *)> &ctx,
 			     const std::vector<uint64_t> &mtt, bool inline_xlt,
-			     uint64_t xlt_iova = 0, uint32_t xlt_lkey = prm::reserved_lkey)
+			     uint64_t xlt_iova = 0, uint32_t xlt_lkey = kDefaultResdLkey)
 {
 	Wqe w(MLX5_OPCODE_UMR, qpn, key);
 	mlx5_wqe_umr_ctrl_seg u{};
-	u.flags = static_cast<uint8_t>(
-		flags | (inline_xlt && !mtt.empty() ? prm::umr_flags::inline_xlt : 0));
-	u.klm_octowords = htobe16(static_cast<uint16_t>((mtt.size() + 1) / 2));
+	u.flags = static_cast<uint8_t>(flags | (inline_xlt ? prm::umr_flags::inline_xlt : 0));
+	const size_t padded = prm::umr_xlt_padded(mtt.size() * 8);
+	u.klm_octowords = htobe16(static_cast<uint16_t>(padded / 16));
 	u.mkey_mask = htobe64(mask);
 	w.raw(&u, sizeof(u));
 	uint8_t c[64] = {};
 	ctx(c);
 	w.raw(c, sizeof(c));
-	if (!mtt.empty()) {
-		if (inline_xlt) {
-			std::vector<uint8_t> t(((mtt.size() + 1) / 2) * 16, 0);
+	if (inline_xlt) {
+		if (!mtt.empty()) {
+			std::vector<uint8_t> t(padded, 0);
 			for (size_t i = 0; i < mtt.size(); i++)
 				prm::set(t.data() + 8 * i, prm::mtt::address, mtt[i]);
 			w.raw(t.data(), t.size());
-			w.pad64();
-		} else {
-			w.data(static_cast<uint32_t>(((mtt.size() + 1) / 2) * 16), xlt_lkey,
-			       xlt_iova);
 		}
+	} else if (!mtt.empty()) {
+		w.data(static_cast<uint32_t>(padded), xlt_lkey, xlt_iova);
 	}
 	return w.done();
 }
@@ -527,8 +529,10 @@ protected:
 		o.variant = 0x40;
 		return b.mkey(o);
 	}
+	/* qpn 0: qa's; pd 0: the bed's PD (qa's). */
 	std::vector<uint8_t> bind(uint32_t key, uint8_t check, size_t off, size_t len,
-				  uint32_t variant, bool inl = true, uint64_t xlt_iova = 0)
+				  uint32_t variant, bool inl = true, uint64_t xlt_iova = 0,
+				  uint32_t qpn = 0, uint32_t pd = 0)
 	{
 		std::vector<uint64_t> mtt;
 		for (size_t p = 0; p < (len + 4095) / 4096; p++)
@@ -542,7 +546,7 @@ protected:
 				prm::set(b.at(0x300000 + 8 * i), prm::mtt::address, mtt[i]);
 		}
 		return umr_wqe(
-			b.qa.qpn, key, prm::umr_flags::check_bits(check), mask,
+			qpn != 0 ? qpn : b.qa.qpn, key, prm::umr_flags::check_bits(check), mask,
 			[&](uint8_t *c) {
 				prm::set(c, prm::mkc::free, 0);
 				prm::set(c, prm::mkc::lr, 1);
@@ -552,7 +556,7 @@ protected:
 				prm::set(c, prm::mkc::a, 1);
 				prm::set(c, prm::mkc::qpn, prm::mkc::qpn_any);
 				prm::set(c, prm::mkc::mkey_7_0, variant);
-				prm::set(c, prm::mkc::pd, b.pd);
+				prm::set(c, prm::mkc::pd, pd != 0 ? pd : b.pd);
 				prm::set(c, prm::mkc::start_addr, DpBed::iova(off));
 				prm::set(c, prm::mkc::len, len);
 				prm::set(c, prm::mkc::log_page_size, 12);
@@ -711,15 +715,15 @@ TEST_F(EmuDpUmr, TranslationOffsetRewritesOnlyTheEntriesAtIt)
 	Wqe w(MLX5_OPCODE_UMR, b.qa.qpn, nk);
 	mlx5_wqe_umr_ctrl_seg u{};
 	u.flags = prm::umr_flags::inline_xlt | prm::umr_flags::translation_offset_en;
-	u.klm_octowords = htobe16(1);
+	u.klm_octowords = htobe16(4); /* one 64-byte unit: entries 2..9, 4..9 zero */
 	u.translation_offset = htobe16(1);
 	w.raw(&u, sizeof(u));
 	uint8_t ctx[64] = {};
 	w.raw(ctx, sizeof(ctx));
-	uint8_t t[16];
+	uint8_t t[64] = {};
 	prm::set(t, prm::mtt::address, DpBed::iova(src));
 	prm::set(t + 8, prm::mtt::address, DpBed::iova(src + 4096));
-	w.raw(t, sizeof(t)).pad64();
+	w.raw(t, sizeof(t));
 	b.post(b.qa, w.done());
 	auto c = b.poll(b.cqa);
 	ASSERT_TRUE(c);
@@ -734,6 +738,267 @@ TEST_F(EmuDpUmr, TranslationOffsetRewritesOnlyTheEntriesAtIt)
 	ASSERT_TRUE(c);
 	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
 	EXPECT_EQ(std::memcmp(b.at(dst + 0x80000), b.at(src), 64), 0);
+}
+
+/* ---- UMR as the kernel posts it: each refusal with its syndrome --------------------------- */
+
+/* After an error completion: 2RST and back to RTS, connected to remote. */
+void recover(DpBed &b, TestQp &q, uint32_t remote)
+{
+	ASSERT_EQ(b.modify(prm::opcode::qp_2rst, q.qpn).status(), prm::status::ok);
+	q.pi = 0;
+	b.store_dbr(q.dbr_off + 4, prm::dbr::sq_counter, 0);
+	b.connect(q, 1, remote);
+}
+
+/* The key's free bit and variant in the model's table. */
+std::pair<uint64_t, uint64_t> free_and_variant(DpBed &b, uint32_t key)
+{
+	std::pair<uint64_t, uint64_t> r{~uint64_t{0}, ~uint64_t{0}};
+	b.dev().mkeys().with(prm::mkey::index(key), [&](const MkeyEntry &e) {
+		r = {prm::get(e.mkc.data(), prm::mkc::free),
+		     prm::get(e.mkc.data(), prm::mkc::mkey_7_0)};
+	});
+	return r;
+}
+
+/* qpc.fre (Linux qp.c sets it on every QP of its own): without it a UMR is refused. */
+TEST_F(EmuDpUmr, UmrOnAQpWithoutFreIsLocalQpOpError)
+{
+	const uint32_t k = free_key();
+	b.qp_fre = false;
+	TestCq cq;
+	TestQp q;
+	ASSERT_EQ(b.create_cq(&cq, 2, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&q, 2, &cq, b.uar).status(), prm::status::ok);
+	b.connect(q, 1, q.qpn);
+	b.post(q, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x50, true, 0, q.qpn));
+	auto c = b.poll(cq);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ_ERR);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+	EXPECT_EQ(free_and_variant(b, k), std::make_pair(uint64_t{1}, uint64_t{0x40}));
+	/* The same WQE on a QP with fre (qa) binds. */
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x50));
+	c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+}
+
+/* qpc.rlky: the reserved lkey in a translation pointer needs it. */
+TEST_F(EmuDpUmr, PointerOnAQpWithoutRlkyIsLocalProtError)
+{
+	const uint32_t k = free_key();
+	b.qp_rlky = false;
+	TestCq cq;
+	TestQp q;
+	ASSERT_EQ(b.create_cq(&cq, 2, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&q, 2, &cq, b.uar).status(), prm::status::ok);
+	b.connect(q, 1, q.qpn);
+	b.post(q, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 3 * 4096, 0x51, false,
+		       DpBed::iova(0x300000), q.qpn));
+	auto c = b.poll(cq);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+	EXPECT_EQ(free_and_variant(b, k).first, 1u);
+	/* Inline translations need no reserved lkey: the same QP binds them. */
+	recover(b, q, q.qpn);
+	b.post(q, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 3 * 4096, 0x51, true, 0,
+		       q.qpn));
+	c = b.poll(cq);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+}
+
+/* The reserved lkey is the device's (QUERY_SPECIAL_CONTEXTS), not 0x100: rdma-core's
+ * MLX5_INVALID_LKEY, which a driver with a constant would send. */
+TEST_F(EmuDpUmr, PointerWithTheConstant0x100IsLocalProtError)
+{
+	ASSERT_NE(kDefaultResdLkey, 0x100u);
+	const uint32_t k = free_key();
+	std::vector<uint64_t> mtt{DpBed::iova(dst)};
+	prm::set(b.at(0x300000), prm::mtt::address, mtt[0]);
+	b.post(b.qa, umr_wqe(
+			     b.qa.qpn, k, 0, prm::umr_mkey_mask::len,
+			     [](uint8_t *c) { prm::set(c, prm::mkc::len, 8); }, mtt, false,
+			     DpBed::iova(0x300000), 0x100));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+}
+
+/* klm_octowords in 64-byte units (umr.c, mlx5r_umr_get_xlt_octo): 2 octwords (3 MTT entries
+ * counted exactly, as nicmr once sent them) are refused, inline or by pointer. */
+TEST_F(EmuDpUmr, OctowordCountNotAMultipleOfFourIsLocalQpOpError)
+{
+	for (bool inl : {true, false}) {
+		SCOPED_TRACE(inl ? "inline" : "pointer");
+		const uint32_t k = free_key();
+		Wqe w(MLX5_OPCODE_UMR, b.qa.qpn, k);
+		mlx5_wqe_umr_ctrl_seg u{};
+		u.flags = static_cast<uint8_t>(
+			(inl ? prm::umr_flags::inline_xlt : 0) |
+			prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_not_free));
+		u.klm_octowords = htobe16(2);
+		u.mkey_mask = htobe64(prm::umr_mkey_mask::len | prm::umr_mkey_mask::free);
+		w.raw(&u, sizeof(u));
+		uint8_t ctx[64] = {};
+		prm::set(ctx, prm::mkc::len, 3 * 4096);
+		w.raw(ctx, sizeof(ctx));
+		uint8_t t[64] = {};
+		for (int i = 0; i < 3; i++)
+			prm::set(t + 8 * i, prm::mtt::address, DpBed::iova(dst) + i * 4096u);
+		if (inl) {
+			w.raw(t, sizeof(t));
+		} else {
+			std::memcpy(b.at(0x300000), t, sizeof(t));
+			w.data(32, kDefaultResdLkey, DpBed::iova(0x300000));
+		}
+		b.post(b.qa, w.done());
+		auto c = b.poll(b.cqa);
+		ASSERT_TRUE(c);
+		EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+		EXPECT_EQ(free_and_variant(b, k).first, 1u);
+		recover(b, b.qa, b.qb.qpn);
+	}
+}
+
+/* A revoke without INLINE promises a pointer segment it does not carry (umr.c sets INLINE
+ * whenever no pointer follows, mlx5r_umr_revoke_mr included): refused, the key stays live. */
+TEST_F(EmuDpUmr, RevokeWithoutInlineIsLocalQpOpError)
+{
+	const uint32_t k = free_key();
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x52));
+	ASSERT_TRUE(b.poll(b.cqa));
+	const uint32_t nk = (k & ~0xffu) | 0x52;
+	b.post(b.qa,
+	       umr_wqe(
+		       b.qa.qpn, nk, prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_free),
+		       prm::umr_mkey_mask::free, [](uint8_t *c) { prm::set(c, prm::mkc::free, 1); },
+		       {}, false));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+	EXPECT_EQ(free_and_variant(b, nk), std::make_pair(uint64_t{0}, uint64_t{0x52}));
+}
+
+/* A free key is enabled only from its own PD: the kernel's revoke (mlx5r_umr_revoke_mr) puts
+ * it back in the UMR QP's PD; a revoke that leaves the user's PD makes the next bind fail. */
+TEST_F(EmuDpUmr, AFreeKeyIsEnabledOnlyFromItsOwnPd)
+{
+	const uint32_t user_pd = b.h().alloc_pd();
+	ASSERT_NE(user_pd, 0u);
+	const auto revoke = [&](uint32_t key, uint64_t mask) {
+		return umr_wqe(
+			b.qa.qpn, key,
+			prm::umr_flags::check_bits(prm::umr_flags::check_fail_if_free), mask,
+			[&](uint8_t *c) {
+				prm::set(c, prm::mkc::free, 1);
+				prm::set(c, prm::mkc::pd, b.pd);
+				prm::set(c, prm::mkc::qpn, prm::mkc::qpn_any);
+			},
+			{}, true);
+	};
+	for (bool kernel_revoke : {true, false}) {
+		SCOPED_TRACE(kernel_revoke ? "revoke PD | FREE" : "revoke FREE only");
+		const uint32_t k = free_key();
+		b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x53, true,
+				  0, 0, user_pd));
+		auto c = b.poll(b.cqa);
+		ASSERT_TRUE(c);
+		ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+		const uint32_t nk = (k & ~0xffu) | 0x53;
+		b.post(b.qa,
+		       revoke(nk, kernel_revoke ? prm::umr_mkey_mask::pd | prm::umr_mkey_mask::free
+						: prm::umr_mkey_mask::free));
+		c = b.poll(b.cqa);
+		ASSERT_TRUE(c);
+		ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+		b.post(b.qa, bind(nk, prm::umr_flags::check_fail_if_not_free, dst, 4096, 0x54, true,
+				  0, 0, user_pd));
+		c = b.poll(b.cqa);
+		ASSERT_TRUE(c);
+		if (kernel_revoke) {
+			EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+		} else {
+			EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+			EXPECT_EQ(free_and_variant(b, k).first, 1u);
+		}
+	}
+}
+
+/* The last 64-byte unit may run past a key sized in octwords, as the kernel's cache keys are
+ * (4 MTT entries, 2 octwords, written 4 octwords at a time); beyond that unit it is a length
+ * error. */
+TEST_F(EmuDpUmr, TheLast64ByteUnitMayRunPastTheKeysOctwords)
+{
+	MkeyOpts o;
+	o.free = true;
+	o.umr_en = true;
+	o.acc = {false, false, false, false, false};
+	o.capacity_octwords = 2;
+	o.variant = 0x40;
+	const uint32_t k = b.mkey(o);
+	ASSERT_NE(k, 0u);
+	b.post(b.qa, bind(k, prm::umr_flags::check_fail_if_not_free, dst, 4 * 4096, 0x55));
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	const uint32_t nk = (k & ~0xffu) | 0x55;
+	EXPECT_EQ(write(nk, dst + 3 * 4096, 100), 0);
+	const uint32_t k2 = b.mkey(o);
+	b.post(b.qa, bind(k2, prm::umr_flags::check_fail_if_not_free, dst, 9 * 4096, 0x56));
+	c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+}
+
+/* umr_modify_entity_size_disabled / umr_modify_atomic_disabled: a mask with PAGE_SIZE or A is
+ * refused (the bits Linux umr.c's umr_check_mkey_mask keeps out); without them it binds. */
+TEST(EmuDpUmrCaps, ForbiddenMaskBitsAreLocalQpOpError)
+{
+	for (int which = 0; which < 2; which++) {
+		SCOPED_TRACE(which == 0 ? "entity size" : "atomic");
+		EmuConfig cfg;
+		cfg.umr_modify_entity_size_disabled = which == 0;
+		cfg.umr_modify_atomic_disabled = which == 1;
+		DpBed b(cfg);
+		ASSERT_TRUE(b.ok());
+		b.pair();
+		namespace mm = prm::umr_mkey_mask;
+		const uint64_t forbidden = which == 0 ? mm::page_size : mm::a;
+		MkeyOpts o;
+		o.free = true;
+		o.umr_en = true;
+		o.acc = {};
+		o.capacity_octwords = 8;
+		for (uint64_t extra : {forbidden, uint64_t{0}}) {
+			const uint32_t k = b.mkey(o);
+			ASSERT_NE(k, 0u);
+			b.post(b.qa, umr_wqe(
+					     b.qa.qpn, k,
+					     prm::umr_flags::check_bits(
+						     prm::umr_flags::check_fail_if_not_free),
+					     mm::len | mm::start_addr | mm::pd | mm::lr | mm::free |
+						     extra,
+					     [&](uint8_t *c) {
+						     prm::set(c, prm::mkc::lr, 1);
+						     prm::set(c, prm::mkc::a, 1);
+						     prm::set(c, prm::mkc::pd, b.pd);
+						     prm::set(c, prm::mkc::len, 4096);
+						     prm::set(c, prm::mkc::log_page_size, 12);
+					     },
+					     {DpBed::iova(kDataOff)}, true));
+			auto c = b.poll(b.cqa);
+			ASSERT_TRUE(c);
+			if (extra != 0) {
+				EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+				recover(b, b.qa, b.qb.qpn);
+			} else {
+				EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+			}
+		}
+	}
 }
 
 TEST_F(EmuDp, WriteThroughAnIndirectKey)

@@ -139,6 +139,11 @@ public:
 		return r;
 	}
 
+	/* qpc.fre and qpc.rlky of the QPs create_qp makes from now on (on by default, as the
+	 * kernel sets them on its QPs: the UMR tests post on them). */
+	bool qp_fre = true;
+	bool qp_rlky = true;
+
 	/* QP number i (SQ at kSqOff + i * 256K, record at kDbrOff + 0x8000 + i * 64). */
 	Reply create_qp(TestQp *qp, uint32_t i, TestCq *cq, uint32_t uar, uint32_t log_sq = 6,
 			uint32_t qp_pd = 0)
@@ -161,6 +166,8 @@ public:
 		c.set_at(q, prm::qpc::log_sq_size, log_sq);
 		c.set_at(q, prm::qpc::rq_type, prm::qp_rq_type::zero_len);
 		c.set_at(q, prm::qpc::dbr_addr, iova(qp->dbr_off));
+		c.set_at(q, prm::qpc::fre, qp_fre);
+		c.set_at(q, prm::qpc::rlky, qp_rlky);
 		for (size_t k = 0; k < pages; k++)
 			c.set_at(prm::create_qp_in::pas_offset + 8 * k, prm::pas_entry,
 				 iova(qp->sq_off + k * 4096));

@@ -99,10 +99,10 @@ TEST(EmuMlx5Hca, CommandsBeforeEnableHcaAreBadSysState)
 {
 	Harness h;
 	ASSERT_EQ(h.rc(), 0);
-	const uint16_t ops[] = {prm::opcode::query_issi,   prm::opcode::set_issi,
-				prm::opcode::query_pages,  prm::opcode::manage_pages,
-				prm::opcode::init_hca,	   prm::opcode::disable_hca,
-				prm::opcode::query_hca_cap};
+	const uint16_t ops[] = {prm::opcode::query_issi,    prm::opcode::set_issi,
+				prm::opcode::query_pages,   prm::opcode::manage_pages,
+				prm::opcode::init_hca,	    prm::opcode::disable_hca,
+				prm::opcode::query_hca_cap, prm::opcode::query_special_contexts};
 	for (uint16_t op : ops) {
 		SCOPED_TRACE(op);
 		Cmd c(op, 16, 4096 + 16, 1);
@@ -397,6 +397,58 @@ TEST(EmuMlx5CapsConfig, LimitsFollowTheConfig)
 	EXPECT_EQ(r.get_at(at, prm::hca_cap::log_max_mkey), 20u);
 	EXPECT_EQ(r.get_at(at, prm::hca_cap::num_ports), 1u);
 	EXPECT_EQ(r.get_at(at, prm::hca_cap::mkey_by_name), 0u);
+}
+
+/* The UMR mkey_mask restrictions: off by default (a ConnectX PF), on by config. */
+TEST(EmuMlx5CapsConfig, UmrModifyDisabledBitsFollowTheConfig)
+{
+	for (bool on : {false, true}) {
+		EmuConfig cfg;
+		cfg.umr_modify_entity_size_disabled = on;
+		cfg.umr_modify_atomic_disabled = on;
+		Harness h(cfg);
+		ASSERT_EQ(h.rc(), 0);
+		ASSERT_EQ(h.enable_hca(), prm::status::ok);
+		for (uint16_t mode : {prm::cap_mode::max, prm::cap_mode::current}) {
+			Reply r = h.run(Cmd(prm::opcode::query_hca_cap, 16,
+					    prm::query_hca_cap_out::size,
+					    prm::cap_op_mod(prm::cap_type::general, mode)));
+			const size_t at = prm::query_hca_cap_out::capability_offset;
+			EXPECT_EQ(r.get_at(at, prm::hca_cap::umr_modify_entity_size_disabled),
+				  on ? 1u : 0u);
+			EXPECT_EQ(r.get_at(at, prm::hca_cap::umr_modify_atomic_disabled),
+				  on ? 1u : 0u);
+		}
+	}
+}
+
+/* QUERY_SPECIAL_CONTEXTS: the configured reserved lkey (by default not 0x100, rdma-core's
+ * MLX5_INVALID_LKEY), the special mkeys the model does not offer 0; after ENABLE_HCA only. */
+TEST(EmuMlx5SpecialContexts, ReportTheReservedLkey)
+{
+	for (uint32_t lkey : {kDefaultResdLkey, 0x1234u}) {
+		EmuConfig cfg;
+		cfg.resd_lkey = lkey;
+		Harness h(cfg);
+		ASSERT_EQ(h.rc(), 0);
+		Cmd q(prm::opcode::query_special_contexts, prm::query_special_contexts_in::size,
+		      prm::query_special_contexts_out::size);
+		EXPECT_STATUS(h.run(q), prm::status::bad_sys_state, Syndrome::hca_disabled);
+		ASSERT_EQ(h.enable_hca(), prm::status::ok);
+		Reply r = h.run(q);
+		ASSERT_EQ(r.status(), prm::status::ok);
+		namespace o = prm::query_special_contexts_out;
+		EXPECT_EQ(r.get(o::resd_lkey), lkey);
+		EXPECT_EQ(r.get(o::dump_fill_mkey), 0u);
+		EXPECT_EQ(r.get(o::null_mkey), 0u);
+		EXPECT_EQ(r.get(o::terminate_scatter_list_mkey), 0u);
+		EXPECT_EQ(r.get(o::repeated_mkey), 0u);
+		EXPECT_STATUS(h.run(Cmd(prm::opcode::query_special_contexts,
+					prm::query_special_contexts_in::size, 8)),
+			      prm::status::bad_output_len, Syndrome::output_too_short);
+	}
+	EXPECT_NE(kDefaultResdLkey, 0x100u);
+	EXPECT_EQ(prm::mkey::index(kDefaultResdLkey), 0u) << "no mkey the model hands out";
 }
 
 TEST_F(EmuMlx5Caps, UnknownTypesAndTheExtensionTypeAreBadParam)

@@ -301,6 +301,9 @@ public:
 				general_set.assign(i + 16, i + in.size());
 			}
 			break;
+		case o::query_special_contexts:
+			prm::set(p, prm::query_special_contexts_out::resd_lkey, resd_lkey);
+			break;
 		case o::alloc_pd:
 			prm::set(p, prm::alloc_pd_out::pd, ++pd_next);
 			break;
@@ -339,6 +342,7 @@ public:
 		}
 	}
 
+	uint32_t resd_lkey = 0x5e5d; /* QUERY_SPECIAL_CONTEXTS */
 	FakeMapper mapper;
 	std::string name_ = "fake:0";
 	bool hung = false;
@@ -613,8 +617,9 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 	/* rdma-core mlx5_vfio_setup_function then create_async_eqs: boot pages, ACCESS_REG
 	 * host endianness, the general caps (current, max), SET_HCA_CAP, read back; the atomic
 	 * caps before INIT_HCA, as Linux's handle_hca_cap_atomic: query, set host endianness,
-	 * query again; init pages, INIT_HCA; the async EQ on a UAR of its own; the extension
-	 * query. Every MANAGE_PAGES on the last slot, everything else on slot 0. */
+	 * query again; init pages, INIT_HCA; the async EQ on a UAR of its own; the special contexts
+	 * (the reserved lkey); the extension query. Every MANAGE_PAGES on the last slot, everything
+	 * else on slot 0. */
 	const std::vector<std::pair<uint16_t, uint16_t>> want = {
 		{o::enable_hca, 0},
 		{o::query_issi, 0},
@@ -634,6 +639,7 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 		{o::init_hca, 0},
 		{o::alloc_uar, 0},
 		{o::create_eq, 0},
+		{o::query_special_contexts, 0},
 		{o::query_hca_cap,
 		 prm::cap_op_mod(prm::cap_type::nicmr_ext, prm::cap_mode::current)},
 	};
@@ -650,6 +656,7 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap::cmdif_checksum), 0u);
 	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap_setup::log_uar_page_sz), 0u);
 	EXPECT_EQ(prm::get(fn.general_set.data(), prm::hca_cap::mkey_by_name), 1u);
+	EXPECT_EQ(dev->caps().resd_lkey, 0x5e5du) << "the device's reserved lkey, asked";
 	EXPECT_EQ(dev->pages_given(), 8u);
 	EXPECT_EQ(fn.pages.size(), 8u);
 	EXPECT_EQ(dev->caps().log_max_mkey, 20u);
@@ -796,6 +803,18 @@ TEST_F(Mlx5Device, FailedInitHcaGivesEveryPageBack)
 	ASSERT_GE(fn.opcodes.size(), 2u);
 	EXPECT_EQ(fn.opcodes[fn.opcodes.size() - 2], prm::opcode::manage_pages);
 	EXPECT_EQ(fn.opcodes.back(), prm::opcode::disable_hca);
+}
+
+/* The reserved lkey is needed for every UMR by pointer: no answer, no device. */
+TEST_F(Mlx5Device, RefusedQuerySpecialContextsFailsBringUpAndTearsDown)
+{
+	fn.forced[prm::opcode::query_special_contexts] = {prm::status::bad_op, 0x5c};
+	std::unique_ptr<mlx5::Device> dev;
+	EXPECT_EQ(mlx5::Device::open(fn, *space, opts(), &dev), -EOPNOTSUPP);
+	EXPECT_TRUE(fn.pages.empty());
+	EXPECT_EQ(std::count(fn.opcodes.begin(), fn.opcodes.end(), prm::opcode::teardown_hca), 1);
+	EXPECT_EQ(fn.opcodes.back(), prm::opcode::disable_hca);
+	EXPECT_EQ(arena->bytes_in_use(), 0u);
 }
 
 TEST_F(Mlx5Device, RefusedAtomicModeFailsBringUpAndGivesEveryPageBack)

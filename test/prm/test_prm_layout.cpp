@@ -353,7 +353,6 @@ TEST(PrmLayout, DataPathSegmentSizesAreMlx5dvs)
 	EXPECT_EQ(prm::cqe::op_own_byte, offsetof(mlx5_err_cqe, op_own));
 	EXPECT_EQ(prm::wqe_ctrl::doorbell_bytes, offsetof(mlx5_wqe_ctrl_seg, signature));
 	EXPECT_EQ(prm::wq::wqebb_size, size_t{MLX5_SEND_WQE_BB});
-	EXPECT_EQ(prm::reserved_lkey, uint32_t{MLX5_INVALID_LKEY});
 }
 
 TEST(PrmLayout, DataPathFieldsSitOnMlx5dvMembers)

@@ -1247,13 +1247,6 @@ inline uint64_t mtt_page_address(const void *entry) noexcept
 	return get(entry, mtt::address) & ~enables;
 }
 
-/*
- * The device's reserved lkey: a UMR that gives its translations by pointer names the list's IOVA
- * with this lkey (DMA without an mkey). Real hardware reports it via QUERY_SPECIAL_CONTEXTS;
- * nicmr's device model fixes it here.
- */
-inline constexpr uint32_t reserved_lkey = 0x100;
-
 /* UMR control segment flags as byte values (umr_ctrl's flag fields, for a byte built at once). */
 namespace umr_flags {
 /* The flag byte's value of a one-bit field of umr_ctrl's flags byte. */

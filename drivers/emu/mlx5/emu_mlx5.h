@@ -124,6 +124,9 @@ enum class Syndrome : uint32_t {
  * -DISABLE-> reset. */
 enum class HcaState { reset, enabled, initialized };
 
+/* The model's reserved lkey unless EmuConfig::resd_lkey says otherwise. */
+inline constexpr uint32_t kDefaultResdLkey = 0x000000a7;
+
 struct EmuConfig {
 	std::string name = "emu:0";
 	bus::PciId id{0x15b3, 0x101d}; /* ConnectX-6 Dx */
@@ -160,6 +163,17 @@ struct EmuConfig {
 	uint32_t log_max_klm_list_size = 16; /* translations per mkey (MTT or KLM), 1..30 */
 	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
 	bool mkey_by_name = true; /* CREATE_MKEY at a chosen index (max and current cap) */
+	/*
+	 * UMR (doc/device-model.md, "UMR"). resd_lkey: the reserved lkey QUERY_SPECIAL_CONTEXTS
+	 * reports and a UMR's translation pointer must carry; its index is 0, which the model
+	 * never hands out, and it is not 0x100 (rdma-core's MLX5_INVALID_LKEY), so a driver that
+	 * uses a constant instead of asking fails. The umr_modify_*_disabled caps: a UMR whose
+	 * mkey_mask sets PAGE_SIZE (entity size) or A (atomic) completes in error when set; off
+	 * by default, as on a ConnectX PF.
+	 */
+	uint32_t resd_lkey = kDefaultResdLkey;
+	bool umr_modify_entity_size_disabled = false;
+	bool umr_modify_atomic_disabled = false;
 	/* Atomic caps: supported_atomic_req_8B_endianness_mode_1, i.e. SET_HCA_CAP may switch
 	 * 8-byte atomics from big-endian (the mode after power-on) to host endianness (Linux
 	 * mlx5_core sets it whenever reported); false models a device that does big-endian
@@ -306,6 +320,8 @@ private:
 	CmdResult cmd_create_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_special_contexts(const uint8_t *in, size_t in_len, uint8_t *out,
+					     size_t out_len);
 	/* nicmr extensions (offered while cfg_.ext_flags is not 0). */
 	CmdResult cmd_set_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *out,

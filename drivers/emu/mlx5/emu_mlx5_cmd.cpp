@@ -92,6 +92,9 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		case prm::opcode::destroy_mkey:
 			h = &EmuMlx5Device::cmd_destroy_mkey;
 			break;
+		case prm::opcode::query_special_contexts:
+			h = &EmuMlx5Device::cmd_query_special_contexts;
+			break;
 		case prm::opcode::alloc_uar:
 			h = &EmuMlx5Device::cmd_alloc_uar;
 			break;
@@ -695,6 +698,23 @@ CmdResult EmuMlx5Device::cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint
 	if (it != pds_.end() && it->second.mkeys > 0)
 		it->second.mkeys--;
 	translation_bytes_ -= std::min<uint64_t>(translation_bytes_, old.translations.size());
+	return kOk;
+}
+
+/* The special mkeys (Linux mlx5_ifc.h, query_special_contexts_out): the reserved lkey only;
+ * dump_fill, null, terminate_scatter_list and repeated mkeys are not offered (their caps are 0)
+ * and read 0. Any time after ENABLE_HCA, as mlx5_core asks with the other caps. */
+CmdResult EmuMlx5Device::cmd_query_special_contexts(const uint8_t *in, size_t in_len, uint8_t *out,
+						    size_t out_len)
+{
+	(void)in;
+	CmdResult r;
+	if (!lengths(in_len, prm::query_special_contexts_in::size, out_len,
+		     prm::query_special_contexts_out::size, &r))
+		return r;
+	if (state_ == HcaState::reset)
+		return fail(prm::status::bad_sys_state, Syndrome::hca_disabled);
+	prm::set(out, prm::query_special_contexts_out::resd_lkey, cfg_.resd_lkey);
 	return kOk;
 }
 

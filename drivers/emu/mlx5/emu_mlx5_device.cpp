@@ -75,6 +75,9 @@ DpConfig dp_config(const EmuConfig &cfg)
 	d.log_max_eq_sz = cfg.log_max_eq_sz;
 	d.ports = cfg.ports;
 	d.log_max_msg = 30;
+	d.resd_lkey = cfg.resd_lkey;
+	d.umr_modify_entity_size_disabled = cfg.umr_modify_entity_size_disabled;
+	d.umr_modify_atomic_disabled = cfg.umr_modify_atomic_disabled;
 	return d;
 }
 
@@ -217,6 +220,8 @@ void EmuMlx5Device::publish_init_segment()
 	prm::set(g, hc::log_pg_sz, 12);
 	prm::set(g, hc::umr_extended_translation_offset, 1);
 	prm::set(g, hc::umr_ptr_rlkey, 0);
+	prm::set(g, hc::umr_modify_entity_size_disabled, cfg_.umr_modify_entity_size_disabled);
+	prm::set(g, hc::umr_modify_atomic_disabled, cfg_.umr_modify_atomic_disabled);
 	prm::set(g, hc::umr_fence, 0);
 	prm::set(g, hc::null_mkey, 0);
 	prm::set(g, hc::atomic, 1);

@@ -64,6 +64,11 @@ struct DpConfig {
 	uint32_t log_max_eq_sz = 16; /* EQEs per EQ */
 	uint32_t log_max_msg = 30;   /* bytes per message */
 	uint32_t ports = 2;
+	/* UMR: the reserved lkey a translation pointer must carry (QUERY_SPECIAL_CONTEXTS), and
+	 * the mkey_mask bits the general caps forbid (umr_modify_*_disabled). */
+	uint32_t resd_lkey = 0;
+	bool umr_modify_entity_size_disabled = false;
+	bool umr_modify_atomic_disabled = false;
 };
 
 /* A queue's memory: pages of 4 KiB << log_page_size at the IOVAs in pas. */
@@ -99,7 +104,9 @@ struct QpAttr {
 	uint32_t uar = 0; /* UAR index the QP rings */
 	uint32_t log_sq_size = 0;
 	QueueMem mem;
-	uint64_t dbr = 0; /* IOVA of the doorbell record (dbr[1]: SQ producer in WQEBBs) */
+	uint64_t dbr = 0;  /* IOVA of the doorbell record (dbr[1]: SQ producer in WQEBBs) */
+	bool fre = false;  /* qpc.fre: UMR WQEs allowed */
+	bool rlky = false; /* qpc.rlky: the reserved lkey allowed */
 };
 
 /* The parameters a transition may set (the rest keep their value). */

@@ -203,6 +203,8 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	a.uar = static_cast<uint32_t>(prm::get(qpc, prm::qpc::uar_page));
 	a.log_sq_size = static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_sq_size));
 	a.dbr = prm::get(qpc, prm::qpc::dbr_addr);
+	a.fre = prm::get(qpc, prm::qpc::fre) != 0;
+	a.rlky = prm::get(qpc, prm::qpc::rlky) != 0;
 	a.mem = queue_mem(in, in_len, m::pas_offset,
 			  static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_page_size)));
 	uint32_t qpn = 0;

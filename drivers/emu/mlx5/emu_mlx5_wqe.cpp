@@ -11,7 +11,8 @@
  *   ATOMIC_CS/FA 0x11/0x12  ctrl | raddr | atomic seg | one 8-byte data seg (the old value)
  *   LOCAL_INVAL 0x1b (and 0x01)  ctrl (imm = mkey)
  *   UMR 0x25           ctrl (imm = mkey) | umr ctrl seg | mkey context seg | translations
- *                      inline (padded to 64 B) or one data seg (IOVA, reserved lkey)
+ *                      inline (INLINE, padded to 64 B) or one data seg (IOVA, the reserved
+ *                      lkey of QUERY_SPECIAL_CONTEXTS); only on a QP created with fre
  *
  * Every check happens before the first byte moves: the whole gather list, the whole remote
  * range and every translation on the way are validated with the keys held through one
@@ -527,13 +528,31 @@ uint8_t EmuDataPath::Exec::local_inval()
 	});
 }
 
+/*
+ * A UMR, checked as the Linux kernel's UMR path shows a ConnectX wants it (doc/device-model.md,
+ * "UMR"): the QP was created with fre (qp.c, create_kernel_qp, sets it on every kernel QP);
+ * mkey_mask sets no bit the umr_modify_*_disabled caps forbid (umr.c, umr_check_mkey_mask);
+ * translations come in 64-byte units (umr.c, mlx5r_umr_get_xlt_octo); without INLINE a pointer
+ * segment follows (umr.c, mlx5r_umr_set_umr_ctrl_seg sets INLINE exactly when none does), and
+ * it carries the reserved lkey of QUERY_SPECIAL_CONTEXTS on a QP created with rlky; a free mkey
+ * is enabled only from its own PD (the kernel keeps free mkeys in the UMR QP's PD: created there,
+ * and mlx5r_umr_revoke_mr puts them back).
+ */
 uint8_t EmuDataPath::Exec::umr()
 {
 	if (len < kCtrl + kUmrCtrl + kMkeyCtx)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	if (!qp.attr.fre)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	const uint8_t *u = w + kCtrl;
 	const uint64_t mask = prm::get(u, prm::umr_ctrl::mkey_mask);
+	if (((mask & prm::umr_mkey_mask::page_size) != 0 &&
+	     dp.cfg_.umr_modify_entity_size_disabled) ||
+	    ((mask & prm::umr_mkey_mask::a) != 0 && dp.cfg_.umr_modify_atomic_disabled))
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	const uint64_t oct = prm::get(u, prm::umr_ctrl::klm_octowords);
+	if (oct % (prm::umr_xlt_align / 16) != 0)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	const uint64_t xoff = prm::get(u, prm::umr_ctrl::translation_offset_en) != 0
 				      ? prm::get(u, prm::umr_ctrl::translation_offset) * 16
 				      : 0;
@@ -544,19 +563,21 @@ uint8_t EmuDataPath::Exec::umr()
 	const size_t xlt_at = kCtrl + kUmrCtrl + kMkeyCtx;
 	const uint64_t xlt_bytes = oct * 16;
 	const uint8_t *xlt = nullptr;
-	if (xlt_bytes != 0) {
-		if (prm::get(u, prm::umr_ctrl::inline_xlt) != 0) {
-			if (xlt_at + xlt_bytes > len)
-				return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
-			xlt = w + xlt_at;
-		} else {
-			if (xlt_at + kData > len)
-				return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-			const DataSeg d = parse_data(w + xlt_at);
-			if (d.lkey != prm::reserved_lkey)
-				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-			if (d.bc < xlt_bytes)
-				return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+	if (prm::get(u, prm::umr_ctrl::inline_xlt) != 0) {
+		if (xlt_at + xlt_bytes > len)
+			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+		xlt = w + xlt_at;
+	} else {
+		/* No INLINE: the translations are behind a pointer segment, even when there are
+		 * none (a revoke without INLINE lacks the segment the device reads). */
+		if (xlt_at + kData > len)
+			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		const DataSeg d = parse_data(w + xlt_at);
+		if (d.lkey != dp.cfg_.resd_lkey || !qp.attr.rlky)
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		if (d.bc < xlt_bytes)
+			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+		if (xlt_bytes != 0) {
 			/* Read before the table's exclusive lock: DMA is never done under it.
 			 * The buffer grows once to the largest list (amortised, no per-WQE
 			 * allocation). */
@@ -579,8 +600,16 @@ uint8_t EmuDataPath::Exec::umr()
 		if ((check == prm::umr_flags::check_fail_if_not_free && !is_free) ||
 		    (check == prm::umr_flags::check_fail_if_free && is_free))
 			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		/* Enabling a free mkey: it must be in the posting QP's PD. */
+		if (is_free && (mask & prm::umr_mkey_mask::free) != 0 &&
+		    prm::get(ctx, prm::mkc::free) == 0 && prm::get(mkc, prm::mkc::pd) != qp.attr.pd)
+			return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+		/* The table is kept in 64-byte units too: the padding of the last unit may run
+		 * past the mkey's octword size (the kernel's cache mkeys hold 2 octwords per 4
+		 * MTTs and are written 4 at a time); only what fits the table is kept. */
+		const uint64_t table = e->translations.size();
 		if (xlt_bytes != 0 &&
-		    (xoff > e->translations.size() || xlt_bytes > e->translations.size() - xoff))
+		    (xoff > table || xlt_bytes > prm::umr_xlt_padded(table) - xoff))
 			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
 		if ((mask & prm::umr_mkey_mask::page_size) != 0 &&
 		    e->access_mode == prm::access_mode::mtt) {
@@ -600,7 +629,8 @@ uint8_t EmuDataPath::Exec::umr()
 			std::memcpy(mkc + i * 8, &d, 8);
 		}
 		if (xlt_bytes != 0)
-			std::memcpy(e->translations.data() + xoff, xlt, xlt_bytes);
+			std::memcpy(e->translations.data() + xoff, xlt,
+				    std::min<uint64_t>(xlt_bytes, table - xoff));
 		/* A bind (free -> not free), a revoke (-> free) or a new variant makes another
 		 * key of the index: nicmr's extension state never passes to it. A modify in place
 		 * (a refresh) keeps it. */
