@@ -465,6 +465,22 @@ TEST_P(Umr, TheQueuesQpHasFreAndRlkyAndAPlainQpIsRefused)
 	EXPECT_EQ(write(va(0), key, 128), 0);
 }
 
+/* klm_octowords is 16 bits: a list whose 64-byte units need more is refused before posting. */
+TEST_P(Umr, AListAbove65535OctwordsIsRefusedBeforePosting)
+{
+	/* 131064 MTT entries pad to 1048512 bytes = 65532 octwords: fits; 131072 do not. */
+	std::vector<mlx5::MttEntry> mtt(131072, mlx5::MttEntry{0x10000, true, true});
+	mlx5::UmrBind b;
+	b.mkey = mr::make_mkey(0x400, 1);
+	b.pd = r.pd.pd();
+	b.len = 4096;
+	b.xlt_iova = buf.iova; /* by pointer: no inline limit */
+	b.mtt = mtt;
+	const uint32_t room = umr->qp().sq_room();
+	EXPECT_EQ(mlx5::post_umr_bind(umr->qp(), b, 1, mlx5::kNoDoorbell), -EINVAL);
+	EXPECT_EQ(umr->qp().sq_room(), room) << "nothing posted";
+}
+
 /* The reserved lkey is the device's (QUERY_SPECIAL_CONTEXTS at bring-up), never 0x100. */
 TEST_P(Umr, TheReservedLkeyComesFromQuerySpecialContexts)
 {

@@ -506,6 +506,18 @@ TEST_F(CmdQueue, OutputLongerThanInputComesBackThroughMailboxes)
 	EXPECT_EQ(prm::get(cap.data(), prm::hca_cap::mkey_by_name), 1u);
 }
 
+TEST_F(CmdQueue, QuerySpecialContextsReadsTheReservedLkey)
+{
+	std::unique_ptr<mlx5::CmdQueue> q;
+	ASSERT_EQ(mlx5::CmdQueue::create(fn, *arena, 100ms, &q), 0);
+	uint32_t lkey = 0;
+	ASSERT_EQ(mlx5::query_special_contexts(*q, &lkey), 0);
+	EXPECT_EQ(lkey, fn.resd_lkey);
+	const size_t sent = fn.opcodes.size();
+	EXPECT_EQ(mlx5::query_special_contexts(*q, nullptr), -EINVAL);
+	EXPECT_EQ(fn.opcodes.size(), sent) << "nothing sent";
+}
+
 TEST_F(CmdQueue, EveryStatusMapsToItsErrno)
 {
 	std::unique_ptr<mlx5::CmdQueue> q;
