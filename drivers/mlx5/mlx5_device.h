@@ -11,7 +11,8 @@
  *   -> SET_HCA_CAP(general: cmdif_checksum 0, log_uar_page_sz, mkey_by_name) -> QUERY_HCA_CAP
  *   -> the atomic caps -> QUERY_PAGES(init) + MANAGE_PAGES(give) -> INIT_HCA
  *   -> ALLOC_UAR + CREATE_EQ (the async EQ, PAGE_REQUEST events) -> MANAGE_PAGES(give) for the
- *   page requests firmware posts there -> QUERY_HCA_CAP(extensions)
+ *   page requests firmware posts there -> QUERY_SPECIAL_CONTEXTS (the reserved lkey)
+ *   -> QUERY_HCA_CAP(extensions)
  * Every MANAGE_PAGES goes on the command queue's page slot (rdma-core's slot 31), so a command
  * firmware holds until it gets pages never blocks the answer (mlx5_cmdq.h).
  * Teardown (the destructor): DESTROY_EQ + DEALLOC_UAR -> TEARDOWN_HCA -> MANAGE_PAGES(take)
