@@ -829,3 +829,80 @@ TEST(PrmLayout, UmrTranslationsTravelIn64ByteUnits)
 	EXPECT_EQ(prm::umr_xlt_octowords(72), 8u);
 	EXPECT_EQ(prm::umr_xlt_padded(16 * 5), 128u); /* five KLM entries */
 }
+
+ * The RoCE caps and the RC connection's fields at the bits of Linux
+ * include/linux/mlx5/mlx5_ifc.h (and rdma-core providers/mlx5/mlx5_ifc.h): roce_cap_bits opens
+ * with roce_apm, three reserved bits, sw_r_roce_src_udp_port (bit 4),
+ * fl_rc_qp_when_roce_disabled (5), fl_rc_qp_when_roce_enabled (6), then qp_ts_format at 0x1e;
+ * roce_version at 0x98, r_roce_dest_udp_port at 0xb0, r_roce_max/min_src_udp_port at 0xc0/0xd0,
+ * roce_address_table_size at 0xf0. cmd_hca_cap: roce at 0x21d (just before atomic),
+ * sq_ts_format / rq_ts_format at 0x440 / 0x442. qpc: ts_format at 0x58 (before rlky at 0x5b);
+ * ads at 0xc0: fl bit 0, ack_timeout 0x40, src_addr_index 0x48, hop_limit 0x58, rgid_rip
+ * 0x80..0xff, udp_sport 0x110, vhca_port_num 0x128.
+ */
+TEST(PrmLayout, RoceCapAndConnectionFieldsAreTheIfcBits)
+{
+	namespace rc = prm::roce_cap;
+	uint8_t cap[rc::size] = {};
+	prm::set(cap, rc::sw_r_roce_src_udp_port, 1);
+	EXPECT_EQ(cap[0], 0x08);
+	prm::set(cap, rc::fl_rc_qp_when_roce_disabled, 1);
+	EXPECT_EQ(cap[0], 0x0c);
+	prm::set(cap, rc::fl_rc_qp_when_roce_enabled, 1);
+	EXPECT_EQ(cap[0], 0x0e);
+	prm::set(cap, rc::qp_ts_format, 2);
+	EXPECT_EQ(cap[3], 0x02);
+	prm::set(cap, rc::roce_version, 2);
+	EXPECT_EQ(cap[0x13], 0x02);
+	prm::set(cap, rc::r_roce_dest_udp_port, 4791);
+	EXPECT_EQ(cap[0x16] << 8 | cap[0x17], 4791);
+	prm::set(cap, rc::r_roce_max_src_udp_port, 0xfedc);
+	EXPECT_EQ(cap[0x18] << 8 | cap[0x19], 0xfedc);
+	prm::set(cap, rc::r_roce_min_src_udp_port, 0xc000);
+	EXPECT_EQ(cap[0x1a] << 8 | cap[0x1b], 0xc000);
+	prm::set(cap, rc::roce_address_table_size, 256);
+	EXPECT_EQ(cap[0x1e] << 8 | cap[0x1f], 256);
+	EXPECT_EQ(prm::cap_type::roce, 4);
+	EXPECT_EQ(prm::cap_op_mod(prm::cap_type::roce, prm::cap_mode::current), 9);
+
+	uint8_t g[prm::hca_cap::size] = {};
+	prm::set(g, prm::hca_cap::roce, 1);
+	EXPECT_EQ(g[0x43], 0x04);
+	prm::set(g, prm::hca_cap::atomic, 1);
+	EXPECT_EQ(g[0x43], 0x06);
+	prm::set(g, prm::hca_cap::sq_ts_format, 1);
+	prm::set(g, prm::hca_cap::rq_ts_format, 2);
+	EXPECT_EQ(g[0x88], 0x60);
+
+	uint8_t q[prm::qpc::size] = {};
+	prm::set(q, prm::qpc::ts_format, prm::qp_ts_format::device_default);
+	EXPECT_EQ(q[0x0b], 0x40);
+	prm::set(q, prm::qpc::rlky, 1);
+	EXPECT_EQ(q[0x0b], 0x50);
+	prm::set(q, prm::qpc::primary_fl, 1);
+	EXPECT_EQ(q[0x18], 0x80);
+	prm::set(q, prm::qpc::primary_ack_timeout, 14);
+	EXPECT_EQ(q[0x20], 14 << 3);
+	prm::set(q, prm::qpc::primary_src_addr_index, 0xa5);
+	EXPECT_EQ(q[0x21], 0xa5);
+	prm::set(q, prm::qpc::primary_hop_limit, 64);
+	EXPECT_EQ(q[0x23], 64);
+	EXPECT_EQ(prm::qpc::primary_rgid_rip_offset, 0x28u);
+	prm::set(q, prm::qpc::primary_udp_sport, 0xc123);
+	EXPECT_EQ(q[0x3a] << 8 | q[0x3b], 0xc123);
+	prm::set(q, prm::qpc::primary_vhca_port_num, 2);
+	EXPECT_EQ(q[0x3d], 2);
+	/* The connection fields the table had before, where the ifc puts them. */
+	prm::set(q, prm::qpc::mtu, prm::qp_mtu::mtu_1024);
+	prm::set(q, prm::qpc::log_msg_max, 30);
+	EXPECT_EQ(q[0x08], 3 << 5 | 30);
+	prm::set(q, prm::qpc::atomic_mode, prm::qp_atomic_mode::ib_comp);
+	EXPECT_EQ(q[0x91], 0x01); /* bits 19:16 of the dword at 0x480 */
+
+	/* enum mlx5_qp_optpar and the RC rows of Linux qp.c's opt_mask. */
+	EXPECT_EQ(prm::qp_optpar::pkey_index, 0x10u);
+	EXPECT_EQ(prm::qp_optpar::pm_state, 0x400u);
+	EXPECT_EQ(prm::qp_optpar::pri_port, 0x10000u);
+	EXPECT_EQ(prm::qp_optpar::rc_init2rtr, 0x1fu);
+	EXPECT_EQ(prm::qp_optpar::rc_rtr2rts, 0x44fu);
+}

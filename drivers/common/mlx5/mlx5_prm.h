@@ -1440,6 +1440,100 @@ constexpr uint64_t umr_xlt_octowords(uint64_t bytes) noexcept
 	return umr_xlt_padded(bytes) / 16;
 }
 
+/* ==== RoCE capabilities and the RC QP's connection (issue 17, items 3 to 5) ====
+ * Offsets are those of Linux include/linux/mlx5/mlx5_ifc.h and rdma-core
+ * providers/mlx5/mlx5_ifc.h (struct mlx5_ifc_roce_cap_bits, cmd_hca_cap_bits, qpc_bits,
+ * ads_bits); test_prm_layout.cpp checks them against those values. */
+
+/* QUERY_HCA_CAP / SET_HCA_CAP type of the RoCE capabilities (MLX5_CAP_ROCE,
+ * MLX5_SET_HCA_CAP_OP_MOD_ROCE). */
+namespace cap_type {
+inline constexpr uint16_t roce = 0x4;
+}
+
+/* General capabilities the QP's timestamp format and RoCE depend on. */
+namespace hca_cap {
+inline constexpr Field roce{0x21d, 1};	       /* the RoCE capabilities exist */
+inline constexpr Field sq_ts_format{0x440, 2}; /* ts_format_cap */
+inline constexpr Field rq_ts_format{0x442, 2}; /* ts_format_cap */
+} // namespace hca_cap
+
+/* RoCE capabilities (cap_type::roce), relative to the capability area. */
+namespace roce_cap {
+inline constexpr size_t size = 256;
+inline constexpr Field sw_r_roce_src_udp_port{0x004, 1}; /* settable */
+/* Force loopback (the address path's fl) is allowed on an RC QP while RoCE is disabled /
+ * enabled on the port (rdma-core providers/mlx5/dr_send.c, dr_send_allow_fl). */
+inline constexpr Field fl_rc_qp_when_roce_disabled{0x005, 1};
+inline constexpr Field fl_rc_qp_when_roce_enabled{0x006, 1};
+inline constexpr Field qp_ts_format{0x01e, 2}; /* ts_format_cap */
+inline constexpr Field roce_version{0x098, 8};
+inline constexpr Field r_roce_dest_udp_port{0x0b0, 16};
+inline constexpr Field r_roce_max_src_udp_port{0x0c0, 16};
+inline constexpr Field r_roce_min_src_udp_port{0x0d0, 16};
+inline constexpr Field roce_address_table_size{0x0f0, 16}; /* GID table entries */
+} // namespace roce_cap
+
+/* What a *_ts_format capability says the device can stamp (MLX5_TIMESTAMP_FORMAT_CAP_*). */
+namespace ts_format_cap {
+inline constexpr uint32_t free_running = 0x0;
+inline constexpr uint32_t real_time = 0x1;
+inline constexpr uint32_t free_running_and_real_time = 0x2;
+} // namespace ts_format_cap
+
+/* qpc.ts_format values (MLX5_TIMESTAMP_FORMAT_*): default is the device's own choice. */
+namespace qp_ts_format {
+inline constexpr uint32_t free_running = 0x0;
+inline constexpr uint32_t device_default = 0x1;
+inline constexpr uint32_t real_time = 0x2;
+} // namespace qp_ts_format
+
+/* The RC connection's fields of the qpc and of its primary address path (ads at 0x0c0). */
+namespace qpc {
+inline constexpr Field ts_format{0x058, 2};
+inline constexpr Field primary_fl{0x0c0 + 0x000, 1};		 /* force loopback */
+inline constexpr Field primary_src_addr_index{0x0c0 + 0x048, 8}; /* GID index */
+inline constexpr Field primary_hop_limit{0x0c0 + 0x058, 8};
+/* rgid_rip: the remote GID, 16 bytes in wire order. */
+inline constexpr size_t primary_rgid_rip_offset = (0x0c0 + 0x080) / 8; /* bytes */
+inline constexpr size_t rgid_size = 16;
+inline constexpr Field primary_udp_sport{0x0c0 + 0x110, 16};
+} // namespace qpc
+
+/* qpc.mtu (IB path MTU encoding; 0 is not an MTU). */
+namespace qp_mtu {
+inline constexpr uint32_t mtu_256 = 1;
+inline constexpr uint32_t mtu_512 = 2;
+inline constexpr uint32_t mtu_1024 = 3;
+inline constexpr uint32_t mtu_2048 = 4;
+inline constexpr uint32_t mtu_4096 = 5;
+} // namespace qp_mtu
+
+/* qpc.atomic_mode: IB-compliant 8-byte atomics (Linux drivers/infiniband/hw/mlx5/qp.c,
+ * MLX5_ATOMIC_MODE_IB_COMP, what get_atomic_mode chooses for CmpSwap and FetchAdd). */
+namespace qp_atomic_mode {
+inline constexpr uint32_t ib_comp = 0x1;
+}
+
+/* The rest of opt_param_mask (Linux include/linux/mlx5/qp.h, enum mlx5_qp_optpar), and the
+ * bits an RC QP's INIT2RTR / RTR2RTS may carry (drivers/infiniband/hw/mlx5/qp.c, opt_mask). */
+namespace qp_optpar {
+inline constexpr uint32_t alt_addr_path = 1u << 0;
+inline constexpr uint32_t pkey_index = 1u << 4;
+inline constexpr uint32_t q_key = 1u << 5;
+inline constexpr uint32_t rnr_timeout = 1u << 6;
+inline constexpr uint32_t primary_addr_path = 1u << 7;
+inline constexpr uint32_t sra_max = 1u << 8;
+inline constexpr uint32_t rra_max = 1u << 9;
+inline constexpr uint32_t pm_state = 1u << 10;
+inline constexpr uint32_t retry_count = 1u << 12;
+inline constexpr uint32_t rnr_retry = 1u << 13;
+inline constexpr uint32_t ack_timeout = 1u << 14;
+inline constexpr uint32_t pri_port = 1u << 16;
+inline constexpr uint32_t rc_init2rtr = alt_addr_path | rre | rae | rwe | pkey_index;
+inline constexpr uint32_t rc_rtr2rts = alt_addr_path | rre | rae | rwe | pm_state | rnr_timeout;
+} // namespace qp_optpar
+
 } // namespace nicmr::mlx5::prm
 
 #endif
