@@ -162,8 +162,7 @@ int nicmr_cq_create(struct nicmr_device *dev, uint32_t depth, struct nicmr_cq **
 	if (rc == 0) {
 		mlx5::CqParams p;
 		p.log_size = log2_up(depth);
-		/* Poll mode: no EQ is signalled, so the CQ names EQ 0. */
-		p.eqn = 0;
+		/* p.eqn unset: the device's completion EQ (EQ 0 does not exist on a ConnectX). */
 		rc = mlx5::Cq::create(*dev->drv, *cq->uar, p, &cq->cq);
 	}
 	if (rc != 0) {

@@ -195,10 +195,11 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 			fi->caps;
 		fi->rx_attr->iov_limit = 1;
 		/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ
-		 * (firmware page requests) holds one and the key programmer one. */
-		fi->domain_attr->ep_cnt = 30;
-		fi->domain_attr->tx_ctx_cnt = 30;
-		fi->domain_attr->rx_ctx_cnt = 30;
+		 * (firmware page requests) holds one, its completion EQ one
+		 * (mlx5::Device::comp_eqn) and the key programmer one. */
+		fi->domain_attr->ep_cnt = 29;
+		fi->domain_attr->tx_ctx_cnt = 29;
+		fi->domain_attr->rx_ctx_cnt = 29;
 		fi->domain_attr->max_ep_tx_ctx = 1;
 		fi->domain_attr->max_ep_rx_ctx = 1;
 	}

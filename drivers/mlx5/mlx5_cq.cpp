@@ -18,6 +18,12 @@ int Cq::create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *ou
 {
 	if (p.log_size < 1 || p.log_size > 16)
 		return -EINVAL;
+	uint32_t eqn = 0;
+	if (p.eqn) {
+		eqn = *p.eqn;
+	} else if (int rc = dev.comp_eqn(&eqn); rc != 0) {
+		return rc;
+	}
 	std::unique_ptr<Cq> cq(new (std::nothrow) Cq(dev));
 	if (!cq)
 		return -ENOMEM;
@@ -41,7 +47,7 @@ int Cq::create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *ou
 	CqCreate c;
 	c.log_size = p.log_size;
 	c.uar = uar.index();
-	c.eqn = p.eqn;
+	c.eqn = eqn;
 	c.dbr_iova = cq->dbr_.iova();
 	c.mem.pas = cq->ring_.pas();
 	/* The ring and its initial CQEs are plain stores; the command queue's doorbell (a

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include <infiniband/mlx5dv.h>
 
@@ -43,14 +44,18 @@ struct Completion {
 
 struct CqParams {
 	uint32_t log_size = 8; /* 2^n CQEs, 1..16 */
-	uint32_t eqn = 0;      /* c_eqn: the EQ of this CQ (poll mode: never signalled) */
+	/* c_eqn: an EQ that exists on the device (the device refuses an unknown one with
+	 * BAD_RESOURCE). Unset: the device's completion EQ (Device::comp_eqn). Poll mode: the CQ
+	 * is never armed, so the EQ receives no completion event. */
+	std::optional<uint32_t> eqn;
 };
 
 class alignas(kThreadAlign) Cq { /* one thread polls it: no line shared with a neighbour */
 public:
 	/*
 	 * CREATE_CQ on dev, with its ring and doorbell record from dev.arena(); uar must outlive
-	 * the CQ. Errors: -EINVAL (log_size outside 1..16), -ENOMEM (arena), the command's.
+	 * the CQ. Errors: -EINVAL (log_size outside 1..16), -ENOMEM (arena), those of
+	 * Device::comp_eqn (p.eqn unset), the command's (an unknown p.eqn: -EINVAL).
 	 * A failed create leaves nothing.
 	 */
 	static int create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *out);

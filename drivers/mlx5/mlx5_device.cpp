@@ -230,6 +230,15 @@ int Device::bring_up(const DeviceOptions &opts)
 			return -ETIMEDOUT;
 		}
 	}
+	/* The completion EQ, right after INIT_HCA, where rdma-core's VFIO provider creates its
+	 * one EQ (mlx5_vfio.c, mlx5_vfio_alloc_context: create_async_eqs after
+	 * mlx5_vfio_setup_function). */
+	{
+		uint32_t eqn = 0;
+		rc = comp_eqn(&eqn);
+		if (rc != 0)
+			return rc;
+	}
 	NICMR_LOG(info, kLog,
 		  "%s: up, fw %u.%u.%u, log_max_mkey %u, mkey_by_index %d, atomic %d (%s), "
 		  "%zu pages given, async EQ %u",
@@ -361,8 +370,76 @@ int Device::query_caps(const DeviceOptions &opts)
 	caps_.atomic = u(prm::hca_cap::atomic);
 	caps_.log_max_atomic_size_qp = u(prm::hca_cap::log_max_atomic_size_qp);
 	caps_.odp = u(prm::hca_cap::pg);
-	/* Atomic capabilities exist only on devices that do atomics. */
-	return caps_.atomic ? query_atomic_caps(opts) : 0;
+	caps_.log_max_msg = u(prm::hca_cap::log_max_msg);
+	caps_.roce = u(prm::hca_cap::roce);
+	/* Atomic capabilities exist only on devices that do atomics, RoCE ones on RoCE ports. */
+	rc = caps_.atomic ? query_atomic_caps(opts) : 0;
+	if (rc == 0 && caps_.roce)
+		rc = query_roce_caps();
+	return rc;
+}
+
+/*
+ * The RoCE caps, before INIT_HCA, as rdma-core's VFIO provider (mlx5_vfio.c,
+ * handle_hca_cap_roce) and Linux mlx5_core (main.c, handle_hca_cap_roce) do: current and
+ * maximum, then SET_HCA_CAP(roce) with sw_r_roce_src_udp_port when the maximum offers it and it
+ * is off (the driver then chooses the UDP source port of its RoCEv2 packets, udp_sport).
+ */
+int Device::query_roce_caps()
+{
+	namespace rc_ = prm::roce_cap;
+	std::vector<uint8_t> max_cap(prm::query_hca_cap_out::capability_size);
+	std::vector<uint8_t> cur(prm::query_hca_cap_out::capability_size);
+	int rc = query_hca_cap(*cmdq_, prm::cap_type::roce, prm::cap_mode::current, cur.data());
+	if (rc == 0)
+		rc = query_hca_cap(*cmdq_, prm::cap_type::roce, prm::cap_mode::max, max_cap.data());
+	if (rc != 0)
+		return rc;
+	if (prm::get(cur.data(), rc_::sw_r_roce_src_udp_port) == 0 &&
+	    prm::get(max_cap.data(), rc_::sw_r_roce_src_udp_port) != 0) {
+		/* SET_HCA_CAP takes the whole structure: start from what is current. */
+		prm::set(cur.data(), rc_::sw_r_roce_src_udp_port, 1);
+		rc = set_hca_cap(*cmdq_, prm::cap_type::roce, cur.data());
+		if (rc == 0)
+			rc = query_hca_cap(*cmdq_, prm::cap_type::roce, prm::cap_mode::current,
+					   cur.data());
+		if (rc != 0)
+			return rc;
+	}
+	const uint8_t *c = cur.data();
+	caps_.roce_fl_when_enabled = prm::get(c, rc_::fl_rc_qp_when_roce_enabled) != 0;
+	caps_.roce_fl_when_disabled = prm::get(c, rc_::fl_rc_qp_when_roce_disabled) != 0;
+	/* RoCE counts as enabled on a port with the cap (Caps::roce): rdma-core's dr_send.c
+	 * (dr_send_allow_fl) picks the enabled or disabled bit by the port's state. */
+	caps_.roce_force_loopback = caps_.roce_fl_when_enabled;
+	caps_.roce_sw_src_udp_port = prm::get(c, rc_::sw_r_roce_src_udp_port) != 0;
+	caps_.roce_qp_ts_format = static_cast<uint32_t>(prm::get(c, rc_::qp_ts_format));
+	caps_.roce_address_table_size =
+		static_cast<uint32_t>(prm::get(c, rc_::roce_address_table_size));
+	return 0;
+}
+
+int Device::comp_eqn(uint32_t *eqn)
+{
+	std::lock_guard<std::mutex> lock(comp_mu_);
+	if (!comp_eq_) {
+		std::unique_ptr<Uar> uar;
+		std::unique_ptr<Eq> eq;
+		EqParams p;
+		p.event_bitmask = 0; /* completions only: no asynchronous event lands here */
+		int rc = Uar::alloc(*this, &uar);
+		if (rc == 0)
+			rc = Eq::create(*this, *uar, p, &eq);
+		if (rc != 0) {
+			NICMR_LOG(error, kLog, "%s: cannot create the completion EQ (%d)",
+				  fn_.name().c_str(), rc);
+			return rc;
+		}
+		comp_uar_ = std::move(uar);
+		comp_eq_ = std::move(eq);
+	}
+	*eqn = comp_eq_->eqn();
+	return 0;
 }
 
 /*
@@ -591,6 +668,10 @@ void Device::reclaim_pages()
 
 void Device::teardown()
 {
+	/* The completion EQ and its UAR before TEARDOWN_HCA (every CQ on it is gone: CQs
+	 * hold their device). */
+	comp_eq_.reset();
+	comp_uar_.reset();
 	{
 		/* rdma-core mlx5_vfio_free_context: the async EQ and its UAR go first. */
 		std::lock_guard<std::mutex> lk(eq_mu_);

@@ -53,6 +53,9 @@ namespace nicmr::mlx5 {
 inline constexpr std::chrono::milliseconds kFwPreInitTimeout{120000};
 inline constexpr std::chrono::milliseconds kFwInitWait{2};
 
+class Eq;
+class Uar;
+
 struct DeviceOptions {
 	/* How long the device may stay in initializing after its queue address was written. */
 	std::chrono::milliseconds init_timeout = kFwPreInitTimeout;
@@ -116,6 +119,19 @@ struct Caps {
 	bool atomic_host_endianness_supported = false;
 	bool atomic_host_endianness = false;
 	bool odp = false;
+	uint32_t log_max_msg = 0; /* largest message: 2^n bytes (QpParams::log_msg_max) */
+	/* RoCE (prm::cap_type::roce, queried when the general cap roce is set; all zero
+	 * otherwise). rdma-core's VFIO provider turns RoCE on for an Ethernet port after
+	 * INIT_HCA (mlx5_vfio.c, mlx5_vfio_setup_function); nicmr takes a port with the roce cap
+	 * as RoCE-enabled, so force loopback is allowed when fl_rc_qp_when_roce_enabled is set
+	 * (roce_force_loopback). */
+	bool roce = false;
+	bool roce_fl_when_enabled = false;    /* fl_rc_qp_when_roce_enabled */
+	bool roce_fl_when_disabled = false;   /* fl_rc_qp_when_roce_disabled */
+	bool roce_force_loopback = false;     /* an RC QP may set the address path's fl */
+	bool roce_sw_src_udp_port = false;    /* sw_r_roce_src_udp_port, set at bring-up */
+	uint32_t roce_qp_ts_format = 0;	      /* prm::ts_format_cap */
+	uint32_t roce_address_table_size = 0; /* GID table entries per port */
 	/* nicmr device-model extensions (prm::cap_type::nicmr_ext); 0 on ConnectX. */
 	bool ext_present = false;
 	uint64_t ext_flags = 0;
@@ -211,6 +227,18 @@ public:
 	 * them for the function it names. */
 	int satisfy_pages(uint16_t op_mod);
 
+	/*
+	 * The completion EQ that CQs name (c_eqn) when they are given none: one EQ for every CQ
+	 * of the device, as rdma-core's VFIO provider has one EQ for all its completion vectors
+	 * (mlx5_vfio.c, vfio_devx_query_eqn; num_comp_vectors = 1). open() creates it with its
+	 * own UAR right after INIT_HCA, where rdma-core creates that EQ; it subscribes to no
+	 * asynchronous event and goes at teardown before TEARDOWN_HCA. Nothing polls it: nicmr
+	 * polls its CQs and never arms them, so the device writes no EQE there.
+	 * Errors (only should open's creation have failed): those of Uar::alloc and Eq::create.
+	 * Thread-safe.
+	 */
+	int comp_eqn(uint32_t *eqn);
+
 private:
 	Device(bus::PciFunction &fn, mem::DmaSpace &space);
 	int bring_up(const DeviceOptions &opts);
@@ -226,6 +254,7 @@ private:
 	int take_pages(uint16_t function_id, uint32_t count);
 	/* One 4 KiB page from the page arenas, growing them up to the cap. */
 	int alloc_page(mem::DmaBlock *b, mem::DmaArena **from);
+	int query_roce_caps();
 	void reclaim_pages();
 	void teardown();
 
@@ -252,6 +281,10 @@ private:
 	mutable std::mutex pages_mu_; /* guards the page arenas and pages_ */
 	std::vector<std::unique_ptr<mem::DmaArena>> page_arenas_;
 	std::unordered_map<uint64_t, GivenPage> pages_; /* given to the device, by IOVA */
+
+	std::mutex comp_mu_; /* guards the completion EQ's creation */
+	std::unique_ptr<Uar> comp_uar_;
+	std::unique_ptr<Eq> comp_eq_;
 };
 
 /* A PD owned by a handle: DEALLOC_PD when the handle is reset or goes (errors are logged). */

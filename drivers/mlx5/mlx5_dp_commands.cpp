@@ -144,7 +144,8 @@ int destroy_cq(CmdTransport &t, uint32_t cqn)
 
 int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 {
-	if (c.log_sq_size < 1 || c.log_sq_size > 15 || !prm::fits(prm::qpc::pd, c.pd))
+	if (c.log_sq_size < 1 || c.log_sq_size > 15 || !prm::fits(prm::qpc::pd, c.pd) ||
+	    !prm::fits(prm::qpc::ts_format, c.ts_format))
 		return -EINVAL;
 	int rc = with_pas(prm::create_qp_in::pas_offset, c.mem, in);
 	if (rc != 0)
@@ -168,6 +169,7 @@ int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 	prm::set(q, prm::qpc::dbr_addr, c.dbr_iova);
 	prm::set(q, prm::qpc::fre, c.fre);
 	prm::set(q, prm::qpc::rlky, c.rlky);
+	prm::set(q, prm::qpc::ts_format, c.ts_format);
 	return 0;
 }
 
@@ -192,8 +194,16 @@ int destroy_qp(CmdTransport &t, uint32_t qpn)
 
 int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector<uint8_t> *in)
 {
+	namespace q = prm::qpc;
 	if (a.port < 1 || a.port > 2 || a.log_sra_max > 7 || a.log_rra_max > 7 ||
-	    !prm::fits(prm::qpc::remote_qpn, a.remote_qpn) || !prm::fits(prm::qpc::pd, a.pd))
+	    !prm::fits(q::remote_qpn, a.remote_qpn) || !prm::fits(q::pd, a.pd) ||
+	    !prm::fits(q::mtu, a.mtu) || !prm::fits(q::log_msg_max, a.log_msg_max) ||
+	    !prm::fits(q::primary_src_addr_index, a.gid_index) ||
+	    !prm::fits(q::next_send_psn, a.next_send_psn) ||
+	    !prm::fits(q::next_rcv_psn, a.next_rcv_psn) ||
+	    !prm::fits(q::retry_count, a.retry_count) || !prm::fits(q::rnr_retry, a.rnr_retry) ||
+	    !prm::fits(q::primary_ack_timeout, a.ack_timeout) ||
+	    !prm::fits(q::min_rnr_nak, a.min_rnr_nak) || !prm::fits(q::atomic_mode, a.atomic_mode))
 		return -EINVAL;
 	try {
 		in->assign(prm::modify_qp_in::size, 0);
@@ -203,17 +213,39 @@ int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector
 	uint8_t *b = in->data();
 	header(b, opcode);
 	prm::set(b, prm::modify_qp_in::qpn, qpn);
-	uint8_t *q = b + prm::modify_qp_in::qpc_offset;
-	prm::set(q, prm::qpc::st, prm::qp_st::rc);
-	prm::set(q, prm::qpc::pm_state, prm::qp_pm_state::migrated);
-	prm::set(q, prm::qpc::pd, a.pd);
-	prm::set(q, prm::qpc::primary_vhca_port_num, a.port);
-	prm::set(q, prm::qpc::remote_qpn, a.remote_qpn);
-	prm::set(q, prm::qpc::rre, a.rre);
-	prm::set(q, prm::qpc::rwe, a.rwe);
-	prm::set(q, prm::qpc::rae, a.rae);
-	prm::set(q, prm::qpc::log_sra_max, a.log_sra_max);
-	prm::set(q, prm::qpc::log_rra_max, a.log_rra_max);
+	prm::set(b, prm::modify_qp_in::opt_param_mask, a.opt_param_mask);
+	uint8_t *c = b + prm::modify_qp_in::qpc_offset;
+	prm::set(c, q::st, prm::qp_st::rc);
+	prm::set(c, q::pm_state, prm::qp_pm_state::migrated);
+	prm::set(c, q::pd, a.pd);
+	prm::set(c, q::primary_vhca_port_num, a.port);
+	prm::set(c, q::remote_qpn, a.remote_qpn);
+	prm::set(c, q::rre, a.rre);
+	prm::set(c, q::rwe, a.rwe);
+	prm::set(c, q::rae, a.rae);
+	prm::set(c, q::atomic_mode, a.atomic_mode);
+	prm::set(c, q::log_sra_max, a.log_sra_max);
+	prm::set(c, q::log_rra_max, a.log_rra_max);
+	/* INIT2RTR's part, as Linux's __mlx5_ib_modify_qp and DPDK's
+	 * mlx5_devx_cmd_modify_qp_state (drivers/common/mlx5/mlx5_devx_cmds.c) fill it: path MTU,
+	 * largest message, receive PSN, RNR NAK timer and the address path: force loopback, or
+	 * the GID index and the remote GID (rdma-core providers/mlx5/dr_devx.c,
+	 * dr_devx_modify_qp_init2rtr). */
+	prm::set(c, q::mtu, a.mtu);
+	prm::set(c, q::log_msg_max, a.log_msg_max);
+	prm::set(c, q::next_rcv_psn, a.next_rcv_psn);
+	prm::set(c, q::min_rnr_nak, a.min_rnr_nak);
+	if (a.fl) {
+		prm::set(c, q::primary_fl, 1);
+	} else {
+		prm::set(c, q::primary_src_addr_index, a.gid_index);
+		std::memcpy(c + q::primary_rgid_rip_offset, a.remote_gid.data(), q::rgid_size);
+	}
+	/* RTR2RTS's part: send PSN, retries and the ACK timeout. */
+	prm::set(c, q::next_send_psn, a.next_send_psn);
+	prm::set(c, q::retry_count, a.retry_count);
+	prm::set(c, q::rnr_retry, a.rnr_retry);
+	prm::set(c, q::primary_ack_timeout, a.ack_timeout);
 	return 0;
 }
 

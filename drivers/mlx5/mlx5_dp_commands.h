@@ -11,6 +11,7 @@
 #ifndef NICMR_MLX5_DP_COMMANDS_H
 #define NICMR_MLX5_DP_COMMANDS_H
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -56,6 +57,9 @@ struct QpCreate {
 	 * create_kernel_qp). */
 	bool fre = false;
 	bool rlky = false;
+	/* qpc.ts_format (prm::qp_ts_format): what the device's RoCE caps accept (Qp::create
+	 * derives it from Caps::roce_qp_ts_format). */
+	uint32_t ts_format = prm::qp_ts_format::free_running;
 };
 
 /*
@@ -71,6 +75,20 @@ struct QpAttr {
 	uint32_t log_sra_max = 0; /* outstanding RDMA READ/ATOMIC as requester: 2^n */
 	uint32_t log_rra_max = 0; /* as responder */
 	uint32_t pd = 0;	  /* repeated from create */
+	/* The connection (QpParams documents each value and its default). */
+	uint32_t mtu = 0;	  /* prm::qp_mtu, 1..5 */
+	uint32_t log_msg_max = 0; /* 0..31 */
+	bool fl = false;	  /* primary_address_path.fl (force loopback) */
+	uint32_t gid_index = 0;	  /* primary_address_path.src_addr_index, when !fl */
+	std::array<uint8_t, prm::qpc::rgid_size> remote_gid{}; /* rgid_rip, when !fl */
+	uint32_t next_send_psn = 0;			       /* 24 bits */
+	uint32_t next_rcv_psn = 0;			       /* 24 bits */
+	uint32_t retry_count = 0;			       /* 0..7 */
+	uint32_t rnr_retry = 0;				       /* 0..7 */
+	uint32_t ack_timeout = 0;    /* primary_address_path.ack_timeout, 0..31 */
+	uint32_t min_rnr_nak = 0;    /* 0..31 */
+	uint32_t atomic_mode = 0;    /* prm::qp_atomic_mode, with rae */
+	uint32_t opt_param_mask = 0; /* prm::qp_optpar bits the transition changes */
 };
 
 int alloc_uar(CmdTransport &t, uint32_t *uar);
@@ -85,7 +103,7 @@ int destroy_cq(CmdTransport &t, uint32_t cqn);
  * empty pas. */
 int create_qp(CmdTransport &t, const QpCreate &c, uint32_t *qpn);
 int destroy_qp(CmdTransport &t, uint32_t qpn);
-/* -EINVAL also for a port outside 1..2 (nothing sent). */
+/* -EINVAL also for a port outside 1..2, or a value wider than its qpc field (nothing sent). */
 int rst2init_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a);
 int init2rtr_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a);
 int rtr2rts_qp(CmdTransport &t, uint32_t qpn, const QpAttr &a);

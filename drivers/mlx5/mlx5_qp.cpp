@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -14,9 +15,18 @@ namespace nicmr::mlx5 {
 
 int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr<Qp> *out)
 {
+	namespace q = prm::qpc;
 	if (p.log_sq_size < 1 || p.log_sq_size > 15 || p.port < 1 || p.port > 2 ||
-	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7)
+	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7 ||
+	    p.mtu < prm::qp_mtu::mtu_256 || p.mtu > prm::qp_mtu::mtu_4096 ||
+	    !prm::fits(q::log_msg_max, p.log_msg_max) ||
+	    !prm::fits(q::primary_src_addr_index, p.gid_index) ||
+	    !prm::fits(q::next_send_psn, p.sq_psn) || !prm::fits(q::next_rcv_psn, p.rq_psn) ||
+	    !prm::fits(q::retry_count, p.retry_count) || !prm::fits(q::rnr_retry, p.rnr_retry) ||
+	    !prm::fits(q::primary_ack_timeout, p.ack_timeout) ||
+	    !prm::fits(q::min_rnr_nak, p.min_rnr_timer))
 		return -EINVAL;
+	const Caps &caps = dev.caps();
 	std::unique_ptr<Qp> qp(new (std::nothrow) Qp(dev, uar, cq));
 	if (!qp)
 		return -ENOMEM;
@@ -42,6 +52,25 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	qp->attr_.rae = p.rae;
 	qp->attr_.log_sra_max = p.log_sra_max;
 	qp->attr_.log_rra_max = p.log_rra_max;
+	qp->attr_.mtu = p.mtu;
+	/* No more than the device carries: a larger log_msg_max is refused (BAD_PARAM). */
+	qp->attr_.log_msg_max = std::min(p.log_msg_max, caps.log_max_msg);
+	qp->attr_.fl = p.force_loopback && caps.roce_force_loopback;
+	qp->attr_.gid_index = p.gid_index;
+	qp->attr_.remote_gid = p.remote_gid;
+	qp->attr_.next_send_psn = p.sq_psn;
+	qp->attr_.next_rcv_psn = p.rq_psn;
+	qp->attr_.retry_count = p.retry_count;
+	qp->attr_.rnr_retry = p.rnr_retry;
+	qp->attr_.ack_timeout = p.ack_timeout;
+	qp->attr_.min_rnr_nak = p.min_rnr_timer;
+	/* Remote atomics need the QP's atomic mode: IB-compliant 8-byte CmpSwap and FetchAdd,
+	 * what Linux's get_atomic_mode (drivers/infiniband/hw/mlx5/qp.c) picks when the atomic
+	 * caps offer both; set with rae at RST2INIT, as its to_mlx5_access_flags does. */
+	if (p.rae && caps.atomic &&
+	    (caps.atomic_operations & (prm::atomic_ops::cmp_swap | prm::atomic_ops::fetch_add)) ==
+		    (prm::atomic_ops::cmp_swap | prm::atomic_ops::fetch_add))
+		qp->attr_.atomic_mode = prm::qp_atomic_mode::ib_comp;
 
 	QpCreate c;
 	c.pd = p.pd;
@@ -53,6 +82,9 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	c.mem.pas = qp->ring_.pas();
 	c.fre = p.umr;
 	c.rlky = p.umr;
+	c.ts_format = caps.roce_qp_ts_format == prm::ts_format_cap::free_running
+			      ? prm::qp_ts_format::free_running
+			      : prm::qp_ts_format::device_default;
 	rc = create_qp(dev.cmdq(), c, &qp->qpn_);
 	if (rc != 0)
 		return rc;
@@ -78,6 +110,9 @@ int Qp::to_init()
 
 int Qp::to_rtr(uint32_t remote_qpn)
 {
+	static constexpr std::array<uint8_t, prm::qpc::rgid_size> kNoGid{};
+	if (!attr_.fl && attr_.remote_gid == kNoGid)
+		return -EINVAL; /* a RoCE path needs the peer's GID */
 	QpAttr a = attr_;
 	a.remote_qpn = remote_qpn;
 	int rc = init2rtr_qp(dev_.cmdq(), qpn_, a);

@@ -19,6 +19,7 @@
 #ifndef NICMR_MLX5_QP_H
 #define NICMR_MLX5_QP_H
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -51,6 +52,32 @@ struct QpParams {
 	/* The QP posts UMRs: created with fre and rlky (UmrQueue's QPs). A UMR on a QP without
 	 * fre completes with LOCAL_QP_OP_ERR. */
 	bool umr = false;
+
+	/*
+	 * The RC connection (INIT2RTR, RTR2RTS). Defaults are the values of the loopback QPs of
+	 * rdma-core (providers/mlx5/dr_send.c, dr_prepare_qp_to_rts: MTU 1024, ACK timeout 14,
+	 * 7 retries, 7 RNR retries, minimum RNR timer 12) and DPDK
+	 * (drivers/common/mlx5/mlx5_devx_cmds.c, mlx5_devx_cmd_modify_qp_state: log_msg_max 30,
+	 * force loopback, PSNs 0). A wire between hosts sets the address path and the PSNs.
+	 */
+	uint32_t mtu = prm::qp_mtu::mtu_1024; /* path MTU, prm::qp_mtu: 1..5 (256..4096 bytes) */
+	/* Largest message 2^n bytes, 0..31; above the device's Caps::log_max_msg the QP takes
+	 * that (the device refuses more). */
+	uint32_t log_msg_max = 30;
+	/* Address path. force_loopback: the fl bit, used when the device allows it on an RC QP
+	 * (Caps::roce_force_loopback); otherwise the path names the local GID table entry
+	 * gid_index (below Caps::roce_address_table_size) and the peer's GID remote_gid, which
+	 * then must not be all zeroes (connect() refuses it with -EINVAL, nothing sent). */
+	bool force_loopback = true;
+	uint32_t gid_index = 0;
+	std::array<uint8_t, 16> remote_gid{};
+	uint32_t sq_psn = 0;	  /* next_send_psn: first PSN this QP sends, 24 bits */
+	uint32_t rq_psn = 0;	  /* next_rcv_psn: first PSN it expects (the peer's sq_psn) */
+	uint32_t retry_count = 7; /* transport retries, 0..7 */
+	uint32_t rnr_retry = 7;	  /* RNR NAK retries, 0..7 (7: without end) */
+	uint32_t ack_timeout =
+		14; /* local ACK timeout 4.096 us * 2^n, 0..31 (0: none); 14 = 67 ms */
+	uint32_t min_rnr_timer = 12; /* min_rnr_nak, IB encoding 0..31; 12 = 0.64 ms */
 };
 
 /* A WQE being built: its ctrl segment, the cursor after it, its index and size. */
@@ -65,8 +92,13 @@ class alignas(kThreadAlign) Qp { /* one thread posts on it: no line shared with 
 public:
 	/*
 	 * CREATE_QP (state RST) on dev with SQ ring and doorbell record from dev.arena(); uar and
-	 * cq must outlive the QP. Errors: -EINVAL (log_sq_size outside 1..15, port outside 1..2,
-	 * cq smaller than the SQ), -ENOMEM, the command's. A failed create leaves nothing.
+	 * cq must outlive the QP. ts_format: free running when the device's RoCE caps stamp only
+	 * free-running time (or it has none), else the device's default (Linux
+	 * include/linux/mlx5/qp.h, mlx5_get_qp_default_ts; DPDK takes the RoCE caps' qp_ts_format
+	 * the same way). Errors: -EINVAL (log_sq_size outside 1..15, port outside 1..2, cq
+	 * smaller than the SQ, mtu outside 1..5, log_msg_max above 31, gid_index above 255, a PSN
+	 * above 24 bits, retry_count or rnr_retry above 7, ack_timeout or min_rnr_timer above
+	 * 31), -ENOMEM, the command's. A failed create leaves nothing.
 	 */
 	static int create(Device &dev, Uar &uar, Cq &cq, const QpParams &p,
 			  std::unique_ptr<Qp> *out);
@@ -82,7 +114,9 @@ public:
 	Cq &cq() noexcept { return cq_; }
 	Device &device() noexcept { return dev_; }
 
-	/* Transitions (slow path). Errors: the command's; BAD_QP_STATE gives -EINVAL. */
+	/* Transitions (slow path). Errors: the command's; BAD_QP_STATE gives -EINVAL. to_rtr
+	 * also -EINVAL (nothing sent) when force loopback is not used and remote_gid is all
+	 * zeroes. */
 	int to_init();
 	int to_rtr(uint32_t remote_qpn);
 	int to_rts();

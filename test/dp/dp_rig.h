@@ -8,6 +8,7 @@
 #ifndef NICMR_TEST_DP_RIG_H
 #define NICMR_TEST_DP_RIG_H
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -42,6 +43,11 @@ struct RigOptions {
 	 * umr_modify_*_disabled caps. */
 	uint32_t resd_lkey = emu::kDefaultResdLkey;
 	bool umr_modify_entity_size_disabled = false, umr_modify_atomic_disabled = false;
+	/* The device model's other settings (delivery and the atomic mode above win). */
+	emu::EmuConfig emu_cfg;
+	/* Both QPs' address path when force loopback is not allowed (QpParams). */
+	uint32_t gid_index = 0;
+	std::array<uint8_t, 16> remote_gid{};
 };
 
 /* An mkey made for a test: the handle destroys it. */
@@ -64,7 +70,7 @@ struct Rig {
 
 	int make(const RigOptions &o = {})
 	{
-		emu::EmuConfig cfg;
+		emu::EmuConfig cfg = o.emu_cfg;
 		cfg.delivery = o.delivery;
 		cfg.bar0_size = size_t{1} << 20;
 		cfg.atomic_host_endianness = o.atomic_host_endianness;
@@ -111,6 +117,8 @@ struct Rig {
 			qp_p.rre = o.rre;
 			qp_p.rwe = o.rwe;
 			qp_p.rae = o.rae;
+			qp_p.gid_index = o.gid_index;
+			qp_p.remote_gid = o.remote_gid;
 			if ((rc = mlx5::Qp::create(*dev, *uar, *cq[i], qp_p, &qp[i])) != 0)
 				return rc;
 		}

@@ -129,6 +129,87 @@ TEST(DpEncode, ModifyQpCarriesPortRemoteAndEnables)
 	EXPECT_EQ(prm::get(q, prm::qpc::rae), 1u);
 }
 
+TEST(DpEncode, ModifyQpCarriesTheConnection)
+{
+	std::vector<uint8_t> in;
+	mlx5::QpAttr a;
+	a.mtu = prm::qp_mtu::mtu_1024;
+	a.log_msg_max = 30;
+	a.fl = true;
+	a.next_send_psn = 0x111111;
+	a.next_rcv_psn = 0x222222;
+	a.retry_count = 7;
+	a.rnr_retry = 6;
+	a.ack_timeout = 14;
+	a.min_rnr_nak = 12;
+	a.atomic_mode = prm::qp_atomic_mode::ib_comp;
+	a.opt_param_mask = prm::qp_optpar::rre;
+	ASSERT_EQ(mlx5::encode_modify_qp(prm::opcode::init2rtr_qp, 0x56, a, &in), 0);
+	EXPECT_EQ(prm::get(in.data(), prm::modify_qp_in::opt_param_mask), prm::qp_optpar::rre);
+	const uint8_t *q = in.data() + prm::modify_qp_in::qpc_offset;
+	EXPECT_EQ(prm::get(q, prm::qpc::mtu), prm::qp_mtu::mtu_1024);
+	EXPECT_EQ(prm::get(q, prm::qpc::log_msg_max), 30u);
+	EXPECT_EQ(prm::get(q, prm::qpc::primary_fl), 1u);
+	EXPECT_EQ(prm::get(q, prm::qpc::next_send_psn), 0x111111u);
+	EXPECT_EQ(prm::get(q, prm::qpc::next_rcv_psn), 0x222222u);
+	EXPECT_EQ(prm::get(q, prm::qpc::retry_count), 7u);
+	EXPECT_EQ(prm::get(q, prm::qpc::rnr_retry), 6u);
+	EXPECT_EQ(prm::get(q, prm::qpc::primary_ack_timeout), 14u);
+	EXPECT_EQ(prm::get(q, prm::qpc::min_rnr_nak), 12u);
+	EXPECT_EQ(prm::get(q, prm::qpc::atomic_mode), prm::qp_atomic_mode::ib_comp);
+	/* fl: no GID in the path. */
+	for (size_t i = 0; i < prm::qpc::rgid_size; i++)
+		EXPECT_EQ(q[prm::qpc::primary_rgid_rip_offset + i], 0) << i;
+
+	/* Without fl: the GID index and the remote GID, byte for byte. */
+	a.fl = false;
+	a.gid_index = 3;
+	for (size_t i = 0; i < a.remote_gid.size(); i++)
+		a.remote_gid[i] = static_cast<uint8_t>(0xa0 + i);
+	ASSERT_EQ(mlx5::encode_modify_qp(prm::opcode::init2rtr_qp, 0x56, a, &in), 0);
+	q = in.data() + prm::modify_qp_in::qpc_offset;
+	EXPECT_EQ(prm::get(q, prm::qpc::primary_fl), 0u);
+	EXPECT_EQ(prm::get(q, prm::qpc::primary_src_addr_index), 3u);
+	EXPECT_EQ(std::memcmp(q + prm::qpc::primary_rgid_rip_offset, a.remote_gid.data(), 16), 0);
+}
+
+TEST(DpEncode, ConnectionValuesWiderThanTheirFieldsSendNothing)
+{
+	FakeTransport t;
+	auto refused = [&](auto set) {
+		mlx5::QpAttr a;
+		set(a);
+		return mlx5::init2rtr_qp(t, 1, a) == -EINVAL;
+	};
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.mtu = 8; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.log_msg_max = 32; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.gid_index = 256; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.next_send_psn = 1u << 24; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.next_rcv_psn = 1u << 24; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.retry_count = 8; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.rnr_retry = 8; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.ack_timeout = 32; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.min_rnr_nak = 32; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.atomic_mode = 16; }));
+	EXPECT_EQ(t.calls, 0);
+}
+
+TEST(DpEncode, CreateQpCarriesTheTimestampFormat)
+{
+	FakeTransport t;
+	uint64_t pas[1] = {0x40000};
+	mlx5::QpCreate c;
+	c.mem.pas = pas;
+	c.ts_format = prm::qp_ts_format::device_default;
+	uint32_t qpn = 0;
+	ASSERT_EQ(mlx5::create_qp(t, c, &qpn), 0);
+	EXPECT_EQ(prm::get(t.last_in.data() + prm::create_qp_in::qpc_offset, prm::qpc::ts_format),
+		  prm::qp_ts_format::device_default);
+	c.ts_format = 4;
+	EXPECT_EQ(mlx5::create_qp(t, c, &qpn), -EINVAL);
+	EXPECT_EQ(t.calls, 1);
+}
+
 TEST(DpEncode, RefusedArgumentsSendNothing)
 {
 	FakeTransport t;

@@ -777,6 +777,160 @@ TEST_P(Dp, QpCreateRefusesBadArguments)
 	EXPECT_FALSE(cq);
 }
 
+/* ---- Issue 17: CQs on a real EQ, the RC connection --------------------------------------- */
+
+emu::QpInfo device_qp(Rig &r, uint32_t qpn)
+{
+	emu::QpInfo info;
+	EXPECT_EQ(r.hw->device().data_path().query_qp(qpn, &info), 0);
+	return info;
+}
+
+TEST_P(Dp, CqWithoutAnEqIsOnTheDevicesCompletionEq)
+{
+	Rig r;
+	ASSERT_EQ(r.make(opts()), 0);
+	std::unique_ptr<mlx5::Cq> cq, cq2;
+	ASSERT_EQ(mlx5::Cq::create(*r.dev, *r.uar, {}, &cq), 0);
+	ASSERT_EQ(mlx5::Cq::create(*r.dev, *r.uar, {}, &cq2), 0);
+	uint32_t eqn = 0, again = 0;
+	ASSERT_EQ(r.dev->comp_eqn(&eqn), 0);
+	ASSERT_EQ(r.dev->comp_eqn(&again), 0);
+	EXPECT_EQ(again, eqn) << "one completion EQ for every CQ";
+	EXPECT_NE(eqn, r.eq->eqn());
+	/* The CQs name it: the device will not destroy it under them. */
+	EXPECT_EQ(mlx5::destroy_eq(r.dev->cmdq(), eqn), -EBUSY);
+	EXPECT_EQ(r.dev->last_status(), prm::status::resource_busy);
+	/* EQ 0, what CQs used to name, does not exist: BAD_RESOURCE, nothing created. */
+	std::unique_ptr<mlx5::Cq> bad;
+	mlx5::CqParams cp;
+	cp.eqn = 0;
+	EXPECT_EQ(mlx5::Cq::create(*r.dev, *r.uar, cp, &bad), -EINVAL);
+	EXPECT_EQ(r.dev->last_status(), prm::status::bad_resource);
+	EXPECT_FALSE(bad);
+}
+
+TEST_P(Dp, ConnectedQpsCarryTheLoopbackConnection)
+{
+	Rig r;
+	ASSERT_EQ(r.make(opts()), 0);
+	for (int i = 0; i < 2; i++) {
+		const emu::QpInfo q = device_qp(r, r.qp[i]->qpn());
+		EXPECT_EQ(q.state, emu::QpState::rts);
+		EXPECT_EQ(q.path.mtu, prm::qp_mtu::mtu_1024);
+		EXPECT_EQ(q.path.log_msg_max, 30u);
+		EXPECT_TRUE(q.path.fl);
+		EXPECT_EQ(q.path.retry_count, 7u);
+		EXPECT_EQ(q.path.rnr_retry, 7u);
+		EXPECT_EQ(q.path.ack_timeout, 14u);
+		EXPECT_EQ(q.path.min_rnr_nak, 12u);
+		EXPECT_EQ(q.path.next_send_psn, 0u);
+		EXPECT_EQ(q.path.next_rcv_psn, 0u);
+		EXPECT_EQ(q.path.atomic_mode, prm::qp_atomic_mode::ib_comp) << "rae set";
+		/* The model's RoCE caps stamp both kinds: the device's default. */
+		EXPECT_EQ(q.attr.ts_format, prm::qp_ts_format::device_default);
+	}
+	const mlx5::Caps &c = r.dev->caps();
+	EXPECT_TRUE(c.roce);
+	EXPECT_TRUE(c.roce_force_loopback);
+	EXPECT_TRUE(c.roce_sw_src_udp_port) << "set with SET_HCA_CAP(roce) at bring-up";
+	EXPECT_EQ(c.roce_qp_ts_format, prm::ts_format_cap::free_running_and_real_time);
+	EXPECT_EQ(c.roce_address_table_size, 256u);
+	EXPECT_EQ(c.log_max_msg, 30u);
+}
+
+TEST_P(Dp, QpParametersReachTheDeviceAndTooLargeALimitIsClamped)
+{
+	Rig r;
+	ASSERT_EQ(r.make(opts()), 0);
+	std::unique_ptr<mlx5::Cq> cq;
+	ASSERT_EQ(mlx5::Cq::create(*r.dev, *r.uar, {}, &cq), 0);
+	mlx5::QpParams p;
+	p.pd = r.pd.pd();
+	p.mtu = prm::qp_mtu::mtu_4096;
+	p.log_msg_max = 31; /* the device carries 2^30 */
+	p.sq_psn = 0x10;
+	p.rq_psn = 0x20;
+	p.retry_count = 3;
+	p.rnr_retry = 2;
+	p.ack_timeout = 20;
+	p.min_rnr_timer = 5;
+	std::unique_ptr<mlx5::Qp> qp;
+	ASSERT_EQ(mlx5::Qp::create(*r.dev, *r.uar, *cq, p, &qp), 0);
+	ASSERT_EQ(qp->connect(qp->qpn()), 0);
+	const emu::QpInfo q = device_qp(r, qp->qpn());
+	EXPECT_EQ(q.path.mtu, prm::qp_mtu::mtu_4096);
+	EXPECT_EQ(q.path.log_msg_max, 30u);
+	EXPECT_EQ(q.path.next_send_psn, 0x10u);
+	EXPECT_EQ(q.path.next_rcv_psn, 0x20u);
+	EXPECT_EQ(q.path.retry_count, 3u);
+	EXPECT_EQ(q.path.rnr_retry, 2u);
+	EXPECT_EQ(q.path.ack_timeout, 20u);
+	EXPECT_EQ(q.path.min_rnr_nak, 5u);
+	EXPECT_EQ(q.path.atomic_mode, 0u) << "no rae, no atomic mode";
+}
+
+TEST_P(Dp, WithoutForceLoopbackTheQpNeedsTheRemoteGid)
+{
+	RigOptions o = opts();
+	o.emu_cfg.roce_fl_when_enabled = false;
+	{
+		Rig r;
+		EXPECT_EQ(r.make(o), -EINVAL) << "no fl and no GID: refused before sending";
+		ASSERT_TRUE(r.qp[0]);
+		EXPECT_EQ(device_qp(r, r.qp[0]->qpn()).state, emu::QpState::init);
+	}
+	o.gid_index = 1;
+	for (size_t i = 0; i < o.remote_gid.size(); i++)
+		o.remote_gid[i] = static_cast<uint8_t>(0x10 + i);
+	Rig r;
+	ASSERT_EQ(r.make(o), 0);
+	const emu::QpInfo q = device_qp(r, r.qp[0]->qpn());
+	EXPECT_EQ(q.state, emu::QpState::rts);
+	EXPECT_FALSE(q.path.fl);
+	EXPECT_EQ(q.path.gid_index, 1u);
+	EXPECT_EQ(std::memcmp(q.path.remote_gid, o.remote_gid.data(), 16), 0);
+}
+
+TEST_P(Dp, QpTimestampFormatFollowsTheRoceCaps)
+{
+	RigOptions o = opts();
+	o.emu_cfg.roce_qp_ts_format = prm::ts_format_cap::real_time; /* free running refused */
+	{
+		Rig r;
+		ASSERT_EQ(r.make(o), 0);
+		EXPECT_EQ(device_qp(r, r.qp[0]->qpn()).attr.ts_format,
+			  prm::qp_ts_format::device_default);
+	}
+	o.emu_cfg.roce_qp_ts_format = prm::ts_format_cap::free_running; /* default refused */
+	Rig r;
+	ASSERT_EQ(r.make(o), 0);
+	EXPECT_EQ(device_qp(r, r.qp[0]->qpn()).attr.ts_format, prm::qp_ts_format::free_running);
+}
+
+TEST_P(Dp, QpCreateRefusesConnectionValuesOutOfRange)
+{
+	Rig r;
+	ASSERT_EQ(r.make(opts()), 0);
+	auto refused = [&](auto set) {
+		mlx5::QpParams p;
+		p.pd = r.pd.pd();
+		set(p);
+		std::unique_ptr<mlx5::Qp> qp;
+		return mlx5::Qp::create(*r.dev, *r.uar, *r.cq[0], p, &qp) == -EINVAL && !qp;
+	};
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.mtu = 0; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.mtu = 6; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.log_msg_max = 32; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.gid_index = 256; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.sq_psn = 1u << 24; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.rq_psn = 1u << 24; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.retry_count = 8; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.rnr_retry = 8; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.ack_timeout = 32; }));
+	EXPECT_TRUE(refused([](mlx5::QpParams &p) { p.min_rnr_timer = 32; }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Delivery, Dp,
 			 ::testing::Values(emu::DoorbellDelivery::inline_call,
 					   emu::DoorbellDelivery::poll_thread),

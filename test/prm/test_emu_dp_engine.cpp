@@ -1404,6 +1404,8 @@ TEST(EmuDpCmd, TablesAndReferencesHaveTheirStatuses)
 	ASSERT_TRUE(b.ok());
 	TestCq c0, c1, c2, c3;
 	TestQp q0, q1;
+	ASSERT_EQ(b.create_eq(6, 0).status(), prm::status::ok); /* the CQs' EQ */
+	EXPECT_CMD(b.create_eq(6, 0), prm::status::exceed_lim, Syndrome::eq_table_full);
 	/* A QP needs an existing CQ and an allocated UAR. */
 	c0.cqn = 3;
 	EXPECT_CMD(b.create_qp(&q0, 0, &c0, 1), prm::status::bad_res_state, Syndrome::cq_not_found);
@@ -1418,8 +1420,6 @@ TEST(EmuDpCmd, TablesAndReferencesHaveTheirStatuses)
 	ASSERT_EQ(b.create_cq(&c1, 1, 6).status(), prm::status::ok);
 	ASSERT_EQ(b.create_cq(&c2, 2, 6).status(), prm::status::ok);
 	EXPECT_CMD(b.create_cq(&c3, 3, 6), prm::status::exceed_lim, Syndrome::cq_table_full);
-	ASSERT_EQ(b.create_eq(6, 0).status(), prm::status::ok);
-	EXPECT_CMD(b.create_eq(6, 0), prm::status::exceed_lim, Syndrome::eq_table_full);
 
 	Cmd deq(prm::opcode::destroy_eq, prm::destroy_eq_in::size, prm::destroy_eq_out::size);
 	deq.set(prm::destroy_eq_in::eq_number, 2);
@@ -1468,6 +1468,333 @@ TEST(EmuDpCmd, TeardownDropsEveryDataPathObject)
 	EXPECT_EQ(b.dp().qps(), 0u);
 	EXPECT_EQ(b.dp().cqs(), 0u);
 	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+/* ---- Issue 17: CQs on a real EQ, the RC connection's parameters, the RoCE caps ---------- */
+
+/* A CREATE_CQ of 16 CQEs at kCqOff naming eqn. */
+Cmd cq_on(uint32_t eqn)
+{
+	Cmd c(prm::opcode::create_cq, prm::create_cq_in::size + 8, prm::create_cq_out::size);
+	c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::log_cq_size, 4);
+	c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::c_eqn, eqn);
+	c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::dbr_addr, DpBed::iova(kDbrOff));
+	c.set_at(prm::create_cq_in::pas_offset, prm::pas_entry, DpBed::iova(kCqOff));
+	return c;
+}
+
+TEST(EmuDpCmd, CqOnAnEqThatDoesNotExistIsBadResource)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	/* EQ 0 does not exist on a ConnectX (what the driver used to name), nor does an EQ
+	 * number never created. */
+	EXPECT_CMD(b.h().run(cq_on(0)), prm::status::bad_resource, Syndrome::cq_eq_not_found);
+	ASSERT_EQ(b.create_eq(6, 0).status(), prm::status::ok);
+	EXPECT_CMD(b.h().run(cq_on(2)), prm::status::bad_resource, Syndrome::cq_eq_not_found);
+	EXPECT_EQ(b.dp().cqs(), 0u);
+	EXPECT_CMD(b.h().run(cq_on(1)), prm::status::ok, Syndrome::none);
+	EXPECT_EQ(b.dp().cqs(), 1u);
+}
+
+TEST(EmuDpCmd, AsyncEventsGoToTheEqSubscribedToThemNotToAnEarlierCompletionEq)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	ASSERT_NE(b.cq_eqn(), 0u); /* a completion EQ first, subscribed to nothing */
+	b.pair();
+	ASSERT_FALSE(::testing::Test::HasFatalFailure());
+	const uint32_t l = b.mr(kDataOff, 4096, kAll);
+	const uint32_t ro = b.mr(kDataOff + 0x10000, 4096, {true, false, true, false, false});
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(kDataOff + 0x10000), ro)
+			     .data(64, l, DpBed::iova(kDataOff))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	auto e = b.poll_eq();
+	ASSERT_TRUE(e);
+	EXPECT_EQ(e->first, prm::event_type::wq_access_error);
+	EXPECT_EQ(b.dp().stats().events_dropped, 0u);
+}
+
+/* A QP of the bed in INIT (created on its own CQ 0, RST2INIT on port 1). */
+void qp_in_init(DpBed &b)
+{
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	ASSERT_EQ(b.modify(prm::opcode::rst2init_qp, b.qa.qpn).status(), prm::status::ok);
+}
+
+QpState state_of(DpBed &b, uint32_t qpn)
+{
+	QpState s = QpState::err;
+	EXPECT_EQ(b.dp().qp_state(qpn, &s), 0);
+	return s;
+}
+
+TEST(EmuDpCmd, Init2RtrRefusesAMissingMtuOrMessageLimit)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	qp_in_init(b);
+	ASSERT_FALSE(::testing::Test::HasFatalFailure());
+	const size_t q = prm::modify_qp_in::qpc_offset;
+	const uint16_t op = prm::opcode::init2rtr_qp;
+	Cmd c = b.modify_cmd(op, b.qa.qpn, 0, b.qa.qpn);
+	c.set_at(q, prm::qpc::mtu, 0); /* what the driver used to send */
+	EXPECT_CMD(b.h().run(c), prm::status::bad_param, Syndrome::qp_mtu);
+	c.set_at(q, prm::qpc::mtu, 6); /* above 4096 */
+	EXPECT_CMD(b.h().run(c), prm::status::bad_param, Syndrome::qp_mtu);
+	c = b.modify_cmd(op, b.qa.qpn, 0, b.qa.qpn);
+	c.set_at(q, prm::qpc::log_msg_max, 31); /* the device carries 2^30 */
+	EXPECT_CMD(b.h().run(c), prm::status::bad_param, Syndrome::qp_msg_max);
+	EXPECT_EQ(state_of(b, b.qa.qpn), QpState::init);
+	EXPECT_CMD(b.modify(op, b.qa.qpn, 0, b.qa.qpn), prm::status::ok, Syndrome::none);
+}
+
+TEST(EmuDpCmd, OptionalParametersOutsideTheTransitionsMaskAreBadParam)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	/* RST2INIT has no optional parameter; INIT2RTR no primary port, RTR2RTS no retry
+	 * count (Linux qp.c, opt_mask). */
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, b.qa.qpn, 1, 0, kAll, prm::qp_optpar::rre),
+		   prm::status::bad_param, Syndrome::qp_opt_param);
+	ASSERT_EQ(b.modify(prm::opcode::rst2init_qp, b.qa.qpn).status(), prm::status::ok);
+	EXPECT_CMD(b.modify(prm::opcode::init2rtr_qp, b.qa.qpn, 0, b.qa.qpn, kAll,
+			    prm::qp_optpar::pri_port),
+		   prm::status::bad_param, Syndrome::qp_opt_param);
+	EXPECT_CMD(b.modify(prm::opcode::init2rtr_qp, b.qa.qpn, 0, b.qa.qpn, kAll,
+			    prm::qp_optpar::rc_init2rtr),
+		   prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rtr2rts_qp, b.qa.qpn, 1, 0, kAll,
+			    prm::qp_optpar::retry_count),
+		   prm::status::bad_param, Syndrome::qp_opt_param);
+	EXPECT_CMD(
+		b.modify(prm::opcode::rtr2rts_qp, b.qa.qpn, 1, 0, kAll, prm::qp_optpar::rc_rtr2rts),
+		prm::status::ok, Syndrome::none);
+}
+
+TEST(EmuDpCmd, ForceLoopbackOnlyWhereTheRoceCapsAllowIt)
+{
+	EmuConfig cfg;
+	cfg.roce_fl_when_enabled = false; /* RoCE is enabled: fl_rc_qp_when_roce_enabled rules */
+	DpBed b(cfg);
+	ASSERT_TRUE(b.ok());
+	qp_in_init(b);
+	ASSERT_FALSE(::testing::Test::HasFatalFailure());
+	const size_t q = prm::modify_qp_in::qpc_offset;
+	const uint16_t op = prm::opcode::init2rtr_qp;
+	EXPECT_CMD(b.modify(op, b.qa.qpn, 0, b.qa.qpn), prm::status::bad_param,
+		   Syndrome::qp_force_loopback);
+	/* Without fl: a GID table entry and the peer's GID. */
+	Cmd c = b.modify_cmd(op, b.qa.qpn, 0, b.qa.qpn);
+	c.set_at(q, prm::qpc::primary_fl, 0);
+	EXPECT_CMD(b.h().run(c), prm::status::bad_param, Syndrome::qp_remote_gid);
+	const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+	std::memcpy(c.in.data() + q + prm::qpc::primary_rgid_rip_offset, gid, sizeof(gid));
+	c.set_at(q, prm::qpc::primary_src_addr_index, 255);
+	{
+		EmuConfig small;
+		small.roce_fl_when_enabled = false;
+		small.roce_address_table_size = 4;
+		DpBed s(small);
+		ASSERT_TRUE(s.ok());
+		qp_in_init(s);
+		ASSERT_FALSE(::testing::Test::HasFatalFailure());
+		Cmd c4 = c;
+		c4.set(prm::modify_qp_in::qpn, s.qa.qpn);
+		c4.set_at(q, prm::qpc::primary_src_addr_index, 4);
+		EXPECT_CMD(s.h().run(c4), prm::status::bad_param, Syndrome::qp_gid_index);
+		c4.set_at(q, prm::qpc::primary_src_addr_index, 3);
+		EXPECT_CMD(s.h().run(c4), prm::status::ok, Syndrome::none);
+	}
+	EXPECT_EQ(state_of(b, b.qa.qpn), QpState::init);
+	EXPECT_CMD(b.h().run(c), prm::status::ok, Syndrome::none);
+	EXPECT_EQ(state_of(b, b.qa.qpn), QpState::rtr);
+	QpInfo info;
+	ASSERT_EQ(b.dp().query_qp(b.qa.qpn, &info), 0);
+	EXPECT_FALSE(info.path.fl);
+	EXPECT_EQ(info.path.gid_index, 255u);
+	EXPECT_EQ(std::memcmp(info.path.remote_gid, gid, sizeof(gid)), 0);
+}
+
+TEST(EmuDpCmd, ForceLoopbackWhileRoceIsOffFollowsTheDisabledCap)
+{
+	EmuConfig cfg;
+	cfg.roce = false; /* no RoCE caps: the disabled bit rules */
+	cfg.roce_fl_when_disabled = false;
+	DpBed b(cfg);
+	ASSERT_TRUE(b.ok());
+	qp_in_init(b);
+	ASSERT_FALSE(::testing::Test::HasFatalFailure());
+	EXPECT_CMD(b.modify(prm::opcode::init2rtr_qp, b.qa.qpn, 0, b.qa.qpn),
+		   prm::status::bad_param, Syndrome::qp_force_loopback);
+}
+
+TEST(EmuDpCmd, AtomicModeOtherThanIbCompliantIsBadParam)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	Cmd c = b.modify_cmd(prm::opcode::rst2init_qp, b.qa.qpn);
+	c.set_at(prm::modify_qp_in::qpc_offset, prm::qpc::atomic_mode, 3); /* 8-byte extended */
+	EXPECT_CMD(b.h().run(c), prm::status::bad_param, Syndrome::qp_atomic_mode);
+	EXPECT_EQ(state_of(b, b.qa.qpn), QpState::rst);
+	c.set_at(prm::modify_qp_in::qpc_offset, prm::qpc::atomic_mode,
+		 prm::qp_atomic_mode::ib_comp);
+	EXPECT_CMD(b.h().run(c), prm::status::ok, Syndrome::none);
+	QpInfo info;
+	ASSERT_EQ(b.dp().query_qp(b.qa.qpn, &info), 0);
+	EXPECT_EQ(info.path.atomic_mode, prm::qp_atomic_mode::ib_comp);
+}
+
+TEST(EmuDpCmd, QpTimestampFormatMustBeOneTheRoceCapsOffer)
+{
+	struct Case {
+		uint32_t cap, ts;
+		bool ok;
+	};
+	namespace tc = prm::ts_format_cap;
+	namespace tf = prm::qp_ts_format;
+	const Case cases[] = {
+		{tc::real_time, tf::free_running, false}, /* the field left at 0 */
+		{tc::real_time, tf::device_default, true},
+		{tc::real_time, tf::real_time, true},
+		{tc::free_running, tf::free_running, true},
+		{tc::free_running, tf::device_default, false},
+		{tc::free_running, tf::real_time, false},
+		{tc::free_running_and_real_time, tf::free_running, true},
+		{tc::free_running_and_real_time, tf::device_default, true},
+		{tc::free_running_and_real_time, 3, false},
+	};
+	for (const Case &k : cases) {
+		EmuConfig cfg;
+		cfg.roce_qp_ts_format = k.cap;
+		DpBed b(cfg);
+		ASSERT_TRUE(b.ok());
+		b.uar = b.alloc_uar();
+		ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+		/* create_qp with the ts_format set in its command */
+		TestQp qp;
+		qp.log_sq = 6;
+		Cmd c(prm::opcode::create_qp, prm::create_qp_in::size + 8,
+		      prm::create_qp_out::size);
+		const size_t q = prm::create_qp_in::qpc_offset;
+		c.set_at(q, prm::qpc::st, prm::qp_st::rc);
+		c.set_at(q, prm::qpc::pd, b.pd);
+		c.set_at(q, prm::qpc::cqn_snd, b.cqa.cqn);
+		c.set_at(q, prm::qpc::uar_page, b.uar);
+		c.set_at(q, prm::qpc::log_sq_size, 6);
+		c.set_at(q, prm::qpc::rq_type, prm::qp_rq_type::zero_len);
+		c.set_at(q, prm::qpc::dbr_addr, DpBed::iova(kDbrOff + 0x8000));
+		c.set_at(q, prm::qpc::ts_format, k.ts);
+		c.set_at(prm::create_qp_in::pas_offset, prm::pas_entry, DpBed::iova(kSqOff));
+		SCOPED_TRACE("cap " + std::to_string(k.cap) + " ts " + std::to_string(k.ts));
+		if (k.ok)
+			EXPECT_CMD(b.h().run(c), prm::status::ok, Syndrome::none);
+		else
+			EXPECT_CMD(b.h().run(c), prm::status::bad_param, Syndrome::qp_ts_format);
+	}
+}
+
+TEST(EmuDpCmd, QueryQpReportsTheConnectionAsSet)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	qp_in_init(b);
+	ASSERT_FALSE(::testing::Test::HasFatalFailure());
+	const size_t q = prm::modify_qp_in::qpc_offset;
+	Cmd rtr = b.modify_cmd(prm::opcode::init2rtr_qp, b.qa.qpn, 0, b.qa.qpn);
+	rtr.set_at(q, prm::qpc::mtu, prm::qp_mtu::mtu_4096);
+	rtr.set_at(q, prm::qpc::log_msg_max, 20);
+	rtr.set_at(q, prm::qpc::next_rcv_psn, 0xabcdef);
+	rtr.set_at(q, prm::qpc::min_rnr_nak, 12);
+	ASSERT_EQ(b.h().run(rtr).status(), prm::status::ok);
+	Cmd rts = b.modify_cmd(prm::opcode::rtr2rts_qp, b.qa.qpn);
+	rts.set_at(q, prm::qpc::next_send_psn, 0x123456);
+	rts.set_at(q, prm::qpc::retry_count, 5);
+	rts.set_at(q, prm::qpc::rnr_retry, 6);
+	rts.set_at(q, prm::qpc::primary_ack_timeout, 14);
+	ASSERT_EQ(b.h().run(rts).status(), prm::status::ok);
+	Cmd query(prm::opcode::query_qp, prm::query_qp_in::size, prm::query_qp_out::size);
+	query.set(prm::query_qp_in::qpn, b.qa.qpn);
+	Reply r = b.h().run(query);
+	ASSERT_EQ(r.status(), prm::status::ok);
+	const size_t o = prm::query_qp_out::qpc_offset;
+	EXPECT_EQ(r.get_at(o, prm::qpc::mtu), prm::qp_mtu::mtu_4096);
+	EXPECT_EQ(r.get_at(o, prm::qpc::log_msg_max), 20u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::primary_fl), 1u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::next_rcv_psn), 0xabcdefu);
+	EXPECT_EQ(r.get_at(o, prm::qpc::min_rnr_nak), 12u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::next_send_psn), 0x123456u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::retry_count), 5u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::rnr_retry), 6u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::primary_ack_timeout), 14u);
+	EXPECT_EQ(r.get_at(o, prm::qpc::atomic_mode), prm::qp_atomic_mode::ib_comp);
+}
+
+TEST(EmuDpCmd, MessagesAboveTheQpsLogMsgMaxAreLocalLengthErrors)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	ASSERT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	ASSERT_EQ(b.modify(prm::opcode::rst2init_qp, b.qa.qpn).status(), prm::status::ok);
+	Cmd rtr = b.modify_cmd(prm::opcode::init2rtr_qp, b.qa.qpn, 0, b.qa.qpn);
+	rtr.set_at(prm::modify_qp_in::qpc_offset, prm::qpc::log_msg_max, 6); /* 64 bytes */
+	ASSERT_EQ(b.h().run(rtr).status(), prm::status::ok);
+	ASSERT_EQ(b.modify(prm::opcode::rtr2rts_qp, b.qa.qpn).status(), prm::status::ok);
+	const uint32_t l = b.mr(kDataOff, 4096, kAll);
+	const uint32_t r = b.mr(kDataOff + 0x10000, 4096, kAll);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(kDataOff + 0x10000), r)
+			     .data(64, l, DpBed::iova(kDataOff))
+			     .done());
+	auto c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+	b.post(b.qa, Wqe(MLX5_OPCODE_RDMA_WRITE, b.qa.qpn)
+			     .raddr(DpBed::iova(kDataOff + 0x10000), r)
+			     .data(65, l, DpBed::iova(kDataOff))
+			     .done());
+	c = b.poll(b.cqa);
+	ASSERT_TRUE(c);
+	EXPECT_EQ(cqe_opcode(*c), MLX5_CQE_REQ_ERR);
+	EXPECT_EQ(cqe_syndrome(*c), MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
+}
+
+TEST(EmuDpCmd, RoceCapsAreQueriedAndTheSourcePortBitIsSettable)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	auto query = [&](uint16_t mode) {
+		Cmd c(prm::opcode::query_hca_cap, prm::query_hca_cap_in::size,
+		      prm::query_hca_cap_out::size);
+		c.set(prm::cmd_hdr_in::op_mod, prm::cap_op_mod(prm::cap_type::roce, mode));
+		return b.h().run(c);
+	};
+	namespace rc = prm::roce_cap;
+	const size_t o = prm::query_hca_cap_out::capability_offset;
+	Reply max = query(prm::cap_mode::max);
+	ASSERT_EQ(max.status(), prm::status::ok);
+	EXPECT_EQ(max.get_at(o, rc::sw_r_roce_src_udp_port), 1u);
+	EXPECT_EQ(max.get_at(o, rc::fl_rc_qp_when_roce_enabled), 1u);
+	EXPECT_EQ(max.get_at(o, rc::fl_rc_qp_when_roce_disabled), 1u);
+	EXPECT_EQ(max.get_at(o, rc::qp_ts_format), prm::ts_format_cap::free_running_and_real_time);
+	EXPECT_EQ(max.get_at(o, rc::r_roce_dest_udp_port), 4791u);
+	EXPECT_EQ(max.get_at(o, rc::roce_address_table_size), 256u);
+	/* The harness brought the device up without setting it: still off. */
+	EXPECT_EQ(query(prm::cap_mode::current).get_at(o, rc::sw_r_roce_src_udp_port), 0u);
 }
 
 } // namespace

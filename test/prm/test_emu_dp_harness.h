@@ -29,6 +29,7 @@ inline constexpr size_t kEqOff = 0;
 inline constexpr size_t kCqOff = 0x10000;
 inline constexpr size_t kDbrOff = 0xf0000;
 inline constexpr size_t kSqOff = 0x100000;
+inline constexpr size_t kCompEqOff = kDpLen - 0x10000; /* DpBed::cq_eqn's EQ */
 inline constexpr size_t kDataOff = 0x400000;
 
 struct Perm {
@@ -113,7 +114,28 @@ public:
 		c.set(prm::create_eq_in::event_bitmask, bitmask);
 		c.set_at(prm::create_eq_in::pas_offset, prm::pas_entry, iova(kEqOff));
 		eq_log_ = log_size;
-		return h_.run(c);
+		Reply r = h_.run(c);
+		if (r.status() == prm::status::ok)
+			eqn_ = static_cast<uint32_t>(r.get(prm::create_eq_out::eq_number));
+		return r;
+	}
+
+	/* The EQ create_cq names: the last one create_eq made, else a completion EQ (no event
+	 * subscribed) made now at kCompEqOff, as the driver's Device::comp_eqn does. */
+	uint32_t cq_eqn()
+	{
+		if (eqn_ != 0)
+			return eqn_;
+		for (size_t i = 0; i < 64; i++)
+			prm::set(at(kCompEqOff + i * 64), prm::eqe::owner, 1);
+		Cmd c(prm::opcode::create_eq, prm::create_eq_in::size + 8,
+		      prm::create_eq_out::size);
+		c.set_at(prm::create_eq_in::eqc_offset, prm::eqc::log_eq_size, 6);
+		c.set_at(prm::create_eq_in::pas_offset, prm::pas_entry, iova(kCompEqOff));
+		Reply r = h_.run(c);
+		EXPECT_EQ(r.status(), prm::status::ok);
+		eqn_ = static_cast<uint32_t>(r.get(prm::create_eq_out::eq_number));
+		return eqn_;
 	}
 
 	/* CQ number i (ring at kCqOff + i * 64K, record at kDbrOff + i * 64). */
@@ -130,6 +152,7 @@ public:
 		Cmd c(prm::opcode::create_cq, prm::create_cq_in::size + 8 * pages,
 		      prm::create_cq_out::size);
 		c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::log_cq_size, log_size);
+		c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::c_eqn, cq_eqn());
 		c.set_at(prm::create_cq_in::cqc_offset, prm::cqc::dbr_addr, iova(cq->dbr_off));
 		for (size_t k = 0; k < pages; k++)
 			c.set_at(prm::create_cq_in::pas_offset + 8 * k, prm::pas_entry,
@@ -179,6 +202,13 @@ public:
 	Reply modify(uint16_t op, uint32_t qpn, uint32_t port = 1, uint32_t remote = 0,
 		     Perm acc = {true, true, true, true, true}, uint32_t opt = 0)
 	{
+		return h_.run(modify_cmd(op, qpn, port, remote, acc, opt));
+	}
+	/* The command modify() runs: INIT2RTR with the driver's loopback connection (MTU 1024,
+	 * log_msg_max 30, force loopback), rae with the IB-compliant atomic mode. */
+	Cmd modify_cmd(uint16_t op, uint32_t qpn, uint32_t port = 1, uint32_t remote = 0,
+		       Perm acc = {true, true, true, true, true}, uint32_t opt = 0)
+	{
 		const bool qpc = op == prm::opcode::rst2init_qp || op == prm::opcode::init2rtr_qp ||
 				 op == prm::opcode::rtr2rts_qp;
 		Cmd c(op, qpc ? prm::modify_qp_in::size : prm::qp_2err_in::size,
@@ -192,8 +222,15 @@ public:
 			c.set_at(q, prm::qpc::rre, acc.rr);
 			c.set_at(q, prm::qpc::rwe, acc.rw);
 			c.set_at(q, prm::qpc::rae, acc.a);
+			if (acc.a)
+				c.set_at(q, prm::qpc::atomic_mode, prm::qp_atomic_mode::ib_comp);
+			if (op == prm::opcode::init2rtr_qp) {
+				c.set_at(q, prm::qpc::mtu, prm::qp_mtu::mtu_1024);
+				c.set_at(q, prm::qpc::log_msg_max, 30);
+				c.set_at(q, prm::qpc::primary_fl, 1);
+			}
 		}
-		return h_.run(c);
+		return c;
 	}
 
 	/* RST -> INIT -> RTR -> RTS with the remote access enables of acc. */
@@ -374,6 +411,7 @@ private:
 	bool ok_ = false;
 	uint32_t eq_log_ = 0;
 	uint32_t eq_ci_ = 0;
+	uint32_t eqn_ = 0;
 };
 
 /* CQE fields. */

@@ -987,5 +987,50 @@ TEST(EmuMlx5ExtConfig, UnknownExtensionBitsAreRefused)
 	EXPECT_EQ(h.rc(), -EINVAL);
 }
 
+/* RoCE caps (cap_type::roce): what rdma-core's VFIO provider and Linux mlx5_core do before
+ * INIT_HCA (handle_hca_cap_roce): read current and maximum, set sw_r_roce_src_udp_port. */
+TEST(EmuMlx5Cmd, SetHcaCapRoceTakesTheSourcePortBitBeforeInitHca)
+{
+	Harness h;
+	ASSERT_EQ(h.rc(), 0);
+	ASSERT_EQ(h.enable_hca(), prm::status::ok);
+	namespace rc = prm::roce_cap;
+	const size_t o = prm::query_hca_cap_out::capability_offset;
+	auto query = [&](uint16_t mode) {
+		return h.run(Cmd(prm::opcode::query_hca_cap, prm::query_hca_cap_in::size,
+				 prm::query_hca_cap_out::size,
+				 prm::cap_op_mod(prm::cap_type::roce, mode)));
+	};
+	Reply cur = query(prm::cap_mode::current);
+	ASSERT_EQ(cur.status(), prm::status::ok);
+	EXPECT_EQ(cur.get_at(o, rc::sw_r_roce_src_udp_port), 0u);
+	Cmd set(prm::opcode::set_hca_cap, prm::set_hca_cap_in::size, 16,
+		prm::cap_op_mod(prm::cap_type::roce, 0));
+	set.set_at(prm::set_hca_cap_in::capability_offset, rc::sw_r_roce_src_udp_port, 1);
+	EXPECT_STATUS(h.run(set), prm::status::ok, Syndrome::none);
+	EXPECT_EQ(query(prm::cap_mode::current).get_at(o, rc::sw_r_roce_src_udp_port), 1u);
+}
+
+TEST(EmuMlx5Cmd, RoceCapsOfADeviceWithoutRoceAreRefused)
+{
+	EmuConfig cfg;
+	cfg.roce = false;
+	Harness h(cfg);
+	ASSERT_EQ(h.rc(), 0);
+	ASSERT_EQ(h.enable_hca(), prm::status::ok);
+	Reply g = h.run(Cmd(prm::opcode::query_hca_cap, prm::query_hca_cap_in::size,
+			    prm::query_hca_cap_out::size,
+			    prm::cap_op_mod(prm::cap_type::general, prm::cap_mode::current)));
+	ASSERT_EQ(g.status(), prm::status::ok);
+	EXPECT_EQ(g.get_at(prm::query_hca_cap_out::capability_offset, prm::hca_cap::roce), 0u);
+	EXPECT_STATUS(h.run(Cmd(prm::opcode::query_hca_cap, prm::query_hca_cap_in::size,
+				prm::query_hca_cap_out::size,
+				prm::cap_op_mod(prm::cap_type::roce, prm::cap_mode::current))),
+		      prm::status::bad_param, Syndrome::cap_type_unsupported);
+	EXPECT_STATUS(h.run(Cmd(prm::opcode::set_hca_cap, prm::set_hca_cap_in::size, 16,
+				prm::cap_op_mod(prm::cap_type::roce, 0))),
+		      prm::status::bad_param, Syndrome::cap_type_unsupported);
+}
+
 } // namespace
 } // namespace nicmr::emu::test

@@ -630,7 +630,9 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 	 * host endianness, the general caps (current, max), SET_HCA_CAP, read back; the atomic
 	 * caps before INIT_HCA, as Linux's handle_hca_cap_atomic: query, set host endianness,
 	 * query again; init pages, INIT_HCA; the async EQ on a UAR of its own; the special contexts
-	 * (the reserved lkey); the extension query. Every MANAGE_PAGES on the last slot, everything
+	 * (the reserved lkey); the extension query; then the
+	 * completion EQ and its UAR, where rdma-core's VFIO provider creates its EQ (this device
+	 * has no RoCE cap: no RoCE caps query). Every MANAGE_PAGES on the last slot, everything
 	 * else on slot 0. */
 	const std::vector<std::pair<uint16_t, uint16_t>> want = {
 		{o::enable_hca, 0},
@@ -654,6 +656,8 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 		{o::query_special_contexts, 0},
 		{o::query_hca_cap,
 		 prm::cap_op_mod(prm::cap_type::nicmr_ext, prm::cap_mode::current)},
+		{o::alloc_uar, 0},
+		{o::create_eq, 0},
 	};
 	ASSERT_EQ(fn.opcodes.size(), want.size());
 	for (size_t i = 0; i < want.size(); i++) {
@@ -689,8 +693,10 @@ TEST_F(Mlx5Device, BringUpFollowsTheVfioProviderOrder)
 
 	fn.opcodes.clear();
 	dev.reset();
-	/* rdma-core mlx5_vfio_free_context: the async EQ and its UAR, then the HCA. */
-	EXPECT_EQ(fn.opcodes, (std::vector<uint16_t>{o::destroy_eq, o::dealloc_uar, o::teardown_hca,
+	/* The completion EQ and its UAR, then (rdma-core mlx5_vfio_free_context) the async EQ
+	 * and its UAR, then the HCA. */
+	EXPECT_EQ(fn.opcodes, (std::vector<uint16_t>{o::destroy_eq, o::dealloc_uar, o::destroy_eq,
+						     o::dealloc_uar, o::teardown_hca,
 						     o::manage_pages, o::disable_hca}));
 	EXPECT_TRUE(fn.pages.empty());
 	EXPECT_FALSE(fn.bus_master()) << "cleared at teardown";

@@ -830,6 +830,7 @@ TEST(PrmLayout, UmrTranslationsTravelIn64ByteUnits)
 	EXPECT_EQ(prm::umr_xlt_padded(16 * 5), 128u); /* five KLM entries */
 }
 
+/*
  * The RoCE caps and the RC connection's fields at the bits of Linux
  * include/linux/mlx5/mlx5_ifc.h (and rdma-core providers/mlx5/mlx5_ifc.h): roce_cap_bits opens
  * with roce_apm, three reserved bits, sw_r_roce_src_udp_port (bit 4),

@@ -107,6 +107,16 @@ enum class Syndrome : uint32_t {
 	qp_bad_state = 0x0e0000a2,  /* BAD_QP_STATE: transition not from this state */
 	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, or a UMEM */
 	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports */
+	/* The RC connection (issue 17). */
+	cq_eq_not_found = 0x0e0000c0,	/* BAD_RESOURCE: CREATE_CQ's c_eqn names no EQ */
+	qp_opt_param = 0x0e0000c1,	/* BAD_PARAM: opt_param_mask bit the transition lacks */
+	qp_mtu = 0x0e0000c2,		/* BAD_PARAM: INIT2RTR mtu 0 or above 4096 (5) */
+	qp_msg_max = 0x0e0000c3,	/* BAD_PARAM: log_msg_max above log_max_msg */
+	qp_force_loopback = 0x0e0000c4, /* BAD_PARAM: fl where the RoCE caps forbid it */
+	qp_gid_index = 0x0e0000c5,	/* BAD_PARAM: src_addr_index beyond the GID table */
+	qp_remote_gid = 0x0e0000c6,	/* BAD_PARAM: no fl and rgid_rip all zeroes */
+	qp_atomic_mode = 0x0e0000c7,	/* BAD_PARAM: atomic_mode other than 0 or IB_COMP */
+	qp_ts_format = 0x0e0000c8,	/* BAD_PARAM: ts_format the RoCE caps' qp_ts_format lacks */
 	/* nicmr extension commands (prm::opcode::nicmr_*_mkey_ext), never on a ConnectX. */
 	ext_flags = 0x0e0000b0,	    /* BAD_PARAM: a flag outside mkey_ext::settable */
 	ext_counter = 0x0e0000b1,   /* BAD_PARAM: counter IOVA unaligned or not mapped */
@@ -200,6 +210,16 @@ struct EmuConfig {
 	 * INTERNAL_ERR / Syndrome::injected before its handler runs. 0 = none (the default). A
 	 * ConnectX has no such thing. */
 	uint16_t fail_opcode = 0;
+	/* RoCE caps (cap_type::roce; the general cap roce says they exist). Defaults: a
+	 * ConnectX-6 Dx's: force loopback allowed on RC QPs whether RoCE is enabled or not, free
+	 * running and real-time timestamps, 256 GID entries. RoCE counts as enabled (the state
+	 * rdma-core's VFIO provider leaves an Ethernet port in). */
+	bool roce = true;
+	bool roce_fl_when_enabled = true;
+	bool roce_fl_when_disabled = true;
+	uint32_t roce_qp_ts_format =
+		mlx5::prm::ts_format_cap::free_running_and_real_time; /* 0..2 */
+	uint32_t roce_address_table_size = 256;
 };
 
 /* Counters for tests and logs. */
@@ -393,6 +413,7 @@ private:
 	std::unordered_set<uint64_t> pages_;
 	std::array<uint8_t, 4096> caps_general_max_{}, caps_general_cur_{};
 	std::array<uint8_t, 4096> caps_atomic_max_{}, caps_atomic_cur_{};
+	std::array<uint8_t, 4096> caps_roce_max_{}, caps_roce_cur_{};
 	std::unordered_map<uint32_t, Pd> pds_;
 	uint32_t pd_next_ = 1;
 	uint64_t translation_bytes_ = 0; /* stored translations of all mkeys */

@@ -457,6 +457,8 @@ CmdResult EmuMlx5Device::cmd_query_hca_cap(const uint8_t *in, size_t in_len, uin
 		caps = current ? &caps_general_cur_ : &caps_general_max_;
 	else if (type == prm::cap_type::atomic)
 		caps = current ? &caps_atomic_cur_ : &caps_atomic_max_;
+	else if (type == prm::cap_type::roce && cfg_.roce)
+		caps = current ? &caps_roce_cur_ : &caps_roce_max_;
 	else if (type == prm::cap_type::nicmr_ext && cfg_.ext_flags != 0) {
 		/* nicmr's extensions: one flags word, the same maximum and current. */
 		static_assert(o::capability_size >= prm::ext_cap::size);
@@ -512,6 +514,15 @@ CmdResult EmuMlx5Device::cmd_set_hca_cap(const uint8_t *in, size_t in_len, uint8
 			return fail(prm::status::bad_param, Syndrome::cap_exceeds_max);
 		prm::set(caps_atomic_cur_.data(), ac::atomic_req_8B_endianness_mode, mode);
 		dp_->set_atomic_host_endianness(mode == prm::atomic_req_mode::host_endianness);
+		return kOk;
+	}
+	if (type == prm::cap_type::roce && cfg_.roce) {
+		/* sw_r_roce_src_udp_port is the one settable RoCE field. */
+		namespace rc = prm::roce_cap;
+		const uint64_t v = prm::get(cap, rc::sw_r_roce_src_udp_port);
+		if (v > prm::get(caps_roce_max_.data(), rc::sw_r_roce_src_udp_port))
+			return fail(prm::status::bad_param, Syndrome::cap_exceeds_max);
+		prm::set(caps_roce_cur_.data(), rc::sw_r_roce_src_udp_port, v);
 		return kOk;
 	}
 	return fail(prm::status::bad_param, Syndrome::cap_type_unsupported);

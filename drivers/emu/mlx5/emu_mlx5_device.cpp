@@ -107,7 +107,9 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	    cfg.log_max_qp_sz > 16 || cfg.log_max_cq_sz < 1 || cfg.log_max_cq_sz > 22 ||
 	    cfg.log_max_eq_sz < 1 || cfg.log_max_eq_sz > 22 ||
 	    cfg.trace_capacity > kMaxTraceCapacity ||
-	    (cfg.ext_flags & ~(prm::ext_cap::single_use | prm::ext_cap::rma_event)) != 0)
+	    (cfg.ext_flags & ~(prm::ext_cap::single_use | prm::ext_cap::rma_event)) != 0 ||
+	    cfg.roce_qp_ts_format > prm::ts_format_cap::free_running_and_real_time ||
+	    cfg.roce_address_table_size > 0xffff)
 		return -EINVAL;
 	if (fn.running())
 		return -EBUSY;
@@ -236,7 +238,24 @@ void EmuMlx5Device::publish_init_segment()
 	/* UAR pages of 4 KiB only (log_uar_page_sz 0, the maximum); checksums as configured. */
 	prm::set(g, prm::hca_cap_setup::log_uar_page_sz, 0);
 	prm::set(g, hc::cmdif_checksum, cfg_.cmdif_checksum);
+	prm::set(g, hc::roce, cfg_.roce ? 1 : 0);
 	caps_general_cur_ = caps_general_max_;
+
+	/* RoCE caps: sw_r_roce_src_udp_port is off at power-on and settable (rdma-core's and
+	 * Linux's handle_hca_cap_roce turn it on). RoCEv2 on UDP port 4791. */
+	namespace rc = prm::roce_cap;
+	uint8_t *r = caps_roce_max_.data();
+	prm::set(r, rc::sw_r_roce_src_udp_port, 1);
+	prm::set(r, rc::fl_rc_qp_when_roce_enabled, cfg_.roce_fl_when_enabled ? 1 : 0);
+	prm::set(r, rc::fl_rc_qp_when_roce_disabled, cfg_.roce_fl_when_disabled ? 1 : 0);
+	prm::set(r, rc::qp_ts_format, cfg_.roce_qp_ts_format);
+	prm::set(r, rc::roce_version, 2);
+	prm::set(r, rc::r_roce_dest_udp_port, 4791);
+	prm::set(r, rc::r_roce_min_src_udp_port, 0xc000);
+	prm::set(r, rc::r_roce_max_src_udp_port, 0xffff);
+	prm::set(r, rc::roce_address_table_size, cfg_.roce_address_table_size);
+	caps_roce_cur_ = caps_roce_max_;
+	prm::set(caps_roce_cur_.data(), rc::sw_r_roce_src_udp_port, 0);
 
 	namespace ac = prm::atomic_cap;
 	uint8_t *a = caps_atomic_max_.data();

@@ -36,6 +36,7 @@
 #define NICMR_EMU_MLX5_DP_H
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -70,6 +71,8 @@ struct DpConfig {
 	bool umr_modify_entity_size_disabled = false;
 	bool umr_modify_atomic_disabled = false;
 };
+/* create_cq: the CQ names an EQ that does not exist. */
+inline constexpr int kNoSuchEq = -ENODEV;
 
 /* A queue's memory: pages of 4 KiB << log_page_size at the IOVAs in pas. */
 struct QueueMem {
@@ -104,16 +107,31 @@ struct QpAttr {
 	uint32_t uar = 0; /* UAR index the QP rings */
 	uint32_t log_sq_size = 0;
 	QueueMem mem;
-	uint64_t dbr = 0;  /* IOVA of the doorbell record (dbr[1]: SQ producer in WQEBBs) */
-	bool fre = false;  /* qpc.fre: UMR WQEs allowed */
-	bool rlky = false; /* qpc.rlky: the reserved lkey allowed */
+	uint64_t dbr = 0;	/* IOVA of the doorbell record (dbr[1]: SQ producer in WQEBBs) */
+	bool fre = false;	/* qpc.fre: UMR WQEs allowed */
+	bool rlky = false;	/* qpc.rlky: the reserved lkey allowed */
+	uint32_t ts_format = 0; /* prm::qp_ts_format */
 };
 
-/* The parameters a transition may set (the rest keep their value). */
+/* The parameters a transition may set (the rest keep their value): the QP context. */
 struct QpPath {
 	uint32_t port = 1;			    /* INIT: primary_address_path.vhca_port_num */
 	uint32_t remote_qpn = 0;		    /* INIT2RTR */
 	bool rre = false, rwe = false, rae = false; /* RST2INIT / INIT2RTR / RTR2RTS */
+	uint32_t atomic_mode = 0;		    /* with rae */
+	/* INIT2RTR */
+	uint32_t mtu = 0;	  /* prm::qp_mtu */
+	uint32_t log_msg_max = 0; /* requests above 2^n bytes: LOCAL_LENGTH_ERR */
+	bool fl = false;	  /* force loopback */
+	uint32_t gid_index = 0;
+	uint8_t remote_gid[16] = {};
+	uint32_t next_rcv_psn = 0;
+	uint32_t min_rnr_nak = 0;
+	/* RTR2RTS */
+	uint32_t next_send_psn = 0;
+	uint32_t retry_count = 0;
+	uint32_t rnr_retry = 0;
+	uint32_t ack_timeout = 0;
 };
 
 /* QP states (the PRM's qpc.state values). */
@@ -162,8 +180,8 @@ public:
 	 * Object commands. 0 or: -EINVAL (a size or page size out of range, too few pages),
 	 * -ENOSPC (table full), -ENOENT (a named object does not exist), -EBUSY (still used),
 	 * -EFAULT (queue memory or record not reachable through the IOMMU), -EPERM (illegal QP
-	 * transition); create_qp: -ENOENT (no such CQ), -ENXIO (UAR not allocated). The caller
-	 * has checked that PDs exist.
+	 * transition); create_qp: -ENOENT (no such CQ), -ENXIO (UAR not allocated); create_cq:
+	 * kNoSuchEq (c_eqn names no EQ). The caller has checked that PDs exist.
 	 */
 	int create_cq(const CqAttr &a, uint32_t *cqn);
 	int destroy_cq(uint32_t cqn);

@@ -161,6 +161,10 @@ CmdResult EmuMlx5Device::cmd_create_cq(const uint8_t *in, size_t in_len, uint8_t
 			  static_cast<uint32_t>(prm::get(cqc, prm::cqc::log_page_size)));
 	uint32_t cqn = 0;
 	const int rc = dp_->create_cq(a, &cqn);
+	/* An unallocated resource named in the context: BAD_RESOURCE (the PRM's example of
+	 * that status is a CQ that does not exist when a QP is created). */
+	if (rc == kNoSuchEq)
+		return fail(prm::status::bad_resource, Syndrome::cq_eq_not_found);
 	if (rc < 0)
 		return queue_error(rc, Syndrome::cq_table_full);
 	prm::set(out, prm::create_cq_out::cqn, cqn);
@@ -197,7 +201,22 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	const uint64_t pd = prm::get(qpc, prm::qpc::pd);
 	if (pds_.count(static_cast<uint32_t>(pd)) == 0)
 		return fail(prm::status::bad_res_state, Syndrome::pd_not_allocated);
+	/* ts_format: only what the RoCE caps' qp_ts_format stamps (without it the field is
+	 * reserved and must be 0, free running); "default" needs any of them (Linux
+	 * mlx5_get_qp_default_ts uses it only when qp_ts_format is not 0). */
+	const auto ts = static_cast<uint32_t>(prm::get(qpc, prm::qpc::ts_format));
+	const uint32_t ts_cap =
+		cfg_.roce ? cfg_.roce_qp_ts_format : prm::ts_format_cap::free_running;
+	const bool ts_ok =
+		ts == prm::qp_ts_format::free_running ? ts_cap != prm::ts_format_cap::real_time
+		: ts == prm::qp_ts_format::device_default
+			? ts_cap != prm::ts_format_cap::free_running
+		: ts == prm::qp_ts_format::real_time ? ts_cap != prm::ts_format_cap::free_running
+						     : false;
+	if (!ts_ok)
+		return fail(prm::status::bad_param, Syndrome::qp_ts_format);
 	QpAttr a;
+	a.ts_format = ts;
 	a.pd = static_cast<uint32_t>(pd);
 	a.cqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_snd));
 	a.uar = static_cast<uint32_t>(prm::get(qpc, prm::qpc::uar_page));
@@ -245,10 +264,71 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 	QpPath p = cur.path;
 	QpTransition t = QpTransition::to_err;
 	if (with_qpc) {
+		namespace q = prm::qpc;
 		const uint8_t *qpc = in + prm::modify_qp_in::qpc_offset;
 		const uint64_t opt = prm::get(in, prm::modify_qp_in::opt_param_mask);
 		const uint64_t port = prm::get(qpc, prm::qpc::primary_vhca_port_num);
 		const bool rst2init = op == prm::opcode::rst2init_qp;
+		const bool init2rtr = op == prm::opcode::init2rtr_qp;
+		/* Optional parameters: only those an RC QP's transition has (Linux qp.c,
+		 * opt_mask); RST2INIT has none. */
+		const uint32_t allowed = rst2init   ? 0
+					 : init2rtr ? prm::qp_optpar::rc_init2rtr
+						    : prm::qp_optpar::rc_rtr2rts;
+		if ((opt & ~uint64_t{allowed}) != 0)
+			return fail(prm::status::bad_param, Syndrome::qp_opt_param);
+		/* Atomic mode, with the remote access enables: IB-compliant 8-byte atomics are
+		 * the model's only mode. */
+		const auto atomic_mode = static_cast<uint32_t>(prm::get(qpc, q::atomic_mode));
+		if ((rst2init || (opt & prm::qp_optpar::rae) != 0) &&
+		    atomic_mode > prm::qp_atomic_mode::ib_comp)
+			return fail(prm::status::bad_param, Syndrome::qp_atomic_mode);
+		if (rst2init || (opt & prm::qp_optpar::rae) != 0)
+			p.atomic_mode = atomic_mode;
+		if (init2rtr) {
+			/* The connection's required fields: a path MTU (0 is none), a message
+			 * limit the device carries, and an address path: force loopback where
+			 * the RoCE caps allow it (RoCE counts as enabled on a RoCE port), else a
+			 * GID table entry and the peer's GID. */
+			const auto mtu = static_cast<uint32_t>(prm::get(qpc, q::mtu));
+			if (mtu < prm::qp_mtu::mtu_256 || mtu > prm::qp_mtu::mtu_4096)
+				return fail(prm::status::bad_param, Syndrome::qp_mtu);
+			const auto msg = static_cast<uint32_t>(prm::get(qpc, q::log_msg_max));
+			if (msg > dp_->config().log_max_msg)
+				return fail(prm::status::bad_param, Syndrome::qp_msg_max);
+			const bool fl = prm::get(qpc, q::primary_fl) != 0;
+			const bool fl_ok =
+				cfg_.roce ? cfg_.roce_fl_when_enabled : cfg_.roce_fl_when_disabled;
+			if (fl && !fl_ok)
+				return fail(prm::status::bad_param, Syndrome::qp_force_loopback);
+			const auto gid =
+				static_cast<uint32_t>(prm::get(qpc, q::primary_src_addr_index));
+			const uint8_t *rgid = qpc + q::primary_rgid_rip_offset;
+			if (!fl) {
+				if (gid >= (cfg_.roce ? cfg_.roce_address_table_size : 0))
+					return fail(prm::status::bad_param, Syndrome::qp_gid_index);
+				if (std::all_of(rgid, rgid + q::rgid_size,
+						[](uint8_t b) { return b == 0; }))
+					return fail(prm::status::bad_param,
+						    Syndrome::qp_remote_gid);
+			}
+			p.mtu = mtu;
+			p.log_msg_max = msg;
+			p.fl = fl;
+			p.gid_index = fl ? 0 : gid;
+			std::memset(p.remote_gid, 0, sizeof(p.remote_gid));
+			if (!fl)
+				std::memcpy(p.remote_gid, rgid, q::rgid_size);
+			p.next_rcv_psn = static_cast<uint32_t>(prm::get(qpc, q::next_rcv_psn));
+			p.min_rnr_nak = static_cast<uint32_t>(prm::get(qpc, q::min_rnr_nak));
+		}
+		if (op == prm::opcode::rtr2rts_qp) {
+			p.next_send_psn = static_cast<uint32_t>(prm::get(qpc, q::next_send_psn));
+			p.retry_count = static_cast<uint32_t>(prm::get(qpc, q::retry_count));
+			p.rnr_retry = static_cast<uint32_t>(prm::get(qpc, q::rnr_retry));
+			p.ack_timeout =
+				static_cast<uint32_t>(prm::get(qpc, q::primary_ack_timeout));
+		}
 		/* RST2INIT sets the port and the remote access enables; the later transitions
 		 * change the enables only where opt_param_mask says so. */
 		if (rst2init || (op == prm::opcode::init2rtr_qp && port != 0)) {
@@ -304,6 +384,20 @@ CmdResult EmuMlx5Device::cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t 
 	prm::set(qpc, prm::qpc::rae, q.path.rae);
 	prm::set(qpc, prm::qpc::dbr_addr, q.attr.dbr);
 	prm::set(qpc, prm::qpc::hw_sq_wqebb_counter, q.sq_ci);
+	prm::set(qpc, prm::qpc::ts_format, q.attr.ts_format);
+	prm::set(qpc, prm::qpc::atomic_mode, q.path.atomic_mode);
+	prm::set(qpc, prm::qpc::mtu, q.path.mtu);
+	prm::set(qpc, prm::qpc::log_msg_max, q.path.log_msg_max);
+	prm::set(qpc, prm::qpc::primary_fl, q.path.fl ? 1 : 0);
+	prm::set(qpc, prm::qpc::primary_src_addr_index, q.path.gid_index);
+	std::memcpy(qpc + prm::qpc::primary_rgid_rip_offset, q.path.remote_gid,
+		    prm::qpc::rgid_size);
+	prm::set(qpc, prm::qpc::next_rcv_psn, q.path.next_rcv_psn);
+	prm::set(qpc, prm::qpc::min_rnr_nak, q.path.min_rnr_nak);
+	prm::set(qpc, prm::qpc::next_send_psn, q.path.next_send_psn);
+	prm::set(qpc, prm::qpc::retry_count, q.path.retry_count);
+	prm::set(qpc, prm::qpc::rnr_retry, q.path.rnr_retry);
+	prm::set(qpc, prm::qpc::primary_ack_timeout, q.path.ack_timeout);
 	return kOk;
 }
 

@@ -91,6 +91,10 @@ int EmuDataPath::create_cq(const CqAttr &a, uint32_t *cqn)
 	if (!mmu_.mapped(a.dbr, prm::dbr::size) || a.dbr % 8 != 0)
 		return a.dbr % 8 != 0 ? -EINVAL : -EFAULT;
 	std::unique_lock lk(table_lock_);
+	/* Completions go to the EQ the CQ names: it must exist (Linux mlx5_core creates its
+	 * completion EQs before any CQ; rdma-core's VFIO provider names its one EQ). */
+	if (eqs_.count(a.eqn) == 0)
+		return kNoSuchEq;
 	const uint32_t cap = uint32_t{1} << cfg_.log_max_cq;
 	if (cqs_.size() >= cap - 1)
 		return -ENOSPC;
@@ -231,20 +235,20 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.path.rre = p.rre;
 		qp.path.rwe = p.rwe;
 		qp.path.rae = p.rae;
+		qp.path.atomic_mode = p.atomic_mode;
 		qp.set_state(QpState::init);
 		return 0;
 	case QpTransition::init2rtr:
 		if (s != QpState::init)
 			return -EPERM;
-		qp.path.remote_qpn = p.remote_qpn;
-		qp.path.rre = p.rre;
-		qp.path.rwe = p.rwe;
-		qp.path.rae = p.rae;
+		/* The decoder built p from the QP's context and this command's fields. */
+		qp.path = p;
 		qp.set_state(QpState::rtr);
 		return 0;
 	case QpTransition::rtr2rts:
 		if (s != QpState::rtr)
 			return -EPERM;
+		qp.path = p;
 		qp.set_state(QpState::rts);
 		return 0;
 	case QpTransition::to_err:

@@ -282,7 +282,8 @@ uint8_t EmuDataPath::Exec::gather_list(DataSeg *segs, size_t *n, uint64_t *total
 		segs[(*n)++] = d;
 		*total += d.bc;
 	}
-	if (*total > (uint64_t{1} << dp.cfg_.log_max_msg))
+	/* The QP's largest message (qpc.log_msg_max, at most the device's log_max_msg). */
+	if (*total > (uint64_t{1} << qp.path.log_msg_max))
 		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
 	return kOk;
 }
@@ -322,7 +323,8 @@ uint8_t EmuDataPath::Exec::rdma_write()
 	const uint8_t *inl_data = nullptr;
 	if (inl) {
 		total = prm::get(w + seg_at, prm::wqe_inline::byte_count);
-		if (seg_at + prm::wqe_inline::header_size + total > len)
+		if (seg_at + prm::wqe_inline::header_size + total > len ||
+		    total > (uint64_t{1} << qp.path.log_msg_max))
 			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
 		inl_data = w + seg_at + prm::wqe_inline::header_size;
 	} else {
