@@ -108,15 +108,15 @@ enum class Syndrome : uint32_t {
 	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, or a UMEM */
 	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports */
 	/* The RC connection (issue 17). */
-	cq_eq_not_found = 0x0e0000c0,	/* BAD_RESOURCE: CREATE_CQ's c_eqn names no EQ */
-	qp_opt_param = 0x0e0000c1,	/* BAD_PARAM: opt_param_mask bit the transition lacks */
-	qp_mtu = 0x0e0000c2,		/* BAD_PARAM: INIT2RTR mtu 0 or above 4096 (5) */
-	qp_msg_max = 0x0e0000c3,	/* BAD_PARAM: log_msg_max above log_max_msg */
-	qp_force_loopback = 0x0e0000c4, /* BAD_PARAM: fl where the RoCE caps forbid it */
-	qp_gid_index = 0x0e0000c5,	/* BAD_PARAM: src_addr_index beyond the GID table */
-	qp_remote_gid = 0x0e0000c6,	/* BAD_PARAM: no fl and rgid_rip all zeroes */
-	qp_atomic_mode = 0x0e0000c7,	/* BAD_PARAM: atomic_mode other than 0 or IB_COMP */
-	qp_ts_format = 0x0e0000c8,	/* BAD_PARAM: ts_format the RoCE caps' qp_ts_format lacks */
+	cq_eq_not_found = 0x0e0000d0,	/* BAD_RESOURCE: CREATE_CQ's c_eqn names no EQ */
+	qp_opt_param = 0x0e0000d1,	/* BAD_PARAM: opt_param_mask bit the transition lacks */
+	qp_mtu = 0x0e0000d2,		/* BAD_PARAM: INIT2RTR mtu 0 or above 4096 (5) */
+	qp_msg_max = 0x0e0000d3,	/* BAD_PARAM: log_msg_max above log_max_msg */
+	qp_force_loopback = 0x0e0000d4, /* BAD_PARAM: fl where the RoCE caps forbid it */
+	qp_gid_index = 0x0e0000d5,	/* BAD_PARAM: src_addr_index beyond the GID table */
+	qp_remote_gid = 0x0e0000d6,	/* BAD_PARAM: no fl and rgid_rip all zeroes */
+	qp_atomic_mode = 0x0e0000d7,	/* BAD_PARAM: atomic_mode other than 0 or IB_COMP */
+	qp_ts_format = 0x0e0000d8,	/* BAD_PARAM: ts_format the RoCE caps' qp_ts_format lacks */
 	/* nicmr extension commands (prm::opcode::nicmr_*_mkey_ext), never on a ConnectX. */
 	ext_flags = 0x0e0000b0,	    /* BAD_PARAM: a flag outside mkey_ext::settable */
 	ext_counter = 0x0e0000b1,   /* BAD_PARAM: counter IOVA unaligned or not mapped */
