@@ -9,7 +9,7 @@
 namespace nicmr::mlx5 {
 
 CmdProgrammer::CmdProgrammer(Device &dev, uint32_t free_pd, uint32_t index_count)
-    : dev_(dev), free_pd_(free_pd), exists_(index_count, false)
+    : dev_(dev), free_pd_(free_pd), exists_(index_count, false), given_(index_count, false)
 {}
 
 CmdProgrammer::~CmdProgrammer()
@@ -25,11 +25,40 @@ CmdProgrammer::~CmdProgrammer()
 	}
 }
 
-int CmdProgrammer::create_free_mkeys(uint32_t first_index, uint32_t count)
+int CmdProgrammer::create_free_mkeys(uint32_t count, uint32_t *indices)
 {
-	/* Lazy (see the top of the header): only check that the engine's range fits ours. */
-	if (first_index == 0 || uint64_t{first_index} + count > exists_.size())
+	/* Lazy (see the top of the header): hand out indices it will create at, which only a
+	 * device with mkey_by_name allows. Lowest never given first. */
+	if (!dev_.caps().mkey_by_index)
+		return -EOPNOTSUPP;
+	std::lock_guard lk(mu_);
+	uint32_t got = 0;
+	for (uint32_t i = next_; i < given_.size() && got < count; i++)
+		if (!given_[i])
+			indices[got++] = i;
+	if (got < count)
+		return -ENOSPC;
+	for (uint32_t i = 0; i < count; i++)
+		given_[indices[i]] = true;
+	next_ = indices[count - 1] + 1;
+	return 0;
+}
+
+bool CmdProgrammer::chosen_indices() const noexcept
+{
+	return dev_.caps().mkey_by_index;
+}
+
+int CmdProgrammer::create_free_mkey_at(uint32_t index)
+{
+	if (!dev_.caps().mkey_by_index)
+		return -EOPNOTSUPP;
+	std::lock_guard lk(mu_);
+	if (index == 0 || index >= given_.size())
 		return -EINVAL;
+	if (given_[index])
+		return -EEXIST;
+	given_[index] = true;
 	return 0;
 }
 

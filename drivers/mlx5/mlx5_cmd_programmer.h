@@ -9,9 +9,11 @@
  *   revoke(mkey)   = DESTROY_MKEY(index) + CREATE_MKEY(index, free=1, umr_en=1, the private PD)
  *
  * It is a real device path (the device enforces every bound and right it programs) but slower
- * than UMR: two commands per call. Free mkeys are created lazily: an index the engine never used
- * does not exist on the device, which refuses it just as it refuses a free one; so opening a
- * device does not cost one command per key.
+ * than UMR: two commands per call. It creates mkeys at the engine's indices, so it needs a
+ * device with mkey_by_name (Caps::mkey_by_index; off on a stock ConnectX): without it
+ * create_free_mkeys is -EOPNOTSUPP and the native API refuses programmer=cmd. Free mkeys are
+ * created lazily: an index the engine never used does not exist on the device, which refuses it
+ * just as it refuses a free one; so opening a device does not cost one command per key.
  *
  * Thread safety: calls may come from any thread; a mutex serialises them (commands serialise on
  * the command queue anyway).
@@ -55,7 +57,12 @@ public:
 	CmdProgrammer(const CmdProgrammer &) = delete;
 	CmdProgrammer &operator=(const CmdProgrammer &) = delete;
 
-	int create_free_mkeys(uint32_t first_index, uint32_t count) override;
+	/* Gives count indices it has not given (lowest first from where it last stopped).
+	 * 0; -EOPNOTSUPP (no mkey_by_index); -ENOSPC (none left below index_count). */
+	int create_free_mkeys(uint32_t count, uint32_t *indices) override;
+	bool chosen_indices() const noexcept override;
+	/* 0; -EOPNOTSUPP (no mkey_by_index); -EINVAL (0 or beyond index_count); -EEXIST. */
+	int create_free_mkey_at(uint32_t index) override;
 	int bind(uint32_t mkey, const mr::BindParams &params) override;
 	int revoke(uint32_t mkey) override;
 
@@ -68,6 +75,8 @@ private:
 	const uint32_t free_pd_;
 	mutable std::mutex mu_;
 	std::vector<bool> exists_; /* by index; under mu_ */
+	std::vector<bool> given_;  /* indices handed to the engine; under mu_ */
+	uint32_t next_ = 1;	   /* where the search for indices to give starts; under mu_ */
 	size_t created_ = 0;	   /* under mu_ */
 };
 

@@ -34,6 +34,8 @@ int KlmProgrammer::restore(uint32_t index, const std::optional<MkeyContext> &sav
 
 int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 {
+	if (!dev_.caps().mkey_by_index)
+		return -EOPNOTSUPP; /* the KLM mkey must take the engine's index (header) */
 	const uint32_t index = mr::mkey_index(mkey);
 	if (index == 0 || p.count == 0 || p.parts == nullptr)
 		return -EINVAL;

@@ -15,6 +15,11 @@
  * Three commands per registration and two per deregistration: the vectored path is not the
  * fast one (doc/registration.md).
  *
+ * Making an mkey at a given index needs the device's mkey_by_name (Caps::mkey_by_index), which
+ * a stock ConnectX does not offer: without it bind_indirect is -EOPNOTSUPP. (A device-chosen
+ * index would change the engine's key; free KLM mkeys pre-created for UMR, as the kernel's
+ * mlx5_ib makes for IB_MR_TYPE_SG_GAPS, would lift this and are not done yet.)
+ *
  * Thread safety: any thread; a mutex guards the saved contexts (the command queue serialises
  * the commands anyway). Slow path: it allocates and takes a lock.
  */
@@ -34,8 +39,8 @@ namespace nicmr::mlx5 {
 class KlmProgrammer final : public mr::IndirectProgrammer {
 public:
 	explicit KlmProgrammer(Device &dev) : dev_(dev) {}
-	/* 0; -EINVAL (index 0, count 0); -EBUSY (the index holds an mkey that is not free);
-	 * -ENOMEM; the commands' errors. */
+	/* 0; -EOPNOTSUPP (no mkey_by_index); -EINVAL (index 0, count 0); -EBUSY (the index holds an
+	 * mkey that is not free); -ENOMEM; the commands' errors. */
 	int bind_indirect(uint32_t mkey, const mr::IndirectParams &p) override;
 	/* 0; -ENOENT (not an indirect mkey of this programmer); DESTROY_MKEY's error. */
 	int revoke_indirect(uint32_t mkey) override;

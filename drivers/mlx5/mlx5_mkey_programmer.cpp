@@ -160,17 +160,18 @@ void Mlx5MkeyProgrammer::slot_exit(size_t slot) noexcept
 	lane = kNoLane;
 }
 
-int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t first, uint32_t count)
+/*
+ * The pool's free mkeys, as the Linux kernel's mkey cache makes them (drivers/infiniband/hw/
+ * mlx5/mr.c, add_keys/set_cache_mkc: free = 1, umr_en = 1, MTT, a translation size fixed at
+ * creation, the variant set by the driver at CREATE_MKEY): the device chooses the index, as
+ * the kernel lets it (input_mkey_index 0), and the engine's key is that index with a variant
+ * the engine's UMRs set (the kernel's umr.c enables an mkey with MLX5_MKEY_MASK_KEY | FREE,
+ * get_umr_enable_mr_mask: the key's low byte is the UMR's to change). The PRM has no bulk
+ * CREATE_MKEY: the kernel posts one command per mkey (asynchronously); this driver sends them
+ * back to back on the engine's slow path.
+ */
+MkeyCreate Mlx5MkeyProgrammer::free_mkey() const
 {
-	if (first == 0 || uint64_t{first} + count > (uint64_t{1} << 24))
-		return -EINVAL;
-	std::lock_guard<std::mutex> lk(mu_);
-	size_t before = mkeys_.size();
-	try {
-		mkeys_.reserve(before + count);
-	} catch (const std::bad_alloc &) {
-		return -ENOMEM;
-	}
 	MkeyCreate c;
 	c.ctx.access_mode = prm::access_mode::mtt;
 	c.ctx.free = true;
@@ -180,25 +181,61 @@ int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t first, uint32_t count)
 	c.ctx.log_page_size = kFreeMkeyLogPage;
 	c.ctx.translations_octword_size =
 		static_cast<uint32_t>(prm::mtt_octwords(opts_.max_translations));
-	bool by_index = dev_.caps().mkey_by_index;
+	return c;
+}
+
+int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t count, uint32_t *indices)
+{
+	if (count == 0 || indices == nullptr)
+		return -EINVAL;
+	std::lock_guard<std::mutex> lk(mu_);
+	size_t before = mkeys_.size();
+	try {
+		mkeys_.reserve(before + count);
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	const MkeyCreate c = free_mkey(); /* index 0: the device chooses */
 	int rc = 0;
 	for (uint32_t i = 0; i < count; i++) {
-		c.index = by_index ? first + i : 0;
 		MkeyHandle h;
 		rc = MkeyHandle::create(dev_, c, &h);
 		if (rc != 0)
 			break;
-		if (h.index() != first + i) {
-			NICMR_LOG(error, "mlx5",
-				  "%s: device chose mkey index 0x%x, the engine needs 0x%x",
-				  dev_.function().name().c_str(), h.index(), first + i);
-			rc = -EOPNOTSUPP;
-			break;
-		}
+		indices[i] = h.index();
 		mkeys_.push_back(std::move(h));
 	}
-	if (rc != 0)
+	if (rc != 0) {
+		NICMR_LOG(warn, "mlx5", "%s: CREATE_MKEY %zu of %u failed: %d",
+			  dev_.function().name().c_str(), mkeys_.size() - before + 1, count, rc);
 		mkeys_.resize(before); /* destroys this call's mkeys */
+	}
+	return rc;
+}
+
+bool Mlx5MkeyProgrammer::chosen_indices() const noexcept
+{
+	return dev_.caps().mkey_by_index;
+}
+
+int Mlx5MkeyProgrammer::create_free_mkey_at(uint32_t index)
+{
+	if (!dev_.caps().mkey_by_index)
+		return -EOPNOTSUPP;
+	if (index == 0 || index >= (uint32_t{1} << 24))
+		return -EINVAL;
+	std::lock_guard<std::mutex> lk(mu_);
+	try {
+		mkeys_.reserve(mkeys_.size() + 1);
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	}
+	MkeyCreate c = free_mkey();
+	c.index = index;
+	MkeyHandle h;
+	int rc = MkeyHandle::create(dev_, c, &h);
+	if (rc == 0)
+		mkeys_.push_back(std::move(h));
 	return rc;
 }
 

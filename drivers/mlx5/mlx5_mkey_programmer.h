@@ -18,9 +18,10 @@
  * slot is another thread's); a programmer being destroyed stops watching first, so a thread
  * that exits after it is gone hands back nothing.
  *
- * Engine indices are device mkey indices: with Caps::mkey_by_index the mkeys are created at
- * the engine's indices; without it the device picks, and create_free_mkeys fails with
- * -EOPNOTSUPP unless it picked exactly the indices asked for.
+ * Engine indices are device mkey indices, chosen by the device (CREATE_MKEY with
+ * input_mkey_index 0): create_free_mkeys reports the ones it got. Only with Caps::mkey_by_index
+ * (hca_cap mkey_by_name, off on a stock ConnectX) does create_free_mkey_at make one at a chosen
+ * index, for requested keys.
  */
 #ifndef NICMR_MLX5_MKEY_PROGRAMMER_H
 #define NICMR_MLX5_MKEY_PROGRAMMER_H
@@ -60,9 +61,15 @@ public:
 	Mlx5MkeyProgrammer(const Mlx5MkeyProgrammer &) = delete;
 	Mlx5MkeyProgrammer &operator=(const Mlx5MkeyProgrammer &) = delete;
 
-	/* 0; -EINVAL (first 0, or the range above 24 bits); -EOPNOTSUPP (see above); the
-	 * command's. On failure the mkeys of this call are destroyed again. */
-	int create_free_mkeys(uint32_t first_index, uint32_t count) override;
+	/* count CREATE_MKEYs at device-chosen indices (mlx5_mkey_programmer.cpp says why one by
+	 * one). 0; -EINVAL (count 0); -ENOMEM; the command's. On failure the mkeys of this call
+	 * are destroyed again. Any thread (the engine's slow path). */
+	int create_free_mkeys(uint32_t count, uint32_t *indices) override;
+	/* Caps::mkey_by_index. */
+	bool chosen_indices() const noexcept override;
+	/* 0; -EOPNOTSUPP (no mkey_by_index); -EINVAL (index 0 or above 24 bits); the command's
+	 * (the index exists already: -EINVAL, BAD_RES_STATE). */
+	int create_free_mkey_at(uint32_t index) override;
 	/* 0; -EINVAL (len 0, log_page_size outside 12..30, iova_base not congruent with start
 	 * modulo the page); -E2BIG (more than max_translations pages); UmrQueue::bind's errors
 	 * (-EOPNOTSUPP: atomic access on a device with umr_modify_atomic_disabled). On a device
@@ -98,6 +105,8 @@ private:
 
 	Mlx5MkeyProgrammer(Device &dev, uint32_t pd, const MkeyProgrammerOptions &o);
 	int bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p, bool modify);
+	/* The CREATE_MKEY of a free mkey (index 0: the device's choice). */
+	MkeyCreate free_mkey() const;
 	/* Runs f on the calling thread's lane (lane 0 under shared_mu_). */
 	template <class F> int on_my_lane(F &&f);
 	Device &dev_;

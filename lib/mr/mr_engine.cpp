@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "mr_engine.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <new>
+#include <sys/mman.h>
 
 #include "nicmr_log.h"
 
@@ -11,23 +13,98 @@ namespace nicmr::mr {
 int Engine::create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 		   std::unique_ptr<Engine> *out) noexcept
 {
-	if (cfg.device_id == 0)
+	const uint32_t n = cfg.index_count;
+	if (cfg.device_id == 0 || n < 2 || n > kMaxIndexCount || cfg.pool_max > n - 1 ||
+	    cfg.pool_grow == 0 || cfg.pool_grow > (1u << 16))
 		return -EINVAL;
 	std::unique_ptr<Engine> e(new (std::nothrow) Engine(programmer));
 	if (!e)
 		return -ENOMEM;
 	e->device_id_ = cfg.device_id;
-	int rc = KeySpace::create({cfg.index_count, cfg.max_readers}, &e->keys_);
+	e->pool_max_ = cfg.pool_max != 0 ? cfg.pool_max : n - 1;
+	e->pool_grow_ = cfg.pool_grow;
+	e->grow_buf_.reset(new (std::nothrow) uint32_t[cfg.pool_grow]);
+	e->created_len_ = (size_t{n} + 63) / 64 * sizeof(uint64_t);
+	/* Zero pages: no index created. Lazily populated, like the key space's slot words. */
+	void *bits = mmap(nullptr, e->created_len_, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	e->created_ = bits == MAP_FAILED ? nullptr : static_cast<std::atomic<uint64_t> *>(bits);
+	static_assert(sizeof(std::atomic<uint64_t>) == 8 &&
+		      std::atomic<uint64_t>::is_always_lock_free);
+	if (!e->grow_buf_ || !e->created_)
+		return -ENOMEM;
+	KeySpaceConfig kc;
+	kc.index_count = n;
+	kc.max_readers = cfg.max_readers;
+	kc.capacity = e->pool_max_;
+	kc.all_free = false;
+	int rc = KeySpace::create(kc, &e->keys_);
 	if (rc == 0)
-		rc = ShadowTable::create(cfg.index_count, &e->table_, cfg.segment_slots);
-	if (rc == 0)
-		rc = programmer.create_free_mkeys(1, cfg.index_count - 1);
+		rc = ShadowTable::create(n, &e->table_, cfg.segment_slots);
+	/* The initial pool, pool_grow at a time (grow_buf_'s size). */
+	const uint32_t initial = std::min(cfg.pool_initial, e->pool_max_);
+	while (rc == 0 && e->pool_size() < initial) {
+		std::lock_guard lk(e->grow_mu_);
+		rc = e->grow_locked(std::min(initial - e->pool_size(), e->pool_grow_));
+	}
 	if (rc) {
-		NICMR_LOG(error, "mr", "engine for device %#llx with %u keys: %d",
-			  static_cast<unsigned long long>(cfg.device_id), cfg.index_count, rc);
+		NICMR_LOG(error, "mr", "engine for device %#llx with %u keys (pool of %u): %d",
+			  static_cast<unsigned long long>(cfg.device_id), n, initial, rc);
 		return rc;
 	}
 	*out = std::move(e);
+	return 0;
+}
+
+Engine::~Engine()
+{
+	if (created_ != nullptr)
+		munmap(created_, created_len_);
+}
+
+int Engine::grow() noexcept
+{
+	std::lock_guard lk(grow_mu_);
+	return grow_locked(pool_grow_);
+}
+
+/* Slow path, under grow_mu_: count more free mkeys from the device into the key space. */
+int Engine::grow_locked(uint32_t count) noexcept
+{
+	const uint32_t size = pool_size_.load(std::memory_order_relaxed);
+	count = std::min({count, pool_max_ - size, pool_grow_});
+	if (count == 0)
+		return -ENOSPC;
+	uint32_t *idx = grow_buf_.get();
+	int rc = prog_.create_free_mkeys(count, idx);
+	if (rc) {
+		NICMR_LOG(warn, "mr", "creating %u more mkeys (pool of %u, at most %u) failed: %d",
+			  count, size, pool_max_, rc);
+		return rc;
+	}
+	/* In index order: a cache's batch of kCacheBatch then tends to share the cache lines of
+	 * its per-index records (slot words, MR handles) with no other thread's. */
+	std::sort(idx, idx + count);
+	for (uint32_t i = 0; i < count; i++) {
+		if (idx[i] == 0 || idx[i] >= keys_->index_count() || created(idx[i]) ||
+		    (i > 0 && idx[i] == idx[i - 1])) {
+			NICMR_LOG(error, "mr",
+				  "the device gave mkey index %#x, which the engine cannot "
+				  "use (0, beyond %#x, or given before)",
+				  idx[i], keys_->index_count());
+			return -EIO;
+		}
+	}
+	rc = keys_->add_free(idx, count);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < count; i++)
+		/* Release: pairs with the acquire in created(). */
+		created_[idx[i] / 64].fetch_or(uint64_t{1} << (idx[i] % 64),
+					       std::memory_order_release);
+	pool_size_.store(size + count, std::memory_order_relaxed);
+	NICMR_LOG(debug, "mr", "mkey pool grew by %u to %u (at most %u)", count, size + count,
+		  pool_max_);
 	return 0;
 }
 
@@ -71,10 +148,70 @@ bool Engine::runs_valid(const Run *runs, uint32_t count, uint64_t len) noexcept
 	return true;
 }
 
+/* Hot path for provider keys: a free index from the cache or the ring; the pool grows (slow
+ * path) only when none is left. */
 int Engine::take_key(uint32_t flags, uint64_t requested, KeyCache *cache, uint32_t *k) noexcept
 {
-	return (flags & kRegRequestedKey) ? keys_->claim(requested, k, cache)
-					  : keys_->alloc(cache, k);
+	if (flags & kRegRequestedKey) [[unlikely]] {
+		if (!prog_.chosen_indices())
+			return -EOPNOTSUPP;
+		const uint32_t index = mkey_index(static_cast<uint32_t>(requested));
+		if (requested > UINT32_MAX || index == 0 || index >= keys_->index_count())
+			return -EKEYREJECTED;
+		if (!created(index))
+			return claim_creating(requested, cache, k);
+		return keys_->claim(requested, k, cache);
+	}
+	const int rc = keys_->alloc(cache, k);
+	if (rc == -ENOSPC) [[unlikely]]
+		return alloc_growing(cache, k);
+	return rc;
+}
+
+int Engine::alloc_growing(KeyCache *cache, uint32_t *k) noexcept
+{
+	for (;;) {
+		{
+			std::lock_guard lk(grow_mu_);
+			/* Another thread may have grown the pool while we waited. */
+			if (keys_->ring_free_count() == 0) {
+				const int rc = grow_locked(pool_grow_);
+				if (rc)
+					return rc;
+			}
+		}
+		const int rc = keys_->alloc(cache, k);
+		if (rc != -ENOSPC)
+			return rc;
+	}
+}
+
+/* A requested key whose index has no mkey yet: create one there (mkey_by_name), then claim
+ * it before its one copy goes into the free structures, so that no allocation takes it
+ * between the two. */
+int Engine::claim_creating(uint64_t requested, KeyCache *cache, uint32_t *k) noexcept
+{
+	const uint32_t index = mkey_index(static_cast<uint32_t>(requested));
+	std::lock_guard lk(grow_mu_);
+	if (created(index))
+		return keys_->claim(requested, k, cache);
+	const uint32_t size = pool_size_.load(std::memory_order_relaxed);
+	if (size >= pool_max_)
+		return -ENOSPC;
+	int rc = prog_.create_free_mkey_at(index);
+	if (rc) {
+		NICMR_LOG(warn, "mr", "creating the mkey at index %#x for key %#llx failed: %d",
+			  index, static_cast<unsigned long long>(requested), rc);
+		return rc;
+	}
+	/* Never used: its slot word is free, so the claim cannot fail. Its ghost copy follows. */
+	rc = keys_->claim(requested, k, cache);
+	/* Cannot fail: the index is in range and the pool below pool_max_, the rings' room. */
+	(void)keys_->add_free(&index, 1);
+	/* Release: pairs with the acquire in created(). */
+	created_[index / 64].fetch_or(uint64_t{1} << (index % 64), std::memory_order_release);
+	pool_size_.store(size + 1, std::memory_order_relaxed);
+	return rc;
 }
 
 void Engine::unhold_keys(const uint32_t *keys, uint32_t n) noexcept

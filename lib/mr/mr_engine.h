@@ -6,6 +6,15 @@
  *   reg_sub: hold the base key -> check against the base -> as reg (the hold stays till dereg)
  *   dereg:   begin_retire -> invalidate entry -> programmer.revoke -> retire (grace period)
  *
+ * The mkey pool: the engine's keys are the device's mkeys, index << 8 | variant, where the
+ * index is the one the device chose at CREATE_MKEY (a stock ConnectX picks it; the table and
+ * slot words are direct-indexed by it over the device's whole index space, in lazily
+ * populated memory) and the variant is the engine's (set by UMR, rotated on every reuse).
+ * The engine starts with pool_initial free mkeys and, when a registration finds none free,
+ * creates pool_grow more (slow path, under grow_mu_, which the fast path never touches), up
+ * to pool_max; past it, -ENOSPC. Requested keys need a device that creates mkeys at chosen
+ * indices (MkeyProgrammer::chosen_indices); elsewhere they are -EOPNOTSUPP.
+ *
  * Failure atomicity: a failed reg leaves the key space, the table and the device as they were
  * (the key goes back free, variant rotated); a failed dereg leaves the region registered and
  * its key working. Lookups are the table's, lockless.
@@ -17,9 +26,11 @@
 #ifndef NICMR_MR_ENGINE_H
 #define NICMR_MR_ENGINE_H
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "mr_access.h"
 #include "mr_keys.h"
@@ -29,12 +40,22 @@
 
 namespace nicmr::mr {
 
+/* Pool defaults (doc/registration.md, "The mkey pool"). */
+inline constexpr uint32_t kDefaultPoolInitial = 1024;
+inline constexpr uint32_t kDefaultPoolGrow = 256;
+
 struct EngineConfig {
-	uint32_t index_count = 1u << 16; /* the device's mkey count (2..2^24) */
-	uint32_t max_readers = 64;	 /* QSBR reader ids 0..max_readers-1 (1..1024) */
-	uint64_t device_id = 1;		 /* carried in raw keys; nonzero */
+	/* The device's mkey index space: indices 1..index_count-1 (2..2^24). */
+	uint32_t index_count = 1u << 16;
+	uint32_t max_readers = 64; /* QSBR reader ids 0..max_readers-1 (1..1024) */
+	uint64_t device_id = 1;	   /* carried in raw keys; nonzero */
 	/* Segmented regions live at once (clamped to index_count; 0: none). */
 	uint32_t segment_slots = kDefaultSegmentSlots;
+	/* mkeys created at engine creation (clamped to pool_max), per growth (1..2^16), and at
+	 * most (1..index_count-1; 0: index_count - 1). */
+	uint32_t pool_initial = kDefaultPoolInitial;
+	uint32_t pool_grow = kDefaultPoolGrow;
+	uint32_t pool_max = 0;
 };
 
 enum RegFlag : uint32_t {
@@ -91,24 +112,30 @@ struct IndirectRequest {
 class Engine {
 public:
 	/*
-	 * Creates the key space and table and asks the programmer to pre-create mkeys 1..N-1.
-	 * Returns 0, -EINVAL (config out of range), -ENOMEM, or the programmer's error; on
-	 * failure nothing is left behind.
+	 * Creates the key space and table and asks the programmer for the initial pool.
+	 * Returns 0, -EINVAL (config out of range), -ENOMEM, -EIO (the device gave an index that
+	 * is 0, out of range or given before), or the programmer's error; on failure nothing is
+	 * left behind in the engine (the programmer owns the mkeys it made).
 	 */
 	static int create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 			  std::unique_ptr<Engine> *out) noexcept;
+	~Engine();
+	Engine(const Engine &) = delete;
+	Engine &operator=(const Engine &) = delete;
 
 	/*
 	 * Registers a region and returns its mkey (lkey = rkey). cache may be nullptr.
 	 * Returns 0;
 	 *   -EINVAL        len 0, addr + len or iova + len wraps, access bits invalid (unknown, or
 	 *                  rw/a without lw), pd above 24 bits, log_page_size outside 12..30
-	 *   -EOPNOTSUPP    an unknown flag (the libfabric surface says -FI_EBADFLAGS)
-	 *   -ENOSPC        no free key reachable
+	 *   -EOPNOTSUPP    an unknown flag (the libfabric surface says -FI_EBADFLAGS), or
+	 *                  kRegRequestedKey on a device without chosen indices
+	 *   -ENOSPC        no free key reachable and the pool at pool_max (or a requested
+	 *                  key's index not created yet and the pool at pool_max)
 	 *   -EKEYREJECTED  requested key outside the key space
 	 *   -EEXIST        requested key's index in use (the libfabric surface: -FI_ENOKEY)
 	 *   -EAGAIN        requested key's index waits for its grace period
-	 *   the programmer's bind error
+	 *   the programmer's bind error, or its create error when the pool had to grow
 	 */
 	int reg(const RegRequest &req, KeyCache *cache, uint32_t *mkey) noexcept;
 
@@ -189,6 +216,18 @@ public:
 	void reader_unregister(unsigned id) noexcept { keys_->reader_unregister(id); }
 	void reader_quiescent(unsigned id) noexcept { keys_->reader_quiescent(id); }
 
+	/* mkeys created on the device for the engine so far, and the most there will be. */
+	uint32_t pool_size() const noexcept { return pool_size_.load(std::memory_order_relaxed); }
+	uint32_t pool_max() const noexcept { return pool_max_; }
+	/* Whether requested keys are offered (the device creates mkeys at chosen indices). */
+	bool requested_keys() const noexcept { return prog_.chosen_indices(); }
+	/*
+	 * Creates up to pool_grow more free mkeys now (what a registration that finds none free
+	 * does). Slow path; any thread. 0; -ENOSPC (the pool is at pool_max); -EIO; the
+	 * programmer's error.
+	 */
+	int grow() noexcept;
+
 	KeySpace &keys() noexcept { return *keys_; }
 	const ShadowTable &table() const noexcept { return *table_; }
 	uint64_t device_id() const noexcept { return device_id_; }
@@ -204,12 +243,37 @@ private:
 	int install(const RegRequest &req, EntryFields f, KeyCache *cache, uint32_t *mkey) noexcept;
 	static bool runs_valid(const Run *runs, uint32_t count, uint64_t len) noexcept;
 	int take_key(uint32_t flags, uint64_t requested, KeyCache *cache, uint32_t *k) noexcept;
+	/* The slow paths of take_key: a pool with no free index, a requested key whose index the
+	 * device has not created yet. */
+	int alloc_growing(KeyCache *cache, uint32_t *k) noexcept;
+	int claim_creating(uint64_t requested, KeyCache *cache, uint32_t *k) noexcept;
+	int grow_locked(uint32_t count) noexcept;
+	bool created(uint32_t index) const noexcept
+	{
+		/* Acquire: pairs with the release in claim_creating/grow_locked, so the mkey's
+		 * slot word and ring copy are there before its bit is seen. */
+		return created_[index / 64].load(std::memory_order_acquire) >> (index % 64) & 1;
+	}
 	int hold_parts(const IndirectRequest &req, uint32_t *held) noexcept;
 	void unhold_keys(const uint32_t *keys, uint32_t n) noexcept;
 	MkeyProgrammer &prog_;
 	std::unique_ptr<KeySpace> keys_;
 	std::unique_ptr<ShadowTable> table_;
 	uint64_t device_id_ = 0;
+	uint32_t pool_max_ = 0;
+	uint32_t pool_grow_ = 0;
+
+	/* The pool's slow path, on lines of their own: the fast path reads the members above. */
+	/* Serialises pool growth and creation at a chosen index. */
+	alignas(64) std::mutex grow_mu_;
+	/* mkeys created (written under grow_mu_, relaxed reads are statistics). */
+	std::atomic<uint32_t> pool_size_{0};
+	/* One bit per index: the device has a free mkey there for the engine (requested keys
+	 * ask; written under grow_mu_). index_count bits of lazily populated memory. */
+	std::atomic<uint64_t> *created_ = nullptr;
+	size_t created_len_ = 0;
+	/* grow_locked's index list (pool_grow entries). */
+	std::unique_ptr<uint32_t[]> grow_buf_;
 };
 
 } // namespace nicmr::mr

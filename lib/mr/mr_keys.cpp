@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "mr_keys.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -72,14 +73,17 @@ KeyCache::~KeyCache()
 
 int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) noexcept
 {
+	const uint32_t cap = cfg.capacity != 0 ? cfg.capacity : cfg.index_count - 1;
 	if (cfg.index_count < 2 || cfg.index_count > kMaxIndexCount || cfg.max_readers < 1 ||
-	    cfg.max_readers > 1024)
+	    cfg.max_readers > 1024 || cap > cfg.index_count - 1 ||
+	    (cfg.all_free && cap != cfg.index_count - 1))
 		return -EINVAL;
 	std::unique_ptr<KeySpace> ks(new (std::nothrow) KeySpace());
 	if (!ks)
 		return -ENOMEM;
 	const uint32_t n = cfg.index_count;
 	ks->n_ = n;
+	ks->cap_ = cap;
 	ks->max_readers_ = cfg.max_readers;
 	ks->slots_len_ = size_t{n} * sizeof(std::atomic<uint32_t>);
 	static_assert(sizeof(std::atomic<uint32_t>) == 4 &&
@@ -94,10 +98,10 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 	 * head/tail word) both trip it with false reports. HTS serialises each end of a ring;
 	 * the per-thread caches move indices 32 at a time, so the rings see little traffic.
 	 */
-	ks->free_ = make_ring("nicmr_mr_free", n - 1, sizeof(uint32_t),
+	ks->free_ = make_ring("nicmr_mr_free", cap, sizeof(uint32_t),
 			      RING_F_MP_HTS_ENQ | RING_F_MC_HTS_DEQ, &ks->free_len_);
 	/* Many threads retire; one at a time reclaims (under reclaim_lock_). */
-	ks->retire_ = make_ring("nicmr_mr_retire", n - 1, sizeof(Retired),
+	ks->retire_ = make_ring("nicmr_mr_retire", cap, sizeof(Retired),
 				RING_F_MP_HTS_ENQ | RING_F_MC_HTS_DEQ, &ks->retire_len_);
 	ks->qsbr_len_ = rte_rcu_qsbr_get_memsize(cfg.max_readers);
 	ks->qsbr_ = static_cast<rte_rcu_qsbr *>(map_zeroed(ks->qsbr_len_));
@@ -106,6 +110,11 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 	if (rte_rcu_qsbr_init(ks->qsbr_, cfg.max_readers) != 0)
 		return -EINVAL;
 
+	if (!cfg.all_free) {
+		*out = std::move(ks);
+		return 0;
+	}
+	ks->added_.store(n - 1, std::memory_order_relaxed);
 	/* Free indices in order from kCacheBatch, then 1..kCacheBatch-1 (index 0 is never
 	 * handed out): the batches of kCacheBatch that caches take are then aligned blocks, whose
 	 * per-index records smaller than a cache line (the 4-byte slot words here, the API's
@@ -125,6 +134,28 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 	if (cnt)
 		rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt, nullptr);
 	*out = std::move(ks);
+	return 0;
+}
+
+int KeySpace::add_free(const uint32_t *indices, uint32_t count) noexcept
+{
+	for (uint32_t i = 0; i < count; i++)
+		if (indices[i] == 0 || indices[i] >= n_)
+			return -EINVAL;
+	/* Relaxed: a count ordered with nothing; one adder at a time (the engine's grow lock). */
+	const uint32_t added = added_.load(std::memory_order_relaxed);
+	if (count > cap_ - added)
+		return -EINVAL;
+	added_.store(added + count, std::memory_order_relaxed);
+	/* The slot words of new indices are zero pages or were never written: free at variant 0.
+	 * The enqueue (release, inside the ring) publishes them to whoever dequeues. Room is
+	 * checked above: the rings hold cap_ elements and every index has at most one copy. */
+	uint32_t done = 0;
+	while (done < count) {
+		const uint32_t n = std::min<uint32_t>(count - done, 256);
+		rte_ring_enqueue_bulk_elem(free_, indices + done, sizeof(uint32_t), n, nullptr);
+		done += n;
+	}
 	return 0;
 }
 
@@ -152,7 +183,7 @@ bool KeySpace::take(KeyCache *c, uint32_t *index) noexcept
 
 void KeySpace::put(KeyCache *c, uint32_t index) noexcept
 {
-	/* The ring holds N-1 elements and every index has at most one copy in the free
+	/* The ring holds every index ever added and each has at most one copy in the free
 	 * structures, so these enqueues cannot fail. */
 	if (!c) {
 		rte_ring_enqueue_elem(free_, &index, sizeof(uint32_t));
@@ -186,7 +217,7 @@ bool KeySpace::flush_retired(KeyCache &c) noexcept
 	for (uint32_t i = 0; i < c.nl_; i++)
 		r[i] = Retired{token, c.limbo_[i]};
 	waiting_.fetch_add(c.nl_, std::memory_order_relaxed);
-	/* The ring holds N-1 elements and an index is in at most one place: it cannot fail. */
+	/* The ring holds every index ever added, each in at most one place: it cannot fail. */
 	rte_ring_enqueue_bulk_elem(retire_, r, sizeof(Retired), c.nl_, nullptr);
 	c.nl_ = 0;
 	return false;
@@ -203,7 +234,7 @@ void KeySpace::free_batch(KeyCache *c, const uint32_t *indices, uint32_t count) 
 		std::memcpy(c->idx_ + c->n_, out, n * sizeof(uint32_t));
 		c->n_ += n;
 	} else if (n != 0) {
-		/* The ring holds N-1 elements and every index has at most one copy in the free
+		/* The ring holds every index ever added, each with at most one copy in the free
 		 * structures: the bulk cannot fail. */
 		rte_ring_enqueue_bulk_elem(free_, out, sizeof(uint32_t), n, nullptr);
 	}

@@ -19,6 +19,12 @@
  *                   token. Either way a batch is freed whole: into the freeing thread's cache
  *                   when it fits there, else into the global ring as one bulk.
  *
+ * Which indices are in the free structures is the owner's choice: every index 1..N-1 at
+ * creation (all_free), or only those it adds later (add_free: the engine adds the indices of
+ * the mkeys the device created for it, in batches, doc/registration.md). The rings hold
+ * `capacity` indices, the most that can ever be added; the slot words cover all N indices
+ * (lazily populated memory: an index never used costs no page).
+ *
  * Index 0 is reserved and never handed out. The variant rotates (+1 mod 256) every time an
  * index becomes free again, so a stale key never matches the next registration at its index.
  *
@@ -73,6 +79,11 @@ struct KeySpaceConfig {
 	uint32_t index_count = 0;
 	/* QSBR reader slots: reader ids are 0..max_readers-1. 1 <= max_readers <= 1024. */
 	uint32_t max_readers = 64;
+	/* Room in the free and retire rings: the most indices ever added (0: N - 1). */
+	uint32_t capacity = 0;
+	/* Every index 1..N-1 free at creation (capacity must then be N - 1); else none until
+	 * add_free. */
+	bool all_free = true;
 };
 
 /* free -> binding (alloc/claim) -> live (activate) -> retiring (begin_retire) -> free (reclaim);
@@ -108,8 +119,9 @@ private:
 class KeySpace {
 public:
 	/*
-	 * Creates a key space with every index 1..N-1 free at variant 0.
-	 * Returns 0, -EINVAL (index_count or max_readers out of range), -ENOMEM.
+	 * Creates a key space: every index 1..N-1 free at variant 0 (all_free), or none.
+	 * Returns 0, -EINVAL (index_count, max_readers or capacity out of range, all_free with
+	 * capacity below N - 1), -ENOMEM.
 	 */
 	static int create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) noexcept;
 	~KeySpace();
@@ -117,6 +129,16 @@ public:
 	KeySpace &operator=(const KeySpace &) = delete;
 
 	uint32_t index_count() const noexcept { return n_; }
+	/* The most indices the free structures hold. */
+	uint32_t capacity() const noexcept { return cap_; }
+
+	/*
+	 * Makes indices free (variant 0) that were never in the key space's free structures:
+	 * the engine's pool growth (slow path). Each must be 1..N-1, never added before and
+	 * never claimed; all that were ever added must fit in capacity. Any thread; no lock
+	 * (one bulk enqueue). Returns 0, -EINVAL (an index out of range, or past capacity).
+	 */
+	int add_free(const uint32_t *indices, uint32_t count) noexcept;
 
 	/*
 	 * Takes a free index (through cache when given, else straight from the global ring) and
@@ -229,7 +251,10 @@ private:
 	void free_batch(KeyCache *cache, const uint32_t *indices, uint32_t count) noexcept;
 
 	uint32_t n_ = 0;
+	uint32_t cap_ = 0;
 	uint32_t max_readers_ = 0;
+	/* Indices ever added (add_free, or all at creation); written by add_free alone. */
+	std::atomic<uint32_t> added_{0};
 	std::atomic<uint32_t> *slots_ = nullptr;
 	rte_ring *free_ = nullptr;
 	rte_ring *retire_ = nullptr;

@@ -9,7 +9,9 @@
 #ifndef NICMR_MR_PROGRAMMER_H
 #define NICMR_MR_PROGRAMMER_H
 
+#include <cerrno>
 #include <cstdint>
+#include <vector>
 
 namespace nicmr::mr {
 
@@ -31,11 +33,26 @@ class MkeyProgrammer {
 public:
 	virtual ~MkeyProgrammer() = default;
 	/*
-	 * Makes indices first..first+count-1 exist on the device as free mkeys that UMR may
-	 * program (index 0 is never asked for). Called once when the engine is created.
-	 * Returns 0 or a negative errno; on failure nothing stays created.
+	 * Makes count new free mkeys (free=1, umr_en=1, variant 0) that UMR may program, at
+	 * indices the device chooses (CREATE_MKEY with input_mkey_index 0, as on any ConnectX),
+	 * and writes their indices to indices[0..count). The PRM's CREATE_MKEY makes one mkey per
+	 * command (its output has one mkey_index), so this is count commands back to back: the
+	 * engine's slow path (it grows its pool in batches, doc/registration.md). Indices are
+	 * never 0 and never one that exists already.
+	 * Returns 0 or a negative errno; on failure nothing of this call stays created.
 	 */
-	virtual int create_free_mkeys(uint32_t first_index, uint32_t count) = 0;
+	virtual int create_free_mkeys(uint32_t count, uint32_t *indices) = 0;
+	/*
+	 * Whether create_free_mkey_at works: the device creates mkeys at a chosen index (the
+	 * hca_cap mkey_by_name, off on a stock ConnectX). The engine offers requested keys only
+	 * then.
+	 */
+	virtual bool chosen_indices() const noexcept { return false; }
+	/*
+	 * Makes one free mkey, as create_free_mkeys, at index (1 .. 2^24 - 1, not existing).
+	 * 0; -EOPNOTSUPP (chosen_indices() is false); the device's error.
+	 */
+	virtual int create_free_mkey_at(uint32_t /*index*/) { return -EOPNOTSUPP; }
 	/* Programs mkey (index and variant) with params and clears free. 0 or negative errno;
 	 * on failure the mkey is left free. */
 	virtual int bind(uint32_t mkey, const BindParams &params) = 0;
@@ -83,13 +100,51 @@ public:
 	virtual int revoke_indirect(uint32_t mkey) = 0;
 };
 
-/* Accepts everything and touches nothing: the host-only engine, and benchmarks of it. */
+/* Accepts everything and touches nothing: the host-only engine, and benchmarks of it. Its
+ * "device" hands out indices from 1 upwards, skipping those made at a chosen index. */
 class NullProgrammer final : public MkeyProgrammer {
 public:
-	int create_free_mkeys(uint32_t, uint32_t) override { return 0; }
+	int create_free_mkeys(uint32_t count, uint32_t *indices) override
+	{
+		try {
+			for (uint32_t i = 0; i < count; i++) {
+				while (next_ < taken_.size() && taken_[next_])
+					next_++;
+				if (next_ >= (uint32_t{1} << 24))
+					return -ENOSPC;
+				mark(next_);
+				indices[i] = next_++;
+			}
+		} catch (...) {
+			return -ENOMEM;
+		}
+		return 0;
+	}
+	bool chosen_indices() const noexcept override { return true; }
+	int create_free_mkey_at(uint32_t index) override
+	{
+		try {
+			if (index < taken_.size() && taken_[index])
+				return -EEXIST;
+			mark(index);
+		} catch (...) {
+			return -ENOMEM;
+		}
+		return 0;
+	}
 	int bind(uint32_t, const BindParams &) override { return 0; }
 	int revoke(uint32_t) override { return 0; }
 	int modify(uint32_t, const BindParams &) override { return 0; }
+
+private:
+	void mark(uint32_t index)
+	{
+		if (index >= taken_.size())
+			taken_.resize(index + 1024);
+		taken_[index] = true;
+	}
+	std::vector<bool> taken_;
+	uint32_t next_ = 1;
 };
 
 class NullIndirectProgrammer final : public IndirectProgrammer {

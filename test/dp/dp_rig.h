@@ -48,6 +48,8 @@ struct RigOptions {
 	/* Both QPs' address path when force loopback is not allowed (QpParams). */
 	uint32_t gid_index = 0;
 	std::array<uint8_t, 16> remote_gid{};
+	/* The device creates mkeys at chosen indices (EmuConfig; off as on a stock ConnectX). */
+	bool mkey_by_name = false;
 };
 
 /* An mkey made for a test: the handle destroys it. */
@@ -77,6 +79,7 @@ struct Rig {
 		cfg.resd_lkey = o.resd_lkey;
 		cfg.umr_modify_entity_size_disabled = o.umr_modify_entity_size_disabled;
 		cfg.umr_modify_atomic_disabled = o.umr_modify_atomic_disabled;
+		cfg.mkey_by_name = o.mkey_by_name;
 		int rc = emu::emu_mlx5_create(cfg, &hw);
 		if (rc != 0)
 			return rc;

@@ -22,17 +22,20 @@ TEST(DpEngine, RegisteredKeyWorksForRdmaAndDeregTakesItAway)
 	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
 	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), {}, &prog), 0);
 	mr::EngineConfig cfg;
-	cfg.index_count = 64; /* mkeys 1..63 made free on the device by the programmer */
+	/* The device's index space; a pool of 63 free mkeys at indices the device chose. */
+	cfg.index_count = uint32_t{1} << r.dev->caps().log_max_mkey;
+	cfg.pool_initial = 63;
 	std::unique_ptr<mr::Engine> eng;
 	ASSERT_EQ(mr::Engine::create(cfg, *prog, &eng), 0);
 	EXPECT_EQ(prog->mkey_count(), 63u);
+	EXPECT_FALSE(eng->requested_keys()) << "a stock device: no mkey_by_name";
 
 	mem::DmaBlock dst, src;
 	ASSERT_EQ(r.data->alloc(3 * 4096, 4096, &dst), 0);
 	ASSERT_EQ(r.data->alloc(4096, 4096, &src), 0);
-	TestMr src_mr; /* CREATE_MKEY: the device picks an index above the engine's */
+	TestMr src_mr; /* CREATE_MKEY: the device picks an index none of the engine's has */
 	ASSERT_EQ(r.mtt_mr(src, 0, 4096, r.ctx(true, false, false, false, false), &src_mr), 0);
-	EXPECT_GE(src_mr.handle.index(), 64u);
+	EXPECT_EQ(eng->keys().state_of(src_mr.handle.index(), nullptr), mr::KeyState::free);
 
 	mr::RegRequest req;
 	req.addr = reinterpret_cast<uintptr_t>(dst.va) + 100;
@@ -43,6 +46,11 @@ TEST(DpEngine, RegisteredKeyWorksForRdmaAndDeregTakesItAway)
 	req.log_page_size = 12;
 	uint32_t key = 0;
 	ASSERT_EQ(eng->reg(req, nullptr, &key), 0);
+	/* The key's index is one the device chose, and its mkey is the device's. */
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(r.dev->query_mkey(mr::mkey_index(key), 0, &q), 0);
+	EXPECT_FALSE(q.ctx.free);
+	EXPECT_EQ(q.ctx.variant, mr::mkey_variant(key));
 
 	std::memset(src.va, 0x6d, 4096);
 	mlx5::Sge s{reinterpret_cast<uintptr_t>(src.va), 4096, src_mr.key};
@@ -72,7 +80,8 @@ TEST(DpEngine, RefreshRepointsALiveKeyAndRefusesWhatItCannot)
 	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
 	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), {}, &prog), 0);
 	mr::EngineConfig cfg;
-	cfg.index_count = 64;
+	cfg.index_count = uint32_t{1} << r.dev->caps().log_max_mkey;
+	cfg.pool_initial = 63;
 	std::unique_ptr<mr::Engine> eng;
 	ASSERT_EQ(mr::Engine::create(cfg, *prog, &eng), 0);
 	mem::DmaBlock buf;

@@ -20,8 +20,6 @@ namespace mr = nicmr::mr;
 
 namespace {
 
-constexpr uint32_t kFirst = 1;
-
 struct Lanes : ::testing::Test {
 	Rig r;
 	mem::DmaBlock buf;
@@ -39,10 +37,16 @@ struct Lanes : ::testing::Test {
 		std::unique_ptr<mlx5::Mlx5MkeyProgrammer> p;
 		EXPECT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), o, &p), 0);
 		if (p) {
-			EXPECT_EQ(p->create_free_mkeys(kFirst, mkeys), 0);
+			/* The device chooses the indices: the n-th made is idx[n - 1]. */
+			idx.assign(mkeys, 0);
+			EXPECT_EQ(p->create_free_mkeys(mkeys, idx.data()), 0);
 		}
 		return p;
 	}
+	std::vector<uint32_t> idx;
+
+	/* The n-th (from 1) free mkey make() created, with variant 0x11. */
+	uint32_t mkey_of(uint32_t n) const { return mr::make_mkey(idx.at(n - 1), 0x11); }
 
 	mr::BindParams params() const
 	{
@@ -56,19 +60,14 @@ struct Lanes : ::testing::Test {
 		return p;
 	}
 
-	/* The device's view of mkey index idx: true when it is free. */
-	bool device_free(uint32_t idx)
+	/* The device's view of mkey index (one of idx[]): true when it is free. */
+	bool device_free(uint32_t index)
 	{
 		mlx5::MkeyQuery q;
-		EXPECT_EQ(r.dev->query_mkey(idx, 0, &q), 0);
+		EXPECT_EQ(r.dev->query_mkey(index, 0, &q), 0);
 		return q.ctx.free;
 	}
 };
-
-uint32_t mkey_of(uint32_t index)
-{
-	return mr::make_mkey(index, 0x11);
-}
 
 /* UARs still free on the device: allocates them all, then gives them back. */
 size_t free_uars(mlx5::Device &dev)
@@ -99,7 +98,7 @@ TEST_F(Lanes, FirstBindClaimsALaneThatTheThreadKeepsAndHandsBackAtExit)
 		EXPECT_EQ(p->lanes_claimed(), 1u);
 	}).join();
 	EXPECT_EQ(p->lanes_claimed(), 0u) << "the exiting thread handed its lane back";
-	EXPECT_TRUE(device_free(1)) << "revoked";
+	EXPECT_TRUE(device_free(idx[0])) << "revoked";
 }
 
 TEST_F(Lanes, ThreadsBeyondTheExclusiveLanesShareLaneZero)
@@ -128,9 +127,9 @@ TEST_F(Lanes, ThreadsBeyondTheExclusiveLanesShareLaneZero)
 	std::thread([&] {
 		EXPECT_EQ(p->lane_of_this_thread(), 0u) << "none left: the shared lane";
 		ASSERT_EQ(p->bind(mkey_of(2), params()), 0);
-		EXPECT_FALSE(device_free(2));
+		EXPECT_FALSE(device_free(idx[1]));
 		ASSERT_EQ(p->revoke(mkey_of(2)), 0);
-		EXPECT_TRUE(device_free(2));
+		EXPECT_TRUE(device_free(idx[1]));
 	}).join();
 	go_on.store(true);
 	for (auto &t : holders)
@@ -154,7 +153,7 @@ TEST_F(Lanes, RefusedBindAndRevokeOnAnExclusiveLaneGiveTheirCodesAndTheLaneRecov
 		bad = params();
 		bad.len = 65 * 4096; /* 65 pages: over max_translations (64) */
 		EXPECT_EQ(p->bind(mkey_of(3), bad), -E2BIG);
-		EXPECT_TRUE(device_free(3));
+		EXPECT_TRUE(device_free(idx[2]));
 	}).join();
 }
 
@@ -164,13 +163,13 @@ TEST_F(Lanes, ModifyRewritesABoundMkeyAndIsRefusedOnAFreeOne)
 	ASSERT_TRUE(p);
 	std::thread([&] {
 		EXPECT_EQ(p->modify(mkey_of(4), params()), -ENOENT) << "free: nothing to modify";
-		EXPECT_TRUE(device_free(4));
+		EXPECT_TRUE(device_free(idx[3]));
 		ASSERT_EQ(p->bind(mkey_of(4), params()), 0) << "the lane's QP was recovered";
 		mr::BindParams moved = params(); /* same start: only the translations move */
 		moved.iova_base = buf.iova + 8192;
 		ASSERT_EQ(p->modify(mkey_of(4), moved), 0);
 		mlx5::MkeyQuery q;
-		ASSERT_EQ(r.dev->query_mkey(4, 1, &q), 0);
+		ASSERT_EQ(r.dev->query_mkey(idx[3], 1, &q), 0);
 		EXPECT_FALSE(q.ctx.free) << "valid throughout";
 		ASSERT_EQ(q.mtt.size(), 1u);
 		EXPECT_EQ(q.mtt[0].iova, buf.iova + 8192);
@@ -255,14 +254,14 @@ TEST_F(Lanes, StressConcurrentBindRevokeOnOwnAndSharedLanes)
 	for (uint32_t t = 0; t < kThreads; t++) {
 		ts.emplace_back([&, t] {
 			for (uint32_t round = 0; round < kRounds; round++) {
-				const uint32_t idx = kFirst + t * kPerThread + round % kPerThread;
-				if (p->bind(mkey_of(idx), params()) != 0)
+				const uint32_t n = 1 + t * kPerThread + round % kPerThread;
+				if (p->bind(mkey_of(n), params()) != 0)
 					failures.fetch_add(1);
-				if (p->revoke(mkey_of(idx)) != 0)
+				if (p->revoke(mkey_of(n)) != 0)
 					failures.fetch_add(1);
 			}
 			/* Leave the first mkey of each thread bound. */
-			if (p->bind(mkey_of(kFirst + t * kPerThread), params()) != 0)
+			if (p->bind(mkey_of(1 + t * kPerThread), params()) != 0)
 				failures.fetch_add(1);
 		});
 	}
@@ -270,6 +269,6 @@ TEST_F(Lanes, StressConcurrentBindRevokeOnOwnAndSharedLanes)
 		t.join();
 	EXPECT_EQ(failures.load(), 0);
 	for (uint32_t i = 0; i < kThreads * kPerThread; i++)
-		EXPECT_EQ(device_free(kFirst + i), i % kPerThread != 0) << "mkey index " << i;
+		EXPECT_EQ(device_free(idx[i]), i % kPerThread != 0) << "mkey index " << idx[i];
 	EXPECT_EQ(p->lanes_claimed(), 0u);
 }

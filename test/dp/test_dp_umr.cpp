@@ -117,8 +117,11 @@ protected:
 	{
 		RigOptions o;
 		o.delivery = GetParam();
+		o.mkey_by_name = by_name();
 		return o;
 	}
+	/* Whether the device creates mkeys at chosen indices (UmrByName: yes). */
+	virtual bool by_name() const { return false; }
 	void SetUp() override { set_up(); }
 	void TearDown() override { tear_down(); }
 };
@@ -230,12 +233,22 @@ TEST_P(Umr, ProgrammerRunsTheRegistrationSeamOnTheDevice)
 	mlx5::MkeyProgrammerOptions po;
 	po.max_translations = 8;
 	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), po, &prog), 0);
-	const uint32_t first = 0x400;
-	ASSERT_EQ(prog->create_free_mkeys(first, 16), 0);
+	/* A stock device: it chooses the indices, and creates none at a chosen one. */
+	uint32_t idx[16] = {};
+	ASSERT_EQ(prog->create_free_mkeys(16, idx), 0);
 	EXPECT_EQ(prog->mkey_count(), 16u);
-	EXPECT_EQ(prog->create_free_mkeys(0, 1), -EINVAL);
+	for (uint32_t i : idx) {
+		mlx5::MkeyQuery q;
+		ASSERT_EQ(r.dev->query_mkey(i, 0, &q), 0) << i;
+		EXPECT_TRUE(q.ctx.free);
+		EXPECT_TRUE(q.ctx.umr_en);
+	}
+	EXPECT_EQ(prog->create_free_mkeys(0, idx), -EINVAL);
+	EXPECT_FALSE(prog->chosen_indices());
+	EXPECT_EQ(prog->create_free_mkey_at(0x400), -EOPNOTSUPP);
+	EXPECT_EQ(prog->mkey_count(), 16u);
 
-	const uint32_t key = (first + 3) << 8 | 0x77;
+	const uint32_t key = idx[3] << 8 | 0x77;
 	mr::BindParams p{};
 	p.start = va(5000);
 	p.len = 9000;
@@ -263,12 +276,50 @@ TEST_P(Umr, ProgrammerRunsTheRegistrationSeamOnTheDevice)
 /* Indices the command programmer's tests use (the device has more; UMR tests use 0x400..). */
 constexpr uint32_t kCmdIndices = 0x430;
 
-TEST_P(Umr, CommandProgrammerBindsWithThePlannersListAndRevokes)
+/* The command and KLM programmers make mkeys at the engine's indices: a device with
+ * mkey_by_name. */
+class UmrByName : public Umr {
+protected:
+	bool by_name() const override { return true; }
+};
+
+/* On a stock device (no mkey_by_name) they refuse, and make nothing. */
+TEST_P(Umr, CommandAndKlmProgrammersNeedChosenIndices)
 {
 	mlx5::CmdProgrammer cmd(*r.dev, r.pd.pd(), kCmdIndices);
-	EXPECT_EQ(cmd.create_free_mkeys(0, 1), -EINVAL);
-	EXPECT_EQ(cmd.create_free_mkeys(1, kCmdIndices), -EINVAL);
-	ASSERT_EQ(cmd.create_free_mkeys(1, kCmdIndices - 1), 0);
+	uint32_t idx[2] = {};
+	EXPECT_FALSE(cmd.chosen_indices());
+	EXPECT_EQ(cmd.create_free_mkeys(2, idx), -EOPNOTSUPP);
+	EXPECT_EQ(cmd.create_free_mkey_at(0x421), -EOPNOTSUPP);
+	mlx5::KlmProgrammer klm(*r.dev);
+	const mr::KlmPart part{va(0), 0x421u << 8, 4096};
+	mr::IndirectParams ip{};
+	ip.start = va(0);
+	ip.len = 4096;
+	ip.access = mr::kAccessLocalRead;
+	ip.pd = r.pd.pd();
+	ip.parts = &part;
+	ip.count = 1;
+	const size_t before = r.hw->device().mkeys().live();
+	EXPECT_EQ(klm.bind_indirect(0x422u << 8, ip), -EOPNOTSUPP);
+	EXPECT_EQ(r.hw->device().mkeys().live(), before);
+	EXPECT_EQ(cmd.created(), 0u);
+}
+
+TEST_P(UmrByName, CommandProgrammerBindsWithThePlannersListAndRevokes)
+{
+	mlx5::CmdProgrammer cmd(*r.dev, r.pd.pd(), kCmdIndices);
+	EXPECT_TRUE(cmd.chosen_indices());
+	std::vector<uint32_t> idx(kCmdIndices - 1);
+	EXPECT_EQ(cmd.create_free_mkeys(kCmdIndices, idx.data()), -ENOSPC);
+	ASSERT_EQ(cmd.create_free_mkeys(kCmdIndices - 2, idx.data()), 0);
+	EXPECT_EQ(idx.front(), 1u);
+	EXPECT_EQ(cmd.create_free_mkeys(2, idx.data()), -ENOSPC) << "one index left";
+	ASSERT_EQ(cmd.create_free_mkeys(1, idx.data()), 0);
+	EXPECT_EQ(idx.front(), kCmdIndices - 1);
+	EXPECT_EQ(cmd.create_free_mkey_at(0x421), -EEXIST) << "given already";
+	EXPECT_EQ(cmd.create_free_mkey_at(0), -EINVAL);
+	EXPECT_EQ(cmd.create_free_mkey_at(kCmdIndices), -EINVAL);
 	EXPECT_EQ(cmd.created(), 0u) << "free mkeys are created lazily";
 
 	const uint32_t index = 0x421;
@@ -320,15 +371,16 @@ TEST_P(Umr, CommandProgrammerBindsWithThePlannersListAndRevokes)
 	EXPECT_EQ(cmd.revoke(kCmdIndices << 8), -EINVAL);
 }
 
-TEST_P(Umr, UmrAndCommandProgrammersGrantTheSameFieldsForEachAccessBit)
+TEST_P(UmrByName, UmrAndCommandProgrammersGrantTheSameFieldsForEachAccessBit)
 {
 	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
 	mlx5::MkeyProgrammerOptions po;
 	po.max_translations = 8;
 	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), po, &prog), 0);
-	ASSERT_EQ(prog->create_free_mkeys(0x400, 1), 0);
+	ASSERT_TRUE(prog->chosen_indices());
+	ASSERT_EQ(prog->create_free_mkey_at(0x400), 0);
+	EXPECT_EQ(prog->create_free_mkey_at(0x400), -EINVAL) << "BAD_RES_STATE: it exists";
 	mlx5::CmdProgrammer cmd(*r.dev, r.pd.pd(), kCmdIndices);
-	ASSERT_EQ(cmd.create_free_mkeys(1, kCmdIndices - 1), 0);
 
 	const uint8_t cases[] = {mr::kAccessLocalRead,	  mr::kAccessLocalWrite,
 				 mr::kAccessRemoteRead,	  mr::kAccessRemoteWrite,
@@ -364,13 +416,14 @@ TEST_P(Umr, UmrAndCommandProgrammersGrantTheSameFieldsForEachAccessBit)
 	}
 }
 
-TEST_P(Umr, KlmProgrammerPutsAnIndirectMkeyInPlaceOfTheFreeOneAndBack)
+TEST_P(UmrByName, KlmProgrammerPutsAnIndirectMkeyInPlaceOfTheFreeOneAndBack)
 {
 	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> prog;
 	mlx5::MkeyProgrammerOptions po;
 	po.max_translations = 8;
 	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), po, &prog), 0);
-	ASSERT_EQ(prog->create_free_mkeys(0x400, 2), 0);
+	ASSERT_EQ(prog->create_free_mkey_at(0x400), 0);
+	ASSERT_EQ(prog->create_free_mkey_at(0x401), 0);
 	const uint8_t rights = mr::kAccessLocalRead | mr::kAccessLocalWrite |
 			       mr::kAccessRemoteRead | mr::kAccessRemoteWrite;
 	/* The part: an MTT key over the first 8 KiB of buf. */
@@ -424,14 +477,20 @@ TEST_P(Umr, KlmProgrammerPutsAnIndirectMkeyInPlaceOfTheFreeOneAndBack)
 	ASSERT_EQ(prog->revoke(part_key), 0);
 }
 
+std::string delivery_name(const ::testing::TestParamInfo<emu::DoorbellDelivery> &i)
+{
+	return i.param == emu::DoorbellDelivery::inline_call ? std::string("inline")
+							     : std::string("thread");
+}
+
 INSTANTIATE_TEST_SUITE_P(Delivery, Umr,
 			 ::testing::Values(emu::DoorbellDelivery::inline_call,
 					   emu::DoorbellDelivery::poll_thread),
-			 [](const auto &i) {
-				 return i.param == emu::DoorbellDelivery::inline_call
-						? std::string("inline")
-						: std::string("thread");
-			 });
+			 delivery_name);
+INSTANTIATE_TEST_SUITE_P(Delivery, UmrByName,
+			 ::testing::Values(emu::DoorbellDelivery::inline_call,
+					   emu::DoorbellDelivery::poll_thread),
+			 delivery_name);
 
 /* ---- UMR as the kernel posts it: the device model refuses each old habit ------------------ */
 

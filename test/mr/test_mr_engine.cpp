@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <vector>
 
 #include "mr_engine.h"
 
@@ -12,14 +13,38 @@ using namespace nicmr::mr;
 
 namespace {
 
-/* A device that records what it was told and fails where a test asks it to. */
+/*
+ * A device that records what it was told and fails where a test asks it to. It chooses mkey
+ * indices as firmware may: not from 1 and not adjacent (a stride of 23 through 1..limit-1,
+ * coprime with the power-of-two and prime limits the tests use), and creates at a chosen index
+ * only when `chosen` (mkey_by_name).
+ */
 class FakeProgrammer final : public MkeyProgrammer {
 public:
-	int create_free_mkeys(uint32_t first, uint32_t count) override
+	int create_free_mkeys(uint32_t count, uint32_t *indices) override
 	{
-		created_first = first;
-		created_count = count;
-		return fail_create;
+		create_calls.push_back(count);
+		if (fail_create)
+			return fail_create;
+		for (uint32_t i = 0; i < count; i++) {
+			do
+				pos_ = (pos_ + 23) % limit;
+			while (pos_ == 0 || created.count(pos_));
+			indices[i] = pos_;
+			created.insert(pos_);
+		}
+		return 0;
+	}
+	bool chosen_indices() const noexcept override { return chosen; }
+	int create_free_mkey_at(uint32_t index) override
+	{
+		if (!chosen)
+			return -EOPNOTSUPP;
+		at_calls.push_back(index);
+		if (fail_create)
+			return fail_create;
+		created.insert(index);
+		return 0;
 	}
 	int bind(uint32_t mkey, const BindParams &p) override
 	{
@@ -40,10 +65,17 @@ public:
 		return 0;
 	}
 	int fail_create = 0, fail_bind = 0, fail_revoke = 0;
-	uint32_t created_first = 0, created_count = 0, last_bind = 0;
+	uint32_t limit = 64; /* the index space the device chooses in */
+	bool chosen = true;
+	std::vector<uint32_t> create_calls, at_calls;
+	std::set<uint32_t> created;
+	uint32_t last_bind = 0;
 	BindParams last_params{};
 	std::set<uint32_t> bound;
 	std::function<void(uint32_t)> on_bind;
+
+private:
+	uint32_t pos_ = 0;
 };
 
 constexpr uint64_t kAddr = 0x7f0000100000;
@@ -78,13 +110,40 @@ protected:
 
 } // namespace
 
-TEST(MrEngineCreate, PreCreatesEveryIndexButZero)
+TEST(MrEngineCreate, CreatesTheInitialPoolInBatchesAtIndicesTheDeviceChooses)
+{
+	FakeProgrammer p;
+	p.limit = 128;
+	std::unique_ptr<Engine> e;
+	EngineConfig c{128, 4, 1};
+	c.pool_initial = 40;
+	c.pool_grow = 16;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	EXPECT_EQ(p.create_calls, (std::vector<uint32_t>{16, 16, 8}));
+	EXPECT_EQ(e->pool_size(), 40u);
+	EXPECT_EQ(e->pool_max(), 127u) << "default cap: every index of the device but 0";
+	EXPECT_EQ(e->keys().ring_free_count(), 40u);
+	/* Keys are the device's indices (with variant 0), whatever they are. */
+	std::set<uint32_t> got;
+	for (int i = 0; i < 40; i++) {
+		uint32_t k;
+		ASSERT_EQ(e->reg(region(), nullptr, &k), 0);
+		EXPECT_EQ(mkey_variant(k), 0u);
+		got.insert(mkey_index(k));
+	}
+	EXPECT_EQ(got, p.created);
+	EXPECT_GT(*got.rbegin() - *got.begin() + 1, 40u) << "not a contiguous range";
+}
+
+TEST(MrEngineCreate, DefaultPoolIsClampedToTheCap)
 {
 	FakeProgrammer p;
 	std::unique_ptr<Engine> e;
-	ASSERT_EQ(Engine::create({128, 4, 1}, p, &e), 0);
-	EXPECT_EQ(p.created_first, 1u);
-	EXPECT_EQ(p.created_count, 127u);
+	EngineConfig c{64, 4, 1};
+	c.pool_max = 10;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	EXPECT_EQ(e->pool_size(), 10u);
+	EXPECT_EQ(p.create_calls, (std::vector<uint32_t>{10}));
 }
 
 TEST(MrEngineCreate, FailedPreCreationLeavesNoEngine)
@@ -96,6 +155,35 @@ TEST(MrEngineCreate, FailedPreCreationLeavesNoEngine)
 	EXPECT_EQ(e, nullptr);
 }
 
+/* A device that answers with an index the engine cannot use (0, out of its range, or one it
+ * gave before) is a broken device: -EIO, not a corrupt key space. */
+class BadIndexProgrammer final : public MkeyProgrammer {
+public:
+	int create_free_mkeys(uint32_t count, uint32_t *indices) override
+	{
+		for (uint32_t i = 0; i < count; i++)
+			indices[i] = answer[i % answer.size()];
+		return 0;
+	}
+	int bind(uint32_t, const BindParams &) override { return 0; }
+	int revoke(uint32_t) override { return 0; }
+	std::vector<uint32_t> answer;
+};
+
+TEST(MrEngineCreate, IndexTheEngineCannotUseIsEio)
+{
+	for (const std::vector<uint32_t> &bad :
+	     {std::vector<uint32_t>{0}, std::vector<uint32_t>{64}, std::vector<uint32_t>{7, 7}}) {
+		BadIndexProgrammer p;
+		p.answer = bad;
+		std::unique_ptr<Engine> e;
+		EngineConfig c{64, 4, 1};
+		c.pool_initial = 2;
+		EXPECT_EQ(Engine::create(c, p, &e), -EIO) << bad.front();
+		EXPECT_EQ(e, nullptr);
+	}
+}
+
 TEST(MrEngineCreate, BadConfigIsEinval)
 {
 	FakeProgrammer p;
@@ -103,7 +191,179 @@ TEST(MrEngineCreate, BadConfigIsEinval)
 	EXPECT_EQ(Engine::create({128, 4, 0}, p, &e), -EINVAL) << "device id 0";
 	EXPECT_EQ(Engine::create({1, 4, 1}, p, &e), -EINVAL);
 	EXPECT_EQ(Engine::create({128, 0, 1}, p, &e), -EINVAL);
-	EXPECT_EQ(p.created_count, 0u) << "the device was not asked for anything";
+	EngineConfig c{128, 4, 1};
+	c.pool_max = 128;
+	EXPECT_EQ(Engine::create(c, p, &e), -EINVAL) << "cap beyond the index space";
+	c.pool_max = 0;
+	c.pool_grow = 0;
+	EXPECT_EQ(Engine::create(c, p, &e), -EINVAL) << "growth of 0";
+	c.pool_grow = (1u << 16) + 1;
+	EXPECT_EQ(Engine::create(c, p, &e), -EINVAL) << "growth above 2^16";
+	EXPECT_TRUE(p.create_calls.empty()) << "the device was not asked for anything";
+}
+
+/* The pool grows in batches when a registration finds no free mkey, up to its cap; past it a
+ * registration is -ENOSPC and takes nothing. */
+TEST(MrEnginePool, GrowsOnDemandInBatchesUpToTheCapThenEnospc)
+{
+	FakeProgrammer p;
+	std::unique_ptr<Engine> e;
+	EngineConfig c{64, 4, 1};
+	c.pool_initial = 4;
+	c.pool_grow = 8;
+	c.pool_max = 30;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	std::vector<uint32_t> keys;
+	for (int i = 0; i < 30; i++) {
+		uint32_t k;
+		ASSERT_EQ(e->reg(region(), nullptr, &k), 0) << i;
+		keys.push_back(k);
+	}
+	EXPECT_EQ(p.create_calls, (std::vector<uint32_t>{4, 8, 8, 8, 2}))
+		<< "grown by pool_grow each time it ran dry, the last growth cut at the cap";
+	EXPECT_EQ(e->pool_size(), 30u);
+	uint32_t k = 0;
+	EXPECT_EQ(e->reg(region(), nullptr, &k), -ENOSPC);
+	EXPECT_EQ(e->grow(), -ENOSPC);
+	EXPECT_EQ(p.create_calls.size(), 5u) << "nothing asked of the device past the cap";
+	EXPECT_EQ(p.bound.size(), 30u);
+	/* Every key is a device index, none twice. */
+	std::set<uint32_t> idx;
+	for (uint32_t key : keys)
+		idx.insert(mkey_index(key));
+	EXPECT_EQ(idx, p.created);
+	/* A freed key is reused before the pool would grow (it is at the cap anyway). */
+	ASSERT_EQ(e->dereg(keys.back(), nullptr), 0);
+	ASSERT_EQ(e->reg(region(), nullptr, &k), 0);
+	EXPECT_EQ(mkey_index(k), mkey_index(keys.back()));
+	EXPECT_NE(k, keys.back()) << "variant rotated";
+}
+
+TEST(MrEnginePool, FailedGrowthIsTheDevicesErrorAndLeavesThePool)
+{
+	FakeProgrammer p;
+	std::unique_ptr<Engine> e;
+	EngineConfig c{64, 4, 1};
+	c.pool_initial = 2;
+	c.pool_grow = 4;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	uint32_t k1, k2, k3;
+	ASSERT_EQ(e->reg(region(), nullptr, &k1), 0);
+	ASSERT_EQ(e->reg(region(), nullptr, &k2), 0);
+	p.fail_create = -ENOMEM;
+	EXPECT_EQ(e->reg(region(), nullptr, &k3), -ENOMEM);
+	EXPECT_EQ(e->pool_size(), 2u);
+	p.fail_create = 0;
+	ASSERT_EQ(e->reg(region(), nullptr, &k3), 0);
+	EXPECT_EQ(e->pool_size(), 6u);
+}
+
+/* A stale key fails on the device's index as on any: the variant the engine gives rotates on
+ * reuse, and the index stays the device's. */
+TEST(MrEnginePool, StaleKeyOfADeviceChosenIndexIsRefused)
+{
+	FakeProgrammer p;
+	std::unique_ptr<Engine> e;
+	EngineConfig c{64, 4, 1};
+	c.pool_initial = 1;
+	c.pool_max = 1;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	LookupResult r{};
+	uint32_t k1, k2;
+	ASSERT_EQ(e->reg(region(), nullptr, &k1), 0);
+	ASSERT_EQ(e->dereg(k1, nullptr), 0);
+	ASSERT_EQ(e->reg(region(), nullptr, &k2), 0);
+	EXPECT_EQ(mkey_index(k2), mkey_index(k1));
+	EXPECT_EQ(mkey_variant(k2), uint8_t(mkey_variant(k1) + 1));
+	EXPECT_EQ(e->lookup({k1, kAddr, 8, kAccessRemoteRead, 3}, &r), -ENOKEY);
+	EXPECT_EQ(e->lookup({k2, kAddr, 8, kAccessRemoteRead, 3}, &r), 0);
+	EXPECT_EQ(e->dereg(k1, nullptr), -ENOKEY);
+	EXPECT_EQ(p.last_bind, k2) << "the device was given the new variant";
+}
+
+/* Without mkey_by_name (a stock ConnectX) a requested key cannot be had: -EOPNOTSUPP, and
+ * nothing is taken or created. */
+TEST(MrEnginePool, RequestedKeyWithoutChosenIndicesIsEopnotsupp)
+{
+	FakeProgrammer p;
+	p.chosen = false;
+	std::unique_ptr<Engine> e;
+	EngineConfig c{64, 4, 1};
+	c.pool_initial = 8;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	EXPECT_FALSE(e->requested_keys());
+	RegRequest r = region();
+	r.flags = kRegRequestedKey;
+	/* Even the index of an mkey the pool holds: the application cannot know them. */
+	r.requested_key = make_mkey(*p.created.begin(), 0);
+	uint32_t k = 0;
+	EXPECT_EQ(e->reg(r, nullptr, &k), -EOPNOTSUPP);
+	r.requested_key = make_mkey(5, 1);
+	EXPECT_EQ(e->reg(r, nullptr, &k), -EOPNOTSUPP);
+	EXPECT_TRUE(p.at_calls.empty());
+	EXPECT_TRUE(p.bound.empty());
+	EXPECT_EQ(e->keys().ring_free_count(), 8u);
+}
+
+/* With mkey_by_name a requested key's index is created on first use (one command), counts
+ * against the cap, and is the engine's from then on like any pool index. */
+TEST(MrEnginePool, RequestedKeyCreatesItsIndexWithChosenIndices)
+{
+	FakeProgrammer p;
+	std::unique_ptr<Engine> e;
+	EngineConfig c{64, 4, 1};
+	c.pool_initial = 2;
+	c.pool_max = 3;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	ASSERT_TRUE(e->requested_keys());
+	ASSERT_FALSE(p.created.count(5)) << "the test needs an index the device did not give";
+	RegRequest r = region();
+	r.flags = kRegRequestedKey;
+	r.requested_key = make_mkey(5, 0x42);
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg(r, nullptr, &k), 0);
+	EXPECT_EQ(k, make_mkey(5, 0x42));
+	EXPECT_EQ(p.at_calls, (std::vector<uint32_t>{5}));
+	EXPECT_EQ(e->pool_size(), 3u);
+	EXPECT_EQ(p.last_bind, k);
+	/* Its index is no allocation's while it is live, and a second claim is -EEXIST. */
+	EXPECT_EQ(e->reg(r, nullptr, &k), -EEXIST);
+	/* The pool is at its cap: another new index is -ENOSPC, and nothing is created. */
+	r.requested_key = make_mkey(6, 0);
+	EXPECT_EQ(e->reg(r, nullptr, &k), -ENOSPC);
+	EXPECT_EQ(p.at_calls.size(), 1u);
+	/* The two device-chosen ones are still there for provider keys. */
+	uint32_t a, b;
+	ASSERT_EQ(e->reg(region(), nullptr, &a), 0);
+	ASSERT_EQ(e->reg(region(), nullptr, &b), 0);
+	EXPECT_NE(mkey_index(a), 5u);
+	EXPECT_NE(mkey_index(b), 5u);
+	EXPECT_EQ(e->reg(region(), nullptr, &k), -ENOSPC);
+	/* Deregistered, index 5 is back in the pool: claimed again with no new command. */
+	ASSERT_EQ(e->dereg(make_mkey(5, 0x42), nullptr), 0);
+	r.requested_key = make_mkey(5, 0x43);
+	ASSERT_EQ(e->reg(r, nullptr, &k), 0);
+	EXPECT_EQ(p.at_calls.size(), 1u);
+}
+
+TEST(MrEnginePool, FailedCreationAtAChosenIndexLeavesNothing)
+{
+	FakeProgrammer p;
+	std::unique_ptr<Engine> e;
+	EngineConfig c{64, 4, 1};
+	c.pool_initial = 2;
+	ASSERT_EQ(Engine::create(c, p, &e), 0);
+	p.fail_create = -EIO;
+	RegRequest r = region();
+	r.flags = kRegRequestedKey;
+	r.requested_key = make_mkey(5, 0);
+	uint32_t k = 0;
+	EXPECT_EQ(e->reg(r, nullptr, &k), -EIO);
+	EXPECT_EQ(e->pool_size(), 2u);
+	EXPECT_EQ(e->keys().state_of(5, nullptr), KeyState::free);
+	p.fail_create = 0;
+	ASSERT_EQ(e->reg(r, nullptr, &k), 0);
+	EXPECT_EQ(p.at_calls, (std::vector<uint32_t>{5, 5}));
 }
 
 TEST_F(MrEngine, RegisteredKeyTranslatesAndDeregisteredKeyDoesNot)
@@ -318,6 +578,7 @@ TEST(MrEngineProperty, RandomSequencesAgreeWithAModel)
 {
 	constexpr uint32_t kIdx = 17;
 	FakeProgrammer prog;
+	prog.limit = kIdx;
 	std::unique_ptr<Engine> e;
 	ASSERT_EQ(Engine::create({kIdx, 4, 7}, prog, &e), 0);
 	KeyCache cache(e->keys());
