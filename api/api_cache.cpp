@@ -60,7 +60,7 @@ ThreadCache *thread_cache(nicmr_device *dev) noexcept
 		return nullptr; /* threads on the shared slot take keys from the global ring */
 	if (ThreadCache *tc = dev->caches.by_slot[c.slot()].get(); tc != nullptr) [[likely]]
 		return tc;
-	if (dev->engine->keys().index_count() < kMinKeysForCaches)
+	if (dev->engine->pool_max() + 1 < kMinKeysForCaches)
 		return nullptr;
 	/* First registration by this thread on this device (slow path). */
 	std::unique_ptr<ThreadCache> tc(new (std::nothrow) ThreadCache);

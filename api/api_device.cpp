@@ -50,6 +50,20 @@ struct EmuOptions {
 	/* fail_opcode=OP: the model fails every command of that opcode (fault injection for
 	 * tools' tests, EmuConfig::fail_opcode); 0 none. */
 	uint16_t fail_opcode = 0;
+	/* mkey_by_name=1: the device creates mkeys at chosen indices (requested keys, the
+	 * command programmer, indirect regions); 0 (default): it chooses, as a stock ConnectX. */
+	bool mkey_by_name = false;
+	/* The engine's mkey pool (doc/registration.md): mkey_pool= mkeys created at open
+	 * (default mr::kDefaultPoolInitial, clamped to the cap), mkey_max= the cap (default
+	 * mkeys - 1). */
+	uint32_t pool_initial = mr::kDefaultPoolInitial;
+	uint32_t pool_max = 0;
+};
+
+/* The pool sizes a device spec gives the engine (vfio and devx specs take the defaults). */
+struct PoolOptions {
+	uint32_t initial = mr::kDefaultPoolInitial;
+	uint32_t max = 0; /* 0: the device's mkey count - 1 */
 };
 
 bool parse_u32(std::string_view v, uint32_t *out)
@@ -141,6 +155,21 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 					  int(v.size()), v.data());
 				return -EINVAL;
 			}
+		} else if (k == "mkey_by_name") {
+			if (v != "0" && v != "1") {
+				NICMR_LOG(error, "api", "emu mkey_by_name=%.*s: 0 or 1",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+			o->mkey_by_name = v == "1";
+		} else if (k == "mkey_pool" || k == "mkey_max") {
+			uint32_t x = 0;
+			if (!parse_u32(v, &x) || x < 1 || x >= (1u << 24)) {
+				NICMR_LOG(error, "api", "emu %.*s=%.*s: 1 to 16777215",
+					  int(k.size()), k.data(), int(v.size()), v.data());
+				return -EINVAL;
+			}
+			(k == "mkey_pool" ? o->pool_initial : o->pool_max) = x;
 		} else if (k == "atomic_endian") {
 			if (v == "host")
 				o->atomic_host_endianness = true;
@@ -172,7 +201,8 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 		} else {
 			NICMR_LOG(error, "api",
 				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
-				  "ext, atomic_endian, trace, fail_opcode)",
+				  "ext, atomic_endian, trace, fail_opcode, mkey_by_name, mkey_pool, "
+				  "mkey_max)",
 				  int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -193,23 +223,31 @@ uint64_t new_device_id()
 
 /*
  * The device seam. UMR (the data path's programmer: free mkeys pre-created, bound and revoked
- * with UMR work requests) unless the spec asked for the command programmer. Each free mkey
- * holds max_translations MTT entries: as many as keep all of them within 32 MiB of device
- * translation memory, at most 4096, and at least 64 up to 2^16 mkeys. Larger key spaces get
- * fewer (2^21 mkeys: 2 each, enough for regions of one or two pool pages), since the device's
- * translation memory is finite (the emulated one has 64 MiB) and every free mkey reserves its
- * share at creation.
+ * with UMR work requests) unless the spec asked for the command programmer, which needs a
+ * device that creates mkeys at chosen indices (mkey_by_name). Each free mkey holds
+ * max_translations MTT entries: as many as keep all of them within 32 MiB of device
+ * translation memory when the pool is at its cap, at most 4096, and at least 64 up to 2^16
+ * mkeys. Larger pools get fewer (2^21 mkeys: 2 each, enough for regions of one or two pool
+ * pages), since the device's translation memory is finite (the emulated one has 64 MiB) and
+ * every free mkey reserves its share at creation.
  */
-int make_programmer(nicmr_device *dev, bool umr, uint32_t index_count)
+int make_programmer(nicmr_device *dev, bool umr, uint32_t index_count, uint32_t pool_max)
 {
 	if (!umr) {
+		if (!dev->drv->caps().mkey_by_index) {
+			NICMR_LOG(error, "api",
+				  "%s: programmer=cmd creates mkeys at chosen indices, which this "
+				  "device does not offer (mkey_by_name)",
+				  dev->spec.c_str());
+			return -EOPNOTSUPP;
+		}
 		dev->prog = std::make_unique<mlx5::CmdProgrammer>(*dev->drv, dev->free_pd.pd(),
 								  index_count);
 		return 0;
 	}
 	mlx5::MkeyProgrammerOptions po;
-	po.max_translations = std::clamp<uint32_t>(uint32_t((size_t{32} << 20) / 8 / index_count),
-						   index_count <= (1u << 16) ? 64 : 1, 4096);
+	po.max_translations = std::clamp<uint32_t>(uint32_t((size_t{32} << 20) / 8 / pool_max),
+						   pool_max < (1u << 16) ? 64 : 1, 4096);
 	std::unique_ptr<mlx5::Mlx5MkeyProgrammer> p;
 	int rc = mlx5::Mlx5MkeyProgrammer::create(*dev->drv, dev->free_pd.pd(), po, &p);
 	if (rc) {
@@ -222,7 +260,7 @@ int make_programmer(nicmr_device *dev, bool umr, uint32_t index_count)
 }
 
 /* Driver, private PD, programmer and engine over dev->fn. */
-int bring_up(nicmr_device *dev, bool umr)
+int bring_up(nicmr_device *dev, bool umr, const PoolOptions &pool = {})
 {
 	dev->space = std::make_unique<mem::DmaSpace>(dev->fn->dma());
 	mlx5::DeviceOptions opts;
@@ -245,13 +283,20 @@ int bring_up(nicmr_device *dev, bool umr)
 	cfg.index_count = uint32_t{1} << log_n;
 	cfg.max_readers = kMaxReaders;
 	cfg.device_id = dev->id;
-	rc = make_programmer(dev, umr, cfg.index_count);
+	if (pool.max > cfg.index_count - 1) {
+		NICMR_LOG(error, "api", "%s: mkey_max=%u: the device has %u mkey indices",
+			  dev->spec.c_str(), pool.max, cfg.index_count - 1);
+		return -EINVAL;
+	}
+	cfg.pool_max = pool.max != 0 ? pool.max : cfg.index_count - 1;
+	cfg.pool_initial = pool.initial;
+	rc = make_programmer(dev, umr, cfg.index_count, cfg.pool_max);
 	if (rc)
 		return rc;
 	rc = mr::Engine::create(cfg, *dev->prog, &dev->engine);
 	if (rc) {
-		NICMR_LOG(error, "api", "%s: registration engine (%u keys) failed: %d",
-			  dev->spec.c_str(), cfg.index_count, rc);
+		NICMR_LOG(error, "api", "%s: registration engine (%u keys, pool of %u) failed: %d",
+			  dev->spec.c_str(), cfg.index_count, cfg.pool_initial, rc);
 		return rc;
 	}
 	dev->table = &dev->engine->table();
@@ -282,13 +327,14 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.atomic_host_endianness = o.atomic_host_endianness;
 	cfg.trace_capacity = o.trace;
 	cfg.fail_opcode = o.fail_opcode;
+	cfg.mkey_by_name = o.mkey_by_name;
 	rc = emu::emu_mlx5_create(cfg, &dev->emu);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);
 		return rc;
 	}
 	dev->fn = &dev->emu->function();
-	return bring_up(dev, o.umr);
+	return bring_up(dev, o.umr, PoolOptions{o.pool_initial, o.pool_max});
 }
 
 int open_vfio(nicmr_device *dev, std::string_view addr)
@@ -434,6 +480,8 @@ int nicmr_device_query(const struct nicmr_device *dev, struct nicmr_device_attr 
 	*attr = {};
 	attr->device_id = dev->id;
 	attr->mkey_count = dev->engine->keys().index_count();
+	attr->mkey_pool_max = dev->engine->pool_max();
+	attr->requested_keys = dev->engine->requested_keys() ? 1 : 0;
 	attr->max_readers = api::kMaxReaders;
 	attr->max_pd = c.log_max_pd >= 32 ? UINT32_MAX : uint32_t{1} << c.log_max_pd;
 	attr->extensions = c.ext_present ? 1 : 0;
@@ -470,6 +518,7 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 	api::cached_counts(dev, &cached, &batched);
 	st->keys_free = dev->engine->keys().ring_free_count() + cached;
 	st->keys_retiring = dev->engine->keys().retiring_count() + batched;
+	st->mkey_pool = dev->engine->pool_size();
 	st->dev_mkeys = dev->emu ? int64_t(dev->emu->device().mkeys().live()) : -1;
 	st->iommu_mappings = dev->emu ? int64_t(dev->emu->iommu().mapping_count()) : -1;
 	return 0;

@@ -385,7 +385,8 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	int mr_mode = 0;
 	/* The info is the application's own copy, possibly edited: FI_MR_ALLOCATED must stay;
 	 * the mode is checked again against the opened device below. */
-	if (mr_mode_of(info->domain_attr->mr_mode, 0, &mr_mode) != 0)
+	/* FI_MR_PROV_KEY is checked below, once the device says whether it needs it. */
+	if (mr_mode_of(info->domain_attr->mr_mode, 0, true, &mr_mode) != 0)
 		return -FI_EINVAL;
 	int ret = 0;
 	{
@@ -423,7 +424,15 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	dom->ext = attr.extensions ? attr.ext_flags : 0;
 	/* Atomics only with host-order semantics (fi_atomic(3)): nicmr.h, nicmr_atomic_mode. */
 	dom->atomics = attr.atomic_mode == NICMR_ATOMIC_HOST;
-	(void)mr_mode_of(info->domain_attr->mr_mode, dom->ext, &mr_mode);
+	/* A device that chooses every mkey index takes no requested key: an info edited to
+	 * leave FI_MR_PROV_KEY out is refused, as fi_getinfo would not have offered it. */
+	if (mr_mode_of(info->domain_attr->mr_mode, dom->ext, attr.requested_keys != 0, &mr_mode) !=
+	    0) {
+		FI_WARN(&provider, FI_LOG_DOMAIN,
+			"%s: mr_mode without FI_MR_PROV_KEY, but the device chooses every key\n",
+			fab->spec.c_str());
+		return -FI_EINVAL;
+	}
 	/* The run tables' ring, sized to the most there can be (fi_slab.h): one per segmented
 	 * MR. */
 	ret = dom->vec_slab.init("nicmr_fi_vec", NICMR_MAX_SEGMENTED_MRS);

@@ -51,14 +51,20 @@ inline constexpr int kMrOptional = FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR 
 
 /* The bits of an application's mr_mode (FI_MR_BASIC is the old spelling of ALLOCATED |
  * PROV_KEY | VIRT_ADDR) that a device with extensions ext (NICMR_EXT_*) acts on, into *out;
- * -1 when the application does not allow what nicmr needs (FI_MR_ALLOCATED). */
-inline int mr_mode_of(int offered, uint64_t ext, int *out)
+ * -1 when the application does not allow what nicmr needs: FI_MR_ALLOCATED, and FI_MR_PROV_KEY
+ * on a device that cannot take requested keys (requested_keys false: it chooses every mkey
+ * index, as a stock ConnectX does; fi_mr(3): FI_MR_PROV_KEY "indicates that the provider does
+ * not support application requested MR keys", and fi_getinfo(3) leaves out a provider whose
+ * required mr_mode bits the application did not set). */
+inline int mr_mode_of(int offered, uint64_t ext, bool requested_keys, int *out)
 {
 	if (offered == FI_MR_BASIC)
 		offered = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 	else if (offered & (FI_MR_BASIC | FI_MR_SCALABLE))
 		return -1; /* FI_MR_SCALABLE: nicmr needs FI_MR_ALLOCATED */
 	if ((offered & kMrRequired) != kMrRequired)
+		return -1;
+	if (!requested_keys && !(offered & FI_MR_PROV_KEY))
 		return -1;
 	const int acts =
 		kMrRequired | kMrOptional | ((ext & NICMR_EXT_RMA_EVENT) ? FI_MR_RMA_EVENT : 0);
@@ -89,6 +95,9 @@ struct DeviceSpec {
 	uint64_t ext; /* NICMR_EXT_* the emu spec's ext= option gives the device */
 	/* The emu spec's atomic_endian= option: host-endian atomics (FI_ATOMIC offered). */
 	bool atomics;
+	/* The emu spec's mkey_by_name=1: requested keys (FI_MR_PROV_KEY optional); else
+	 * FI_MR_PROV_KEY is required. */
+	bool requested_keys;
 };
 int device_spec(DeviceSpec *out);
 

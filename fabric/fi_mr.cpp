@@ -418,7 +418,9 @@ int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access,
 	ret = nicmr_mr_regv(dom->pd, iov, count, naccess, nflags, key, &n);
 	if (ret != 0) {
 		dom->vec_slab.put(vec);
-		return fi_code(ret);
+		/* The flags were checked above: -EOPNOTSUPP is the device's, a region that needs
+		 * an indirect (KLM) key on a device without mkey_by_name. */
+		return ret == -EOPNOTSUPP ? -FI_EOPNOTSUPP : fi_code(ret);
 	}
 	if (vec_runs(iov, count, vec) == 1) {
 		/* One virtually contiguous range: local addresses need no table. */

@@ -138,7 +138,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	if (d->mr_iov_limit > NICMR_MAX_IOV || d->mr_cnt > ds.mr_cnt)
 		return false;
-	if (mr_mode_of(d->mr_mode, ds.ext, mr_mode) != 0)
+	if (mr_mode_of(d->mr_mode, ds.ext, ds.requested_keys, mr_mode) != 0)
 		return false;
 	/* RMA events need the device's extension and an application that allows
 	 * FI_MR_RMA_EVENT; endpoints need descriptors for local buffers. */
@@ -315,10 +315,31 @@ int device_spec(DeviceSpec *out)
 			spec.c_str());
 		return -FI_ENODATA;
 	}
+	/* The emu options mkey_by_name= and mkey_max= (api_device.cpp's values): whether the
+	 * device takes requested keys, and the most MRs it registers. */
+	const std::string byname = spec_option(spec, "mkey_by_name");
+	if (!byname.empty() && byname != "0" && byname != "1") {
+		FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: bad mkey_by_name\n",
+			spec.c_str());
+		return -FI_ENODATA;
+	}
+	size_t mr_cnt = mkeys - 1; /* index 0 is never a key */
+	const std::string mmax = spec_option(spec, "mkey_max");
+	if (!mmax.empty()) {
+		char *end = nullptr;
+		unsigned long long v = std::strtoull(mmax.c_str(), &end, 0);
+		if (!end || *end || v < 1 || v > mr_cnt) {
+			FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: bad mkey_max\n",
+				spec.c_str());
+			return -FI_ENODATA;
+		}
+		mr_cnt = v;
+	}
+	out->requested_keys = byname == "1";
 	out->atomics = a != "big";
 	out->spec = spec;
 	out->domain_name = "emu0";
-	out->mr_cnt = mkeys - 1; /* index 0 is never a key */
+	out->mr_cnt = mr_cnt;
 	out->ext = ext;
 	return 0;
 }

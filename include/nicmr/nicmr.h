@@ -92,6 +92,13 @@ struct nicmr_device_attr {
 	uint16_t fw_major, fw_minor, fw_subminor;
 	char name[64];	      /**< the spec it was opened with, truncated */
 	uint32_t atomic_mode; /**< enum nicmr_atomic_mode */
+	/** The most mkeys the device creates for registrations (the pool's cap: the emu spec's
+	 *  mkey_max, else mkey_count - 1); more live MRs than this give -ENOSPC. */
+	uint32_t mkey_pool_max;
+	/** 1: NICMR_MR_REQUESTED_KEY is offered (the device creates mkeys at chosen indices:
+	 *  ConnectX's mkey_by_name, off on a stock card; emu spec option mkey_by_name=1);
+	 *  0: only keys the device chose, requested keys are -EOPNOTSUPP. */
+	uint32_t requested_keys;
 };
 
 /** Live objects and resources of a device (nicmr_device_get_stats): diagnostics and tests. */
@@ -107,6 +114,7 @@ struct nicmr_device_stats {
 	int64_t iommu_mappings; /**< mappings in the IOMMU (emu only; else -1) */
 	uint64_t mws;		/**< memory windows allocated (bound or not) */
 	uint64_t cntrs;		/**< counters allocated (nicmr_cntr_alloc) */
+	uint64_t mkey_pool;	/**< mkeys created on the device for registrations so far */
 };
 
 /**
@@ -117,7 +125,11 @@ struct nicmr_device_stats {
  *     device thread polls doorbells); programmer: "umr" (UMR work requests; default) or
  *     "cmd" (firmware commands, slower; doc/native-api.md); atomic_endian: "host" (the
  *     device offers host-endian atomics and bring-up turns them on; default) or "big" (it works
- *     on big-endian words only: nicmr_device_attr.atomic_mode NICMR_ATOMIC_BIG_ENDIAN).
+ *     on big-endian words only: nicmr_device_attr.atomic_mode NICMR_ATOMIC_BIG_ENDIAN);
+ *     mkey_by_name: 0 (default: the device chooses every mkey index, as a stock ConnectX) or
+ *     1 (it creates mkeys at chosen indices: requested keys, programmer=cmd, which needs it);
+ *     mkey_pool: mkeys created at open (default 1024); mkey_max: the pool's cap, 1 ..
+ *     mkeys - 1 (default mkeys - 1).
  *   - "vfio:<PCI address>" — a ConnectX bound to vfio-pci, e.g. "vfio:0000:03:00.0".
  *   - "devx:<ib device>" — a ConnectX owned by the kernel, e.g. "devx:mlx5_0".
  * Slow path; any thread.
@@ -278,12 +290,14 @@ struct nicmr_mr;
  * @return 0;
  *   -EINVAL        null argument, len 0, addr + len wraps, unknown access bit or ibv rule
  *                  broken, NICMR_MR_ZERO_BASED with addr not 4 KiB-aligned;
- *   -EOPNOTSUPP    unknown flag;
+ *   -EOPNOTSUPP    unknown flag, or NICMR_MR_REQUESTED_KEY on a device without requested
+ *                  keys (nicmr_device_attr.requested_keys 0: the device chooses every index);
  *   -EFAULT        (slow path) part of the range is not mapped, or not readable, or not
  *                  writable while access lets the device write;
  *   -EEXIST        requested key live;      -EKEYREJECTED  requested key outside the key space;
  *   -EAGAIN        requested key waits for its grace period (readers must report quiescence);
- *   -ENOSPC        no free key, or no IOVA space for a slow-path mapping;
+ *   -ENOSPC        no free key and the mkey pool at its cap (mkey_pool_max), or no IOVA
+ *                  space for a slow-path mapping;
  *   -E2BIG         more translations than a pre-created mkey holds (UMR programmer);
  *   -ENOMEM, and the device's or IOMMU's errors.
  */

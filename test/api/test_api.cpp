@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api_wiring.h"
 #include "hugepage_need.h"
@@ -33,6 +35,14 @@ TEST(ApiDevice, EmuDefaultsOffer65536KeysAndNoExtensions)
 	EXPECT_STREQ(a.name, "emu");
 	/* Bring-up asked for host-endian atomics, which the model offers by default. */
 	EXPECT_EQ(a.atomic_mode, uint32_t{NICMR_ATOMIC_HOST});
+	/* A stock ConnectX's mkeys: the device chooses every index, the pool starts at its
+	 * default and may grow to every index but 0. */
+	EXPECT_EQ(a.requested_keys, 0u);
+	EXPECT_EQ(a.mkey_pool_max, 65535u);
+	EXPECT_EQ(stats(dev).mkey_pool, nicmr::mr::kDefaultPoolInitial);
+	EXPECT_EQ(stats(dev).dev_mkeys, int64_t(nicmr::mr::kDefaultPoolInitial))
+		<< "the pool's free mkeys are all the device holds";
+	EXPECT_FALSE(dev->drv->caps().mkey_by_index);
 	EXPECT_EQ(dev->emu->device().config().ports, 2u);
 	EXPECT_EQ(dev->emu->device().config().delivery, nicmr::emu::DoorbellDelivery::inline_call);
 	EXPECT_EQ(nicmr_device_close(dev), 0);
@@ -61,15 +71,98 @@ TEST(ApiDevice, EmuOptionsAreApplied)
 TEST(ApiDevice, BadSpecsAreEinval)
 {
 	nicmr_device *dev = nullptr;
-	for (const char *s :
-	     {"", "bogus", "emu:ports=3", "emu:ports=0", "emu:ports=x", "emu:mkeys=1000",
-	      "emu:mkeys=1", "emu:mkeys=33554432", "emu:delivery=fast", "emu:color=red",
-	      "emu:ports", "emu:ports=1,", "vfio:", "devx:", "EMU", "emu:atomic_endian=little",
-	      "emu:atomic_endian="})
+	for (const char *s : {"",
+			      "bogus",
+			      "emu:ports=3",
+			      "emu:ports=0",
+			      "emu:ports=x",
+			      "emu:mkeys=1000",
+			      "emu:mkeys=1",
+			      "emu:mkeys=33554432",
+			      "emu:delivery=fast",
+			      "emu:color=red",
+			      "emu:ports",
+			      "emu:ports=1,",
+			      "vfio:",
+			      "devx:",
+			      "EMU",
+			      "emu:atomic_endian=little",
+			      "emu:atomic_endian=",
+			      "emu:mkey_by_name=2",
+			      "emu:mkey_by_name=",
+			      "emu:mkey_pool=0",
+			      "emu:mkey_pool=x",
+			      "emu:mkey_max=0",
+			      "emu:mkey_max=16777216",
+			      "emu:mkeys=256,mkey_max=256"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
 	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
 	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);
 	EXPECT_EQ(dev, nullptr);
+}
+
+/* The spec option mkey_by_name=1 gives the device ConnectX's mkey_by_name: requested keys are
+ * offered, and the command programmer can run. Without it, programmer=cmd cannot. */
+TEST(ApiDevice, MkeyByNameOptionOffersRequestedKeysAndTheCommandProgrammer)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,mkey_by_name=1", &dev), 0);
+	nicmr_device_attr a;
+	ASSERT_EQ(nicmr_device_query(dev, &a), 0);
+	EXPECT_EQ(a.requested_keys, 1u);
+	EXPECT_TRUE(dev->drv->caps().mkey_by_index) << "bring-up turned it on";
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+	dev = nullptr;
+	EXPECT_EQ(nicmr_device_open("emu:mkeys=1024,programmer=cmd", &dev), -EOPNOTSUPP);
+	EXPECT_EQ(dev, nullptr) << "a failed open hands out nothing";
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,programmer=cmd,mkey_by_name=1", &dev), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+}
+
+/* mkey_pool= mkeys at open, mkey_max= the cap: the pool grows in batches of
+ * mr::kDefaultPoolGrow as registrations need, and past the cap a registration is -ENOSPC. */
+TEST(ApiDevice, MkeyPoolGrowsOnDemandUpToItsCap)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=4096,mkey_pool=8,mkey_max=300", &dev), 0);
+	nicmr_device_attr a;
+	ASSERT_EQ(nicmr_device_query(dev, &a), 0);
+	EXPECT_EQ(a.mkey_pool_max, 300u);
+	EXPECT_EQ(stats(dev).mkey_pool, 8u);
+	EXPECT_EQ(stats(dev).dev_mkeys, 8);
+	nicmr_pd *pd = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+	nicmr_pool_params p;
+	nicmr_pool_params_init(&p);
+	p.size = size_t{2} << 20;
+	p.allow_fallback = 1;
+	nicmr_pool *pool = nullptr;
+	ASSERT_EQ(nicmr_pool_create(dev, &p, &pool), 0);
+	char *base = static_cast<char *>(nicmr_pool_addr(pool));
+	std::vector<nicmr_mr *> mrs;
+	std::set<uint32_t> idx;
+	for (int i = 0; i < 300; i++) {
+		nicmr_mr *mr = nullptr;
+		ASSERT_EQ(nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, 0, 0, &mr), 0) << i;
+		mrs.push_back(mr);
+		idx.insert(NICMR_KEY_INDEX(nicmr_mr_key(mr)));
+		if (i == 8)
+			EXPECT_EQ(stats(dev).mkey_pool, 8u + nicmr::mr::kDefaultPoolGrow)
+				<< "the ninth registration grew the pool by one batch";
+	}
+	EXPECT_EQ(idx.size(), 300u);
+	EXPECT_EQ(stats(dev).mkey_pool, 300u);
+	EXPECT_EQ(stats(dev).dev_mkeys, 300) << "the last batch was cut at the cap";
+	nicmr_mr *more = nullptr;
+	auto before = stats(dev);
+	EXPECT_EQ(nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, 0, 0, &more), -ENOSPC);
+	EXPECT_EQ(more, nullptr);
+	expect_same(stats(dev), before);
+	for (nicmr_mr *mr : mrs)
+		EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pool_destroy(pool), 0);
+	EXPECT_EQ(nicmr_pd_free(pd), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
 }
 
 TEST(ApiDevice, AtomicEndianOptionSaysWhichModeIsInForce)
@@ -329,7 +422,12 @@ TEST_F(ApiRaw, RoundTripOnTheSameDeviceAndExdevOnAnother)
 	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
 }
 
-using ApiLookup = ApiFixture;
+/* On a device with mkey_by_name: ReaderHoldsBackKeyReuseUntilQuiescent takes a well-known
+ * key. */
+class ApiLookup : public ApiFixture {
+protected:
+	const char *spec() const override { return "emu:mkeys=1024,mkey_by_name=1"; }
+};
 
 TEST_F(ApiLookup, ChecksRightsBoundsAndStaleKeys)
 {

@@ -68,7 +68,9 @@ TEST(ApiKeyCache, CachedKeysCountAsFree)
 {
 	Open o(kCachedSpec);
 	Anon m(4096);
-	const uint64_t all = nicmr::api::kMinKeysForCaches - 1;
+	/* Every mkey of the pool the device has created so far (the default initial pool). */
+	const uint64_t all = stats(o.dev).mkey_pool;
+	EXPECT_EQ(all, nicmr::mr::kDefaultPoolInitial);
 	EXPECT_EQ(stats(o.dev).keys_free, all);
 	churn(o, m.get(), 100);
 	auto s = stats(o.dev);
@@ -84,10 +86,10 @@ TEST(ApiKeyCache, KeysCachedByAnExitedThreadComeBack)
 	std::thread t([&] { churn(o, m.get(), 100); });
 	t.join();
 	EXPECT_EQ(o.dev->engine->keys().ring_free_count() + o.dev->engine->keys().retiring_count(),
-		  nicmr::api::kMinKeysForCaches - 1)
+		  o.dev->engine->pool_size())
 		<< "the thread's exit returned its cache to the global pool";
 	EXPECT_EQ(fill(o, m.get()), nicmr::api::kMinKeysForCaches - 1)
-		<< "every key is reachable from another thread";
+		<< "every key is reachable from another thread, the pool grown to its cap";
 }
 
 TEST(ApiKeyCache, DeviceCloseReturnsCachesOfLivingThreads)
@@ -105,7 +107,7 @@ TEST(ApiKeyCache, DeviceCloseReturnsCachesOfLivingThreads)
 		Open again(kCachedSpec);
 		churn(again, m.get(), 100);
 		auto s = stats(again.dev);
-		EXPECT_EQ(s.keys_free + s.keys_retiring, nicmr::api::kMinKeysForCaches - 1);
+		EXPECT_EQ(s.keys_free + s.keys_retiring, s.mkey_pool);
 	});
 	while (step.load(std::memory_order_acquire) != 1)
 		std::this_thread::yield();

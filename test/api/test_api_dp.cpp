@@ -904,7 +904,7 @@ TEST(RefreshCmd, TheCommandProgrammerCannotModifyInPlace)
 	nicmr_pd *p = nullptr;
 	nicmr_mr *m = nullptr;
 	Anon mem(4096);
-	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,programmer=cmd", &d), 0);
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,programmer=cmd,mkey_by_name=1", &d), 0);
 	ASSERT_EQ(nicmr_pd_alloc(d, &p), 0);
 	ASSERT_EQ(nicmr_mr_reg(p, mem.get(), 4096, kAll, 0, 0, &m), 0);
 	const auto st = stats(d);

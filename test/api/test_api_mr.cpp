@@ -14,8 +14,7 @@ using namespace nicmr::test;
 using nicmr::mlx5::MkeyQuery;
 
 class ApiMr : public ApiBoth {};
-INSTANTIATE_TEST_SUITE_P(Programmer, ApiMr,
-			 ::testing::Values("emu:mkeys=1024", "emu:mkeys=1024,programmer=cmd"));
+INSTANTIATE_TEST_SUITE_P(Programmer, ApiMr, NICMR_API_BOTH_SPECS("1024"));
 
 TEST_P(ApiMr, FastPathProgramsTheDeviceAndDeregFreesIt)
 {
@@ -218,6 +217,24 @@ TEST_P(ApiMr, RequestedKeysDuplicatesAndOutOfRange)
 {
 	const uint64_t want = (42u << 8) | 0x11;
 	nicmr_mr *mr = nullptr, *dup = nullptr;
+	nicmr_device_attr a{};
+	ASSERT_EQ(nicmr_device_query(dev, &a), 0);
+	EXPECT_EQ(a.requested_keys, by_name() ? 1u : 0u);
+	if (!by_name()) {
+		/* A stock device chooses every mkey index: no requested key, on either path, and
+		 * nothing is taken. */
+		auto before = stats(dev);
+		Anon m(8192);
+		EXPECT_EQ(nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, NICMR_MR_REQUESTED_KEY,
+				       want, &mr),
+			  -EOPNOTSUPP);
+		EXPECT_EQ(nicmr_mr_reg(pd, m.get(), 8192, NICMR_ACCESS_SEND, NICMR_MR_REQUESTED_KEY,
+				       want, &mr),
+			  -EOPNOTSUPP);
+		EXPECT_EQ(mr, nullptr);
+		expect_same(stats(dev), before);
+		return;
+	}
 	ASSERT_EQ(
 		nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, NICMR_MR_REQUESTED_KEY, want, &mr),
 		0);
@@ -254,7 +271,8 @@ TEST_P(ApiMr, RequestedKeysDuplicatesAndOutOfRange)
 TEST_P(ApiMr, KeyExhaustionIsEnospcAndLeavesNothing)
 {
 	nicmr_device *small = nullptr;
-	const std::string spec = std::string("emu:mkeys=16") + (umr() ? "" : ",programmer=cmd");
+	const std::string spec =
+		std::string("emu:mkeys=16") + (umr() ? "" : ",programmer=cmd,mkey_by_name=1");
 	ASSERT_EQ(nicmr_device_open(spec.c_str(), &small), 0);
 	nicmr_pd *p = nullptr;
 	ASSERT_EQ(nicmr_pd_alloc(small, &p), 0);

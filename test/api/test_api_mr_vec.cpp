@@ -97,8 +97,36 @@ protected:
 	char *src = nullptr, *sink = nullptr;
 };
 
+/* Indirect (KLM) regions take the index of a free mkey (mlx5_klm_programmer.h): devices with
+ * mkey_by_name. A stock device's regv is below (MrVecStock). */
 INSTANTIATE_TEST_SUITE_P(Programmer, MrVec,
-			 ::testing::Values("emu:mkeys=1024", "emu:mkeys=1024,programmer=cmd"));
+			 ::testing::Values("emu:mkeys=1024,mkey_by_name=1",
+					   "emu:mkeys=1024,programmer=cmd,mkey_by_name=1"));
+
+/* On a stock device (it chooses every mkey index) a vectored region whose joints are page
+ * aligned is one MTT key as anywhere; one that needs an indirect key is -EOPNOTSUPP and
+ * leaves nothing behind (no inner key, no mapping, no mkey). */
+using MrVecStock = ApiFixture;
+
+TEST_F(MrVecStock, KlmLayoutIsEopnotsuppAndLeavesNothing)
+{
+	std::vector<iovec> mtt = {{base + (64 << 10), 8192}, {base + (256 << 10), 4096}};
+	nicmr_mr *m = nullptr;
+	ASSERT_EQ(nicmr_mr_regv(pd, mtt.data(), mtt.size(), kAll, 0, 0, &m), 0);
+	EXPECT_EQ(nicmr_mr_layout(m), 1);
+	EXPECT_EQ(nicmr_mr_dereg(m), 0);
+	m = nullptr;
+
+	Anon plain(3 * 4096);
+	std::vector<iovec> klm = {{base + 100, 1000}, {plain.get() + 13, 5000}};
+	auto before = stats(dev);
+	EXPECT_EQ(nicmr_mr_regv(pd, klm.data(), klm.size(), kAll, 0, 0, &m), -EOPNOTSUPP);
+	EXPECT_EQ(m, nullptr);
+	auto after = stats(dev);
+	expect_released(before, after);
+	EXPECT_EQ(after.dev_mkeys, before.dev_mkeys);
+	EXPECT_EQ(after.keys_free + after.keys_retiring, before.keys_free + before.keys_retiring);
+}
 
 TEST_P(MrVec, PageAlignedJointsGiveOneMttKeyAndRdmaCrossesThem)
 {

@@ -206,7 +206,16 @@ class ApiBoth : public ApiFixture, public ::testing::WithParamInterface<const ch
 protected:
 	const char *spec() const override { return GetParam(); }
 	bool umr() const { return std::strstr(GetParam(), "programmer=cmd") == nullptr; }
+	/* The device creates mkeys at chosen indices (requested keys, the command programmer,
+	 * indirect regions); a stock ConnectX, the emu default, does not. */
+	bool by_name() const { return std::strstr(GetParam(), "mkey_by_name=1") != nullptr; }
 };
+
+/* ApiBoth's devices: UMR on a stock device (it chooses every mkey index), UMR on a device with
+ * mkey_by_name, and the command programmer, which needs mkey_by_name. */
+#define NICMR_API_BOTH_SPECS(mkeys)                                                                \
+	::testing::Values("emu:mkeys=" mkeys, "emu:mkeys=" mkeys ",mkey_by_name=1",                \
+			  "emu:mkeys=" mkeys ",programmer=cmd,mkey_by_name=1")
 
 } // namespace nicmr::test
 

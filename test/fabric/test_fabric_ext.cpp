@@ -229,6 +229,8 @@ protected:
 		ops_ = mr_ops(domain_.get());
 		ASSERT_NE(ops_, nullptr);
 	}
+	/* Application keys: a device with mkey_by_name. */
+	DeviceSpecScope by_name_{kByNameSpec};
 };
 
 TEST_F(FabricMrOpsAppKeys, SubMrTakesTheRequestedKeyAndRefusesBadOnes)

@@ -213,7 +213,9 @@ TEST(FabricInfo, FabricWithLiveDomainIsBusy)
  * kept when offered, with the FI_RMA_EVENT capability and registration flag
  * (test_fabric_event.cpp sweeps a device without it).
  */
-TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
+/* by_name: the device has mkey_by_name and takes requested keys; else (a stock device) every
+ * combination without FI_MR_PROV_KEY is refused as one without FI_MR_ALLOCATED is. */
+void sweep_mr_modes(bool by_name)
 {
 	constexpr unsigned kBits = sizeof(kKnownBits) / sizeof(kKnownBits[0]);
 	constexpr int kActs = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW | FI_MR_VIRT_ADDR |
@@ -232,7 +234,7 @@ TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 		Hints h(offered);
 		Info info;
 		int ret = info.get(h);
-		if (!(offered & FI_MR_ALLOCATED)) {
+		if (!(offered & FI_MR_ALLOCATED) || (!by_name && !(offered & FI_MR_PROV_KEY))) {
 			EXPECT_EQ(ret, -FI_ENODATA);
 			continue;
 		}
@@ -324,6 +326,63 @@ TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
 		EXPECT_EQ(after.slow_mappings, before.slow_mappings);
 		EXPECT_EQ(after.pinned_pages, before.pinned_pages);
 	}
+}
+
+TEST(FabricMrMode, EveryCombinationIsHonouredOrRefused)
+{
+	sweep_mr_modes(false);
+}
+
+TEST(FabricMrMode, EveryCombinationIsHonouredOrRefusedWithMkeyByName)
+{
+	DeviceSpecScope scope(kByNameSpec);
+	sweep_mr_modes(true);
+}
+
+/* fi_mr(3): FI_MR_PROV_KEY "indicates that the provider does not support application
+ * requested MR keys". On a device that chooses every mkey index (a stock ConnectX, the
+ * environment's emu) it is required: hints without it find no nicmr, and an info edited to
+ * leave it out opens no domain. On a device with mkey_by_name it is optional. */
+TEST(FabricMrMode, ProvKeyIsRequiredUnlessTheDeviceTakesChosenIndices)
+{
+	{
+		Hints h(FI_MR_ALLOCATED | FI_MR_VIRT_ADDR);
+		Info info;
+		EXPECT_EQ(info.get(h), -FI_ENODATA);
+		Hints ok(FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+		ASSERT_EQ(info.get(ok), 0);
+		EXPECT_EQ(info->domain_attr->mr_mode,
+			  FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+		Fid<fid_fabric> fabric;
+		ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
+		info->domain_attr->mr_mode &= ~FI_MR_PROV_KEY;
+		Fid<fid_domain> dom;
+		EXPECT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), -FI_EINVAL);
+		info->domain_attr->mr_mode |= FI_MR_PROV_KEY;
+		ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
+		/* With FI_MR_PROV_KEY a requested key is ignored (fi_mr(3)): the device's key. */
+		Buf buf(4096);
+		Fid<fid_mr> mr;
+		ASSERT_EQ(fi_mr_reg(dom.get(), buf.get(), 4096, FI_REMOTE_READ, 0, 0x4200, 0,
+				    mr.out(), nullptr),
+			  0);
+		EXPECT_NE(fi_mr_key(mr.get()), 0u);
+	}
+	DeviceSpecScope scope(kByNameSpec);
+	Hints h(FI_MR_ALLOCATED | FI_MR_VIRT_ADDR);
+	Info info;
+	ASSERT_EQ(info.get(h), 0);
+	EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_ALLOCATED | FI_MR_VIRT_ADDR);
+	Fid<fid_fabric> fabric;
+	ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
+	Fid<fid_domain> dom;
+	ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
+	Buf buf(4096);
+	Fid<fid_mr> mr;
+	ASSERT_EQ(fi_mr_reg(dom.get(), buf.get(), 4096, FI_REMOTE_READ, 0, 0x4200, 0, mr.out(),
+			    nullptr),
+		  0);
+	EXPECT_EQ(fi_mr_key(mr.get()), 0x4200u) << "the requested key is the key";
 }
 
 } // namespace

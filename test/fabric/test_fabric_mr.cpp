@@ -354,10 +354,11 @@ TEST_F(FabricMr, ClosesOnAnotherThreadThanTheRegistration)
 	EXPECT_EQ(ops->pool_destroy(pool), 0);
 }
 
-/* Application-chosen keys (no FI_MR_PROV_KEY). */
+/* Application-chosen keys (no FI_MR_PROV_KEY), on a device with mkey_by_name. */
 class FabricMrRequested : public FabricFixture {
 protected:
 	void SetUp() override { open(FI_MR_ALLOCATED | FI_MR_VIRT_ADDR); }
+	DeviceSpecScope by_name_{kByNameSpec};
 };
 
 TEST_F(FabricMrRequested, RequestedKeyIsTheKeyAndDuplicatesAreRefused)

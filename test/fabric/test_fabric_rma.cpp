@@ -29,6 +29,10 @@ constexpr uint64_t kRemote = FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 class Rma : public FabricFixture {
 protected:
+	/* The environment's device with mkey_by_name: the vectored MRs below take the KLM form,
+	 * which needs it (a stock device's refusal is test_fabric_vec.cpp's). */
+	std::string by_name_spec_ = env_spec_with_mkey_by_name();
+	DeviceSpecScope by_name_{by_name_spec_.c_str()};
 	/* The mr_mode and threading model the application offers. */
 	virtual int mode() const { return kAppMrMode; }
 	virtual enum fi_threading threading() const { return FI_THREAD_UNSPEC; }

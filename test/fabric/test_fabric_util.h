@@ -180,6 +180,19 @@ inline void expect_same(const nicmr_device_stats &a, const nicmr_device_stats &b
 	EXPECT_EQ(a.iommu_mappings, b.iommu_mappings);
 }
 
+/* The test environment's device with ConnectX's mkey_by_name: it takes requested keys, so a
+ * domain without FI_MR_PROV_KEY can be had (test/fabric/meson.build's FI_NICMR_DEVICE is a
+ * stock device, which requires FI_MR_PROV_KEY). */
+inline constexpr const char *kByNameSpec = "emu:mkeys=1024,mkey_by_name=1";
+
+/* The test environment's device spec (FI_NICMR_DEVICE) with mkey_by_name=1 added. */
+inline std::string env_spec_with_mkey_by_name()
+{
+	const char *env = std::getenv("FI_NICMR_DEVICE");
+	std::string s = env != nullptr && *env != '\0' ? env : "emu";
+	return s + (s.find(':') == std::string::npos ? ":" : ",") + "mkey_by_name=1";
+}
+
 /* FI_NICMR_DEVICE names another emu device for the scope (the provider reads it in fi_getinfo
  * and fi_fabric), and the test environment's again after it. */
 class DeviceSpecScope {

@@ -14,7 +14,14 @@
 namespace nicmr::test {
 namespace {
 
-using FabricMrVec = FabricFixture;
+/* Vectored MRs whose joints need an indirect (KLM) key: the environment's device with
+ * mkey_by_name (FabricMrVecStock below is the stock device's refusal). */
+class FabricMrVec : public FabricFixture {
+protected:
+	std::string by_name_spec_ = env_spec_with_mkey_by_name();
+	DeviceSpecScope by_name_{by_name_spec_.c_str()};
+};
+using FabricMrVecStock = FabricFixture;
 
 TEST_F(FabricMrVec, PlainMemorySegmentsGiveOneKeyAndCloseReleasesEverything)
 {
@@ -191,6 +198,25 @@ TEST_F(FabricMrVec, BadSegmentsGetTheirCodeAndLeaveNothing)
 	expect_same(before, stats(d));
 }
 
+/* On the environment's stock device (it chooses every mkey index) a region whose joints need
+ * an indirect (KLM) key cannot be had: -FI_EOPNOTSUPP, and nothing is left behind. One whose
+ * joints are page-aligned is one MTT key as anywhere. */
+TEST_F(FabricMrVecStock, KlmFormIsEopnotsuppAndLeavesNothing)
+{
+	Buf a(4 * 4096);
+	iovec aligned[2] = {{a.get() + 4096, 4096}, {a.get(), 4096}};
+	Fid<fid_mr> ok;
+	ASSERT_EQ(fi_mr_regv(domain_.get(), aligned, 2, kRw, 0, 0, 0, ok.out(), nullptr), 0);
+	ok.reset();
+	auto before = stats(domain_.get());
+	iovec ragged[2] = {{a.get() + 100, 1000}, {a.get() + 8192 + 7, 3000}};
+	fid_mr *bad = nullptr;
+	EXPECT_EQ(fi_mr_regv(domain_.get(), ragged, 2, kRw, 0, 0, 0, &bad, nullptr),
+		  -FI_EOPNOTSUPP);
+	EXPECT_EQ(bad, nullptr);
+	expect_same(before, stats(domain_.get()));
+}
+
 TEST_F(FabricMrVec, NoFreeKeyIsEnospcAndLeavesNothing)
 {
 	fi_nicmr_pool_ops *ops = pool_ops(domain_.get());
@@ -233,6 +259,8 @@ TEST_F(FabricMrVec, NoFreeKeyIsEnospcAndLeavesNothing)
 class FabricMrVecOffsets : public FabricFixture {
 protected:
 	void SetUp() override { open(FI_MR_ALLOCATED | FI_MR_RAW | FI_MR_LOCAL); }
+	/* Application keys and the KLM form: a device with mkey_by_name. */
+	DeviceSpecScope by_name_{kByNameSpec};
 };
 
 TEST_F(FabricMrVecOffsets, SegmentsNeedNoAlignmentAndTheBaseIsZero)
@@ -267,6 +295,8 @@ TEST_F(FabricMrVecOffsets, SegmentsNeedNoAlignmentAndTheBaseIsZero)
 /* Raw keys of a vectored MR between two domains of one fabric. */
 TEST(FabricMrVecRaw, RawKeyMapsInAnotherDomain)
 {
+	const std::string spec = env_spec_with_mkey_by_name(); /* the KLM form */
+	DeviceSpecScope by_name(spec.c_str());
 	const int mode = FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RAW;
 	Hints h(mode);
 	Info info;

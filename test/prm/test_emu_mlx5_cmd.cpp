@@ -365,7 +365,7 @@ TEST_F(EmuMlx5Caps, GeneralCapsReportTheConfiguredLimits)
 	EXPECT_EQ(cap(r, prm::hca_cap::log_max_mkey), 16u);
 	EXPECT_EQ(cap(r, prm::hca_cap::log_max_pd), 16u);
 	EXPECT_EQ(cap(r, prm::hca_cap::num_ports), 2u);
-	EXPECT_EQ(cap(r, prm::hca_cap::mkey_by_name), 1u);
+	EXPECT_EQ(cap(r, prm::hca_cap::mkey_by_name), 0u) << "off, as on a stock ConnectX";
 	EXPECT_EQ(cap(r, prm::hca_cap::atomic), 1u);
 	EXPECT_EQ(cap(r, prm::hca_cap::umr_extended_translation_offset), 1u);
 	EXPECT_EQ(cap(r, prm::hca_cap::log_max_klm_list_size), 16u);
@@ -387,7 +387,7 @@ TEST(EmuMlx5CapsConfig, LimitsFollowTheConfig)
 	EmuConfig cfg;
 	cfg.log_max_mkey = 20;
 	cfg.ports = 1;
-	cfg.mkey_by_name = false;
+	cfg.mkey_by_name = true;
 	Harness h(cfg);
 	ASSERT_EQ(h.rc(), 0);
 	ASSERT_EQ(h.enable_hca(), prm::status::ok);
@@ -396,7 +396,7 @@ TEST(EmuMlx5CapsConfig, LimitsFollowTheConfig)
 	const size_t at = prm::query_hca_cap_out::capability_offset;
 	EXPECT_EQ(r.get_at(at, prm::hca_cap::log_max_mkey), 20u);
 	EXPECT_EQ(r.get_at(at, prm::hca_cap::num_ports), 1u);
-	EXPECT_EQ(r.get_at(at, prm::hca_cap::mkey_by_name), 0u);
+	EXPECT_EQ(r.get_at(at, prm::hca_cap::mkey_by_name), 1u) << "the spec option's";
 }
 
 /* The UMR mkey_mask restrictions: off by default (a ConnectX PF), on by config. */
@@ -469,17 +469,39 @@ TEST_F(EmuMlx5Caps, UnknownTypesAndTheExtensionTypeAreBadParam)
 TEST_F(EmuMlx5Caps, SetTakesSettableFieldsWithinTheMaximum)
 {
 	Reply cur = query(prm::cap_type::general, prm::cap_mode::current);
-	Cmd off = set_general(cur);
-	off.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name, 0);
+	/* A stock device: mkey_by_name is not in the maximum, so it cannot be turned on. */
+	Cmd on = set_general(cur);
+	on.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name, 1);
+	EXPECT_STATUS(h.run(on), prm::status::bad_param, Syndrome::cap_exceeds_max);
+	Cmd same = set_general(cur);
 	/* Not settable: ignored, like firmware. */
-	off.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::log_max_mkey, 3);
-	EXPECT_EQ(h.run(off).status(), prm::status::ok);
+	same.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::log_max_mkey, 3);
+	EXPECT_EQ(h.run(same).status(), prm::status::ok);
 	Reply now = query(prm::cap_type::general, prm::cap_mode::current);
 	EXPECT_EQ(cap(now, prm::hca_cap::mkey_by_name), 0u);
 	EXPECT_EQ(cap(now, prm::hca_cap::log_max_mkey), 16u);
-	EXPECT_EQ(
-		cap(query(prm::cap_type::general, prm::cap_mode::max), prm::hca_cap::mkey_by_name),
-		1u);
+
+	/* Offered (EmuConfig::mkey_by_name), it may be turned off and the maximum stays. */
+	EmuConfig cfg;
+	cfg.mkey_by_name = true;
+	Harness h2(cfg);
+	ASSERT_EQ(h2.rc(), 0);
+	ASSERT_EQ(h2.enable_hca(), prm::status::ok);
+	auto query2 = [&](uint16_t mode) {
+		return h2.run(Cmd(prm::opcode::query_hca_cap, 16, prm::query_hca_cap_out::size,
+				  prm::cap_op_mod(prm::cap_type::general, mode)));
+	};
+	Reply cur2 = query2(prm::cap_mode::current);
+	EXPECT_EQ(cap(cur2, prm::hca_cap::mkey_by_name), 1u);
+	Cmd off(prm::opcode::set_hca_cap, prm::set_hca_cap_in::size, 16,
+		prm::cap_op_mod(prm::cap_type::general, 0));
+	std::memcpy(off.in.data() + prm::set_hca_cap_in::capability_offset,
+		    cur2.out.data() + prm::query_hca_cap_out::capability_offset,
+		    prm::set_hca_cap_in::capability_size);
+	off.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name, 0);
+	EXPECT_EQ(h2.run(off).status(), prm::status::ok);
+	EXPECT_EQ(cap(query2(prm::cap_mode::current), prm::hca_cap::mkey_by_name), 0u);
+	EXPECT_EQ(cap(query2(prm::cap_mode::max), prm::hca_cap::mkey_by_name), 1u);
 
 	Cmd cks = set_general(cur);
 	cks.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::cmdif_checksum, 2);
@@ -793,7 +815,29 @@ TEST_F(EmuMlx5Mkey, CreateRejectsBadParameters)
 	EXPECT_TRUE(h.dev().check_invariants());
 }
 
-TEST_F(EmuMlx5Mkey, CreateAtAChosenIndex)
+/* A stock device (the default) refuses a chosen index: BAD_PARAM. */
+TEST_F(EmuMlx5Mkey, ChosenIndexWithoutMkeyByNameIsBadParam)
+{
+	Cmd c = mtt(2, 1, 8192);
+	c.set(prm::create_mkey_in::input_mkey_index, 5);
+	EXPECT_STATUS(h.run(c), prm::status::bad_param, Syndrome::mkey_by_name_disabled);
+	EXPECT_EQ(h.dev().mkeys().live(), 0u);
+	c.set(prm::create_mkey_in::input_mkey_index, 0);
+	EXPECT_NE(create(c), 0u) << "the device's choice is fine";
+}
+
+class EmuMlx5MkeyByName : public EmuMlx5Mkey {
+protected:
+	static EmuConfig by_name()
+	{
+		EmuConfig c;
+		c.mkey_by_name = true;
+		return c;
+	}
+	EmuMlx5MkeyByName() : EmuMlx5Mkey(by_name()) {}
+};
+
+TEST_F(EmuMlx5MkeyByName, CreateAtAChosenIndex)
 {
 	Cmd c = mtt(2, 1, 8192);
 	c.set(prm::create_mkey_in::input_mkey_index, 0x1234);
@@ -801,15 +845,6 @@ TEST_F(EmuMlx5Mkey, CreateAtAChosenIndex)
 	EXPECT_STATUS(h.run(c), prm::status::bad_res_state, Syndrome::mkey_index_in_use);
 	c.set(prm::create_mkey_in::input_mkey_index, 1u << 16);
 	EXPECT_STATUS(h.run(c), prm::status::bad_index, Syndrome::mkey_index_out_of_range);
-	/* Turned off through SET_HCA_CAP before INIT_HCA, the capability refuses indices. */
-	EmuConfig cfg;
-	cfg.mkey_by_name = false;
-	Harness h2(cfg);
-	ASSERT_EQ(h2.rc(), 0);
-	h2.bring_up();
-	h2.alloc_pd();
-	c.set(prm::create_mkey_in::input_mkey_index, 5);
-	EXPECT_STATUS(h2.run(c), prm::status::bad_param, Syndrome::mkey_by_name_disabled);
 }
 
 class EmuMlx5SmallMkeyTable : public EmuMlx5Mkey {

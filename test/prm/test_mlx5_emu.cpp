@@ -164,10 +164,39 @@ TEST_P(Mlx5EmuModes, QueryMkeyReturnsWhatCreateMkeySet)
 	EXPECT_EQ(dev->dealloc_pd(pd), 0);
 }
 
-TEST_P(Mlx5EmuModes, ADestroyedIndexCanBeCreatedAgain)
+/* A stock device (the model's default) does not create at a chosen index: the driver sends
+ * nothing and says -EOPNOTSUPP; the device's own choice works. */
+TEST_P(Mlx5EmuModes, ChosenIndexWithoutMkeyByNameIsRefusedByTheDriver)
 {
 	Rig r;
 	ASSERT_EQ(r.make(config(GetParam())), 0);
+	std::unique_ptr<mlx5::Device> dev;
+	ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
+	EXPECT_FALSE(dev->caps().mkey_by_index);
+	uint32_t pd = 0;
+	ASSERT_EQ(dev->alloc_pd(&pd), 0);
+	mlx5::MkeyCreate c;
+	c.ctx.pd = pd;
+	c.ctx.free = c.ctx.umr_en = true;
+	c.ctx.translations_octword_size = 4;
+	c.index = 77;
+	const uint64_t commands = r.hw->device().stats().commands;
+	uint32_t idx = 0;
+	EXPECT_EQ(dev->create_mkey(c, &idx), -EOPNOTSUPP);
+	EXPECT_EQ(r.hw->device().stats().commands, commands) << "nothing sent";
+	c.index = 0;
+	ASSERT_EQ(dev->create_mkey(c, &idx), 0);
+	EXPECT_NE(idx, 0u);
+	EXPECT_EQ(dev->destroy_mkey(idx), 0);
+	EXPECT_EQ(dev->dealloc_pd(pd), 0);
+}
+
+TEST_P(Mlx5EmuModes, ADestroyedIndexCanBeCreatedAgain)
+{
+	Rig r;
+	emu::EmuConfig cfg = config(GetParam());
+	cfg.mkey_by_name = true; /* creation at a chosen index */
+	ASSERT_EQ(r.make(cfg), 0);
 	std::unique_ptr<mlx5::Device> dev;
 	ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
 	ASSERT_TRUE(dev->caps().mkey_by_index);
@@ -215,8 +244,9 @@ protected:
 	void SetUp() override
 	{
 		emu::EmuConfig cfg = config(emu::DoorbellDelivery::inline_call);
-		cfg.log_max_pd = 2;   /* PDs 1..3 */
-		cfg.log_max_mkey = 4; /* mkeys 1..15 */
+		cfg.log_max_pd = 2;	 /* PDs 1..3 */
+		cfg.log_max_mkey = 4;	 /* mkeys 1..15 */
+		cfg.mkey_by_name = true; /* the chosen-index refusals below */
 		ASSERT_EQ(r.make(cfg), 0);
 		ASSERT_EQ(mlx5::Device::open(r.hw->function(), *r.space, r.opts(), &dev), 0);
 		ASSERT_EQ(dev->alloc_pd(&pd), 0);
@@ -250,7 +280,7 @@ TEST_F(Mlx5Emu, CapabilitiesComeFromTheModel)
 	const auto &c = dev->caps();
 	EXPECT_EQ(c.log_max_mkey, 4u);
 	EXPECT_EQ(c.log_max_pd, 2u);
-	EXPECT_TRUE(c.mkey_by_index);
+	EXPECT_TRUE(c.mkey_by_index) << "offered by this fixture's model, turned on at bring-up";
 	EXPECT_EQ(c.fw_major, 22);
 	EXPECT_EQ(c.issi, 1);
 	/* The model's extensions, found by the driver's query of the nicmr_ext cap type. */

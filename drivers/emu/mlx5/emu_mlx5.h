@@ -172,7 +172,10 @@ struct EmuConfig {
 	uint32_t max_pages = 1u << 18;	     /* pages the device accepts in all (1 GiB) */
 	uint32_t log_max_klm_list_size = 16; /* translations per mkey (MTT or KLM), 1..30 */
 	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
-	bool mkey_by_name = true; /* CREATE_MKEY at a chosen index (max and current cap) */
+	/* CREATE_MKEY at a chosen index (the max and current cap mkey_by_name). Off, as on a
+	 * stock ConnectX: the device chooses every index. The native API's emu spec option
+	 * mkey_by_name=1 turns it on. */
+	bool mkey_by_name = false;
 	/*
 	 * UMR (doc/device-model.md, "UMR"). resd_lkey: the reserved lkey QUERY_SPECIAL_CONTEXTS
 	 * reports and a UMR's translation pointer must carry; its index is 0, which the model

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "emu_mlx5_mkey.h"
 
+#include <algorithm>
 #include <new>
 #include <thread>
 
@@ -103,12 +104,20 @@ int MkeyTable::create(uint32_t want, MkeyEntry &&e, uint32_t *index)
 	} else {
 		if (live_.load(std::memory_order_relaxed) >= capacity_ - 1)
 			return -ENOSPC;
-		/* Round-robin from the last hand-out: a just-destroyed index is reused last, the
-		 * way firmware spreads indices. At most live() probes. */
-		want = next_;
-		while (is_live(want))
-			want = want + 1 < capacity_ ? want + 1 : 1;
-		next_ = want + 1 < capacity_ ? want + 1 : 1;
+		/* The model's choice of index (doc/device-model.md, "mkey indices"): positions
+		 * round-robin from the last hand-out, so a just-destroyed index comes back last;
+		 * each position's index has its low 3 bits reversed, so consecutive creates get
+		 * non-adjacent indices (4, 2, 6, 1, 5, 3, 7, 8, 12, 10, ...), as a driver must
+		 * expect of firmware, which picks as it likes. A free index exists (checked
+		 * above): at most span probes. */
+		const uint32_t span = std::max<uint32_t>(capacity_, 8);
+		for (;;) {
+			const uint32_t p = next_;
+			next_ = p + 1 < span ? p + 1 : 0;
+			want = index_at(p);
+			if (want != 0 && want < capacity_ && !is_live(want))
+				break;
+		}
 	}
 	Slot *s = slot_or_make(want);
 	if (s == nullptr)
@@ -158,7 +167,7 @@ void MkeyTable::clear()
 		}
 	}
 	live_.store(0, std::memory_order_relaxed);
-	next_ = 1;
+	next_ = 0;
 }
 
 /* Device hot path: one CAS per new key, no allocation within the spill vector's capacity. */

@@ -100,8 +100,9 @@ public:
 
 	/*
 	 * Stores e at index want (1 .. capacity - 1), or at a free index of the table's choosing
-	 * when want is 0. Errors: -ERANGE (want out of range), -EBUSY (want is live), -ENOSPC
-	 * (no free index), -ENOMEM (no memory for the index's chunk).
+	 * when want is 0 (not sequential: emu_mlx5_mkey.cpp, create). Errors: -ERANGE (want out of
+	 * range), -EBUSY (want is live), -ENOSPC (no free index), -ENOMEM (no memory for the
+	 * index's chunk).
 	 */
 	int create(uint32_t want, MkeyEntry &&e, uint32_t *index);
 	/* Removes index and hands its entry back in *old (if not null). -ERANGE, -ENOENT. */
@@ -212,7 +213,12 @@ private:
 	std::unique_ptr<std::atomic<Slot *>[]> dir_;
 	std::mutex mu_;		      /* serialises create, destroy and clear */
 	std::atomic<size_t> live_{0}; /* written under mu_; relaxed reads are statistics */
-	uint32_t next_ = 1;	      /* where the search for a free index starts; guarded by mu_ */
+	uint32_t next_ = 0;	      /* the position the search for a free index starts at; mu_ */
+	/* The index create(0) hands out at position p: p with its low 3 bits reversed. */
+	static constexpr uint32_t index_at(uint32_t p) noexcept
+	{
+		return (p & ~7u) | (p & 1) << 2 | (p & 2) | (p & 4) >> 2;
+	}
 };
 
 } // namespace nicmr::emu
