@@ -234,8 +234,16 @@ int Mlx5MkeyProgrammer::create_free_mkey_at(uint32_t index)
 	c.index = index;
 	MkeyHandle h;
 	int rc = MkeyHandle::create(dev_, c, &h);
-	if (rc == 0)
+	if (rc == 0) {
 		mkeys_.push_back(std::move(h));
+		return 0;
+	}
+	/* BAD_RES_STATE (-EINVAL) when the index holds an mkey already (one the driver made
+	 * for something else, a memory window say): the key is in use, as the engine says of
+	 * its own live keys. */
+	MkeyQuery q;
+	if (rc == -EINVAL && dev_.query_mkey(index, 0, &q) == 0)
+		return -EEXIST;
 	return rc;
 }
 

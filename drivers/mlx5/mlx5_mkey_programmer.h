@@ -67,8 +67,8 @@ public:
 	int create_free_mkeys(uint32_t count, uint32_t *indices) override;
 	/* Caps::mkey_by_index. */
 	bool chosen_indices() const noexcept override;
-	/* 0; -EOPNOTSUPP (no mkey_by_index); -EINVAL (index 0 or above 24 bits); the command's
-	 * (the index exists already: -EINVAL, BAD_RES_STATE). */
+	/* 0; -EOPNOTSUPP (no mkey_by_index); -EINVAL (index 0 or above 24 bits); -EEXIST (the
+	 * index holds an mkey already: CREATE_MKEY's BAD_RES_STATE); the command's. */
 	int create_free_mkey_at(uint32_t index) override;
 	/* 0; -EINVAL (len 0, log_page_size outside 12..30, iova_base not congruent with start
 	 * modulo the page); -E2BIG (more than max_translations pages); UmrQueue::bind's errors

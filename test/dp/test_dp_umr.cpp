@@ -379,7 +379,11 @@ TEST_P(UmrByName, UmrAndCommandProgrammersGrantTheSameFieldsForEachAccessBit)
 	ASSERT_EQ(mlx5::Mlx5MkeyProgrammer::create(*r.dev, r.pd.pd(), po, &prog), 0);
 	ASSERT_TRUE(prog->chosen_indices());
 	ASSERT_EQ(prog->create_free_mkey_at(0x400), 0);
-	EXPECT_EQ(prog->create_free_mkey_at(0x400), -EINVAL) << "BAD_RES_STATE: it exists";
+	EXPECT_EQ(prog->create_free_mkey_at(0x400), -EEXIST) << "BAD_RES_STATE: it exists";
+	TestMr other; /* an mkey the programmer did not make, at an index the device chose */
+	ASSERT_EQ(free_mkey(2, &other), 0);
+	EXPECT_EQ(prog->create_free_mkey_at(mr::mkey_index(other.key)), -EEXIST);
+	EXPECT_EQ(prog->create_free_mkey_at(1u << 16), -ENXIO) << "BAD_INDEX: beyond the device's";
 	mlx5::CmdProgrammer cmd(*r.dev, r.pd.pd(), kCmdIndices);
 
 	const uint8_t cases[] = {mr::kAccessLocalRead,	  mr::kAccessLocalWrite,
