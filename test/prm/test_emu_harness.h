@@ -307,11 +307,14 @@ public:
 	/* SET_HCA_CAP of the general caps with cmdif_checksum 0 (and the rest as at power-on):
 	 * what rdma-core's and Linux's handle_hca_cap send, so that unsigned entries are taken
 	 * after INIT_HCA. */
-	static Cmd set_general_caps()
+	/* SET_HCA_CAP general as a driver sends it: checksums off (0 in the zeroed structure),
+	 * mkey_by_name when the device's maximum offers it (a stock device refuses it). */
+	Cmd set_general_caps()
 	{
 		Cmd c(prm::opcode::set_hca_cap, prm::set_hca_cap_in::size, 16,
 		      prm::cap_op_mod(prm::cap_type::general, 0));
-		c.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name, 1);
+		c.set_at(prm::set_hca_cap_in::capability_offset, prm::hca_cap::mkey_by_name,
+			 dev().config().mkey_by_name ? 1 : 0);
 		return c;
 	}
 	/* Firmware bring-up; atomic_mode >= 0: SET_HCA_CAP it before INIT_HCA (else the
@@ -330,11 +333,7 @@ public:
 				  prm::status::ok);
 		}
 		{
-			Cmd g = set_general_caps();
-			if (!dev().config().mkey_by_name)
-				g.set_at(prm::set_hca_cap_in::capability_offset,
-					 prm::hca_cap::mkey_by_name, 0);
-			ASSERT_EQ(run(g).status(), prm::status::ok);
+			ASSERT_EQ(run(set_general_caps()).status(), prm::status::ok);
 		}
 		int32_t init = query_pages(prm::query_pages_op_mod::init);
 		ASSERT_EQ(give_pages(init, boot).status(), prm::status::ok);
