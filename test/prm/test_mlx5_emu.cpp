@@ -630,7 +630,7 @@ TEST(Mlx5EmuLife, OnlyKnownConnectxIdsAreSupported)
 	EXPECT_FALSE(mlx5::is_supported_device({0x8086, 0x1017})); /* right device, wrong vendor */
 }
 
-/* ---- Firmware pages, the async EQ and health (#17, items 2 and 3) ----------------------- */
+/* ---- Firmware pages, the async EQ and health ---------------------------------------------- */
 
 /* Bring-up answers the regular pages the model asks for with PAGE_REQUEST once the async EQ
  * exists, for the function the request names. */

@@ -1440,7 +1440,7 @@ constexpr uint64_t umr_xlt_octowords(uint64_t bytes) noexcept
 	return umr_xlt_padded(bytes) / 16;
 }
 
-/* ==== RoCE capabilities and the RC QP's connection (issue 17, items 3 to 5) ====
+/* ==== RoCE capabilities and the RC QP's connection ====
  * Offsets are those of Linux include/linux/mlx5/mlx5_ifc.h and rdma-core
  * providers/mlx5/mlx5_ifc.h (struct mlx5_ifc_roce_cap_bits, cmd_hca_cap_bits, qpc_bits,
  * ads_bits); test_prm_layout.cpp checks them against those values. */

@@ -107,7 +107,7 @@ enum class Syndrome : uint32_t {
 	qp_bad_state = 0x0e0000a2,  /* BAD_QP_STATE: transition not from this state */
 	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, or a UMEM */
 	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports */
-	/* The RC connection (issue 17). */
+	/* The RC connection (INIT2RTR, RTR2RTS, CREATE_QP ts_format). */
 	cq_eq_not_found = 0x0e0000d0,	/* BAD_RESOURCE: CREATE_CQ's c_eqn names no EQ */
 	qp_opt_param = 0x0e0000d1,	/* BAD_PARAM: opt_param_mask bit the transition lacks */
 	qp_mtu = 0x0e0000d2,		/* BAD_PARAM: INIT2RTR mtu 0 or above 4096 (5) */

@@ -240,6 +240,7 @@ void decode_qpc_transition(TraceEntry &e, uint16_t op, const uint8_t *in)
 		e.add("rae", get(qpc, q::rae));
 	} else if (op == prm::opcode::init2rtr_qp) {
 		e.add("port", get(qpc, q::primary_vhca_port_num));
+		e.add("fl", get(qpc, q::primary_fl));
 		e.add("mtu", get(qpc, q::mtu));
 		e.add("log_msg_max", get(qpc, q::log_msg_max));
 		e.add("remote_qpn", get(qpc, q::remote_qpn), TraceKind::qp);
@@ -521,7 +522,9 @@ TraceEntry decode_command(const uint8_t *in, size_t in_len, const uint8_t *out, 
 		e.add("st", get(qpc, q::st));
 		e.add("pm_state", get(qpc, q::pm_state));
 		e.add("pd", get(qpc, q::pd), TraceKind::pd);
+		e.add("fre", get(qpc, q::fre));
 		e.add("rlky", get(qpc, q::rlky));
+		e.add("ts_format", get(qpc, q::ts_format));
 		e.add("log_sq_size", get(qpc, q::log_sq_size));
 		e.add("no_sq", get(qpc, q::no_sq));
 		e.add("rq_type", get(qpc, q::rq_type));
