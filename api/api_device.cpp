@@ -199,11 +199,12 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 			}
 			o->fail_opcode = uint16_t(op);
 		} else {
-			NICMR_LOG(error, "api",
-				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
-				  "ext, atomic_endian, trace, fail_opcode, mkey_by_name, mkey_pool, "
-				  "mkey_max)",
-				  int(k.size()), k.data());
+			NICMR_LOG(
+				error, "api",
+				"unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
+				"ext, atomic_endian, trace, fail_opcode, mkey_by_name, mkey_pool, "
+				"mkey_max)",
+				int(k.size()), k.data());
 			return -EINVAL;
 		}
 	}
