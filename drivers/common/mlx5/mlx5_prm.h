@@ -383,6 +383,9 @@ inline constexpr uint16_t dealloc_pd = 0x801;
 inline constexpr uint16_t alloc_uar = 0x802;
 inline constexpr uint16_t dealloc_uar = 0x803;
 inline constexpr uint16_t access_reg = 0x805;
+/* Sent by rdma-core's VFIO provider to enable RoCE on an Ethernet port (mlx5_ifc.h value);
+ * nicmr does not send it (test/api/bringup-reference.txt). */
+inline constexpr uint16_t modify_nic_vport_context = 0x755;
 inline constexpr uint16_t create_umem = 0xa08;
 inline constexpr uint16_t destroy_umem = 0xa0a;
 /*

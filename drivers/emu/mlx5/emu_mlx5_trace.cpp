@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 
+#include "mlx5_names.h"
 #include "mlx5_prm.h"
 
 namespace nicmr::emu {
@@ -23,134 +24,10 @@ namespace prm = nicmr::mlx5::prm;
 
 namespace {
 
-/*
- * Opcodes the model does not execute but a driver following rdma-core's mlx5_vfio.c sends
- * (values from rdma-core providers/mlx5/mlx5_ifc.h), named so that the trace of such a
- * driver, and the reference lines that expect them, read as the PRM does.
- */
-constexpr uint16_t kOpQuerySpecialContexts = 0x203;
-constexpr uint16_t kOpModifyNicVportContext = 0x755;
-/* Capability types beyond prm::cap_type (rdma-core mlx5_ifc.h, enum mlx5_cap_type). */
-constexpr uint16_t kCapRoce = 0x4;
-
-const char *opcode_name(uint16_t op)
-{
-	namespace o = prm::opcode;
-	switch (op) {
-	case o::query_hca_cap:
-		return "QUERY_HCA_CAP";
-	case o::init_hca:
-		return "INIT_HCA";
-	case o::teardown_hca:
-		return "TEARDOWN_HCA";
-	case o::enable_hca:
-		return "ENABLE_HCA";
-	case o::disable_hca:
-		return "DISABLE_HCA";
-	case o::query_pages:
-		return "QUERY_PAGES";
-	case o::manage_pages:
-		return "MANAGE_PAGES";
-	case o::set_hca_cap:
-		return "SET_HCA_CAP";
-	case o::query_issi:
-		return "QUERY_ISSI";
-	case o::set_issi:
-		return "SET_ISSI";
-	case o::create_mkey:
-		return "CREATE_MKEY";
-	case o::query_mkey:
-		return "QUERY_MKEY";
-	case o::destroy_mkey:
-		return "DESTROY_MKEY";
-	case kOpQuerySpecialContexts:
-		return "QUERY_SPECIAL_CONTEXTS";
-	case o::create_eq:
-		return "CREATE_EQ";
-	case o::destroy_eq:
-		return "DESTROY_EQ";
-	case o::create_cq:
-		return "CREATE_CQ";
-	case o::destroy_cq:
-		return "DESTROY_CQ";
-	case o::create_qp:
-		return "CREATE_QP";
-	case o::destroy_qp:
-		return "DESTROY_QP";
-	case o::rst2init_qp:
-		return "RST2INIT_QP";
-	case o::init2rtr_qp:
-		return "INIT2RTR_QP";
-	case o::rtr2rts_qp:
-		return "RTR2RTS_QP";
-	case o::qp_2err:
-		return "2ERR_QP";
-	case o::qp_2rst:
-		return "2RST_QP";
-	case o::query_qp:
-		return "QUERY_QP";
-	case kOpModifyNicVportContext:
-		return "MODIFY_NIC_VPORT_CONTEXT";
-	case o::alloc_pd:
-		return "ALLOC_PD";
-	case o::dealloc_pd:
-		return "DEALLOC_PD";
-	case o::alloc_uar:
-		return "ALLOC_UAR";
-	case o::dealloc_uar:
-		return "DEALLOC_UAR";
-	case o::access_reg:
-		return "ACCESS_REG";
-	case o::create_umem:
-		return "CREATE_UMEM";
-	case o::destroy_umem:
-		return "DESTROY_UMEM";
-	case o::nicmr_set_mkey_ext:
-		return "NICMR_SET_MKEY_EXT";
-	case o::nicmr_query_mkey_ext:
-		return "NICMR_QUERY_MKEY_EXT";
-	default:
-		return nullptr;
-	}
-}
-
 const char *status_name(uint8_t st)
 {
-	namespace s = prm::status;
-	switch (st) {
-	case s::ok:
-		return "OK";
-	case s::internal_err:
-		return "INTERNAL_ERR";
-	case s::bad_op:
-		return "BAD_OP";
-	case s::bad_param:
-		return "BAD_PARAM";
-	case s::bad_sys_state:
-		return "BAD_SYS_STATE";
-	case s::bad_resource:
-		return "BAD_RESOURCE";
-	case s::resource_busy:
-		return "RESOURCE_BUSY";
-	case s::not_ready:
-		return "NOT_READY";
-	case s::exceed_lim:
-		return "EXCEED_LIM";
-	case s::bad_res_state:
-		return "BAD_RES_STATE";
-	case s::bad_index:
-		return "BAD_INDEX";
-	case s::no_resources:
-		return "NO_RESOURCES";
-	case s::bad_qp_state:
-		return "BAD_QP_STATE";
-	case s::bad_input_len:
-		return "BAD_INPUT_LEN";
-	case s::bad_output_len:
-		return "BAD_OUTPUT_LEN";
-	default:
-		return "STATUS";
-	}
+	const char *n = prm::status_name(st);
+	return n != nullptr ? n : "STATUS";
 }
 
 std::string hex(uint64_t v)
@@ -192,7 +69,7 @@ std::string value_text(const TraceField &f)
 			return "general";
 		case prm::cap_type::atomic:
 			return "atomic";
-		case kCapRoce:
+		case prm::cap_type::roce:
 			return "roce";
 		case prm::cap_type::nicmr_ext:
 			return "nicmr_ext";
@@ -307,7 +184,7 @@ std::string trace_op_name(const TraceEntry &e)
 {
 	if (e.source == TraceEntry::Source::wqe)
 		return e.opcode == MLX5_OPCODE_UMR ? "UMR" : "WQE_" + hex(e.opcode);
-	const char *n = opcode_name(e.opcode);
+	const char *n = prm::opcode_name(e.opcode);
 	return n != nullptr ? n : "OP_" + hex(e.opcode);
 }
 
