@@ -146,9 +146,10 @@ TEST(ApiDevice, MkeyPoolGrowsOnDemandUpToItsCap)
 		ASSERT_EQ(nicmr_mr_reg(pd, base, 4096, NICMR_ACCESS_SEND, 0, 0, &mr), 0) << i;
 		mrs.push_back(mr);
 		idx.insert(NICMR_KEY_INDEX(nicmr_mr_key(mr)));
-		if (i == 8)
+		if (i == 8) {
 			EXPECT_EQ(stats(dev).mkey_pool, 8u + nicmr::mr::kDefaultPoolGrow)
 				<< "the ninth registration grew the pool by one batch";
+		}
 	}
 	EXPECT_EQ(idx.size(), 300u);
 	EXPECT_EQ(stats(dev).mkey_pool, 300u);

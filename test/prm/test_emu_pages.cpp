@@ -94,8 +94,9 @@ void bring_up_to_init(Harness &h, bool set_caps)
 	ASSERT_EQ(h.run(issi).status(), prm::status::ok);
 	const int32_t boot = h.query_pages(prm::query_pages_op_mod::boot);
 	ASSERT_EQ(h.give_pages(boot, 0).status(), prm::status::ok);
-	if (set_caps)
+	if (set_caps) {
 		ASSERT_EQ(h.run(h.set_general_caps()).status(), prm::status::ok);
+	}
 	const int32_t init = h.query_pages(prm::query_pages_op_mod::init);
 	ASSERT_EQ(h.give_pages(init, boot).status(), prm::status::ok);
 	ASSERT_EQ(h.init_hca(), prm::status::ok);
