@@ -247,7 +247,7 @@ void readers_never_see_a_writer_half_way(int n_readers)
 {
 	const char *env = std::getenv("NICMR_SLOTS_MS");
 	const std::chrono::milliseconds run(env ? std::atoi(env) : 300);
-	constexpr uint64_t kMinWrites = 8;
+	constexpr uint64_t kMinWrites = 3;
 	constexpr std::chrono::seconds kDeadline(120);
 	SlotRwLock l;
 	uint64_t a = 0, b = 0; /* plain: the lock alone orders them */
