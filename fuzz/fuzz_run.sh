@@ -11,8 +11,9 @@ seeds=$2
 scratch=$3
 secs=${NICMR_FUZZ_SECONDS:-0}
 mkdir -p "$scratch/corpus"
+# A finding exits 1, not libFuzzer's default 77, which meson takes for a skipped test.
 common=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 -max_len=16384
-	"-artifact_prefix=$scratch/")
+	-error_exitcode=1 -timeout_exitcode=1 "-artifact_prefix=$scratch/")
 if [ "$secs" -gt 0 ]; then
 	exec "$bin" "${common[@]}" -max_total_time="$secs" -print_final_stats=1 \
 		"$scratch/corpus" "$seeds"
