@@ -168,7 +168,8 @@ bool bring_up(EmuMlx5Device &d, Mem &m, Bed *b)
 	prm::set(eq.data() + prm::create_eq_in::eqc_offset, prm::eqc::log_eq_size, 2);
 	prm::set(eq.data(), prm::create_eq_in::event_bitmask, ~uint64_t{0});
 	prm::set(eq.data() + prm::create_eq_in::pas_offset, prm::pas_entry, kIova + kQueues);
-	FUZZ_CHECK(exec(d, eq, 16) == prm::status::ok);
+	FUZZ_CHECK(exec(d, eq, prm::create_eq_out::size, &out) == prm::status::ok);
+	const auto eqn = static_cast<uint32_t>(prm::get(out.data(), prm::create_eq_out::eq_number));
 	for (int i = 0; i < 2; i++) {
 		const uint64_t ring = kIova + kQueues + 4096 * (1 + i);
 		const uint64_t dbr = kIova + kQueues + 4096 * 5 + 64 * i;
@@ -178,6 +179,7 @@ bool bring_up(EmuMlx5Device &d, Mem &m, Bed *b)
 		uint8_t *cqc = c.data() + prm::create_cq_in::cqc_offset;
 		prm::set(cqc, prm::cqc::log_cq_size, kLogCq);
 		prm::set(cqc, prm::cqc::dbr_addr, dbr);
+		prm::set(cqc, prm::cqc::c_eqn, eqn); /* a CQ names an EQ that exists */
 		prm::set(c.data() + prm::create_cq_in::pas_offset, prm::pas_entry, ring);
 		FUZZ_CHECK(exec(d, c, 16, &out) == prm::status::ok);
 		b->cq[i] = static_cast<uint32_t>(prm::get(out.data(), prm::create_cq_out::cqn));
@@ -208,6 +210,13 @@ bool bring_up(EmuMlx5Device &d, Mem &m, Bed *b)
 			prm::set(qpc, prm::qpc::rre, 1);
 			prm::set(qpc, prm::qpc::rwe, 1);
 			prm::set(qpc, prm::qpc::rae, 1);
+			if (op == prm::opcode::init2rtr_qp) {
+				/* An RC connection as the driver makes it: force loopback, MTU
+				 * 1024, messages up to 2^30 bytes. */
+				prm::set(qpc, prm::qpc::primary_fl, 1);
+				prm::set(qpc, prm::qpc::mtu, prm::qp_mtu::mtu_1024);
+				prm::set(qpc, prm::qpc::log_msg_max, 30);
+			}
 			FUZZ_CHECK(exec(d, t, 16) == prm::status::ok);
 		}
 	}
@@ -282,6 +291,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.log_max_pd = 3;
 	cfg.boot_pages = 1;
 	cfg.init_pages = 1;
+	cfg.regular_pages = 0; /* no page request to answer: the bring-up below has no EQ yet */
 	cfg.max_pages = 8;
 	cfg.log_max_qp = 3;
 	cfg.log_max_cq = 3;
