@@ -600,6 +600,24 @@ int Device::give_pages(uint16_t function_id, uint32_t count, bool from_event)
 	return 0;
 }
 
+size_t Device::release_returned_pages(const std::vector<uint64_t> &back)
+{
+	size_t freed = 0;
+	std::lock_guard<std::mutex> lock(pages_mu_);
+	for (uint64_t iova : back) {
+		auto it = pages_.find(iova);
+		if (it == pages_.end()) {
+			NICMR_LOG(error, kLog, "%s: device returned unknown page 0x%llx",
+				  fn_.name().c_str(), static_cast<unsigned long long>(iova));
+			continue;
+		}
+		it->second.arena->release(it->second.block);
+		pages_.erase(it);
+		freed++;
+	}
+	return freed;
+}
+
 int Device::take_pages(uint16_t function_id, uint32_t count)
 {
 	while (count != 0) {
@@ -608,18 +626,7 @@ int Device::take_pages(uint16_t function_id, uint32_t count)
 		int rc = manage_pages_take(cmdq_->page_slot(), n, &back, function_id);
 		if (rc != 0)
 			return rc;
-		std::lock_guard<std::mutex> lock(pages_mu_);
-		for (uint64_t iova : back) {
-			auto it = pages_.find(iova);
-			if (it == pages_.end()) {
-				NICMR_LOG(error, kLog, "%s: device returned unknown page 0x%llx",
-					  fn_.name().c_str(),
-					  static_cast<unsigned long long>(iova));
-				continue;
-			}
-			it->second.arena->release(it->second.block);
-			pages_.erase(it);
-		}
+		release_returned_pages(back);
 		/* Firmware returns at most what it offered; fewer means it has no more. */
 		if (back.size() < n)
 			return 0;
@@ -646,22 +653,8 @@ void Device::reclaim_pages()
 				  held, rc);
 			return;
 		}
-		size_t freed = 0;
-		std::lock_guard<std::mutex> lock(pages_mu_);
-		for (uint64_t iova : back) {
-			auto it = pages_.find(iova);
-			if (it == pages_.end()) {
-				NICMR_LOG(error, kLog, "%s: device returned unknown page 0x%llx",
-					  fn_.name().c_str(),
-					  static_cast<unsigned long long>(iova));
-				continue;
-			}
-			it->second.arena->release(it->second.block);
-			pages_.erase(it);
-			freed++;
-		}
 		/* A device answering with pages it was never given would keep us here. */
-		if (freed == 0)
+		if (release_returned_pages(back) == 0)
 			return;
 	}
 }

@@ -252,6 +252,8 @@ private:
 	 * memory (the firmware then fails the command that waited). */
 	int give_pages(uint16_t function_id, uint32_t count, bool from_event);
 	int take_pages(uint16_t function_id, uint32_t count);
+	/* Gives back to their arenas the pages MANAGE_PAGES take returned; how many were ours. */
+	size_t release_returned_pages(const std::vector<uint64_t> &back);
 	/* One 4 KiB page from the page arenas, growing them up to the cap. */
 	int alloc_page(mem::DmaBlock *b, mem::DmaArena **from);
 	int query_roce_caps();
