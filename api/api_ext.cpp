@@ -189,4 +189,22 @@ int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
 	return 0;
 }
 
+int nicmr_mr_query(const struct nicmr_mr *mr, struct nicmr_mr_info *info)
+{
+	/* No lock, no allocation, no system call: the shadow entry and the MR's holdings. */
+	if (mr == nullptr || mr->pd == nullptr || info == nullptr)
+		return -EINVAL;
+	const mr::EntryFields f = mr->entry();
+	const nicmr_mr_holdings *h = mr->held;
+	info->base = (f.flags & mr::kEntrySub) ? mr->base() : nullptr;
+	/* A sub-MR is zero-based when its base is (nicmr_mr_reg_sub). */
+	const uint16_t zflags = info->base != nullptr ? info->base->entry().flags : f.flags;
+	info->flags = ((zflags & mr::kEntryZeroBased) ? NICMR_MR_ZERO_BASED : 0) |
+		      (h != nullptr ? h->ext : 0);
+	info->cntr = h != nullptr ? h->cntr : nullptr;
+	info->segments = (h != nullptr && h->vec) ? uint32_t(h->vec->pieces.size()) : 1u;
+	info->enabled = (h != nullptr && (h->ext & NICMR_MR_RMA_EVENT) && !h->enabled) ? 0 : 1;
+	return 0;
+}
+
 } /* extern "C" */

@@ -183,9 +183,20 @@ struct nicmr_mr_piece {
 	struct nicmr_mr_holdings *owner = nullptr; /* the MR whose mapping it uses (iova_users) */
 	uint32_t child = 0;			   /* its MTT key in the KLM form, else 0 */
 };
+/* A virtual range of a vectored MR: consecutive segments that follow each other in memory,
+ * at offset off of the region (nicmr_mr_addr_of). */
+struct nicmr_va_run {
+	uintptr_t va;
+	uint64_t off;
+	uint64_t len;
+};
 struct nicmr_mr_vec {
 	std::vector<nicmr_mr_piece> pieces;
 	int layout = 0; /* nicmr_mr_layout: 0 contiguous, 1 MTT over runs, 2 KLM */
+	/* nicmr_mr_regv's: the region has virtual addresses (IOVA-list and page-vector MRs have
+	 * none); va_runs: its virtual ranges, kept only when there is more than one. */
+	bool virtual_addr = false;
+	std::vector<nicmr_va_run> va_runs;
 };
 
 /* The mappings an MR owns outside the pools: its slow-path mapping, its vectored pieces, and

@@ -165,4 +165,21 @@ size_t nicmr_pool_len(const struct nicmr_pool *pool)
 	return pool ? pool->entry->len : 0;
 }
 
+size_t nicmr_pool_page_size(const struct nicmr_pool *pool)
+{
+	/* mem::Pool records the pages it got, after a fallback too (mem_pool.h). */
+	return pool ? pool->pool->page_size() : 0;
+}
+
+struct nicmr_pool *nicmr_pool_find(struct nicmr_device *dev, const void *addr, size_t len)
+{
+	/* Registration path: no lock, no allocation, no system call (nicmr_pool_of). */
+	const auto a = reinterpret_cast<uintptr_t>(addr);
+	if (dev == nullptr || len == 0 || a + len < a)
+		return nullptr;
+	uint64_t iova = 0;
+	unsigned log_page = 0;
+	return nicmr_pool_of(dev, a, len, &iova, &log_page);
+}
+
 } /* extern "C" */

@@ -203,6 +203,24 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 	return 0;
 }
 
+/* The virtual ranges of iov (consecutive segments that follow each other in memory merge),
+ * kept in runs only when there is more than one: a region of one range translates as a
+ * contiguous one (nicmr_mr_addr_of). May throw std::bad_alloc. */
+void va_runs(const struct iovec *iov, size_t count, std::vector<nicmr_va_run> *runs)
+{
+	uint64_t off = 0;
+	for (size_t i = 0; i < count; i++) {
+		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+		if (!runs->empty() && runs->back().va + runs->back().len == a)
+			runs->back().len += iov[i].iov_len;
+		else
+			runs->push_back({a, off, iov[i].iov_len});
+		off += iov[i].iov_len;
+	}
+	if (runs->size() == 1)
+		runs->clear();
+}
+
 /* Common head of the three calls: the MR's draft with its pieces' slots. */
 int new_mr(nicmr_pd *pd, size_t count, uint8_t bits, bool zero, Draft *d)
 {
@@ -290,9 +308,11 @@ int nicmr_mr_regv(struct nicmr_pd *pd, const struct iovec *iov, size_t count, ui
 		return rc;
 	d.m.addr = first;
 	d.len = total;
+	d.vec().virtual_addr = true;
 	std::vector<Piece> pc;
 	try {
 		pc.resize(count);
+		va_runs(iov, count, &d.vec().va_runs);
 	} catch (...) {
 		return -ENOMEM;
 	}
@@ -414,6 +434,31 @@ int nicmr_mr_layout(const struct nicmr_mr *mr)
 	if (mr == nullptr)
 		return -EINVAL;
 	return mr->vec() ? mr->vec()->layout : 0;
+}
+
+int nicmr_mr_addr_of(const struct nicmr_mr *mr, const void *buf, size_t len, uint64_t *addr)
+{
+	/* POSTING PATH: no lock, no allocation, no system call (at most NICMR_MAX_IOV runs). */
+	if (mr == nullptr || mr->pd == nullptr || addr == nullptr)
+		return -EINVAL;
+	const nicmr_mr_vec *v = mr->vec();
+	if (v != nullptr && !v->virtual_addr)
+		return -EINVAL; /* an IOVA-list or page-vector MR */
+	const auto a = reinterpret_cast<uintptr_t>(buf);
+	/* The key's address space starts at start (the first VA, or 0 when zero-based; a
+	 * sub-MR's lies in its base's) where the region's bytes start at mr->addr. */
+	const uint64_t start = mr->entry().start;
+	if (v == nullptr || v->va_runs.empty()) {
+		*addr = start + (a - mr->addr);
+		return 0;
+	}
+	for (const nicmr_va_run &r : v->va_runs) {
+		if (a >= r.va && len <= r.len && a - r.va <= r.len - len) {
+			*addr = start + r.off + (a - r.va);
+			return 0;
+		}
+	}
+	return -EFAULT;
 }
 
 } /* extern "C" */

@@ -229,6 +229,19 @@ int nicmr_pool_destroy(struct nicmr_pool *pool);
 void *nicmr_pool_addr(const struct nicmr_pool *pool);
 /** The pool's length in bytes (0 for a null pool). Any thread. */
 size_t nicmr_pool_len(const struct nicmr_pool *pool);
+/**
+ * The size of the pages backing the pool: the size it was created or imported with, or 4 KiB
+ * when its creation fell back to small pages (nicmr_pool_params.allow_fallback). 0 for a null
+ * pool. Any thread.
+ */
+size_t nicmr_pool_page_size(const struct nicmr_pool *pool);
+/**
+ * The pool of dev that holds all of [addr, addr + len), or NULL (null dev, len 0, a range that
+ * wraps, or no pool holds it: slow-path memory). The registration path's lock-free lookup: no
+ * lock, no allocation, no system call. Any thread, not concurrently with the destruction of
+ * the pool it finds.
+ */
+struct nicmr_pool *nicmr_pool_find(struct nicmr_device *dev, const void *addr, size_t len);
 
 /* ---- Protection domains ------------------------------------------------------------------- */
 
@@ -703,6 +716,20 @@ int nicmr_mr_reg_pages(struct nicmr_pd *pd, const uint64_t *pages, size_t count,
  */
 int nicmr_mr_layout(const struct nicmr_mr *mr);
 
+/**
+ * The address in mr's address space of the local buffer [buf, buf + len): what a work request's
+ * local address (or a peer's remote address) names for those bytes. A region of one virtual
+ * range (nicmr_mr_reg, sub-MRs, and vectored MRs whose segments follow each other in memory)
+ * translates any buffer: buf itself, or its offset from the registered address for a zero-based
+ * region; the device checks the bounds when the request runs. A vectored region of several
+ * virtual ranges translates a buffer that lies inside one of them (segments that follow each
+ * other in memory count as one). Posting path: no lock, no allocation, no system call (at most
+ * NICMR_MAX_IOV ranges are searched). Any thread. len may be 0 (a zero-length request).
+ * @return 0; -EINVAL (null mr or addr, or an IOVA-list or page-vector MR, which has no virtual
+ *   address); -EFAULT (a vectored region's buffer not inside one of its ranges).
+ */
+int nicmr_mr_addr_of(const struct nicmr_mr *mr, const void *buf, size_t len, uint64_t *addr);
+
 /* ---------------------------------------------------------------------------------------------
  * Memory windows (type 2, the ibv_bind_mw case): a window is bound to a subrange of an MR that
  * was registered with NICMR_ACCESS_MW_BIND, and grants remote access to that subrange alone
@@ -864,6 +891,23 @@ int nicmr_mr_enable(struct nicmr_mr *mr);
  *   errors (mr then stays as it was).
  */
 int nicmr_mr_unbind_cntr(struct nicmr_mr *mr);
+
+/** What an MR is: how it was registered and, for an RMA-event MR, where its binding stands. */
+struct nicmr_mr_info {
+	uint64_t flags;		 /**< NICMR_MR_ZERO_BASED, _SINGLE_USE, _RMA_EVENT as registered */
+	struct nicmr_mr *base;	 /**< a sub-MR's base; NULL otherwise */
+	struct nicmr_cntr *cntr; /**< the counter bound (nicmr_mr_bind_cntr); NULL otherwise */
+	uint32_t segments;	 /**< segments of a vectored, IOVA-list or page-vector MR; else 1 */
+	int enabled;		 /**< 0: an RMA-event MR not enabled yet; 1 otherwise */
+};
+
+/**
+ * Fills info for mr. Reads what the MR's own calls wrote: not concurrently with them
+ * (registration, nicmr_mr_bind_cntr, nicmr_mr_enable, nicmr_mr_unbind_cntr, deregistration).
+ * No lock, no allocation, no system call. Any thread.
+ * @return 0; -EINVAL (null mr or info).
+ */
+int nicmr_mr_query(const struct nicmr_mr *mr, struct nicmr_mr_info *info);
 
 #ifdef __cplusplus
 }
