@@ -174,12 +174,11 @@ struct fi_ops_mr domain_mr_ops = {
 	.regattr = mr_regattr,
 };
 
-/* The pool ops: the pool remembers its domain so that the domain cannot close under it, and
- * the page size it promises (PoolSpan) for 2.x's page_size checks. */
+/* The pool ops: the pool remembers its domain so that the domain cannot close under it (the
+ * page size that 2.x's page_size checks need is the native pool's: nicmr_pool_page_size). */
 struct PoolHandle {
 	Domain *domain;
 	nicmr_pool *pool;
-	size_t page;
 };
 
 } // namespace
@@ -199,39 +198,19 @@ Domain *domain_of(struct fid_domain *d)
 	return reinterpret_cast<Domain *>(d);
 }
 
-int pool_adopt(Domain *dom, nicmr_pool *p, size_t page, struct fi_nicmr_pool **out)
+int pool_adopt(Domain *dom, nicmr_pool *p, struct fi_nicmr_pool **out)
 {
 	std::unique_ptr<fi_nicmr_pool> h(new (std::nothrow) fi_nicmr_pool);
-	Fabric *fab = dom->fabric;
-	try {
-		std::lock_guard<std::mutex> lock(fab->spans_mu);
-		fab->spans.push_back(
-			{reinterpret_cast<uintptr_t>(nicmr_pool_addr(p)), nicmr_pool_len(p), page});
-	} catch (const std::bad_alloc &) {
-		h.reset();
-	}
 	if (!h) {
 		nicmr_pool_destroy(p);
 		return -FI_ENOMEM;
 	}
 	h->domain = dom;
 	h->pool = p;
-	h->page = page;
 	/* relaxed: the pool reaches other threads through the application, not this count. */
 	dom->pools.fetch_add(1, std::memory_order_relaxed);
 	*out = h.release();
 	return 0;
-}
-
-void span_remove(Fabric *fab, uintptr_t a)
-{
-	std::lock_guard<std::mutex> lock(fab->spans_mu);
-	for (auto it = fab->spans.begin(); it != fab->spans.end(); ++it) {
-		if (it->addr == a) {
-			fab->spans.erase(it);
-			return;
-		}
-	}
 }
 
 int pool_create(struct fid_domain *domain, size_t size, size_t page_size, int numa_node,
@@ -253,9 +232,7 @@ int pool_create(struct fid_domain *domain, size_t size, size_t page_size, int nu
 	int ret = nicmr_pool_create(dom->fabric->dev, &params, &p);
 	if (ret != 0)
 		return fi_code(ret);
-	/* With a fallback the pool may be on 4 KiB pages, and the native API does not say: only
-	 * 4 KiB is promised then. */
-	return pool_adopt(dom, p, params.allow_fallback ? NICMR_PAGE_4K : page_size, out);
+	return pool_adopt(dom, p, out);
 }
 
 int pool_import(struct fid_domain *domain, void *addr, size_t len, size_t page_size,
@@ -268,18 +245,16 @@ int pool_import(struct fid_domain *domain, void *addr, size_t len, size_t page_s
 	int ret = nicmr_pool_import(dom->fabric->dev, addr, len, page_size, &p);
 	if (ret != 0)
 		return fi_code(ret);
-	return pool_adopt(dom, p, page_size, out);
+	return pool_adopt(dom, p, out);
 }
 
 int pool_destroy(struct fi_nicmr_pool *h)
 {
 	if (!h)
 		return -FI_EINVAL;
-	const uintptr_t addr = reinterpret_cast<uintptr_t>(nicmr_pool_addr(h->pool));
 	int ret = nicmr_pool_destroy(h->pool);
 	if (ret != 0)
 		return fi_code(ret);
-	span_remove(h->domain->fabric, addr);
 	/* release: the pool is gone before domain_close may see the count drop. */
 	h->domain->pools.fetch_sub(1, std::memory_order_release);
 	delete h;
@@ -333,16 +308,6 @@ struct fi_nicmr_pool_ops pool_ops = {
 };
 
 } // namespace
-
-size_t backing_page_size(Fabric *fab, uintptr_t addr, size_t len)
-{
-	std::lock_guard<std::mutex> lock(fab->spans_mu);
-	for (const PoolSpan &sp : fab->spans) {
-		if (addr >= sp.addr && len <= sp.len && addr - sp.addr <= sp.len - len)
-			return sp.page;
-	}
-	return NICMR_PAGE_4K;
-}
 
 int pool_ops_open(Domain *, void **ops)
 {
@@ -433,11 +398,6 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 			fab->spec.c_str());
 		return -FI_EINVAL;
 	}
-	/* The run tables' ring, sized to the most there can be (fi_slab.h): one per segmented
-	 * MR. */
-	ret = dom->vec_slab.init("nicmr_fi_vec", NICMR_MAX_SEGMENTED_MRS);
-	if (ret != 0)
-		return fi_code(ret);
 	ret = nicmr_pd_alloc(fab->dev, &dom->pd);
 	if (ret != 0)
 		return fi_code(ret);

@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "fi_lock.h"
-#include "fi_slab.h"
 #include "nicmr/fi_nicmr.h"
 #include "nicmr/nicmr.h"
 
@@ -106,15 +105,6 @@ int fi_code(int native_err);
 
 struct Endpoint;
 
-/* A pool made through the ops extension, as page_size checks see it: its range and the page
- * size nicmr can promise backs it (4 KiB when a fallback to 4 KiB pages was allowed, since the
- * native API does not say which pages it took). */
-struct PoolSpan {
-	uintptr_t addr;
-	size_t len;
-	size_t page;
-};
-
 /* 2.x's libfabric calls the translation page size fi_mr_attr.page_size; these are the sizes the
  * device's mkeys take (log_page_size 12 .. 30). */
 inline constexpr size_t kMinPageSize = size_t{1} << 12;
@@ -131,38 +121,15 @@ struct Fabric {
 	/* Endpoints by the number of their address QP (fi_ep.cpp): how a peer is found. */
 	std::unordered_map<uint32_t, Endpoint *> eps; /* mu */
 	uint64_t ep_count = 0;			      /* mu: endpoints ever opened (ports) */
-	std::mutex spans_mu;			      /* guards spans */
-	std::vector<PoolSpan> spans;		      /* pools of the fabric's domains */
 	/* The provider's MR objects, one per mkey index of the device (mr_slot), as the native
 	 * API keeps its MR handles: mapped with the device (zero-filled, pages populated on
 	 * first use), unmapped with the fabric. */
 	struct Mr *mrs = nullptr;
 	size_t mr_slots = 0;
 };
-/* The page size backing [addr, addr + len): the page of the pool holding it, else 4 KiB. */
-size_t backing_page_size(Fabric *fab, uintptr_t addr, size_t len);
-
-/*
- * How a vectored MR's local descriptor turns a buffer's virtual address into an address of the
- * key's address space (fi_ep.cpp): the segments as runs of virtually contiguous consecutive
- * segments, each with its VA and its offset in the region (the lengths before it). Only MRs
- * with more than one run have one; the others translate as fi_mr_reg's MRs do.
- */
-struct VecRun {
-	uintptr_t va;
-	uint64_t off;
-	uint64_t len;
-};
-struct VecMap {
-	uint32_t count = 0;
-	VecRun runs[NICMR_MAX_IOV];
-};
 
 struct Mr;
 struct Cntr;
-
-/* Batches of the per-domain run-table store (the first; each next one doubles). */
-inline constexpr uint32_t kVecBatch = 8;
 
 struct Domain {
 	struct fid_domain fid; /* first */
@@ -184,10 +151,6 @@ struct Domain {
 	std::atomic<uint64_t> pools{0};
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
 	std::atomic<uint64_t> children{0};
-	/* Vectored MRs' run tables: registration takes one, fi_close gives it back (fi_slab.h);
-	 * freed with the domain. Bound: NICMR_MAX_SEGMENTED_MRS. (MR objects are the fabric's:
-	 * Fabric::mrs.) */
-	Slab<VecMap, kVecBatch> vec_slab;
 };
 
 /*
@@ -195,20 +158,14 @@ struct Domain {
  * by the registration that got the key and handed out as the fid; a slot whose fid class is not
  * FI_CLASS_MR holds no MR. The registering thread writes it with plain stores; its fi_close
  * marks it closed before the native deregistration gives the index back (after that, another
- * registration may fill the slot).
+ * registration may fill the slot). It holds the fid and the native MR only: what the MR is
+ * (sub-MR, vectored, its extension flags, its counter binding) is the native MR's to say
+ * (nicmr_mr_query), and so are its local addresses (nicmr_mr_addr_of).
  */
 struct Mr {
 	struct fid_mr fid; /* first */
 	Domain *domain = nullptr;
 	nicmr_mr *mr = nullptr;
-	VecMap *vec = nullptr; /* a vectored MR of more than one run */
-	bool sub = false;      /* a sub-MR (fi_nicmr_mr_ops.regattr with base_mr) */
-	bool vectored = false; /* registered from more than one iov (no sub-MRs of it) */
-	/* Device-model extensions (doc/libfabric.md, "RMA events and single-use keys"). */
-	bool rma_event = false;	 /* registered with FI_RMA_EVENT: created disabled */
-	bool single_use = false; /* the device frees the key after its first remote use */
-	bool enabled = false;	 /* domain->ext_mu: an RMA-event MR after fi_mr_enable */
-	Cntr *cntr = nullptr;	 /* domain->ext_mu: the counter bound (FI_REMOTE_WRITE) */
 };
 
 /* The slot of a key the device gave out (NICMR_KEY_INDEX: no two live keys share a slot).
@@ -223,11 +180,14 @@ int mr_table_map(Fabric *fab, uint32_t mkey_count);
 /* Unmaps it (fabric close, no MR live). */
 void mr_table_unmap(Fabric *fab);
 
-/* The address of a local buffer [buf, buf + len) in the key space of its descriptor's MR: the VA
- * (or the offset into the region when the domain's MRs are offset-based), through the runs of a
- * vectored MR; -FI_EACCES when the buffer is not inside one run (the descriptor does not cover
- * it). POSTING PATH: no lock, no allocation, no system call. */
-int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *addr);
+/* The address of a local buffer [buf, buf + len) in the key space of its descriptor's MR
+ * (nicmr_mr_addr_of: the VA, or the offset when the domain's MRs are offset-based, through the
+ * virtual ranges of a vectored MR); -FI_EACCES when the buffer is not inside one range (the
+ * descriptor does not cover it). POSTING PATH: no lock, no allocation, no system call. */
+inline int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *addr) noexcept
+{
+	return nicmr_mr_addr_of(mr->mr, buf, len, addr) == 0 ? 0 : -FI_EACCES;
+}
 
 /* ---- Endpoints and their companions (fi_ep.cpp, fi_av.cpp, fi_cq.cpp, fi_cntr.cpp, fi_eq.cpp) */
 

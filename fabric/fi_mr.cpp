@@ -56,7 +56,7 @@ void mark_open(Mr *mr)
  * libfabric uses for endpoints: the bound object holds the binding and its close drops it.
  * So the MR's close unbinds (and disables) it first, and a failed deregistration binds and
  * enables it again, leaving it as it was. Slow path (device commands), domain->ext_mu held. */
-int dereg_bound(Mr *mr)
+int dereg_bound(Mr *mr, const nicmr_mr_info &was)
 {
 	int ret = nicmr_mr_unbind_cntr(mr->mr);
 	if (ret != 0)
@@ -64,11 +64,8 @@ int dereg_bound(Mr *mr)
 	ret = nicmr_mr_dereg(mr->mr);
 	if (ret == 0)
 		return 0;
-	nicmr_cntr *n = nullptr;
-	int again = cntr_native(mr->cntr, &n);
-	if (again == 0)
-		again = nicmr_mr_bind_cntr(mr->mr, n, NICMR_REMOTE_WRITE);
-	if (again == 0 && mr->enabled)
+	int again = nicmr_mr_bind_cntr(mr->mr, was.cntr, NICMR_REMOTE_WRITE);
+	if (again == 0 && was.enabled)
 		again = nicmr_mr_enable(mr->mr);
 	if (again != 0)
 		FI_WARN(&provider, FI_LOG_MR, "MR %#x: binding not restored: %d\n",
@@ -79,30 +76,23 @@ int dereg_bound(Mr *mr)
 int mr_close(struct fid *fid)
 {
 	/* Deregistration, provider side: no lock, no allocation, no system call (the slot is
-	 * marked closed; a vectored MR's run table goes back to the domain's store); the native
-	 * nicmr_mr_dereg is the registration engine's path. Only an RMA-event MR takes the
-	 * domain's ext_mu (its binding). What the slot holds is read before the native call:
-	 * once it returns, the index may be another registration's. */
+	 * marked closed); the native nicmr_mr_dereg is the registration engine's path. Only an
+	 * MR with a counter bound, which the native call refuses (-EBUSY), takes the domain's
+	 * ext_mu (its binding). Once the native call returns 0, the index may be another
+	 * registration's: the slot is not read after it. */
 	Mr *mr = reinterpret_cast<Mr *>(fid);
-	Domain *dom = mr->domain;
-	VecMap *vec = mr->vec;
 	mark_closed(mr);
-	if (mr->rma_event) {
-		std::lock_guard lk(dom->ext_mu);
-		const int ret = mr->cntr ? dereg_bound(mr) : fi_code(nicmr_mr_dereg(mr->mr));
-		if (ret != 0) {
-			mark_open(mr);
-			return ret; /* still registered (and bound): the application may retry */
-		}
-	} else {
-		const int ret = nicmr_mr_dereg(mr->mr);
-		if (ret != 0) {
-			mark_open(mr);
-			return fi_code(ret); /* still registered: the application may retry */
-		}
+	int ret = nicmr_mr_dereg(mr->mr);
+	if (ret == -EBUSY) {
+		std::lock_guard lk(mr->domain->ext_mu);
+		nicmr_mr_info info;
+		if (nicmr_mr_query(mr->mr, &info) == 0 && info.cntr != nullptr)
+			ret = dereg_bound(mr, info);
 	}
-	if (vec)
-		dom->vec_slab.put(vec);
+	if (ret != 0) {
+		mark_open(mr);
+		return fi_code(ret); /* still registered (and bound): the application may retry */
+	}
 	return 0;
 }
 
@@ -128,37 +118,33 @@ int mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	/* The device counts remote writes and atomics (fi_mr(3)'s one event kind). */
 	if (flags != FI_REMOTE_WRITE)
 		return -FI_EBADFLAGS;
-	if (!mr->rma_event)
-		return -FI_EINVAL; /* fi_mr(3): say FI_RMA_EVENT at registration */
 	std::lock_guard lk(dom->ext_mu);
-	/* fi_mr(3): no bindings after fi_mr_enable; the device holds one counter per MR. */
-	if (mr->enabled || mr->cntr)
-		return -FI_EBUSY;
-	nicmr_cntr *n = nullptr;
-	int ret = cntr_native(c, &n);
+	nicmr_mr_info info;
+	int ret = fi_code(nicmr_mr_query(mr->mr, &info));
 	if (ret != 0)
 		return ret;
-	ret = nicmr_mr_bind_cntr(mr->mr, n, NICMR_REMOTE_WRITE);
+	if (!(info.flags & NICMR_MR_RMA_EVENT))
+		return -FI_EINVAL; /* fi_mr(3): say FI_RMA_EVENT at registration */
+	/* fi_mr(3): no bindings after fi_mr_enable; the device holds one counter per MR. */
+	if (info.enabled || info.cntr)
+		return -FI_EBUSY;
+	nicmr_cntr *n = nullptr;
+	ret = cntr_native(c, &n);
 	if (ret != 0)
-		return fi_code(ret);
-	mr->cntr = c;
-	return 0;
+		return ret;
+	return fi_code(nicmr_mr_bind_cntr(mr->mr, n, NICMR_REMOTE_WRITE));
 }
 
 /* fi_mr_enable: an RMA-event MR starts taking remote access (and counting into its counter);
  * any other MR was enabled by its registration. Enabling twice is 0. */
 int mr_enable(Mr *mr)
 {
-	if (!mr->rma_event)
-		return 0;
 	std::lock_guard lk(mr->domain->ext_mu);
-	if (mr->enabled)
-		return 0;
-	const int ret = nicmr_mr_enable(mr->mr);
-	if (ret != 0)
-		return fi_code(ret); /* still disabled */
-	mr->enabled = true;
-	return 0;
+	nicmr_mr_info info;
+	const int ret = fi_code(nicmr_mr_query(mr->mr, &info));
+	if (ret != 0 || info.enabled)
+		return ret;
+	return fi_code(nicmr_mr_enable(mr->mr)); /* on failure still disabled */
 }
 
 int mr_raw_attr(Mr *mr, struct fi_mr_raw_attr *attr)
@@ -250,7 +236,9 @@ int check_page_size(Domain *dom, const void *buf, size_t len, size_t page_size)
 	    (page_size & (page_size - 1)) != 0)
 		return -FI_EINVAL;
 	const auto a = reinterpret_cast<uintptr_t>(buf);
-	if (page_size > backing_page_size(dom->fabric, a, len))
+	/* The pages backing the memory: its pool's (nicmr_pool_page_size), else 4 KiB. */
+	const nicmr_pool *pool = nicmr_pool_find(dom->fabric->dev, buf, len);
+	if (page_size > (pool != nullptr ? nicmr_pool_page_size(pool) : NICMR_PAGE_4K))
 		return -FI_EINVAL;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR) && a % page_size != 0)
 		return -FI_EINVAL;
@@ -290,31 +278,14 @@ int ext_flags(const Domain *dom, uint64_t flags, uint64_t *nflags)
 	return 0;
 }
 
-/* A run table from the domain's store: the fast path dequeues one; an empty store grows by a
- * batch (slow path). 0; -FI_ENOSPC (the store holds its bound: every segmented MR is taken),
- * -FI_ENOMEM (the batch). */
-int take_vec(Domain *dom, VecMap **out)
-{
-	*out = dom->vec_slab.take();
-	return *out ? 0 : fi_code(dom->vec_slab.grow(out));
-}
-
 /* Fills the slot of the native MR n, registered by the calling thread (plain stores: the
  * slot is this registration's until its fi_close), and hands out its fid. */
-struct fid_mr *publish(Domain *dom, nicmr_mr *n, VecMap *vec, bool sub, bool vectored,
-		       uint64_t xflags, void *context)
+struct fid_mr *publish(Domain *dom, nicmr_mr *n, void *context)
 {
 	const uint32_t key = nicmr_mr_key(n);
 	Mr *mr = mr_slot(dom->fabric, key);
 	mr->domain = dom;
 	mr->mr = n;
-	mr->vec = vec;
-	mr->sub = sub;
-	mr->vectored = vectored;
-	mr->rma_event = (xflags & NICMR_MR_RMA_EVENT) != 0;
-	mr->single_use = (xflags & NICMR_MR_SINGLE_USE) != 0;
-	mr->enabled = false;
-	mr->cntr = nullptr;
 	mr->fid.fid.fclass = FI_CLASS_MR;
 	mr->fid.fid.context = context;
 	mr->fid.fid.ops = &mr_fi_ops;
@@ -357,34 +328,14 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, naccess, nflags, key, &n);
 	if (ret != 0)
 		return fi_code(ret);
-	*out = publish(dom, n, nullptr, false, false, xflags, context);
+	*out = publish(dom, n, context);
 	return 0;
-}
-
-/* Fills vec with the runs of iov (consecutive segments that are virtually contiguous merge).
- * Returns the number of runs. */
-uint32_t vec_runs(const struct iovec *iov, size_t count, VecMap *vec)
-{
-	uint32_t n = 0;
-	uint64_t off = 0;
-	for (size_t i = 0; i < count; i++) {
-		const auto a = reinterpret_cast<uintptr_t>(iov[i].iov_base);
-		if (n > 0 && vec->runs[n - 1].va + vec->runs[n - 1].len == a) {
-			vec->runs[n - 1].len += iov[i].iov_len;
-		} else {
-			vec->runs[n] = {a, off, iov[i].iov_len};
-			n++;
-		}
-		off += iov[i].iov_len;
-	}
-	vec->count = n;
-	return n;
 }
 
 /* fi_mr_regv / fi_mr_regattr with more than one segment: the native vectored registration (a
  * slow path: each segment mapped, one MTT mkey or a KLM mkey over inner keys). The provider
- * side allocates nothing here either: the Mr and the run table come from the domain's stores.
- */
+ * side allocates nothing here either: the Mr is the key's slot, and the native MR keeps the
+ * segments' virtual ranges (nicmr_mr_addr_of). */
 int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access, uint64_t offset,
 	    uint64_t requested_key, uint64_t flags, size_t page_size, struct fid_mr **out,
 	    void *context)
@@ -410,24 +361,14 @@ int reg_vec(Domain *dom, const struct iovec *iov, size_t count, uint64_t access,
 		return ret;
 	if (!(dom->mr_mode & FI_MR_VIRT_ADDR))
 		nflags |= NICMR_MR_ZERO_BASED; /* no alignment needed here (doc/native-api.md) */
-	VecMap *vec = nullptr;
-	ret = take_vec(dom, &vec);
-	if (ret != 0)
-		return ret;
 	nicmr_mr *n = nullptr;
 	ret = nicmr_mr_regv(dom->pd, iov, count, naccess, nflags, key, &n);
 	if (ret != 0) {
-		dom->vec_slab.put(vec);
 		/* The flags were checked above: -EOPNOTSUPP is the device's, a region that needs
 		 * an indirect (KLM) key on a device without mkey_by_name. */
 		return ret == -EOPNOTSUPP ? -FI_EOPNOTSUPP : fi_code(ret);
 	}
-	if (vec_runs(iov, count, vec) == 1) {
-		/* One virtually contiguous range: local addresses need no table. */
-		dom->vec_slab.put(vec);
-		vec = nullptr;
-	}
-	*out = publish(dom, n, vec, false, true, 0, context);
+	*out = publish(dom, n, context);
 	return 0;
 }
 
@@ -446,8 +387,9 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 	/* The sub-MR shares base's translations, so it has no page size of its own; a vectored
 	 * base has no one IOVA range to share; a single-use or RMA-event base is no base (a
 	 * sub-MR's key would bypass its one use and its counting). */
-	if (base->domain != dom || page_size != 0 || base->vectored || base->rma_event ||
-	    base->single_use)
+	nicmr_mr_info b_info;
+	if (base->domain != dom || page_size != 0 || nicmr_mr_query(base->mr, &b_info) != 0 ||
+	    b_info.segments > 1 || (b_info.flags & (NICMR_MR_RMA_EVENT | NICMR_MR_SINGLE_USE)))
 		return -FI_EINVAL;
 	const auto a = reinterpret_cast<uintptr_t>(buf);
 	const auto b = reinterpret_cast<uintptr_t>(nicmr_mr_addr(base->mr));
@@ -465,7 +407,7 @@ int reg_sub(Domain *dom, Mr *base, const void *buf, size_t len, uint64_t access,
 		 * base's is -FI_EACCES. */
 		return ret == -ERANGE ? -FI_EINVAL : fi_code(ret);
 	}
-	*out = publish(dom, n, nullptr, true, false, 0, context);
+	*out = publish(dom, n, context);
 	return 0;
 }
 
@@ -483,7 +425,10 @@ int check_attr(const struct fi_mr_attr *attr)
 int is_sub(struct fid_mr *fmr)
 {
 	Mr *mr = mr_of(fmr);
-	return mr ? (mr->sub ? 1 : 0) : -FI_EINVAL;
+	nicmr_mr_info info;
+	if (!mr || nicmr_mr_query(mr->mr, &info) != 0)
+		return -FI_EINVAL;
+	return info.base != nullptr ? 1 : 0;
 }
 
 int ext_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, struct fid_mr *base_mr,
@@ -512,7 +457,7 @@ int mr_ops_open(Domain *, void **ops)
 int mr_table_map(Fabric *fab, uint32_t mkey_count)
 {
 	/* Zero-filled, populated page by page as keys are first used, as the native API's MR
-	 * table (api_device.cpp): 80 bytes of address space per mkey index, reserved nowhere
+	 * table (api_device.cpp): 56 bytes of address space per mkey index, reserved nowhere
 	 * else (MAP_NORESERVE). */
 	static_assert(std::is_trivially_destructible_v<Mr>, "slots are never destroyed");
 	const size_t bytes = size_t{mkey_count} * sizeof(Mr);
@@ -534,28 +479,6 @@ void mr_table_unmap(Fabric *fab)
 		munmap(fab->mrs, fab->mr_slots * sizeof(Mr));
 	fab->mrs = nullptr;
 	fab->mr_slots = 0;
-}
-
-int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *addr)
-{
-	/* POSTING PATH: no lock, no allocation, no system call (at most NICMR_MAX_IOV runs). */
-	const auto a = reinterpret_cast<uintptr_t>(buf);
-	const bool va = (mr->domain->mr_mode & FI_MR_VIRT_ADDR) != 0;
-	const auto start = reinterpret_cast<uintptr_t>(nicmr_mr_addr(mr->mr));
-	if (!mr->vec) {
-		/* One range: the VA, or its offset (the key's checks refuse what is outside). */
-		*addr = va ? a : a - start;
-		return 0;
-	}
-	const VecMap *v = mr->vec;
-	for (uint32_t i = 0; i < v->count; i++) {
-		const VecRun &r = v->runs[i];
-		if (a >= r.va && len <= r.len && a - r.va <= r.len - len) {
-			*addr = (va ? start : 0) + r.off + (a - r.va);
-			return 0;
-		}
-	}
-	return -FI_EACCES;
 }
 
 Mr *mr_of(struct fid_mr *fmr)
