@@ -125,7 +125,7 @@ int nicmr_mr_bind_cntr(struct nicmr_mr *mr, struct nicmr_cntr *c, uint64_t flags
 		return -EINVAL;
 	nicmr_mr_holdings *r = mr->held;
 	/* fi_mr(3): after fi_mr_enable no further bindings may be made. */
-	if (r->enabled || r->cntr != nullptr)
+	if (mr->enabled() || r->cntr != nullptr)
 		return -EBUSY;
 	r->cntr = c;
 	/* Relaxed: a count for nicmr_cntr_free, whose caller orders its calls with this one. */
@@ -138,10 +138,10 @@ int nicmr_mr_enable(struct nicmr_mr *mr)
 	if (mr == nullptr || !(mr->ext() & NICMR_MR_RMA_EVENT))
 		return -EINVAL;
 	nicmr_mr_holdings *r = mr->held;
-	if (r->enabled)
+	if (mr->enabled())
 		return -EBUSY;
 	mlx5::MkeyExt e;
-	e.single_use = r->ext & NICMR_MR_SINGLE_USE;
+	e.single_use = mr->ext() & NICMR_MR_SINGLE_USE;
 	if (r->cntr != nullptr) {
 		e.counted = true;
 		e.counter_iova = r->cntr->block.iova;
@@ -156,7 +156,6 @@ int nicmr_mr_enable(struct nicmr_mr *mr)
 			  mr->mkey(), rc);
 		return rc;
 	}
-	r->enabled = true;
 	return 0;
 }
 
@@ -168,22 +167,22 @@ int nicmr_mr_unbind_cntr(struct nicmr_mr *mr)
 	if (r->cntr == nullptr)
 		return -ENOENT;
 	nicmr_device *dev = mr->dev();
+	const bool was_enabled = mr->enabled();
 	/* Lookups first, then the device: neither accepts the key once this returns. */
 	int rc = dev->engine->set_enabled(mr->mkey(), false);
 	if (rc)
 		return rc;
 	mlx5::MkeyExt e;
 	e.disabled = true;
-	e.single_use = r->ext & NICMR_MR_SINGLE_USE;
+	e.single_use = mr->ext() & NICMR_MR_SINGLE_USE;
 	rc = mlx5::set_mkey_ext(*dev->drv, mr->mkey(), e);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: unbind of %#x failed: %d", dev->spec.c_str(),
 			  mr->mkey(), rc);
-		if (r->enabled)
+		if (was_enabled)
 			(void)dev->engine->set_enabled(mr->mkey(), true);
 		return rc;
 	}
-	r->enabled = false;
 	r->cntr->binds.fetch_sub(1, std::memory_order_relaxed);
 	r->cntr = nullptr;
 	return 0;
@@ -199,11 +198,10 @@ int nicmr_mr_query(const struct nicmr_mr *mr, struct nicmr_mr_info *info)
 	info->base = (f.flags & mr::kEntrySub) ? mr->base() : nullptr;
 	/* A sub-MR is zero-based when its base is (nicmr_mr_reg_sub). */
 	const uint16_t zflags = info->base != nullptr ? info->base->entry().flags : f.flags;
-	info->flags = ((zflags & mr::kEntryZeroBased) ? NICMR_MR_ZERO_BASED : 0) |
-		      (h != nullptr ? h->ext : 0);
+	info->flags = ((zflags & mr::kEntryZeroBased) ? NICMR_MR_ZERO_BASED : 0) | mr->ext();
 	info->cntr = h != nullptr ? h->cntr : nullptr;
 	info->segments = (h != nullptr && h->vec) ? uint32_t(h->vec->pieces.size()) : 1u;
-	info->enabled = (h != nullptr && (h->ext & NICMR_MR_RMA_EVENT) && !h->enabled) ? 0 : 1;
+	info->enabled = mr->enabled() ? 1 : 0;
 	return 0;
 }
 

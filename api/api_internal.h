@@ -208,13 +208,12 @@ struct nicmr_mr_mappings {
 	uint32_t iova_users = 0;   /* IOVA-list / page-vector MRs using its mappings; vec_mu */
 };
 
-/* Device-model extension state (api_ext.cpp): NICMR_MR_SINGLE_USE / NICMR_MR_RMA_EVENT as
- * registered; an RMA-event MR's counter and whether it was enabled. Changed only by calls on
- * the MR, which its owner does not make concurrently. */
+/* Device-model extension state (api_ext.cpp): an RMA-event MR's counter. Changed only by
+ * calls on the MR, which its owner does not make concurrently. Its extension flags and whether
+ * it is enabled are the key's shadow entry's (flags kEntrySingleUse / kEntryRmaEvent, state
+ * live or disabled), not kept here. */
 struct nicmr_mr_ext_state {
-	uint64_t ext = 0;
 	struct nicmr_cntr *cntr = nullptr;
-	bool enabled = false;
 };
 
 /* What an MR holds beyond its 32-byte handle and its key's shadow entry: its own mappings and
@@ -245,7 +244,10 @@ struct nicmr_mr {
 	nicmr_device *dev() const noexcept { return pd->dev; }
 	nicmr::mem::SlowMap *slow() const noexcept { return held ? held->slow.get() : nullptr; }
 	nicmr_mr_vec *vec() const noexcept { return held ? held->vec.get() : nullptr; }
-	uint64_t ext() const noexcept { return held ? held->ext : 0; }
+	/* NICMR_MR_SINGLE_USE / NICMR_MR_RMA_EVENT as registered (the entry's flags). */
+	inline uint64_t ext() const noexcept;
+	/* Not an RMA-event MR waiting for nicmr_mr_enable (the entry's state). */
+	inline bool enabled() const noexcept;
 	/* The key's entry (key, start in its address space, length, access, flags, base). */
 	inline nicmr::mr::EntryFields entry() const noexcept;
 	uint32_t mkey() const noexcept { return entry().mkey; }
@@ -331,6 +333,16 @@ nicmr::mr::EntryFields nicmr_mr::entry() const noexcept
 {
 	const nicmr_device *d = pd->dev;
 	return d->table->read_owned(uint32_t(this - d->mr_table));
+}
+uint64_t nicmr_mr::ext() const noexcept
+{
+	const uint16_t f = entry().flags;
+	return ((f & nicmr::mr::kEntrySingleUse) ? NICMR_MR_SINGLE_USE : 0) |
+	       ((f & nicmr::mr::kEntryRmaEvent) ? NICMR_MR_RMA_EVENT : 0);
+}
+bool nicmr_mr::enabled() const noexcept
+{
+	return entry().state != nicmr::mr::EntryState::disabled;
 }
 nicmr_mr *nicmr_mr::base() const noexcept
 {

@@ -241,17 +241,16 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	m.addr = a;
 	uint64_t iova = 0;
 
-	/* Extension and slow-path MRs carry more than the handle (never on the pool fast path). */
+	/* RMA-event (its counter binding) and slow-path MRs carry more than the handle (never on
+	 * the pool fast path). */
 	std::unique_ptr<nicmr_mr_holdings> rare;
 	const uint64_t ext = flags & (NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT);
-	auto make_rare = [&rare, ext]() {
+	auto make_rare = [&rare]() {
 		if (!rare)
 			rare.reset(new (std::nothrow) nicmr_mr_holdings);
-		if (rare)
-			rare->ext = ext;
 		return rare != nullptr;
 	};
-	if (ext && !make_rare())
+	if ((ext & NICMR_MR_RMA_EVENT) && !make_rare())
 		return -ENOMEM;
 
 	unsigned log_page = 12;
