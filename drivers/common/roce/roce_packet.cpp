@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * RoCEv2 packet builder, parser and ICRC. Hot path throughout: no lock, no allocation, no
+ * system call (see roce_packet.h).
+ *
+ * The CRC is zlib's crc32_z. It gives the bits of Linux crc32_le as rxe uses it (seed ~0, result
+ * inverted), it chains over several buffers (the masked headers live on the stack, the payload
+ * in the caller's packet), and it uses static tables. DPDK's rte_net_crc_calc gives the same
+ * bits but takes no seed, so it cannot chain; and without EAL (which sets the SIMD width) it
+ * falls back to its scalar code: measured here on 4 KiB, zlib 1.2.13 took 0.91 us and
+ * rte_net_crc_calc 9.7 us.
+ */
+#include "roce_packet.h"
+
+#include <cstring>
+
+#include <endian.h>
+#include <zlib.h>
+
+namespace nicmr::roce {
+
+namespace prm = mlx5::prm;
+
+namespace {
+/* The value the ICRC reads in place of each masked field: all 1s. */
+constexpr uint64_t ones = ~uint64_t{0};
+
+uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n) noexcept
+{
+	return static_cast<uint32_t>(crc32_z(crc, p, n));
+}
+} // namespace
+
+const char *error_name(Error e) noexcept
+{
+	switch (e) {
+	case Error::ok:
+		return "ok";
+	case Error::too_short:
+		return "too_short";
+	case Error::too_long:
+		return "too_long";
+	case Error::bad_icrc:
+		return "bad_icrc";
+	case Error::bad_tver:
+		return "bad_tver";
+	case Error::unknown_opcode:
+		return "unknown_opcode";
+	case Error::truncated:
+		return "truncated";
+	case Error::bad_length:
+		return "bad_length";
+	case Error::bad_pad:
+		return "bad_pad";
+	case Error::unexpected_payload:
+		return "unexpected_payload";
+	case Error::payload_too_long:
+		return "payload_too_long";
+	case Error::field_range:
+		return "field_range";
+	case Error::no_room:
+		return "no_room";
+	}
+	return "unknown";
+}
+
+IpPath ipv4_path(const in_addr &src, const in_addr &dst, uint16_t src_port,
+		 uint16_t dst_port) noexcept
+{
+	IpPath p;
+	std::memcpy(p.src.data(), &src.s_addr, 4);
+	std::memcpy(p.dst.data(), &dst.s_addr, 4);
+	p.src_port = src_port;
+	p.dst_port = dst_port;
+	return p;
+}
+
+IpPath ipv6_path(const in6_addr &src, const in6_addr &dst, uint16_t src_port,
+		 uint16_t dst_port) noexcept
+{
+	IpPath p;
+	p.ipv6 = true;
+	std::memcpy(p.src.data(), src.s6_addr, 16);
+	std::memcpy(p.dst.data(), dst.s6_addr, 16);
+	p.src_port = src_port;
+	p.dst_port = dst_port;
+	return p;
+}
+
+size_t icrc_prefix(const IpPath &path, size_t datagram_len, uint8_t *out) noexcept
+{
+	/* The LRH an InfiniBand packet would have, masked entirely (annex A17; rxe seeds its CRC
+	 * with the value after these 8 bytes, 0xdebb20e3). */
+	std::memset(out, 0xff, 8);
+	uint8_t *ip = out + 8;
+	uint8_t *u;
+	if (!path.ipv6) {
+		std::memset(ip, 0, ipv4::size);
+		prm::set(ip, ipv4::version, 4);
+		prm::set(ip, ipv4::ihl, ipv4::size / 4);
+		prm::set(ip, ipv4::tos, ones);
+		prm::set(ip, ipv4::total_length, ipv4::size + udp::size + datagram_len);
+		prm::set(ip, ipv4::id, path.ipv4_id);
+		prm::set(ip, ipv4::flags_frag, path.ipv4_df ? ipv4::flag_df : 0);
+		prm::set(ip, ipv4::ttl, ones);
+		prm::set(ip, ipv4::protocol, ipv4::protocol_udp);
+		prm::set(ip, ipv4::checksum, ones);
+		std::memcpy(ip + prm::byte_offset(ipv4::src), path.src.data(), 4);
+		std::memcpy(ip + prm::byte_offset(ipv4::dst), path.dst.data(), 4);
+		u = ip + ipv4::size;
+	} else {
+		std::memset(ip, 0, ipv6::size);
+		prm::set(ip, ipv6::version, 6);
+		prm::set(ip, ipv6::traffic_class, ones);
+		prm::set(ip, ipv6::flow_label, ones);
+		prm::set(ip, ipv6::payload_length, udp::size + datagram_len);
+		prm::set(ip, ipv6::next_header, ipv4::protocol_udp);
+		prm::set(ip, ipv6::hop_limit, ones);
+		std::memcpy(ip + ipv6::src_byte, path.src.data(), 16);
+		std::memcpy(ip + ipv6::dst_byte, path.dst.data(), 16);
+		u = ip + ipv6::size;
+	}
+	prm::set(u, udp::src_port, path.src_port);
+	prm::set(u, udp::dst_port, path.dst_port);
+	prm::set(u, udp::length, udp::size + datagram_len);
+	prm::set(u, udp::checksum, ones);
+	return static_cast<size_t>(u + udp::size - out);
+}
+
+uint32_t icrc(const IpPath &path, const uint8_t *datagram, size_t len) noexcept
+{
+	/* The masked headers and the masked BTH in one buffer: one CRC call, then one over the
+	 * rest of the packet where it lies. */
+	uint8_t pre[icrc_prefix_max + bth::size];
+	const size_t n = icrc_prefix(path, len, pre);
+	std::memcpy(pre + n, datagram, bth::size);
+	prm::set(pre + n, bth::resv8a, bth::resv8a_icrc_mask);
+	uint32_t crc = crc_update(0, pre, n + bth::size);
+	return crc_update(crc, datagram + bth::size, len - bth::size - icrc_size);
+}
+
+uint32_t load_icrc(const uint8_t *p) noexcept
+{
+	uint32_t le;
+	std::memcpy(&le, p, sizeof(le));
+	return le32toh(le);
+}
+
+void store_icrc(uint8_t *p, uint32_t v) noexcept
+{
+	const uint32_t le = htole32(v);
+	std::memcpy(p, &le, sizeof(le));
+}
+
+Error build(const IpPath &path, const Headers &h, std::span<const uint8_t> payload,
+	    std::span<uint8_t> out, size_t *len) noexcept
+{
+	const OpcodeInfo *info = opcode_info(h.opcode);
+	if (info == nullptr)
+		return Error::unknown_opcode;
+	if (!info->payload && !payload.empty())
+		return Error::unexpected_payload;
+	if (payload.size() > max_payload)
+		return Error::payload_too_long;
+	if (!prm::fits(bth::dest_qp, h.dest_qp) || !prm::fits(bth::psn, h.psn) ||
+	    (info->has(ext::aeth) && !prm::fits(aeth::msn, h.aeth.msn)))
+		return Error::field_range;
+	const uint32_t pad = pad_count(payload.size());
+	const size_t total = info->hdr_len + payload.size() + pad + icrc_size;
+	if (out.size() < total)
+		return Error::no_room;
+
+	uint8_t *p = out.data();
+	/* Zero first: the reserved bits are sent as 0 and set() keeps a field's neighbours. */
+	std::memset(p, 0, info->hdr_len);
+	prm::set(p, bth::opcode, h.opcode);
+	prm::set(p, bth::se, h.se);
+	prm::set(p, bth::m, h.m);
+	prm::set(p, bth::pad_cnt, pad);
+	prm::set(p, bth::tver, bth::tver_supported);
+	prm::set(p, bth::p_key, h.p_key);
+	prm::set(p, bth::dest_qp, h.dest_qp);
+	prm::set(p, bth::ack_req, h.ack_req);
+	prm::set(p, bth::psn, h.psn);
+	if (info->has(ext::reth)) {
+		uint8_t *r = p + info->offset(ext::reth);
+		prm::set(r, reth::va, h.reth.va);
+		prm::set(r, reth::r_key, h.reth.r_key);
+		prm::set(r, reth::dma_len, h.reth.dma_len);
+	}
+	if (info->has(ext::aeth)) {
+		uint8_t *a = p + info->offset(ext::aeth);
+		prm::set(a, aeth::syndrome, h.aeth.syndrome);
+		prm::set(a, aeth::msn, h.aeth.msn);
+	}
+	if (info->has(ext::atomic_eth)) {
+		uint8_t *a = p + info->offset(ext::atomic_eth);
+		prm::set(a, atomic_eth::va, h.atomic.va);
+		prm::set(a, atomic_eth::r_key, h.atomic.r_key);
+		prm::set(a, atomic_eth::swap_add, h.atomic.swap_add);
+		prm::set(a, atomic_eth::compare, h.atomic.compare);
+	}
+	if (info->has(ext::atomic_ack_eth))
+		prm::set(p + info->offset(ext::atomic_ack_eth), atomic_ack_eth::orig_data,
+			 h.atomic_orig);
+	if (info->has(ext::immdt))
+		prm::set(p + info->offset(ext::immdt), immdt::imm, h.imm);
+	if (info->has(ext::ieth))
+		prm::set(p + info->offset(ext::ieth), ieth::r_key, h.ieth_r_key);
+
+	uint8_t *body = p + info->hdr_len;
+	if (!payload.empty() && payload.data() != body)
+		std::memmove(body, payload.data(), payload.size());
+	std::memset(body + payload.size(), 0, pad);
+	store_icrc(p + total - icrc_size, icrc(path, p, total));
+	*len = total;
+	return Error::ok;
+}
+
+Error parse(const IpPath &path, std::span<const uint8_t> datagram, Parsed *out) noexcept
+{
+	const uint8_t *d = datagram.data();
+	const size_t n = datagram.size();
+	if (n > max_datagram)
+		return Error::too_long;
+	if (n < bth::size + icrc_size)
+		return Error::too_short;
+	if (load_icrc(d + n - icrc_size) != icrc(path, d, n))
+		return Error::bad_icrc;
+	if (prm::get(d, bth::tver) != bth::tver_supported)
+		return Error::bad_tver;
+	const auto op = static_cast<uint8_t>(prm::get(d, bth::opcode));
+	const OpcodeInfo *info = opcode_info(op);
+	if (info == nullptr)
+		return Error::unknown_opcode;
+	if (n < info->hdr_len + icrc_size)
+		return Error::truncated;
+	const size_t rest = n - info->hdr_len - icrc_size; /* payload and pad */
+	if (rest % 4 != 0)
+		return Error::bad_length;
+	const auto pad = static_cast<uint32_t>(prm::get(d, bth::pad_cnt));
+	if (pad > rest)
+		return Error::bad_pad;
+	if (!info->payload && rest != 0)
+		return Error::unexpected_payload;
+	if (rest - pad > max_payload)
+		return Error::payload_too_long;
+
+	Parsed r;
+	r.opcode = op;
+	r.info = info;
+	r.bth = d;
+	auto view = [&](uint8_t bit) -> const uint8_t * {
+		return info->has(bit) ? d + info->offset(bit) : nullptr;
+	};
+	r.reth = view(ext::reth);
+	r.aeth = view(ext::aeth);
+	r.atomic_eth = view(ext::atomic_eth);
+	r.atomic_ack_eth = view(ext::atomic_ack_eth);
+	r.immdt = view(ext::immdt);
+	r.ieth = view(ext::ieth);
+	r.payload = datagram.subspan(info->hdr_len, rest - pad);
+	r.pad = pad;
+	*out = r;
+	return Error::ok;
+}
+
+} // namespace nicmr::roce
