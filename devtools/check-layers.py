@@ -22,6 +22,9 @@ LAYERS = {
     'lib/common': ['include'],
     'lib/mem': ['lib/common', 'include'],
     'lib/mr': ['lib/common', 'include'],
+    # drivers/common/mlx5 (the PRM layout table) and drivers/common/roce (the RoCEv2 layout
+    # table, built on the PRM table's Field accessors) are one level: either may include the
+    # other's headers, and every folder that sees one sees both.
     'drivers/common': ['lib/common'],
     'drivers/bus': ['lib/mem', 'lib/common'],
     # The device model sees the layout table and its bus, never the driver.
