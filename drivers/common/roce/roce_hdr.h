@@ -40,7 +40,7 @@ using Field = mlx5::prm::Field;
 inline constexpr uint16_t udp_port = 4791;
 /* The default partition key, full membership (rxe's default P_Key). */
 inline constexpr uint16_t default_p_key = 0xffff;
-/* The largest payload of one packet: the largest path MTU, 4096 (IBTA 9.7.7 / ibv_mtu). */
+/* The largest payload of one packet: the largest path MTU, 4096 (IBTA: 256..4096; enum ibv_mtu). */
 inline constexpr size_t max_payload = 4096;
 /* The ICRC ends every packet: 4 bytes. */
 inline constexpr size_t icrc_size = 4;
@@ -72,7 +72,7 @@ inline constexpr size_t resv8a_byte = 4;
 inline constexpr uint8_t resv8a_icrc_mask = 0xff;
 } // namespace bth
 
-/* RDMA Extended Transport Header (IBTA 9.3.3): RDMA WRITE first/only and READ request. */
+/* RDMA Extended Transport Header (IBTA 9.3): RDMA WRITE first/only and READ request. */
 namespace reth {
 inline constexpr size_t size = 16;
 inline constexpr Field va{0, 64};
@@ -81,7 +81,7 @@ inline constexpr Field dma_len{96, 32};
 } // namespace reth
 
 /*
- * ACK Extended Transport Header (IBTA 9.3.5): ACKs and READ responses. The syndrome byte splits
+ * ACK Extended Transport Header (IBTA 9.3): ACKs and READ responses. The syndrome byte splits
  * (IBTA 9.7.5.2; rxe_hdr.h enum aeth_syndrome):
  *
  *   bit 7     reserved (0)
@@ -168,7 +168,7 @@ constexpr uint32_t rnr_timer_us(uint8_t code) noexcept
 }
 } // namespace aeth
 
-/* Atomic Extended Transport Header (IBTA 9.3.4): CmpSwap and FetchAdd requests. */
+/* Atomic Extended Transport Header (IBTA 9.3): CmpSwap and FetchAdd requests. */
 namespace atomic_eth {
 inline constexpr size_t size = 28;
 inline constexpr Field va{0, 64};
@@ -177,19 +177,19 @@ inline constexpr Field swap_add{96, 64}; /* swap value (CmpSwap) or addend (Fetc
 inline constexpr Field compare{160, 64};
 } // namespace atomic_eth
 
-/* Atomic Acknowledge Extended Transport Header (IBTA 9.3.6): the value before the atomic. */
+/* Atomic Acknowledge Extended Transport Header (IBTA 9.3): the value before the atomic. */
 namespace atomic_ack_eth {
 inline constexpr size_t size = 8;
 inline constexpr Field orig_data{0, 64};
 } // namespace atomic_ack_eth
 
-/* Immediate Data (IBTA 9.3.7). */
+/* Immediate Data (IBTA 9.3). */
 namespace immdt {
 inline constexpr size_t size = 4;
 inline constexpr Field imm{0, 32};
 } // namespace immdt
 
-/* Invalidate Extended Transport Header (IBTA 9.3.8): the R_Key a SEND with invalidate
+/* Invalidate Extended Transport Header (IBTA 9.3): the R_Key a SEND with invalidate
  * invalidates at the responder. */
 namespace ieth {
 inline constexpr size_t size = 4;
