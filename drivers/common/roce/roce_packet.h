@@ -5,7 +5,8 @@
  * The layouts come from roce_hdr.h; doc/roce.md lists every rule and error.
  *
  * Hot path: build(), parse(), icrc() and icrc_prefix() take no lock, allocate nothing and make
- * no system call (the CRC is zlib's crc32_z, table-driven over static tables). Keep it so.
+ * no system call (the CRC runs over static tables: nicmr's own below 256 bytes, zlib's crc32_z
+ * above; roce_packet.cpp says why). Keep it so.
  *
  * The ICRC covers the IP and UDP headers that carry the datagram, with their variant fields
  * masked. Over a kernel UDP socket nicmr does not write those headers, so the caller describes
@@ -87,8 +88,8 @@ size_t icrc_prefix(const IpPath &path, size_t datagram_len, uint8_t *out) noexce
 
 /*
  * The ICRC of a datagram of len bytes (BTH first, the 4 ICRC bytes last and not covered; len >=
- * 16): CRC-32 (the Ethernet polynomial, zlib's crc32: seed ~0, result inverted, as Linux
- * crc32_le is used in rxe_icrc.c) over icrc_prefix(), the BTH with resv8a set to 1s, then every
+ * 16): CRC-32 (the Ethernet polynomial, seed ~0, result inverted: zlib's crc32, and Linux
+ * crc32_le as rxe_icrc.c uses it) over icrc_prefix(), the BTH with resv8a set to 1s, then every
  * byte after the BTH up to the ICRC. Hot path.
  */
 uint32_t icrc(const IpPath &path, const uint8_t *datagram, size_t len) noexcept;
