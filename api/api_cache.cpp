@@ -52,14 +52,10 @@ size_t DeviceCaches::size() const noexcept
 	return n;
 }
 
-ThreadCache *thread_cache(nicmr_device *dev) noexcept
+ThreadCache *thread_cache_create(nicmr_device *dev) noexcept
 {
-	/* Registration path, per call: this thread's slot and the device's entry for it. */
+	/* Slow path: the calling thread's first registration on dev (thread_cache's miss). */
 	const SlotClaim c = thread_claim();
-	if (!c.own())
-		return nullptr; /* threads on the shared slot take keys from the global ring */
-	if (ThreadCache *tc = dev->caches.by_slot[c.slot()].get(); tc != nullptr) [[likely]]
-		return tc;
 	if (dev->engine->pool_max() + 1 < kMinKeysForCaches)
 		return nullptr;
 	/* First registration by this thread on this device (slow path). */

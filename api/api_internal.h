@@ -110,7 +110,8 @@ struct DeviceCaches final : SlotUser {
 /* The calling thread's cache for dev, created on first use: nullptr when dev registers
  * without caches (kMinKeysForCaches) or the cache cannot be allocated (the engine then takes
  * keys straight from its global ring). Lock-free once created. */
-ThreadCache *thread_cache(nicmr_device *dev) noexcept;
+ThreadCache *thread_cache_create(nicmr_device *dev) noexcept; /* the first use (slow path) */
+inline ThreadCache *thread_cache(nicmr_device *dev) noexcept;
 /* The KeyCache to hand the engine (nullptr for none). */
 inline mr::KeyCache *key_cache(ThreadCache *tc) noexcept
 {
@@ -363,8 +364,8 @@ uint64_t nicmr_mr_count(const nicmr_device *dev, const nicmr_pd *pd,
 /* Vectored registration helpers (api_mr.cpp, api_mr_vec.cpp). */
 /* The pool that holds [a, a + len), with the IOVA of a and the largest translation page the
  * pool's placement allows, or null. Lock-free; counts nothing. */
-nicmr_pool *nicmr_pool_of(nicmr_device *dev, uintptr_t a, size_t len, uint64_t *iova,
-			  unsigned *log_page) noexcept;
+nicmr_pool *nicmr_pool_of(nicmr_device *dev, nicmr::api::ThreadCache *tc, uintptr_t a, size_t len,
+			  uint64_t *iova, unsigned *log_page) noexcept;
 /* Makes a slow-path mapping of [a, a + len) for piece, recorded by IOVA for owner (IOVA-list
  * MRs may use it). 0; -EFAULT, -ENOMEM, -ENOSPC, IOMMU errors; nothing left on failure. */
 int nicmr_slow_piece(nicmr_device *dev, uintptr_t a, size_t len, bool write,
@@ -427,6 +428,19 @@ struct nicmr_qp {
 };
 
 namespace nicmr::api {
+
+/* Registration path, per call: this thread's slot and the device's entry for it, inline (one
+ * thread-local load, two dependent loads); the thread's first registration on the device
+ * makes the cache (thread_cache_create). */
+inline ThreadCache *thread_cache(nicmr_device *dev) noexcept
+{
+	const SlotClaim c = thread_claim();
+	if (!c.own())
+		return nullptr; /* threads on the shared slot take keys from the global ring */
+	if (ThreadCache *tc = dev->caches.by_slot[c.slot()].get(); tc != nullptr) [[likely]]
+		return tc;
+	return thread_cache_create(dev);
+}
 
 /* Registration path: no lock, no allocation, no system call; see the class. */
 inline PoolLookupMark::PoolLookupMark(nicmr_device *dev, ThreadCache *tc) noexcept

@@ -179,7 +179,7 @@ struct nicmr_pool *nicmr_pool_find(struct nicmr_device *dev, const void *addr, s
 		return nullptr;
 	uint64_t iova = 0;
 	unsigned log_page = 0;
-	return nicmr_pool_of(dev, a, len, &iova, &log_page);
+	return nicmr_pool_of(dev, api::thread_cache(dev), a, len, &iova, &log_page);
 }
 
 } /* extern "C" */

@@ -96,13 +96,13 @@ uint64_t nicmr_mr_count(const nicmr_device *dev, const nicmr_pd *pd,
 	return n;
 }
 
-nicmr_pool *nicmr_pool_of(nicmr_device *dev, uintptr_t a, size_t len, uint64_t *iova,
-			  unsigned *log_page) noexcept
+nicmr_pool *nicmr_pool_of(nicmr_device *dev, api::ThreadCache *tc, uintptr_t a, size_t len,
+			  uint64_t *iova, unsigned *log_page) noexcept
 {
 	/* Hot path: the DmaSpace's lock-free lookup. A pool is not destroyed while
 	 * registrations inside it run (nicmr.h); the snapshot the lookup reads is not freed
 	 * while the mark lives (pool create/destroy wait for it: wait_for_pool_lookups). */
-	api::PoolLookupMark mark(dev, api::thread_cache(dev));
+	api::PoolLookupMark mark(dev, tc);
 	const mem::PoolEntry *e = dev->space->lookup(reinterpret_cast<void *>(a), len);
 	if (e == nullptr || e->owner == nullptr)
 		return nullptr;
@@ -137,7 +137,7 @@ int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write,
 		    nicmr_mr_holdings *owner, nicmr_mr_piece *piece, uint64_t *iova,
 		    unsigned *log_page)
 {
-	piece->pool = nicmr_pool_of(dev, a, len, iova, log_page);
+	piece->pool = nicmr_pool_of(dev, api::thread_cache(dev), a, len, iova, log_page);
 	if (piece->pool == nullptr)
 		return nicmr_slow_piece(dev, a, len, write, owner, piece, iova, log_page);
 	piece->pool->pieces.fetch_add(1, std::memory_order_relaxed);
@@ -233,8 +233,12 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	if (zero && (a & 4095))
 		return -EINVAL;
 	nicmr_device *dev = pd->dev;
-	if (int rc = nicmr_ext_check(dev, flags, access); rc)
-		return rc;
+	if (flags & (NICMR_MR_SINGLE_USE | NICMR_MR_RMA_EVENT)) {
+		if (int rc = nicmr_ext_check(dev, flags, access); rc)
+			return rc;
+	}
+	/* One slot lookup for the pool's lookup mark and the engine's key cache. */
+	api::ThreadCache *tc = api::thread_cache(dev);
 
 	nicmr_mr m{};
 	m.pd = pd;
@@ -257,7 +261,7 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	{
 		const bool write = bits & (mr::kAccessLocalWrite | mr::kAccessRemoteWrite |
 					   mr::kAccessRemoteAtomic);
-		m.pool = nicmr_pool_of(dev, a, len, &iova, &log_page);
+		m.pool = nicmr_pool_of(dev, tc, a, len, &iova, &log_page);
 		if (m.pool == nullptr) {
 			if (!make_rare())
 				return -ENOMEM;
@@ -286,7 +290,6 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 		    (zero ? uint32_t(mr::kRegZeroBased) : 0u) |
 		    ((flags & NICMR_MR_SINGLE_USE) ? uint32_t(mr::kRegSingleUse) : 0u) |
 		    ((flags & NICMR_MR_RMA_EVENT) ? uint32_t(mr::kRegRmaEvent) : 0u);
-	api::ThreadCache *tc = api::thread_cache(dev);
 	uint32_t mkey = 0;
 	int rc = dev->engine->reg(req, api::key_cache(tc), &mkey);
 	if (rc == 0 && ext) {

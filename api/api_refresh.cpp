@@ -65,7 +65,8 @@ int nicmr_mr_refresh(struct nicmr_mr *mr, const struct iovec *iov, size_t count)
 	nicmr_mr_piece fresh;
 	uint64_t iova = 0;
 	unsigned log_page = 12;
-	nicmr_pool *pool = nicmr_pool_of(dev, mr->addr, f.len, &iova, &log_page);
+	nicmr_pool *pool =
+		nicmr_pool_of(dev, api::thread_cache(dev), mr->addr, f.len, &iova, &log_page);
 	int rc = pool != nullptr ? 0
 				 : nicmr_slow_piece(dev, mr->addr, f.len, write, r, &fresh, &iova,
 						    &log_page);
