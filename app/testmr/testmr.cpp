@@ -22,6 +22,9 @@
 #include "mem_pool.h"
 #include "nicmr/nicmr.h"
 #include "testmr_cmd.h"
+#if NICMR_TESTMR_REG
+#include "testmr_cli.h"
+#endif
 #include "testmr_hwcheck.h"
 #include "testmr_reg.h"
 #include "testmr_session.h"
@@ -38,7 +41,8 @@ void usage(FILE *f)
 		"       testmr hw-check [--device SPEC]\n"
 		"  -i, --interactive       a prompt (testmr>) reading commands\n"
 		"  -c, --command CMD       run CMD (repeatable), then leave\n"
-		"  -f, --file FILE         run the commands in FILE, then leave\n"
+		"  -f, --file FILE         run the commands in FILE, then leave; the first\n"
+		"                          that fails stops testmr (FILE:LINE: on stderr)\n"
 		"      --delivery MODE     doorbells: inline (default) or thread\n"
 		"      --pool-size SIZE    the demo's pool (default 64M)\n"
 		"      --page-size SIZE    the demo's page size: 4k, 2m (default) or 1g\n"
@@ -55,7 +59,7 @@ void usage(FILE *f)
 		"Exit status: 0 when every command succeeded, 1 when one failed, 2 for bad\n"
 		"options (checked before the device opens); hw-check: 0 when every step\n"
 		"passed, 1 when one failed.\n\n%s",
-		command_help());
+		command_help_all().c_str());
 }
 
 /* A bad option or value: says which, and exits 2 before anything else happens. */
@@ -71,6 +75,22 @@ __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...)
 	va_end(ap);
 	std::fputs("\ntry 'testmr --help'\n", stderr);
 	return 2;
+}
+
+/* A command file: its lines in order; the first that fails stops it, and is repeated on
+ * standard error with its line number and the error, as a compiler names a line. */
+int run_file(Session &s, const std::string &path, std::istream &in)
+{
+	std::string line;
+	for (unsigned lineno = 1; !s.quit_requested() && std::getline(in, line); lineno++) {
+		if (int r = s.run_line(line); r != 0) {
+			std::fflush(stdout);
+			std::fprintf(stderr, "%s:%u: %s: %s\n", path.c_str(), lineno, line.c_str(),
+				     s.last_error().c_str());
+			return r;
+		}
+	}
+	return 0;
 }
 
 int run_stream(Session &s, std::istream &in, bool prompt)
@@ -251,12 +271,24 @@ int main(int argc, char **argv)
 		if (int r = session->run_line(cmd); r != 0)
 			rc = r;
 	}
-	for (auto &in : streams) {
-		if (int r = run_stream(*session, in, false); r != 0)
+	/* A failed line of a file stops testmr: nothing after it runs (no later file, no -i). */
+	bool file_failed = false;
+	for (size_t i = 0; i < streams.size() && !file_failed; i++) {
+		if (int r = run_file(*session, files[i], streams[i]); r != 0) {
 			rc = r;
+			file_failed = true;
+		}
 	}
-	if (interactive) {
-		if (int r = run_stream(*session, std::cin, isatty(STDIN_FILENO) != 0); r != 0)
+	if (interactive && !file_failed) {
+		const bool tty = isatty(STDIN_FILENO) != 0;
+		int r;
+#if NICMR_TESTMR_REG
+		/* A terminal gets the line editor; a pipe or a file the plain reader. */
+		r = tty ? run_prompt(*session) : run_stream(*session, std::cin, false);
+#else
+		r = run_stream(*session, std::cin, tty);
+#endif
+		if (r != 0)
 			rc = r;
 	} else if (commands.empty() && files.empty()) {
 		rc = session->run_line("demo");

@@ -8,6 +8,89 @@
 namespace nicmr::testmr {
 namespace {
 
+/* The table: the single description of every command (testmr_cmd.h says how patterns read). */
+constexpr SectionSpec kSections[] = {
+	{"general", "help, the demo, leaving"},
+	{"device", "the emulated ConnectX the driver brought up"},
+	{"pool", "pools of the driver-level device: create, destroy, show, translate"},
+	{"pd", "protection domains of the driver-level device"},
+	{"mkey", "mkeys made with firmware commands (CREATE_MKEY, QUERY_MKEY, DESTROY_MKEY)"},
+	{"dp", "the data path between the device's two ports"},
+	{"mr", "the registration engine (native API): engine pools, MRs"},
+	{"key", "keys of the registration engine: lookups, raw keys"},
+	{"window", "memory windows of the registration engine"},
+};
+
+constexpr CommandSpec kCommands[] = {
+	{"general", "help [SECTION]", "the sections, or the commands of one ('help all': all)",
+	 Verb::help},
+	{"general", "quit|exit", "leave", Verb::quit},
+	{"general", "demo", "what the main job shows", Verb::demo},
+	{"device", "show device [--json]", "the device: capabilities, pages, PDs, mkeys, IOMMU",
+	 Verb::show_device},
+	{"pool", "pool create SIZE [page 4k|2m|1g] [node N] [fallback]",
+	 "a pool, DMA-mapped on the device", Verb::pool_create},
+	{"pool", "pool destroy ID", "unmap and free a pool", Verb::pool_destroy},
+	{"pool", "show pools [--json]", "every pool's layout", Verb::show_pools},
+	{"pool", "show pool ID [--json]", "pool layout: pages, IOVA, NUMA node", Verb::show_pool},
+	{"pool", "translate ID OFFSET", "IOVA of a byte of a pool", Verb::translate},
+	{"pd", "pd alloc", "ALLOC_PD", Verb::pd_alloc},
+	{"pd", "pd free PD", "DEALLOC_PD", Verb::pd_free},
+	{"mkey", "mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] [pd PD]",
+	 "an MTT mkey over pool bytes (CREATE_MKEY)", Verb::mkey_create},
+	{"mkey", "mkey query INDEX", "QUERY_MKEY", Verb::mkey_query},
+	{"mkey", "mkey destroy INDEX", "DESTROY_MKEY", Verb::mkey_destroy},
+	{"dp", "rdma",
+	 "connect the two ports: RDMA WRITE, READ, atomics, UMR, and an access refused",
+	 Verb::rdma},
+	{"mr", "mr pool SIZE [page 4k|2m|1g] [fallback]",
+	 "a pool of the registration engine (nicmr_pool_create)", Verb::mr_pool},
+	{"mr", "mr reg POOL OFFSET LEN ACCESS", "register pool bytes (nicmr_mr_reg)", Verb::mr_reg},
+	{"mr", "mr regv POOL SEGMENTS ACCESS",
+	 "register segments of a pool as one region (nicmr_mr_regv)", Verb::mr_regv},
+	{"mr", "mr sub KEY OFFSET LEN ACCESS", "a sub-MR of an MR (nicmr_mr_reg_sub)",
+	 Verb::mr_sub},
+	{"mr", "mr dereg KEY", "deregister (nicmr_mr_dereg)", Verb::mr_dereg},
+	{"mr", "show mr KEY [--json]", "one MR: address, length, access, path, layout",
+	 Verb::show_mr},
+	{"mr", "show mrs [pool N] [access ACCESS] [--json]",
+	 "the MRs, those of one engine pool, those granting ACCESS", Verb::show_mrs},
+	{"key", "key lookup KEY ACCESS [offset OFFSET] [len LEN]",
+	 "the lockless lookup: granted (and the IOVA) or refused (and why)", Verb::key_lookup},
+	{"key", "key raw KEY", "the MR's raw key, in hex (nicmr_mr_raw_attr)", Verb::key_raw},
+	{"key", "key map RAW", "the key a raw key names (nicmr_mr_map_raw)", Verb::key_map},
+	{"window", "window bind KEY OFFSET LEN ACCESS",
+	 "a memory window over MR bytes (nicmr_mw_alloc, nicmr_mw_bind)", Verb::window_bind},
+	{"window", "window unbind WINDOW",
+	 "invalidate and free a window (nicmr_mw_invalidate, nicmr_mw_free)", Verb::window_unbind},
+};
+
+struct ParamSpec {
+	const char *name;
+	const char *help;
+};
+constexpr ParamSpec kParams[] = {
+	{"SECTION", "a help section (Tab lists them), or all"},
+	{"SIZE", "a size above 0: 64, 0x40, 4k, 2M, 1g"},
+	{"ID", "a pool number, as 'pool create' printed it"},
+	{"POOL", "an engine pool number, as 'mr pool' printed it"},
+	{"N", "a number"},
+	{"OFFSET", "a byte offset: 0, 0x1000, 4k"},
+	{"LEN", "a length above 0: 4096, 0x1000, 4k"},
+	{"PD", "a PD number, as 'pd alloc' printed it"},
+	{"INDEX", "an mkey index, as 'mkey create' printed it"},
+	{"KEY", "a key, as 'mr reg' printed it (0x-hex or decimal)"},
+	{"WINDOW", "a window number, as 'window bind' printed it"},
+	{"ACCESS", "none, or rights a,b,c (Tab lists them)"},
+	{"SEGMENTS", "OFFSET:LEN[,OFFSET:LEN...], at most 64"},
+	{"RAW", "a raw key in hex, as 'key raw' printed it"},
+};
+
+constexpr const char *kMrAccessNames[] = {
+	"send",		"recv",	       "read",		"write",   "remote_read",
+	"remote_write", "local_write", "remote_atomic", "mw_bind",
+};
+
 /* Splits a line into at most kMaxWords words without allocating. */
 constexpr size_t kMaxWords = 12;
 
@@ -17,19 +100,22 @@ struct Words {
 	bool too_many = false;
 };
 
+bool blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 Words split(std::string_view line)
 {
 	Words out;
 	size_t i = 0;
 	while (i < line.size()) {
-		while (i < line.size() &&
-		       (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
+		while (i < line.size() && blank(line[i]))
 			i++;
 		if (i == line.size() || line[i] == '#')
 			break;
 		size_t start = i;
-		while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r' &&
-		       line[i] != '\n')
+		while (i < line.size() && !blank(line[i]))
 			i++;
 		if (out.n == kMaxWords) {
 			out.too_many = true;
@@ -38,6 +124,73 @@ Words split(std::string_view line)
 		out.w[out.n++] = line.substr(start, i - start);
 	}
 	return out;
+}
+
+/* One item of a pattern. */
+struct Item {
+	enum Kind { keyword, param, option, optional_param } kind;
+	std::string_view word;	/* the keyword(s), the parameter's name, the option's word */
+	std::string_view value; /* an option's value: a NAME or choices; empty for a flag */
+};
+
+bool is_param_name(std::string_view w)
+{
+	return !w.empty() && w[0] >= 'A' && w[0] <= 'Z';
+}
+
+/* The items of a pattern (at most kMaxWords, as lines). */
+struct Items {
+	std::array<Item, kMaxWords> it;
+	size_t n = 0;
+	size_t keywords = 0; /* how many leading keyword items */
+};
+
+Items pattern_items(std::string_view p)
+{
+	Items out;
+	size_t i = 0;
+	while (i < p.size() && out.n < kMaxWords) {
+		while (i < p.size() && p[i] == ' ')
+			i++;
+		if (i == p.size())
+			break;
+		if (p[i] == '[') {
+			size_t end = p.find(']', i);
+			std::string_view inner = p.substr(i + 1, end - i - 1);
+			size_t sp = inner.find(' ');
+			Item item{Item::option, inner.substr(0, sp), {}};
+			if (sp != std::string_view::npos)
+				item.value = inner.substr(sp + 1);
+			if (is_param_name(item.word))
+				item.kind = Item::optional_param;
+			out.it[out.n++] = item;
+			i = end + 1;
+			continue;
+		}
+		size_t end = p.find(' ', i);
+		if (end == std::string_view::npos)
+			end = p.size();
+		std::string_view w = p.substr(i, end - i);
+		Item item{is_param_name(w) ? Item::param : Item::keyword, w, {}};
+		if (item.kind == Item::keyword && out.keywords == out.n)
+			out.keywords++;
+		out.it[out.n++] = item;
+		i = end;
+	}
+	return out;
+}
+
+/* A keyword item ("quit|exit") matches a word. */
+bool keyword_matches(std::string_view item, std::string_view word)
+{
+	while (true) {
+		size_t bar = item.find('|');
+		if (item.substr(0, bar) == word)
+			return true;
+		if (bar == std::string_view::npos)
+			return false;
+		item.remove_prefix(bar + 1);
+	}
 }
 
 /* "lr,lw,rr,rw,a" in any order and number. */
@@ -80,6 +233,62 @@ bool parse_u32(std::string_view word, uint32_t *out)
 	return true;
 }
 
+/* "0:4k,8k:4k": pool segments. */
+bool parse_segments(std::string_view word, std::vector<Segment> *out)
+{
+	std::vector<Segment> segs;
+	while (true) {
+		size_t comma = word.find(',');
+		std::string_view tok = word.substr(0, comma);
+		size_t colon = tok.find(':');
+		Segment s;
+		if (colon == std::string_view::npos || segs.size() == kMaxSegments ||
+		    !parse_size(tok.substr(0, colon), &s.offset) ||
+		    !parse_size(tok.substr(colon + 1), &s.len) || s.len == 0)
+			return false;
+		segs.push_back(s);
+		if (comma == std::string_view::npos)
+			break;
+		word.remove_prefix(comma + 1);
+	}
+	*out = std::move(segs);
+	return true;
+}
+
+int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool parse_hex_bytes(std::string_view word, std::vector<uint8_t> *out)
+{
+	if (word.empty() || word.size() % 2 != 0 || word.size() / 2 > kMaxRawKey)
+		return false;
+	std::vector<uint8_t> bytes;
+	for (size_t i = 0; i < word.size(); i += 2) {
+		int hi = hex_digit(word[i]), lo = hex_digit(word[i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		bytes.push_back(static_cast<uint8_t>(hi << 4 | lo));
+	}
+	*out = std::move(bytes);
+	return true;
+}
+
+bool is_section(std::string_view w)
+{
+	for (const auto &s : kSections)
+		if (w == s.name)
+			return true;
+	return false;
+}
+
 int fail(std::string *error, std::string msg)
 {
 	if (error != nullptr)
@@ -87,7 +296,233 @@ int fail(std::string *error, std::string msg)
 	return -EINVAL;
 }
 
+std::string usage(const CommandSpec &spec)
+{
+	return std::string("usage: ") + spec.pattern;
+}
+
+/* A parameter's value into cmd; false with *msg set when it does not parse. */
+bool parse_param(const CommandSpec &spec, std::string_view name, std::string_view w, Command *cmd,
+		 std::string *msg)
+{
+	bool ok = false;
+	if (name == "SIZE") {
+		ok = parse_size(w, &cmd->size) && cmd->size != 0;
+	} else if (name == "ID" || name == "POOL" || name == "WINDOW") {
+		ok = parse_number(w, &cmd->id);
+	} else if (name == "OFFSET") {
+		ok = parse_size(w, &cmd->offset);
+	} else if (name == "LEN") {
+		ok = parse_size(w, &cmd->len) && cmd->len != 0;
+	} else if (name == "PD") {
+		ok = parse_u32(w, &cmd->pd);
+	} else if (name == "INDEX") {
+		ok = parse_u32(w, &cmd->index);
+	} else if (name == "KEY") {
+		ok = parse_u32(w, &cmd->key);
+		if (!ok) {
+			*msg = "KEY: expected a 32-bit key, not '" + std::string(w.substr(0, 64)) +
+			       "'";
+			return false;
+		}
+	} else if (name == "ACCESS") {
+		if (!parse_mr_access(w, &cmd->mr_access)) {
+			*msg = "ACCESS: expected none or a comma list of send, recv, read, write, "
+			       "remote_read, remote_write, local_write, remote_atomic, mw_bind";
+			return false;
+		}
+		return true;
+	} else if (name == "SEGMENTS") {
+		if (!parse_segments(w, &cmd->segments)) {
+			*msg = "SEGMENTS: expected OFFSET:LEN[,OFFSET:LEN...], lengths above 0, at "
+			       "most 64";
+			return false;
+		}
+		return true;
+	} else if (name == "RAW") {
+		if (!parse_hex_bytes(w, &cmd->raw)) {
+			*msg = "RAW: expected an even number of hex digits, at most 128";
+			return false;
+		}
+		return true;
+	} else if (name == "SECTION") {
+		if (!is_section(w) && w != "all") {
+			std::string names;
+			for (const auto &s : kSections)
+				names += std::string(names.empty() ? "" : ", ") + s.name;
+			*msg = "help: no section '" + std::string(w.substr(0, 64)) +
+			       "' (sections: " + names + ", all)";
+			return false;
+		}
+		cmd->word = std::string(w);
+		return true;
+	}
+	if (!ok)
+		*msg = usage(spec);
+	return ok;
+}
+
+/* An option and its value (w, empty for a flag) into cmd; false with *msg set otherwise. */
+bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string *msg)
+{
+	const std::string_view o = opt.word;
+	auto bad = [&](const char *m) {
+		*msg = m;
+		return false;
+	};
+	if (o == "page")
+		return parse_page_size(w, &cmd->page_size) || bad("page: expected 4k, 2m or 1g");
+	if (o == "node")
+		return parse_node(w, &cmd->node) || bad("node: expected a NUMA node number");
+	if (o == "fallback")
+		return cmd->fallback = true;
+	if (o == "--json")
+		return cmd->json = true;
+	if (o == "pd")
+		return parse_u32(w, &cmd->pd) || bad("pd: expected a PD number");
+	if (o == "access" && opt.value == "ACCESS")
+		return parse_mr_access(w, &cmd->filter_access) ||
+		       bad("access: expected none or a comma list of send, recv, read, write, "
+			   "remote_read, remote_write, local_write, remote_atomic, mw_bind");
+	if (o == "access")
+		return parse_access(w, &cmd->access) || bad("access: a list of lr, lw, rr, rw, a");
+	if (o == "pool") {
+		uint64_t v;
+		if (!parse_number(w, &v) || v > static_cast<uint64_t>(INT64_MAX))
+			return bad("pool: expected an engine pool number");
+		cmd->filter_pool = static_cast<int64_t>(v);
+		return true;
+	}
+	if (o == "offset")
+		return (cmd->has_offset = parse_size(w, &cmd->offset)) ||
+		       bad("offset: expected a byte offset (0, 0x1000, 4k)");
+	if (o == "len")
+		return (cmd->has_len = parse_size(w, &cmd->len) && cmd->len != 0) ||
+		       bad("len: expected a length above 0");
+	return bad("an option the parser does not know");
+}
+
+/* The rest of the line after the keywords of spec. */
+int parse_args(const CommandSpec &spec, const Items &items, const Words &words, Command *cmd,
+	       std::string *error)
+{
+	size_t wi = items.keywords;
+	std::string msg;
+	bool has_options = false;
+	for (size_t i = items.keywords; i < items.n; i++) {
+		const Item &item = items.it[i];
+		if (item.kind == Item::param) {
+			if (wi == words.n)
+				return fail(error, usage(spec));
+			if (!parse_param(spec, item.word, words.w[wi++], cmd, &msg))
+				return fail(error, msg);
+		} else if (item.kind == Item::optional_param) {
+			if (wi < words.n && !parse_param(spec, item.word, words.w[wi++], cmd, &msg))
+				return fail(error, msg);
+		} else if (item.kind == Item::option) {
+			has_options = true;
+		}
+	}
+	/* Options, in any order, after the parameters. */
+	while (wi < words.n) {
+		const std::string_view w = words.w[wi];
+		const Item *opt = nullptr;
+		for (size_t i = items.keywords; i < items.n; i++)
+			if (items.it[i].kind == Item::option && items.it[i].word == w)
+				opt = &items.it[i];
+		if (opt == nullptr) {
+			if (!has_options)
+				return fail(error, usage(spec));
+			std::string name;
+			for (size_t i = 0; i < items.keywords; i++)
+				name += std::string(i ? " " : "") + std::string(items.it[i].word);
+			return fail(error,
+				    name + ": unknown word '" + std::string(w.substr(0, 64)) + "'");
+		}
+		wi++;
+		std::string_view value;
+		if (!opt->value.empty()) {
+			if (wi == words.n) {
+				parse_option(*opt, {}, cmd, &msg);
+				return fail(error, msg);
+			}
+			value = words.w[wi++];
+		}
+		if (!parse_option(*opt, value, cmd, &msg))
+			return fail(error, msg);
+	}
+	cmd->verb = spec.verb;
+	return 0;
+}
+
+void append_spec(std::string *out, const CommandSpec &c)
+{
+	constexpr size_t kColumn = 42;
+	std::string line = std::string("  ") + c.pattern;
+	if (line.size() + 1 > kColumn)
+		line += "\n" + std::string(kColumn, ' ');
+	else
+		line += std::string(kColumn - line.size(), ' ');
+	*out += line + c.help + "\n";
+}
+
 } // namespace
+
+std::span<const CommandSpec> command_table()
+{
+	return kCommands;
+}
+
+std::span<const SectionSpec> section_table()
+{
+	return kSections;
+}
+
+const char *param_help(std::string_view name)
+{
+	for (const auto &p : kParams)
+		if (name == p.name)
+			return p.help;
+	return "";
+}
+
+std::span<const char *const> mr_access_names()
+{
+	return kMrAccessNames;
+}
+
+std::string format_mr_access(uint64_t bits)
+{
+	std::string s;
+	for (size_t i = 0; i < std::size(kMrAccessNames); i++)
+		if (bits & (uint64_t{1} << i))
+			s += std::string(s.empty() ? "" : ",") + kMrAccessNames[i];
+	return s.empty() ? "none" : s;
+}
+
+bool parse_mr_access(std::string_view word, uint64_t *out)
+{
+	if (word == "none") {
+		*out = 0;
+		return true;
+	}
+	uint64_t bits = 0;
+	while (true) {
+		size_t comma = word.find(',');
+		std::string_view tok = word.substr(0, comma);
+		size_t i = 0;
+		while (i < std::size(kMrAccessNames) && tok != kMrAccessNames[i])
+			i++;
+		if (i == std::size(kMrAccessNames))
+			return false;
+		bits |= uint64_t{1} << i;
+		if (comma == std::string_view::npos)
+			break;
+		word.remove_prefix(comma + 1);
+	}
+	*out = bits;
+	return true;
+}
 
 bool parse_page_size(std::string_view word, uint64_t *out)
 {
@@ -114,115 +549,68 @@ int parse_command(std::string_view line, Command *out, std::string *error)
 	if (words.too_many)
 		return fail(error, "too many words (at most 12)");
 	Command cmd;
-	const auto &w = words.w;
-	const size_t n = words.n;
-	if (n == 0) {
+	if (words.n == 0) {
 		*out = cmd;
 		return 0;
 	}
-	auto is = [&](size_t i, std::string_view s) { return i < n && w[i] == s; };
-
-	if (is(0, "help") && n == 1) {
-		cmd.verb = Verb::help;
-	} else if ((is(0, "quit") || is(0, "exit")) && n == 1) {
-		cmd.verb = Verb::quit;
-	} else if (is(0, "demo") && n == 1) {
-		cmd.verb = Verb::demo;
-	} else if (is(0, "rdma") && n == 1) {
-		cmd.verb = Verb::rdma;
-	} else if (is(0, "pool") && is(1, "create")) {
-		if (n < 3 || !parse_size(w[2], &cmd.size) || cmd.size == 0)
-			return fail(error,
-				    "usage: pool create SIZE [page 4k|2m|1g] [node N] [fallback]");
-		for (size_t i = 3; i < n; i++) {
-			if (w[i] == "page" && i + 1 < n) {
-				if (!parse_page_size(w[++i], &cmd.page_size))
-					return fail(error, "page: expected 4k, 2m or 1g");
-			} else if (w[i] == "node" && i + 1 < n) {
-				if (!parse_node(w[++i], &cmd.node))
-					return fail(error, "node: expected a NUMA node number");
-			} else if (w[i] == "fallback") {
-				cmd.fallback = true;
-			} else {
-				return fail(error, "pool create: unknown word '" +
-							   std::string(w[i]) + "'");
-			}
+	/* The command whose keywords are the line's first words; the one with the most. */
+	const CommandSpec *best = nullptr;
+	Items best_items;
+	for (const auto &spec : kCommands) {
+		Items items = pattern_items(spec.pattern);
+		if (items.keywords > words.n ||
+		    (best != nullptr && items.keywords <= best_items.keywords))
+			continue;
+		size_t i = 0;
+		while (i < items.keywords && keyword_matches(items.it[i].word, words.w[i]))
+			i++;
+		if (i == items.keywords) {
+			best = &spec;
+			best_items = items;
 		}
-		cmd.verb = Verb::pool_create;
-	} else if (is(0, "pool") && is(1, "destroy") && n == 3) {
-		if (!parse_number(w[2], &cmd.id))
-			return fail(error, "usage: pool destroy ID");
-		cmd.verb = Verb::pool_destroy;
-	} else if (is(0, "show") && is(1, "pools") && n == 2) {
-		cmd.verb = Verb::show_pools;
-	} else if (is(0, "show") && is(1, "pool") && n == 3) {
-		if (!parse_number(w[2], &cmd.id))
-			return fail(error, "usage: show pool ID");
-		cmd.verb = Verb::show_pool;
-	} else if (is(0, "show") && is(1, "device") && n == 2) {
-		cmd.verb = Verb::show_device;
-	} else if (is(0, "translate") && n == 3) {
-		if (!parse_number(w[1], &cmd.id) || !parse_size(w[2], &cmd.offset))
-			return fail(error, "usage: translate ID OFFSET");
-		cmd.verb = Verb::translate;
-	} else if (is(0, "pd") && is(1, "alloc") && n == 2) {
-		cmd.verb = Verb::pd_alloc;
-	} else if (is(0, "pd") && is(1, "free") && n == 3) {
-		if (!parse_u32(w[2], &cmd.pd))
-			return fail(error, "usage: pd free PD");
-		cmd.verb = Verb::pd_free;
-	} else if (is(0, "mkey") && is(1, "create")) {
-		if (n < 5 || !parse_number(w[2], &cmd.id) || !parse_size(w[3], &cmd.offset) ||
-		    !parse_size(w[4], &cmd.len) || cmd.len == 0)
-			return fail(error,
-				    "usage: mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] "
-				    "[pd PD]");
-		for (size_t i = 5; i < n; i++) {
-			if (w[i] == "access" && i + 1 < n) {
-				if (!parse_access(w[++i], &cmd.access))
-					return fail(error, "access: a list of lr, lw, rr, rw, a");
-			} else if (w[i] == "pd" && i + 1 < n) {
-				if (!parse_u32(w[++i], &cmd.pd))
-					return fail(error, "pd: expected a PD number");
-			} else {
-				return fail(error, "mkey create: unknown word '" +
-							   std::string(w[i]) + "'");
-			}
-		}
-		cmd.verb = Verb::mkey_create;
-	} else if (is(0, "mkey") && (is(1, "query") || is(1, "destroy")) && n == 3) {
-		if (!parse_u32(w[2], &cmd.index))
-			return fail(error, "usage: mkey query|destroy INDEX");
-		cmd.verb = is(1, "query") ? Verb::mkey_query : Verb::mkey_destroy;
-	} else {
+	}
+	if (best == nullptr)
 		return fail(error, "unknown command '" + std::string(line.substr(0, 64)) +
 					   "' (try 'help')");
-	}
-	*out = cmd;
+	if (int rc = parse_args(*best, best_items, words, &cmd, error); rc != 0)
+		return rc;
+	*out = std::move(cmd);
 	return 0;
 }
 
-const char *command_help()
+int command_help(std::string_view section, std::string *text)
 {
-	return "commands:\n"
-	       "  help                                     this text\n"
-	       "  pool create SIZE [page 4k|2m|1g] [node N] [fallback]\n"
-	       "                                           a pool, DMA-mapped on the device\n"
-	       "  pool destroy ID                          unmap and free a pool\n"
-	       "  show pools | show pool ID                pool layout: pages, IOVA, NUMA node\n"
-	       "  show device                              the device: capabilities, pages, PDs, "
-	       "mkeys\n"
-	       "  translate ID OFFSET                      IOVA of a byte of a pool\n"
-	       "  pd alloc | pd free PD                    protection domains\n"
-	       "  mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] [pd PD]\n"
-	       "                                           an MTT mkey over pool bytes "
-	       "(CREATE_MKEY)\n"
-	       "  mkey query INDEX | mkey destroy INDEX    QUERY_MKEY, DESTROY_MKEY\n"
-	       "  rdma                                     connect the two ports: RDMA WRITE, "
-	       "READ, atomics,\n"
-	       "                                           UMR, and an access the device refuses\n"
-	       "  demo                                     what the main job shows\n"
-	       "  quit                                     leave\n";
+	text->clear();
+	if (section.empty()) {
+		*text = "sections ('help SECTION' lists its commands, 'help all' every command):\n";
+		for (const auto &s : kSections) {
+			std::string name(s.name);
+			*text += "  " + name + std::string(10 - name.size(), ' ') + s.help + "\n";
+		}
+		return 0;
+	}
+	if (section == "all") {
+		*text = command_help_all();
+		return 0;
+	}
+	for (const auto &s : kSections) {
+		if (section != s.name)
+			continue;
+		*text = std::string(s.name) + ": " + s.help + "\n";
+		for (const auto &c : kCommands)
+			if (section == c.section)
+				append_spec(text, c);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+std::string command_help_all()
+{
+	std::string text = "commands:\n";
+	for (const auto &c : kCommands)
+		append_spec(&text, c);
+	return text;
 }
 
 } // namespace nicmr::testmr

@@ -1,30 +1,35 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * testmr's command language: one command a line, words separated by blanks, as in testpmd.
- * parse_command() turns untrusted text into a Command or an error message and never fails on bad
- * input in any other way (it is a fuzz target).
  *
- *   help                                  list the commands
- *   pool create SIZE [page 4k|2m|1g] [node N] [fallback]
- *   pool destroy ID
- *   show pools | show pool ID | show device
- *   translate ID OFFSET                   IOVA of a pool byte
- *   pd alloc | pd free PD
- *   mkey create ID OFFSET LEN [access lr,lw,rr,rw,a] [pd PD]
- *   mkey query INDEX | mkey destroy INDEX
- *   rdma                                  RDMA between the two ports, then a refused access
- *   demo                                  what the main job shows
- *   quit
+ * One table (command_table()) describes every command: its help section, its pattern and one
+ * line of help. Everything else is made from it: parse_command() (used for -c, -f, standard
+ * input, the interactive prompt, and the fuzz target), `help` and `help SECTION`, the "usage:"
+ * messages, and the interactive prompt's completion and per-token help (testmr_cli.cpp builds
+ * librte_cmdline instances from the table at start-up).
  *
- * Sizes take a K, M or G suffix (powers of 1024); numbers may be decimal or 0x-hex.
+ * A pattern is a list of items separated by blanks:
+ *   word, w1|w2     keywords (leading items only): the words that name the command
+ *   NAME            a parameter (its kind: param_help() below)
+ *   [word VALUE]    an option: the word, then a value (a NAME or a list of choices a|b|c)
+ *   [word]          an option without a value (a flag)
+ *   [NAME]          an optional last parameter
+ * Parameters come in the order of the pattern, options after them in any order.
+ *
+ * parse_command() turns untrusted text into a Command or an error message and never fails on
+ * bad input in any other way (it is a fuzz target). Sizes take a K, M or G suffix (powers of
+ * 1024); numbers may be decimal or 0x-hex.
  */
 #ifndef NICMR_TESTMR_CMD_H
 #define NICMR_TESTMR_CMD_H
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "nicmr_parse.h"
 
@@ -47,23 +52,57 @@ enum class Verb {
 	rdma,
 	demo,
 	quit,
+	/* The registration engine, through the native API (include/nicmr/nicmr.h). */
+	mr_pool,
+	mr_reg,
+	mr_regv,
+	mr_sub,
+	mr_dereg,
+	show_mr,
+	show_mrs,
+	key_lookup,
+	key_raw,
+	key_map,
+	window_bind,
+	window_unbind,
 };
+
+/* One segment of `mr regv`: bytes [offset, offset + len) of the pool. */
+struct Segment {
+	uint64_t offset = 0;
+	uint64_t len = 0;
+};
+
+/* The most segments `mr regv` takes on one line (the native API takes up to NICMR_MAX_IOV, 64). */
+constexpr size_t kMaxSegments = 64;
+/* The longest raw key `key map` takes, in bytes (the native API's is NICMR_RAW_KEY_SIZE, 64). */
+constexpr size_t kMaxRawKey = 64;
 
 struct Command {
 	Verb verb = Verb::none;
-	uint64_t size = 0;	/* pool create */
-	uint64_t page_size = 0; /* pool create: 0 = default (2 MiB) */
+	uint64_t size = 0;	/* pool create, mr pool */
+	uint64_t page_size = 0; /* pool create, mr pool: 0 = default (2 MiB) */
 	int node = -1;		/* pool create */
-	bool fallback = false;	/* pool create */
-	uint64_t id = 0;	/* pool destroy, show pool, translate */
-	uint64_t offset = 0;	/* translate, mkey create */
-	uint64_t len = 0;	/* mkey create */
-	uint32_t pd = 0;	/* pd free, mkey create (0: the session's first PD) */
-	uint32_t access = 0;	/* mkey create: Access bits; 0 = the default (lr,lw,rr,rw) */
-	uint32_t index = 0;	/* mkey query, mkey destroy */
+	bool fallback = false;	/* pool create, mr pool */
+	uint64_t id = 0;	/* pool destroy, show pool, translate, mr reg/regv (pool), window */
+	uint64_t offset = 0; /* translate, mkey create, mr reg, mr sub, key lookup, window bind */
+	uint64_t len = 0;    /* mkey create, mr reg, mr sub, key lookup, window bind */
+	bool has_offset = false;       /* key lookup: offset given */
+	bool has_len = false;	       /* key lookup: len given */
+	uint32_t pd = 0;	       /* pd free, mkey create (0: the session's first PD) */
+	uint32_t access = 0;	       /* mkey create: Access bits; 0 = the default (lr,lw,rr,rw) */
+	uint32_t index = 0;	       /* mkey query, mkey destroy */
+	uint32_t key = 0;	       /* mr sub, mr dereg, show mr, key lookup/raw, window bind */
+	uint64_t mr_access = 0;	       /* mr reg/regv/sub, key lookup, window bind: MrAccess bits */
+	int64_t filter_pool = -1;      /* show mrs: only MRs in this engine pool (-1: all) */
+	uint64_t filter_access = 0;    /* show mrs: only MRs that grant all these MrAccess bits */
+	bool json = false;	       /* show ...: one JSON object instead of text */
+	std::string word;	       /* help: the section (empty: the list of sections) */
+	std::vector<Segment> segments; /* mr regv */
+	std::vector<uint8_t> raw;      /* key map: the raw key's bytes */
 };
 
-/* mkey access bits as testmr spells them. */
+/* mkey access bits as testmr spells them (mkey create: the device's own rights). */
 enum Access : uint32_t {
 	access_lr = 1u << 0,
 	access_lw = 1u << 1,
@@ -71,6 +110,47 @@ enum Access : uint32_t {
 	access_rw = 1u << 3,
 	access_a = 1u << 4,
 };
+
+/*
+ * Registration access as testmr spells it (mr, key, window commands): the native API's
+ * NICMR_ACCESS_* bits, one name each, the same values (testmr_engine.cpp checks that they are).
+ */
+enum MrAccess : uint64_t {
+	mr_send = 1ull << 0,
+	mr_recv = 1ull << 1,
+	mr_read = 1ull << 2,
+	mr_write = 1ull << 3,
+	mr_remote_read = 1ull << 4,
+	mr_remote_write = 1ull << 5,
+	mr_local_write = 1ull << 6,
+	mr_remote_atomic = 1ull << 7,
+	mr_mw_bind = 1ull << 8,
+};
+/* "read,remote_read" for MrAccess bits; "none" for 0. */
+std::string format_mr_access(uint64_t bits);
+/* The names, in bit order (completion and help). */
+std::span<const char *const> mr_access_names();
+
+/* One command of the table. */
+struct CommandSpec {
+	const char *section; /* its help section */
+	const char *pattern; /* the words, parameters and options, as above */
+	const char *help;    /* one line */
+	Verb verb;
+};
+
+/* A help section: its name and one line about it. */
+struct SectionSpec {
+	const char *name;
+	const char *help;
+};
+
+/* The table: every command testmr knows, in the order `help` lists them. */
+std::span<const CommandSpec> command_table();
+/* The sections, in the order `help` lists them. */
+std::span<const SectionSpec> section_table();
+/* What a parameter NAME of a pattern takes ("a size: 64, 0x40, 2M, 1g"); "" when unknown. */
+const char *param_help(std::string_view name);
 
 /* 0 and *out on success; -EINVAL and a message in *error otherwise. */
 int parse_command(std::string_view line, Command *out, std::string *error);
@@ -86,8 +166,14 @@ bool parse_page_size(std::string_view word, uint64_t *out);
 constexpr int kMaxNode = 1023;
 bool parse_node(std::string_view word, int *out);
 
-/* The help text. */
-const char *command_help();
+/* "read,remote_write" (mr_access_names(), or "none") into MrAccess bits. false otherwise. */
+bool parse_mr_access(std::string_view word, uint64_t *out);
+
+/* The help text: the sections (section empty), or one section's commands. -EINVAL and an
+ * empty text for a section that does not exist. */
+int command_help(std::string_view section, std::string *text);
+/* The help text of every command (testmr --help). */
+std::string command_help_all();
 
 } // namespace nicmr::testmr
 

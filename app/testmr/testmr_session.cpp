@@ -9,6 +9,9 @@
 
 #include "mem_describe.h"
 #include "testmr_dp_demo.h"
+#if NICMR_TESTMR_REG
+#include "testmr_engine.h"
+#endif
 
 namespace nicmr::testmr {
 
@@ -28,10 +31,17 @@ int Session::open(const SessionConfig &cfg, FILE *out, std::unique_ptr<Session> 
 	return 0;
 }
 
+Session::Session(const SessionConfig &cfg, FILE *out) : cfg_(cfg), out_(out), rep_(out)
+{}
+
 Session::~Session()
 {
 	/* Driver objects before the driver, the driver (it gives its pages back) before the pools
-	 * and the space, and everything mapped before the device that holds the IOMMU. */
+	 * and the space, and everything mapped before the device that holds the IOMMU. The
+	 * registration engine is a device of its own, closed first. */
+#if NICMR_TESTMR_REG
+	engine_.reset();
+#endif
 	mkeys_.clear();
 	pds_.clear();
 	dev_.reset();
@@ -44,10 +54,8 @@ int Session::run_line(const std::string &line)
 {
 	Command cmd;
 	std::string error;
-	if (int rc = parse_command(line, &cmd, &error); rc != 0) {
-		std::fprintf(out_, "error: %s\n", error.c_str());
-		return rc;
-	}
+	if (int rc = parse_command(line, &cmd, &error); rc != 0)
+		return rep_.error(rc, "%s", error.c_str());
 	return run(cmd);
 }
 
@@ -57,8 +65,7 @@ int Session::run(const Command &cmd)
 	case Verb::none:
 		return 0;
 	case Verb::help:
-		std::fputs(command_help(), out_);
-		return 0;
+		return help(cmd.word);
 	case Verb::quit:
 		quit_ = true;
 		return 0;
@@ -73,11 +80,11 @@ int Session::run(const Command &cmd)
 	case Verb::pool_destroy:
 		return pool_destroy(cmd.id);
 	case Verb::show_pools:
-		return show_pools();
+		return show_pools(cmd.json);
 	case Verb::show_pool:
-		return show_pool(cmd.id);
+		return show_pool(cmd.id, cmd.json);
 	case Verb::show_device:
-		return show_device();
+		return show_device(cmd.json);
 	case Verb::translate:
 		return translate(cmd.id, cmd.offset);
 	case Verb::pd_alloc: {
@@ -98,8 +105,46 @@ int Session::run(const Command &cmd)
 		return rdma();
 	case Verb::demo:
 		return demo();
+	case Verb::mr_pool:
+	case Verb::mr_reg:
+	case Verb::mr_regv:
+	case Verb::mr_sub:
+	case Verb::mr_dereg:
+	case Verb::show_mr:
+	case Verb::show_mrs:
+	case Verb::key_lookup:
+	case Verb::key_raw:
+	case Verb::key_map:
+	case Verb::window_bind:
+	case Verb::window_unbind:
+		return engine_run(cmd);
 	}
 	return -EINVAL;
+}
+
+int Session::help(const std::string &section)
+{
+	std::string text;
+	/* The parser accepts only sections of the table: a failure here is the table's. */
+	if (int rc = command_help(section, &text); rc != 0)
+		return rep_.error(rc, "help: no section '%s'", section.c_str());
+	std::fputs(text.c_str(), out_);
+	return 0;
+}
+
+int Session::engine_run(const Command &cmd)
+{
+#if NICMR_TESTMR_REG
+	if (!engine_) {
+		if (int rc = Engine::open(cfg_.engine_spec, rep_, &engine_); rc != 0)
+			return rc;
+	}
+	return engine_->run(cmd);
+#else
+	(void)cmd;
+	return rep_.error(-EOPNOTSUPP, "the registration engine needs the native API, which "
+				       "this build has not (no DPDK)");
+#endif
 }
 
 int Session::pool_create(uint64_t size, uint64_t page_size, int node, bool fallback, uint64_t *id)
@@ -112,15 +157,13 @@ int Session::pool_create(uint64_t size, uint64_t page_size, int node, bool fallb
 	p.name = "testmr-" + std::to_string(next_pool_id_);
 	std::unique_ptr<mem::Pool> pool;
 	if (int rc = mem::Pool::create(p, &pool); rc != 0) {
-		std::fprintf(out_, "error: pool create %s on %s pages: %s\n",
-			     mem::format_size(size).c_str(), mem::format_size(page_size).c_str(),
-			     std::strerror(-rc));
-		return rc;
+		return rep_.error(rc, "pool create %s on %s pages: %s",
+				  mem::format_size(size).c_str(),
+				  mem::format_size(page_size).c_str(), std::strerror(-rc));
 	}
 	const mem::PoolEntry *entry = nullptr;
 	if (int rc = space_->add_pool(std::move(pool), &entry); rc != 0) {
-		std::fprintf(out_, "error: DMA-mapping the pool: %s\n", std::strerror(-rc));
-		return rc;
+		return rep_.error(rc, "DMA-mapping the pool: %s", std::strerror(-rc));
 	}
 	*id = next_pool_id_++;
 	pools_[*id] = entry;
@@ -131,33 +174,61 @@ int Session::pool_destroy(uint64_t id)
 {
 	auto it = pools_.find(id);
 	if (it == pools_.end()) {
-		std::fprintf(out_, "error: no pool %" PRIu64 "\n", id);
-		return -ENOENT;
+		return rep_.error(-ENOENT, "no pool %" PRIu64, id);
 	}
 	int rc = space_->remove_pool(it->second->pool);
 	pools_.erase(it);
 	if (rc != 0) {
-		std::fprintf(out_, "error: pool %" PRIu64 " unmapped with an error: %s\n", id,
-			     std::strerror(-rc));
-		return rc;
+		return rep_.error(rc, "pool %" PRIu64 " unmapped with an error: %s", id,
+				  std::strerror(-rc));
 	}
 	std::fprintf(out_, "pool %" PRIu64 " destroyed\n", id);
 	return 0;
 }
 
-int Session::show_pool(uint64_t id)
+std::string Session::pool_json(uint64_t id) const
+{
+	const mem::PoolEntry &e = *pools_.at(id);
+	const mem::Pool &p = *e.pool;
+	JsonObject o;
+	o.num("id", id)
+		.str("name", p.name())
+		.num("size", p.size())
+		.num("page_size", p.page_size())
+		.num("pages", p.page_count())
+		.snum("numa_node", p.numa_node())
+		.snum("fd", p.fd())
+		.hex("va", e.va)
+		.num("len", e.len)
+		.hex("iova", e.iova)
+		.num("iova_align", e.iova_align);
+	return o.str();
+}
+
+int Session::show_pool(uint64_t id, bool json)
 {
 	auto it = pools_.find(id);
 	if (it == pools_.end()) {
-		std::fprintf(out_, "error: no pool %" PRIu64 "\n", id);
-		return -ENOENT;
+		return rep_.error(-ENOENT, "no pool %" PRIu64, id);
 	}
-	std::fprintf(out_, "[%" PRIu64 "] %s\n", id, mem::describe(*it->second).c_str());
+	if (json)
+		std::fprintf(out_, "%s\n", pool_json(id).c_str());
+	else
+		std::fprintf(out_, "[%" PRIu64 "] %s\n", id, mem::describe(*it->second).c_str());
 	return 0;
 }
 
-int Session::show_pools()
+int Session::show_pools(bool json)
 {
+	if (json) {
+		std::string array = "[";
+		for (const auto &[id, entry] : pools_)
+			array += (array.size() > 1 ? "," : "") + pool_json(id);
+		JsonObject o;
+		o.num("count", pools_.size()).raw("pools", array + "]");
+		std::fprintf(out_, "%s\n", o.str().c_str());
+		return 0;
+	}
 	if (pools_.empty())
 		std::fprintf(out_, "no pools\n");
 	for (const auto &[id, entry] : pools_)
@@ -165,8 +236,48 @@ int Session::show_pools()
 	return 0;
 }
 
-int Session::show_device()
+int Session::show_device(bool json)
 {
+	if (json) {
+		auto &f = nic_->emu_function();
+		const mlx5::Caps &c = dev_->caps();
+		char fw[32];
+		std::snprintf(fw, sizeof(fw), "%u.%u.%u", c.fw_major, c.fw_minor, c.fw_subminor);
+		std::string ranges = "[";
+		for (const auto &r : f.iommu().iova_ranges()) {
+			JsonObject ro;
+			ro.hex("start", r.start).hex("last", r.last);
+			ranges += (ranges.size() > 1 ? "," : "") + ro.str();
+		}
+		JsonObject o;
+		o.str("name", f.name())
+			.num("vendor_id", f.id().vendor)
+			.num("device_id", f.id().device)
+			.num("bar0_size", f.bar0_size())
+			.str("doorbells", f.delivery() == emu::DoorbellDelivery::inline_call
+						  ? "inline"
+						  : "device thread")
+			.str("firmware", fw)
+			.num("issi", c.issi)
+			.num("log_max_mkey", c.log_max_mkey)
+			.num("log_max_pd", c.log_max_pd)
+			.num("translations_per_mkey", uint64_t{1} << c.log_max_klm_list_size)
+			.boolean("mkey_by_index", c.mkey_by_index)
+			.str("atomics", !c.atomic		   ? "none"
+					: c.atomic_host_endianness ? "host"
+								   : "big_endian")
+			.boolean("extensions", c.ext_present)
+			.num("pages_given", dev_->pages_given())
+			.num("pds_in_use", pds_.size())
+			.num("mkeys_in_use", mkeys_.size())
+			.num("device_pds", nic_->device().pds_allocated())
+			.num("device_mkeys", nic_->device().mkeys().live())
+			.num("iommu_mappings", f.iommu().mapping_count())
+			.num("dma_faults", f.iommu().dma_faults())
+			.raw("iova_ranges", ranges + "]");
+		std::fprintf(out_, "%s\n", o.str().c_str());
+		return 0;
+	}
 	auto &f = nic_->emu_function();
 	const mlx5::Caps &c = dev_->caps();
 	std::fprintf(out_, "device %s: PCI %04x:%04x, BAR 0 %s, doorbells %s\n", f.name().c_str(),
@@ -203,8 +314,7 @@ int Session::pd_alloc(uint32_t *pd)
 {
 	mlx5::PdHandle h;
 	if (int rc = mlx5::PdHandle::alloc(*dev_, &h); rc != 0) {
-		std::fprintf(out_, "error: ALLOC_PD: %s\n", std::strerror(-rc));
-		return rc;
+		return rep_.error(rc, "ALLOC_PD: %s", std::strerror(-rc));
 	}
 	*pd = h.pd();
 	pds_[*pd] = std::move(h);
@@ -216,22 +326,19 @@ int Session::pd_free(uint32_t pd)
 {
 	auto it = pds_.find(pd);
 	if (it == pds_.end()) {
-		std::fprintf(out_, "error: no PD %u\n", pd);
-		return -ENOENT;
+		return rep_.error(-ENOENT, "no PD %u", pd);
 	}
 	for (const auto &[index, m] : mkeys_) {
 		if (m.pd == pd) {
-			std::fprintf(out_,
-				     "error: PD %u is used by mkey index %u: destroy it first\n",
-				     pd, index);
-			return -EBUSY;
+			return rep_.error(-EBUSY,
+					  "PD %u is used by mkey index %u: destroy it first", pd,
+					  index);
 		}
 	}
 	int rc = it->second.reset();
 	pds_.erase(it);
 	if (rc != 0) {
-		std::fprintf(out_, "error: DEALLOC_PD %u: %s\n", pd, std::strerror(-rc));
-		return rc;
+		return rep_.error(rc, "DEALLOC_PD %u: %s", pd, std::strerror(-rc));
 	}
 	std::fprintf(out_, "PD %u freed\n", pd);
 	return 0;
@@ -241,23 +348,19 @@ int Session::translate(uint64_t id, uint64_t offset)
 {
 	auto it = pools_.find(id);
 	if (it == pools_.end()) {
-		std::fprintf(out_, "error: no pool %" PRIu64 "\n", id);
-		return -ENOENT;
+		return rep_.error(-ENOENT, "no pool %" PRIu64, id);
 	}
 	const mem::PoolEntry &e = *it->second;
 	if (offset >= e.len) {
-		std::fprintf(out_,
-			     "error: offset 0x%" PRIx64 " is outside pool %" PRIu64
-			     " (%zu bytes)\n",
-			     offset, id, e.len);
-		return -ERANGE;
+		return rep_.error(-ERANGE,
+				  "offset 0x%" PRIx64 " is outside pool %" PRIu64 " (%zu bytes)",
+				  offset, id, e.len);
 	}
 	const void *addr = reinterpret_cast<const void *>(e.va + offset);
 	uint64_t iova = 0;
 	int rc = space_->translate(addr, 1, &iova);
 	if (rc != 0) {
-		std::fprintf(out_, "error: translate %p: %s\n", addr, std::strerror(-rc));
-		return rc;
+		return rep_.error(rc, "translate %p: %s", addr, std::strerror(-rc));
 	}
 	std::fprintf(out_, "pool %" PRIu64 " + 0x%" PRIx64 ": VA %p -> IOVA 0x%" PRIx64 "\n", id,
 		     offset, addr, iova);
@@ -268,27 +371,23 @@ int Session::mkey_create(const Command &cmd, uint32_t *index)
 {
 	auto it = pools_.find(cmd.id);
 	if (it == pools_.end()) {
-		std::fprintf(out_, "error: no pool %" PRIu64 "\n", cmd.id);
-		return -ENOENT;
+		return rep_.error(-ENOENT, "no pool %" PRIu64, cmd.id);
 	}
 	const mem::PoolEntry &e = *it->second;
 	if (cmd.offset >= e.len || cmd.len > e.len - cmd.offset) {
-		std::fprintf(out_,
-			     "error: [0x%" PRIx64 ", +0x%" PRIx64 ") is outside pool %" PRIu64
-			     " (%zu bytes)\n",
-			     cmd.offset, cmd.len, cmd.id, e.len);
-		return -ERANGE;
+		return rep_.error(-ERANGE,
+				  "[0x%" PRIx64 ", +0x%" PRIx64 ") is outside pool %" PRIu64
+				  " (%zu bytes)",
+				  cmd.offset, cmd.len, cmd.id, e.len);
 	}
 	uint32_t pd = cmd.pd;
 	if (pd == 0) {
 		if (pds_.empty()) {
-			std::fprintf(out_, "error: no PD: run 'pd alloc' first\n");
-			return -ENOENT;
+			return rep_.error(-ENOENT, "no PD: run 'pd alloc' first");
 		}
 		pd = pds_.begin()->first;
 	} else if (pds_.count(pd) == 0) {
-		std::fprintf(out_, "error: no PD %u\n", pd);
-		return -ENOENT;
+		return rep_.error(-ENOENT, "no PD %u", pd);
 	}
 	/* Pages of the pool's own size: the pool's IOVA is congruent to its VA modulo that size,
 	 * so one entry per pool page covers the region. */
@@ -317,9 +416,8 @@ int Session::mkey_create(const Command &cmd, uint32_t *index)
 	c.mtt = mtt;
 	Mkey m;
 	if (int rc = mlx5::MkeyHandle::create(*dev_, c, &m.handle); rc != 0) {
-		std::fprintf(out_, "error: CREATE_MKEY: %s (status 0x%x, syndrome 0x%x)\n",
-			     std::strerror(-rc), dev_->last_status(), dev_->last_syndrome());
-		return rc;
+		return rep_.error(rc, "CREATE_MKEY: %s (status 0x%x, syndrome 0x%x)",
+				  std::strerror(-rc), dev_->last_status(), dev_->last_syndrome());
 	}
 	m.pd = pd;
 	*index = m.handle.index();
@@ -336,9 +434,8 @@ int Session::mkey_query(uint32_t index)
 {
 	mlx5::MkeyQuery q;
 	if (int rc = dev_->query_mkey(index, 4, &q); rc != 0) {
-		std::fprintf(out_, "error: QUERY_MKEY %u: %s (status 0x%x, syndrome 0x%x)\n", index,
-			     std::strerror(-rc), dev_->last_status(), dev_->last_syndrome());
-		return rc;
+		return rep_.error(rc, "QUERY_MKEY %u: %s (status 0x%x, syndrome 0x%x)", index,
+				  std::strerror(-rc), dev_->last_status(), dev_->last_syndrome());
 	}
 	const mlx5::MkeyContext &k = q.ctx;
 	std::string access;
@@ -366,14 +463,12 @@ int Session::mkey_destroy(uint32_t index)
 {
 	auto it = mkeys_.find(index);
 	if (it == mkeys_.end()) {
-		std::fprintf(out_, "error: no mkey index %u\n", index);
-		return -ENOENT;
+		return rep_.error(-ENOENT, "no mkey index %u", index);
 	}
 	int rc = it->second.handle.reset();
 	mkeys_.erase(it);
 	if (rc != 0) {
-		std::fprintf(out_, "error: DESTROY_MKEY %u: %s\n", index, std::strerror(-rc));
-		return rc;
+		return rep_.error(rc, "DESTROY_MKEY %u: %s", index, std::strerror(-rc));
 	}
 	std::fprintf(out_, "mkey index %u destroyed\n", index);
 	return 0;
@@ -428,8 +523,8 @@ int Session::rdma()
 {
 	int rc = testmr::dp_loopback_demo(*dev_, out_);
 	if (rc != 0)
-		std::fprintf(out_, "error: the RDMA demo failed: %s\n", std::strerror(-rc));
-	return rc;
+		return rep_.error(rc, "the RDMA demo failed: %s", std::strerror(-rc));
+	return 0;
 }
 
 } // namespace nicmr::testmr

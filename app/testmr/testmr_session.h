@@ -17,6 +17,7 @@
 #include "mem_space.h"
 #include "mlx5_device.h"
 #include "testmr_cmd.h"
+#include "testmr_out.h"
 
 namespace nicmr::testmr {
 
@@ -27,27 +28,38 @@ struct SessionConfig {
 	uint64_t demo_page_size = uint64_t{2} << 20;
 	int demo_node = -1;
 	bool demo_fallback = true;
+	/* The native API device the mr, key and window commands open at their first use. */
+	const char *engine_spec = "emu";
 };
+
+class Engine;
 
 class Session {
 public:
 	/* Opens the emulated NIC. Negative errno on failure (logged). */
 	static int open(const SessionConfig &cfg, FILE *out, std::unique_ptr<Session> *session);
 	~Session();
+	Session(const Session &) = delete;
+	Session &operator=(const Session &) = delete;
 
 	/* Runs one command; 0, or a negative errno that was printed with its reason. */
 	int run(const Command &cmd);
 	/* Parses and runs one line; a parse error is printed and returns -EINVAL. */
 	int run_line(const std::string &line);
 	bool quit_requested() const noexcept { return quit_; }
+	/* The message of the last command that failed. */
+	const std::string &last_error() const noexcept { return rep_.last_error(); }
 
 private:
-	Session(const SessionConfig &cfg, FILE *out) : cfg_(cfg), out_(out) {}
+	Session(const SessionConfig &cfg, FILE *out);
+	int help(const std::string &section);
+	int engine_run(const Command &cmd);
 	int pool_create(uint64_t size, uint64_t page_size, int node, bool fallback, uint64_t *id);
 	int pool_destroy(uint64_t id);
-	int show_pool(uint64_t id);
-	int show_pools();
-	int show_device();
+	int show_pool(uint64_t id, bool json = false);
+	int show_pools(bool json = false);
+	int show_device(bool json = false);
+	std::string pool_json(uint64_t id) const;
 	int translate(uint64_t id, uint64_t offset);
 	int pd_alloc(uint32_t *pd);
 	int pd_free(uint32_t pd);
@@ -59,6 +71,7 @@ private:
 
 	SessionConfig cfg_;
 	FILE *out_;
+	Reporter rep_;
 	/* Destroyed in reverse: driver objects, driver, pools and space, then the device. */
 	std::unique_ptr<emu::EmuMlx5> nic_;
 	std::unique_ptr<mem::DmaSpace> space_;
@@ -70,6 +83,11 @@ private:
 		uint32_t pd = 0;
 	};
 	std::map<uint32_t, Mkey> mkeys_; /* by mkey index */
+	/* The registration engine (NICMR_TESTMR_REG builds), opened at its first command and
+	 * closed before everything else. */
+#if NICMR_TESTMR_REG
+	std::unique_ptr<Engine> engine_;
+#endif
 	uint64_t next_pool_id_ = 0;
 	bool quit_ = false;
 };

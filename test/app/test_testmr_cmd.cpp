@@ -193,3 +193,160 @@ TEST(TestmrCmd, RdmaTakesNoArguments)
 	EXPECT_EQ(c.verb, Verb::rdma);
 	EXPECT_EQ(parse_command("rdma now", &c, nullptr), -EINVAL);
 }
+
+/* The parse error of a line: what testmr prints after "error: ". */
+static std::string parse_error(const char *line)
+{
+	Command c;
+	std::string err;
+	EXPECT_EQ(parse_command(line, &c, &err), -EINVAL) << line;
+	return err;
+}
+
+TEST(TestmrCmd, UsageMessagesComeFromTheTable)
+{
+	EXPECT_EQ(parse_error("pool destroy"), "usage: pool destroy ID");
+	EXPECT_EQ(parse_error("mkey query"), "usage: mkey query INDEX");
+	EXPECT_EQ(parse_error("mr reg 0 0"), "usage: mr reg POOL OFFSET LEN ACCESS");
+	EXPECT_EQ(parse_error("mr reg 0 0 0 read"), "usage: mr reg POOL OFFSET LEN ACCESS");
+	EXPECT_EQ(parse_error("show pools now"), "show pools: unknown word 'now'");
+	EXPECT_EQ(parse_error("quit now"), "usage: quit|exit");
+	EXPECT_EQ(parse_error("pool create 4m colour red"), "pool create: unknown word 'colour'");
+	EXPECT_EQ(parse_error("show mrs pool"), "pool: expected an engine pool number");
+	EXPECT_EQ(parse_error("frobnicate"), "unknown command 'frobnicate' (try 'help')");
+	EXPECT_EQ(parse_error("a b c d e f g h i j k l m"), "too many words (at most 12)");
+}
+
+TEST(TestmrCmd, HelpTakesASectionOfTheTable)
+{
+	Command c;
+	ASSERT_EQ(parse_command("help", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::help);
+	EXPECT_EQ(c.word, "");
+	for (const auto &s : nicmr::testmr::section_table()) {
+		ASSERT_EQ(parse_command(std::string("help ") + s.name, &c, nullptr), 0) << s.name;
+		EXPECT_EQ(c.word, s.name);
+		std::string text;
+		ASSERT_EQ(nicmr::testmr::command_help(s.name, &text), 0);
+		EXPECT_EQ(text.rfind(std::string(s.name) + ": ", 0), 0u) << text;
+	}
+	ASSERT_EQ(parse_command("help all", &c, nullptr), 0);
+	EXPECT_EQ(parse_error("help me"),
+		  "help: no section 'me' (sections: general, device, pool, pd, mkey, dp, mr, key, "
+		  "window, all)");
+	EXPECT_EQ(parse_error("help mr key"), "usage: help [SECTION]");
+	std::string text;
+	EXPECT_EQ(nicmr::testmr::command_help("me", &text), -EINVAL);
+	EXPECT_TRUE(text.empty());
+}
+
+TEST(TestmrCmd, EveryCommandOfTheTableIsInItsSectionsHelp)
+{
+	for (const auto &spec : nicmr::testmr::command_table()) {
+		std::string text;
+		ASSERT_EQ(nicmr::testmr::command_help(spec.section, &text), 0) << spec.section;
+		EXPECT_NE(text.find(spec.pattern), std::string::npos) << spec.pattern;
+		EXPECT_NE(nicmr::testmr::command_help_all().find(spec.pattern), std::string::npos);
+	}
+}
+
+TEST(TestmrCmd, RegistrationCommands)
+{
+	using namespace nicmr::testmr;
+	Command c;
+	ASSERT_EQ(parse_command("mr pool 8m page 4k fallback", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::mr_pool);
+	EXPECT_EQ(c.size, 8u << 20);
+	EXPECT_EQ(c.page_size, 4096u);
+	EXPECT_TRUE(c.fallback);
+	ASSERT_EQ(parse_command("mr reg 1 4k 64k read,remote_write,local_write", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::mr_reg);
+	EXPECT_EQ(c.id, 1u);
+	EXPECT_EQ(c.offset, 4096u);
+	EXPECT_EQ(c.len, 65536u);
+	EXPECT_EQ(c.mr_access, mr_read | mr_remote_write | mr_local_write);
+	ASSERT_EQ(parse_command("mr reg 0 0 4k none", &c, nullptr), 0);
+	EXPECT_EQ(c.mr_access, 0u);
+	ASSERT_EQ(parse_command("mr regv 0 0:4k,0x10000:8k remote_read", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::mr_regv);
+	ASSERT_EQ(c.segments.size(), 2u);
+	EXPECT_EQ(c.segments[1].offset, 0x10000u);
+	EXPECT_EQ(c.segments[1].len, 8192u);
+	ASSERT_EQ(parse_command("mr sub 0x2000 4k 4k read", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::mr_sub);
+	EXPECT_EQ(c.key, 0x2000u);
+	ASSERT_EQ(parse_command("mr dereg 8192", &c, nullptr), 0);
+	EXPECT_EQ(c.key, 0x2000u);
+	ASSERT_EQ(parse_command("show mr 0x2000 --json", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::show_mr);
+	EXPECT_TRUE(c.json);
+	ASSERT_EQ(parse_command("show mrs --json access remote_read pool 2", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::show_mrs);
+	EXPECT_EQ(c.filter_pool, 2);
+	EXPECT_EQ(c.filter_access, mr_remote_read);
+	EXPECT_TRUE(c.json);
+	ASSERT_EQ(parse_command("show mrs", &c, nullptr), 0);
+	EXPECT_EQ(c.filter_pool, -1);
+	EXPECT_FALSE(c.json);
+	ASSERT_EQ(parse_command("key lookup 0x2000 remote_read offset 4k len 16", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::key_lookup);
+	EXPECT_TRUE(c.has_offset && c.has_len);
+	EXPECT_EQ(c.offset, 4096u);
+	EXPECT_EQ(c.len, 16u);
+	ASSERT_EQ(parse_command("key map 4e4d524b", &c, nullptr), 0);
+	EXPECT_EQ(c.raw, (std::vector<uint8_t>{0x4e, 0x4d, 0x52, 0x4b}));
+	ASSERT_EQ(parse_command("window bind 0x2000 0 4k remote_read", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::window_bind);
+	ASSERT_EQ(parse_command("window unbind 3", &c, nullptr), 0);
+	EXPECT_EQ(c.verb, Verb::window_unbind);
+	EXPECT_EQ(c.id, 3u);
+	ASSERT_EQ(parse_command("show device --json", &c, nullptr), 0);
+	EXPECT_TRUE(c.json);
+}
+
+TEST(TestmrCmd, BadRegistrationCommandsSayWhatIsWrong)
+{
+	const std::string access = "ACCESS: expected none or a comma list of send, recv, read, "
+				   "write, remote_read, remote_write, local_write, remote_atomic, "
+				   "mw_bind";
+	EXPECT_EQ(parse_error("mr reg 0 0 4k rwx"), access);
+	EXPECT_EQ(parse_error("mr reg 0 0 4k read,"), access);
+	EXPECT_EQ(parse_error("mr reg 0 0 4k read extra"), "usage: mr reg POOL OFFSET LEN ACCESS");
+	EXPECT_EQ(parse_error("mr regv 0 0:0 read"),
+		  "SEGMENTS: expected OFFSET:LEN[,OFFSET:LEN...], lengths above 0, at most 64");
+	EXPECT_EQ(parse_error("mr regv 0 4k read"),
+		  "SEGMENTS: expected OFFSET:LEN[,OFFSET:LEN...], lengths above 0, at most 64");
+	std::string many = "mr regv 0 0:1";
+	for (int i = 0; i < 64; i++)
+		many += ",0:1";
+	EXPECT_EQ(parse_error(many.c_str()),
+		  "SEGMENTS: expected OFFSET:LEN[,OFFSET:LEN...], lengths above 0, at most 64");
+	EXPECT_EQ(parse_error("mr dereg 0x100000000"),
+		  "KEY: expected a 32-bit key, not '0x100000000'");
+	EXPECT_EQ(parse_error("key map abc"),
+		  "RAW: expected an even number of hex digits, at most 128");
+	EXPECT_EQ(parse_error("key map zz"),
+		  "RAW: expected an even number of hex digits, at most 128");
+	EXPECT_EQ(parse_error(("key map " + std::string(130, '0')).c_str()),
+		  "RAW: expected an even number of hex digits, at most 128");
+	EXPECT_EQ(parse_error("key lookup 1 read len 0"), "len: expected a length above 0");
+	EXPECT_EQ(parse_error("key lookup 1 read offset"),
+		  "offset: expected a byte offset (0, 0x1000, 4k)");
+	EXPECT_EQ(parse_error("show mrs access rwx"),
+		  "access: expected none or a comma list of send, recv, read, write, "
+		  "remote_read, remote_write, local_write, remote_atomic, mw_bind");
+	EXPECT_EQ(parse_error("show mr 1 --yaml"), "show mr: unknown word '--yaml'");
+}
+
+TEST(TestmrCmd, AccessNamesRoundTrip)
+{
+	using namespace nicmr::testmr;
+	uint64_t bits = 0;
+	for (size_t i = 0; i < mr_access_names().size(); i++) {
+		ASSERT_TRUE(parse_mr_access(mr_access_names()[i], &bits));
+		EXPECT_EQ(bits, uint64_t{1} << i);
+		EXPECT_EQ(format_mr_access(bits), mr_access_names()[i]);
+	}
+	EXPECT_EQ(format_mr_access(0), "none");
+	EXPECT_EQ(format_mr_access(mr_read | mr_mw_bind), "read,mw_bind");
+}

@@ -139,9 +139,16 @@ printf 'pool create 4m page 3m\n' | expect_status 1 -i
 grep -q '^error: page: expected 4k, 2m or 1g' "$out"
 printf 'pool create 4m\nshow pool 0\n' >"$cmds"
 expect_status 0 -f "$cmds"
+# A command file is a script: its first failed line stops testmr (status 1), and is repeated on
+# standard error as FILE:LINE: <line>: <error>; nothing after it runs, -i neither.
 printf 'pool create 4m\nmkey query 99\nshow pool 0\n' >"$cmds"
-expect_status 1 -f "$cmds"
+printf 'show pools\n' | expect_status 1 -f "$cmds" -i
 grep -q '^error: QUERY_MKEY 99' "$out"
-# The line after the failed one ran: the pool is shown twice.
-[ "$(grep -c '^\[0\] pool "testmr-0"' "$out")" -eq 2 ]
+grep -qx "$cmds:2: mkey query 99: QUERY_MKEY 99: Invalid argument (status 0x9, syndrome 0xe000053)" "$err"
+# The pool was shown once (by pool create): neither line 3 nor -i's 'show pools' ran.
+[ "$(grep -c '^\[0\] pool "testmr-0"' "$out")" -eq 1 ]
+# A parse error names its line the same way.
+printf '# setup\n\npool create 4m page 3m\n' >"$cmds"
+expect_status 1 -f "$cmds"
+grep -qx "$cmds:3: pool create 4m page 3m: page: expected 4k, 2m or 1g" "$err"
 echo "testmr smoke: ok"
