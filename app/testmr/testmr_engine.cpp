@@ -62,6 +62,18 @@ const char *layout_name(int layout)
 	}
 }
 
+/*
+ * The registration path: nicmr_mr_in_pool's answer for regions of one range (reg, sub). A
+ * vectored MR has no single pool (nicmr_mr_in_pool gives 0 for it even when every segment is
+ * in a pool): "segmented".
+ */
+const char *path_name(const MrRec &m)
+{
+	if (m.segments > 1 || std::strcmp(m.kind, "regv") == 0)
+		return "segmented";
+	return nicmr_mr_in_pool(m.mr) == 1 ? "fast" : "slow";
+}
+
 } // namespace
 
 struct Engine::State {
@@ -214,7 +226,7 @@ void Engine::State::mr_text(uint32_t key, const MrRec &m) const
 		     ", address %p, %zu bytes, access %s, %s path, layout %s",
 		     key, NICMR_KEY_INDEX(key), key & 0xff, m.kind, m.pool, nicmr_mr_addr(m.mr),
 		     nicmr_mr_len(m.mr), format_mr_access(m.access).c_str(),
-		     nicmr_mr_in_pool(m.mr) == 1 ? "fast" : "slow",
+		     path_name(m),
 		     layout_name(nicmr_mr_layout(m.mr)));
 	if (m.base != 0)
 		std::fprintf(f(), ", base 0x%08x", m.base);
@@ -235,7 +247,7 @@ std::string Engine::State::mr_json(uint32_t key, const MrRec &m) const
 		.num("len", nicmr_mr_len(m.mr))
 		.str("access", format_mr_access(m.access))
 		.num("access_bits", m.access)
-		.str("path", nicmr_mr_in_pool(m.mr) == 1 ? "fast" : "slow")
+		.str("path", path_name(m))
 		.str("layout", layout_name(nicmr_mr_layout(m.mr)))
 		.num("segments", m.segments);
 	if (m.base != 0)
