@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Golden-output tests of testmr's commands (doc/testmr.md): each case runs testmr with -c
+commands (a failed command does not stop the ones after it) or a -f file, and compares its exit
+status and its standard output, with the addresses that change from run to run masked, to
+test/app/golden/CASE.out. Every `show ... --json` line must be one valid JSON object.
+
+    testmr-golden.py TESTMR reg|noreg [--regen]
+
+--regen writes the golden files from this build's output (read them before committing)."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+
+# (name, arguments, exit status). Commands run in order; the registration engine's device (the
+# native API's emu) chooses keys the same way on every run, so keys are part of the output.
+POOL = "mr pool 8m page 4k"
+REG_A = "mr reg 0 0 64k read,local_write,remote_read,remote_write,mw_bind"
+CASES_REG = [
+    ("help", ["help", "help mr", "help key", "help window", "help bogus"], 1),
+    ("mr-reg", [POOL, REG_A, "mr reg 0 64k 4k read", "show mrs", "mr reg 1 0 4k read",
+                "mr reg 0 8m 4k read", "mr reg 0 0 4k remote_atomic", "mr pool 8m page 3m",
+                "mr pool 0"], 1),
+    ("mr-regv", [POOL, "mr regv 0 0:4k,64k:8k read,remote_read", "show mrs",
+                 "mr regv 0 0:4k,8m:4k read", "mr regv 3 0:4k read"], 1),
+    ("mr-sub", [POOL, REG_A, "mr sub 0x2000 4k 4k read", "mr sub 0x2000 4k 4k remote_atomic",
+                "mr sub 0x2000 4k 4k local_write,remote_atomic",
+                "mr sub 0x2000 60k 8k read", "mr sub 0x1234 0 4k read", "mr dereg 0x2000",
+                "mr dereg 0x1f00", "mr dereg 0x2000", "mr dereg 0x2000", "show mrs"], 1),
+    ("show-mr", [POOL, REG_A, "mr reg 0 64k 4k read", "mr pool 4m page 4k",
+                 "mr reg 1 0 4k remote_read", "show mr 0x2000", "show mr 0x1f00",
+                 "show mrs pool 1", "show mrs access remote_read", "show mrs access mw_bind",
+                 "show mrs pool 7", "show mr 0x99"], 1),
+    ("key-lookup", [POOL, REG_A, "key lookup 0x2000 remote_read",
+                    "key lookup 0x2000 read offset 4k len 16",
+                    "key lookup 0x2000 remote_atomic", "key lookup 0x2000 read offset 64k",
+                    "key lookup 0x2000 read offset 60k len 8k", "key lookup 0x2100 read",
+                    "mr dereg 0x2000", "key lookup 0x2000 read"], 0),
+    ("key-raw", [POOL, REG_A, "key raw 0x2000", "key raw 0x77", "key map 4e4d524b01",
+                 "key map " + "00" * 64], 1),
+    ("window", [POOL, REG_A, "mr reg 0 64k 4k read,remote_read,local_write",
+                "window bind 0x2000 0 4k remote_read", "key lookup 0x1e00 remote_read",
+                "key lookup 0x1e00 remote_write", "mr dereg 0x2000",
+                "window bind 0x1f00 0 4k remote_read", "window bind 0x2000 60k 8k remote_read",
+                "window bind 0x2000 0 4k remote_atomic", "window bind 0x99 0 4k remote_read",
+                "window unbind 0", "key lookup 0x1e00 remote_read", "window unbind 0",
+                "mr dereg 0x2000"], 1),
+    ("json", ["show pools --json", "pool create 4m page 4k", "show pools --json",
+              "show pool 0 --json", "show pool 3 --json", POOL, REG_A, "show mr 0x2000 --json",
+              "show mrs --json", "show mrs pool 1 --json", "show device --json"], 1),
+]
+CASES_NOREG = [
+    ("noreg", ["mr pool 8m", "show mrs", "key lookup 1 read"], 1),
+]
+
+
+def mask(text):
+    # Virtual addresses, and the IOVAs that follow them (a pool's IOVA is congruent with its
+    # address modulo its alignment: doc/mem.md).
+    text = re.sub(r"0x7[0-9a-f]{11}\b", "<VA>", text)
+    text = re.sub(r"IOVA 0x[0-9a-f]+", "IOVA <IOVA>", text)
+    text = re.sub(r"IOVA \[0x[0-9a-f]+, 0x[0-9a-f]+\)", "IOVA [<IOVA>)", text)
+    text = re.sub(r'"iova":"0x[0-9a-f]+"', '"iova":"<IOVA>"', text)
+    text = re.sub(r"raw key \(64 bytes\): [0-9a-f]{128}", "raw key (64 bytes): <RAW>", text)
+    text = re.sub(r'"(va|addr)":"0x[0-9a-f]+"', r'"\1":"<VA>"', text)
+    text = re.sub(r"\(fd \d+\)", "(fd N)", text)
+    text = re.sub(r'"fd":\d+', '"fd":N', text)
+    return text
+
+
+def check_json(name, out):
+    """Every line a show --json printed is one JSON object."""
+    n = 0
+    for line in out.splitlines():
+        if line.startswith("{"):
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                sys.exit(f"{name}: not a JSON object: {line}")
+            n += 1
+    return n
+
+
+def run(testmr, args):
+    return subprocess.run([testmr] + args, capture_output=True, text=True, timeout=60)
+
+
+def main():
+    testmr, reg = sys.argv[1], sys.argv[2]
+    regen = "--regen" in sys.argv
+    cases = CASES_REG if reg == "reg" else CASES_NOREG
+    failed = 0
+    for name, cmds, status in cases:
+        args = []
+        for c in cmds:
+            args += ["-c", c]
+        p = run(testmr, args)
+        out = mask(p.stdout)
+        path = os.path.join(GOLDEN, name + ".out")
+        if regen:
+            with open(path, "w") as f:
+                f.write(out)
+        with open(path) as f:
+            want = f.read()
+        if p.returncode != status:
+            print(f"{name}: exit status {p.returncode}, expected {status}\n{p.stdout}{p.stderr}")
+            failed += 1
+        if out != want:
+            diff = subprocess.run(["diff", "-u", path, "-"], input=out, capture_output=True,
+                                  text=True).stdout
+            print(f"{name}: output differs from {path}:\n{diff}")
+            failed += 1
+        if name == "json":
+            # The JSON lines: 2 for pool lists, 1 for the pool, 1 for the MR, 2 for MR lists,
+            # 1 for the device (the failing show pool 3 prints an error, not JSON).
+            n = check_json(name, p.stdout)
+            if n != 7:
+                print(f"json: {n} JSON objects, expected 7")
+                failed += 1
+            # And python3 -m json.tool, the checker an operator would pipe into, agrees.
+            for line in p.stdout.splitlines():
+                if line.startswith("{"):
+                    subprocess.run([sys.executable, "-m", "json.tool"], input=line,
+                                   text=True, check=True, capture_output=True)
+            dev = [json.loads(l) for l in p.stdout.splitlines() if l.startswith('{"name"')][0]
+            if dev["firmware"] != "22.36.1010" or dev["atomics"] != "host":
+                print(f"json: show device --json: {dev}")
+                failed += 1
+    # Command files (-f): the first failed line stops testmr with status 1 and is named on
+    # standard error as FILE:LINE: <line>: <error>.
+    if reg == "reg":
+        with tempfile.NamedTemporaryFile("w", suffix=".cmds", delete=False) as f:
+            f.write(f"# an engine pool and an MR\n{POOL}\n\n{REG_A}\nmr dereg 0x1234\n"
+                    "show mrs\n")
+            path = f.name
+        try:
+            p = run(testmr, ["-f", path])
+            want_err = f"{path}:5: mr dereg 0x1234: no MR with key 0x00001234\n"
+            if p.returncode != 1 or want_err not in p.stderr or "show mrs" in p.stdout \
+                    or "no MRs" in p.stdout or p.stdout.count("MR key 0x00002000") != 1:
+                print(f"-f: status {p.returncode}, stdout:\n{p.stdout}stderr:\n{p.stderr}")
+                failed += 1
+        finally:
+            os.unlink(path)
+    if failed:
+        sys.exit(f"testmr golden: {failed} failure(s)")
+    print(f"testmr golden: {len(cases)} cases ok")
+
+
+if __name__ == "__main__":
+    main()
