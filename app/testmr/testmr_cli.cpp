@@ -182,9 +182,13 @@ private:
 				option_words++;
 				if (sp != std::string_view::npos) {
 					std::string_view value = inner.substr(sp + 1);
-					if (!upper(value))
+					if (!upper(value)) {
 						for (auto &c : split_bar(value))
 							option_choices.push_back(std::move(c));
+					} else if (value == "ACCESS") {
+						for (const char *name : mr_access_names())
+							option_choices.emplace_back(name);
+					}
 					option_words++;
 				}
 				i = end + 1;

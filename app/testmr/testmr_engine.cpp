@@ -225,8 +225,7 @@ void Engine::State::mr_text(uint32_t key, const MrRec &m) const
 		     "MR key 0x%08x (index %u, variant 0x%02x): %s, engine pool %" PRIu64
 		     ", address %p, %zu bytes, access %s, %s path, layout %s",
 		     key, NICMR_KEY_INDEX(key), key & 0xff, m.kind, m.pool, nicmr_mr_addr(m.mr),
-		     nicmr_mr_len(m.mr), format_mr_access(m.access).c_str(),
-		     path_name(m),
+		     nicmr_mr_len(m.mr), format_mr_access(m.access).c_str(), path_name(m),
 		     layout_name(nicmr_mr_layout(m.mr)));
 	if (m.base != 0)
 		std::fprintf(f(), ", base 0x%08x", m.base);
