@@ -50,6 +50,8 @@ void usage(FILE *f)
 		"      --no-fallback       the demo fails instead of using 4 KiB pages\n"
 		"      --provider          the demo's registration part through libfabric's\n"
 		"                          fi_mr calls on the nicmr provider\n"
+		"      --engine SPEC       the registration engine's device (mr, key and\n"
+		"                          window commands): emu[:options] (default emu)\n"
 		"      --device SPEC       hw-check's device: emu[:options] (default emu),\n"
 		"                          vfio:<PCI address> or devx:<ib device>\n"
 		"  -h, --help              this text\n"
@@ -125,7 +127,8 @@ int main(int argc, char **argv)
 		opt_node,
 		opt_no_fallback,
 		opt_provider,
-		opt_device
+		opt_device,
+		opt_engine
 	};
 	static const option longopts[] = {
 		{"interactive", no_argument, nullptr, 'i'},
@@ -138,6 +141,7 @@ int main(int argc, char **argv)
 		{"no-fallback", no_argument, nullptr, opt_no_fallback},
 		{"provider", no_argument, nullptr, opt_provider},
 		{"device", required_argument, nullptr, opt_device},
+		{"engine", required_argument, nullptr, opt_engine},
 		{"help", no_argument, nullptr, 'h'},
 		{nullptr, 0, nullptr, 0},
 	};
@@ -200,6 +204,17 @@ int main(int argc, char **argv)
 			break;
 		case opt_device:
 			device = optarg;
+			break;
+		case opt_engine:
+#if !NICMR_TESTMR_REG
+			return usage_error("%s: built without the native API (DPDK)", "--engine");
+#endif
+			/* Checked by nicmr_device_open at the first mr, key or window command. */
+			if (*optarg == '\0')
+				return usage_error("--engine takes a device spec (emu, "
+						   "emu:mkeys=4096), not '%s'",
+						   optarg);
+			cfg.engine_spec = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -50,6 +50,12 @@ CASES_REG = [
                 "window bind 0x2000 0 4k remote_atomic", "window bind 0x99 0 4k remote_read",
                 "window unbind 0", "key lookup 0x1e00 remote_read", "window unbind 0",
                 "mr dereg 0x2000"], 1),
+    # The native API's own refusals, and the engine's device (--engine) failing to open.
+    ("mr-api-errors", [POOL, "mr pool 0xfffffffffffff000 page 4k",
+                       "mr regv 0 0:4k remote_atomic", "show mrs"], 1),
+    ("engine-bad-spec", ["--engine", "emu:bogus=1", "mr pool 8m", "show mrs"], 1),
+    ("engine-refused", ["--engine", "emu:fail_opcode=0x800", "mr pool 8m"], 1),
+    ("engine-spec", ["--engine", "emu:mkeys=4096", POOL, "mr reg 0 0 4k read"], 0),
     ("json", ["show pools --json", "pool create 4m page 4k", "show pools --json",
               "show pool 0 --json", "show pool 3 --json", POOL, REG_A, "show mr 0x2000 --json",
               "show mrs --json", "show mrs pool 1 --json", "show device --json"], 1),
@@ -96,6 +102,8 @@ def main():
     failed = 0
     for name, cmds, status in cases:
         args = []
+        if cmds[0] == "--engine":
+            args, cmds = cmds[:2], cmds[2:]
         for c in cmds:
             args += ["-c", c]
         p = run(testmr, args)

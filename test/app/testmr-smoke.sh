@@ -56,6 +56,11 @@ usage_error "invalid option -- 'z'" -z
 usage_error "unexpected argument 'extra'" -c help extra
 usage_error "cannot read -f /nonexistent/cmds" -f /nonexistent/cmds -c help
 usage_error "--provider" --provider -c help
+if [ "$reg" = reg ]; then
+	usage_error "--engine takes a device spec (emu, emu:mkeys=4096), not ''" --engine '' -c help
+else
+	usage_error "--engine: built without the native API (DPDK)" --engine emu -c help
+fi
 expect_status 0 --help
 grep -q '^usage: testmr' "$out"
 grep -q '^Exit status: 0 when every command succeeded, 1 when one failed, 2 for bad' "$out"
