@@ -256,7 +256,7 @@ std::string Engine::State::mr_json(uint32_t key, const MrRec &m) const
 
 int Engine::State::reg(const Command &c)
 {
-	char *addr;
+	char *addr = nullptr;
 	if (int rc = pool_bytes(c.id, c.offset, c.len, &addr); rc != 0)
 		return rc;
 	MrRec m;
@@ -274,7 +274,7 @@ int Engine::State::regv(const Command &c)
 {
 	std::vector<iovec> iov;
 	for (const Segment &seg : c.segments) {
-		char *addr;
+		char *addr = nullptr;
 		if (int rc = pool_bytes(c.id, seg.offset, seg.len, &addr); rc != 0)
 			return rc;
 		iov.push_back({addr, seg.len});
