@@ -14,7 +14,8 @@ namespace nicmr::testmr {
 
 /* Reads commands from the terminal on standard input until quit, Ctrl-D on an empty line, or
  * the end of input. 0 when every command succeeded, else the last failure's negative errno;
- * -ENOTTY when standard input is not a terminal, -ENOMEM when the line editor cannot start. */
+ * -ENOTTY when standard input is not a terminal, -ENOMEM (said on stderr) when the line editor
+ * cannot start. */
 int run_prompt(Session &session);
 
 } // namespace nicmr::testmr
