@@ -156,15 +156,13 @@ int Session::pool_create(uint64_t size, uint64_t page_size, int node, bool fallb
 	p.allow_fallback = fallback;
 	p.name = "testmr-" + std::to_string(next_pool_id_);
 	std::unique_ptr<mem::Pool> pool;
-	if (int rc = mem::Pool::create(p, &pool); rc != 0) {
+	if (int rc = mem::Pool::create(p, &pool); rc != 0)
 		return rep_.error(rc, "pool create %s on %s pages: %s",
 				  mem::format_size(size).c_str(),
 				  mem::format_size(page_size).c_str(), std::strerror(-rc));
-	}
 	const mem::PoolEntry *entry = nullptr;
-	if (int rc = space_->add_pool(std::move(pool), &entry); rc != 0) {
+	if (int rc = space_->add_pool(std::move(pool), &entry); rc != 0)
 		return rep_.error(rc, "DMA-mapping the pool: %s", std::strerror(-rc));
-	}
 	*id = next_pool_id_++;
 	pools_[*id] = entry;
 	return 0;
@@ -173,15 +171,13 @@ int Session::pool_create(uint64_t size, uint64_t page_size, int node, bool fallb
 int Session::pool_destroy(uint64_t id)
 {
 	auto it = pools_.find(id);
-	if (it == pools_.end()) {
+	if (it == pools_.end())
 		return rep_.error(-ENOENT, "no pool %" PRIu64, id);
-	}
 	int rc = space_->remove_pool(it->second->pool);
 	pools_.erase(it);
-	if (rc != 0) {
+	if (rc != 0)
 		return rep_.error(rc, "pool %" PRIu64 " unmapped with an error: %s", id,
 				  std::strerror(-rc));
-	}
 	std::fprintf(out_, "pool %" PRIu64 " destroyed\n", id);
 	return 0;
 }
@@ -208,9 +204,8 @@ std::string Session::pool_json(uint64_t id) const
 int Session::show_pool(uint64_t id, bool json)
 {
 	auto it = pools_.find(id);
-	if (it == pools_.end()) {
+	if (it == pools_.end())
 		return rep_.error(-ENOENT, "no pool %" PRIu64, id);
-	}
 	if (json)
 		std::fprintf(out_, "%s\n", pool_json(id).c_str());
 	else
@@ -313,9 +308,8 @@ int Session::show_device(bool json)
 int Session::pd_alloc(uint32_t *pd)
 {
 	mlx5::PdHandle h;
-	if (int rc = mlx5::PdHandle::alloc(*dev_, &h); rc != 0) {
+	if (int rc = mlx5::PdHandle::alloc(*dev_, &h); rc != 0)
 		return rep_.error(rc, "ALLOC_PD: %s", std::strerror(-rc));
-	}
 	*pd = h.pd();
 	pds_[*pd] = std::move(h);
 	std::fprintf(out_, "PD %u allocated\n", *pd);
@@ -325,21 +319,18 @@ int Session::pd_alloc(uint32_t *pd)
 int Session::pd_free(uint32_t pd)
 {
 	auto it = pds_.find(pd);
-	if (it == pds_.end()) {
+	if (it == pds_.end())
 		return rep_.error(-ENOENT, "no PD %u", pd);
-	}
 	for (const auto &[index, m] : mkeys_) {
-		if (m.pd == pd) {
+		if (m.pd == pd)
 			return rep_.error(-EBUSY,
 					  "PD %u is used by mkey index %u: destroy it first", pd,
 					  index);
-		}
 	}
 	int rc = it->second.reset();
 	pds_.erase(it);
-	if (rc != 0) {
+	if (rc != 0)
 		return rep_.error(rc, "DEALLOC_PD %u: %s", pd, std::strerror(-rc));
-	}
 	std::fprintf(out_, "PD %u freed\n", pd);
 	return 0;
 }
@@ -347,21 +338,18 @@ int Session::pd_free(uint32_t pd)
 int Session::translate(uint64_t id, uint64_t offset)
 {
 	auto it = pools_.find(id);
-	if (it == pools_.end()) {
+	if (it == pools_.end())
 		return rep_.error(-ENOENT, "no pool %" PRIu64, id);
-	}
 	const mem::PoolEntry &e = *it->second;
-	if (offset >= e.len) {
+	if (offset >= e.len)
 		return rep_.error(-ERANGE,
 				  "offset 0x%" PRIx64 " is outside pool %" PRIu64 " (%zu bytes)",
 				  offset, id, e.len);
-	}
 	const void *addr = reinterpret_cast<const void *>(e.va + offset);
 	uint64_t iova = 0;
 	int rc = space_->translate(addr, 1, &iova);
-	if (rc != 0) {
+	if (rc != 0)
 		return rep_.error(rc, "translate %p: %s", addr, std::strerror(-rc));
-	}
 	std::fprintf(out_, "pool %" PRIu64 " + 0x%" PRIx64 ": VA %p -> IOVA 0x%" PRIx64 "\n", id,
 		     offset, addr, iova);
 	return 0;
@@ -370,21 +358,18 @@ int Session::translate(uint64_t id, uint64_t offset)
 int Session::mkey_create(const Command &cmd, uint32_t *index)
 {
 	auto it = pools_.find(cmd.id);
-	if (it == pools_.end()) {
+	if (it == pools_.end())
 		return rep_.error(-ENOENT, "no pool %" PRIu64, cmd.id);
-	}
 	const mem::PoolEntry &e = *it->second;
-	if (cmd.offset >= e.len || cmd.len > e.len - cmd.offset) {
+	if (cmd.offset >= e.len || cmd.len > e.len - cmd.offset)
 		return rep_.error(-ERANGE,
 				  "[0x%" PRIx64 ", +0x%" PRIx64 ") is outside pool %" PRIu64
 				  " (%zu bytes)",
 				  cmd.offset, cmd.len, cmd.id, e.len);
-	}
 	uint32_t pd = cmd.pd;
 	if (pd == 0) {
-		if (pds_.empty()) {
+		if (pds_.empty())
 			return rep_.error(-ENOENT, "no PD: run 'pd alloc' first");
-		}
 		pd = pds_.begin()->first;
 	} else if (pds_.count(pd) == 0) {
 		return rep_.error(-ENOENT, "no PD %u", pd);
@@ -415,10 +400,9 @@ int Session::mkey_create(const Command &cmd, uint32_t *index)
 	c.ctx.log_page_size = static_cast<uint32_t>(__builtin_ctzll(page));
 	c.mtt = mtt;
 	Mkey m;
-	if (int rc = mlx5::MkeyHandle::create(*dev_, c, &m.handle); rc != 0) {
+	if (int rc = mlx5::MkeyHandle::create(*dev_, c, &m.handle); rc != 0)
 		return rep_.error(rc, "CREATE_MKEY: %s (status 0x%x, syndrome 0x%x)",
 				  std::strerror(-rc), dev_->last_status(), dev_->last_syndrome());
-	}
 	m.pd = pd;
 	*index = m.handle.index();
 	mkeys_[*index] = std::move(m);
@@ -433,10 +417,9 @@ int Session::mkey_create(const Command &cmd, uint32_t *index)
 int Session::mkey_query(uint32_t index)
 {
 	mlx5::MkeyQuery q;
-	if (int rc = dev_->query_mkey(index, 4, &q); rc != 0) {
+	if (int rc = dev_->query_mkey(index, 4, &q); rc != 0)
 		return rep_.error(rc, "QUERY_MKEY %u: %s (status 0x%x, syndrome 0x%x)", index,
 				  std::strerror(-rc), dev_->last_status(), dev_->last_syndrome());
-	}
 	const mlx5::MkeyContext &k = q.ctx;
 	std::string access;
 	for (auto [on, name] : {std::pair{k.lr, "lr"}, std::pair{k.lw, "lw"}, std::pair{k.rr, "rr"},
@@ -462,14 +445,12 @@ int Session::mkey_query(uint32_t index)
 int Session::mkey_destroy(uint32_t index)
 {
 	auto it = mkeys_.find(index);
-	if (it == mkeys_.end()) {
+	if (it == mkeys_.end())
 		return rep_.error(-ENOENT, "no mkey index %u", index);
-	}
 	int rc = it->second.handle.reset();
 	mkeys_.erase(it);
-	if (rc != 0) {
+	if (rc != 0)
 		return rep_.error(rc, "DESTROY_MKEY %u: %s", index, std::strerror(-rc));
-	}
 	std::fprintf(out_, "mkey index %u destroyed\n", index);
 	return 0;
 }
