@@ -24,6 +24,7 @@
 #include "testmr_cmd.h"
 #if NICMR_TESTMR_REG
 #include "testmr_cli.h"
+#include "testmr_eal.h"
 #endif
 #include "testmr_hwcheck.h"
 #include "testmr_reg.h"
@@ -39,6 +40,10 @@ void usage(FILE *f)
 		f,
 		"usage: testmr [options]\n"
 		"       testmr hw-check [--device SPEC]\n"
+		"       testmr EAL-OPTIONS -- [options | hw-check ...]\n"
+		"                          DPDK's EAL first (rte_eal_init with the words\n"
+		"                          before --), and its telemetry: /nicmr/device,\n"
+		"                          /nicmr/pools, /nicmr/mrs, /nicmr/stats\n"
 		"  -i, --interactive       a prompt (testmr>) reading commands\n"
 		"  -c, --command CMD       run CMD (repeatable), then leave\n"
 		"  -f, --file FILE         run the commands in FILE, then leave; the first\n"
@@ -120,6 +125,27 @@ int run_stream(Session &s, std::istream &in, bool prompt)
 
 int main(int argc, char **argv)
 {
+	/*
+	 * `testmr [EAL options] -- [testmr options]`, as dpdk-testpmd: the words before the
+	 * first `--` are EAL's. testmr's own options are checked first, so that a bad one costs
+	 * no EAL start; EAL starts before the device opens.
+	 */
+	int eal_argc = 0;
+	char **eal_argv = argv;
+	std::vector<char *> targv;
+	for (int i = 1; i < argc; i++) {
+		if (std::strcmp(argv[i], "--") == 0) {
+			eal_argc = i;
+			break;
+		}
+	}
+	if (eal_argc != 0) {
+		targv.push_back(argv[0]);
+		targv.insert(targv.end(), argv + eal_argc + 1, argv + argc);
+		targv.push_back(nullptr);
+		argc = static_cast<int>(targv.size()) - 1;
+		argv = targv.data();
+	}
 	enum {
 		opt_delivery = 256,
 		opt_pool_size,
@@ -240,18 +266,12 @@ int main(int argc, char **argv)
 				   device);
 	if (hw_check && (interactive || !commands.empty() || !files.empty() || provider))
 		return usage_error("hw-check runs alone: no -i, -c, -f or --provider with it");
-	if (hw_check) {
-#if NICMR_TESTMR_REG
-		std::setvbuf(stdout, nullptr, _IOLBF, 0);
-		std::printf("testmr (nicmr %s)\n", nicmr_version());
-		HwCheckOptions ho;
-		if (device != nullptr)
-			ho.spec = device;
-		return nicmr::testmr::hw_check(stdout, ho);
-#else
+#if !NICMR_TESTMR_REG
+	if (hw_check)
 		return usage_error("%s: built without the native API (DPDK)", "hw-check");
+	if (eal_argc != 0)
+		return usage_error("EAL options (before --) need a build with DPDK");
 #endif
-	}
 	if (provider && (interactive || !commands.empty() || !files.empty()))
 		return usage_error("%s only changes the demo, which -i, -c and -f replace",
 				   "--provider");
@@ -269,6 +289,29 @@ int main(int argc, char **argv)
 
 	/* Line by line, so that library messages on stderr land between the right lines. */
 	std::setvbuf(stdout, nullptr, _IOLBF, 0);
+#if NICMR_TESTMR_REG
+	/* EAL goes last at exit: after the session (whose engine the telemetry reads). */
+	struct EalGuard {
+		bool up = false;
+		~EalGuard()
+		{
+			if (up)
+				eal_stop();
+		}
+	} eal;
+	if (eal_argc != 0) {
+		if (int rc = eal_start(eal_argc, eal_argv, stdout); rc != 0)
+			return rc;
+		eal.up = true;
+	}
+	if (hw_check) {
+		std::printf("testmr (nicmr %s)\n", nicmr_version());
+		HwCheckOptions ho;
+		if (device != nullptr)
+			ho.spec = device;
+		return nicmr::testmr::hw_check(stdout, ho);
+	}
+#endif
 	std::printf("testmr (nicmr %s)\n", nicmr_version());
 	std::unique_ptr<Session> session;
 	int rc = Session::open(cfg, stdout, &session);

@@ -77,8 +77,9 @@ const char *path_name(const MrRec &m)
 } // namespace
 
 struct Engine::State {
-	explicit State(Reporter &r) : out(r) {}
+	State(Reporter &r, const char *device_spec) : out(r), spec(device_spec) {}
 	Reporter &out;
+	std::string spec;
 	nicmr_device *dev = nullptr;
 	nicmr_pd *pd = nullptr;
 	std::map<uint64_t, PoolRec> pools;
@@ -112,12 +113,12 @@ struct Engine::State {
 	int pool_bytes(uint64_t id, uint64_t offset, uint64_t len, char **addr);
 };
 
-Engine::Engine(Reporter &out) : s_(std::make_unique<State>(out))
+Engine::Engine(Reporter &out, const char *spec) : s_(std::make_unique<State>(out, spec))
 {}
 
 int Engine::open(const char *spec, Reporter &out, std::unique_ptr<Engine> *engine)
 {
-	std::unique_ptr<Engine> e(new Engine(out));
+	std::unique_ptr<Engine> e(new Engine(out, spec));
 	if (int rc = nicmr_device_open(spec, &e->s_->dev); rc != 0)
 		return e->s_->api_error("nicmr_device_open", rc);
 	if (int rc = nicmr_pd_alloc(e->s_->dev, &e->s_->pd); rc != 0)
@@ -181,6 +182,41 @@ int Engine::run(const Command &c)
 	default:
 		return s.out.error(-EINVAL, "not a registration engine command");
 	}
+}
+
+void Engine::view(EngineView *v) const
+{
+	const State &s = *s_;
+	v->spec = s.spec;
+	v->query_rc = nicmr_device_query(s.dev, &v->attr);
+	v->stats_rc = nicmr_device_get_stats(s.dev, &v->stats);
+	v->pools.clear();
+	for (const auto &[id, p] : s.pools) {
+		EngineView::Pool vp;
+		vp.id = id;
+		vp.addr = reinterpret_cast<uintptr_t>(nicmr_pool_addr(p.pool));
+		vp.len = nicmr_pool_len(p.pool);
+		vp.page_size = nicmr_pool_page_size(p.pool);
+		v->pools.push_back(vp);
+	}
+	v->mrs.clear();
+	for (const auto &[key, m] : s.mrs) {
+		EngineView::Mr vm;
+		vm.key = key;
+		vm.kind = m.kind;
+		vm.pool = m.pool;
+		vm.len = nicmr_mr_len(m.mr);
+		vm.access = m.access;
+		v->mrs.push_back(vm);
+		/* Pools are few: a scan of them for each MR is cheap. */
+		for (auto &vp : v->pools) {
+			if (vp.id == m.pool) {
+				vp.mrs++;
+				vp.mr_bytes += vm.len;
+			}
+		}
+	}
+	v->windows = s.windows.size();
 }
 
 int Engine::State::pool_create(const Command &c)

@@ -8,12 +8,47 @@
 #ifndef NICMR_TESTMR_ENGINE_H
 #define NICMR_TESTMR_ENGINE_H
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "nicmr/nicmr.h"
 #include "testmr_cmd.h"
 #include "testmr_out.h"
 
 namespace nicmr::testmr {
+
+/*
+ * What the engine holds, read by the telemetry endpoints (testmr_telemetry.cpp): the device's
+ * query and counters (native API) and the pools and MRs of the session (testmr's records).
+ */
+struct EngineView {
+	std::string spec;
+	int query_rc = 0; /* nicmr_device_query's code; attr is valid when 0 */
+	nicmr_device_attr attr{};
+	int stats_rc = 0; /* nicmr_device_get_stats's code; stats is valid when 0 */
+	nicmr_device_stats stats{};
+	struct Pool {
+		uint64_t id = 0;
+		uintptr_t addr = 0;
+		size_t len = 0;
+		size_t page_size = 0; /* nicmr_pool_page_size: 4 KiB after a fallback */
+		size_t mrs = 0;	      /* MRs of the session whose bytes are in it */
+		uint64_t mr_bytes = 0;
+	};
+	std::vector<Pool> pools;
+	struct Mr {
+		uint32_t key = 0;
+		const char *kind = "reg";
+		uint64_t pool = 0;
+		size_t len = 0;
+		uint64_t access = 0;
+	};
+	std::vector<Mr> mrs;
+	size_t windows = 0;
+};
 
 class Engine {
 public:
@@ -26,11 +61,14 @@ public:
 
 	/* Runs one command of the mr, key or window sections; 0 or a printed negative errno. */
 	int run(const Command &cmd);
+	/* Fills v. Not concurrently with run(): the caller holds the engine lock
+	 * (testmr_telemetry.h) when another thread may run commands. */
+	void view(EngineView *v) const;
 
 	struct State;
 
 private:
-	explicit Engine(Reporter &out);
+	Engine(Reporter &out, const char *spec);
 	std::unique_ptr<State> s_;
 };
 

@@ -11,6 +11,7 @@
 #include "testmr_dp_demo.h"
 #if NICMR_TESTMR_REG
 #include "testmr_engine.h"
+#include "testmr_telemetry.h"
 #endif
 
 namespace nicmr::testmr {
@@ -40,7 +41,12 @@ Session::~Session()
 	 * and the space, and everything mapped before the device that holds the IOMMU. The
 	 * registration engine is a device of its own, closed first. */
 #if NICMR_TESTMR_REG
-	engine_.reset();
+	{
+		/* The telemetry endpoints stop reading the engine before it goes. */
+		std::lock_guard<std::mutex> g(engine_lock());
+		telemetry_publish(nullptr);
+		engine_.reset();
+	}
 #endif
 	mkeys_.clear();
 	pds_.clear();
@@ -135,9 +141,13 @@ int Session::help(const std::string &section)
 int Session::engine_run(const Command &cmd)
 {
 #if NICMR_TESTMR_REG
+	/* DPDK's telemetry thread reads the engine (testmr_telemetry.h): it changes under the
+	 * lock only. Uncontended without EAL. */
+	std::lock_guard<std::mutex> g(engine_lock());
 	if (!engine_) {
 		if (int rc = Engine::open(cfg_.engine_spec, rep_, &engine_); rc != 0)
 			return rc;
+		telemetry_publish(engine_.get());
 	}
 	return engine_->run(cmd);
 #else

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "testmr_eal.h"
+
+#include <getopt.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "testmr_telemetry.h"
+
+namespace nicmr::testmr {
+
+int eal_start(int argc, char **argv, FILE *out)
+{
+	/* testmr's own options were parsed with getopt_long already: EAL parses with it too,
+	 * from the start (glibc's getopt re-initialises at optind 0). */
+	optind = 0;
+	const int used = rte_eal_init(argc, argv);
+	if (used < 0) {
+		const int err = rte_errno;
+		std::fprintf(stderr, "testmr: rte_eal_init: %s\n", rte_strerror(err));
+		return err == EINVAL ? 2 : 1;
+	}
+	/* rte_eal_init returns how many words it took after argv[0]: any left over is no EAL
+	 * option (testmr's options go after `--`). */
+	if (used != argc - 1) {
+		std::fprintf(stderr,
+			     "testmr: '%s' is not an EAL option (testmr's options go after --)\n"
+			     "try 'testmr --help'\n",
+			     argv[used + 1]);
+		rte_eal_cleanup();
+		return 2;
+	}
+	if (int rc = telemetry_register(); rc != 0) {
+		std::fprintf(stderr, "testmr: rte_telemetry_register_cmd: %s\n",
+			     std::strerror(-rc));
+		rte_eal_cleanup();
+		return 1;
+	}
+	std::fprintf(out,
+		     "EAL up: telemetry /nicmr/device /nicmr/pools /nicmr/mrs /nicmr/stats on "
+		     "%s/dpdk_telemetry.v2\n",
+		     rte_eal_get_runtime_dir());
+	return 0;
+}
+
+void eal_stop()
+{
+	rte_eal_cleanup();
+}
+
+} // namespace nicmr::testmr
