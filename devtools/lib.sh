@@ -37,12 +37,13 @@ as_root() {
 }
 
 # Debian packages the build needs, and those the tests add (sanitizer runtimes, fuzzing, the
-# QEMU guest that proves VFIO, scapy for the RoCEv2 packets).
+# QEMU guest that proves VFIO, scapy for the RoCEv2 packets, dpdk-dev for DPDK's telemetry client
+# dpdk-telemetry.py, which Debian ships there and not in the package dpdk).
 NICMR_BUILD_PACKAGES="meson ninja-build pkg-config g++ libhugetlbfs-dev libnuma-dev libdpdk-dev
  libfabric-dev libfabric-bin libibverbs-dev ibverbs-providers liburcu-dev googletest libgtest-dev
  libgmock-dev libbenchmark-dev zlib1g-dev"
 NICMR_TEST_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy qemu-system-x86
- busybox-static cpio kmod python3-scapy"
+ busybox-static cpio kmod python3-scapy dpdk-dev"
 
 # install_packages PKG...: installs the ones not yet installed.
 install_packages() {
