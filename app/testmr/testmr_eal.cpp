@@ -4,9 +4,11 @@
 #include <getopt.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "testmr_telemetry.h"
 
@@ -39,10 +41,18 @@ int eal_start(int argc, char **argv, FILE *out)
 		rte_eal_cleanup();
 		return 1;
 	}
-	std::fprintf(out,
-		     "EAL up: telemetry /nicmr/device /nicmr/pools /nicmr/mrs /nicmr/stats on "
-		     "%s/dpdk_telemetry.v2\n",
-		     rte_eal_get_runtime_dir());
+	/* DPDK creates the socket in rte_eal_init, unless --no-telemetry said not to (22.11 has
+	 * no call that says whether telemetry runs: the socket tells). */
+	const std::string sock = std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2";
+	struct stat st;
+	if (stat(sock.c_str(), &st) == 0)
+		std::fprintf(out,
+			     "EAL up: telemetry /nicmr/device /nicmr/pools /nicmr/mrs "
+			     "/nicmr/stats on %s\n",
+			     sock.c_str());
+	else
+		std::fprintf(out, "EAL up: no telemetry socket (%s: %s)\n", sock.c_str(),
+			     std::strerror(errno));
 	return 0;
 }
 

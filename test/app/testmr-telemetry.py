@@ -74,6 +74,13 @@ def usage_errors(testmr, env, prefix):
                        env)
     expect("EAL then -c: status 0", rc == 0, (rc, out, err))
     expect("EAL then -c: the command ran", "general: help, the demo, leaving" in out, out)
+    # --no-telemetry: EAL serves no socket, and testmr says so instead of naming one.
+    rc, out, err = run(testmr, EAL + [f"--file-prefix={prefix}u5", "--no-telemetry", "--",
+                                      "-c", "help general"], env)
+    expect("--no-telemetry: status 0", rc == 0, (rc, out, err))
+    expect("--no-telemetry: no socket, said", re.search(
+        r"^EAL up: no telemetry socket \(\S+/dpdk_telemetry.v2: No such file or directory\)$",
+        out, re.M), out)
 
 
 class Testmr:
