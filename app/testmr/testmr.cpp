@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 	 * no EAL start; EAL starts before the device opens.
 	 */
 	int eal_argc = 0;
-	char **eal_argv = argv;
+	[[maybe_unused]] char **eal_argv = argv; /* EAL's words: only in a build with DPDK */
 	std::vector<char *> targv;
 	for (int i = 1; i < argc; i++) {
 		if (std::strcmp(argv[i], "--") == 0) {
