@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iterator>
 #include <span>
+#include <string>
 
 #include "testmr_cmd.h"
 #include "testmr_engine.h"
@@ -29,9 +30,9 @@ Published &published()
 }
 
 /*
- * The engine's view, read under the lock; -ENODEV (the endpoint answers null, as DPDK's own
- * endpoints answer a request they cannot serve) when no engine is open, -EINVAL when the
- * request carries a parameter (none of the endpoints takes one).
+ * The engine's view, read under the lock; -ENODEV when no engine is open, -EINVAL when the
+ * request carries a parameter (none of the endpoints takes one). A negative return makes DPDK
+ * answer {"<endpoint>": null} (lib/telemetry/telemetry.c, perform_command).
  */
 int read_view(const char *params, EngineView *v)
 {
@@ -243,17 +244,20 @@ struct Endpoint {
 	const char *help;
 };
 
-/* Help texts stay under RTE_TEL_MAX_STRING_LEN (128): DPDK refuses longer ones. */
+/* Help texts stay under 64 characters: DPDK refuses a longer one (-EINVAL) in versions whose
+ * MAX_HELP_LEN is 64 (lib/telemetry/telemetry.c, rte_telemetry_register_cmd). */
 constexpr Endpoint kEndpoints[] = {
-	{"/nicmr/device", device_cb,
-	 "testmr's registration engine device: query and counters. No parameters."},
-	{"/nicmr/pools", pools_cb,
-	 "testmr's engine pools: address, length, page size, MRs. No parameters."},
-	{"/nicmr/mrs", mrs_cb,
-	 "testmr's MRs: count, by kind, by size class, by access right. No parameters."},
-	{"/nicmr/stats", stats_cb,
-	 "nicmr_device_get_stats of testmr's engine device. No parameters."},
+	{"/nicmr/device", device_cb, "testmr engine device: query and counters. No parameters"},
+	{"/nicmr/pools", pools_cb, "testmr engine pools: address, length, page size, MRs"},
+	{"/nicmr/mrs", mrs_cb, "testmr MRs: count, by kind, size class, access right"},
+	{"/nicmr/stats", stats_cb, "nicmr_device_get_stats of testmr's engine device"},
 };
+static_assert([] {
+	for (const auto &e : kEndpoints)
+		if (std::char_traits<char>::length(e.help) >= 64)
+			return false;
+	return true;
+}());
 
 } // namespace
 

@@ -3,12 +3,13 @@
  * testmr's DPDK telemetry endpoints (/nicmr/device, /nicmr/pools, /nicmr/mrs, /nicmr/stats) and
  * the lock that makes the registration engine safe to read from DPDK's telemetry thread.
  *
- * Two threads touch the engine once EAL is up: testmr's command thread (every mr, key and
- * window command, the engine's opening and its closing) and DPDK's telemetry thread (the
- * endpoints' callbacks, one request at a time per client). The command thread holds the engine
- * lock while it opens, runs or closes the engine, and publishes the engine under it; a callback
- * takes the lock, reads the published engine (Engine::view) and lets go before it formats the
- * answer. None of this is a hot path: a command at the prompt, a telemetry request.
+ * Two kinds of threads touch the engine once EAL is up: testmr's command thread (every mr, key
+ * and window command, the engine's opening and its closing) and DPDK's telemetry threads (the
+ * endpoints' callbacks: DPDK 22.11 runs one thread per connected client, lib/telemetry/
+ * telemetry.c client_handler, so two clients call them at once). The command thread holds the
+ * engine lock while it opens, runs or closes the engine, and publishes the engine under it; a
+ * callback takes the lock, reads the published engine (Engine::view) and lets go before it formats
+ * the answer. None of this is a hot path: a command at the prompt, a telemetry request.
  */
 #ifndef NICMR_TESTMR_TELEMETRY_H
 #define NICMR_TESTMR_TELEMETRY_H

@@ -157,7 +157,7 @@ def check_telemetry(testmr, client, env, prefix, rundir):
         for ep in eps:
             expect(f"{ep} is listed", ep in a["/"], a["/"])
             expect(f"{ep} before the engine opens: null", a[ep] is None, a[ep])
-        expect("/help,/nicmr/mrs", "count, by kind, by size class, by access right"
+        expect("/help,/nicmr/mrs", "count, by kind, size class, access right"
                in a["/help"]["/nicmr/mrs"], a["/help"])
 
         pool = t.command("mr pool 8m page 4k", r"^engine pool 0: (\d+) bytes at (0x[0-9a-f]+)")
