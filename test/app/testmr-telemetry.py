@@ -218,6 +218,41 @@ def check_telemetry(testmr, client, env, prefix, rundir):
         expect("/nicmr/mrs after a deregistration", (a["/nicmr/mrs"]["count"],
                a["/nicmr/mrs"]["by_kind"]["reg"], a["/nicmr/stats"]["mrs"]) == (1 + 1, 1, 2), a)
 
+        # Requests while commands run: each answer is the state between two commands (the
+        # engine lock), so testmr's count, the device's and the kinds' sum agree in every one.
+        client_p = subprocess.Popen([client, "-f", prefix], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True, env=env)
+        # Connected once it answered one.
+        client_p.stdin.write("/nicmr/mrs\n")
+        client_p.stdin.flush()
+        first = client_p.stdout.readline()
+        done = threading.Event()
+
+        def ask():
+            while not done.wait(0.002):
+                client_p.stdin.write("/nicmr/mrs\n")
+                client_p.stdin.flush()
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        try:
+            for i in range(100):
+                key = t.command(f"mr reg 0 {1024 + 8 * i}k 4k read",
+                                r"^MR key (0x[0-9a-f]{8}) ").group(1)
+                t.command(f"mr dereg {key}", rf"^MR key {key} deregistered$")
+        finally:
+            done.set()
+            asker.join()
+        out, _ = client_p.communicate(timeout=TIMEOUT)
+        answers = [json.loads(line)["/nicmr/mrs"] for line in [first] + out.splitlines()]
+        expect("answers while commands ran", len(answers) > 0, out)
+        for m in answers:
+            expect("an answer between two commands", m["count"] == m["device_mrs"] ==
+                   sum(m["by_kind"].values()) == sum(m["by_size"].values()) and
+                   m["count"] in (2, 3), m)
+        print(f"testmr-telemetry: {len(answers)} answers while 200 commands ran, "
+              f"{sum(m['count'] == 3 for m in answers)} of them with the extra MR registered")
+
         t.p.stdin.write("quit\n")
         t.p.stdin.close()
         rc = t.p.wait(timeout=TIMEOUT)
