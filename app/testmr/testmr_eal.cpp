@@ -16,6 +16,17 @@ namespace nicmr::testmr {
 
 int eal_start(int argc, char **argv, FILE *out)
 {
+	/* Before rte_eal_init, as DPDK's own libraries register theirs (from constructors): the
+	 * list is then complete before the telemetry threads that read it exist, and those
+	 * threads' creation orders them after it. Registered later, the list would be written
+	 * while a client's thread may read it, ordered only by DPDK's spinlock (callback_sl in
+	 * lib/telemetry/telemetry.c), which ThreadSanitizer cannot see in an uninstrumented
+	 * librte_telemetry. */
+	if (int rc = telemetry_register(); rc != 0) {
+		std::fprintf(stderr, "testmr: rte_telemetry_register_cmd: %s\n",
+			     std::strerror(-rc));
+		return 1;
+	}
 	/* testmr's own options were parsed with getopt_long already: EAL parses with it too,
 	 * from the start (glibc's getopt re-initialises at optind 0). */
 	optind = 0;
@@ -34,12 +45,6 @@ int eal_start(int argc, char **argv, FILE *out)
 			     argv[used + 1]);
 		rte_eal_cleanup();
 		return 2;
-	}
-	if (int rc = telemetry_register(); rc != 0) {
-		std::fprintf(stderr, "testmr: rte_telemetry_register_cmd: %s\n",
-			     std::strerror(-rc));
-		rte_eal_cleanup();
-		return 1;
 	}
 	/* DPDK creates the socket in rte_eal_init, unless --no-telemetry said not to (22.11 has
 	 * no call that says whether telemetry runs: the socket tells). */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * testmr's EAL mode: `testmr [EAL options] -- [testmr options]`, as dpdk-testpmd. The words
- * before the first `--` go to rte_eal_init; once EAL is up, testmr's telemetry endpoints
- * (testmr_telemetry.h) are registered and DPDK's telemetry thread serves them.
+ * before the first `--` go to rte_eal_init; testmr's telemetry endpoints (testmr_telemetry.h),
+ * registered just before, are then served by DPDK's telemetry threads.
  */
 #ifndef NICMR_TESTMR_EAL_H
 #define NICMR_TESTMR_EAL_H
@@ -12,8 +12,8 @@
 namespace nicmr::testmr {
 
 /*
- * Starts EAL with argv[0 .. argc) (argv[0] the program's name) and registers the telemetry
- * endpoints; prints the telemetry socket to out. Returns 0, 2 when EAL refused its arguments
+ * Registers the telemetry endpoints, then starts EAL with argv[0 .. argc) (argv[0] the
+ * program's name); prints the telemetry socket to out. Returns 0, 2 when EAL refused its arguments
  * (rte_errno EINVAL, or a word that is no EAL option; EAL printed why), 1 for any other failure
  * (rte_eal_init's rte_errno, rte_telemetry_register_cmd's code), said on stderr.
  */

@@ -29,7 +29,8 @@ std::mutex &engine_lock();
 void telemetry_publish(const Engine *engine);
 
 /*
- * Registers the endpoints with rte_telemetry_register_cmd: call once, after rte_eal_init.
+ * Registers the endpoints with rte_telemetry_register_cmd: call once, before rte_eal_init
+ * (testmr_eal.cpp says why).
  * 0, or the first negative errno of rte_telemetry_register_cmd (-EINVAL, -ENOMEM).
  */
 int telemetry_register();
