@@ -9,14 +9,14 @@
  * The mkey pool: the engine's keys are the device's mkeys, index << 8 | variant, where the
  * index is the one the device chose at CREATE_MKEY (a stock ConnectX picks it; the table and
  * slot words are direct-indexed by it over the device's whole index space, in lazily
- * populated memory) and the variant is the engine's (set by UMR, rotated on every reuse).
- * The engine starts with pool_initial free mkeys and, when a registration finds none free,
- * creates pool_grow more (slow path, under grow_mu_, which the fast path never touches), up
- * to pool_max; past it, -ENOSPC. Requested keys need a device that creates mkeys at chosen
- * indices (MkeyProgrammer::chosen_indices); elsewhere they are -EOPNOTSUPP.
+ * populated memory) and the variant is the engine's (set by UMR, the next of the index's keyed
+ * cycle on every reuse: mr_variant.h). The engine starts with pool_initial free mkeys and, when a
+ * registration finds none free, creates pool_grow more (slow path, under grow_mu_, which the fast
+ * path never touches), up to pool_max; past it, -ENOSPC. Requested keys need a device that creates
+ * mkeys at chosen indices (MkeyProgrammer::chosen_indices); elsewhere they are -EOPNOTSUPP.
  *
  * Failure atomicity: a failed reg leaves the key space, the table and the device as they were
- * (the key goes back free, variant rotated); a failed dereg leaves the region registered and
+ * (the key goes back free, at its next variant); a failed dereg leaves the region registered and
  * its key working. Lookups are the table's, lockless.
  *
  * Threads: reg, reg_sub, dereg, raw_attr, map_raw and lookup may be called from any thread at once.
@@ -114,7 +114,8 @@ public:
 	/*
 	 * Creates the key space and table and asks the programmer for the initial pool.
 	 * Returns 0, -EINVAL (config out of range), -ENOMEM, -EIO (the device gave an index that
-	 * is 0, out of range or given before), or the programmer's error; on failure nothing is
+	 * is 0, out of range or given before), getrandom(2)'s negative errno (the key space's
+	 * secret, mr_keys.h), or the programmer's error; on failure nothing is
 	 * left behind in the engine (the programmer owns the mkeys it made).
 	 */
 	static int create(const EngineConfig &cfg, MkeyProgrammer &programmer,

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <sys/mman.h>
+#include <sys/random.h>
 
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
@@ -64,6 +65,25 @@ rte_ring *make_ring(const char *name, unsigned count, unsigned esize, unsigned f
 	return r;
 }
 
+/* The key space's secret, from the kernel's CSPRNG (slow path: once per key space).
+ * getrandom(2): requests of up to 256 bytes are not interrupted by signals once the pool is
+ * initialised, and block until it is; EINTR is retried all the same. */
+int system_entropy(void *buf, size_t len) noexcept
+{
+	auto *p = static_cast<uint8_t *>(buf);
+	while (len != 0) {
+		const ssize_t n = getrandom(p, len, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= static_cast<size_t>(n);
+	}
+	return 0;
+}
+
 } // namespace
 
 KeyCache::~KeyCache()
@@ -88,7 +108,8 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 	ks->slots_len_ = size_t{n} * sizeof(std::atomic<uint32_t>);
 	static_assert(sizeof(std::atomic<uint32_t>) == 4 &&
 		      std::atomic<uint32_t>::is_always_lock_free);
-	/* Zero pages read as slot_word(free, 0): every index starts free at variant 0. */
+	/* Zero pages read as slot_word(free, 0); an index gets its first variant when it goes
+	 * into the free structures (enqueue_free). */
 	ks->slots_ = static_cast<std::atomic<uint32_t> *>(map_zeroed(ks->slots_len_));
 	/*
 	 * HTS (head/tail sync) on both ends of both rings: its heads and tails are C11 atomics.
@@ -109,16 +130,22 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 		return -ENOMEM; /* the destructor unmaps what was mapped */
 	if (rte_rcu_qsbr_init(ks->qsbr_, cfg.max_readers) != 0)
 		return -EINVAL;
+	int (*entropy)(void *, size_t) = cfg.entropy != nullptr ? cfg.entropy : system_entropy;
+	uint64_t secret[2];
+	if (const int rc = entropy(secret, sizeof(secret)); rc != 0)
+		return rc < 0 ? rc : -EIO;
+	ks->secret_ = VariantSecret{secret[0], secret[1]};
 
 	if (!cfg.all_free) {
 		*out = std::move(ks);
 		return 0;
 	}
 	ks->added_.store(n - 1, std::memory_order_relaxed);
-	/* Free indices in order from kCacheBatch, then 1..kCacheBatch-1 (index 0 is never
+	/* Free indices in blocks from kCacheBatch, then 1..kCacheBatch-1 (index 0 is never
 	 * handed out): the batches of kCacheBatch that caches take are then aligned blocks, whose
 	 * per-index records smaller than a cache line (the 4-byte slot words here, the API's
-	 * 32-byte MR handles) fill whole lines, so two threads' batches never share one. */
+	 * 32-byte MR handles) fill whole lines, so two threads' batches never share one. Within
+	 * a block the order is shuffled (enqueue_free). */
 	const uint32_t first = n > kCacheBatch ? kCacheBatch : 1;
 	uint32_t batch[256];
 	uint32_t cnt = 0;
@@ -126,15 +153,51 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 		const uint32_t i = first + k < n ? first + k : first + k - n + 1;
 		batch[cnt++] = i;
 		if (cnt == 256) {
-			rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt,
-						   nullptr);
+			ks->enqueue_free(batch, cnt);
 			cnt = 0;
 		}
 	}
 	if (cnt)
-		rte_ring_enqueue_bulk_elem(ks->free_, batch, sizeof(uint32_t), cnt, nullptr);
+		ks->enqueue_free(batch, cnt);
 	*out = std::move(ks);
 	return 0;
+}
+
+uint64_t KeySpace::draw() noexcept
+{
+	/* Bit 63 keeps these messages apart from the per-index ones (indices are below 2^24).
+	 * Relaxed: a counter ordered with nothing; two draws never share a value. */
+	const uint64_t c = draws_.fetch_add(1, std::memory_order_relaxed);
+	return siphash13(secret_, uint64_t{1} << 63 | c);
+}
+
+/* Slow path: new indices take their first variant (a slot word never written reads as zero;
+ * one a requested key claimed before it was added, claim_creating in the engine, keeps what
+ * the claim wrote), then go into the free ring in a keyed random order within each run of
+ * kCacheBatch, so that which index comes first is not known from the order the device (or
+ * create) gave them in, while a cache's batch keeps the same indices and cache lines. */
+void KeySpace::enqueue_free(uint32_t *indices, uint32_t count) noexcept
+{
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t zero = 0;
+		/* Relaxed: the enqueue below (release, inside the ring) publishes the word to
+		 * whoever dequeues the index. */
+		slots_[indices[i]].compare_exchange_strong(
+			zero, slot_word(KeyState::free, first_variant(secret_, indices[i])),
+			std::memory_order_relaxed, std::memory_order_relaxed);
+	}
+	/* Fisher-Yates within each run, from draws of 64 bits: the modulo's bias is below
+	 * 2^-58 for runs of 32. */
+	for (uint32_t b = 0; b < count; b += kCacheBatch) {
+		const uint32_t len = std::min(count - b, kCacheBatch);
+		for (uint32_t i = len - 1; i > 0; i--) {
+			const uint32_t j = static_cast<uint32_t>(draw() % (i + 1));
+			std::swap(indices[b + i], indices[b + j]);
+		}
+	}
+	/* Room is checked by the callers: the rings hold cap_ elements and every index has at
+	 * most one copy. */
+	rte_ring_enqueue_bulk_elem(free_, indices, sizeof(uint32_t), count, nullptr);
 }
 
 int KeySpace::add_free(const uint32_t *indices, uint32_t count) noexcept
@@ -147,13 +210,13 @@ int KeySpace::add_free(const uint32_t *indices, uint32_t count) noexcept
 	if (count > cap_ - added)
 		return -EINVAL;
 	added_.store(added + count, std::memory_order_relaxed);
-	/* The slot words of new indices are zero pages or were never written: free at variant 0.
-	 * The enqueue (release, inside the ring) publishes them to whoever dequeues. Room is
-	 * checked above: the rings hold cap_ elements and every index has at most one copy. */
+	/* Room is checked above. A copy, shuffled: the caller's array is const. */
+	uint32_t buf[256];
 	uint32_t done = 0;
 	while (done < count) {
 		const uint32_t n = std::min<uint32_t>(count - done, 256);
-		rte_ring_enqueue_bulk_elem(free_, indices + done, sizeof(uint32_t), n, nullptr);
+		std::memcpy(buf, indices + done, n * sizeof(uint32_t));
+		enqueue_free(buf, n);
 		done += n;
 	}
 	return 0;
@@ -225,10 +288,18 @@ bool KeySpace::flush_retired(KeyCache &c) noexcept
 
 void KeySpace::free_batch(KeyCache *c, const uint32_t *indices, uint32_t count) noexcept
 {
+	/* The next variants first, all of them: their arithmetic overlaps across indices here,
+	 * where behind each locked compare-and-swap the next index's load would wait. The
+	 * variant of a retiring index cannot change under us (only its ghost bit can). */
+	uint8_t next[kCacheBatch];
+	for (uint32_t i = 0; i < count; i++)
+		next[i] = next_variant(
+			secret_, indices[i],
+			static_cast<uint8_t>(slots_[indices[i]].load(std::memory_order_relaxed)));
 	uint32_t out[kCacheBatch];
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < count; i++)
-		if (make_free(indices[i]))
+		if (make_free(indices[i], next[i]))
 			out[n++] = indices[i];
 	if (c != nullptr && c->n_ + n <= kCacheSize) {
 		std::memcpy(c->idx_ + c->n_, out, n * sizeof(uint32_t));
@@ -335,18 +406,17 @@ int KeySpace::claim(uint64_t key, uint32_t *mkey, KeyCache *c) noexcept
 	}
 }
 
-bool KeySpace::make_free(uint32_t index) noexcept
+bool KeySpace::make_free(uint32_t index, uint8_t next) noexcept
 {
 	std::atomic<uint32_t> &slot = slots_[index];
 	uint32_t w = slot.load(std::memory_order_relaxed);
-	uint32_t nw;
-	do {
-		/* The ghost bit is dropped: a ghost copy, if any, becomes the real one. */
-		nw = slot_word(KeyState::free, static_cast<uint8_t>(w + 1));
-		/* Release: our writes to the entry happen before the next owner's (pairs with
-		 * the acquire in try_own and claim). */
-	} while (!slot.compare_exchange_weak(w, nw, std::memory_order_release,
-					     std::memory_order_relaxed));
+	/* The ghost bit is dropped: a ghost copy, if any, becomes the real one. */
+	const uint32_t nw = slot_word(KeyState::free, next);
+	/* Release: our writes to the entry happen before the next owner's (pairs with the
+	 * acquire in try_own and claim). */
+	while (!slot.compare_exchange_weak(w, nw, std::memory_order_release,
+					   std::memory_order_relaxed))
+		;
 	return !(w & kGhost);
 }
 
@@ -363,8 +433,10 @@ void KeySpace::activate(uint32_t mkey) noexcept
 
 void KeySpace::release(KeyCache *c, uint32_t mkey) noexcept
 {
-	if (make_free(mkey_index(mkey)))
-		put(c, mkey_index(mkey));
+	const uint32_t index = mkey_index(mkey);
+	/* The binding key's variant is the slot word's: only the ghost bit changes under us. */
+	if (make_free(index, next_variant(secret_, index, mkey_variant(mkey))))
+		put(c, index);
 }
 
 int KeySpace::begin_retire(uint32_t mkey) noexcept

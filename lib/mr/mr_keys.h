@@ -5,8 +5,9 @@
  *
  *   mkey (32 bits) = index << 8 | variant          lkey = rkey = mkey
  *
- *   per index: slot word   [ holds:21 | ghost:1 | state:2 | variant:8 ]   (4 bytes; zero = free,
- *                          variant 0; holds = live sub-MRs that keep a live key from leaving)
+ *   per index: slot word   [ holds:21 | ghost:1 | state:2 | variant:8 ]   (4 bytes; zero = never
+ *                          in the free structures; holds = live sub-MRs that keep a live key
+ *                          from leaving)
  *
  * The slot word also says who owns the index's table entry: the registering thread while it is
  * binding, the deregistering thread while it is retiring. One writer per entry follows.
@@ -25,8 +26,15 @@
  * `capacity` indices, the most that can ever be added; the slot words cover all N indices
  * (lazily populated memory: an index never used costs no page).
  *
- * Index 0 is reserved and never handed out. The variant rotates (+1 mod 256) every time an
- * index becomes free again, so a stale key never matches the next registration at its index.
+ * Index 0 is reserved and never handed out. Variants follow a keyed cycle per index
+ * (mr_variant.h): an index enters the free structures at a first variant drawn from the key
+ * space's secret (getrandom(2) at create), and every time it becomes free again it takes the
+ * next variant of its cycle, which runs through all 256 values before any repeats. So the
+ * variant a key had recurs at its index exactly at the 256th use after it, never sooner (a
+ * requested key, which sets the variant the application asked for, restarts the cycle from
+ * there), and a peer cannot tell the next variant from the ones it has seen (1/256 per blind
+ * guess). Indices go into the free ring in a keyed random order within each run of
+ * kCacheBatch.
  *
  * Requested keys pick a specific index. An rte_ring cannot give up one element from its middle,
  * so a claimed index keeps its copy in the free structures, marked "ghost" in its slot word;
@@ -45,6 +53,7 @@
 #include <memory>
 #include <mutex>
 
+#include "mr_variant.h"
 #include "nicmr/nicmr.h"
 
 struct rte_ring;
@@ -84,6 +93,9 @@ struct KeySpaceConfig {
 	/* Every index 1..N-1 free at creation (capacity must then be N - 1); else none until
 	 * add_free. */
 	bool all_free = true;
+	/* Fills buf with len secret random bytes: 0, or a negative errno that create returns.
+	 * nullptr: getrandom(2). (Tests give their own.) */
+	int (*entropy)(void *buf, size_t len) = nullptr;
 };
 
 /* free -> binding (alloc/claim) -> live (activate) -> retiring (begin_retire) -> free (reclaim);
@@ -119,9 +131,10 @@ private:
 class KeySpace {
 public:
 	/*
-	 * Creates a key space: every index 1..N-1 free at variant 0 (all_free), or none.
+	 * Creates a key space: every index 1..N-1 free at its first variant (all_free), or none.
+	 * Slow path: draws the 16-byte secret (cfg.entropy, getrandom(2) by default).
 	 * Returns 0, -EINVAL (index_count, max_readers or capacity out of range, all_free with
-	 * capacity below N - 1), -ENOMEM.
+	 * capacity below N - 1), -ENOMEM, or the entropy source's negative errno.
 	 */
 	static int create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) noexcept;
 	~KeySpace();
@@ -133,10 +146,12 @@ public:
 	uint32_t capacity() const noexcept { return cap_; }
 
 	/*
-	 * Makes indices free (variant 0) that were never in the key space's free structures:
+	 * Makes indices free (each at its first variant, or with the variant a claim gave it
+	 * before it was added) that were never in the key space's free structures:
 	 * the engine's pool growth (slow path). Each must be 1..N-1, never added before and
 	 * never claimed; all that were ever added must fit in capacity. Any thread; no lock
-	 * (one bulk enqueue). Returns 0, -EINVAL (an index out of range, or past capacity).
+	 * (bulk enqueues, in a keyed random order within each run of kCacheBatch).
+	 * Returns 0, -EINVAL (an index out of range, or past capacity).
 	 */
 	int add_free(const uint32_t *indices, uint32_t count) noexcept;
 
@@ -221,6 +236,11 @@ public:
 
 	/* The state and current variant of an index (diagnostics and tests). */
 	KeyState state_of(uint32_t index, uint8_t *variant) const noexcept;
+	/* The variant index takes after a use with variant v (diagnostics and tests). */
+	uint8_t next_variant_of(uint32_t index, uint8_t v) const noexcept
+	{
+		return next_variant(secret_, index, v);
+	}
 	/* Free indices in the global ring (not counting caches). */
 	uint32_t ring_free_count() const noexcept;
 	/* Indices waiting for a grace period. */
@@ -239,9 +259,10 @@ private:
 	bool take(KeyCache *cache, uint32_t *index) noexcept;
 	void put(KeyCache *cache, uint32_t index) noexcept;
 	bool try_own(uint32_t index, uint32_t *mkey) noexcept;
-	/* Rotates the variant and marks the index free; true when the caller must put it in the
-	 * free structures (false: only a ghost copy of it was there, which becomes real). */
-	bool make_free(uint32_t index) noexcept;
+	/* Marks the index free at variant next (the one after its current variant, computed by
+	 * the caller); true when the caller must put it in the free structures (false: only a
+	 * ghost copy of it was there, which becomes real). */
+	bool make_free(uint32_t index, uint8_t next) noexcept;
 	void flush(KeyCache &cache) noexcept;
 	/* Ends the cache's retire batch: frees it at once when nothing older waits and no reader
 	 * holds its token back (true), else queues it behind one QSBR token (false). */
@@ -249,10 +270,18 @@ private:
 	/* make_free on each index, then the batch whole into cache (may be null) when it fits
 	 * there, else into the free ring as one bulk. count <= kCacheBatch. */
 	void free_batch(KeyCache *cache, const uint32_t *indices, uint32_t count) noexcept;
+	/* First variants, a shuffle per run of kCacheBatch, one bulk into the free ring. Slow
+	 * path. count <= 256; indices is shuffled in place. */
+	void enqueue_free(uint32_t *indices, uint32_t count) noexcept;
+	/* 64 keyed random bits (slow path: the shuffles). */
+	uint64_t draw() noexcept;
 
 	uint32_t n_ = 0;
 	uint32_t cap_ = 0;
 	uint32_t max_readers_ = 0;
+	/* Keys the variant cycles and the shuffles; set once by create. */
+	VariantSecret secret_;
+	std::atomic<uint64_t> draws_{0};
 	/* Indices ever added (add_free, or all at creation); written by add_free alone. */
 	std::atomic<uint32_t> added_{0};
 	std::atomic<uint32_t> *slots_ = nullptr;

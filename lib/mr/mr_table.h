@@ -18,9 +18,11 @@
  * meaning, and on x86 it costs nothing over plain moves.
  *
  * Invariant relied on by lookups: a deregistration invalidates the entry (state free) before it
- * returns, and the index is only reused after a QSBR grace period with a new variant. Hence a
- * lookup started after a deregistration returned sees the invalidation, and the dead key's full
- * 32 bits never match again until 256 more reuses of that index, each behind a grace period.
+ * returns, and the index is only reused after a QSBR grace period with the next variant of its
+ * keyed cycle (mr_variant.h), which runs through all 256 values. Hence a lookup started after a
+ * deregistration returned sees the invalidation, and the dead key's full 32 bits match again
+ * exactly at the 256th later use of that index (each behind a grace period), never sooner,
+ * unless a requested key names them.
  */
 #ifndef NICMR_MR_TABLE_H
 #define NICMR_MR_TABLE_H

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <set>
 #include <thread>
@@ -62,12 +64,16 @@ TEST(MrKeys, HandsOutEveryIndexButZeroExactlyOnce)
 {
 	auto ks = make(100);
 	KeyCache c(*ks);
+	uint8_t first[100];
+	for (uint32_t i = 1; i < 100; ++i)
+		ASSERT_EQ(ks->state_of(i, &first[i]), KeyState::free);
 	std::set<uint32_t> seen;
 	for (int i = 0; i < 99; ++i) {
 		uint32_t k = take_live(*ks, &c);
 		EXPECT_NE(mkey_index(k), 0u);
-		EXPECT_LT(mkey_index(k), 100u);
-		EXPECT_EQ(mkey_variant(k), 0) << "first use of an index has variant 0";
+		ASSERT_LT(mkey_index(k), 100u);
+		EXPECT_EQ(mkey_variant(k), first[mkey_index(k)])
+			<< "first use of an index has the variant it waited with";
 		EXPECT_TRUE(seen.insert(mkey_index(k)).second);
 	}
 	uint32_t k;
@@ -75,13 +81,21 @@ TEST(MrKeys, HandsOutEveryIndexButZeroExactlyOnce)
 	EXPECT_EQ(ks->alloc(nullptr, &k), -ENOSPC);
 }
 
-TEST(MrKeys, VariantRotatesOnEveryReuseAndWraps)
+TEST(MrKeys, VariantRunsThroughAll256ValuesBeforeAnyRepeats)
 {
+	/* Reuses by release (a failed registration) and by retire alike: the variants of any 256
+	 * consecutive uses of an index are 256 distinct values, and the 257th is the first's. */
 	auto ks = make(2);
+	std::vector<uint8_t> seen;
 	for (unsigned i = 0; i < 600; ++i) {
 		uint32_t k;
 		ASSERT_EQ(ks->alloc(nullptr, &k), 0);
-		EXPECT_EQ(k, make_mkey(1, static_cast<uint8_t>(i)));
+		ASSERT_EQ(mkey_index(k), 1u);
+		seen.push_back(mkey_variant(k));
+		if (i > 0)
+			EXPECT_EQ(mkey_variant(k), ks->next_variant_of(1, seen[i - 1])) << i;
+		if (i >= 256)
+			EXPECT_EQ(seen[i], seen[i - 256]) << i;
 		if (i % 2) {
 			ks->release(nullptr, k);
 		} else {
@@ -90,6 +104,74 @@ TEST(MrKeys, VariantRotatesOnEveryReuseAndWraps)
 			ks->retire(nullptr, k); /* no readers: the grace period is already over */
 		}
 	}
+	for (unsigned from = 0; from + 256 <= seen.size(); from += 37) {
+		const std::set<uint8_t> window(seen.begin() + from, seen.begin() + from + 256);
+		EXPECT_EQ(window.size(), 256u) << "uses " << from << ".." << from + 255;
+	}
+}
+
+TEST(MrKeys, CycleFromARequestedVariantAlsoCoversAll256)
+{
+	/* A requested key may set any variant: the cycle goes on from there, through all 256. */
+	auto ks = make(4);
+	uint32_t k;
+	ASSERT_EQ(ks->claim(make_mkey(3, 0x5a), &k), 0);
+	std::set<uint8_t> seen{0x5a};
+	uint8_t v = 0x5a;
+	for (int i = 1; i < 256; ++i) {
+		v = ks->next_variant_of(3, v);
+		EXPECT_TRUE(seen.insert(v).second) << "use " << i << " repeats " << int(v);
+	}
+	EXPECT_EQ(ks->next_variant_of(3, v), 0x5a);
+}
+
+TEST(MrKeys, FirstVariantsDifferBetweenKeySpaces)
+{
+	/* Each key space has its own secret: the first key of an index is not the same in every
+	 * process. Eight key spaces giving index 1 one first variant: chance 2^-56. */
+	std::set<uint8_t> firsts;
+	std::set<std::vector<uint8_t>> all;
+	for (int i = 0; i < 8; ++i) {
+		auto ks = make(64);
+		std::vector<uint8_t> v(64);
+		for (uint32_t x = 1; x < 64; ++x)
+			ks->state_of(x, &v[x]);
+		firsts.insert(v[1]);
+		all.insert(v);
+	}
+	EXPECT_GT(firsts.size(), 1u);
+	EXPECT_EQ(all.size(), 8u) << "63 first variants alike in two key spaces: chance 2^-504";
+}
+
+TEST(MrKeys, EntropySourceFailureFailsCreate)
+{
+	KeySpaceConfig cfg{16, 4};
+	cfg.entropy = [](void *, size_t) { return -EIO; };
+	std::unique_ptr<KeySpace> ks;
+	EXPECT_EQ(KeySpace::create(cfg, &ks), -EIO);
+	EXPECT_EQ(ks, nullptr);
+	cfg.entropy = [](void *, size_t) { return -ENOSYS; };
+	EXPECT_EQ(KeySpace::create(cfg, &ks), -ENOSYS);
+}
+
+TEST(MrKeys, KeySpacesWithOneSecretGiveOneSequence)
+{
+	/* The secret is all there is to it: the same bytes give the same variants and order. */
+	KeySpaceConfig cfg{300, 4};
+	cfg.entropy = [](void *buf, size_t len) {
+		std::memset(buf, 0x42, len);
+		return 0;
+	};
+	std::vector<uint32_t> got[2];
+	for (auto &g : got) {
+		std::unique_ptr<KeySpace> ks;
+		ASSERT_EQ(KeySpace::create(cfg, &ks), 0);
+		uint32_t k;
+		while (ks->alloc(nullptr, &k) == 0)
+			g.push_back(k);
+	}
+	EXPECT_EQ(got[0], got[1]);
+	EXPECT_EQ(got[0].size(), 299u);
 }
 
 TEST(MrKeys, RequestedKeyTakesItsIndexAndVariant)
@@ -154,31 +236,36 @@ TEST(MrKeys, GhostCopyBecomesRealWhenIndexIsFreedFirst)
 {
 	auto ks = make(3);
 	uint32_t k;
+	uint8_t v2;
+	ks->state_of(2, &v2);
 	ASSERT_EQ(ks->claim(make_mkey(1, 9), &k), 0);
 	ks->release(nullptr, k);
 	uint8_t v;
 	EXPECT_EQ(ks->state_of(1, &v), KeyState::free);
-	EXPECT_EQ(v, 10) << "rotated";
+	EXPECT_EQ(v, ks->next_variant_of(1, 9)) << "the cycle goes on from the requested variant";
+	EXPECT_NE(v, 9);
 	EXPECT_EQ(ks->ring_free_count(), 2u) << "no second copy";
 	std::multiset<uint32_t> got;
 	uint32_t o;
 	while (ks->alloc(nullptr, &o) == 0)
 		got.insert(o);
-	EXPECT_EQ(got, (std::multiset<uint32_t>{make_mkey(1, 10), make_mkey(2, 0)}));
+	EXPECT_EQ(got, (std::multiset<uint32_t>{make_mkey(1, v), make_mkey(2, v2)}));
 }
 
 TEST(MrKeys, GhostIsDroppedAndIndexReturnsOnceWhenFreedLater)
 {
 	auto ks = make(3);
 	uint32_t k, o;
+	uint8_t v1;
+	ks->state_of(1, &v1);
 	ASSERT_EQ(ks->claim(make_mkey(2, 0), &k), 0);
 	std::vector<uint32_t> got;
 	while (ks->alloc(nullptr, &o) == 0)
 		got.push_back(o);
-	EXPECT_EQ(got, std::vector<uint32_t>{make_mkey(1, 0)}) << "ghost of 2 dropped";
+	EXPECT_EQ(got, std::vector<uint32_t>{make_mkey(1, v1)}) << "ghost of 2 dropped";
 	ks->release(nullptr, k);
 	ASSERT_EQ(ks->alloc(nullptr, &o), 0);
-	EXPECT_EQ(o, make_mkey(2, 1));
+	EXPECT_EQ(o, make_mkey(2, ks->next_variant_of(2, 0)));
 	EXPECT_EQ(ks->alloc(nullptr, &o), -ENOSPC);
 }
 
@@ -200,7 +287,8 @@ TEST(MrKeys, RetiredIndexWaitsForEveryOnlineReader)
 	EXPECT_EQ(ks->reclaim(nullptr), 1u) << "offline reader 2 does not hold it back";
 	uint8_t v;
 	EXPECT_EQ(ks->state_of(mkey_index(k), &v), KeyState::free);
-	EXPECT_EQ(v, mkey_variant(k) + 1);
+	EXPECT_EQ(v, ks->next_variant_of(mkey_index(k), mkey_variant(k)));
+	EXPECT_NE(v, mkey_variant(k));
 	EXPECT_EQ(ks->retiring_count(), 0u);
 	for (unsigned id = 0; id < 3; ++id)
 		ks->reader_unregister(id);
@@ -256,7 +344,8 @@ TEST(MrKeys, AllocReclaimsWhenPoolIsEmpty)
 	EXPECT_EQ(ks->alloc(nullptr, &o), -ENOSPC) << "still in its grace period";
 	ks->reader_quiescent(0);
 	ASSERT_EQ(ks->alloc(nullptr, &o), 0);
-	EXPECT_EQ(o, make_mkey(1, 1));
+	EXPECT_EQ(o, make_mkey(1, ks->next_variant_of(1, mkey_variant(k))));
+	EXPECT_NE(o, k);
 	ks->reader_unregister(0);
 }
 
@@ -331,7 +420,8 @@ TEST(MrKeys, HeldKeyCannotBeginToRetire)
 TEST(MrKeys, CachesTakeAlignedBlocksOfIndices)
 {
 	/* From kCacheBatch upwards, then 1..kCacheBatch-1: each batch a cache takes is an aligned
-	 * block, so two threads' per-index words never share a cache line. */
+	 * block (in a shuffled order), so two threads' per-index words never share a cache
+	 * line. */
 	auto ks = make(1u << 12);
 	KeyCache c(*ks);
 	std::set<uint32_t> first;
@@ -342,15 +432,34 @@ TEST(MrKeys, CachesTakeAlignedBlocksOfIndices)
 	EXPECT_EQ(first.size(), size_t{kCacheBatch});
 	uint32_t k = 0;
 	ASSERT_EQ(ks->alloc(nullptr, &k), 0);
-	EXPECT_EQ(mkey_index(k), 2 * kCacheBatch) << "the next block, straight from the ring";
-	/* The last indices out are 1..kCacheBatch-1. */
+	EXPECT_GE(mkey_index(k), 2 * kCacheBatch) << "the next block, straight from the ring";
+	EXPECT_LT(mkey_index(k), 3 * kCacheBatch) << "the next block, straight from the ring";
+	/* The last indices out are among 1..kCacheBatch-1 (the runs are shuffled: 32..39 and
+	 * 1..24 make the first, 25..31 the last). */
 	auto small = make(kCacheBatch + 8);
 	std::vector<uint32_t> order;
 	for (uint32_t i = 0; i < kCacheBatch + 7; ++i)
 		order.push_back(mkey_index(take_live(*small, nullptr)));
-	EXPECT_EQ(order.front(), kCacheBatch);
-	EXPECT_EQ(order[8], 1u);
-	EXPECT_EQ(order.back(), kCacheBatch - 1);
+	EXPECT_EQ(std::set<uint32_t>(order.begin(), order.end()).size(), kCacheBatch + 7u);
+	for (uint32_t i = kCacheBatch; i < kCacheBatch + 7; ++i)
+		EXPECT_LT(order[i], kCacheBatch) << i;
+}
+
+TEST(MrKeys, OrderWithinABlockIsShuffledPerKeySpace)
+{
+	/* Which index of a block comes first is not the same in every process: over eight key
+	 * spaces the first 32 indices out come in at least two orders (all alike: 32!^-7). */
+	std::set<std::vector<uint32_t>> orders;
+	for (int i = 0; i < 8; ++i) {
+		auto ks = make(1u << 8);
+		std::vector<uint32_t> o;
+		for (uint32_t j = 0; j < kCacheBatch; ++j)
+			o.push_back(mkey_index(take_live(*ks, nullptr)));
+		EXPECT_EQ(std::set<uint32_t>(o.begin(), o.end()).size(), size_t{kCacheBatch});
+		EXPECT_EQ(*std::min_element(o.begin(), o.end()), kCacheBatch) << "still one block";
+		orders.insert(o);
+	}
+	EXPECT_GT(orders.size(), 1u);
 }
 
 TEST(MrKeys, RetiresThroughACacheGoOutInBatches)
@@ -376,7 +485,7 @@ TEST(MrKeys, RetiresThroughACacheGoOutInBatches)
 		EXPECT_EQ(c.retiring(), 0u);
 		EXPECT_EQ(ks->retiring_count(), 0u);
 		EXPECT_EQ(ks->state_of(mkey_index(keys[0]), &v), KeyState::free);
-		EXPECT_EQ(v, mkey_variant(keys[0]) + 1);
+		EXPECT_EQ(v, ks->next_variant_of(mkey_index(keys[0]), mkey_variant(keys[0])));
 		/* One more, then the cache goes: its batch is freed too, not lost. */
 		ASSERT_EQ(ks->begin_retire(keys[kCacheBatch]), 0);
 		ks->retire(&c, keys[kCacheBatch]);
@@ -443,7 +552,7 @@ TEST(MrKeys, AllocAndClaimQueueTheirOwnBatchFirst)
 	uint32_t o = 0;
 	EXPECT_EQ(ks->alloc(nullptr, &o), -ENOSPC) << "another thread cannot reach the batch";
 	/* A requested key in the batch: -EAGAIN for others, the owner's claim queues it. */
-	const uint32_t want = make_mkey(mkey_index(k[0]), mkey_variant(k[0]) + 1);
+	const uint32_t want = make_mkey(mkey_index(k[0]), mkey_variant(k[0]) ^ 1);
 	EXPECT_EQ(ks->claim(want, &o), -EAGAIN);
 	ASSERT_EQ(ks->claim(want, &o, &c), 0);
 	EXPECT_EQ(o, want);
