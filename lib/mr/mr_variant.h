@@ -37,6 +37,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <initializer_list>
 
 namespace nicmr::mr {
 
@@ -76,27 +77,36 @@ constexpr uint32_t round_fn(uint64_t u, int round, uint32_t x) noexcept
 
 } // namespace variant_detail
 
-/* SipHash-1-3 of the 8-byte message m (little-endian), key (k0, k1): the paper's algorithm
- * with one message block and the final block holding only the length (8). */
-constexpr uint64_t siphash13(const VariantSecret &k, uint64_t m) noexcept
+/* SipHash-c-d of the 8-byte message m (little-endian), key (k0, k1): the paper's algorithm with
+ * one message block and the final block holding only the length (8). */
+template <int C, int D> constexpr uint64_t siphash(const VariantSecret &k, uint64_t m) noexcept
 {
 	using variant_detail::sip_round;
 	uint64_t v0 = k.k0 ^ 0x736f6d6570736575ull;
 	uint64_t v1 = k.k1 ^ 0x646f72616e646f6dull;
 	uint64_t v2 = k.k0 ^ 0x6c7967656e657261ull;
 	uint64_t v3 = k.k1 ^ 0x7465646279746573ull;
-	v3 ^= m;
-	sip_round(v0, v1, v2, v3);
-	v0 ^= m;
 	const uint64_t b = uint64_t{8} << 56;
-	v3 ^= b;
-	sip_round(v0, v1, v2, v3);
-	v0 ^= b;
+	for (const uint64_t block : {m, b}) {
+		v3 ^= block;
+		for (int i = 0; i < C; i++)
+			sip_round(v0, v1, v2, v3);
+		v0 ^= block;
+	}
 	v2 ^= 0xff;
-	sip_round(v0, v1, v2, v3);
-	sip_round(v0, v1, v2, v3);
-	sip_round(v0, v1, v2, v3);
+	for (int i = 0; i < D; i++)
+		sip_round(v0, v1, v2, v3);
 	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* The paper's test vector for an 8-byte message (bytes 0..7, key bytes 0..15) under
+ * SipHash-2-4 checks the code that SipHash-1-3 shares with it. */
+static_assert(siphash<2, 4>({0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull},
+			    0x0706050403020100ull) == 0x93f5f5799a932462ull);
+
+constexpr uint64_t siphash13(const VariantSecret &k, uint64_t m) noexcept
+{
+	return siphash<1, 3>(k, m);
 }
 
 /* The index's 64 bits of round tables (u above). Indices are below 2^24, so the message never

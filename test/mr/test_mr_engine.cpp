@@ -139,6 +139,33 @@ TEST(MrEngineCreate, CreatesTheInitialPoolInBatchesAtIndicesTheDeviceChooses)
 	EXPECT_GT(*got.rbegin() - *got.begin() + 1, 40u) << "not a contiguous range";
 }
 
+/* Two opens of one device (the same indices, in the same order) give different first keys:
+ * each engine's key space has its own secret. Eight engines all alike: chance 2^-56 or less. */
+TEST(MrEngineCreate, EachEngineHandsOutItsOwnFirstKeys)
+{
+	std::set<uint32_t> first;
+	std::set<std::vector<uint32_t>> runs;
+	for (int i = 0; i < 8; i++) {
+		FakeProgrammer p;
+		p.limit = 128;
+		std::unique_ptr<Engine> e;
+		EngineConfig c{128, 4, 1};
+		c.pool_initial = 32;
+		c.pool_grow = 32;
+		ASSERT_EQ(Engine::create(c, p, &e), 0);
+		std::vector<uint32_t> keys;
+		for (int j = 0; j < 8; j++) {
+			uint32_t k;
+			ASSERT_EQ(e->reg(region(), nullptr, &k), 0);
+			keys.push_back(k);
+		}
+		first.insert(keys[0]);
+		runs.insert(keys);
+	}
+	EXPECT_GT(first.size(), 1u);
+	EXPECT_EQ(runs.size(), 8u);
+}
+
 TEST(MrEngineCreate, DefaultPoolIsClampedToTheCap)
 {
 	FakeProgrammer p;

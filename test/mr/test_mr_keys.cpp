@@ -110,6 +110,35 @@ TEST(MrKeys, VariantRunsThroughAll256ValuesBeforeAnyRepeats)
 	}
 }
 
+TEST(MrVariant, PermutationIsABijectionWithItsInverse)
+{
+	/* For any tables u: P_u maps the 256 turns onto the 256 variants, P_u^-1 undoes it, and
+	 * different tables give different permutations. */
+	std::set<std::vector<uint8_t>> perms;
+	for (uint32_t index = 1; index <= 16; index++) {
+		const uint64_t u = variant_tables(VariantSecret{0x0123456789abcdefull, 42}, index);
+		std::vector<uint8_t> p(256);
+		std::set<uint8_t> image;
+		for (unsigned t = 0; t < 256; t++) {
+			p[t] = variant_at(u, static_cast<uint8_t>(t));
+			image.insert(p[t]);
+			EXPECT_EQ(variant_turn(u, p[t]), t);
+		}
+		EXPECT_EQ(image.size(), 256u) << "index " << index;
+		perms.insert(p);
+	}
+	EXPECT_EQ(perms.size(), 16u);
+}
+
+TEST(MrVariant, SecretChangesEveryIndexsTables)
+{
+	/* The per-index tables are a keyed function: another secret, other tables, for every
+	 * index (a chance of 2^-64 each to fail). */
+	const VariantSecret a{1, 2}, b{1, 3};
+	for (uint32_t index = 0; index < 1000; index++)
+		EXPECT_NE(variant_tables(a, index), variant_tables(b, index)) << index;
+}
+
 TEST(MrKeys, CycleFromARequestedVariantAlsoCoversAll256)
 {
 	/* A requested key may set any variant: the cycle goes on from there, through all 256. */
