@@ -58,12 +58,17 @@ struct EmuOptions {
 	 * mkeys - 1). */
 	uint32_t pool_initial = mr::kDefaultPoolInitial;
 	uint32_t pool_max = 0;
+	/* key_seed=N (nonzero): keys repeat from run to run (mr::EngineConfig::key_seed) for
+	 * transcripts and golden tests; 0 (default): unpredictable keys. */
+	uint64_t key_seed = 0;
 };
 
-/* The pool sizes a device spec gives the engine (vfio and devx specs take the defaults). */
+/* The pool sizes a device spec gives the engine (vfio and devx specs take the defaults), and
+ * its key seed. */
 struct PoolOptions {
 	uint32_t initial = mr::kDefaultPoolInitial;
 	uint32_t max = 0; /* 0: the device's mkey count - 1 */
+	uint64_t key_seed = 0;
 };
 
 bool parse_u32(std::string_view v, uint32_t *out)
@@ -170,6 +175,12 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			(k == "mkey_pool" ? o->pool_initial : o->pool_max) = x;
+		} else if (k == "key_seed") {
+			if (!parse_number(v, &o->key_seed)) {
+				NICMR_LOG(error, "api", "emu key_seed=%.*s: a number (0: none)",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
 		} else if (k == "atomic_endian") {
 			if (v == "host")
 				o->atomic_host_endianness = true;
@@ -203,7 +214,7 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				error, "api",
 				"unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
 				"ext, atomic_endian, trace, fail_opcode, mkey_by_name, mkey_pool, "
-				"mkey_max)",
+				"mkey_max, key_seed)",
 				int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -291,6 +302,7 @@ int bring_up(nicmr_device *dev, bool umr, const PoolOptions &pool = {})
 	}
 	cfg.pool_max = pool.max != 0 ? pool.max : cfg.index_count - 1;
 	cfg.pool_initial = pool.initial;
+	cfg.key_seed = pool.key_seed;
 	rc = make_programmer(dev, umr, cfg.index_count, cfg.pool_max);
 	if (rc)
 		return rc;
@@ -335,7 +347,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 		return rc;
 	}
 	dev->fn = &dev->emu->function();
-	return bring_up(dev, o.umr, PoolOptions{o.pool_initial, o.pool_max});
+	return bring_up(dev, o.umr, PoolOptions{o.pool_initial, o.pool_max, o.key_seed});
 }
 
 int open_vfio(nicmr_device *dev, std::string_view addr)

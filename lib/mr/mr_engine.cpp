@@ -38,6 +38,7 @@ int Engine::create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 	kc.max_readers = cfg.max_readers;
 	kc.capacity = e->pool_max_;
 	kc.all_free = false;
+	kc.seed = cfg.key_seed;
 	int rc = KeySpace::create(kc, &e->keys_);
 	if (rc == 0)
 		rc = ShadowTable::create(n, &e->table_, cfg.segment_slots);

@@ -56,6 +56,8 @@ struct EngineConfig {
 	uint32_t pool_initial = kDefaultPoolInitial;
 	uint32_t pool_grow = kDefaultPoolGrow;
 	uint32_t pool_max = 0;
+	/* Nonzero: reproducible keys (KeySpaceConfig::seed); 0: a secret from getrandom(2). */
+	uint64_t key_seed = 0;
 };
 
 enum RegFlag : uint32_t {

@@ -132,8 +132,15 @@ int KeySpace::create(const KeySpaceConfig &cfg, std::unique_ptr<KeySpace> *out) 
 		return -EINVAL;
 	int (*entropy)(void *, size_t) = cfg.entropy != nullptr ? cfg.entropy : system_entropy;
 	uint64_t secret[2];
-	if (const int rc = entropy(secret, sizeof(secret)); rc != 0)
+	if (cfg.seed != 0) {
+		/* Reproducible keys: the seed spread over both halves (SipHash of 0 and 1 under
+		 * the seed), not a secret. */
+		const VariantSecret k{cfg.seed, ~cfg.seed};
+		secret[0] = siphash13(k, 0);
+		secret[1] = siphash13(k, 1);
+	} else if (const int rc = entropy(secret, sizeof(secret)); rc != 0) {
 		return rc < 0 ? rc : -EIO;
+	}
 	ks->secret_ = VariantSecret{secret[0], secret[1]};
 
 	if (!cfg.all_free) {

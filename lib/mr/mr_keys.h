@@ -96,6 +96,10 @@ struct KeySpaceConfig {
 	/* Fills buf with len secret random bytes: 0, or a negative errno that create returns.
 	 * nullptr: getrandom(2). (Tests give their own.) */
 	int (*entropy)(void *buf, size_t len) = nullptr;
+	/* Nonzero: the secret is derived from this seed instead of drawn (entropy unused), so
+	 * that keys repeat from run to run: transcripts and golden tests. Anyone who knows the
+	 * seed predicts every key: never on a device remote peers reach. */
+	uint64_t seed = 0;
 };
 
 /* free -> binding (alloc/claim) -> live (activate) -> retiring (begin_retire) -> free (reclaim);

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "test_api_util.h"
@@ -197,6 +198,50 @@ TEST_F(ApiQuery, PoolsAreFoundByAddressWithTheirPages)
 	EXPECT_EQ(nicmr_pool_destroy(imp), 0);
 	EXPECT_EQ(nicmr_pool_find(dev, m, 4096), nullptr) << "gone with its pool";
 	munmap(m, len);
+}
+
+/* The first key of a device open: the registration's key on a fresh pool. */
+uint32_t first_key(const char *spec)
+{
+	nicmr_device *dev = nullptr;
+	nicmr_pd *pd = nullptr;
+	nicmr_pool *pool = nullptr;
+	nicmr_mr *mr = nullptr;
+	uint32_t key = 0;
+	EXPECT_EQ(nicmr_device_open(spec, &dev), 0);
+	nicmr_pool_params p;
+	nicmr_pool_params_init(&p);
+	p.size = size_t{2} << 20;
+	p.page_size = NICMR_PAGE_4K;
+	if (dev != nullptr && nicmr_pd_alloc(dev, &pd) == 0 &&
+	    nicmr_pool_create(dev, &p, &pool) == 0 &&
+	    nicmr_mr_reg(pd, nicmr_pool_addr(pool), 4096, kAll, 0, 0, &mr) == 0) {
+		key = nicmr_mr_key(mr);
+		EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	}
+	if (pool != nullptr)
+		EXPECT_EQ(nicmr_pool_destroy(pool), 0);
+	if (pd != nullptr)
+		EXPECT_EQ(nicmr_pd_free(pd), 0);
+	if (dev != nullptr)
+		EXPECT_EQ(nicmr_device_close(dev), 0);
+	return key;
+}
+
+TEST(ApiKeySeed, ASeededDeviceGivesTheSameKeysOnEveryOpen)
+{
+	const uint32_t a = first_key("emu:mkeys=1024,key_seed=7");
+	ASSERT_NE(a, 0u);
+	EXPECT_EQ(first_key("emu:mkeys=1024,key_seed=7"), a);
+	EXPECT_EQ(first_key("emu:mkeys=1024,key_seed=0x7"), a) << "hex spells the same seed";
+	/* Unseeded opens draw their secret: eight of them do not all give one key. */
+	uint32_t k[8];
+	for (uint32_t &x : k)
+		x = first_key("emu:mkeys=1024");
+	EXPECT_FALSE(std::all_of(k, k + 8, [&](uint32_t x) { return x == k[0]; }));
+	nicmr_device *dev = nullptr;
+	EXPECT_EQ(nicmr_device_open("emu:key_seed=x1", &dev), -EINVAL);
+	EXPECT_EQ(dev, nullptr);
 }
 
 } // namespace

@@ -18,7 +18,9 @@ import tempfile
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 
 # (name, arguments, exit status). Commands run in order; the registration engine's device (the
-# native API's emu) chooses keys the same way on every run, so keys are part of the output.
+# native API's emu) runs with key_seed=1 (ENGINE), so it chooses the same keys on every run and
+# keys are part of the output (without a seed every device open draws new ones).
+ENGINE = "emu:key_seed=1"
 POOL = "mr pool 8m page 4k"
 REG_A = "mr reg 0 0 64k read,local_write,remote_read,remote_write,mw_bind"
 CASES_REG = [
@@ -28,36 +30,36 @@ CASES_REG = [
                 "mr pool 0"], 1),
     ("mr-regv", [POOL, "mr regv 0 0:4k,64k:8k read,remote_read", "show mrs",
                  "mr regv 0 0:4k,8m:4k read", "mr regv 3 0:4k read"], 1),
-    ("mr-sub", [POOL, REG_A, "mr sub 0x2000 4k 4k read", "mr sub 0x2000 4k 4k remote_atomic",
-                "mr sub 0x2000 4k 4k local_write,remote_atomic",
-                "mr sub 0x2000 60k 8k read", "mr sub 0x1234 0 4k read", "mr dereg 0x2000",
-                "mr dereg 0x1f00", "mr dereg 0x2000", "mr dereg 0x2000", "show mrs"], 1),
+    ("mr-sub", [POOL, REG_A, "mr sub 0x1581 4k 4k read", "mr sub 0x1581 4k 4k remote_atomic",
+                "mr sub 0x1581 4k 4k local_write,remote_atomic",
+                "mr sub 0x1581 60k 8k read", "mr sub 0x1234 0 4k read", "mr dereg 0x1581",
+                "mr dereg 0xd66", "mr dereg 0x1581", "mr dereg 0x1581", "show mrs"], 1),
     ("show-mr", [POOL, REG_A, "mr reg 0 64k 4k read", "mr pool 4m page 4k",
-                 "mr reg 1 0 4k remote_read", "show mr 0x2000", "show mr 0x1f00",
+                 "mr reg 1 0 4k remote_read", "show mr 0x1581", "show mr 0xd66",
                  "show mrs pool 1", "show mrs access remote_read", "show mrs access mw_bind",
                  "show mrs pool 7", "show mr 0x99"], 1),
-    ("key-lookup", [POOL, REG_A, "key lookup 0x2000 remote_read",
-                    "key lookup 0x2000 read offset 4k len 16",
-                    "key lookup 0x2000 remote_atomic", "key lookup 0x2000 read offset 64k",
-                    "key lookup 0x2000 read offset 60k len 8k", "key lookup 0x2100 read",
-                    "mr dereg 0x2000", "key lookup 0x2000 read"], 0),
-    ("key-raw", [POOL, REG_A, "key raw 0x2000", "key raw 0x77", "key map 4e4d524b01",
+    ("key-lookup", [POOL, REG_A, "key lookup 0x1581 remote_read",
+                    "key lookup 0x1581 read offset 4k len 16",
+                    "key lookup 0x1581 remote_atomic", "key lookup 0x1581 read offset 64k",
+                    "key lookup 0x1581 read offset 60k len 8k", "key lookup 0x2100 read",
+                    "mr dereg 0x1581", "key lookup 0x1581 read"], 0),
+    ("key-raw", [POOL, REG_A, "key raw 0x1581", "key raw 0x77", "key map 4e4d524b01",
                  "key map " + "00" * 64], 1),
     ("window", [POOL, REG_A, "mr reg 0 64k 4k read,remote_read,local_write",
-                "window bind 0x2000 0 4k remote_read", "key lookup 0x1e00 remote_read",
-                "key lookup 0x1e00 remote_write", "mr dereg 0x2000",
-                "window bind 0x1f00 0 4k remote_read", "window bind 0x2000 60k 8k remote_read",
-                "window bind 0x2000 0 4k remote_atomic", "window bind 0x99 0 4k remote_read",
-                "window unbind 0", "key lookup 0x1e00 remote_read", "window unbind 0",
-                "mr dereg 0x2000"], 1),
+                "window bind 0x1581 0 4k remote_read", "key lookup 0x1935 remote_read",
+                "key lookup 0x1935 remote_write", "mr dereg 0x1581",
+                "window bind 0xd66 0 4k remote_read", "window bind 0x1581 60k 8k remote_read",
+                "window bind 0x1581 0 4k remote_atomic", "window bind 0x99 0 4k remote_read",
+                "window unbind 0", "key lookup 0x1935 remote_read", "window unbind 0",
+                "mr dereg 0x1581"], 1),
     # The native API's own refusals, and the engine's device (--engine) failing to open.
     ("mr-api-errors", [POOL, "mr pool 0xfffffffffffff000 page 4k",
                        "mr regv 0 0:4k remote_atomic", "show mrs"], 1),
     ("engine-bad-spec", ["--engine", "emu:bogus=1", "mr pool 8m", "show mrs"], 1),
     ("engine-refused", ["--engine", "emu:fail_opcode=0x800", "mr pool 8m"], 1),
-    ("engine-spec", ["--engine", "emu:mkeys=4096", POOL, "mr reg 0 0 4k read"], 0),
+    ("engine-spec", ["--engine", "emu:mkeys=4096,key_seed=1", POOL, "mr reg 0 0 4k read"], 0),
     ("json", ["show pools --json", "pool create 4m page 4k", "show pools --json",
-              "show pool 0 --json", "show pool 3 --json", POOL, REG_A, "show mr 0x2000 --json",
+              "show pool 0 --json", "show pool 3 --json", POOL, REG_A, "show mr 0x1581 --json",
               "show mrs --json", "show mrs pool 1 --json", "show device --json"], 1),
 ]
 CASES_NOREG = [
@@ -101,7 +103,7 @@ def main():
     cases = CASES_REG if reg == "reg" else CASES_NOREG
     failed = 0
     for name, cmds, status in cases:
-        args = []
+        args = ["--engine", ENGINE] if reg == "reg" else []
         if cmds[0] == "--engine":
             args, cmds = cmds[:2], cmds[2:]
         for c in cmds:
@@ -146,10 +148,10 @@ def main():
                     "show mrs\n")
             path = f.name
         try:
-            p = run(testmr, ["-f", path])
+            p = run(testmr, ["--engine", ENGINE, "-f", path])
             want_err = f"{path}:5: mr dereg 0x1234: no MR with key 0x00001234\n"
             if p.returncode != 1 or want_err not in p.stderr or "show mrs" in p.stdout \
-                    or "no MRs" in p.stdout or p.stdout.count("MR key 0x00002000") != 1:
+                    or "no MRs" in p.stdout or p.stdout.count("MR key 0x00001581") != 1:
                 print(f"-f: status {p.returncode}, stdout:\n{p.stdout}stderr:\n{p.stderr}")
                 failed += 1
         finally:
