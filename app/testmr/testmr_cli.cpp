@@ -108,11 +108,6 @@ std::vector<std::string> split_bar(std::string_view s)
 	}
 }
 
-bool upper(std::string_view w)
-{
-	return !w.empty() && w[0] >= 'A' && w[0] <= 'Z';
-}
-
 /*
  * The completion instances, one per command of the table: a token per keyword and parameter,
  * then as many option words as the options can take, each offering every option word and
@@ -152,53 +147,43 @@ private:
 	void add(const CommandSpec &spec)
 	{
 		std::vector<Token *> toks;
-		std::string_view p = spec.pattern;
 		std::vector<std::string> option_choices;
 		std::string options_help;
 		size_t option_words = 0;
-		size_t i = 0;
-		while (i < p.size()) {
-			if (p[i] == ' ') {
-				i++;
-				continue;
-			}
-			if (p[i] == '[') {
-				size_t end = p.find(']', i);
-				std::string_view inner = p.substr(i + 1, end - i - 1);
-				options_help += std::string(options_help.empty() ? "" : " ") + "[" +
-						std::string(inner) + "]";
-				size_t sp = inner.find(' ');
-				std::string_view head = inner.substr(0, sp);
-				if (upper(head)) {
+		const PatternItems items = pattern_items(spec.pattern);
+		for (size_t n = 0; n < items.n; n++) {
+			const PatternItem &it = items.it[n];
+			if (it.kind == PatternItem::option ||
+			    it.kind == PatternItem::optional_param) {
+				options_help +=
+					std::string(options_help.empty() ? "" : " ") + "[" +
+					std::string(it.word) +
+					(it.value.empty() ? "" : " " + std::string(it.value)) + "]";
+				if (it.kind == PatternItem::optional_param) {
 					/* An optional parameter: what its kind offers. */
-					if (head == "SECTION") {
+					if (it.word == "SECTION") {
 						for (const SectionSpec &s : section_table())
 							option_choices.emplace_back(s.name);
 						option_choices.emplace_back("all");
 					}
 				} else {
-					option_choices.emplace_back(head);
+					option_choices.emplace_back(it.word);
 				}
 				option_words++;
-				if (sp != std::string_view::npos) {
-					std::string_view value = inner.substr(sp + 1);
-					if (!upper(value)) {
-						for (auto &c : split_bar(value))
+				if (!it.value.empty()) {
+					if (!is_param_name(it.value)) {
+						for (auto &c : split_bar(it.value))
 							option_choices.push_back(std::move(c));
-					} else if (value == "ACCESS") {
+					} else if (it.value == "ACCESS") {
 						for (const char *name : mr_access_names())
 							option_choices.emplace_back(name);
 					}
 					option_words++;
 				}
-				i = end + 1;
 				continue;
 			}
-			size_t end = p.find(' ', i);
-			if (end == std::string_view::npos)
-				end = p.size();
-			std::string_view w = p.substr(i, end - i);
-			if (upper(w)) {
+			const std::string_view w = it.word;
+			if (it.kind == PatternItem::param) {
 				Token *t = new_token(Token::word,
 						     std::string(w) + ": " + param_help(w));
 				if (w == "ACCESS")
@@ -210,7 +195,6 @@ private:
 				t->choices = split_bar(w);
 				toks.push_back(t);
 			}
-			i = end;
 		}
 		for (size_t k = 0; k < option_words; k++) {
 			Token *t = new_token(Token::word, "OPTION: " + options_help);

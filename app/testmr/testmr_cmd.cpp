@@ -127,58 +127,9 @@ Words split(std::string_view line)
 }
 
 /* One item of a pattern. */
-struct Item {
-	enum Kind { keyword, param, option, optional_param } kind;
-	std::string_view word;	/* the keyword(s), the parameter's name, the option's word */
-	std::string_view value; /* an option's value: a NAME or choices; empty for a flag */
-};
-
-bool is_param_name(std::string_view w)
-{
-	return !w.empty() && w[0] >= 'A' && w[0] <= 'Z';
-}
-
-/* The items of a pattern (at most kMaxWords, as lines). */
-struct Items {
-	std::array<Item, kMaxWords> it;
-	size_t n = 0;
-	size_t keywords = 0; /* how many leading keyword items */
-};
-
-Items pattern_items(std::string_view p)
-{
-	Items out;
-	size_t i = 0;
-	while (i < p.size() && out.n < kMaxWords) {
-		while (i < p.size() && p[i] == ' ')
-			i++;
-		if (i == p.size())
-			break;
-		if (p[i] == '[') {
-			size_t end = p.find(']', i);
-			std::string_view inner = p.substr(i + 1, end - i - 1);
-			size_t sp = inner.find(' ');
-			Item item{Item::option, inner.substr(0, sp), {}};
-			if (sp != std::string_view::npos)
-				item.value = inner.substr(sp + 1);
-			if (is_param_name(item.word))
-				item.kind = Item::optional_param;
-			out.it[out.n++] = item;
-			i = end + 1;
-			continue;
-		}
-		size_t end = p.find(' ', i);
-		if (end == std::string_view::npos)
-			end = p.size();
-		std::string_view w = p.substr(i, end - i);
-		Item item{is_param_name(w) ? Item::param : Item::keyword, w, {}};
-		if (item.kind == Item::keyword && out.keywords == out.n)
-			out.keywords++;
-		out.it[out.n++] = item;
-		i = end;
-	}
-	return out;
-}
+using Item = PatternItem;
+using Items = PatternItems;
+static_assert(kMaxPatternItems == kMaxWords, "a pattern has no more items than a line words");
 
 /* A keyword item ("quit|exit") matches a word. */
 bool keyword_matches(std::string_view item, std::string_view word)
@@ -467,6 +418,47 @@ void append_spec(std::string *out, const CommandSpec &c)
 }
 
 } // namespace
+
+bool is_param_name(std::string_view w)
+{
+	return !w.empty() && w[0] >= 'A' && w[0] <= 'Z';
+}
+
+PatternItems pattern_items(std::string_view p)
+{
+	PatternItems out;
+	size_t i = 0;
+	while (i < p.size() && out.n < kMaxPatternItems) {
+		while (i < p.size() && p[i] == ' ')
+			i++;
+		if (i == p.size())
+			break;
+		if (p[i] == '[') {
+			size_t end = p.find(']', i);
+			std::string_view inner = p.substr(i + 1, end - i - 1);
+			size_t sp = inner.find(' ');
+			PatternItem item{PatternItem::option, inner.substr(0, sp), {}};
+			if (sp != std::string_view::npos)
+				item.value = inner.substr(sp + 1);
+			if (is_param_name(item.word))
+				item.kind = PatternItem::optional_param;
+			out.it[out.n++] = item;
+			i = end + 1;
+			continue;
+		}
+		size_t end = p.find(' ', i);
+		if (end == std::string_view::npos)
+			end = p.size();
+		std::string_view w = p.substr(i, end - i);
+		PatternItem item{
+			is_param_name(w) ? PatternItem::param : PatternItem::keyword, w, {}};
+		if (item.kind == PatternItem::keyword && out.keywords == out.n)
+			out.keywords++;
+		out.it[out.n++] = item;
+		i = end;
+	}
+	return out;
+}
 
 std::span<const CommandSpec> command_table()
 {

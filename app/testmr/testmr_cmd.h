@@ -23,6 +23,7 @@
 #ifndef NICMR_TESTMR_CMD_H
 #define NICMR_TESTMR_CMD_H
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -158,6 +159,26 @@ int parse_command(std::string_view line, Command *out, std::string *error);
 /* Numbers and sizes as lib/common parses them: "64", "0x40", "2M", "1g" (nicmr_parse.h). */
 using nicmr::parse_number;
 using nicmr::parse_size;
+
+/*
+ * The items of a command pattern (the command table's pattern strings: keywords, PARAMS,
+ * [option VALUE] and [PARAM]), split once for the parser and the prompt's completion. Views
+ * into the pattern, which is static.
+ */
+struct PatternItem {
+	enum Kind { keyword, param, option, optional_param } kind;
+	std::string_view word;	/* the keyword(s), the parameter's name, the option's word */
+	std::string_view value; /* an option's value: a NAME or choices; empty for a flag */
+};
+constexpr size_t kMaxPatternItems = 12;
+struct PatternItems {
+	std::array<PatternItem, kMaxPatternItems> it;
+	size_t n = 0;
+	size_t keywords = 0; /* how many leading keyword items */
+};
+PatternItems pattern_items(std::string_view pattern);
+/* A parameter's name (upper case first letter), not a keyword. */
+bool is_param_name(std::string_view w);
 
 /* A page size: 4k, 2m or 1g (any spelling parse_size takes of those three). false otherwise. */
 bool parse_page_size(std::string_view word, uint64_t *out);
