@@ -173,13 +173,15 @@ size_t nicmr_pool_page_size(const struct nicmr_pool *pool)
 
 struct nicmr_pool *nicmr_pool_find(struct nicmr_device *dev, const void *addr, size_t len)
 {
-	/* Registration path: no lock, no allocation, no system call (nicmr_pool_of). */
+	/* Registration path: no lock, no allocation, no system call (nicmr_pool_of). No thread
+	 * cache: a thread's first call would make one (an allocation); the lookup is counted
+	 * on the device instead (PoolLookupMark). */
 	const auto a = reinterpret_cast<uintptr_t>(addr);
 	if (dev == nullptr || len == 0 || a + len < a)
 		return nullptr;
 	uint64_t iova = 0;
 	unsigned log_page = 0;
-	return nicmr_pool_of(dev, api::thread_cache(dev), a, len, &iova, &log_page);
+	return nicmr_pool_of(dev, nullptr, a, len, &iova, &log_page);
 }
 
 } /* extern "C" */
