@@ -202,6 +202,8 @@ int nicmr_mr_query(const struct nicmr_mr *mr, struct nicmr_mr_info *info)
 	info->cntr = h != nullptr ? h->cntr : nullptr;
 	info->segments = (h != nullptr && h->vec) ? uint32_t(h->vec->pieces.size()) : 1u;
 	info->enabled = mr->enabled() ? 1 : 0;
+	info->access = mr::access_granted(f.access);
+	info->pd = mr->pd;
 	return 0;
 }
 

@@ -431,7 +431,17 @@ int nicmr_mr_in_pool(const struct nicmr_mr *mr)
 	const nicmr_mr *m = mr;
 	while (const nicmr_mr *b = m->base())
 		m = b;
-	return m->pool != nullptr ? 1 : 0;
+	if (m->pool != nullptr)
+		return 1;
+	/* A vectored MR has no one pool: each segment (piece) has its own, or a slow mapping
+	 * (its own, or another MR's for an IOVA-list or page-vector MR). */
+	const nicmr_mr_holdings *h = m->held;
+	if (h == nullptr || !h->vec || h->vec->pieces.empty())
+		return 0;
+	return std::all_of(h->vec->pieces.begin(), h->vec->pieces.end(),
+			   [](const nicmr_mr_piece &p) { return p.pool != nullptr; })
+		       ? 1
+		       : 0;
 }
 
 int nicmr_mr_raw_attr(const struct nicmr_mr *mr, void *buf, size_t *size)

@@ -350,7 +350,12 @@ uint32_t nicmr_mr_key(const struct nicmr_mr *mr);
 void *nicmr_mr_addr(const struct nicmr_mr *mr);
 /** The registered length in bytes; 0 for a null MR. Any thread. */
 size_t nicmr_mr_len(const struct nicmr_mr *mr);
-/** 1: the MR took the fast path (inside a pool); 0: slow path; -EINVAL: null. Any thread. */
+/**
+ * 1: the MR's memory lies in pools (nothing was pinned for it); 0: some of it took the slow path
+ * (pinned and mapped for the MR, or, for an IOVA-list or page-vector MR, in another MR's slow
+ * mapping). A sub-MR answers as its base; a vectored MR is 1 when every segment is in a pool.
+ * -EINVAL: null. Any thread.
+ */
 int nicmr_mr_in_pool(const struct nicmr_mr *mr);
 
 /* ---- Raw keys ----------------------------------------------------------------------------- */
@@ -899,6 +904,11 @@ struct nicmr_mr_info {
 	struct nicmr_cntr *cntr; /**< the counter bound (nicmr_mr_bind_cntr); NULL otherwise */
 	uint32_t segments;	 /**< segments of a vectored, IOVA-list or page-vector MR; else 1 */
 	int enabled;		 /**< 0: an RMA-event MR not enabled yet; 1 otherwise */
+	/** The rights the key grants, as the NICMR_ACCESS_* bits a nicmr_key_lookup of it
+	 * passes: the registration's access after fi_mr(3)'s or ibv_reg_mr(3)'s rules (e.g.
+	 * REMOTE_WRITE alone also grants REMOTE_ATOMIC and the local writes). */
+	uint64_t access;
+	struct nicmr_pd *pd; /**< the PD it was registered in (a sub-MR: its base's) */
 };
 
 /**

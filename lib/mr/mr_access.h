@@ -152,6 +152,20 @@ constexpr bool access_covers(uint8_t have, uint8_t need) noexcept
 	return (need & ~have) == 0;
 }
 
+/* The other way: every NICMR_ACCESS_* bit whose need the mkey bits cover, i.e. what a lookup
+ * of the key may ask (nicmr_mr_query). access_granted(access_rights(a)) covers a. */
+constexpr uint64_t access_granted(uint8_t bits) noexcept
+{
+	uint64_t a = 0;
+	for (uint64_t bit = 1; bit <= NICMR_ACCESS_MW_BIND; bit <<= 1)
+		if ((bit & kNicmrAccessKnown) && access_covers(bits, access_rights(bit)))
+			a |= bit;
+	return a;
+}
+static_assert(access_granted(kAccessLocalRead) == (NICMR_ACCESS_SEND | NICMR_ACCESS_WRITE));
+static_assert(access_granted(0) == 0);
+static_assert(access_granted(kAccessAll) == kNicmrAccessKnown);
+
 } // namespace nicmr::mr
 
 #endif

@@ -81,6 +81,64 @@ TEST_F(ApiQuery, RmaEventMrReportsItsBindingAsItChanges)
 	EXPECT_EQ(nicmr_cntr_free(c), 0);
 }
 
+/* info.access against the lookup itself: a bit is reported exactly when a lookup asking for it
+ * passes, over grants under both rule sets (fi_mr(3) and ibv_reg_mr(3)) and a sub-MR. */
+TEST_F(ApiQuery, AccessIsWhatALookupOfTheKeyGrants)
+{
+	nicmr_pd *pd2 = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd2), 0);
+	const uint64_t grants[] = {0,
+				   NICMR_ACCESS_REMOTE_WRITE,
+				   NICMR_ACCESS_SEND | NICMR_ACCESS_REMOTE_READ,
+				   NICMR_ACCESS_LOCAL_WRITE,
+				   NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_ATOMIC,
+				   kAll};
+	for (const uint64_t g : grants) {
+		SCOPED_TRACE(g);
+		nicmr_mr *mr = nullptr;
+		ASSERT_EQ(nicmr_mr_reg(pd2, base, 4096, g, 0, 0, &mr), 0);
+		const nicmr_mr_info i = info_of(mr);
+		EXPECT_EQ(i.pd, pd2);
+		for (uint64_t bit = NICMR_ACCESS_SEND; bit <= NICMR_ACCESS_MW_BIND; bit <<= 1) {
+			if (bit == NICMR_ACCESS_MW_BIND)
+				continue; /* a bind right, not something a lookup asks */
+			uint64_t iova = 0;
+			const int rc =
+				nicmr_key_lookup(dev, nicmr_mr_key(mr), u(base), 8, bit, &iova);
+			EXPECT_EQ(rc, (i.access & bit) ? 0 : -EACCES) << "bit " << bit;
+		}
+		EXPECT_EQ((i.access & NICMR_ACCESS_MW_BIND) != 0, (g & NICMR_ACCESS_MW_BIND) != 0);
+		EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	}
+	/* REMOTE_WRITE alone (fi_mr(3)) grants the atomics and the NIC's local writes too. */
+	nicmr_mr *rw = nullptr, *sub = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, base, 8192, NICMR_ACCESS_REMOTE_WRITE, 0, 0, &rw), 0);
+	EXPECT_EQ(info_of(rw).access,
+		  uint64_t(NICMR_ACCESS_RECV | NICMR_ACCESS_READ | NICMR_ACCESS_LOCAL_WRITE |
+			   NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC));
+	ASSERT_EQ(nicmr_mr_reg_sub(rw, 4096, 4096, NICMR_ACCESS_READ, 0, 0, &sub), 0);
+	EXPECT_EQ(info_of(sub).access,
+		  uint64_t(NICMR_ACCESS_RECV | NICMR_ACCESS_READ | NICMR_ACCESS_LOCAL_WRITE));
+	EXPECT_EQ(info_of(sub).pd, pd) << "a sub-MR is in its base's PD";
+	EXPECT_EQ(nicmr_mr_dereg(sub), 0);
+	EXPECT_EQ(nicmr_mr_dereg(rw), 0);
+	EXPECT_EQ(nicmr_pd_free(pd2), 0);
+}
+
+TEST_F(ApiQuery, AVectoredRegionIsInPoolsWhenEverySegmentIs)
+{
+	Anon outside(4096);
+	iovec in[2] = {{base, 4096}, {base + 65536, 4096}};
+	iovec mixed[2] = {{base, 4096}, {outside.get(), 4096}};
+	nicmr_mr *a = nullptr, *b = nullptr;
+	ASSERT_EQ(nicmr_mr_regv(pd, in, 2, kAll, 0, 0, &a), 0);
+	ASSERT_EQ(nicmr_mr_regv(pd, mixed, 2, kAll, 0, 0, &b), 0);
+	EXPECT_EQ(nicmr_mr_in_pool(a), 1);
+	EXPECT_EQ(nicmr_mr_in_pool(b), 0) << "one segment was pinned for it";
+	EXPECT_EQ(nicmr_mr_dereg(b), 0);
+	EXPECT_EQ(nicmr_mr_dereg(a), 0);
+}
+
 TEST_F(ApiQuery, NullArgumentsAreEinval)
 {
 	nicmr_mr *mr = nullptr;
