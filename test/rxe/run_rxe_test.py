@@ -8,19 +8,22 @@ runs ibv_rc_pingpong, first as the client of rxe-pingpong-peer on the host side,
 server. The peer speaks RC SEND and ACK with drivers/common/roce's builder, parser and ICRC. The
 test passes when both sides finish every round in both roles: rxe accepted every packet nicmr
 built (its completions need them), nicmr's parser accepted every packet rxe sent (ICRC
-included), rxe sent our data back byte for byte, and rxe dropped a packet whose ICRC was wrong.
+included), rxe sent our data back byte for byte, rxe dropped a packet whose ICRC was wrong, and
+Wireshark's InfiniBand dissector (tshark) read every datagram on the tap as well formed.
 
 It FAILS, saying why, when root, network namespaces, /dev/net/tun, QEMU, busybox, cpio, the
-guest kernel or ibv_rc_pingpong (package ibverbs-utils) cannot be had: a missing interop proof is
+guest kernel, ibv_rc_pingpong (package ibverbs-utils) or tshark cannot be had: a missing interop proof is
 never a silent pass. The console goes to <workdir>/rxe-guest-console.log.
 
 usage: run_rxe_test.py --source-root DIR --workdir DIR --peer PATH [--iters N] [--size BYTES]
                        [--mtu BYTES] [--timeout S] [--kernel-cache DIR]
 """
 import argparse
+import collections
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -55,6 +58,33 @@ def sh(*cmd, check=True):
     return r
 
 
+def wait_for_capture(cap, pcap):
+    """Waits until dumpcap has its file open (it writes the header first)."""
+    for _ in range(100):
+        if cap.poll() is not None:
+            fail("dumpcap on tap0 exited: " + cap.stderr.read().strip())
+        if os.path.exists(pcap) and os.path.getsize(pcap) > 0:
+            return
+        time.sleep(0.1)
+    fail("dumpcap did not start capturing on tap0")
+
+
+def decode_capture(pcap):
+    """Wireshark's reading of the capture: (opcode counts by sender, malformed frame numbers)."""
+    r = sh("tshark", "-n", "-r", pcap, "-T", "fields", "-E", "separator=,", "-e", "frame.number",
+           "-e", "ip.src", "-e", "infiniband.bth.opcode", "-e", "_ws.malformed",
+           "-e", "_ws.expert.severity")
+    ops, malformed, frames = collections.Counter(), [], 0
+    for line in r.stdout.splitlines():
+        num, src, op, bad, severity = (line.split(",") + [""] * 5)[:5]
+        frames += 1
+        if bad or not op:
+            malformed.append(num)
+            continue
+        ops[(src, int(op, 0))] += 1
+    return frames, ops, malformed
+
+
 def main():
     ap = argparse.ArgumentParser(
         description="Runs ibv_rc_pingpong on rxe in a QEMU guest against nicmr's RoCEv2 "
@@ -78,6 +108,7 @@ def main():
     if os.geteuid() != 0:
         fail("needs root: a network namespace, a tap device and a raw socket")
     for prog, pkg in (("qemu-system-x86_64", "qemu-system-x86"), ("cpio", "cpio"),
+                      ("dumpcap", "tshark"), ("tshark", "tshark"),
                       ("ip", "iproute2"), ("rdma", "iproute2"),
                       ("ibv_rc_pingpong", "ibverbs-utils")):
         if not shutil.which(prog):
@@ -114,7 +145,7 @@ def main():
     r = sh("ip", "netns", "add", ns, check=False)
     if r.returncode != 0:
         fail("cannot make a network namespace: " + r.stderr.strip())
-    peer_proc = None
+    peer_proc = cap = None
     try:
         sh("ip", "netns", "exec", ns, "ip", "tuntap", "add", "dev", "tap0", "mode", "tap")
         sh("ip", "-n", ns, "addr", "add", "%s/%d" % (HOST_IP, PREFIX), "dev", "tap0")
@@ -141,6 +172,12 @@ def main():
                 "multidevs=remap",
                 "-kernel", vmlinuz, "-initrd", initrd,
                 "-append", "console=ttyS0 panic=-1 quiet " + " ".join(params)]
+        # Every RoCEv2 datagram on the tap, for Wireshark's InfiniBand dissector afterwards.
+        pcap = os.path.join(work, "rxe-tap.pcap")
+        cap = subprocess.Popen(["ip", "netns", "exec", ns, "dumpcap", "-q", "-i", "tap0",
+                                "-f", "udp port 4791", "-w", pcap],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_for_capture(cap, pcap)
         log_path = os.path.join(work, "rxe-guest-console.log")
         t1 = time.monotonic()
         log = open(log_path, "w")
@@ -159,7 +196,13 @@ def main():
             peer_rc.append(peer_proc.wait())
         peer_proc = None
         plog.close()
+        cap.send_signal(signal.SIGINT)
+        cap.wait(timeout=30)
+        cap = None
     finally:
+        if cap is not None:
+            cap.kill()
+            cap.wait()
         if peer_proc is not None:
             peer_proc.kill()
             peer_proc.wait()
@@ -188,6 +231,23 @@ def main():
     missing = [n for n in EXPECTED if n not in results]
     if missing:
         fail("checks the guest never reported: " + ", ".join(missing))
+    frames, ops, malformed = decode_capture(pcap)
+    print("rxe-interop: tshark read %d RoCEv2 frames on the tap: %s" % (frames, ", ".join(
+        "%s opcode %#x x%d" % (src, op, n) for (src, op), n in sorted(ops.items()))))
+    if malformed:
+        fail("tshark found malformed or undecoded frames: " + " ".join(malformed[:20]))
+    want = {(HOST_IP, 0x11), (GUEST_IP, 0x11)}
+    if args.size > args.mtu:
+        want |= {(ip, op) for ip in (HOST_IP, GUEST_IP) for op in (0x00, 0x02)}
+    else:
+        want |= {(HOST_IP, 0x04), (GUEST_IP, 0x04)}
+    if not want <= set(ops):
+        fail("tshark did not see these (sender, opcode): %s" % sorted(want - set(ops)))
+    # Every datagram either side sent crossed the tap once: the peer's counts add up to it.
+    counted = sum(int(a) + int(b) for a, b in
+                  re.findall(r"PEER result=pass .*? pkts_in=(\d+) pkts_out=(\d+)", peer_out))
+    if counted != frames:
+        fail("the peer sent and received %d datagrams, the tap carried %d" % (counted, frames))
     for role, rc in zip(("server", "client"), peer_rc):
         if rc != 0 or ("PEER result=pass role=" + role) not in peer_out:
             fail("the peer as %s failed (exit %d, its output above)" % (role, rc))
