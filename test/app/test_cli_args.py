@@ -175,6 +175,16 @@ def scripts(box, top, testmr):
     for bad in ["abc", "0", "-1", "1x"]:
         check(box, base + ["--timeout", bad], 2, "--timeout")
 
+    rxe_test = os.path.join(top, "test", "rxe", "run_rxe_test.py")
+    base = [py, rxe_test, "--source-root", "a", "--workdir", "b", "--peer", "c"]
+    check(box, [py, rxe_test, "--help"], 0, usage + "run_rxe_test.py", "stdout")
+    check(box, base + ["--bogus"], 2, "unrecognized arguments: --bogus")
+    check(box, [py, rxe_test, "--workdir", "b", "--peer", "c"], 2, "--source-root")
+    for opt in ["--timeout", "--iters", "--size", "--mtu"]:
+        for bad in ["abc", "0", "-1", "1x"]:
+            check(box, base + [opt, bad], 2, opt)
+    check(box, base + ["--mtu", "1000"], 2, "--mtu: invalid choice")
+
     if testmr:
         opened = r"^testmr \(nicmr"
         check(box, [testmr, "--help"], 0, usage + "testmr", "stdout")

@@ -95,7 +95,7 @@ def main():
     ap.add_argument("--peer", required=True)
     ap.add_argument("--iters", type=positive, default=20)
     ap.add_argument("--size", type=positive, default=4096)
-    ap.add_argument("--mtu", type=positive, default=1024)
+    ap.add_argument("--mtu", type=int, choices=[256, 512, 1024, 2048, 4096], default=1024)
     ap.add_argument("--timeout", type=positive, default=300)
     ap.add_argument("--kernel-cache", default=os.environ.get("NICMR_KERNEL_CACHE",
                                                              "/var/cache/nicmr/kernel"))
