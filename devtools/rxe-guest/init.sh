@@ -15,19 +15,7 @@
 #   nicmr.iters=N        ibv_rc_pingpong -n (default 20)
 #   nicmr.mtu=BYTES      ibv_rc_pingpong -m (default 1024)
 
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-
-echo
-result() { echo "RESULT $*"; }
-finish() {
-	echo "NICMR-GUEST-DONE"
-	sync
-	poweroff -f
-}
+. /guest-lib.sh
 
 ip_addr=10.77.0.2/24
 peer=10.77.0.1
@@ -44,25 +32,9 @@ for word in $(cat /proc/cmdline); do
 	esac
 done
 
-ok=1
-for m in $(cat /modules.order); do
-	if ! insmod /modules/$m.ko; then
-		echo "init: insmod $m failed"
-		ok=0
-	fi
-done
-[ $ok = 1 ] && result guest-modules PASS || result guest-modules FAIL "insmod failed"
-
-if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /hostroot; then
-	result guest-hostroot FAIL "9p mount of the host root failed"
-	finish
-fi
-result guest-hostroot PASS
-mount -t proc proc /hostroot/proc
-mount -t sysfs sys /hostroot/sys
-mount -t devtmpfs dev /hostroot/dev
+load_modules
+mount_hostroot
 mount -t tmpfs tmp /hostroot/tmp
-run() { chroot /hostroot /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp "$@"; }
 
 ip link set lo up
 ip link set eth0 up

@@ -14,20 +14,7 @@
 #   nicmr.dma_limit=N    vfio_iommu_type1 dma_entry_limit (default 256)
 #   nicmr.bench=PATH     a benchmark program to run after the test (prints BENCH lines)
 
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-
-# The firmware leaves terminal escapes on the first line: start the results on a fresh one.
-echo
-result() { echo "RESULT $*"; }
-finish() {
-	echo "NICMR-GUEST-DONE"
-	sync
-	poweroff -f
-}
+. /guest-lib.sh
 
 test_bin=
 devbind=
@@ -44,26 +31,10 @@ for word in $(cat /proc/cmdline); do
 	esac
 done
 
-ok=1
-for m in $(cat /modules.order); do
-	args=
-	# A low mapping limit lets the guest test reach it (-ENOSPC) with a few hundred maps.
-	[ "$m" = vfio_iommu_type1 ] && args="dma_entry_limit=$dma_limit"
-	if ! insmod /modules/$m.ko $args; then
-		echo "init: insmod $m failed"
-		ok=0
-	fi
-done
-[ $ok = 1 ] && result guest-modules PASS || result guest-modules FAIL "insmod failed"
-
-if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /hostroot; then
-	result guest-hostroot FAIL "9p mount of the host root failed"
-	finish
-fi
-result guest-hostroot PASS
-mount -t proc proc /hostroot/proc
-mount -t sysfs sys /hostroot/sys
-mount -t devtmpfs dev /hostroot/dev
+# A low mapping limit lets the guest test reach it (-ENOSPC) with a few hundred maps.
+module_args() { [ "$1" = vfio_iommu_type1 ] && echo "dma_entry_limit=$dma_limit"; }
+load_modules
+mount_hostroot
 # The guest writes to a tmpfs /tmp, not to the host's. A checkout under the host's /tmp (a CI
 # clone may be there) stays visible: its top folder is bound back in over the tmpfs.
 mkdir -p /hosttmp
@@ -106,8 +77,6 @@ if [ -z "$edu" ]; then
 	finish
 fi
 result edu-present PASS "$edus"
-
-run() { chroot /hostroot /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp "$@"; }
 
 if [ -n "$devbind" ]; then
 	run python3 "$devbind" --status

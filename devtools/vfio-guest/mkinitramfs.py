@@ -5,7 +5,8 @@
 The Debian kernel package ships no modules.dep, so the module order is worked out here from
 the `depends=` field of each module's .modinfo section; modules the kernel has built in
 (modules.builtin) need no file. The image holds busybox, the modules in load order (listed in
-/modules.order for the init script) and init.sh as /init.
+/modules.order for the init script), init.sh (or --init) as /init and guest-lib.sh, which the
+init scripts source, as /guest-lib.sh.
 
 usage: mkinitramfs.py KERNEL_ROOT OUTPUT [--module NAME]... [--busybox PATH]
 """
@@ -135,6 +136,8 @@ def main():
         with open(os.path.join(tmp, "modules.order"), "w") as f:
             f.write("".join(n + "\n" for n in order))
         shutil.copy(args.init, os.path.join(tmp, "init"))
+        shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guest-lib.sh"),
+                    os.path.join(tmp, "guest-lib.sh"))
         os.chmod(os.path.join(tmp, "init"), 0o755)
         files = subprocess.run(["find", "."], cwd=tmp, check=True, capture_output=True).stdout
         out = os.path.abspath(args.output)

@@ -28,6 +28,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "devtools", "vfio-guest"))
+import guest_image  # noqa: E402
+
 EXPECTED = ["guest-modules", "guest-hostroot", "guest-net", "rxe-link", "rc-pingpong-client",
             "rc-pingpong-server"]
 
@@ -102,7 +106,6 @@ def main():
     args = ap.parse_args()
     src = os.path.abspath(args.source_root)
     work = os.path.abspath(args.workdir)
-    tools = os.path.join(src, "devtools", "vfio-guest")
     os.makedirs(work, exist_ok=True)
 
     if os.geteuid() != 0:
@@ -122,23 +125,14 @@ def main():
         fail("peer %s is missing (ninja test/rxe/rxe-pingpong-peer)" % peer)
 
     t0 = time.monotonic()
-    r = sh(os.path.join(tools, "fetch-kernel.sh"), args.kernel_cache, check=False)
-    if r.returncode != 0:
-        fail("no guest kernel: " + (r.stderr.strip() or "fetch-kernel.sh failed"))
-    kroot = r.stdout.strip().splitlines()[-1]
-    vmlinuz = [f for f in os.listdir(os.path.join(kroot, "boot")) if f.startswith("vmlinuz-")]
-    if not vmlinuz:
-        fail("no vmlinuz in " + kroot)
-    vmlinuz = os.path.join(kroot, "boot", vmlinuz[0])
     initrd = os.path.join(work, "rxe-guest-initrd.cpio")
-    cmd = [sys.executable, os.path.join(tools, "mkinitramfs.py"), kroot, initrd,
-           "--init", os.path.join(src, "devtools", "rxe-guest", "init.sh")]
-    for m in MODULES:
-        cmd += ["--module", m]
-    r = sh(*cmd, check=False)
-    if r.returncode != 0:
-        fail("initramfs: " + (r.stderr.strip() or r.stdout.strip()))
-    print(r.stderr.strip())
+    try:
+        vmlinuz, made = guest_image.build(
+            args.kernel_cache, initrd,
+            init=os.path.join(src, "devtools", "rxe-guest", "init.sh"), modules=MODULES)
+    except guest_image.ImageError as e:
+        fail(str(e))
+    print(made)
     t_prep = time.monotonic() - t0
 
     ns = "nicmr-rxe-%d" % os.getpid()

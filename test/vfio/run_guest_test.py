@@ -20,6 +20,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "devtools", "vfio-guest"))
+import guest_image  # noqa: E402
+
 # Every check the guest must report, in the order it reports them.
 EXPECTED = [
     "guest-modules", "guest-hostroot", "guest-iommu", "edu-present", "devbind-vfio-pci",
@@ -75,22 +79,12 @@ def main():
              % test_bin)
 
     t0 = time.monotonic()
-    r = subprocess.run([os.path.join(tools, "fetch-kernel.sh"), args.kernel_cache],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        fail("no guest kernel: " + (r.stderr.strip() or "fetch-kernel.sh failed"))
-    kroot = r.stdout.strip().splitlines()[-1]
-    vmlinuz = [f for f in os.listdir(os.path.join(kroot, "boot")) if f.startswith("vmlinuz-")]
-    if not vmlinuz:
-        fail("no vmlinuz in " + kroot)
-    vmlinuz = os.path.join(kroot, "boot", vmlinuz[0])
-
     initrd = os.path.join(work, "vfio-guest-initrd.cpio")
-    r = subprocess.run([sys.executable, os.path.join(tools, "mkinitramfs.py"), kroot, initrd],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        fail("initramfs: " + (r.stderr.strip() or r.stdout.strip()))
-    print(r.stderr.strip())
+    try:
+        vmlinuz, made = guest_image.build(args.kernel_cache, initrd)
+    except guest_image.ImageError as e:
+        fail(str(e))
+    print(made)
     t_prep = time.monotonic() - t0
 
     params = ["nicmr.test=" + test_bin,
