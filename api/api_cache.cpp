@@ -29,9 +29,12 @@ std::mutex &cache_mu()
 	return mu;
 }
 
-/* Returns the cache's keys to the key space and drops it. cache_mu() held. */
-void drop(std::unique_ptr<ThreadCache> &tc) noexcept
+/* Returns the cache's keys to the key space, keeps its MR count and drops it. cache_mu()
+ * held. */
+void drop(DeviceCaches &caches, std::unique_ptr<ThreadCache> &tc) noexcept
 {
+	if (tc != nullptr)
+		caches.mrs_gone += tc->mrs.load(std::memory_order_relaxed);
 	tc.reset(); /* KeyCache's destructor flushes into the key space */
 }
 
@@ -40,7 +43,7 @@ void drop(std::unique_ptr<ThreadCache> &tc) noexcept
 void DeviceCaches::slot_exit(size_t slot) noexcept
 {
 	std::lock_guard lk(cache_mu());
-	drop(by_slot[slot]);
+	drop(*this, by_slot[slot]);
 }
 
 size_t DeviceCaches::size() const noexcept
@@ -95,6 +98,24 @@ void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexce
 	}
 }
 
+uint64_t live_mrs(nicmr_device *dev) noexcept
+{
+	/* Slow path (stats): one pass over the thread slots. A thread's count may be negative
+	 * (it deregistered MRs others made); the sum is the number of live MRs once the
+	 * registrations in flight have returned. */
+	int64_t n = dev->mrs_uncached.load(std::memory_order_relaxed);
+	{
+		std::lock_guard lk(cache_mu());
+		n += dev->caches.mrs_gone;
+		for (const auto &tc : dev->caches.by_slot)
+			if (tc != nullptr)
+				n += tc->mrs.load(std::memory_order_relaxed);
+	}
+	/* A registration in flight on another thread may have counted in before (or out after)
+	 * the threads read before it: never report a negative count. */
+	return n > 0 ? uint64_t(n) : 0;
+}
+
 void wait_for_pool_lookups(nicmr_device *dev) noexcept
 {
 	/*
@@ -127,7 +148,7 @@ void close_caches(nicmr_device *dev) noexcept
 	unwatch_thread_exits(&dev->caches);
 	std::lock_guard lk(cache_mu());
 	for (auto &tc : dev->caches.by_slot)
-		drop(tc);
+		drop(dev->caches, tc);
 }
 
 } // namespace nicmr::api

@@ -517,7 +517,7 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 	if (dev == nullptr || st == nullptr)
 		return -EINVAL;
 	*st = {};
-	st->mrs = nicmr_mr_count(dev, nullptr, nullptr);
+	st->mrs = api::live_mrs(dev);
 	st->pds = dev->pds.load(std::memory_order_relaxed);
 	st->mws = dev->mws.load(std::memory_order_relaxed);
 	st->cntrs = dev->cntrs.load(std::memory_order_relaxed);

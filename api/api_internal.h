@@ -88,6 +88,12 @@ struct alignas(kThreadAlign) ThreadCache { /* its thread's alone: no line shared
 	/* 1 while the owner is inside a DmaSpace lookup (PoolLookupMark): the pool snapshot it
 	 * read may not be freed. Written by the owner only, read by wait_for_pool_lookups. */
 	std::atomic<uint32_t> in_lookup{0};
+	/* MRs this thread published minus those it unpublished (nicmr_mr_publish / _unpublish):
+	 * negative when it deregisters MRs other threads made. Written by the owner only, with a
+	 * plain load and store (no read-modify-write on the registration path); read by
+	 * nicmr_device_get_stats under cache_mu(), and folded into DeviceCaches::mrs_gone when
+	 * the cache is dropped. */
+	std::atomic<int64_t> mrs{0};
 	/* The owner marks with plain stores: writers fence it with membarrier (nicmr_thread.h). */
 	bool fence_free = false;
 };
@@ -101,6 +107,8 @@ struct alignas(kThreadAlign) ThreadCache { /* its thread's alone: no line shared
  */
 struct DeviceCaches final : SlotUser {
 	std::unique_ptr<ThreadCache> by_slot[kThreadSlots]; /* written under cache_mu() */
+	/* The MR counts (ThreadCache::mrs) of caches dropped so far; under cache_mu(). */
+	int64_t mrs_gone = 0;
 	void slot_exit(size_t slot) noexcept override;
 	/* Caches live now (stats and tests; takes cache_mu()). */
 	size_t size() const noexcept;
@@ -128,6 +136,9 @@ inline void note_cache_size(ThreadCache *tc) noexcept
 }
 /* Free keys held in the device's thread caches, and retired keys in their batches (stats). */
 void cached_counts(nicmr_device *dev, uint64_t *free, uint64_t *retiring) noexcept;
+/* Live MRs of the device: the threads' counts, those of dropped caches and the shared count
+ * (nicmr_device_get_stats; O(thread slots), not O(keys)). Exact when no registration runs. */
+uint64_t live_mrs(nicmr_device *dev) noexcept;
 /* Device close: returns every thread's cached keys to the engine and detaches the caches. */
 void close_caches(nicmr_device *dev) noexcept;
 
@@ -300,6 +311,10 @@ struct nicmr_device {
 	std::unique_ptr<nicmr::mem::SlowMaps> slow_maps;
 
 	std::atomic<uint64_t> pds{0};
+	/* MRs published minus unpublished by threads without a key cache (the shared slot, or a
+	 * device below kMinKeysForCaches): relaxed read-modify-writes, a count for stats. The
+	 * threads with a cache count in their ThreadCache::mrs instead (api::live_mrs). */
+	std::atomic<int64_t> mrs_uncached{0};
 	std::atomic<uint64_t> mws{0};
 	std::atomic<uint64_t> cntrs{0};
 
@@ -351,11 +366,13 @@ nicmr_mr *nicmr_mr::base() const noexcept
 	return (f.flags & nicmr::mr::kEntrySub) ? &pd->dev->mr_table[f.base_index] : nullptr;
 }
 /* Fills the slot of mkey (registered by the calling thread) from draft and returns it: plain
- * stores, pd last. */
-nicmr_mr *nicmr_mr_publish(nicmr_device *dev, uint32_t mkey, const nicmr_mr &draft) noexcept;
+ * stores, pd last; counts the MR in tc (the calling thread's cache, api::thread_cache) or, for
+ * none, in the device's shared count. */
+nicmr_mr *nicmr_mr_publish(nicmr_device *dev, nicmr::api::ThreadCache *tc, uint32_t mkey,
+			   const nicmr_mr &draft) noexcept;
 /* Empties the slot before its key goes back to the engine (after that, another thread may get
- * the index and fill the slot). */
-void nicmr_mr_unpublish(nicmr_mr *slot) noexcept;
+ * the index and fill the slot), and counts it out as nicmr_mr_publish counted it in. */
+void nicmr_mr_unpublish(nicmr_device *dev, nicmr::api::ThreadCache *tc, nicmr_mr *slot) noexcept;
 /* Live MRs of the device whose pd (when non-null) and pool (when non-null) match: a scan of
  * the table (slow path). */
 uint64_t nicmr_mr_count(const nicmr_device *dev, const nicmr_pd *pd,

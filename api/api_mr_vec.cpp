@@ -256,7 +256,7 @@ int finish(nicmr_pd *pd, Draft &d, const std::vector<Piece> &pc, uint64_t first,
 		return rc;
 	}
 	d.m.held = d.rare.release(); /* the slot owns it now */
-	*out = nicmr_mr_publish(dev, d.mkey, d.m);
+	*out = nicmr_mr_publish(dev, api::thread_cache(dev), d.mkey, d.m);
 	return 0;
 }
 

@@ -165,7 +165,11 @@ uint64_t nicmr_device_id(const struct nicmr_device *dev);
 
 /**
  * Reads the device's counters (a consistent snapshot only when no other thread changes it).
- * Any thread. @return 0; -EINVAL (null argument).
+ * Costs O(1) in the number of keys and MRs: the MR count is kept as MRs are registered and
+ * deregistered (per registering thread, summed over the process's thread slots), nothing walks
+ * the key table. It takes the library's slow-path locks briefly (pools, slow-path mappings,
+ * thread caches): call it from a management thread, not from a poll loop. Any thread.
+ * @return 0; -EINVAL (null argument).
  */
 int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *stats);
 

@@ -154,3 +154,45 @@ TEST(ApiKeyCache, TwoThreadsRegisterWithoutCaches)
 	EXPECT_TRUE(o.dev->caches.empty());
 	EXPECT_EQ(fill(o, m.get()), 1023u);
 }
+
+/* nicmr_device_get_stats counts MRs as they come and go (no table scan): per registering
+ * thread, kept when the thread exits, right when one thread deregisters another's MRs, on
+ * devices with and without thread caches, and equal to a scan of the table throughout. */
+TEST(ApiKeyCache, StatsCountMrsMadeAndFreedOnAnyThread)
+{
+	for (const std::string &spec : {kCachedSpec, std::string(kSpec)}) {
+		SCOPED_TRACE(spec);
+		Open o(spec);
+		Anon m(4096);
+		auto live = [&] {
+			const uint64_t n = stats(o.dev).mrs;
+			EXPECT_EQ(n, nicmr_mr_count(o.dev, nullptr, nullptr)) << "the table agrees";
+			return n;
+		};
+		EXPECT_EQ(live(), 0u);
+		std::vector<nicmr_mr *> mrs(10);
+		std::thread t([&] {
+			for (auto &mr : mrs)
+				ASSERT_EQ(nicmr_mr_reg(o.pd, m.get(), 64, NICMR_ACCESS_SEND, 0, 0,
+						       &mr),
+					  0);
+		});
+		t.join();
+		EXPECT_EQ(live(), 10u) << "counted by a thread that has exited";
+		for (int i = 0; i < 4; i++)
+			ASSERT_EQ(nicmr_mr_dereg(mrs[i]), 0);
+		EXPECT_EQ(live(), 6u) << "deregistered by another thread than made them";
+		nicmr_mr *sub = nullptr;
+		ASSERT_EQ(nicmr_mr_reg_sub(mrs[4], 0, 8, NICMR_ACCESS_SEND, 0, 0, &sub), 0);
+		EXPECT_EQ(live(), 7u) << "sub-MRs count";
+		EXPECT_EQ(nicmr_mr_dereg(mrs[4]), -EBUSY);
+		EXPECT_EQ(live(), 7u) << "a refused deregistration leaves the count";
+		ASSERT_EQ(nicmr_mr_dereg(sub), 0);
+		std::thread u([&] {
+			for (int i = 4; i < 10; i++)
+				ASSERT_EQ(nicmr_mr_dereg(mrs[i]), 0);
+		});
+		u.join();
+		EXPECT_EQ(live(), 0u);
+	}
+}
