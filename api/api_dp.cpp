@@ -122,12 +122,34 @@ int check_local(nicmr_qp *qp, uint32_t lkey, uint64_t addr, size_t len, uint64_t
 }
 
 /* Records what the request at the post counter is; the driver's wr_id is the counter. */
-uint64_t note(nicmr_qp *qp, uint64_t wr_id, uint8_t opcode)
+uint64_t note(nicmr_qp *qp, uint64_t wr_id, uint8_t opcode, uint32_t rkey)
 {
 	nicmr_dp_slot &s = qp->slots[qp->posted & qp->mask];
 	s.wr_id = wr_id;
+	s.rkey = rkey;
 	s.opcode = opcode;
 	return qp->posted;
+}
+
+/* The remote right a request of this kind needs (the key violation's access). */
+uint64_t remote_right(uint8_t opcode)
+{
+	switch (opcode) {
+	case NICMR_WC_RDMA_WRITE:
+		return NICMR_ACCESS_REMOTE_WRITE;
+	case NICMR_WC_RDMA_READ:
+		return NICMR_ACCESS_REMOTE_READ;
+	default:
+		return NICMR_ACCESS_REMOTE_ATOMIC;
+	}
+}
+
+/* Where a key's probe starts: a multiplicative hash of the key (Knuth's golden ratio), top
+ * bits, so that keys of neighbouring indices spread over the table. */
+uint32_t violation_home(uint32_t key)
+{
+	static_assert((NICMR_MAX_KEY_VIOLATIONS & (NICMR_MAX_KEY_VIOLATIONS - 1)) == 0);
+	return (key * 2654435761u) >> (32 - std::countr_zero(NICMR_MAX_KEY_VIOLATIONS));
 }
 
 nicmr_qp *route(nicmr_cq *cq, uint32_t qpn)
@@ -236,6 +258,11 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 				   : c[i].syndrome ? wc_status(c[i].syndrome)
 						   : uint8_t{NICMR_WC_GENERAL};
 			w.byte_len = ok ? c[i].byte_len : 0;
+			/* The requester's view of a refused key (nicmr.h, "Key violations"). */
+			if (!ok && c[i].syndrome == MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
+				[[unlikely]]
+				cq->dev->violations.record(s.rkey, remote_right(s.opcode), qp->qpn,
+							   qp->remote_port, qp->remote_qpn);
 		}
 		if (got < want)
 			break;
@@ -355,6 +382,8 @@ int nicmr_qp_connect(struct nicmr_qp *qp, uint32_t remote_port, uint32_t remote_
 			  qp->qpn, remote_qpn, rc);
 		return rc;
 	}
+	qp->remote_port = remote_port;
+	qp->remote_qpn = remote_qpn;
 	qp->connected = true;
 	return 0;
 }
@@ -388,7 +417,7 @@ int nicmr_post_write(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t l
 	if (flags & NICMR_SEND_INLINE) {
 		if (len > NICMR_MAX_INLINE)
 			return -EINVAL;
-		note(qp, wr_id, NICMR_WC_RDMA_WRITE);
+		note(qp, wr_id, NICMR_WC_RDMA_WRITE, rkey);
 		rc = qp->qp->post_write_inline(reinterpret_cast<const void *>(laddr),
 					       static_cast<uint32_t>(len), raddr, rkey, counter,
 					       post_flags(flags));
@@ -396,7 +425,7 @@ int nicmr_post_write(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t l
 		rc = check_local(qp, lkey, laddr, len, NICMR_ACCESS_WRITE);
 		if (rc != 0)
 			return rc;
-		note(qp, wr_id, NICMR_WC_RDMA_WRITE);
+		note(qp, wr_id, NICMR_WC_RDMA_WRITE, rkey);
 		const mlx5::Sge s{laddr, static_cast<uint32_t>(len), lkey};
 		rc = qp->qp->post_write({&s, 1}, raddr, rkey, counter, post_flags(flags));
 	}
@@ -417,7 +446,7 @@ int nicmr_post_read(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lk
 	rc = check_local(qp, lkey, laddr, len, NICMR_ACCESS_READ);
 	if (rc != 0)
 		return rc;
-	const uint64_t counter = note(qp, wr_id, NICMR_WC_RDMA_READ);
+	const uint64_t counter = note(qp, wr_id, NICMR_WC_RDMA_READ, rkey);
 	const mlx5::Sge s{laddr, static_cast<uint32_t>(len), lkey};
 	rc = qp->qp->post_read({&s, 1}, raddr, rkey, counter, post_flags(flags));
 	if (rc == 0)
@@ -446,7 +475,8 @@ int post_atomic(nicmr_qp *qp, bool cswap, uint64_t result, uint32_t lkey, uint64
 	rc = check_local(qp, lkey, result, 8, NICMR_ACCESS_READ);
 	if (rc != 0)
 		return rc;
-	const uint64_t counter = note(qp, wr_id, cswap ? NICMR_WC_COMP_SWAP : NICMR_WC_FETCH_ADD);
+	const uint64_t counter =
+		note(qp, wr_id, cswap ? NICMR_WC_COMP_SWAP : NICMR_WC_FETCH_ADD, rkey);
 	const mlx5::Sge s{result, 8, lkey};
 	rc = cswap ? qp->qp->post_atomic_cs(s, raddr, rkey, a, b, counter, post_flags(flags))
 		   : qp->qp->post_atomic_fa(s, raddr, rkey, a, counter, post_flags(flags));
@@ -470,4 +500,62 @@ int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey,
 	return post_atomic(qp, true, result, lkey, raddr, rkey, compare, swap, wr_id, flags);
 }
 
+int nicmr_key_violations(const struct nicmr_device *dev, struct nicmr_key_violation *out,
+			 uint32_t n, uint64_t *dropped)
+{
+	if (dev == nullptr || (out == nullptr && n > 0))
+		return -EINVAL;
+	int found = 0;
+	for (const api::KeyViolation &e : dev->violations.e) {
+		/* acquire: pairs with the claim; count (acquire) pairs with the recorder's
+		 * release increment, after which that refusal's rights and peer are visible. */
+		const uint64_t tag = e.tag.load(std::memory_order_acquire);
+		const uint64_t count = tag ? e.count.load(std::memory_order_acquire) : 0;
+		if (count == 0)
+			continue; /* free, or claimed by a refusal not yet counted */
+		if (static_cast<uint32_t>(found) < n) {
+			nicmr_key_violation &v = out[found];
+			v.key = static_cast<uint32_t>(tag);
+			v.count = count;
+			v.access = e.access.load(std::memory_order_relaxed);
+			const uint64_t peer = e.peer.load(std::memory_order_relaxed);
+			v.peer_port = static_cast<uint32_t>(peer >> 32);
+			v.peer_qpn = static_cast<uint32_t>(peer);
+			v.local_qpn = e.local_qpn.load(std::memory_order_relaxed);
+		}
+		found++;
+	}
+	if (dropped != nullptr)
+		*dropped = dev->violations.dropped.load(std::memory_order_relaxed);
+	return found;
+}
+
 } /* extern "C" */
+
+void nicmr::api::KeyViolations::record(uint32_t key, uint64_t access, uint32_t local_qpn,
+				       uint32_t peer_port, uint32_t peer_qpn) noexcept
+{
+	/* Error path of the poll loop: no lock, no allocation, bounded probing. */
+	const uint64_t want = KeyViolation::kTagUsed | key;
+	uint32_t i = violation_home(key);
+	for (uint32_t probes = 0; probes < NICMR_MAX_KEY_VIOLATIONS; probes++) {
+		KeyViolation &v = e[i];
+		uint64_t tag = v.tag.load(std::memory_order_acquire);
+		/* acq_rel: the claim is one of every recorder's; the loser reads the winner's
+		 * key in tag and joins it when it is its own. */
+		if (tag == 0 && v.tag.compare_exchange_strong(tag, want, std::memory_order_acq_rel))
+			tag = want;
+		if (tag == want) {
+			v.access.fetch_or(access, std::memory_order_relaxed);
+			v.peer.store(uint64_t{peer_port} << 32 | peer_qpn,
+				     std::memory_order_relaxed);
+			v.local_qpn.store(local_qpn, std::memory_order_relaxed);
+			/* release: the rights and the peer above are visible to a reader that
+			 * sees this count (nicmr_key_violations' acquire). */
+			v.count.fetch_add(1, std::memory_order_release);
+			return;
+		}
+		i = (i + 1) & (NICMR_MAX_KEY_VIOLATIONS - 1);
+	}
+	dropped.fetch_add(1, std::memory_order_relaxed);
+}

@@ -170,6 +170,31 @@ private:
 	ThreadCache *tc_;
 };
 
+/*
+ * The key violation record (nicmr_key_violations, api_dp.cpp): a fixed open-addressed table
+ * of NICMR_MAX_KEY_VIOLATIONS entries inside the device, by rkey, with linear probing.
+ * Writers are CQ pollers taking a remote-access-error completion (several threads: one per
+ * CQ), readers any thread. An entry is claimed once, by a compare-and-swap of its tag from 0
+ * to kTagUsed | key, and never freed; its other fields are updated with atomic operations,
+ * its count last (release), so a reader that sees a count sees the fields of that refusal.
+ */
+struct KeyViolation {
+	static constexpr uint64_t kTagUsed = uint64_t{1} << 32;
+	std::atomic<uint64_t> tag{0};	    /* 0: free; else kTagUsed | key */
+	std::atomic<uint64_t> access{0};    /* NICMR_ACCESS_REMOTE_* bits (fetch_or) */
+	std::atomic<uint64_t> peer{0};	    /* port << 32 | qpn of the last refusal */
+	std::atomic<uint32_t> local_qpn{0}; /* the QP that posted it */
+	std::atomic<uint64_t> count{0};
+};
+struct KeyViolations {
+	KeyViolation e[NICMR_MAX_KEY_VIOLATIONS];
+	std::atomic<uint64_t> dropped{0};
+	/* Records one refusal. Error path of nicmr_cq_poll: no lock, no allocation, at most
+	 * NICMR_MAX_KEY_VIOLATIONS probes. */
+	void record(uint32_t key, uint64_t access, uint32_t local_qpn, uint32_t peer_port,
+		    uint32_t peer_qpn) noexcept;
+};
+
 } // namespace nicmr::api
 
 struct nicmr_pool {
@@ -326,6 +351,8 @@ struct nicmr_device {
 	/* Data path (api_dp.cpp): live CQs and QPs, so that close can say -EBUSY; the QPs by
 	 * number, for nicmr_qp_connect's check of the remote end. */
 	std::atomic<uint64_t> dp_objs{0};
+	/* Remote keys refused to this device's requests (nicmr_key_violations). */
+	nicmr::api::KeyViolations violations;
 	std::mutex dp_mu;
 	std::unordered_map<uint32_t, struct nicmr_qp *> dp_qps; /* dp_mu */
 
@@ -419,8 +446,10 @@ void nicmr_slow_map_release(nicmr_device *dev, std::unique_ptr<nicmr::mem::SlowM
  */
 struct nicmr_dp_slot {
 	uint64_t wr_id = 0;
+	uint32_t rkey = 0;  /* the request's rkey (key violations) */
 	uint8_t opcode = 0; /* enum nicmr_wc_opcode */
 };
+static_assert(sizeof(nicmr_dp_slot) == 16, "the rkey fits in the slot's padding");
 
 struct nicmr_cq {
 	nicmr_device *dev = nullptr;
@@ -438,6 +467,8 @@ struct nicmr_qp {
 	std::unique_ptr<nicmr::mlx5::Qp> qp;
 	uint32_t qpn = 0;
 	uint32_t port = 0;
+	uint32_t remote_port = 0; /* the peer nicmr_qp_connect gave (key violations) */
+	uint32_t remote_qpn = 0;
 	bool connected = false;
 	std::vector<nicmr_dp_slot> slots; /* by post counter & mask */
 	uint32_t mask = 0;

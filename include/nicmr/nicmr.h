@@ -623,6 +623,46 @@ int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey,
 			    uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t wr_id,
 			    unsigned flags);
 
+/* ---- Key violations ------------------------------------------------------------------------ */
+
+/*
+ * Remote keys a peer's device refused: every completion with NICMR_WC_REMOTE_ACCESS (CQE
+ * syndrome 0x13) that nicmr_cq_poll takes is recorded under the rkey its request carried, with
+ * the remote right the request needed and the peer it went to. That completion is what a
+ * ConnectX gives the requester; the responder's device reports no key (its QP goes to ERR with
+ * an event, PRM "Local Access Violation WQ Error"), so refusals of this device's keys to
+ * requests of other processes or hosts are not seen here. The record is a fixed table of
+ * NICMR_MAX_KEY_VIOLATIONS keys inside the device, written lock-free by the pollers (no
+ * allocation, no lock: atomic updates on the error completion only); a refusal of a further
+ * key once the table is full is counted as dropped. The records last as long as the device.
+ */
+
+/** The most keys the violation record holds. */
+#define NICMR_MAX_KEY_VIOLATIONS 256u
+
+/** One refused key (nicmr_key_violations). */
+struct nicmr_key_violation {
+	uint32_t key;	    /**< the rkey the refused requests carried */
+	uint32_t local_qpn; /**< the QP that posted the last refused request */
+	uint32_t peer_port; /**< the peer of the last refusal: the port of the remote QP ... */
+	uint32_t peer_qpn;  /**< ... and its number (an IP address once the wire is in use) */
+	uint64_t access;    /**< NICMR_ACCESS_REMOTE_READ / _WRITE / _ATOMIC: every right a
+			     *   refused request needed (one bit per kind of request refused) */
+	uint64_t count;	    /**< refusals of this key */
+};
+
+/**
+ * Reads the key violation record: up to n of the keys recorded, in no particular order.
+ * Any thread, while pollers record (each entry is read field by field: its count and rights
+ * may be one refusal apart). Slow path: O(NICMR_MAX_KEY_VIOLATIONS).
+ * @param out room for n entries (may be null when n is 0)
+ * @param[out] dropped when not null: refusals not recorded because the table was full
+ * @return the number of keys recorded (may exceed n: only n were written);
+ *   -EINVAL (null dev, null out with n > 0).
+ */
+int nicmr_key_violations(const struct nicmr_device *dev, struct nicmr_key_violation *out,
+			 uint32_t n, uint64_t *dropped);
+
 /* ---- Vectored, IOVA-list and page-vector registration -------------------------------------- */
 
 struct iovec; /* <sys/uio.h> */

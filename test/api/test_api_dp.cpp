@@ -7,6 +7,7 @@
 #include <endian.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -308,6 +309,86 @@ TEST_F(DataPath, RightsTheRemoteKeyLacksCompleteWithRemoteAccess)
 	ASSERT_EQ(nicmr_post_read(qa, u(a), 64, ka, u(t), kr, 9, NICMR_SEND_SIGNALED), 0);
 	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
 	EXPECT_EQ(static_cast<uint8_t>(a[63]), 0xcc);
+}
+
+/* The requester's refused completions are recorded under the rkey they carried: the right
+ * each kind of request needed, how many, the peer (remote QP and port) and the posting QP. */
+TEST_F(DataPath, RefusedRemoteKeysAreRecordedWithRightCountAndPeer)
+{
+	nicmr_key_violation v[4] = {};
+	uint64_t dropped = 99;
+	ASSERT_EQ(nicmr_key_violations(dev, v, 4, &dropped), 0) << "nothing refused yet";
+	EXPECT_EQ(dropped, 0u);
+
+	ASSERT_EQ(nicmr_mr_reg(pd, b + kLen, 4096, NICMR_ACCESS_REMOTE_READ, 0, 0, &extra), 0);
+	const uint32_t kr = nicmr_mr_key(extra);
+	const uint64_t t = u(b + kLen);
+	/* Two writes and one fetch-and-add through a read-only key; a read it allows. */
+	for (int i = 0; i < 3; i++) {
+		const int rc =
+			i < 2 ? nicmr_post_write(qa, u(a), 64, ka, t, kr, i, NICMR_SEND_SIGNALED)
+			      : nicmr_post_atomic_fadd(qa, u(a), ka, t, kr, 1, i,
+						       NICMR_SEND_SIGNALED);
+		ASSERT_EQ(rc, 0) << i;
+		EXPECT_EQ(wait(cqa).status, NICMR_WC_REMOTE_ACCESS) << i;
+		ASSERT_EQ(nicmr_qp_recover(qa), 0);
+		ASSERT_EQ(nicmr_qp_recover(qb), 0);
+	}
+	ASSERT_EQ(nicmr_post_read(qa, u(a), 64, ka, t, kr, 9, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqa).status, NICMR_WC_SUCCESS);
+	/* From port 2 to port 1 through a stale key: a second key, the other peer. */
+	ASSERT_EQ(nicmr_post_write(qb, u(b), 8, kb, u(a), ka ^ 0xff, 5, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait(cqb).status, NICMR_WC_REMOTE_ACCESS);
+
+	ASSERT_EQ(nicmr_key_violations(dev, v, 4, &dropped), 2);
+	EXPECT_EQ(dropped, 0u);
+	std::sort(v, v + 2,
+		  [&](const auto &x, const auto &y) { return x.key == kr && y.key != kr; });
+	EXPECT_EQ(v[0].key, kr);
+	EXPECT_EQ(v[0].count, 3u);
+	EXPECT_EQ(v[0].access, uint64_t{NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC});
+	EXPECT_EQ(v[0].peer_port, 2u);
+	EXPECT_EQ(v[0].peer_qpn, nicmr_qp_num(qb));
+	EXPECT_EQ(v[0].local_qpn, nicmr_qp_num(qa));
+	EXPECT_EQ(v[1].key, ka ^ 0xff);
+	EXPECT_EQ(v[1].count, 1u);
+	EXPECT_EQ(v[1].access, uint64_t{NICMR_ACCESS_REMOTE_WRITE});
+	EXPECT_EQ(v[1].peer_port, 1u);
+	EXPECT_EQ(v[1].peer_qpn, nicmr_qp_num(qa));
+	EXPECT_EQ(v[1].local_qpn, nicmr_qp_num(qb));
+
+	/* Room for one: the count of every key, one entry written; no room asked, none. */
+	nicmr_key_violation one[2] = {};
+	ASSERT_EQ(nicmr_key_violations(dev, one, 1, nullptr), 2);
+	EXPECT_NE(one[0].key, 0u);
+	EXPECT_EQ(one[1].key, 0u) << "written past n";
+	EXPECT_EQ(nicmr_key_violations(dev, nullptr, 0, nullptr), 2);
+	EXPECT_EQ(nicmr_key_violations(nullptr, v, 4, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_key_violations(dev, nullptr, 1, nullptr), -EINVAL);
+}
+
+/* The record holds NICMR_MAX_KEY_VIOLATIONS keys; refusals of further keys are counted as
+ * dropped, and recorded keys still count theirs. */
+TEST_F(DataPath, KeyViolationsBeyondTheTableAreCountedAsDropped)
+{
+	const uint32_t n = NICMR_MAX_KEY_VIOLATIONS + 3;
+	for (uint32_t i = 0; i < n; i++) {
+		/* Stale variants of B's index and of indices nobody registered: all refused. */
+		const uint32_t bad = ((i + 0x100) << 8) | 0x5a;
+		ASSERT_EQ(nicmr_post_write(qa, u(a), 8, ka, u(b), bad, i, NICMR_SEND_SIGNALED), 0);
+		ASSERT_EQ(wait(cqa).status, NICMR_WC_REMOTE_ACCESS) << i;
+		ASSERT_EQ(nicmr_qp_recover(qa), 0);
+		ASSERT_EQ(nicmr_qp_recover(qb), 0);
+	}
+	std::vector<nicmr_key_violation> v(NICMR_MAX_KEY_VIOLATIONS);
+	uint64_t dropped = 0;
+	ASSERT_EQ(nicmr_key_violations(dev, v.data(), NICMR_MAX_KEY_VIOLATIONS, &dropped),
+		  int(NICMR_MAX_KEY_VIOLATIONS));
+	EXPECT_EQ(dropped, 3u);
+	uint64_t total = 0;
+	for (const auto &e : v)
+		total += e.count;
+	EXPECT_EQ(total, NICMR_MAX_KEY_VIOLATIONS);
 }
 
 TEST_F(DataPath, RemoteAccessOutsideTheRegionIsRefused)
