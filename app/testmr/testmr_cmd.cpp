@@ -19,6 +19,8 @@ constexpr SectionSpec kSections[] = {
 	{"mr", "the registration engine (native API): engine pools, MRs"},
 	{"key", "keys of the registration engine: lookups, raw keys"},
 	{"window", "memory windows of the registration engine"},
+	{"qp", "CQs, RC QPs and RDMA of the registration engine (native API)"},
+	{"bench", "registration, lookup and RDMA figures, as bench-mr measures them"},
 };
 
 constexpr CommandSpec kCommands[] = {
@@ -53,16 +55,49 @@ constexpr CommandSpec kCommands[] = {
 	{"mr", "mr dereg KEY", "deregister (nicmr_mr_dereg)", Verb::mr_dereg},
 	{"mr", "show mr KEY [--json]", "one MR: address, length, access, path, layout",
 	 Verb::show_mr},
-	{"mr", "show mrs [pool N] [access ACCESS] [--json]",
-	 "the MRs, those of one engine pool, those granting ACCESS", Verb::show_mrs},
+	{"mr", "show mrs [pool N] [access ACCESS] [min SIZE] [max SIZE] [--json]",
+	 "the MRs: all, or of one pool, granting ACCESS, of a size", Verb::show_mrs},
 	{"key", "key lookup KEY ACCESS [offset OFFSET] [len LEN]",
 	 "the lockless lookup: granted (and the IOVA) or refused (and why)", Verb::key_lookup},
 	{"key", "key raw KEY", "the MR's raw key, in hex (nicmr_mr_raw_attr)", Verb::key_raw},
 	{"key", "key map RAW", "the key a raw key names (nicmr_mr_map_raw)", Verb::key_map},
+	{"key", "show violations [--json]",
+	 "remote keys refused to this device's requests (nicmr_key_violations)",
+	 Verb::show_violations},
 	{"window", "window bind KEY OFFSET LEN ACCESS",
 	 "a memory window over MR bytes (nicmr_mw_alloc, nicmr_mw_bind)", Verb::window_bind},
 	{"window", "window unbind WINDOW",
 	 "invalidate and free a window (nicmr_mw_invalidate, nicmr_mw_free)", Verb::window_unbind},
+	{"qp", "cq create [depth N]", "a completion queue (nicmr_cq_create; depth 64)",
+	 Verb::cq_create},
+	{"qp", "cq destroy CQ", "destroy a CQ (nicmr_cq_destroy)", Verb::cq_destroy},
+	{"qp", "qp create CQ [port 1|2] [depth N]",
+	 "an RC QP on a port, reporting to CQ (nicmr_qp_create)", Verb::qp_create},
+	{"qp", "qp connect QP PEER", "connect QP to the session's QP PEER (nicmr_qp_connect)",
+	 Verb::qp_connect},
+	{"qp", "qp recover QP", "bring a QP in ERR back to RTS (nicmr_qp_recover)",
+	 Verb::qp_recover},
+	{"qp", "qp destroy QP", "destroy a QP (nicmr_qp_destroy)", Verb::qp_destroy},
+	{"qp", "post write QP KEY OFFSET RKEY ROFFSET LEN [wrid N] [inline] [unsignaled]",
+	 "RDMA WRITE from MR bytes to a remote key (nicmr_post_write)", Verb::post_write},
+	{"qp", "post read QP KEY OFFSET RKEY ROFFSET LEN [wrid N] [unsignaled]",
+	 "RDMA READ into MR bytes (nicmr_post_read)", Verb::post_read},
+	{"qp", "post fadd QP KEY OFFSET RKEY ROFFSET ADD [wrid N] [unsignaled]",
+	 "atomic fetch-and-add (nicmr_post_atomic_fadd)", Verb::post_fadd},
+	{"qp", "post cswap QP KEY OFFSET RKEY ROFFSET COMPARE SWAP [wrid N] [unsignaled]",
+	 "atomic compare-and-swap (nicmr_post_atomic_cswap)", Verb::post_cswap},
+	{"qp", "poll CQ [max N]", "take the CQ's completions (nicmr_cq_poll)", Verb::poll},
+	{"qp", "show cq CQ [--json]", "one CQ: number, depth, its QPs", Verb::show_cq},
+	{"qp", "show cqs [--json]", "every CQ", Verb::show_cqs},
+	{"qp", "show qp QP [--json]", "one QP: number, port, CQ, peer, state (nicmr_qp_state)",
+	 Verb::show_qp},
+	{"qp", "show qps [--json]", "every QP", Verb::show_qps},
+	{"bench", "bench reg [count N]", "reg + dereg of 4 KiB in a pool: reg, dereg, pair ns",
+	 Verb::bench_reg},
+	{"bench", "bench lookup [count N]", "nicmr_key_lookup of one live key: ns per lookup",
+	 Verb::bench_lookup},
+	{"bench", "bench rdma [count N]", "4 KiB RDMA WRITEs port 1 to port 2: ns, Gbit/s",
+	 Verb::bench_rdma},
 };
 
 struct ParamSpec {
@@ -84,6 +119,14 @@ constexpr ParamSpec kParams[] = {
 	{"ACCESS", "none, or rights a,b,c (Tab lists them)"},
 	{"SEGMENTS", "OFFSET:LEN[,OFFSET:LEN...], at most 64"},
 	{"RAW", "a raw key in hex, as 'key raw' printed it"},
+	{"CQ", "a CQ number, as 'cq create' printed it"},
+	{"QP", "a QP number, as 'qp create' printed it"},
+	{"PEER", "the session's QP to connect to, as 'qp create' printed it"},
+	{"RKEY", "a remote key (an MR's or a window's, or any 32 bits)"},
+	{"ROFFSET", "a byte offset in the remote key's region"},
+	{"ADD", "the number to add (64 bits)"},
+	{"COMPARE", "the value to compare with (64 bits)"},
+	{"SWAP", "the value to swap in (64 bits)"},
 };
 
 constexpr const char *kMrAccessNames[] = {
@@ -259,8 +302,24 @@ bool parse_param(const CommandSpec &spec, std::string_view name, std::string_vie
 	bool ok = false;
 	if (name == "SIZE") {
 		ok = parse_size(w, &cmd->size) && cmd->size != 0;
-	} else if (name == "ID" || name == "POOL" || name == "WINDOW") {
+	} else if (name == "ID" || name == "POOL" || name == "WINDOW" || name == "CQ" ||
+		   name == "QP") {
 		ok = parse_number(w, &cmd->id);
+	} else if (name == "PEER") {
+		ok = parse_number(w, &cmd->peer);
+	} else if (name == "ROFFSET") {
+		ok = parse_size(w, &cmd->roffset);
+	} else if (name == "ADD" || name == "COMPARE") {
+		ok = parse_number(w, &cmd->operand);
+	} else if (name == "SWAP") {
+		ok = parse_number(w, &cmd->operand2);
+	} else if (name == "RKEY") {
+		if (!parse_u32(w, &cmd->rkey)) {
+			*msg = "RKEY: expected a 32-bit key, not '" + std::string(w.substr(0, 64)) +
+			       "'";
+			return false;
+		}
+		return true;
 	} else if (name == "OFFSET") {
 		ok = parse_size(w, &cmd->offset);
 	} else if (name == "LEN") {
@@ -344,6 +403,30 @@ bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string
 		cmd->filter_pool = static_cast<int64_t>(v);
 		return true;
 	}
+	if (o == "min")
+		return parse_size(w, &cmd->filter_min) || bad("min: expected a size (4k, 2M)");
+	if (o == "max" && opt.value == "SIZE")
+		return parse_size(w, &cmd->filter_max) || bad("max: expected a size (4k, 2M)");
+	if (o == "max")
+		return (parse_u32(w, &cmd->max) && cmd->max != 0 && cmd->max <= kMaxPoll) ||
+		       bad("max: expected 1 to 256 completions");
+	if (o == "port")
+		return ((w == "1" || w == "2") && parse_u32(w, &cmd->port)) ||
+		       bad("port: expected 1 or 2");
+	if (o == "depth")
+		return (parse_u32(w, &cmd->depth) && cmd->depth != 0) ||
+		       bad("depth: expected a number above 0");
+	if (o == "wrid")
+		return (cmd->has_wr_id = parse_number(w, &cmd->wr_id)) ||
+		       bad("wrid: expected a 64-bit number");
+	if (o == "inline")
+		return cmd->inline_data = true;
+	if (o == "unsignaled")
+		return cmd->unsignaled = true;
+	if (o == "count")
+		return (parse_number(w, &cmd->count) && cmd->count != 0 &&
+			cmd->count <= kMaxBenchCount) ||
+		       bad("count: expected 1 to 10000000 operations");
 	if (o == "offset")
 		return (cmd->has_offset = parse_size(w, &cmd->offset)) ||
 		       bad("offset: expected a byte offset (0, 0x1000, 4k)");

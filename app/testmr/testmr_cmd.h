@@ -66,6 +66,27 @@ enum class Verb {
 	key_map,
 	window_bind,
 	window_unbind,
+	show_violations,
+	/* Queues of the registration engine's device (native API data path). */
+	cq_create,
+	cq_destroy,
+	qp_create,
+	qp_connect,
+	qp_recover,
+	qp_destroy,
+	post_write,
+	post_read,
+	post_fadd,
+	post_cswap,
+	poll,
+	show_cq,
+	show_cqs,
+	show_qp,
+	show_qps,
+	/* Figures of the registration engine, as the benchmark programs measure them. */
+	bench_reg,
+	bench_lookup,
+	bench_rdma,
 };
 
 /* One segment of `mr regv`: bytes [offset, offset + len) of the pool. */
@@ -76,6 +97,10 @@ struct Segment {
 
 /* The most segments `mr regv` takes on one line (the native API takes up to NICMR_MAX_IOV, 64). */
 constexpr size_t kMaxSegments = 64;
+/* The most completions one `poll` takes. */
+constexpr uint32_t kMaxPoll = 256;
+/* The most operations a `bench` repetition runs. */
+constexpr uint64_t kMaxBenchCount = 10000000;
 /* The longest raw key `key map` takes, in bytes (the native API's is NICMR_RAW_KEY_SIZE, 64). */
 constexpr size_t kMaxRawKey = 64;
 
@@ -88,19 +113,34 @@ struct Command {
 	uint64_t id = 0;	/* pool destroy, show pool, translate, mr reg/regv (pool), window */
 	uint64_t offset = 0; /* translate, mkey create, mr reg, mr sub, key lookup, window bind */
 	uint64_t len = 0;    /* mkey create, mr reg, mr sub, key lookup, window bind */
-	bool has_offset = false;       /* key lookup: offset given */
-	bool has_len = false;	       /* key lookup: len given */
-	uint32_t pd = 0;	       /* pd free, mkey create (0: the session's first PD) */
-	uint32_t access = 0;	       /* mkey create: Access bits; 0 = the default (lr,lw,rr,rw) */
-	uint32_t index = 0;	       /* mkey query, mkey destroy */
-	uint32_t key = 0;	       /* mr sub, mr dereg, show mr, key lookup/raw, window bind */
-	uint64_t mr_access = 0;	       /* mr reg/regv/sub, key lookup, window bind: MrAccess bits */
-	int64_t filter_pool = -1;      /* show mrs: only MRs in this engine pool (-1: all) */
-	uint64_t filter_access = 0;    /* show mrs: only MRs that grant all these MrAccess bits */
-	bool json = false;	       /* show ...: one JSON object instead of text */
-	std::string word;	       /* help: the section (empty: the list of sections) */
-	std::vector<Segment> segments; /* mr regv */
-	std::vector<uint8_t> raw;      /* key map: the raw key's bytes */
+	bool has_offset = false;    /* key lookup: offset given */
+	bool has_len = false;	    /* key lookup: len given */
+	uint32_t pd = 0;	    /* pd free, mkey create (0: the session's first PD) */
+	uint32_t access = 0;	    /* mkey create: Access bits; 0 = the default (lr,lw,rr,rw) */
+	uint32_t index = 0;	    /* mkey query, mkey destroy */
+	uint32_t key = 0;	    /* mr sub, mr dereg, show mr, key lookup/raw, window bind */
+	uint64_t mr_access = 0;	    /* mr reg/regv/sub, key lookup, window bind: MrAccess bits */
+	int64_t filter_pool = -1;   /* show mrs: only MRs in this engine pool (-1: all) */
+	uint64_t filter_access = 0; /* show mrs: only MRs that grant all these MrAccess bits */
+	uint64_t filter_min = 0;    /* show mrs: only MRs of at least this many bytes */
+	uint64_t filter_max = UINT64_MAX; /* show mrs: only MRs of at most this many bytes */
+	uint64_t peer = 0;		  /* qp connect: the session's QP to connect to */
+	uint32_t port = 1;		  /* qp create: 1 or 2 */
+	uint32_t depth = 64;		  /* cq create, qp create */
+	uint32_t rkey = 0;		  /* post: the remote key */
+	uint64_t roffset = 0;		  /* post: offset in the remote key's region */
+	uint64_t operand = 0;		  /* post fadd: ADD; post cswap: COMPARE */
+	uint64_t operand2 = 0;		  /* post cswap: SWAP */
+	bool has_wr_id = false;		  /* post: wrid given */
+	uint64_t wr_id = 0;		  /* post: the work request's id */
+	bool inline_data = false;	  /* post write: NICMR_SEND_INLINE */
+	bool unsignaled = false;	  /* post: no NICMR_SEND_SIGNALED */
+	uint32_t max = 16;		  /* poll: at most this many completions */
+	uint64_t count = 0;		  /* bench: operations per repetition (0: the default) */
+	bool json = false;		  /* show ...: one JSON object instead of text */
+	std::string word;		  /* help: the section (empty: the list of sections) */
+	std::vector<Segment> segments;	  /* mr regv */
+	std::vector<uint8_t> raw;	  /* key map: the raw key's bytes */
 };
 
 /* mkey access bits as testmr spells them (mkey create: the device's own rights). */

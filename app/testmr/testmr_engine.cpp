@@ -3,11 +3,16 @@
 
 #include <sys/uio.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nicmr/nicmr.h"
@@ -48,6 +53,74 @@ struct WindowRec {
 	uint64_t access = 0;
 };
 
+struct CqRec {
+	nicmr_cq *cq = nullptr;
+	uint32_t depth = 0; /* as asked (the API rounds it up to a power of two) */
+};
+
+struct QpRec {
+	nicmr_qp *qp = nullptr;
+	uint64_t cq = 0; /* the session's CQ it reports to */
+	uint32_t port = 0;
+	uint32_t depth = 0;
+	bool connected = false;
+	uint64_t peer = 0; /* the session's QP it is connected to (when connected) */
+	uint32_t peer_qpn = 0, peer_port = 0;
+};
+
+/* enum nicmr_wc_status and enum nicmr_wc_opcode, as the header spells them. */
+constexpr const char *kWcStatus[] = {
+	"SUCCESS",   "LOCAL_LEN", "LOCAL_QP_OP",   "LOCAL_PROT",       "WR_FLUSH",
+	"MW_BIND",   "BAD_RESP",  "LOCAL_ACCESS",  "REMOTE_INVAL_REQ", "REMOTE_ACCESS",
+	"REMOTE_OP", "RETRY_EXC", "RNR_RETRY_EXC", "REMOTE_ABORT",     "GENERAL",
+};
+static_assert(std::size(kWcStatus) == NICMR_WC_GENERAL + 1);
+constexpr const char *kWcOpcode[] = {"RDMA_WRITE", "RDMA_READ", "FETCH_ADD", "COMP_SWAP"};
+static_assert(std::size(kWcOpcode) == NICMR_WC_COMP_SWAP + 1);
+
+const char *wc_status_name(uint8_t s)
+{
+	return s < std::size(kWcStatus) ? kWcStatus[s] : "?";
+}
+const char *wc_opcode_name(uint8_t o)
+{
+	return o < std::size(kWcOpcode) ? kWcOpcode[o] : "?";
+}
+
+const char *qp_state_name(uint32_t s)
+{
+	switch (s) {
+	case NICMR_QP_RESET:
+		return "RESET";
+	case NICMR_QP_INIT:
+		return "INIT";
+	case NICMR_QP_RTR:
+		return "RTR";
+	case NICMR_QP_RTS:
+		return "RTS";
+	case NICMR_QP_ERR:
+		return "ERR";
+	default:
+		return "unknown";
+	}
+}
+
+/* The median of samples (sorted in place); 0 for none. */
+double median(std::vector<double> &v)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	const size_t n = v.size();
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double ns_since(std::chrono::steady_clock::time_point t0)
+{
+	return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
+		.count();
+}
+
 const char *layout_name(int layout)
 {
 	switch (layout) {
@@ -87,6 +160,14 @@ struct Engine::State {
 	std::map<uint32_t, MrRec> mrs; /* by key */
 	std::map<uint64_t, WindowRec> windows;
 	uint64_t next_window = 0;
+	std::map<uint64_t, CqRec> cqs;
+	uint64_t next_cq = 0;
+	std::map<uint64_t, QpRec> qps;
+	uint64_t next_qp = 0;
+	uint64_t next_wr_id = 1;
+	/* Atomics in flight: where their old value lands, by QP number and wr_id (poll prints
+	 * it). */
+	std::map<std::pair<uint32_t, uint64_t>, uint64_t> atomic_results;
 
 	FILE *f() const { return out.out(); }
 	int api_error(const char *call, int rc)
@@ -109,6 +190,37 @@ struct Engine::State {
 	int map_raw(const Command &c);
 	int window_bind(const Command &c);
 	int window_unbind(uint64_t id);
+	int show_violations(const Command &c);
+	int cq_create(const Command &c);
+	int cq_destroy(uint64_t id);
+	int qp_create(const Command &c);
+	int qp_connect(const Command &c);
+	int qp_recover(uint64_t id);
+	int qp_destroy(uint64_t id);
+	int post(const Command &c);
+	int poll(const Command &c);
+	std::string cq_json(uint64_t id, const CqRec &r) const;
+	void cq_text(uint64_t id, const CqRec &r) const;
+	std::string qp_json(uint64_t id, const QpRec &r) const;
+	void qp_text(uint64_t id, const QpRec &r) const;
+	int show_queues(const Command &c);
+	int bench_reg(const Command &c);
+	int bench_lookup(const Command &c);
+	int bench_rdma(const Command &c);
+	int no_cq(uint64_t id)
+	{
+		return out.error(-ENOENT, "no CQ %" PRIu64 " (try 'cq create')", id);
+	}
+	int no_qp(uint64_t id)
+	{
+		return out.error(-ENOENT, "no QP %" PRIu64 " (try 'qp create CQ')", id);
+	}
+	/* The address OFFSET bytes into the region of a remote key: the session's MR or window
+	 * of that key, else OFFSET itself (a key nobody registered is refused by the device
+	 * before the address matters). */
+	uint64_t remote_addr(uint32_t rkey, uint64_t offset) const;
+	/* Progress of a bench command, on standard error when it is a terminal. */
+	void progress(const char *what, int rep, int reps) const;
 	/* The engine pool bytes [offset, offset + len) are in, or an error printed. */
 	int pool_bytes(uint64_t id, uint64_t offset, uint64_t len, char **addr);
 };
@@ -132,7 +244,12 @@ int Engine::open(const char *spec, Reporter &out, std::unique_ptr<Engine> *engin
 Engine::~Engine()
 {
 	State &s = *s_;
-	/* Windows keep their MRs, sub-MRs their bases, MRs their pools: in that order. */
+	/* QPs keep their CQs and PD; windows keep their MRs, sub-MRs their bases, MRs their
+	 * pools: in that order. */
+	for (auto &[id, q] : s.qps)
+		nicmr_qp_destroy(q.qp);
+	for (auto &[id, c] : s.cqs)
+		nicmr_cq_destroy(c.cq);
 	for (auto &[id, w] : s.windows) {
 		nicmr_mw_invalidate(w.mw);
 		nicmr_mw_free(w.mw);
@@ -179,6 +296,38 @@ int Engine::run(const Command &c)
 		return s.window_bind(c);
 	case Verb::window_unbind:
 		return s.window_unbind(c.id);
+	case Verb::show_violations:
+		return s.show_violations(c);
+	case Verb::cq_create:
+		return s.cq_create(c);
+	case Verb::cq_destroy:
+		return s.cq_destroy(c.id);
+	case Verb::qp_create:
+		return s.qp_create(c);
+	case Verb::qp_connect:
+		return s.qp_connect(c);
+	case Verb::qp_recover:
+		return s.qp_recover(c.id);
+	case Verb::qp_destroy:
+		return s.qp_destroy(c.id);
+	case Verb::post_write:
+	case Verb::post_read:
+	case Verb::post_fadd:
+	case Verb::post_cswap:
+		return s.post(c);
+	case Verb::poll:
+		return s.poll(c);
+	case Verb::show_cq:
+	case Verb::show_cqs:
+	case Verb::show_qp:
+	case Verb::show_qps:
+		return s.show_queues(c);
+	case Verb::bench_reg:
+		return s.bench_reg(c);
+	case Verb::bench_lookup:
+		return s.bench_lookup(c);
+	case Verb::bench_rdma:
+		return s.bench_rdma(c);
 	default:
 		return s.out.error(-EINVAL, "not a registration engine command");
 	}
@@ -217,6 +366,13 @@ void Engine::view(EngineView *v) const
 		}
 	}
 	v->windows = s.windows.size();
+	v->violations.assign(NICMR_MAX_KEY_VIOLATIONS, nicmr_key_violation{});
+	const int n = nicmr_key_violations(s.dev, v->violations.data(), NICMR_MAX_KEY_VIOLATIONS,
+					   &v->violations_dropped);
+	v->violations_rc = n < 0 ? n : 0;
+	v->violations.resize(n < 0 ? 0 : std::min<size_t>(size_t(n), NICMR_MAX_KEY_VIOLATIONS));
+	std::sort(v->violations.begin(), v->violations.end(),
+		  [](const auto &a, const auto &b) { return a.key < b.key; });
 }
 
 int Engine::State::pool_create(const Command &c)
@@ -380,6 +536,9 @@ int Engine::State::show_mrs(const Command &c)
 			continue;
 		if ((m.access & c.filter_access) != c.filter_access)
 			continue;
+		const size_t len = nicmr_mr_len(m.mr);
+		if (len < c.filter_min || len > c.filter_max)
+			continue;
 		if (c.json)
 			array += (shown ? "," : "") + mr_json(key, m);
 		else
@@ -504,6 +663,583 @@ int Engine::State::window_unbind(uint64_t id)
 	windows.erase(it);
 	std::fprintf(f(), "window %" PRIu64 " unbound: rkey 0x%08x is refused from now on\n", id,
 		     rkey);
+	return 0;
+}
+
+int Engine::State::show_violations(const Command &c)
+{
+	std::vector<nicmr_key_violation> v(NICMR_MAX_KEY_VIOLATIONS);
+	uint64_t dropped = 0;
+	const int n = nicmr_key_violations(dev, v.data(), NICMR_MAX_KEY_VIOLATIONS, &dropped);
+	if (n < 0)
+		return api_error("nicmr_key_violations", n);
+	v.resize(std::min<size_t>(size_t(n), NICMR_MAX_KEY_VIOLATIONS));
+	std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.key < b.key; });
+	if (c.json) {
+		std::string array = "[";
+		for (size_t i = 0; i < v.size(); i++) {
+			JsonObject o;
+			o.hex("key", v[i].key)
+				.str("access", format_mr_access(v[i].access))
+				.num("access_bits", v[i].access)
+				.num("count", v[i].count)
+				.hex("local_qpn", v[i].local_qpn)
+				.num("peer_port", v[i].peer_port)
+				.hex("peer_qpn", v[i].peer_qpn);
+			array += (i ? "," : "") + o.str();
+		}
+		JsonObject o;
+		o.num("count", v.size()).num("dropped", dropped).raw("violations", array + "]");
+		std::fprintf(f(), "%s\n", o.str().c_str());
+		return 0;
+	}
+	for (const auto &e : v)
+		std::fprintf(f(),
+			     "key 0x%08x: %" PRIu64
+			     " refused (%s), last from QP 0x%x to port %u QP "
+			     "0x%x%s\n",
+			     e.key, e.count, format_mr_access(e.access).c_str(), e.local_qpn,
+			     e.peer_port, e.peer_qpn,
+			     mrs.count(e.key) != 0 ? " (an MR of this session)" : "");
+	if (v.empty())
+		std::fprintf(f(), "no key violations\n");
+	if (dropped != 0)
+		std::fprintf(f(),
+			     "%" PRIu64
+			     " refusals of further keys not recorded (the record holds %u "
+			     "keys)\n",
+			     dropped, NICMR_MAX_KEY_VIOLATIONS);
+	return 0;
+}
+
+int Engine::State::cq_create(const Command &c)
+{
+	CqRec r;
+	r.depth = c.depth;
+	if (int rc = nicmr_cq_create(dev, c.depth, &r.cq); rc != 0)
+		return api_error("nicmr_cq_create", rc);
+	const uint64_t id = next_cq++;
+	cqs[id] = r;
+	std::fprintf(f(), "CQ %" PRIu64 ": number 0x%x, depth %u\n", id, nicmr_cq_num(r.cq),
+		     r.depth);
+	return 0;
+}
+
+int Engine::State::cq_destroy(uint64_t id)
+{
+	auto it = cqs.find(id);
+	if (it == cqs.end())
+		return no_cq(id);
+	if (int rc = nicmr_cq_destroy(it->second.cq); rc != 0)
+		return api_error("nicmr_cq_destroy", rc);
+	cqs.erase(it);
+	std::fprintf(f(), "CQ %" PRIu64 " destroyed\n", id);
+	return 0;
+}
+
+int Engine::State::qp_create(const Command &c)
+{
+	auto cq = cqs.find(c.id);
+	if (cq == cqs.end())
+		return no_cq(c.id);
+	QpRec r;
+	r.cq = c.id;
+	r.port = c.port;
+	r.depth = c.depth;
+	if (int rc = nicmr_qp_create(pd, c.port, cq->second.cq, c.depth, &r.qp); rc != 0)
+		return api_error("nicmr_qp_create", rc);
+	const uint64_t id = next_qp++;
+	qps[id] = r;
+	std::fprintf(f(), "QP %" PRIu64 ": number 0x%x, port %u, CQ %" PRIu64 ", depth %u, RESET\n",
+		     id, nicmr_qp_num(r.qp), r.port, r.cq, r.depth);
+	return 0;
+}
+
+int Engine::State::qp_connect(const Command &c)
+{
+	auto q = qps.find(c.id);
+	if (q == qps.end())
+		return no_qp(c.id);
+	auto p = qps.find(c.peer);
+	if (p == qps.end())
+		return no_qp(c.peer);
+	const uint32_t pqpn = nicmr_qp_num(p->second.qp);
+	if (int rc = nicmr_qp_connect(q->second.qp, p->second.port, pqpn); rc != 0)
+		return api_error("nicmr_qp_connect", rc);
+	QpRec &r = q->second;
+	r.connected = true;
+	r.peer = c.peer;
+	r.peer_qpn = pqpn;
+	r.peer_port = p->second.port;
+	uint32_t st = 0;
+	const int rc = nicmr_qp_state(r.qp, &st);
+	std::fprintf(f(),
+		     "QP %" PRIu64 " (0x%x, port %u) connected to QP %" PRIu64
+		     " (0x%x, port %u): %s\n",
+		     c.id, nicmr_qp_num(r.qp), r.port, c.peer, pqpn, r.peer_port,
+		     rc == 0 ? qp_state_name(st) : errno_name(rc));
+	return 0;
+}
+
+int Engine::State::qp_recover(uint64_t id)
+{
+	auto q = qps.find(id);
+	if (q == qps.end())
+		return no_qp(id);
+	if (int rc = nicmr_qp_recover(q->second.qp); rc != 0)
+		return api_error("nicmr_qp_recover", rc);
+	uint32_t st = 0;
+	const int rc = nicmr_qp_state(q->second.qp, &st);
+	std::fprintf(f(), "QP %" PRIu64 " recovered: %s\n", id,
+		     rc == 0 ? qp_state_name(st) : errno_name(rc));
+	return 0;
+}
+
+int Engine::State::qp_destroy(uint64_t id)
+{
+	auto q = qps.find(id);
+	if (q == qps.end())
+		return no_qp(id);
+	if (int rc = nicmr_qp_destroy(q->second.qp); rc != 0)
+		return api_error("nicmr_qp_destroy", rc);
+	qps.erase(q);
+	std::fprintf(f(), "QP %" PRIu64 " destroyed\n", id);
+	return 0;
+}
+
+uint64_t Engine::State::remote_addr(uint32_t rkey, uint64_t offset) const
+{
+	if (auto it = mrs.find(rkey); it != mrs.end())
+		return reinterpret_cast<uintptr_t>(nicmr_mr_addr(it->second.mr)) + offset;
+	for (const auto &[id, w] : windows)
+		if (w.rkey == rkey)
+			return w.addr + offset;
+	return offset;
+}
+
+int Engine::State::post(const Command &c)
+{
+	auto q = qps.find(c.id);
+	if (q == qps.end())
+		return no_qp(c.id);
+	auto m = mrs.find(c.key);
+	if (m == mrs.end())
+		return no_mr(c.key);
+	nicmr_qp *qp = q->second.qp;
+	const uint64_t laddr = reinterpret_cast<uintptr_t>(nicmr_mr_addr(m->second.mr)) + c.offset;
+	const uint64_t raddr = remote_addr(c.rkey, c.roffset);
+	const uint64_t wr_id = c.has_wr_id ? c.wr_id : next_wr_id++;
+	const unsigned flags = (c.unsignaled ? 0u : NICMR_SEND_SIGNALED) |
+			       (c.inline_data ? NICMR_SEND_INLINE : 0u);
+	const char *call = nullptr, *what = nullptr;
+	uint64_t len = c.len;
+	int rc = 0;
+	switch (c.verb) {
+	case Verb::post_write:
+		call = "nicmr_post_write";
+		what = c.inline_data ? "RDMA WRITE (inline)" : "RDMA WRITE";
+		rc = nicmr_post_write(qp, laddr, c.len, c.key, raddr, c.rkey, wr_id, flags);
+		break;
+	case Verb::post_read:
+		call = "nicmr_post_read";
+		what = "RDMA READ";
+		rc = nicmr_post_read(qp, laddr, c.len, c.key, raddr, c.rkey, wr_id, flags);
+		break;
+	case Verb::post_fadd:
+		call = "nicmr_post_atomic_fadd";
+		what = "FETCH_ADD";
+		len = 8;
+		rc = nicmr_post_atomic_fadd(qp, laddr, c.key, raddr, c.rkey, c.operand, wr_id,
+					    flags);
+		break;
+	default:
+		call = "nicmr_post_atomic_cswap";
+		what = "COMP_SWAP";
+		len = 8;
+		rc = nicmr_post_atomic_cswap(qp, laddr, c.key, raddr, c.rkey, c.operand, c.operand2,
+					     wr_id, flags);
+		break;
+	}
+	if (rc != 0)
+		return api_error(call, rc);
+	if (len == 8 && (c.verb == Verb::post_fadd || c.verb == Verb::post_cswap))
+		atomic_results[{nicmr_qp_num(qp), wr_id}] = laddr;
+	std::fprintf(f(),
+		     "posted %s, wr_id %" PRIu64 ", QP %" PRIu64 ": key 0x%08x [0x%" PRIx64
+		     ", +0x%" PRIx64 ") %s rkey 0x%08x at 0x%" PRIx64 "%s\n",
+		     what, wr_id, c.id, c.key, laddr, len, c.verb == Verb::post_write ? "->" : "<-",
+		     c.rkey, raddr, c.unsignaled ? ", unsignaled" : "");
+	return 0;
+}
+
+int Engine::State::poll(const Command &c)
+{
+	auto cq = cqs.find(c.id);
+	if (cq == cqs.end())
+		return no_cq(c.id);
+	std::vector<nicmr_wc> wc(c.max);
+	/* The device may still be working (thread delivery): up to a second for the first. */
+	const auto t0 = std::chrono::steady_clock::now();
+	int got = 0;
+	while (true) {
+		got = nicmr_cq_poll(cq->second.cq, wc.data(), int(c.max));
+		if (got != 0 || std::chrono::steady_clock::now() - t0 > std::chrono::seconds(1))
+			break;
+		std::this_thread::yield();
+	}
+	if (got < 0)
+		return api_error("nicmr_cq_poll", got);
+	if (got == 0)
+		std::fprintf(f(), "CQ %" PRIu64 ": no completion\n", c.id);
+	for (int i = 0; i < got; i++) {
+		const nicmr_wc &w = wc[size_t(i)];
+		uint64_t qid = 0;
+		for (const auto &[id, q] : qps)
+			if (nicmr_qp_num(q.qp) == w.qp_num)
+				qid = id;
+		std::fprintf(f(), "CQ %" PRIu64 ": wr_id %" PRIu64 ", QP %" PRIu64 " (0x%x), %s, ",
+			     c.id, w.wr_id, qid, w.qp_num, wc_opcode_name(w.opcode));
+		auto res = atomic_results.find({w.qp_num, w.wr_id});
+		if (w.status == NICMR_WC_SUCCESS) {
+			std::fprintf(f(), "success, %u bytes", w.byte_len);
+			if (res != atomic_results.end()) {
+				uint64_t old = 0;
+				std::memcpy(&old, reinterpret_cast<const void *>(res->second), 8);
+				std::fprintf(f(), ", old value %" PRIu64, old);
+			}
+			std::fputs("\n", f());
+		} else {
+			std::fprintf(f(), "%s, syndrome 0x%02x (%s), vendor syndrome 0x%02x\n",
+				     wc_status_name(w.status), w.syndrome,
+				     nicmr_wc_syndrome_str(w.syndrome), w.vendor_syndrome);
+		}
+		if (res != atomic_results.end())
+			atomic_results.erase(res);
+	}
+	return 0;
+}
+
+std::string Engine::State::cq_json(uint64_t id, const CqRec &r) const
+{
+	std::string list = "[";
+	size_t n = 0;
+	for (const auto &[qid, q] : qps)
+		if (q.cq == id)
+			list += (n++ ? "," : "") + std::to_string(qid);
+	JsonObject o;
+	o.num("id", id).hex("cqn", nicmr_cq_num(r.cq)).num("depth", r.depth).raw("qps", list + "]");
+	return o.str();
+}
+
+void Engine::State::cq_text(uint64_t id, const CqRec &r) const
+{
+	std::string list;
+	for (const auto &[qid, q] : qps)
+		if (q.cq == id)
+			list += (list.empty() ? "" : ",") + std::to_string(qid);
+	std::fprintf(f(), "CQ %" PRIu64 ": number 0x%x, depth %u, QPs %s\n", id, nicmr_cq_num(r.cq),
+		     r.depth, list.empty() ? "none" : list.c_str());
+}
+
+std::string Engine::State::qp_json(uint64_t id, const QpRec &r) const
+{
+	uint32_t st = 0;
+	const int rc = nicmr_qp_state(r.qp, &st);
+	JsonObject o;
+	o.num("id", id)
+		.hex("qpn", nicmr_qp_num(r.qp))
+		.num("port", r.port)
+		.num("cq", r.cq)
+		.num("depth", r.depth)
+		.str("state", rc == 0 ? qp_state_name(st) : errno_name(rc));
+	if (r.connected)
+		o.num("peer", r.peer).hex("peer_qpn", r.peer_qpn).num("peer_port", r.peer_port);
+	else
+		o.raw("peer", "null");
+	return o.str();
+}
+
+void Engine::State::qp_text(uint64_t id, const QpRec &r) const
+{
+	uint32_t st = 0;
+	const int rc = nicmr_qp_state(r.qp, &st);
+	std::fprintf(f(), "QP %" PRIu64 ": number 0x%x, port %u, CQ %" PRIu64 ", depth %u, ", id,
+		     nicmr_qp_num(r.qp), r.port, r.cq, r.depth);
+	if (r.connected)
+		std::fprintf(f(), "peer QP %" PRIu64 " (0x%x, port %u), ", r.peer, r.peer_qpn,
+			     r.peer_port);
+	else
+		std::fprintf(f(), "not connected, ");
+	std::fprintf(f(), "%s\n", rc == 0 ? qp_state_name(st) : errno_name(rc));
+}
+
+int Engine::State::show_queues(const Command &c)
+{
+	const bool qp = c.verb == Verb::show_qp || c.verb == Verb::show_qps;
+	if (c.verb == Verb::show_cq) {
+		auto it = cqs.find(c.id);
+		if (it == cqs.end())
+			return no_cq(c.id);
+		if (c.json)
+			std::fprintf(f(), "%s\n", cq_json(it->first, it->second).c_str());
+		else
+			cq_text(it->first, it->second);
+		return 0;
+	}
+	if (c.verb == Verb::show_qp) {
+		auto it = qps.find(c.id);
+		if (it == qps.end())
+			return no_qp(c.id);
+		if (c.json)
+			std::fprintf(f(), "%s\n", qp_json(it->first, it->second).c_str());
+		else
+			qp_text(it->first, it->second);
+		return 0;
+	}
+	std::string array = "[";
+	size_t n = 0;
+	if (qp) {
+		for (const auto &[id, r] : qps) {
+			if (c.json)
+				array += (n ? "," : "") + qp_json(id, r);
+			else
+				qp_text(id, r);
+			n++;
+		}
+	} else {
+		for (const auto &[id, r] : cqs) {
+			if (c.json)
+				array += (n ? "," : "") + cq_json(id, r);
+			else
+				cq_text(id, r);
+			n++;
+		}
+	}
+	if (c.json) {
+		JsonObject o;
+		o.num("count", n).raw(qp ? "qps" : "cqs", array + "]");
+		std::fprintf(f(), "%s\n", o.str().c_str());
+	} else if (n == 0) {
+		std::fprintf(f(), "no %s\n", qp ? "QPs" : "CQs");
+	}
+	return 0;
+}
+
+/*
+ * bench: the figures of bench/mr/bench-mr measured here, in this build, through the native
+ * API on the engine's device: each repetition times every call (steady clock), the figures
+ * are medians over the repetitions of each repetition's median. bench-mr's numbers come from a
+ * release build; these say what this build does (a debug build is slower).
+ */
+constexpr int kBenchReps = 5;
+constexpr uint64_t kBenchRegCount = 2000;
+constexpr uint64_t kBenchLookupCount = 1000000;
+constexpr uint64_t kBenchRdmaCount = 2000;
+constexpr size_t kBenchBytes = 4096;
+
+void Engine::State::progress(const char *what, int rep, int reps) const
+{
+	if (isatty(STDERR_FILENO) == 0)
+		return;
+	if (rep < reps)
+		std::fprintf(stderr, "\r%s: repetition %d/%d ...", what, rep + 1, reps);
+	else
+		std::fprintf(stderr, "\r%*s\r", 40, "");
+	std::fflush(stderr);
+}
+
+/* A 4 MiB engine pool of its own (2 MiB pages, 4 KiB ones when none is free), destroyed with
+ * the object: the bench commands leave the session's pools alone. */
+struct BenchPool {
+	nicmr_pool *pool = nullptr;
+	~BenchPool()
+	{
+		if (pool)
+			nicmr_pool_destroy(pool);
+	}
+	int create(nicmr_device *dev)
+	{
+		nicmr_pool_params p;
+		nicmr_pool_params_init(&p);
+		p.size = size_t{4} << 20;
+		p.allow_fallback = 1;
+		p.name = "testmr-bench";
+		return nicmr_pool_create(dev, &p, &pool);
+	}
+	char *at(size_t off) const { return static_cast<char *>(nicmr_pool_addr(pool)) + off; }
+};
+
+int Engine::State::bench_reg(const Command &c)
+{
+	const uint64_t n = c.count ? c.count : kBenchRegCount;
+	BenchPool bp;
+	if (int rc = bp.create(dev); rc != 0)
+		return api_error("nicmr_pool_create", rc);
+	/* What bench-mr's native pair registers with (bench/common/bench_native.cpp). */
+	const uint64_t access = NICMR_ACCESS_READ | NICMR_ACCESS_WRITE | NICMR_ACCESS_REMOTE_READ |
+				NICMR_ACCESS_REMOTE_WRITE;
+	std::fprintf(f(),
+		     "bench reg: %d repetitions of %" PRIu64
+		     " nicmr_mr_reg + nicmr_mr_dereg of 4 KiB in a pool on %s (ns, medians)\n",
+		     kBenchReps, n, spec.c_str());
+	std::vector<double> reg_m, dereg_m, pair_m;
+	std::vector<double> r(n), d(n);
+	for (int rep = 0; rep < kBenchReps; rep++) {
+		progress("bench reg", rep, kBenchReps);
+		for (uint64_t i = 0; i < n; i++) {
+			nicmr_mr *mr = nullptr;
+			auto t0 = std::chrono::steady_clock::now();
+			int rc = nicmr_mr_reg(pd, bp.at(0), kBenchBytes, access, 0, 0, &mr);
+			r[i] = ns_since(t0);
+			if (rc != 0) {
+				progress("bench reg", kBenchReps, kBenchReps);
+				return api_error("nicmr_mr_reg", rc);
+			}
+			t0 = std::chrono::steady_clock::now();
+			rc = nicmr_mr_dereg(mr);
+			d[i] = ns_since(t0);
+			if (rc != 0) {
+				progress("bench reg", kBenchReps, kBenchReps);
+				return api_error("nicmr_mr_dereg", rc);
+			}
+		}
+		std::vector<double> p(n);
+		for (uint64_t i = 0; i < n; i++)
+			p[i] = r[i] + d[i];
+		reg_m.push_back(median(r));
+		dereg_m.push_back(median(d));
+		pair_m.push_back(median(p));
+	}
+	progress("bench reg", kBenchReps, kBenchReps);
+	/* bench-mr's line for the native pair, with the same names. */
+	std::fprintf(f(), "RESULT native 4KiB/alone reg=%.0f close=%.0f pair=%.0f\n", median(reg_m),
+		     median(dereg_m), median(pair_m));
+	return 0;
+}
+
+int Engine::State::bench_lookup(const Command &c)
+{
+	const uint64_t n = c.count ? c.count : kBenchLookupCount;
+	BenchPool bp;
+	if (int rc = bp.create(dev); rc != 0)
+		return api_error("nicmr_pool_create", rc);
+	nicmr_mr *mr = nullptr;
+	if (int rc = nicmr_mr_reg(pd, bp.at(0), kBenchBytes, NICMR_ACCESS_REMOTE_READ, 0, 0, &mr);
+	    rc != 0)
+		return api_error("nicmr_mr_reg", rc);
+	const uint32_t key = nicmr_mr_key(mr);
+	const uint64_t a = reinterpret_cast<uintptr_t>(bp.at(0));
+	std::fprintf(f(),
+		     "bench lookup: %d repetitions of %" PRIu64
+		     " nicmr_key_lookup of one live key, remote_read of 64 bytes (ns per lookup, "
+		     "median)\n",
+		     kBenchReps, n);
+	std::vector<double> per;
+	int rc = 0;
+	for (int rep = 0; rep < kBenchReps && rc == 0; rep++) {
+		progress("bench lookup", rep, kBenchReps);
+		uint64_t iova = 0, sum = 0;
+		const auto t0 = std::chrono::steady_clock::now();
+		for (uint64_t i = 0; i < n && rc == 0; i++) {
+			rc = nicmr_key_lookup(dev, key, a + (i & 63), 64, NICMR_ACCESS_REMOTE_READ,
+					      &iova);
+			sum += iova;
+		}
+		per.push_back(ns_since(t0) / double(n));
+		if (sum == 0)
+			rc = -EFAULT; /* every lookup gave an IOVA: keeps the loop's result used */
+	}
+	progress("bench lookup", kBenchReps, kBenchReps);
+	nicmr_mr_dereg(mr);
+	if (rc != 0)
+		return api_error("nicmr_key_lookup", rc);
+	std::fprintf(f(), "RESULT lookup one-key ns=%.2f\n", median(per));
+	return 0;
+}
+
+int Engine::State::bench_rdma(const Command &c)
+{
+	const uint64_t n = c.count ? c.count : kBenchRdmaCount;
+	BenchPool bp;
+	if (int rc = bp.create(dev); rc != 0)
+		return api_error("nicmr_pool_create", rc);
+	/* Its own CQ, QP pair and MRs, released at the end whatever happens. */
+	struct Q {
+		nicmr_cq *cq = nullptr;
+		nicmr_qp *a = nullptr, *b = nullptr;
+		nicmr_mr *src = nullptr, *dst = nullptr;
+		~Q()
+		{
+			if (a)
+				nicmr_qp_destroy(a);
+			if (b)
+				nicmr_qp_destroy(b);
+			if (cq)
+				nicmr_cq_destroy(cq);
+			if (src)
+				nicmr_mr_dereg(src);
+			if (dst)
+				nicmr_mr_dereg(dst);
+		}
+	} q;
+	int rc = nicmr_cq_create(dev, 64, &q.cq);
+	if (rc != 0)
+		return api_error("nicmr_cq_create", rc);
+	if ((rc = nicmr_qp_create(pd, 1, q.cq, 64, &q.a)) != 0 ||
+	    (rc = nicmr_qp_create(pd, 2, q.cq, 64, &q.b)) != 0)
+		return api_error("nicmr_qp_create", rc);
+	if ((rc = nicmr_qp_connect(q.a, 2, nicmr_qp_num(q.b))) != 0 ||
+	    (rc = nicmr_qp_connect(q.b, 1, nicmr_qp_num(q.a))) != 0)
+		return api_error("nicmr_qp_connect", rc);
+	if ((rc = nicmr_mr_reg(pd, bp.at(0), kBenchBytes, NICMR_ACCESS_WRITE, 0, 0, &q.src)) != 0 ||
+	    (rc = nicmr_mr_reg(pd, bp.at(1 << 20), kBenchBytes,
+			       NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_WRITE, 0, 0,
+			       &q.dst)) != 0)
+		return api_error("nicmr_mr_reg", rc);
+	std::fprintf(
+		f(),
+		"bench rdma: %d repetitions of %" PRIu64
+		" signalled RDMA WRITEs of 4 KiB, port 1 to port 2, each polled (ns per write, "
+		"median)\n",
+		kBenchReps, n);
+	const uint64_t src = reinterpret_cast<uintptr_t>(bp.at(0));
+	const uint64_t dst = reinterpret_cast<uintptr_t>(bp.at(1 << 20));
+	std::vector<double> per(n), med;
+	for (int rep = 0; rep < kBenchReps; rep++) {
+		progress("bench rdma", rep, kBenchReps);
+		for (uint64_t i = 0; i < n; i++) {
+			const auto t0 = std::chrono::steady_clock::now();
+			rc = nicmr_post_write(q.a, src, kBenchBytes, nicmr_mr_key(q.src), dst,
+					      nicmr_mr_key(q.dst), i, NICMR_SEND_SIGNALED);
+			nicmr_wc wc{};
+			int got = 0;
+			while (rc == 0 && got == 0) {
+				got = nicmr_cq_poll(q.cq, &wc, 1);
+				if (got == 0 && ns_since(t0) > 5e9)
+					got = -ETIMEDOUT;
+			}
+			per[i] = ns_since(t0);
+			if (rc == 0 && got < 0)
+				rc = got;
+			if (rc == 0 && wc.status != NICMR_WC_SUCCESS)
+				rc = -EIO;
+			if (rc != 0) {
+				progress("bench rdma", kBenchReps, kBenchReps);
+				if (rc == -EIO)
+					return out.error(rc, "bench rdma: completion %s (%s)",
+							 wc_status_name(wc.status),
+							 nicmr_wc_syndrome_str(wc.syndrome));
+				return api_error(rc == -ETIMEDOUT ? "nicmr_cq_poll"
+								  : "nicmr_post_write",
+						 rc);
+			}
+		}
+		med.push_back(median(per));
+	}
+	progress("bench rdma", kBenchReps, kBenchReps);
+	const double ns = median(med);
+	std::fprintf(f(), "RESULT rdma write/4KiB ns=%.0f gbit_s=%.2f\n", ns,
+		     double(kBenchBytes) * 8 / ns);
 	return 0;
 }
 

@@ -48,6 +48,9 @@ struct EngineView {
 	};
 	std::vector<Mr> mrs;
 	size_t windows = 0;
+	int violations_rc = 0; /* nicmr_key_violations's code (negative), else 0 */
+	std::vector<nicmr_key_violation> violations; /* by key */
+	uint64_t violations_dropped = 0;
 };
 
 class Engine {

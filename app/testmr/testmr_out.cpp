@@ -36,6 +36,10 @@ const char *errno_name(int rc)
 		return "-EOPNOTSUPP";
 	case EFAULT:
 		return "-EFAULT";
+	case ENOTCONN:
+		return "-ENOTCONN";
+	case ETIMEDOUT:
+		return "-ETIMEDOUT";
 	case EEXIST:
 		return "-EEXIST";
 	case ENOMEM:

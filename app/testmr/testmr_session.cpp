@@ -123,6 +123,25 @@ int Session::run(const Command &cmd)
 	case Verb::key_map:
 	case Verb::window_bind:
 	case Verb::window_unbind:
+	case Verb::show_violations:
+	case Verb::cq_create:
+	case Verb::cq_destroy:
+	case Verb::qp_create:
+	case Verb::qp_connect:
+	case Verb::qp_recover:
+	case Verb::qp_destroy:
+	case Verb::post_write:
+	case Verb::post_read:
+	case Verb::post_fadd:
+	case Verb::post_cswap:
+	case Verb::poll:
+	case Verb::show_cq:
+	case Verb::show_cqs:
+	case Verb::show_qp:
+	case Verb::show_qps:
+	case Verb::bench_reg:
+	case Verb::bench_lookup:
+	case Verb::bench_rdma:
 		return engine_run(cmd);
 	}
 	return -EINVAL;

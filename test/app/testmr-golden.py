@@ -62,6 +62,41 @@ CASES_REG = [
               "show pool 0 --json", "show pool 3 --json", POOL, REG_A, "show mr 0x1581 --json",
               "show mrs --json", "show mrs pool 1 --json", "show device --json"], 1),
 ]
+# Queues of the engine's device: a CQ, an RC QP on each port connected to the other over the
+# device's loopback wire, RDMA WRITE, READ and atomics with their completions, and the errors.
+REG_RW = "mr reg 0 0 64k read,write,local_write,remote_read,remote_write,remote_atomic"
+QUEUES = ["cq create", "qp create 0", "qp create 0 port 2", "qp connect 0 1", "qp connect 1 0"]
+CASES_REG += [
+    ("qp", [POOL, REG_RW, "show cqs", "show qps"] + QUEUES +
+     ["show cqs", "show cq 0 --json", "show qps", "show qp 1 --json", "show qps --json",
+      "post write 0 0x1581 0 0x1581 4k 64 wrid 7", "post read 0 0x1581 8k 0x1581 4k 64",
+      "post fadd 0 0x1581 16 0x1581 32 5", "post fadd 0 0x1581 24 0x1581 32 5",
+      "post cswap 0 0x1581 40 0x1581 32 10 99", "post cswap 0 0x1581 56 0x1581 32 10 7",
+      "post write 0 0x1581 0 0x1581 48 8 inline",
+      "post write 0 0x1581 0 0x1581 4k 64 unsignaled", "poll 0", "poll 0 max 1",
+      # errors: no CQ, no QP, a port, a depth, a key outside its region, a QP not connected
+      "qp create 5", "qp create 0 port 3", "cq create depth 0", "cq create depth 100000",
+      "qp connect 0 9", "post write 9 0x1581 0 0x1581 0 8", "post write 0 0x99 0 0x1581 0 8",
+      "post write 0 0x1581 60k 0x1581 0 8k", "post fadd 0 0x1581 3 0x1581 0 1",
+      "qp create 0 port 2", "post write 2 0x1581 0 0x1581 0 8", "poll 7", "poll 0 max 0",
+      "cq destroy 0", "qp destroy 2", "qp destroy 2", "qp destroy 1", "qp destroy 0",
+      "cq destroy 0", "show cqs --json"], 1),
+    # A remote key without the right the request needs: refused by the device, recorded.
+    ("violations", [POOL, REG_RW, "mr reg 0 64k 4k read,remote_read", "show violations",
+                    "show violations --json"] + QUEUES +
+     ["post write 0 0x1581 0 0xd66 0 64", "poll 0", "show qp 0", "show qp 1",
+      "qp recover 0", "qp recover 1", "post fadd 0 0x1581 0 0xd66 0 1", "poll 0",
+      "qp recover 0", "qp recover 1", "post read 0 0x1581 0 0xd66 0 64", "poll 0",
+      "post write 1 0x1581 0 0x1681 0 8", "poll 0", "show violations",
+      "show violations --json", "qp recover 0"], 0),
+    ("show-mrs-size", [POOL, REG_A, "mr reg 0 64k 4k read", "mr reg 0 1m 2m read",
+                       "show mrs min 64k", "show mrs max 4k", "show mrs min 5k max 64k",
+                       "show mrs min 4m", "show mrs min 4k access read pool 0 --json",
+                       "show mrs min x"], 1),
+    # Figures vary from run to run: masked (mask()); small counts keep the test short.
+    ("bench", ["bench reg count 200", "bench lookup count 10000", "bench rdma count 100",
+               "bench reg count 0"], 1),
+]
 CASES_NOREG = [
     ("noreg", ["mr pool 8m", "show mrs", "key lookup 1 read"], 1),
 ]
@@ -78,6 +113,9 @@ def mask(text):
     text = re.sub(r'"(va|addr)":"0x[0-9a-f]+"', r'"\1":"<VA>"', text)
     text = re.sub(r"\(fd \d+\)", "(fd N)", text)
     text = re.sub(r'"fd":\d+', '"fd":N', text)
+    # bench figures: the measured numbers of its RESULT lines.
+    text = re.sub(r"^(RESULT .*)$", lambda m: re.sub(r"=[0-9.]+", "=N", m.group(1)), text,
+                  flags=re.M)
     return text
 
 
@@ -124,6 +162,15 @@ def main():
                                   text=True).stdout
             print(f"{name}: output differs from {path}:\n{diff}")
             failed += 1
+        if name == "bench":
+            # The figures masked above: one RESULT line per bench, every figure above 0.
+            res = re.findall(r"^RESULT .*$", p.stdout, re.M)
+            vals = [float(v) for line in res for v in re.findall(r"=([0-9.]+)", line)]
+            if len(res) != 3 or len(vals) != 6 or min(vals) <= 0:
+                print(f"bench: RESULT lines {res}")
+                failed += 1
+        # Every line a --json printed is one JSON object, whatever the case.
+        check_json(name, p.stdout)
         if name == "json":
             # The JSON lines: 2 for pool lists, 1 for the pool, 1 for the MR, 2 for MR lists,
             # 1 for the device (the failing show pool 3 prints an error, not JSON).
