@@ -53,7 +53,7 @@ int eal_start(int argc, char **argv, FILE *out)
 	if (stat(sock.c_str(), &st) == 0)
 		std::fprintf(out,
 			     "EAL up: telemetry /nicmr/device /nicmr/pools /nicmr/mrs "
-			     "/nicmr/stats on %s\n",
+			     "/nicmr/stats /nicmr/keys/violations on %s\n",
 			     sock.c_str());
 	else
 		std::fprintf(out, "EAL up: no telemetry socket (%s: %s)\n", sock.c_str(),

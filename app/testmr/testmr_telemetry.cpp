@@ -238,6 +238,39 @@ int mrs_cb(const char *, const char *params, rte_tel_data *d)
 	return 0;
 }
 
+/*
+ * Per refused key, under its key in hex ("0x00000d66": letters and digits, as DPDK wants dict
+ * names): the rights the refused requests needed, how many, the last peer (the remote QP's
+ * port and number until the wire carries addresses) and the posting QP; with "count" (keys
+ * recorded) and "dropped" (refusals of keys beyond the record's NICMR_MAX_KEY_VIOLATIONS).
+ */
+int violations_cb(const char *, const char *params, rte_tel_data *d)
+{
+	EngineView v;
+	if (int rc = read_view(params, &v); rc != 0)
+		return rc;
+	if (v.violations_rc != 0)
+		return v.violations_rc;
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "count", v.violations.size());
+	rte_tel_data_add_dict_u64(d, "dropped", v.violations_dropped);
+	for (const auto &e : v.violations) {
+		rte_tel_data *o = rte_tel_data_alloc();
+		if (o == nullptr)
+			return -ENOMEM;
+		rte_tel_data_start_dict(o);
+		rte_tel_data_add_dict_string(o, "access", format_mr_access(e.access).c_str());
+		rte_tel_data_add_dict_u64(o, "count", e.count);
+		rte_tel_data_add_dict_u64(o, "last_peer_port", e.peer_port);
+		add_hex(o, "last_peer_qpn", e.peer_qpn);
+		add_hex(o, "local_qpn", e.local_qpn);
+		char name[16];
+		std::snprintf(name, sizeof(name), "0x%08x", e.key);
+		rte_tel_data_add_dict_container(d, name, o, 0);
+	}
+	return 0;
+}
+
 struct Endpoint {
 	const char *cmd;
 	telemetry_cb fn;
@@ -251,6 +284,7 @@ constexpr Endpoint kEndpoints[] = {
 	{"/nicmr/pools", pools_cb, "testmr engine pools: address, length, page size, MRs"},
 	{"/nicmr/mrs", mrs_cb, "testmr MRs: count, by kind, size class, access right"},
 	{"/nicmr/stats", stats_cb, "nicmr_device_get_stats of testmr's engine device"},
+	{"/nicmr/keys/violations", violations_cb, "remote keys refused: rights, count, last peer"},
 };
 static_assert([] {
 	for (const auto &e : kEndpoints)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * testmr's DPDK telemetry endpoints (/nicmr/device, /nicmr/pools, /nicmr/mrs, /nicmr/stats) and
- * the lock that makes the registration engine safe to read from DPDK's telemetry thread.
+ * testmr's DPDK telemetry endpoints (/nicmr/device, /nicmr/pools, /nicmr/mrs, /nicmr/stats,
+ * /nicmr/keys/violations) and the lock that makes the registration engine safe to read from DPDK's
+ * telemetry thread.
  *
  * Two kinds of threads touch the engine once EAL is up: testmr's command thread (every mr, key
  * and window command, the engine's opening and its closing) and DPDK's telemetry threads (the

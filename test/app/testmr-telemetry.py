@@ -145,14 +145,15 @@ def check_telemetry(testmr, client, env, prefix, rundir):
     t = Testmr(testmr, env, prefix)
     try:
         m = t.wait_for(r"^EAL up: telemetry /nicmr/device /nicmr/pools /nicmr/mrs "
-                       r"/nicmr/stats on (\S+)$")
+                       r"/nicmr/stats /nicmr/keys/violations on (\S+)$")
         sock = os.path.join(rundir, "dpdk", prefix, "dpdk_telemetry.v2")
         expect("the socket testmr names is under RUNTIME_DIRECTORY", m.group(1) == sock,
                m.group(1))
         t.wait_for(r"^testmr \(nicmr ")
 
         # Registered, with their help; null while the engine is not open.
-        eps = ["/nicmr/device", "/nicmr/pools", "/nicmr/mrs", "/nicmr/stats"]
+        eps = ["/nicmr/device", "/nicmr/pools", "/nicmr/mrs", "/nicmr/stats",
+               "/nicmr/keys/violations"]
         a = query(client, env, prefix, ["/"] + eps + ["/help,/nicmr/mrs"])
         for ep in eps:
             expect(f"{ep} is listed", ep in a["/"], a["/"])
@@ -253,6 +254,39 @@ def check_telemetry(testmr, client, env, prefix, rundir):
         print(f"testmr-telemetry: {len(answers)} answers while 200 commands ran, "
               f"{sum(m['count'] == 3 for m in answers)} of them with the extra MR registered")
 
+        # Key violations: a remote write through the regv MR's key, which grants remote_read
+        # only, refused twice by the device; a read it allows is no violation. Read back
+        # through the endpoint and through `show violations --json`, which must agree.
+        a = query(client, env, prefix, ["/nicmr/keys/violations"])
+        expect("/nicmr/keys/violations before any refusal", a["/nicmr/keys/violations"] ==
+               {"count": 0, "dropped": 0}, a)
+        t.command("cq create", r"^CQ 0: ")
+        qpn = [int(t.command(c, r"^QP \d: number (0x[0-9a-f]+), ").group(1), 16)
+               for c in ["qp create 0", "qp create 0 port 2"]]
+        t.command("qp connect 0 1", r"^QP 0 .* connected to QP 1 .*: RTS$")
+        t.command("qp connect 1 0", r"^QP 1 .* connected to QP 0 .*: RTS$")
+        for i in range(2):
+            t.command(f"post write 0 {keys[1]} 0 {keys[2]} 0 64", r"^posted RDMA WRITE, ")
+            t.command("poll 0", r"^CQ 0: wr_id \d+, QP 0 .*RDMA_WRITE, REMOTE_ACCESS, "
+                      r"syndrome 0x13 ")
+            t.command("qp recover 0", r"^QP 0 recovered: RTS$")
+            t.command("qp recover 1", r"^QP 1 recovered: RTS$")
+        t.command(f"post read 0 {keys[1]} 0 {keys[2]} 0 64", r"^posted RDMA READ, ")
+        t.command("poll 0", r"^CQ 0: wr_id \d+, QP 0 .*RDMA_READ, success, 64 bytes$")
+        v = query(client, env, prefix, ["/nicmr/keys/violations"])["/nicmr/keys/violations"]
+        want = {"access": "remote_write", "count": 2, "last_peer_port": 2,
+                "last_peer_qpn": hex(qpn[1]), "local_qpn": hex(qpn[0])}
+        expect("/nicmr/keys/violations: one key, the write refused twice",
+               v == {"count": 1, "dropped": 0, keys[2]: want}, (v, keys[2], want))
+        shown = json.loads(t.command("show violations --json", r"^(\{.*\})$").group(1))
+        expect("show violations --json: the same record", shown["count"] == 1 and
+               shown["dropped"] == 0 and len(shown["violations"]) == 1, shown)
+        sv = shown["violations"][0]
+        expect("show violations --json: the same key and figures",
+               (int(sv["key"], 16), sv["access"], sv["count"], sv["peer_port"],
+                int(sv["peer_qpn"], 16), int(sv["local_qpn"], 16)) ==
+               (int(keys[2], 16), "remote_write", 2, 2, qpn[1], qpn[0]), (sv, v))
+
         t.p.stdin.write("quit\n")
         t.p.stdin.close()
         rc = t.p.wait(timeout=TIMEOUT)
@@ -284,7 +318,7 @@ def main():
         check_telemetry(testmr, client, env, prefix, rundir)
     finally:
         shutil.rmtree(rundir, ignore_errors=True)
-    print("testmr-telemetry: EAL mode and the 4 endpoints as expected")
+    print("testmr-telemetry: EAL mode and the 5 endpoints as expected")
     return 0
 
 
