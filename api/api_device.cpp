@@ -428,6 +428,7 @@ int nicmr_device_open(const char *spec, struct nicmr_device **out)
 	try {
 		dev = std::make_unique<nicmr_device>();
 		dev->spec = spec;
+		dev->violations = std::make_unique<api::KeyViolations>();
 	} catch (...) {
 		return -ENOMEM;
 	}

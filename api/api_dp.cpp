@@ -261,8 +261,8 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 			/* The requester's view of a refused key (nicmr.h, "Key violations"). */
 			if (!ok && c[i].syndrome == MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
 				[[unlikely]]
-				cq->dev->violations.record(s.rkey, remote_right(s.opcode), qp->qpn,
-							   qp->remote_port, qp->remote_qpn);
+				cq->dev->violations->record(s.rkey, remote_right(s.opcode), qp->qpn,
+							    qp->remote_port, qp->remote_qpn);
 		}
 		if (got < want)
 			break;
@@ -506,7 +506,7 @@ int nicmr_key_violations(const struct nicmr_device *dev, struct nicmr_key_violat
 	if (dev == nullptr || (out == nullptr && n > 0))
 		return -EINVAL;
 	int found = 0;
-	for (const api::KeyViolation &e : dev->violations.e) {
+	for (const api::KeyViolation &e : dev->violations->e) {
 		/* acquire: pairs with the claim; count (acquire) pairs with the recorder's
 		 * release increment, after which that refusal's rights and peer are visible. */
 		const uint64_t tag = e.tag.load(std::memory_order_acquire);
@@ -526,7 +526,7 @@ int nicmr_key_violations(const struct nicmr_device *dev, struct nicmr_key_violat
 		found++;
 	}
 	if (dropped != nullptr)
-		*dropped = dev->violations.dropped.load(std::memory_order_relaxed);
+		*dropped = dev->violations->dropped.load(std::memory_order_relaxed);
 	return found;
 }
 

@@ -351,8 +351,9 @@ struct nicmr_device {
 	/* Data path (api_dp.cpp): live CQs and QPs, so that close can say -EBUSY; the QPs by
 	 * number, for nicmr_qp_connect's check of the remote end. */
 	std::atomic<uint64_t> dp_objs{0};
-	/* Remote keys refused to this device's requests (nicmr_key_violations). */
-	nicmr::api::KeyViolations violations;
+	/* Remote keys refused to this device's requests (nicmr_key_violations): 10 KiB of its
+	 * own, made at open, so that the device's other fields keep their places. */
+	std::unique_ptr<nicmr::api::KeyViolations> violations;
 	std::mutex dp_mu;
 	std::unordered_map<uint32_t, struct nicmr_qp *> dp_qps; /* dp_mu */
 
