@@ -79,6 +79,8 @@ CASES_REG += [
       "qp connect 0 9", "post write 9 0x1581 0 0x1581 0 8", "post write 0 0x99 0 0x1581 0 8",
       "post write 0 0x1581 60k 0x1581 0 8k", "post fadd 0 0x1581 3 0x1581 0 1",
       "qp create 0 port 2", "post write 2 0x1581 0 0x1581 0 8", "poll 7", "poll 0 max 0",
+      "qp recover 2", "qp connect 0 1", "qp recover 9", "show qp 9", "show cq 9",
+      "cq destroy 9", "post write 0 0x1581 0 0x1581 0 8 wrid x",
       "cq destroy 0", "qp destroy 2", "qp destroy 2", "qp destroy 1", "qp destroy 0",
       "cq destroy 0", "show cqs --json"], 1),
     # A remote key without the right the request needs: refused by the device, recorded.
