@@ -3,11 +3,13 @@
  * DPDK memsegs as pools, with a real EAL (--in-memory --no-pci). Built twice: IOVA as VA and
  * IOVA as PA (NICMR_TEST_IOVA_MODE), because EAL initialises once per process.
  */
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
 #include <string>
 #include <unistd.h>
+#include <unordered_set>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_memory.h>
+#include <rte_mempool.h>
 #include <rte_memzone.h>
 
 #include "mem_dpdk.h"
@@ -240,4 +243,126 @@ TEST(MemDpdk, SecondSyncOnTheSameSpaceIsEEXISTAndLeavesNothing)
 	EXPECT_EQ(second, nullptr);
 	EXPECT_EQ(space.pool_count(), pools);
 	EXPECT_EQ(mapper.live_mappings(), pools);
+}
+
+namespace {
+
+/* A sink over a DmaSpace that refuses to remove the pools a test marks busy, as the native
+ * API refuses pools with live MRs. */
+class BusySink final : public PoolSink {
+public:
+	explicit BusySink(DmaSpace &space) : inner_(space) {}
+	int add(std::unique_ptr<Pool> pool, void **token) override
+	{
+		return inner_.add(std::move(pool), token);
+	}
+	int remove(void *token) override
+	{
+		if (busy_.count(token) != 0)
+			return -EBUSY;
+		return inner_.remove(token);
+	}
+	std::unordered_set<void *> busy_;
+
+private:
+	SpaceSink inner_;
+};
+
+} // namespace
+
+TEST(MemDpdk, FreedPoolThatIsBusyIsKeptMappedUntilItsUsersAreGone)
+{
+	NEED_EAL();
+	size_t pages = kGrowBytes / kPage2M + 2;
+	if (hugepages_free(kPage2M) < pages) {
+		if (nicmr::test::hugepages_required(kPage2M))
+			FAIL() << "need " << pages << " more free 2 MiB hugepages (required here)";
+		GTEST_SKIP() << "need " << pages << " more free 2 MiB hugepages to grow the heap";
+	}
+	RecordingMapper mapper;
+	DmaSpace space(mapper);
+	BusySink sink(space);
+	std::unique_ptr<DpdkMemSync> sync;
+	ASSERT_EQ(DpdkMemSync::create(sink, &sync), 0);
+	const size_t before = sync->pool_count();
+	const std::vector<void *> initial = sync->tokens();
+
+	const struct rte_memzone *mz =
+		rte_memzone_reserve("nicmr-kept", kGrowBytes, SOCKET_ID_ANY, RTE_MEMZONE_2MB);
+	ASSERT_NE(mz, nullptr) << rte_strerror(rte_errno);
+	ASSERT_GT(sync->pool_count(), before);
+	/* Every pool the growth added is "in use". */
+	for (void *t : sync->tokens())
+		if (std::find(initial.begin(), initial.end(), t) == initial.end())
+			sink.busy_.insert(t);
+	ASSERT_FALSE(sink.busy_.empty());
+	const char *last = static_cast<const char *>(mz->addr) + mz->len - 1;
+	const PoolEntry *grown = space.lookup(last, 1);
+	ASSERT_NE(grown, nullptr);
+	ASSERT_NE(sink.busy_.count(grown->pool), 0u);
+
+	ASSERT_EQ(rte_memzone_free(mz), 0);
+	EXPECT_EQ(sync->kept_count(), sink.busy_.size());
+	EXPECT_EQ(sync->pool_count(), before + sink.busy_.size());
+	EXPECT_EQ(space.lookup(last, 1), grown) << "a busy pool was removed under its users";
+	EXPECT_EQ(mapper.live_mappings(), before + sink.busy_.size());
+
+	/* Still busy: retrying keeps it. */
+	EXPECT_EQ(sync->retry_kept(), sink.busy_.size());
+	sink.busy_.clear();
+	EXPECT_EQ(sync->retry_kept(), 0u);
+	EXPECT_EQ(sync->kept_count(), 0u);
+	EXPECT_EQ(sync->pool_count(), before);
+	EXPECT_EQ(space.lookup(last, 1), nullptr);
+	EXPECT_EQ(mapper.live_mappings(), before);
+}
+
+TEST(MemDpdk, MempoolRangesCoverEveryObjectAndMergeTouchingChunks)
+{
+	NEED_EAL();
+	struct rte_mempool *mp = rte_mempool_create("nicmr-ranges", 1023, 2048, 0, 0, nullptr,
+						    nullptr, nullptr, nullptr, SOCKET_ID_ANY, 0);
+	ASSERT_NE(mp, nullptr) << rte_strerror(rte_errno);
+	std::vector<MempoolRange> ranges;
+	ASSERT_EQ(mempool_ranges(mp, nullptr, nullptr, &ranges), 0);
+	ASSERT_FALSE(ranges.empty());
+	EXPECT_LE(ranges.size(), size_t{mp->nb_mem_chunks});
+	for (size_t i = 1; i < ranges.size(); ++i)
+		EXPECT_LT(ranges[i - 1].end, ranges[i].start) << "touching ranges left apart";
+	struct Check {
+		const std::vector<MempoolRange> *ranges;
+		unsigned outside = 0;
+	} check{&ranges};
+	rte_mempool_obj_iter(
+		mp,
+		[](struct rte_mempool *m, void *arg, void *obj, unsigned) {
+			auto *c = static_cast<Check *>(arg);
+			const auto a = reinterpret_cast<uintptr_t>(obj);
+			bool in = false;
+			for (const MempoolRange &r : *c->ranges)
+				in = in || (a >= r.start && a + m->elt_size <= r.end);
+			c->outside += in ? 0 : 1;
+		},
+		&check);
+	EXPECT_EQ(check.outside, 0u);
+	/* A same_pool that splits everywhere leaves one range per chunk. */
+	ASSERT_EQ(mempool_ranges(
+			  mp, [](void *, uintptr_t, uintptr_t) { return false; }, nullptr, &ranges),
+		  0);
+	EXPECT_EQ(ranges.size(), size_t{mp->nb_mem_chunks});
+	rte_mempool_free(mp);
+}
+
+TEST(MemDpdk, MempoolRangesOfAnUnpopulatedMempoolIsENOENTAndNullIsEINVAL)
+{
+	NEED_EAL();
+	struct rte_mempool *mp =
+		rte_mempool_create_empty("nicmr-empty", 63, 64, 0, 0, SOCKET_ID_ANY, 0);
+	ASSERT_NE(mp, nullptr) << rte_strerror(rte_errno);
+	std::vector<MempoolRange> ranges{{1, 2}};
+	EXPECT_EQ(mempool_ranges(mp, nullptr, nullptr, &ranges), -ENOENT);
+	EXPECT_TRUE(ranges.empty());
+	EXPECT_EQ(mempool_ranges(nullptr, nullptr, nullptr, &ranges), -EINVAL);
+	EXPECT_EQ(mempool_ranges(mp, nullptr, nullptr, nullptr), -EINVAL);
+	rte_mempool_free(mp);
 }
