@@ -331,6 +331,9 @@ struct nicmr_device {
 
 	std::shared_mutex objs_mu;
 	std::unordered_map<const nicmr::mem::Pool *, nicmr_pool *> pools; /* objs_mu */
+	/* DPDK memory attached (api_dpdk.cpp, nicmr_dpdk_mem_attach); set and cleared by compare
+	 * and swap, one attach per device. */
+	std::atomic<struct nicmr_dpdk_mem *> dpdk_mem{nullptr};
 
 	/* Slow-path mappings: pins, IOVA window, DMA maps (lib/mem/mem_slow.h; its own lock). */
 	std::unique_ptr<nicmr::mem::SlowMaps> slow_maps;
@@ -432,6 +435,11 @@ int nicmr_ext_check(const nicmr_device *dev, uint64_t flags, uint64_t access);
 int nicmr_ext_apply(nicmr_device *dev, uint32_t mkey, uint64_t ext);
 /* Deregistration of an MR's vectored parts after its key was deregistered (api_mr_vec.cpp). */
 void nicmr_vec_release(nicmr_device *dev, nicmr_mr_vec *vec);
+
+/* Adds a pool made in lib/mem to dev (api_mem.cpp): maps it and makes its nicmr_pool, as
+ * nicmr_pool_create does after making the pool. 0; DmaSpace::add_pool's errors, -ENOMEM;
+ * the pool is destroyed on failure. */
+int nicmr_pool_add(nicmr_device *dev, std::unique_ptr<nicmr::mem::Pool> p, nicmr_pool **out);
 
 /* Slow-path mapping of [addr, addr + len) (api_mem.cpp, through dev->slow_maps); write: the
  * device may write into it. 0; -EINVAL, -EFAULT (unmapped, or not readable / writable),

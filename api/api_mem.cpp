@@ -30,7 +30,9 @@ void reclaim_snapshots(nicmr_device *dev)
 	dev->space->reclaim_retired([dev] { api::wait_for_pool_lookups(dev); });
 }
 
-int add_pool(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out)
+} // namespace
+
+int nicmr_pool_add(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out)
 {
 	auto *np = new (std::nothrow) nicmr_pool;
 	if (np == nullptr)
@@ -58,8 +60,6 @@ int add_pool(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out)
 	reclaim_snapshots(dev);
 	return 0;
 }
-
-} // namespace
 
 int nicmr_slow_map_create(nicmr_device *dev, uintptr_t addr, size_t len, bool write,
 			  std::unique_ptr<mem::SlowMap> *out)
@@ -108,7 +108,7 @@ int nicmr_pool_create(struct nicmr_device *dev, const struct nicmr_pool_params *
 	} catch (...) {
 		return -ENOMEM;
 	}
-	return add_pool(dev, std::move(p), out);
+	return nicmr_pool_add(dev, std::move(p), out);
 }
 
 int nicmr_pool_import(struct nicmr_device *dev, void *addr, size_t len, size_t page_size,
@@ -126,7 +126,7 @@ int nicmr_pool_import(struct nicmr_device *dev, void *addr, size_t len, size_t p
 	} catch (...) {
 		return -ENOMEM;
 	}
-	return add_pool(dev, std::move(p), out);
+	return nicmr_pool_add(dev, std::move(p), out);
 }
 
 int nicmr_pool_destroy(struct nicmr_pool *pool)

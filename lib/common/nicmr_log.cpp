@@ -55,6 +55,11 @@ Handler &handler() noexcept
 	return h;
 }
 
+/* The backend, and whether a handler is set (so that log_enabled need not take the lock):
+ * acquire/release so that a backend's functions are seen with the pointer. */
+std::atomic<const LogBackend *> g_backend{nullptr};
+std::atomic<bool> g_handler_set{false};
+
 const char *level_name(LogLevel level) noexcept
 {
 	switch (level) {
@@ -84,7 +89,20 @@ void set_log_level(LogLevel level) noexcept
 
 bool log_enabled(LogLevel level) noexcept
 {
+	const LogBackend *b = g_backend.load(std::memory_order_acquire);
+	if (b != nullptr && !g_handler_set.load(std::memory_order_relaxed))
+		return b->enabled(level);
 	return static_cast<int>(level) <= level_cell().load(std::memory_order_relaxed);
+}
+
+void set_log_backend(const LogBackend *backend) noexcept
+{
+	g_backend.store(backend, std::memory_order_release);
+}
+
+const LogBackend *log_backend() noexcept
+{
+	return g_backend.load(std::memory_order_acquire);
 }
 
 void log_write(LogLevel level, const char *component, const char *func, int line, const char *fmt,
@@ -102,6 +120,8 @@ void log_write(LogLevel level, const char *component, const char *func, int line
 	std::shared_lock lk(h.lock);
 	if (h.fn != nullptr)
 		h.fn(h.ctx, static_cast<nicmr_log_level>(level), component, func, line, msg);
+	else if (const LogBackend *b = g_backend.load(std::memory_order_acquire); b != nullptr)
+		b->write(level, component, msg);
 	else
 		std::fprintf(stderr, "nicmr %s %s: %s\n", level_name(level), component, msg);
 }
@@ -116,7 +136,11 @@ extern "C" int nicmr_log_set(enum nicmr_log_level level, nicmr_log_fn fn, void *
 	std::unique_lock lk(h.lock);
 	h.fn = fn;
 	h.ctx = fn != nullptr ? ctx : nullptr;
+	nicmr::g_handler_set.store(fn != nullptr, std::memory_order_relaxed);
 	nicmr::set_log_level(static_cast<nicmr::LogLevel>(level));
+	/* With the backend as the sink, its own level is the one that filters. */
+	if (const nicmr::LogBackend *b = nicmr::log_backend(); b != nullptr && fn == nullptr)
+		b->set_level(static_cast<nicmr::LogLevel>(level));
 	return 0;
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""libnicmr.so exports exactly the functions that include/nicmr/nicmr.h declares, each under
-the version node of api/libnicmr.map, and nothing else.
+"""libnicmr.so exports exactly the functions that its public headers (include/nicmr/nicmr.h, and
+nicmr_dpdk.h in a build with DPDK) declare, each under the version node of api/libnicmr.map, and
+nothing else.
 
-    check-exports.py HEADER MAP LIBRARY
+    check-exports.py HEADER... MAP LIBRARY
     check-exports.py --list HEADER        (the header's functions, one a line)
 
 A failure names each symbol and what to do about it: a function added to nicmr.h needs a line
@@ -83,12 +84,16 @@ def main(argv):
     if len(argv) == 3 and argv[1] == '--list':
         print('\n'.join(sorted(header_functions(argv[2]))))
         return 0
-    if len(argv) != 4:
+    if len(argv) < 4:
         sys.exit(__doc__)
-    header, map_path, lib = argv[1:]
-    declared = header_functions(header)
-    if not declared:
-        sys.exit(f'{header}: no function declarations found (parser out of step?)')
+    headers, map_path, lib = argv[1:-2], argv[-2], argv[-1]
+    declared = set()
+    for h in headers:
+        found = header_functions(h)
+        if not found:
+            sys.exit(f'{h}: no function declarations found (parser out of step?)')
+        declared |= found
+    header = ' or '.join(headers)
     node, listed = map_globals(map_path)
     exports = library_exports(lib)
     # The version node is a symbol of its own (absolute, no code).
