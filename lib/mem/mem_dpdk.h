@@ -122,7 +122,7 @@ struct MempoolRange {
 /*
  * The memory of a populated mempool as registration ranges: its chunks (rte_mempool_mem_iter)
  * sorted, and chunks that touch or overlap merged into one range, as DPDK's mlx5 PMD
- * (drivers/net/mlx5 ... mlx5_mr.c, mlx5_get_mempool_ranges) turns a mempool into few MRs. A
+ * (drivers/common/mlx5/mlx5_common_mr.c, mlx5_get_mempool_ranges) turns a mempool into few MRs. A
  * merged range is made only when same_pool(ctx, start, end) says [start, end) lies in one
  * pool (null same_pool: merge every touching pair). 0; -EINVAL (null mp or out); -ENOENT (the
  * mempool has no memory: not populated); -ENOMEM. Slow path; the caller keeps mp alive.
