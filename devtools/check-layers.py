@@ -37,6 +37,8 @@ LAYERS = {
     'fabric': ['include'],
     'app': ['api', 'drivers/common', 'drivers/bus', 'drivers/emu', 'drivers/mlx5', 'lib/mr',
             'lib/mem', 'lib/common', 'include'],
+    # Example applications are programs to copy: the installed headers alone.
+    'examples': ['include'],
 }
 # Within a folder, files that alone may include a folder below: in api/, only the file that
 # wires objects together (api_device.cpp, through api_wiring.h) sees the buses and the device
