@@ -22,6 +22,9 @@
 #include <rte_memzone.h>
 
 #include "hugepage_need.h"
+#ifdef NICMR_TEST_LOCK_COUNT
+#include "lock_count.h"
+#endif
 #include "mem_describe.h"
 #include "nicmr/nicmr.h"
 #include "nicmr/nicmr_dpdk.h"
@@ -318,6 +321,37 @@ TEST_F(Dpdk, MempoolRegGivesEveryObjectAKeyThatGrantsIt)
 	EXPECT_EQ(stats().mrs, 0u);
 	rte_mempool_free(mp);
 }
+
+#ifdef NICMR_TEST_LOCK_COUNT
+/* The per-address lookups are a hot path: no lock. The query beside them takes one, which shows
+ * that the count sees this library's locks. */
+TEST_F(Dpdk, MempoolKeyLookupTakesNoLock)
+{
+	struct rte_mempool *mp = rte_mempool_create("nicmr-nolock", 63, 256, 0, 0, nullptr, nullptr,
+						    nullptr, nullptr, SOCKET_ID_ANY, 0);
+	ASSERT_NE(mp, nullptr);
+	nicmr_dpdk_mempool_mr *mmr = nullptr;
+	ASSERT_EQ(nicmr_dpdk_mempool_reg(pd, mp, kAll, &mmr), 0);
+	void *obj = nullptr;
+	ASSERT_EQ(rte_mempool_get(mp, &obj), 0);
+	uint32_t key = 0;
+	nicmr_mr *mr = nullptr;
+	{
+		nicmr::test::LockCounting counting;
+		key = nicmr_dpdk_mempool_key(mmr, obj, 256);
+		mr = nicmr_dpdk_mempool_mr_of(mmr, obj, 256);
+		EXPECT_EQ(counting.locks(), 0u);
+		nicmr_dpdk_mem_info info{};
+		ASSERT_EQ(nicmr_dpdk_mem_query(mem, &info), 0);
+		EXPECT_GT(counting.locks(), 0u);
+	}
+	EXPECT_NE(key, 0u);
+	EXPECT_EQ(nicmr_mr_key(mr), key);
+	rte_mempool_put(mp, obj);
+	EXPECT_EQ(nicmr_dpdk_mempool_dereg(mmr), 0);
+	rte_mempool_free(mp);
+}
+#endif
 
 TEST_F(Dpdk, MempoolRegErrorsAreExactAndLeaveNothing)
 {
