@@ -7,7 +7,8 @@
  *   nicmr_dpdk_log_register ── nicmr::LogBackend over rte_log's dynamic type "lib.nicmr"
  *
  * What happens on a memory event (memsegs, kept pools) is lib/mem's (mem_dpdk.h); the sink
- * only says -EBUSY for a pool with live MRs, which nicmr_pool_destroy already refuses.
+ * only says -EBUSY for a pool with live MRs, which nicmr_pool_destroy refuses too; the
+ * application cannot destroy these pools itself (-EPERM).
  */
 #include <algorithm>
 #include <cerrno>
@@ -37,15 +38,15 @@ public:
 	int add(std::unique_ptr<mem::Pool> pool, void **token) override
 	{
 		nicmr_pool *np = nullptr;
-		int rc = nicmr_pool_add(dev_, std::move(pool), &np);
+		int rc = nicmr_pool_add(dev_, std::move(pool), &np, true);
 		if (rc == 0)
 			*token = np;
 		return rc;
 	}
-	/* nicmr_pool_destroy's -EBUSY (MRs inside) makes lib/mem keep the pool. */
+	/* -EBUSY (MRs inside, as nicmr_pool_destroy says) makes lib/mem keep the pool. */
 	int remove(void *token) override
 	{
-		return nicmr_pool_destroy(static_cast<nicmr_pool *>(token));
+		return nicmr_pool_remove(static_cast<nicmr_pool *>(token));
 	}
 
 private:

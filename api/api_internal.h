@@ -204,6 +204,10 @@ struct nicmr_pool {
 	/* Pieces of vectored and IOVA-list MRs in the pool; its contiguous MRs are found in the
 	 * device's mr_table. */
 	std::atomic<uint64_t> pieces{0};
+	/* Made by nicmr_dpdk_mem_attach: nicmr_pool_destroy refuses it (-EPERM), only the
+	 * attach's memory events and detach remove it (nicmr_pool_remove). Set before the pool
+	 * is published, never changed. */
+	bool attached = false;
 };
 
 struct nicmr_pd {
@@ -439,7 +443,10 @@ void nicmr_vec_release(nicmr_device *dev, nicmr_mr_vec *vec);
 /* Adds a pool made in lib/mem to dev (api_mem.cpp): maps it and makes its nicmr_pool, as
  * nicmr_pool_create does after making the pool. 0; DmaSpace::add_pool's errors, -ENOMEM;
  * the pool is destroyed on failure. */
-int nicmr_pool_add(nicmr_device *dev, std::unique_ptr<nicmr::mem::Pool> p, nicmr_pool **out);
+int nicmr_pool_add(nicmr_device *dev, std::unique_ptr<nicmr::mem::Pool> p, nicmr_pool **out,
+		   bool attached = false);
+/* nicmr_pool_destroy without the attached check: 0, -EBUSY (MRs inside). */
+int nicmr_pool_remove(nicmr_pool *pool);
 
 /* Slow-path mapping of [addr, addr + len) (api_mem.cpp, through dev->slow_maps); write: the
  * device may write into it. 0; -EINVAL, -EFAULT (unmapped, or not readable / writable),

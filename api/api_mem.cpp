@@ -32,12 +32,13 @@ void reclaim_snapshots(nicmr_device *dev)
 
 } // namespace
 
-int nicmr_pool_add(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out)
+int nicmr_pool_add(nicmr_device *dev, std::unique_ptr<mem::Pool> p, nicmr_pool **out, bool attached)
 {
 	auto *np = new (std::nothrow) nicmr_pool;
 	if (np == nullptr)
 		return -ENOMEM;
 	np->dev = dev;
+	np->attached = attached;
 	np->pool = p.get();
 	std::unique_lock lk(dev->objs_mu);
 	try {
@@ -133,6 +134,19 @@ int nicmr_pool_destroy(struct nicmr_pool *pool)
 {
 	if (pool == nullptr)
 		return -EINVAL;
+	/* nicmr_dpdk_mem_attach's pools follow DPDK's memory: only its sync removes them. */
+	if (pool->attached) {
+		NICMR_LOG(warn, "api", "%s: pool %p destroy refused: DPDK memory (attached)",
+			  pool->dev->spec.c_str(), nicmr_pool_addr(pool));
+		return -EPERM;
+	}
+	return nicmr_pool_remove(pool);
+}
+
+} /* extern "C" */
+
+int nicmr_pool_remove(nicmr_pool *pool)
+{
 	nicmr_device *dev = pool->dev;
 	std::unique_lock lk(dev->objs_mu);
 	/* Registrations in the pool do not run concurrently with its destroy (nicmr.h), so what
@@ -154,6 +168,8 @@ int nicmr_pool_destroy(struct nicmr_pool *pool)
 	reclaim_snapshots(dev);
 	return 0;
 }
+
+extern "C" {
 
 void *nicmr_pool_addr(const struct nicmr_pool *pool)
 {

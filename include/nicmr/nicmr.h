@@ -225,7 +225,9 @@ int nicmr_pool_import(struct nicmr_device *dev, void *addr, size_t len, size_t p
  * Unmaps and frees a pool (imported memory is unmapped from the device, not freed).
  * Slow path (it scans the device's MR table: O(mkey count), about 0.4 ms per million keys); any
  * thread, not concurrently with a registration inside the pool (registrations take no lock and
- * do not count themselves in). @return 0; -EINVAL (null); -EBUSY (MRs inside it live).
+ * do not count themselves in). @return 0; -EINVAL (null); -EBUSY (MRs inside it live);
+ * -EPERM (a pool of DPDK memory made by nicmr_dpdk_mem_attach: it follows DPDK's memory
+ * events, and nicmr_dpdk_mem_detach removes it).
  */
 int nicmr_pool_destroy(struct nicmr_pool *pool);
 

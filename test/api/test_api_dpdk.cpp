@@ -164,7 +164,11 @@ TEST_F(Dpdk, AttachMakesEveryMemsegRunAPoolOfTheDevice)
 	/* Memory DPDK hands out is inside a pool: registration takes the fast path. */
 	void *buf = rte_malloc("nicmr-test", 4096, 64);
 	ASSERT_NE(buf, nullptr);
-	EXPECT_NE(nicmr_pool_find(dev, buf, 4096), nullptr);
+	nicmr_pool *pool = nicmr_pool_find(dev, buf, 4096);
+	ASSERT_NE(pool, nullptr);
+	/* It follows DPDK's memory: the application cannot destroy it. */
+	EXPECT_EQ(nicmr_pool_destroy(pool), -EPERM);
+	EXPECT_EQ(stats().pools, info.pools);
 	nicmr_mr *mr = nullptr;
 	ASSERT_EQ(nicmr_mr_reg(pd, buf, 4096, kAll, 0, 0, &mr), 0);
 	EXPECT_EQ(nicmr_mr_in_pool(mr), 1);
