@@ -246,7 +246,10 @@ struct nicmr_mr_mappings {
 	std::unique_ptr<nicmr::mem::SlowMap> slow;
 	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
 	bool iova_leaving = false; /* being deregistered: its mappings take no new users; vec_mu */
-	uint32_t iova_users = 0;   /* IOVA-list / page-vector MRs using its mappings; vec_mu */
+	/* Held by a registration cache (api_mr_cache.cpp): nicmr_mr_dereg says -EBUSY; the
+	 * cache clears it before it deregisters. Written under the cache's lock only. */
+	bool in_cache = false;
+	uint32_t iova_users = 0; /* IOVA-list / page-vector MRs using its mappings; vec_mu */
 };
 
 /* Device-model extension state (api_ext.cpp): an RMA-event MR's counter. Changed only by

@@ -384,8 +384,9 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 		return -EINVAL;
 	nicmr_device *dev = mr->dev();
 	nicmr_mr_holdings *rare = mr->held;
-	/* fi_mr(3): closing an MR with counters associated is busy (nicmr_mr_unbind_cntr). */
-	if (rare != nullptr && rare->cntr != nullptr)
+	/* fi_mr(3): closing an MR with counters associated is busy (nicmr_mr_unbind_cntr); a
+	 * registration cache's MR goes back through nicmr_mr_cache_dereg. */
+	if (rare != nullptr && (rare->cntr != nullptr || rare->in_cache))
 		return -EBUSY;
 	const bool maps = rare != nullptr && (rare->slow || rare->vec);
 	if (maps) {

@@ -965,6 +965,99 @@ struct nicmr_mr_info {
  */
 int nicmr_mr_query(const struct nicmr_mr *mr, struct nicmr_mr_info *info);
 
+/* ---- Registration cache -------------------------------------------------------------------- */
+
+/**
+ * A cache of registrations of memory outside pools (the slow path), for applications that
+ * register the same buffers again and again: libfabric's MR cache (FI_MR_CACHE_*), offered
+ * natively. A registration whose range and access match a cached one (the cached range holds
+ * the requested one, the access is the same) is served from the cache with no system call;
+ * otherwise it is registered (nicmr_mr_reg) and kept. Deregistered MRs stay registered in the
+ * cache, least recently used first out, within max_count entries and max_size bytes. The unmap
+ * monitor drops (deregisters) every entry over memory that leaves the process, so memory freed
+ * and mapped again at the same address is registered anew (doc/native-api.md, "Registration
+ * cache", says which cases the monitor covers).
+ */
+struct nicmr_mr_cache;
+
+/** nicmr_mr_cache_params.monitor. */
+enum nicmr_mr_cache_monitor {
+	NICMR_MR_CACHE_MONITOR_DEFAULT = 0, /**< userfaultfd when the kernel allows it, else none */
+	NICMR_MR_CACHE_MONITOR_UFFD = 1,    /**< userfaultfd, or the cache is not created */
+	NICMR_MR_CACHE_MONITOR_NONE = 2,    /**< no monitor: nothing is cached */
+};
+
+struct nicmr_mr_cache_params {
+	size_t max_size;  /**< bytes of registrations the cache holds (in use or not) */
+	size_t max_count; /**< registrations the cache holds; 0: nothing is cached */
+	int monitor;	  /**< enum nicmr_mr_cache_monitor */
+};
+
+/** Cache counters (nicmr_mr_cache_get_stats). */
+struct nicmr_mr_cache_stats {
+	uint64_t entries;	/**< registrations held (in use or not) */
+	uint64_t bytes;		/**< their bytes */
+	uint64_t in_use;	/**< MRs of the cache applications hold (uncached ones too) */
+	uint64_t hits;		/**< registrations served from the cache */
+	uint64_t misses;	/**< registrations made and kept */
+	uint64_t uncached;	/**< registrations made and not kept (limits, memory the monitor
+				     cannot watch, pools, no monitor) */
+	uint64_t evictions;	/**< entries dropped for the limits or by nicmr_mr_cache_flush */
+	uint64_t invalidations; /**< entries dropped because their memory left the process */
+	int monitor;		/**< the monitor in use: NICMR_MR_CACHE_MONITOR_UFFD or _NONE */
+};
+
+/**
+ * Fills p with the defaults, then with the environment: NICMR_MR_CACHE_MAX_SIZE (bytes,
+ * default 1 GiB), NICMR_MR_CACHE_MAX_COUNT (default 1024), NICMR_MR_CACHE_MONITOR ("uffd",
+ * "disabled" or "none"; default: userfaultfd when the kernel allows it). A value that does not
+ * parse leaves the default (and is logged). Any thread.
+ */
+void nicmr_mr_cache_params_init(struct nicmr_mr_cache_params *p);
+
+/**
+ * Creates a cache of registrations on pd. Slow path; any thread.
+ * @return 0; -EINVAL (null pd, params or out; a monitor outside the enum); -EPERM or
+ *   -EOPNOTSUPP (NICMR_MR_CACHE_MONITOR_UFFD and the kernel refuses userfaultfd or its unmap
+ *   events); -ENOMEM.
+ */
+int nicmr_mr_cache_create(struct nicmr_pd *pd, const struct nicmr_mr_cache_params *params,
+			  struct nicmr_mr_cache **out);
+
+/**
+ * Deregisters every entry and destroys the cache. Slow path; not concurrently with other calls
+ * on the cache.
+ * @return 0; -EINVAL (null); -EBUSY (an entry is in use: nothing changed).
+ */
+int nicmr_mr_cache_destroy(struct nicmr_mr_cache *cache);
+
+/**
+ * Registers [addr, addr + len) with access (NICMR_ACCESS_*, as nicmr_mr_reg, flags 0) through
+ * the cache: an entry that holds the range with the same access is returned (a hit: no system
+ * call, no allocation), else one is registered and kept. The MR returned may cover more than
+ * the range (nicmr_mr_addr, nicmr_mr_len say what). Release it with nicmr_mr_cache_dereg, never
+ * nicmr_mr_dereg (-EBUSY). Any thread, concurrently (one lock per cache).
+ * @return 0; the errors of nicmr_mr_reg (-EINVAL, -EFAULT, -ENOMEM, -ENOSPC, ...).
+ */
+int nicmr_mr_cache_reg(struct nicmr_mr_cache *cache, void *addr, size_t len, uint64_t access,
+		       struct nicmr_mr **out);
+
+/**
+ * Releases an MR of nicmr_mr_cache_reg: a cached one stays registered for the next user (or
+ * goes at once if its memory left the process), an uncached one is deregistered. Any thread.
+ * @return 0; -EINVAL (null, or an MR this cache did not give); nicmr_mr_dereg's errors.
+ */
+int nicmr_mr_cache_dereg(struct nicmr_mr_cache *cache, struct nicmr_mr *mr);
+
+/**
+ * Deregisters every entry not in use. Slow path; any thread.
+ * @return the number deregistered; -EINVAL (null).
+ */
+int nicmr_mr_cache_flush(struct nicmr_mr_cache *cache);
+
+/** Fills stats. Any thread. @return 0; -EINVAL (null). */
+int nicmr_mr_cache_get_stats(struct nicmr_mr_cache *cache, struct nicmr_mr_cache_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif
