@@ -275,6 +275,29 @@ TEST_F(MrCache, PoolMemoryIsRegisteredUncached)
 	EXPECT_EQ(stats(dev).mrs, 0u) << "deregistered at once";
 }
 
+/* A regular file's pages cannot be watched (userfaultfd takes anonymous memory, shmem and
+ * hugetlbfs): registered, not kept. */
+TEST_F(MrCache, MemoryTheMonitorCannotWatchIsRegisteredUncached)
+{
+	create();
+	char path[] = "./nicmr-cache-XXXXXX";
+	const int fd = mkstemp(path);
+	ASSERT_GE(fd, 0);
+	unlink(path);
+	ASSERT_EQ(ftruncate(fd, kPg), 0);
+	void *f = mmap(nullptr, kPg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(f, MAP_FAILED);
+	nicmr_mr *m = nullptr;
+	ASSERT_EQ(nicmr_mr_cache_reg(cache, f, kPg, kAll, &m), 0);
+	nicmr_mr_cache_stats s = cstats(cache);
+	EXPECT_EQ(s.uncached, 1u);
+	EXPECT_EQ(s.entries, 0u);
+	ASSERT_EQ(nicmr_mr_cache_dereg(cache, m), 0);
+	EXPECT_EQ(stats(dev).mrs, 0u);
+	munmap(f, kPg);
+	close(fd);
+}
+
 TEST_F(MrCache, LruEvictsTheOldestIdleEntryByCount)
 {
 	params.max_count = 2;
