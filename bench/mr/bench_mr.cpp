@@ -6,6 +6,14 @@
  *   BM_RegDeregPool/<bytes>/<mode>  nicmr_mr_reg + nicmr_mr_dereg of a region inside a pool
  *   BM_RegDeregMmap4K/<mode>        the same for 4 KiB of plain mmap'd memory (slow path: pin,
  *                                   DMA-map, UMR, unmap)
+ *   BM_CacheHit4K                   nicmr_mr_cache_reg + _dereg of 4 KiB of mmap'd memory
+ *                                   the cache holds (a hit: no system call), inline
+ *   BM_CacheMiss4K                  the same alternating between two buffers in a cache of one
+ *                                   entry: every registration misses and evicts the other
+ *                                   buffer's entry (a slow-path pair and the cache's work)
+ *   BM_CacheInvalidate4K/<cached>   munmap of 4 KiB of mmap'd memory until the cache dropped
+ *                                   its entry (cached:1: the unmap monitor's event, the
+ *                                   worker's deregistration), or a plain munmap (cached:0)
  *   BM_Lookup/<live>/<same|random>  nicmr_key_lookup with <live> MRs registered: one key (the
  *                                   lookup's own cost, its entry in cache: the flat <= 5 ns
  *                                   target), or a different key each call in random order
@@ -27,6 +35,7 @@
 #include <algorithm>
 #include <benchmark/benchmark.h>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -37,6 +46,7 @@
 #include <random>
 #include <string>
 #include <sys/mman.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -180,6 +190,115 @@ void BM_RegDeregMmap4K(benchmark::State &st)
 	}
 	munmap(a, 4096);
 	st.SetLabel(mode_name(int(st.range(0))));
+}
+
+/* A registration cache on d's PD (userfaultfd monitor) of max_count entries, or null. */
+nicmr_mr_cache *cache_for(Dev &d, size_t max_count)
+{
+	nicmr_mr_cache_params p;
+	nicmr_mr_cache_params_init(&p);
+	p.max_count = max_count;
+	p.monitor = NICMR_MR_CACHE_MONITOR_UFFD;
+	nicmr_mr_cache *c = nullptr;
+	return nicmr_mr_cache_create(d.pd, &p, &c) == 0 ? c : nullptr;
+}
+
+void *map4k()
+{
+	void *a = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (a == MAP_FAILED)
+		return nullptr;
+	std::memset(a, 1, 4096);
+	return a;
+}
+
+void BM_CacheHit4K(benchmark::State &st)
+{
+	Dev &d = device(spec_for(0));
+	nicmr_mr_cache *c = cache_for(d, 16);
+	void *a = map4k();
+	nicmr_mr *mr = nullptr;
+	if (!c || !a || nicmr_mr_cache_reg(c, a, 4096, kAccess, &mr) != 0 ||
+	    nicmr_mr_cache_dereg(c, mr) != 0) {
+		st.SkipWithError("skipped: no registration cache (userfaultfd refused?)");
+	} else {
+		for (auto _ : st) {
+			if (nicmr_mr_cache_reg(c, a, 4096, kAccess, &mr) != 0 ||
+			    nicmr_mr_cache_dereg(c, mr) != 0) {
+				st.SkipWithError("registration failed");
+				break;
+			}
+		}
+	}
+	if (c)
+		nicmr_mr_cache_destroy(c);
+	if (a)
+		munmap(a, 4096);
+}
+
+void BM_CacheMiss4K(benchmark::State &st)
+{
+	Dev &d = device(spec_for(0));
+	nicmr_mr_cache *c = cache_for(d, 1);
+	void *a[2] = {map4k(), map4k()};
+	if (!c || !a[0] || !a[1]) {
+		st.SkipWithError("skipped: no registration cache (userfaultfd refused?)");
+	} else {
+		unsigned i = 0;
+		for (auto _ : st) {
+			nicmr_mr *mr = nullptr;
+			if (nicmr_mr_cache_reg(c, a[i], 4096, kAccess, &mr) != 0 ||
+			    nicmr_mr_cache_dereg(c, mr) != 0) {
+				st.SkipWithError("registration failed");
+				break;
+			}
+			i ^= 1;
+		}
+		nicmr_mr_cache_stats s{};
+		nicmr_mr_cache_get_stats(c, &s);
+		if (s.hits != 0)
+			st.SkipWithError("a registration hit: not a miss benchmark");
+	}
+	if (c)
+		nicmr_mr_cache_destroy(c);
+	for (void *p : a)
+		if (p)
+			munmap(p, 4096);
+}
+
+void BM_CacheInvalidate4K(benchmark::State &st)
+{
+	const bool cached = st.range(0) != 0;
+	Dev &d = device(spec_for(0));
+	nicmr_mr_cache *c = cached ? cache_for(d, 16) : nullptr;
+	if (cached && !c) {
+		st.SkipWithError("skipped: no registration cache (userfaultfd refused?)");
+		return;
+	}
+	/* Manual time of the munmap and the wait alone: the setup of each iteration (a mapping,
+	 * a registration) is not timed, and Google Benchmark's pause and resume cost system
+	 * calls of their own. */
+	for (auto _ : st) {
+		void *a = map4k();
+		nicmr_mr *mr = nullptr;
+		if (!a || (c && (nicmr_mr_cache_reg(c, a, 4096, kAccess, &mr) != 0 ||
+				 nicmr_mr_cache_dereg(c, mr) != 0))) {
+			st.SkipWithError("registration failed");
+			break;
+		}
+		const auto t0 = std::chrono::steady_clock::now();
+		munmap(a, 4096);
+		/* The entry is gone once the monitor's worker deregistered it. */
+		nicmr_mr_cache_stats s{};
+		while (c && nicmr_mr_cache_get_stats(c, &s) == 0 && s.entries != 0)
+			std::this_thread::yield(); /* 2 cores: leave one to the monitor */
+		st.SetIterationTime(
+			std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+				.count());
+	}
+	st.SetLabel(cached ? "cached: munmap + invalidation" : "plain munmap");
+	if (c)
+		nicmr_mr_cache_destroy(c);
 }
 
 /* live MRs of 64 bytes each inside one pool, and the lookups to make. */
@@ -460,6 +579,14 @@ BENCHMARK(BM_RegDeregMmap4K)
 	->DenseRange(0, 1)
 	->Repetitions(kReps)
 	->ReportAggregatesOnly(true);
+BENCHMARK(BM_CacheHit4K)->Repetitions(kReps)->ReportAggregatesOnly(true);
+BENCHMARK(BM_CacheMiss4K)->Repetitions(kReps)->ReportAggregatesOnly(true);
+BENCHMARK(BM_CacheInvalidate4K)
+	->ArgName("cached")
+	->DenseRange(0, 1)
+	->UseManualTime()
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
 BENCHMARK(BM_Lookup)
 	->ArgNames({"live", "random"})
 	->ArgsProduct({{1, 1000, 1000000}, {0, 1}})
@@ -504,6 +631,22 @@ int main(int argc, char **argv)
 	rep.ratio("reg+dereg 4 KiB mmap'd / pool (inline)",
 		  rep.ns("BM_RegDeregMmap4K/thread:0/repeats:5"),
 		  rep.ns(rd + "4096/thread:0/repeats:5"), "");
+	const std::string inv = "BM_CacheInvalidate4K/cached:";
+	rep.ratio("registration cache: hit / miss, 4 KiB mmap'd (inline)",
+		  rep.ns("BM_CacheHit4K/repeats:5"), rep.ns("BM_CacheMiss4K/repeats:5"),
+		  "target: <= 0.2");
+	rep.ratio("registration cache: miss / uncached reg+dereg (inline)",
+		  rep.ns("BM_CacheMiss4K/repeats:5"),
+		  rep.ns("BM_RegDeregMmap4K/thread:0/repeats:5"), "");
+	rep.ratio("munmap of a cached 4 KiB range + invalidation / plain munmap",
+		  rep.ns(inv + "1/repeats:5/manual_time"), rep.ns(inv + "0/repeats:5/manual_time"),
+		  "");
+	const double inval =
+		rep.ns(inv + "1/repeats:5/manual_time") - rep.ns(inv + "0/repeats:5/manual_time");
+	if (rep.ns(inv + "1/repeats:5/manual_time") > 0 &&
+	    rep.ns(inv + "0/repeats:5/manual_time") > 0)
+		std::printf("cost   %-58s %7.0f ns\n",
+			    "invalidation per unmapped range (over munmap)", inval);
 	rep.ratio("lookup, 1,000,000 live / 1 live (one key)",
 		  rep.ns("BM_Lookup/live:1000000/random:0/repeats:5"),
 		  rep.ns("BM_Lookup/live:1/random:0/repeats:5"), "target: flat (~1)");
