@@ -343,7 +343,7 @@ int nicmr_mr_cache_reg(struct nicmr_mr_cache *cache, void *addr, size_t len, uin
 	} else {
 		cache->st.uncached++;
 	}
-	e.release();
+	(void)e.release(); /* by_mr owns it now */
 	*out = mr;
 	return 0;
 }
