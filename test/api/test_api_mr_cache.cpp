@@ -511,6 +511,7 @@ TEST_F(MrCache, ThreadsShareOneCacheWhileMemoryIsUnmapped)
 	const char *env = std::getenv("NICMR_MR_CACHE_STRESS_ROUNDS");
 	const int rounds = env ? std::atoi(env) : 200;
 	std::vector<Anon *> shared;
+	shared.reserve(6);
 	for (int i = 0; i < 6; i++)
 		shared.push_back(new Anon(2 * kPg));
 	std::atomic<int> failures{0};
