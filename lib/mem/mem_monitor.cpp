@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "nicmr_log.h"
@@ -240,8 +241,16 @@ void UnmapMonitor::read_events()
 		}
 		if (fds[1].revents != 0)
 			return;
-		if ((fds[0].revents & POLLIN) == 0)
+		if (fds[0].revents == 0)
 			continue;
+		if ((fds[0].revents & POLLIN) == 0) {
+			/* An error bit alone (an initialised userfaultfd raises none): the reader
+			 * may not stop, or every watched munmap would wait for ever; it reads
+			 * below and polls again, slowly. */
+			NICMR_LOG(error, kLog, "unmap monitor: userfaultfd poll says %#x",
+				  unsigned(fds[0].revents));
+			std::this_thread::sleep_for(std::chrono::milliseconds(1));
+		}
 		for (;;) {
 			/* seq_cst, before the read that lets the unmapping call return: a
 			 * wait_idle() after that return sees 1 here, or the ranges in pending. */
