@@ -3,9 +3,12 @@
 
 #include <endian.h>
 #include <linux/pci_regs.h>
+#include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <system_error>
 
@@ -266,7 +269,10 @@ int EmuFunction::start()
 		/* Running first: a doorbell rung during the drain is delivered inline, not lost. */
 		running_.store(true, std::memory_order_release);
 		drain();
-		return 0;
+		if (!progress_)
+			return 0;
+		/* A device with progress work gets its thread; doorbells stay inline. */
+		running_.store(false, std::memory_order_release);
 	}
 	thread_stop_.store(false, std::memory_order_relaxed);
 	try {
@@ -290,6 +296,20 @@ void EmuFunction::stop()
 	}
 }
 
+int EmuFunction::set_progress(std::function<bool()> poll, std::vector<int> fds)
+{
+	if (!poll)
+		return -EINVAL;
+	std::lock_guard lk(control_);
+	if (running())
+		return -EBUSY;
+	if (progress_)
+		return -EEXIST;
+	progress_ = std::move(poll);
+	progress_fds_ = std::move(fds);
+	return 0;
+}
+
 void EmuFunction::poll_loop()
 {
 	/* A short spin keeps command latency low; then the thread sleeps so that an idle device
@@ -302,7 +322,10 @@ void EmuFunction::poll_loop()
 	unsigned idle = 0;
 	auto nap = idle_sleep_;
 	while (!thread_stop_.load(std::memory_order_relaxed)) {
-		if (drain()) {
+		bool busy = drain();
+		if (progress_ && progress_())
+			busy = true;
+		if (busy) {
 			idle = 0;
 			nap = idle_sleep_;
 			continue;
@@ -311,7 +334,20 @@ void EmuFunction::poll_loop()
 			std::this_thread::yield();
 			continue;
 		}
-		std::this_thread::sleep_for(nap);
+		if (progress_fds_.empty()) {
+			std::this_thread::sleep_for(nap);
+		} else {
+			/* Idle: wait for progress work (a packet) or the nap, whichever comes
+			 * first; doorbells are seen after the nap, as when sleeping. */
+			pollfd pfd[8];
+			const size_t n = std::min(progress_fds_.size(), std::size(pfd));
+			for (size_t i = 0; i < n; i++)
+				pfd[i] = {progress_fds_[i], POLLIN, 0};
+			const auto us = std::chrono::duration_cast<std::chrono::microseconds>(nap);
+			const timespec ts{static_cast<time_t>(us.count() / 1000000),
+					  static_cast<long>(us.count() % 1000000) * 1000};
+			ppoll(pfd, n, &ts, nullptr);
+		}
 		if (nap < idle_sleep_ * kMaxNapFactor)
 			nap *= 2;
 	}

@@ -41,6 +41,14 @@
  * whose driver forgot the bit does. Clearing the bit returns once no DMA that saw it set is
  * still in flight.
  *
+ * Progress. A device model may also have work that no doorbell starts (a network port's
+ * received packets): set_progress() gives the function a poll callback and the file descriptors
+ * that become readable when there is such work. The device thread then calls it on every turn
+ * of its loop, after the doorbells, and while idle waits in ppoll(2) on those descriptors instead
+ * of sleeping, so a packet wakes it at once. In inline delivery the function starts that thread
+ * for the callback alone (doorbells stay inline); without a callback inline delivery has no
+ * thread, as before.
+ *
  * Hot path: bar0_read32/bar0_write32/bar0_write64 take no lock, allocate nothing and make no
  * system call (inline handlers are the device's own business).
  */
@@ -57,6 +65,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bus_pci.h"
 #include "emu_iommu.h"
@@ -149,6 +158,13 @@ public:
 	 * the same offset replaces the mask).
 	 */
 	int set_read_only(size_t offset, uint32_t raw_mask);
+	/*
+	 * Device work outside doorbells (see the top of this file): poll() runs on the device
+	 * thread and returns whether it found work; fds are descriptors to wait on while idle
+	 * (they must stay open until the function is stopped). Call before start(). Errors:
+	 * -EINVAL (empty poll), -EBUSY (running), -EEXIST (set already).
+	 */
+	int set_progress(std::function<bool()> poll, std::vector<int> fds);
 
 	/*
 	 * Starts delivering doorbells: recorded ones first (on the caller's thread in inline mode,
@@ -220,6 +236,9 @@ private:
 	SlotCounter delivered_; /* per thread: two threads ringing meet on no line */
 	std::mutex control_;	/* serialises start/stop and inline drains on start */
 	std::mutex config_mu_;	/* serialises config_write's read-modify-write */
+	/* set_progress(): written before start() only. */
+	std::function<bool()> progress_;
+	std::vector<int> progress_fds_;
 	std::thread thread_;
 };
 
