@@ -305,6 +305,25 @@ int query_special_contexts(CmdTransport &t, uint32_t *resd_lkey)
 	return rc;
 }
 
+int query_roce_address(CmdTransport &t, uint32_t port, uint32_t index, RoceAddress *out)
+{
+	namespace l = prm::roce_addr_layout;
+	if (out == nullptr || index > 0xffff || port > 0xf)
+		return -EINVAL;
+	Cmd<prm::query_roce_address_in::size> in(prm::opcode::query_roce_address);
+	prm::set(in.b, prm::query_roce_address_in::roce_address_index, index);
+	prm::set(in.b, prm::query_roce_address_in::vhca_port_num, port);
+	uint8_t out_b[prm::query_roce_address_out::size];
+	int rc = simple(t, in, out_b);
+	if (rc != 0)
+		return rc;
+	const uint8_t *a = out_b + prm::query_roce_address_out::roce_address_offset;
+	std::memcpy(out->gid.data(), a + l::source_l3_address_offset, out->gid.size());
+	out->l3_type = static_cast<uint32_t>(prm::get(a, l::roce_l3_type));
+	out->version = static_cast<uint32_t>(prm::get(a, l::roce_version));
+	return 0;
+}
+
 int set_hca_cap(CmdTransport &t, uint16_t type, const void *cap)
 {
 	if (cap == nullptr)

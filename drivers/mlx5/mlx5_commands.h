@@ -11,6 +11,7 @@
 #ifndef NICMR_MLX5_COMMANDS_H
 #define NICMR_MLX5_COMMANDS_H
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -106,6 +107,16 @@ int query_hca_cap(CmdTransport &t, uint16_t type, uint16_t mode, void *cap, bool
 int set_hca_cap(CmdTransport &t, uint16_t type, const void *cap);
 /* QUERY_SPECIAL_CONTEXTS: the device's reserved lkey (resd_lkey). */
 int query_special_contexts(CmdTransport &t, uint32_t *resd_lkey);
+/* One entry of a port's GID table (QUERY_ROCE_ADDRESS). */
+struct RoceAddress {
+	std::array<uint8_t, 16> gid{}; /* network order; all zeroes: an empty entry */
+	uint32_t l3_type = 0;	       /* prm::roce_addr_layout::l3_type_* */
+	uint32_t version = 0;	       /* prm::roce_addr_layout::version_2 for RoCEv2 */
+};
+/* QUERY_ROCE_ADDRESS of entry index of port (1..2), as Linux's mlx5dr_cmd_query_gid
+ * (drivers/net/ethernet/mellanox/mlx5/core/steering/dr_cmd.c) reads it. -EINVAL: null out,
+ * index above 16 bits or port above 15 (nothing sent); the device's errors. */
+int query_roce_address(CmdTransport &t, uint32_t port, uint32_t index, RoceAddress *out);
 int alloc_pd(CmdTransport &t, uint32_t *pd);
 int dealloc_pd(CmdTransport &t, uint32_t pd);
 int create_mkey(CmdTransport &t, const MkeyCreate &c, uint32_t *index);

@@ -206,6 +206,11 @@ public:
 	uint32_t last_syndrome() const noexcept { return cmdq_->last_syndrome(); }
 
 	int alloc_pd(uint32_t *pd) { return mlx5::alloc_pd(*cmdq_, pd); }
+	/* Entry index of port's GID table (QUERY_ROCE_ADDRESS). */
+	int query_roce_address(uint32_t port, uint32_t index, RoceAddress *out)
+	{
+		return mlx5::query_roce_address(*cmdq_, port, index, out);
+	}
 	int dealloc_pd(uint32_t pd) { return mlx5::dealloc_pd(*cmdq_, pd); }
 	/* -EOPNOTSUPP (nothing sent) when c.index != 0 and the device lacks mkey_by_index. */
 	int create_mkey(const MkeyCreate &c, uint32_t *index);

@@ -1537,6 +1537,40 @@ inline constexpr uint32_t rc_init2rtr = alt_addr_path | rre | rae | rwe | pkey_i
 inline constexpr uint32_t rc_rtr2rts = alt_addr_path | rre | rae | rwe | pm_state | rnr_timeout;
 } // namespace qp_optpar
 
+/*
+ * QUERY_ROCE_ADDRESS: one entry of a port's GID table (Linux include/linux/mlx5/mlx5_ifc.h and
+ * rdma-core providers/mlx5/mlx5_ifc.h, struct mlx5_ifc_query_roce_address_{in,out}_bits and
+ * mlx5_ifc_roce_addr_layout_bits; MLX5_CMD_OP_QUERY_ROCE_ADDRESS 0x760, and the l3 types and
+ * versions of mlx5dv.h's MLX5_ROCE_L3_TYPE_* / MLX5_ROCE_VERSION_*). On a ConnectX the driver
+ * writes the table (SET_ROCE_ADDRESS, 0x761, from the kernel's GID cache); the device model's
+ * table comes from its device spec and the model does not take SET_ROCE_ADDRESS.
+ */
+namespace opcode {
+inline constexpr uint16_t query_roce_address = 0x760;
+} // namespace opcode
+namespace query_roce_address_in {
+inline constexpr size_t size = 16;
+inline constexpr Field roce_address_index{0x040, 16};
+inline constexpr Field vhca_port_num{0x05c, 4};
+} // namespace query_roce_address_in
+namespace query_roce_address_out {
+inline constexpr size_t size = 48;
+inline constexpr size_t roce_address_offset = 16; /* bytes: a roce_addr_layout */
+} // namespace query_roce_address_out
+namespace roce_addr_layout {
+inline constexpr size_t size = 32;
+inline constexpr size_t source_l3_address_offset = 0; /* 16 bytes: the GID, network order */
+inline constexpr Field vlan_valid{0x083, 1};
+inline constexpr Field vlan_id{0x084, 12};
+inline constexpr Field source_mac_47_32{0x090, 16};
+inline constexpr Field source_mac_31_0{0x0a0, 32};
+inline constexpr Field roce_l3_type{0x0d4, 4};
+inline constexpr Field roce_version{0x0d8, 8};
+inline constexpr uint32_t l3_type_ipv4 = 0;
+inline constexpr uint32_t l3_type_ipv6 = 1;
+inline constexpr uint32_t version_2 = 2;
+} // namespace roce_addr_layout
+
 } // namespace nicmr::mlx5::prm
 
 #endif
