@@ -117,6 +117,9 @@ enum class Syndrome : uint32_t {
 	qp_remote_gid = 0x0e0000d6,	/* BAD_PARAM: no fl and rgid_rip all zeroes */
 	qp_atomic_mode = 0x0e0000d7,	/* BAD_PARAM: atomic_mode other than 0 or IB_COMP */
 	qp_ts_format = 0x0e0000d8,	/* BAD_PARAM: ts_format the RoCE caps' qp_ts_format lacks */
+	/* QUERY_ROCE_ADDRESS: a port or an index the device has not. */
+	roce_address_port = 0x0e0000d9,	 /* BAD_PARAM: vhca_port_num not 1..ports */
+	roce_address_index = 0x0e0000da, /* BAD_PARAM: index not below the table size */
 	/* nicmr extension commands (prm::opcode::nicmr_*_mkey_ext), never on a ConnectX. */
 	ext_flags = 0x0e0000b0,	    /* BAD_PARAM: a flag outside mkey_ext::settable */
 	ext_counter = 0x0e0000b1,   /* BAD_PARAM: counter IOVA unaligned or not mapped */
@@ -223,6 +226,10 @@ struct EmuConfig {
 	uint32_t roce_qp_ts_format =
 		mlx5::prm::ts_format_cap::free_running_and_real_time; /* 0..2 */
 	uint32_t roce_address_table_size = 256;
+	/* The UDP wire (doc/device-model.md, "The UDP wire"), by port - 1: a port with an
+	 * address sends and receives RoCEv2 over a UDP socket bound to it; without one (the
+	 * default) it stays on the in-process loopback. */
+	std::array<WirePortConfig, 2> wire;
 };
 
 /* Counters for tests and logs. */
@@ -345,6 +352,8 @@ private:
 	CmdResult cmd_destroy_mkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_special_contexts(const uint8_t *in, size_t in_len, uint8_t *out,
 					     size_t out_len);
+	CmdResult cmd_query_roce_address(const uint8_t *in, size_t in_len, uint8_t *out,
+					 size_t out_len);
 	/* nicmr extensions (offered while cfg_.ext_flags is not 0). */
 	CmdResult cmd_set_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_mkey_ext(const uint8_t *in, size_t in_len, uint8_t *out,

@@ -95,6 +95,9 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		case prm::opcode::query_special_contexts:
 			h = &EmuMlx5Device::cmd_query_special_contexts;
 			break;
+		case prm::opcode::query_roce_address:
+			h = &EmuMlx5Device::cmd_query_roce_address;
+			break;
 		case prm::opcode::alloc_uar:
 			h = &EmuMlx5Device::cmd_alloc_uar;
 			break;
@@ -726,6 +729,38 @@ CmdResult EmuMlx5Device::cmd_query_special_contexts(const uint8_t *in, size_t in
 	if (state_ == HcaState::reset)
 		return fail(prm::status::bad_sys_state, Syndrome::hca_disabled);
 	prm::set(out, prm::query_special_contexts_out::resd_lkey, cfg_.resd_lkey);
+	return kOk;
+}
+
+/*
+ * One entry of a port's GID table (Linux mlx5_ifc.h query_roce_address; what mlx5_core's
+ * mlx5dr_cmd_query_gid reads). The model's table comes from the device spec: entry 0 of a port
+ * on the UDP wire is its address as a RoCEv2 GID (IPv4-mapped for IPv4, l3 type and version
+ * from mlx5dv.h); every other entry, and every entry of a loopback port, is empty (zeros).
+ */
+CmdResult EmuMlx5Device::cmd_query_roce_address(const uint8_t *in, size_t in_len, uint8_t *out,
+						size_t out_len)
+{
+	namespace m = prm::query_roce_address_in;
+	namespace l = prm::roce_addr_layout;
+	CmdResult r;
+	if (!lengths(in_len, m::size, out_len, prm::query_roce_address_out::size, &r))
+		return r;
+	if (state_ != HcaState::initialized)
+		return fail(prm::status::bad_sys_state, Syndrome::hca_not_initialized);
+	const auto port = static_cast<uint32_t>(prm::get(in, m::vhca_port_num));
+	const auto index = static_cast<uint32_t>(prm::get(in, m::roce_address_index));
+	if (port < 1 || port > cfg_.ports)
+		return fail(prm::status::bad_param, Syndrome::roce_address_port);
+	if (index >= (cfg_.roce ? cfg_.roce_address_table_size : 0))
+		return fail(prm::status::bad_param, Syndrome::roce_address_index);
+	const WirePort *w = dp_->wire_port(port);
+	if (w != nullptr && index == 0) {
+		uint8_t *a = out + prm::query_roce_address_out::roce_address_offset;
+		std::memcpy(a + l::source_l3_address_offset, w->gid().data(), w->gid().size());
+		prm::set(a, l::roce_l3_type, w->ipv6() ? l::l3_type_ipv6 : l::l3_type_ipv4);
+		prm::set(a, l::roce_version, l::version_2);
+	}
 	return kOk;
 }
 

@@ -119,8 +119,28 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 		return -EEXIST;
 	if (fn.doorbell_count() + 2 + cfg.uars > EmuFunction::kMaxDoorbells)
 		return -ENOSPC;
+	for (uint32_t p = cfg.ports; p < cfg.wire.size(); p++)
+		if (!cfg.wire[p].addr.empty())
+			return -EINVAL; /* a wire for a port the device has not */
 	std::unique_ptr<EmuMlx5Device> d(new EmuMlx5Device(fn, cfg));
 	EmuMlx5Device *self = d.get();
+	/* The UDP wire's sockets, before the function learns of the device: a port whose
+	 * address cannot be bound refuses the device and leaves fn as it was. */
+	std::vector<int> wire_fds;
+	for (uint32_t p = 0; p < cfg.ports; p++) {
+		if (cfg.wire[p].addr.empty())
+			continue;
+		auto w = std::make_unique<WirePort>();
+		const int wrc = w->open(cfg.wire[p]);
+		if (wrc < 0) {
+			NICMR_LOG(error, "emu-mlx5", "%s: port %u: UDP wire on [%s]:%u: %d (%s)",
+				  cfg.name.c_str(), p + 1, cfg.wire[p].addr.c_str(),
+				  cfg.wire[p].udp_port, wrc, std::strerror(-wrc));
+			return wrc;
+		}
+		wire_fds.push_back(w->fd());
+		d->dp_->set_wire_port(p + 1, std::move(w));
+	}
 	int rc = fn.add_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell),
 				 DoorbellMerge::bitmask, [self](uint64_t v) { self->ring(v); });
 	if (rc < 0)
@@ -147,6 +167,13 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	}
 	if (rc < 0)
 		return rc; /* only if the function already had a doorbell at a UAR offset */
+	/* The wire's receive work runs on the device thread (emu_function.h, "Progress"). */
+	if (!wire_fds.empty()) {
+		EmuDataPath *dp = d->dp_.get();
+		rc = fn.set_progress([dp] { return dp->poll_wire(); }, std::move(wire_fds));
+		if (rc < 0)
+			return rc;
+	}
 	d->publish_init_segment();
 	EmuFunction *fnp = &fn;
 	d->dp_->set_device_hooks([fnp](size_t off) { return fnp->reg_read32(off); },

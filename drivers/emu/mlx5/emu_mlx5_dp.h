@@ -35,6 +35,7 @@
 #ifndef NICMR_EMU_MLX5_DP_H
 #define NICMR_EMU_MLX5_DP_H
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -51,6 +52,7 @@
 #include "emu_iommu.h"
 #include "emu_mlx5_mkey.h"
 #include "emu_mlx5_trace.h"
+#include "emu_mlx5_wire.h"
 
 namespace nicmr::emu {
 
@@ -160,6 +162,22 @@ struct DpStats {
 	uint64_t dbr_faults = 0;     /* a doorbell record or WQE unreadable (DMA fault) */
 };
 
+/* The UDP wire's counters (doc/device-model.md, "The UDP wire"). */
+struct WireStats {
+	uint64_t tx_packets = 0;    /* datagrams sent */
+	uint64_t tx_errors = 0;	    /* sends the socket refused (the packet is lost) */
+	uint64_t rx_packets = 0;    /* datagrams received */
+	uint64_t rx_bad_icrc = 0;   /* dropped: the ICRC did not match */
+	uint64_t rx_malformed = 0;  /* dropped: roce::parse refused another field */
+	uint64_t rx_dropped = 0;    /* dropped: no such QP on the port, another sender than its
+				       peer, a P_Key other than the default, a QP not ready, or a
+				       response nothing waits for */
+	uint64_t duplicates = 0;    /* requests with a PSN already executed (answered again) */
+	uint64_t acks_sent = 0;	    /* ACKNOWLEDGE packets with an ACK */
+	uint64_t naks_sent = 0;	    /* ... with a NAK */
+	uint64_t naks_received = 0; /* NAKs that completed a request in error */
+};
+
 class EmuDataPath {
 public:
 	static constexpr uint32_t kMaxWqeBytes = 63 * 16; /* ds is 6 bits */
@@ -213,6 +231,22 @@ public:
 	DpStats stats() const;
 	bool check_invariants() const;
 
+	/*
+	 * The UDP wire (emu_mlx5_wire.h, emu_mlx5_rc.cpp). set_wire_port: port (1..ports) sends
+	 * and receives RoCEv2 over w; call before any QP exists. A QP on such a port whose
+	 * INIT2RTR has no force loopback (fl) talks to the peer its address path names; every
+	 * other QP stays on the in-process loopback.
+	 */
+	void set_wire_port(uint32_t port, std::unique_ptr<WirePort> w);
+	const WirePort *wire_port(uint32_t port) const noexcept
+	{
+		return port >= 1 && port <= wire_.size() ? wire_[port - 1].get() : nullptr;
+	}
+	/* The device thread's progress work: receives what the wire ports hold, executes it and
+	 * answers. true when a datagram came. Thread-safe (one caller at a time). */
+	bool poll_wire();
+	WireStats wire_stats() const;
+
 	/* Where UMR work requests are recorded (emu_mlx5_trace.h); nullptr, the default, records
 	 * nothing. Set once, before any QP exists. */
 	void set_trace(CmdTrace *t) noexcept { trace_ = t; }
@@ -257,10 +291,30 @@ private:
 	struct Eq;
 	struct Qp;
 	struct Exec;
+	struct RcWire;
 	friend struct Exec;
 
 	/* count_doorbell: this run answers a doorbell that named the QP (statistics). */
 	void run_qp(Qp &qp, bool count_doorbell);
+	/* run_qp's work with the QP's lock held. */
+	void run_sq(const DmaSection &dma, Qp &qp);
+	/* The wire's RC transport (emu_mlx5_rc.cpp), QP lock held. */
+	void rc_note(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t opcode, bool signaled,
+		     const Exec &ex, uint8_t syndrome);
+	void rc_retire(const DmaSection &dma, Qp &qp);
+	void rc_flush(const DmaSection &dma, Qp &qp);
+	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port, const uint8_t *buf,
+		       size_t len, const sockaddr_storage &peer, Qp **acks, int *nacks);
+	void rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &pk, Qp **acks,
+			int *nacks);
+	void rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed &pk);
+	void rc_read_respond(const DmaSection &dma, Qp &qp, uint32_t psn, uint64_t va,
+			     uint32_t rkey, uint32_t len);
+	/* Sends an ACKNOWLEDGE (syndrome: roce::aeth::make_syndrome) for psn. */
+	void rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn);
+	/* A refused request: NAK (code), the responder QP to ERR and its event. */
+	void rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t psn, uint8_t event);
+	void rc_send(const RcWire &r, const uint8_t *pkt, size_t len);
 	/* Writes one CQE (REQ when syndrome is 0, else REQ_ERR). */
 	void complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
 		      uint32_t byte_cnt, uint8_t syndrome);
@@ -290,6 +344,18 @@ private:
 	uint64_t eq_created_ = 0; /* creation order, to find the first EQ */
 	std::atomic<bool> atomic_host_endianness_{false};
 	CmdTrace *trace_ = nullptr; /* set before any QP: read without ordering by the WQE engine */
+	std::array<std::unique_ptr<WirePort>, 2> wire_; /* by port - 1; null: loopback */
+	/* poll_wire's receive batch (one caller at a time). */
+	static constexpr int kRxBatch = 32;
+	std::unique_ptr<uint8_t[][roce::max_datagram + 1]> rx_buf_;
+	size_t rx_len_[kRxBatch] = {};
+	sockaddr_storage rx_peer_[kRxBatch] = {};
+	struct WireCounters {
+		std::atomic<uint64_t> tx_packets{0}, tx_errors{0}, rx_packets{0}, rx_bad_icrc{0},
+			rx_malformed{0}, rx_dropped{0}, duplicates{0}, acks_sent{0}, naks_sent{0},
+			naks_received{0};
+	};
+	mutable WireCounters wctr_;
 	std::function<uint32_t(size_t)> bar_read_;
 	std::function<void(uint8_t)> fatal_;
 

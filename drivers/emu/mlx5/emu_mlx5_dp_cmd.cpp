@@ -355,6 +355,12 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 		return fail(prm::status::bad_qp_state, Syndrome::qp_bad_state);
 	if (rc == -EINVAL)
 		return fail(prm::status::bad_param, Syndrome::qp_port);
+	/* A wire port's GID table has entry 0 only, and a path to another address family than
+	 * the port's cannot be sent. */
+	if (rc == -ENXIO)
+		return fail(prm::status::bad_param, Syndrome::qp_gid_index);
+	if (rc == -EADDRNOTAVAIL)
+		return fail(prm::status::bad_param, Syndrome::qp_remote_gid);
 	if (rc < 0)
 		return fail(prm::status::bad_res_state, Syndrome::qp_not_found);
 	return kOk;

@@ -15,10 +15,114 @@
 #include <thread>
 #include <vector>
 
+#include <infiniband/mlx5dv.h>
+
+#include <memory>
+
 #include "emu_mlx5_dp.h"
+#include "emu_mlx5_translate.h"
+#include "emu_mlx5_wire.h"
+#include "mlx5_prm.h"
 #include "nicmr_align.h"
 
 namespace nicmr::emu {
+
+/* The send WQE's segments as the engine reads them (prm::wqe_* through the layout table); shared
+ * by the WQE engine (emu_mlx5_wqe.cpp) and the RC transport of the wire (emu_mlx5_rc.cpp). */
+namespace wqe_fmt {
+namespace prm = nicmr::mlx5::prm;
+constexpr uint8_t kOk = 0;
+/* ConnectX's LOCAL_INVAL is 0x1b (mlx5dv.h); 0x01 (SEND_INVAL there) is taken as a local
+ * invalidate too, as nicmr's driver contract names it. The model has no receive queues. */
+constexpr uint8_t kOpLocalInvalAlt = 0x01;
+
+constexpr size_t kCtrl = prm::wqe_ctrl::size;
+constexpr size_t kRaddr = prm::wqe_raddr::size;
+constexpr size_t kData = prm::wqe_data::size;
+constexpr size_t kAtomic = prm::wqe_atomic::size;
+constexpr size_t kUmrCtrl = prm::umr_ctrl::size;
+constexpr size_t kMkeyCtx = prm::mkc::size;
+
+/* The control segment's fields the model acts on (prm::wqe_ctrl). */
+struct Ctrl {
+	uint8_t opcode = 0;
+	uint32_t ds = 0; /* 16-byte units of the whole WQE */
+	uint8_t fm_ce_se = 0;
+	uint32_t imm = 0; /* host order */
+};
+
+inline Ctrl parse_ctrl(const uint8_t *w)
+{
+	Ctrl r;
+	r.opcode = static_cast<uint8_t>(prm::get(w, prm::wqe_ctrl::opcode));
+	r.ds = static_cast<uint32_t>(prm::get(w, prm::wqe_ctrl::ds));
+	r.fm_ce_se = static_cast<uint8_t>(prm::get(w, prm::wqe_ctrl::fm_ce_se));
+	r.imm = static_cast<uint32_t>(prm::get(w, prm::wqe_ctrl::imm));
+	return r;
+}
+
+struct DataSeg {
+	uint32_t bc;
+	uint32_t lkey;
+	uint64_t addr;
+};
+
+inline DataSeg parse_data(const uint8_t *p)
+{
+	return {static_cast<uint32_t>(prm::get(p, prm::wqe_data::byte_count)),
+		static_cast<uint32_t>(prm::get(p, prm::wqe_data::lkey)),
+		prm::get(p, prm::wqe_data::addr)};
+}
+
+struct Raddr {
+	uint64_t addr;
+	uint32_t rkey;
+};
+
+inline Raddr parse_raddr(const uint8_t *p)
+{
+	return {prm::get(p, prm::wqe_raddr::raddr),
+		static_cast<uint32_t>(prm::get(p, prm::wqe_raddr::rkey))};
+}
+
+} // namespace wqe_fmt
+
+/*
+ * nicmr's extensions of a responder's key (doc/device-model.md, "Extensions"), after every PRM
+ * check passed: false when the key refuses the access (disabled, or a single-use key already
+ * claimed: of racing accesses exactly one wins the claim); *counter is where to count a write
+ * or atomic once it completed (0: nowhere). The key's slot is held shared.
+ */
+inline bool ext_admits(const MkeyEntry *e, bool write, uint64_t *counter) noexcept
+{
+	*counter = 0;
+	if (e == nullptr || e->ext.flags == 0)
+		return true;
+	if ((e->ext.flags & mlx5::prm::mkey_ext::disabled) != 0)
+		return false;
+	/* Relaxed: the exchange alone decides the one winner; resets happen only with the slot
+	 * held exclusive, which the shared hold orders against. */
+	if ((e->ext.flags & mlx5::prm::mkey_ext::single_use) != 0 &&
+	    e->ext.spent.v.exchange(1, std::memory_order_relaxed) != 0)
+		return false;
+	if (write && (e->ext.flags & mlx5::prm::mkey_ext::counter) != 0)
+		*counter = e->ext.counter_iova;
+	return true;
+}
+
+/* One more completed remote write at counter (an 8-aligned IOVA checked when it was bound). */
+inline void ext_count(const DmaSection &dma, uint64_t counter) noexcept
+{
+	if (counter == 0)
+		return;
+	void *p = dma.host(counter, 8);
+	if (p == nullptr)
+		return; /* unmapped since it was bound: a counted DMA fault, the write stands */
+	/* Release: the data this operation wrote happens before the count a reader sees with an
+	 * acquire load (nicmr_cntr_read). Host mappings are page aligned: p is 8-aligned. */
+	std::atomic_ref<uint64_t>(*static_cast<uint64_t *>(p))
+		.fetch_add(1, std::memory_order_release);
+}
 
 /*
  * The QP's and the CQ's lock: test-and-test-and-set, one exchange to take it, a release store
@@ -83,6 +187,91 @@ struct EmuDataPath::Eq {
 	bool overrun = false;  /* stays set: the EQ takes no more events */
 };
 
+/* PSNs are 24 bits (IBTA 9.7.1). */
+inline constexpr uint32_t kPsnMask = 0xffffff;
+
+/*
+ * A QP's RC transport on the wire (IBTA 9.7): the requester's PSN and its outstanding WQEs in
+ * send order, the responder's expected PSN, MSN and the RDMA WRITE in progress. Guarded by the
+ * QP's lock.
+ */
+struct EmuDataPath::RcWire {
+	/* A WQE taken off the SQ and not completed yet (CQEs go out in this order). */
+	struct Pending {
+		uint16_t index = 0;	/* the WQE's index (SQ counter at its first WQEBB) */
+		uint8_t opcode = 0;	/* MLX5_OPCODE_* */
+		bool signaled = false;	/* a CQE on success */
+		bool done = false;	/* executed: complete it when it reaches the head */
+		uint8_t syndrome = 0;	/* when done: 0 or the CQE syndrome */
+		uint32_t first_psn = 0; /* requests: the PSNs the request takes */
+		uint32_t npsn = 0;
+		uint32_t byte_cnt = 0;
+		uint32_t got = 0; /* RDMA READ: response packets scattered so far */
+	};
+	WirePort *port = nullptr;
+	Gid remote{};
+	roce::IpPath tx;	     /* here -> the peer, for the ICRC */
+	uint32_t mtu = 0;	     /* path MTU in bytes */
+	uint32_t next_psn = 0;	     /* requester: the next PSN to send */
+	std::vector<Pending> pend;   /* a ring of 2^log_sq_size entries */
+	uint32_t head = 0, tail = 0; /* entries head .. tail - 1 are outstanding */
+	bool halted = false;	     /* a WQE failed before it was sent: send no more */
+	/* Responder. */
+	uint32_t epsn = 0;     /* next PSN expected */
+	uint32_t msn = 0;      /* messages completed (24 bits) */
+	bool nak_sent = false; /* a PSN sequence error NAK went out for epsn */
+	bool ack_due = false;  /* an ACK of epsn - 1 is owed at the end of the batch */
+	/* The RDMA WRITE in progress (FIRST seen, LAST not yet). */
+	bool w_active = false;
+	uint64_t w_va = 0;
+	uint32_t w_rkey = 0;
+	uint64_t w_left = 0;
+	uint64_t w_counter = 0; /* nicmr's counter extension of its key (ext_admits), or 0 */
+	/* The last atomic executed, replayed for a duplicate of its PSN. */
+	bool atomic_saved = false;
+	uint32_t atomic_psn = 0;
+	uint64_t atomic_orig = 0;
+
+	uint32_t outstanding() const noexcept { return tail - head; }
+	Pending &at(uint32_t i) noexcept { return pend[i & (pend.size() - 1)]; }
+};
+
+/* One WQE's execution. */
+struct EmuDataPath::Exec {
+	EmuDataPath &dp;
+	const DmaSection &dma; /* the doorbell's view of the IOMMU */
+	Qp &qp;
+	const uint8_t *w;
+	size_t len; /* ds * 16 */
+	wqe_fmt::Ctrl c;
+	uint32_t byte_cnt = 0;
+	/* A responder event to post after the mkey lock is dropped. */
+	uint8_t event = 0;
+	Qp *responder = nullptr;
+	/* On the wire: the request went out and awaits its response (PSNs below). */
+	bool awaiting = false;
+	uint32_t first_psn = 0, npsn = 0;
+
+	uint8_t run();
+	uint8_t connect(Access need);
+	uint8_t responder_fail(uint8_t syndrome, uint8_t ev);
+	uint8_t ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool write, uint64_t *counter);
+	uint8_t gather_list(wqe_fmt::DataSeg *segs, size_t *n, uint64_t *total, size_t first);
+	uint8_t rdma_write();
+	uint8_t rdma_read();
+	uint8_t atomic();
+	uint8_t local_inval();
+	uint8_t umr();
+	uint8_t copy(const Translator &st, uint32_t skey, uint64_t saddr, Access sa,
+		     const Translator &dt, uint32_t dkey, uint64_t daddr, Access da, uint64_t n);
+	/* The wire's requester (emu_mlx5_rc.cpp): RDMA WRITE, READ and atomics go out as
+	 * packets; other WQEs run as on the loopback. */
+	uint8_t run_wire();
+	uint8_t wire_write();
+	uint8_t wire_read();
+	uint8_t wire_atomic();
+};
+
 struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */
 	uint32_t qpn = 0;
 	QpAttr attr;
@@ -98,6 +287,10 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	/* Keys a WQE holds beyond MkeyTable::Hold::kInline; grows once to the largest set;
 	 * guarded by lock. */
 	std::vector<const void *> held;
+	/* The RC transport's state when INIT2RTR put the QP on a UDP wire (emu_mlx5_rc.cpp);
+	 * null on the loopback. Made and dropped under table_lock_ exclusive; its contents are
+	 * guarded by lock. */
+	std::unique_ptr<RcWire> rc;
 	/* mkc byte masks of the last two UMR mkey_masks seen; guarded by lock. */
 	struct UmrMask {
 		uint64_t of = 0;

@@ -238,17 +238,42 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.path.atomic_mode = p.atomic_mode;
 		qp.set_state(QpState::init);
 		return 0;
-	case QpTransition::init2rtr:
+	case QpTransition::init2rtr: {
 		if (s != QpState::init)
 			return -EPERM;
+		/* A QP of a wire port without force loopback talks RoCEv2 to the GID its address
+		 * path names: that GID must be of the port's address family, and the port's GID
+		 * table has one entry (index 0). */
+		WirePort *w =
+			p.port >= 1 && p.port <= wire_.size() ? wire_[p.port - 1].get() : nullptr;
+		std::unique_ptr<RcWire> rc;
+		if (w != nullptr && !p.fl) {
+			Gid remote;
+			std::memcpy(remote.data(), p.remote_gid, remote.size());
+			if (p.gid_index != 0)
+				return -ENXIO;
+			if (!w->reaches(remote))
+				return -EADDRNOTAVAIL;
+			rc = std::make_unique<RcWire>();
+			rc->port = w;
+			rc->remote = remote;
+			rc->tx = w->tx_path(remote);
+			rc->mtu = 128u << p.mtu; /* prm::qp_mtu: 1 is 256 ... 5 is 4096 */
+			rc->pend.resize(size_t{1} << qp.attr.log_sq_size);
+			rc->epsn = p.next_rcv_psn & kPsnMask;
+		}
 		/* The decoder built p from the QP's context and this command's fields. */
 		qp.path = p;
+		qp.rc = std::move(rc);
 		qp.set_state(QpState::rtr);
 		return 0;
+	}
 	case QpTransition::rtr2rts:
 		if (s != QpState::rtr)
 			return -EPERM;
 		qp.path = p;
+		if (qp.rc)
+			qp.rc->next_psn = p.next_send_psn & kPsnMask;
 		qp.set_state(QpState::rts);
 		return 0;
 	case QpTransition::to_err:
@@ -258,6 +283,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.set_state(QpState::rst);
 		qp.ci = 0;
 		qp.path = QpPath{};
+		qp.rc.reset();
 		return 0;
 	}
 	return -EINVAL;
@@ -409,6 +435,32 @@ DpStats EmuDataPath::stats() const
 		s.cqe_errors += cq->n_errors.load(std::memory_order_relaxed);
 		s.cq_overruns += cq->n_overruns.load(std::memory_order_relaxed);
 	}
+	return s;
+}
+
+void EmuDataPath::set_wire_port(uint32_t port, std::unique_ptr<WirePort> w)
+{
+	std::unique_lock lk(table_lock_);
+	if (port < 1 || port > wire_.size())
+		return;
+	if (!rx_buf_)
+		rx_buf_.reset(new uint8_t[kRxBatch][roce::max_datagram + 1]);
+	wire_[port - 1] = std::move(w);
+}
+
+WireStats EmuDataPath::wire_stats() const
+{
+	WireStats s;
+	s.tx_packets = wctr_.tx_packets.load(std::memory_order_relaxed);
+	s.tx_errors = wctr_.tx_errors.load(std::memory_order_relaxed);
+	s.rx_packets = wctr_.rx_packets.load(std::memory_order_relaxed);
+	s.rx_bad_icrc = wctr_.rx_bad_icrc.load(std::memory_order_relaxed);
+	s.rx_malformed = wctr_.rx_malformed.load(std::memory_order_relaxed);
+	s.rx_dropped = wctr_.rx_dropped.load(std::memory_order_relaxed);
+	s.duplicates = wctr_.duplicates.load(std::memory_order_relaxed);
+	s.acks_sent = wctr_.acks_sent.load(std::memory_order_relaxed);
+	s.naks_sent = wctr_.naks_sent.load(std::memory_order_relaxed);
+	s.naks_received = wctr_.naks_received.load(std::memory_order_relaxed);
 	return s;
 }
 

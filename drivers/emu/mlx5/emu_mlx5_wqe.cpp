@@ -43,62 +43,9 @@
 namespace nicmr::emu {
 
 namespace prm = nicmr::mlx5::prm;
+using namespace wqe_fmt;
 
 namespace {
-
-constexpr uint8_t kOk = 0;
-/* ConnectX's LOCAL_INVAL is 0x1b (mlx5dv.h); 0x01 (SEND_INVAL there) is taken as a local
- * invalidate too, as nicmr's driver contract names it. The model has no receive queues. */
-constexpr uint8_t kOpLocalInvalAlt = 0x01;
-
-constexpr size_t kCtrl = prm::wqe_ctrl::size;
-constexpr size_t kRaddr = prm::wqe_raddr::size;
-constexpr size_t kData = prm::wqe_data::size;
-constexpr size_t kAtomic = prm::wqe_atomic::size;
-constexpr size_t kUmrCtrl = prm::umr_ctrl::size;
-constexpr size_t kMkeyCtx = prm::mkc::size;
-
-/* The control segment's fields the model acts on (prm::wqe_ctrl). */
-struct Ctrl {
-	uint8_t opcode = 0;
-	uint32_t ds = 0; /* 16-byte units of the whole WQE */
-	uint8_t fm_ce_se = 0;
-	uint32_t imm = 0; /* host order */
-};
-
-Ctrl parse_ctrl(const uint8_t *w)
-{
-	Ctrl r;
-	r.opcode = static_cast<uint8_t>(prm::get(w, prm::wqe_ctrl::opcode));
-	r.ds = static_cast<uint32_t>(prm::get(w, prm::wqe_ctrl::ds));
-	r.fm_ce_se = static_cast<uint8_t>(prm::get(w, prm::wqe_ctrl::fm_ce_se));
-	r.imm = static_cast<uint32_t>(prm::get(w, prm::wqe_ctrl::imm));
-	return r;
-}
-
-struct DataSeg {
-	uint32_t bc;
-	uint32_t lkey;
-	uint64_t addr;
-};
-
-DataSeg parse_data(const uint8_t *p)
-{
-	return {static_cast<uint32_t>(prm::get(p, prm::wqe_data::byte_count)),
-		static_cast<uint32_t>(prm::get(p, prm::wqe_data::lkey)),
-		prm::get(p, prm::wqe_data::addr)};
-}
-
-struct Raddr {
-	uint64_t addr;
-	uint32_t rkey;
-};
-
-Raddr parse_raddr(const uint8_t *p)
-{
-	return {prm::get(p, prm::wqe_raddr::raddr),
-		static_cast<uint32_t>(prm::get(p, prm::wqe_raddr::rkey))};
-}
 
 /* The mkc fields a UMR's mkey_mask selects, in the context segment's (mkc) layout. */
 struct MaskedField {
@@ -167,34 +114,6 @@ const uint64_t *EmuDataPath::Qp::umr_byte_mask(uint64_t mkey_mask) noexcept
 	return m.bytes;
 }
 
-/* One WQE's execution. */
-struct EmuDataPath::Exec {
-	EmuDataPath &dp;
-	const DmaSection &dma; /* the doorbell's view of the IOMMU */
-	Qp &qp;
-	const uint8_t *w;
-	size_t len; /* ds * 16 */
-	Ctrl c;
-	uint32_t byte_cnt = 0;
-	/* A responder event to post after the mkey lock is dropped. */
-	uint8_t event = 0;
-	Qp *responder = nullptr;
-
-	uint8_t run();
-	uint8_t connect(Access need);
-	uint8_t responder_fail(uint8_t syndrome, uint8_t ev);
-	uint8_t ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool write, uint64_t *counter);
-	void ext_count(uint64_t counter);
-	uint8_t gather_list(DataSeg *segs, size_t *n, uint64_t *total, size_t first);
-	uint8_t rdma_write();
-	uint8_t rdma_read();
-	uint8_t atomic();
-	uint8_t local_inval();
-	uint8_t umr();
-	uint8_t copy(const Translator &st, uint32_t skey, uint64_t saddr, Access sa,
-		     const Translator &dt, uint32_t dkey, uint64_t daddr, Access da, uint64_t n);
-};
-
 /* The responder: the QP remote_qpn names, on the other port, naming this QP back; or the QP
  * itself when its remote_qpn is its own number (a QP looped back to itself, as RC allows). */
 uint8_t EmuDataPath::Exec::connect(Access need)
@@ -227,47 +146,15 @@ uint8_t EmuDataPath::Exec::responder_fail(uint8_t syndrome, uint8_t ev)
 	return syndrome;
 }
 
-/*
- * nicmr extensions of the responder's key (doc/device-model.md, "Extensions"; no ConnectX has
- * them), after the PRM checks passed: a disabled key is refused as a free one is; a single-use
- * key is claimed, and of racing accesses exactly one wins the claim (the others, and every
- * later one, are refused as on a free key). *counter: where to count the operation once it
- * completes (0: nowhere); only writes and atomics count. Device hot path: no lock beyond the
- * key's slot (held shared by keys), no allocation.
- */
+/* nicmr extensions of the responder's key (ext_admits): a refusal is a remote access error and
+ * moves the responder to ERR, as a free key does. */
 uint8_t EmuDataPath::Exec::ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool write,
 				     uint64_t *counter)
 {
-	*counter = 0;
-	const MkeyEntry *e = keys.find(prm::mkey::index(rkey));
-	if (e == nullptr || e->ext.flags == 0)
-		return kOk;
-	if ((e->ext.flags & prm::mkey_ext::disabled) != 0)
+	if (!ext_admits(keys.find(prm::mkey::index(rkey)), write, counter))
 		return responder_fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
 				      prm::event_type::wq_access_error);
-	/* Relaxed: the exchange alone decides the one winner; resets happen only with the slot
-	 * held exclusive, which the shared hold orders against. */
-	if ((e->ext.flags & prm::mkey_ext::single_use) != 0 &&
-	    e->ext.spent.v.exchange(1, std::memory_order_relaxed) != 0)
-		return responder_fail(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR,
-				      prm::event_type::wq_access_error);
-	if (write && (e->ext.flags & prm::mkey_ext::counter) != 0)
-		*counter = e->ext.counter_iova;
 	return kOk;
-}
-
-/* One more completed remote write at counter (an 8-aligned IOVA checked when it was bound). */
-void EmuDataPath::Exec::ext_count(uint64_t counter)
-{
-	if (counter == 0)
-		return;
-	void *p = dma.host(counter, 8);
-	if (p == nullptr)
-		return; /* unmapped since it was bound: a counted DMA fault, the write stands */
-	/* Release: the data this operation wrote happens before the count a reader sees with an
-	 * acquire load (nicmr_cntr_read). Host mappings are page aligned: p is 8-aligned. */
-	std::atomic_ref<uint64_t>(*static_cast<uint64_t *>(p))
-		.fetch_add(1, std::memory_order_release);
 }
 
 /* Data segments from byte offset first to the end of the WQE. */
@@ -375,7 +262,7 @@ uint8_t EmuDataPath::Exec::rdma_write()
 				off += segs[i].bc;
 			}
 		}
-		ext_count(counter);
+		ext_count(dma, counter);
 		byte_cnt = static_cast<uint32_t>(total);
 		return kOk;
 	}();
@@ -493,7 +380,7 @@ uint8_t EmuDataPath::Exec::atomic()
 					break;
 			}
 		}
-		ext_count(counter); /* the responder's side is done: the write completed */
+		ext_count(dma, counter); /* the responder's side is done: the write completed */
 		/* The old value into the local buffer, in the same byte order as the word. */
 		IovaRun l;
 		r = local.resolve(d.lkey, d.addr, 8, Access::local_write, &l);
@@ -753,11 +640,23 @@ void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 	std::lock_guard lk(qp.lock);
 	if (count_doorbell)
 		bump(qp.n_doorbells);
-	QpState st = qp.get_state();
+	const QpState st = qp.get_state();
 	if (st != QpState::rts && st != QpState::err)
 		return; /* WQEs wait until RTS (or are flushed in ERR) */
 	/* One IOMMU section for the whole doorbell: the record, the WQEs, the data, the CQEs. */
 	const DmaSection dma(mmu_);
+	run_sq(dma, qp);
+}
+
+/* The QP's lock held. On the wire (qp.rc) WQEs complete in order as their responses come
+ * (rc_retire); on the loopback each completes as it runs. */
+void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
+{
+	QpState st = qp.get_state();
+	if (st != QpState::rts && st != QpState::err)
+		return;
+	if (qp.rc && st == QpState::err)
+		rc_flush(dma, qp); /* outstanding requests first: CQEs stay in SQ order */
 	/* The producer counter alone, in one acquire load: the driver writes it while the
 	 * device runs, and its WQEs must be visible once the counter is. */
 	uint8_t rec[prm::dbr::size] = {};
@@ -774,6 +673,11 @@ void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 		const uint16_t ci = qp.ci;
 		const auto avail = static_cast<uint16_t>(pi - ci);
 		st = qp.get_state();
+		/* The wire: a WQE failed before it went out, or every entry is outstanding; the
+		 * rest waits for the responses (rc_retire runs this again in ERR). */
+		if (qp.rc && st != QpState::err &&
+		    (qp.rc->halted || qp.rc->outstanding() == qp.rc->pend.size()))
+			break;
 		bump(qp.n_wqes);
 		if (avail > size) {
 			/* A producer more than a ring ahead: the record is corrupt. Error once,
@@ -822,9 +726,14 @@ void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 		uint8_t syn = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		Exec ex{*this, dma, qp, wqe, size_t{c.ds} * 16, c};
 		if (!malformed)
-			syn = ex.run();
+			syn = qp.rc ? ex.run_wire() : ex.run();
 		if (ex.event != 0 && ex.responder != nullptr)
 			post_event(dma, ex.event, ex.responder->qpn);
+		if (qp.rc) {
+			rc_note(dma, qp, ci, c.opcode, (c.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0,
+				ex, syn);
+			continue;
+		}
 		if (syn != kOk) {
 			qp.set_state(QpState::err);
 			complete(dma, qp, ci, c.opcode, 0, syn);

@@ -1,0 +1,858 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The RC transport of the emulated NIC's UDP wire (IBTA vol. 1, 9.7; the packets of
+ * drivers/common/roce, nothing else). A QP that INIT2RTR put on a wire port (no force loopback)
+ * runs here instead of against an in-process responder:
+ *
+ *   requester (run_sq, the ringing or device thread)          responder (poll_wire, device thread)
+ *   WRITE: local SGEs checked, MTU-sized packets  -- PSN n.. -->  PSN == ePSN? rkey checked
+ *          FIRST/MIDDLE/LAST or ONLY, AckReq last                 (index+variant, PD, bounds,
+ *   READ:  local SGEs checked, one READ REQUEST   -- PSN n  -->   rights) before a byte moves;
+ *          takes ceil(len / MTU) PSNs                             WRITE lands, ACK at batch end;
+ *   ATOMIC: CmpSwap / FetchAdd, one PSN           -- PSN n  -->   READ answered by responses;
+ *                                                                 atomic done, ATOMIC ACK
+ *   <-- ACK / NAK / READ RESPONSE* / ATOMIC ACK --   refused: NAK (remote access error or
+ *   pending ring (SQ order): entries done by the      invalid request), responder to ERR and
+ *   responses, CQEs written from the head in order    its WQ event; nothing written
+ *
+ * A NAK completes its WQE with the syndrome the NAK code names (remote access error 0x13,
+ * invalid request 0x12, remote operational error 0x14), the QP goes to ERR and every later WQE
+ * is flushed. Not yet: retransmission (a lost packet leaves its WQE outstanding, and a PSN
+ * sequence error NAK completes the WQE with TRANSPORT_RETRY_EXC_ERR), RNR (there are no receive
+ * queues: SEND is refused with an invalid-request NAK), ACK timers; doc/device-model.md ("The
+ * UDP wire") lists them.
+ *
+ * Locks: poll_wire holds the object table shared for a receive batch and each packet's QP lock
+ * while it runs; the requester runs under its QP's lock as every WQE does. Device side: the
+ * socket calls are this device's transmit and receive; no allocation.
+ */
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "emu_mlx5_dp_impl.h"
+#include "mlx5_prm.h"
+#include "nicmr_log.h"
+
+namespace nicmr::emu {
+
+namespace prm = nicmr::mlx5::prm;
+namespace op = roce::opcode;
+using namespace wqe_fmt;
+
+namespace {
+
+/* a - b on the 24-bit PSN circle, as a signed distance (IBTA 9.7.1: half the space ahead). */
+int32_t psn_diff(uint32_t a, uint32_t b) noexcept
+{
+	const uint32_t d = (a - b) & kPsnMask;
+	return d & 0x800000 ? static_cast<int32_t>(d) - 0x1000000 : static_cast<int32_t>(d);
+}
+
+uint32_t packets_of(uint64_t len, uint32_t mtu) noexcept
+{
+	return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
+}
+
+/* The packet opcode of packet k of n of a message (first, middle, last, only). */
+uint8_t seq_opcode(uint32_t k, uint32_t n, uint8_t first, uint8_t middle, uint8_t last,
+		   uint8_t only) noexcept
+{
+	return n == 1 ? only : k == 0 ? first : k + 1 == n ? last : middle;
+}
+
+bool is_write(uint8_t o) noexcept
+{
+	return o >= op::write_first && o <= op::write_only_imm;
+}
+
+/*
+ * Copies bytes [off, off + n) of an SGE list's concatenation to (to_mem) or from buf through
+ * the translator (access a). 0 or the syndrome; a DMA fault after the checks is LOCAL_PROT_ERR.
+ */
+uint8_t sge_copy(const DmaSection &dma, const Translator &t, const DataSeg *segs, size_t nseg,
+		 uint64_t off, uint8_t *buf, uint64_t n, Access a, bool to_mem)
+{
+	size_t i = 0;
+	while (i < nseg && off >= segs[i].bc)
+		off -= segs[i++].bc;
+	uint64_t done = 0;
+	while (done < n && i < nseg) {
+		const uint64_t take = std::min<uint64_t>(segs[i].bc - off, n - done);
+		for (uint64_t k = 0; k < take;) {
+			IovaRun run;
+			uint8_t s =
+				t.resolve(segs[i].lkey, segs[i].addr + off + k, take - k, a, &run);
+			if (s != 0)
+				return s;
+			const int rc = to_mem ? dma.write(run.iova, buf + done + k, run.len)
+					      : dma.read(run.iova, buf + done + k, run.len);
+			if (rc < 0)
+				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+			k += run.len;
+		}
+		done += take;
+		off = 0;
+		i++;
+	}
+	return done == n ? 0 : MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+}
+
+/* Bytes [va, va + n) of a remote key to or from buf (the responder's side); the range was
+ * validated. 0 or REMOTE_ACCESS_ERR. */
+uint8_t key_copy(const DmaSection &dma, const Translator &t, uint32_t rkey, uint64_t va,
+		 uint8_t *buf, uint64_t n, Access a, bool to_mem)
+{
+	for (uint64_t k = 0; k < n;) {
+		IovaRun run;
+		if (t.resolve(rkey, va + k, n - k, a, &run) != 0)
+			return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+		const int rc = to_mem ? dma.write(run.iova, buf + k, run.len)
+				      : dma.read(run.iova, buf + k, run.len);
+		if (rc < 0)
+			return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+		k += run.len;
+	}
+	return 0;
+}
+
+/* The requester's CQE syndrome for a NAK code (IBTA 9.7.5.2.4; the mlx5 syndromes of the
+ * same names). */
+uint8_t nak_syndrome(uint8_t code) noexcept
+{
+	switch (code) {
+	case roce::aeth::nak::invalid_request:
+		return MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
+	case roce::aeth::nak::remote_access_error:
+		return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+	case roce::aeth::nak::remote_operational_error:
+		return MLX5_CQE_SYNDROME_REMOTE_OP_ERR;
+	default: /* PSN sequence error: no retransmission yet, the request is lost */
+		return MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR;
+	}
+}
+
+} // namespace
+
+void EmuDataPath::rc_send(const RcWire &r, const uint8_t *pkt, size_t len)
+{
+	if (r.port->send(r.remote, pkt, len) < 0)
+		wctr_.tx_errors.fetch_add(1, std::memory_order_relaxed);
+	else
+		wctr_.tx_packets.fetch_add(1, std::memory_order_relaxed);
+}
+
+/* ---- Requester: WQEs out as packets ------------------------------------------------------ */
+
+uint8_t EmuDataPath::Exec::run_wire()
+{
+	switch (c.opcode) {
+	case MLX5_OPCODE_RDMA_WRITE:
+		return wire_write();
+	case MLX5_OPCODE_RDMA_READ:
+		return wire_read();
+	case MLX5_OPCODE_ATOMIC_CS:
+	case MLX5_OPCODE_ATOMIC_FA:
+		return wire_atomic();
+	default:
+		return run(); /* local work: NOP, UMR, LOCAL_INVAL */
+	}
+}
+
+uint8_t EmuDataPath::Exec::wire_write()
+{
+	if (len < kCtrl + kRaddr + prm::wqe_inline::header_size)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	const Raddr ra = parse_raddr(w + kCtrl);
+	const size_t seg_at = kCtrl + kRaddr;
+	const bool inl = prm::get(w + seg_at, prm::wqe_inline::inline_flag) != 0;
+	DataSeg segs[EmuDataPath::kMaxWqeBytes / kData];
+	size_t nseg = 0;
+	uint64_t total = 0;
+	const uint8_t *inl_data = nullptr;
+	if (inl) {
+		total = prm::get(w + seg_at, prm::wqe_inline::byte_count);
+		if (seg_at + prm::wqe_inline::header_size + total > len ||
+		    total > (uint64_t{1} << qp.path.log_msg_max))
+			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+		inl_data = w + seg_at + prm::wqe_inline::header_size;
+	} else {
+		uint8_t s = gather_list(segs, &nseg, &total, seg_at);
+		if (s != kOk)
+			return s;
+	}
+	RcWire &r = *qp.rc;
+	MkeyTable::Hold keys(dp.mkeys_, qp.held);
+	Translator local(keys, dma, qp.attr.pd, qp.qpn);
+	for (size_t i = 0; i < nseg; i++) {
+		uint8_t s =
+			local.validate(segs[i].lkey, segs[i].addr, segs[i].bc, Access::local_read);
+		if (s != kOk)
+			return s;
+	}
+	const uint32_t n = packets_of(total, r.mtu);
+	uint8_t pkt[roce::max_datagram];
+	for (uint32_t k = 0; k < n; k++) {
+		const uint64_t off = uint64_t{k} * r.mtu;
+		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, total - off));
+		roce::Headers h;
+		h.opcode = seq_opcode(k, n, op::write_first, op::write_middle, op::write_last,
+				      op::write_only);
+		h.dest_qp = qp.path.remote_qpn;
+		h.psn = (r.next_psn + k) & kPsnMask;
+		h.ack_req = k + 1 == n;
+		h.reth = {ra.addr, ra.rkey, static_cast<uint32_t>(total)};
+		uint8_t *payload = pkt + roce::header_length(h.opcode);
+		if (inl) {
+			std::memcpy(payload, inl_data + off, plen);
+		} else {
+			uint8_t s = sge_copy(dma, local, segs, nseg, off, payload, plen,
+					     Access::local_read, false);
+			if (s != kOk)
+				return s;
+		}
+		size_t out = 0;
+		if (roce::build(r.tx, h, {payload, plen}, {pkt, sizeof(pkt)}, &out) !=
+		    roce::Error::ok)
+			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		dp.rc_send(r, pkt, out);
+	}
+	first_psn = r.next_psn;
+	npsn = n;
+	r.next_psn = (r.next_psn + n) & kPsnMask;
+	byte_cnt = static_cast<uint32_t>(total);
+	awaiting = true;
+	return kOk;
+}
+
+uint8_t EmuDataPath::Exec::wire_read()
+{
+	if (len < kCtrl + kRaddr)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	const Raddr ra = parse_raddr(w + kCtrl);
+	DataSeg segs[EmuDataPath::kMaxWqeBytes / kData];
+	size_t nseg = 0;
+	uint64_t total = 0;
+	uint8_t s = gather_list(segs, &nseg, &total, kCtrl + kRaddr);
+	if (s != kOk)
+		return s;
+	RcWire &r = *qp.rc;
+	{
+		MkeyTable::Hold keys(dp.mkeys_, qp.held);
+		Translator local(keys, dma, qp.attr.pd, qp.qpn);
+		for (size_t i = 0; i < nseg; i++) {
+			s = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
+					   Access::local_write);
+			if (s != kOk)
+				return s;
+		}
+	}
+	roce::Headers h;
+	h.opcode = op::read_request;
+	h.dest_qp = qp.path.remote_qpn;
+	h.psn = r.next_psn;
+	h.ack_req = true;
+	h.reth = {ra.addr, ra.rkey, static_cast<uint32_t>(total)};
+	uint8_t pkt[roce::max_header_length + roce::icrc_size];
+	size_t out = 0;
+	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	dp.rc_send(r, pkt, out);
+	first_psn = r.next_psn;
+	npsn = packets_of(total, r.mtu); /* the responses take the request's PSNs */
+	r.next_psn = (r.next_psn + npsn) & kPsnMask;
+	byte_cnt = static_cast<uint32_t>(total);
+	awaiting = true;
+	return kOk;
+}
+
+uint8_t EmuDataPath::Exec::wire_atomic()
+{
+	if (len < kCtrl + kRaddr + kAtomic + kData)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	const Raddr ra = parse_raddr(w + kCtrl);
+	const DataSeg d = parse_data(w + kCtrl + kRaddr + kAtomic);
+	if (d.bc != 8)
+		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+	RcWire &r = *qp.rc;
+	{
+		MkeyTable::Hold keys(dp.mkeys_, qp.held);
+		Translator local(keys, dma, qp.attr.pd, qp.qpn);
+		uint8_t s = local.validate(d.lkey, d.addr, 8, Access::local_write);
+		if (s != kOk)
+			return s;
+	}
+	roce::Headers h;
+	h.opcode = c.opcode == MLX5_OPCODE_ATOMIC_CS ? op::compare_swap : op::fetch_add;
+	h.dest_qp = qp.path.remote_qpn;
+	h.psn = r.next_psn;
+	h.ack_req = true;
+	h.atomic = {ra.addr, ra.rkey, prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::swap_add),
+		    prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::compare)};
+	uint8_t pkt[roce::max_header_length + roce::icrc_size];
+	size_t out = 0;
+	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	dp.rc_send(r, pkt, out);
+	first_psn = r.next_psn;
+	npsn = 1;
+	r.next_psn = (r.next_psn + 1) & kPsnMask;
+	byte_cnt = 8;
+	awaiting = true;
+	return kOk;
+}
+
+/* A WQE run_sq took: outstanding until its response, or done now (local work, a failure). */
+void EmuDataPath::rc_note(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t opcode,
+			  bool signaled, const Exec &ex, uint8_t syndrome)
+{
+	RcWire &r = *qp.rc;
+	RcWire::Pending &e = r.at(r.tail++);
+	e = {};
+	e.index = index;
+	e.opcode = opcode;
+	e.signaled = signaled;
+	e.done = syndrome != kOk || !ex.awaiting;
+	e.syndrome = syndrome;
+	e.first_psn = ex.first_psn;
+	e.npsn = ex.npsn;
+	e.byte_cnt = ex.byte_cnt;
+	if (syndrome != kOk)
+		r.halted = true; /* send nothing after it: it fails in its turn */
+	rc_retire(dma, qp);
+}
+
+/* CQEs for the done entries at the head, in SQ order; a failed one moves the QP to ERR and
+ * flushes the rest (then run_sq flushes what is still posted). */
+void EmuDataPath::rc_retire(const DmaSection &dma, Qp &qp)
+{
+	RcWire &r = *qp.rc;
+	while (r.head != r.tail) {
+		RcWire::Pending &e = r.at(r.head);
+		if (!e.done)
+			return;
+		r.head++;
+		if (e.syndrome != kOk) {
+			qp.set_state(QpState::err);
+			complete(dma, qp, e.index, e.opcode, 0, e.syndrome);
+			rc_flush(dma, qp);
+			return;
+		}
+		if (e.opcode == MLX5_OPCODE_RDMA_WRITE || e.opcode == MLX5_OPCODE_RDMA_READ)
+			bump(qp.n_bytes, e.byte_cnt);
+		if (e.signaled)
+			complete(dma, qp, e.index, e.opcode, e.byte_cnt, kOk);
+	}
+}
+
+/* Every outstanding entry completes with WR_FLUSH_ERR (the QP is in ERR). */
+void EmuDataPath::rc_flush(const DmaSection &dma, Qp &qp)
+{
+	RcWire &r = *qp.rc;
+	while (r.head != r.tail) {
+		const RcWire::Pending &e = r.at(r.head++);
+		complete(dma, qp, e.index, e.opcode, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	}
+	r.halted = false;
+	r.w_active = false;
+}
+
+/* ---- Receive ----------------------------------------------------------------------------- */
+
+/* Device thread: one batch per wire port and call. */
+bool EmuDataPath::poll_wire()
+{
+	bool any = false;
+	for (uint32_t p = 0; p < wire_.size(); p++) {
+		const WirePort *w = wire_[p].get();
+		if (w == nullptr)
+			continue;
+		const int n = w->recv(rx_buf_.get(), rx_len_, rx_peer_, kRxBatch);
+		if (n == 0)
+			continue;
+		any = true;
+		wctr_.rx_packets.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+		std::shared_lock lk(table_lock_);
+		const DmaSection dma(mmu_);
+		Qp *acks[kRxBatch];
+		int nacks = 0;
+		for (int i = 0; i < n; i++)
+			rc_packet(dma, *w, p + 1, rx_buf_[i], rx_len_[i], rx_peer_[i], acks,
+				  &nacks);
+		/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed. */
+		for (int i = 0; i < nacks; i++) {
+			std::lock_guard ql(acks[i]->lock);
+			RcWire *r = acks[i]->rc.get();
+			if (r == nullptr || !r->ack_due)
+				continue;
+			r->ack_due = false;
+			rc_ack(*acks[i],
+			       roce::aeth::make_syndrome(roce::aeth::type::ack,
+							 roce::aeth::credit_invalid),
+			       (r->epsn - 1) & kPsnMask);
+		}
+	}
+	return any;
+}
+
+/* Table lock held shared. */
+void EmuDataPath::rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
+			    const uint8_t *buf, size_t len, const sockaddr_storage &peer, Qp **acks,
+			    int *nacks)
+{
+	roce::Parsed pk;
+	const roce::Error e = roce::parse(w.rx_path(peer), {buf, len}, &pk);
+	if (e != roce::Error::ok) {
+		(e == roce::Error::bad_icrc ? wctr_.rx_bad_icrc : wctr_.rx_malformed)
+			.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	const auto dqp = static_cast<uint32_t>(prm::get(pk.bth, roce::bth::dest_qp));
+	Qp *qp = find_qp(dqp);
+	/* Only the QP's own peer, on the QP's port, in the default partition (rxe checks the
+	 * source address against the QP's path too). */
+	if (qp == nullptr || !qp->rc || qp->path.port != port ||
+	    qp->rc->remote != WirePort::gid_of(peer) ||
+	    prm::get(pk.bth, roce::bth::p_key) != roce::default_p_key) {
+		wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	std::lock_guard ql(qp->lock);
+	if (!qp->rc) {
+		wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	const bool response =
+		pk.opcode >= op::read_response_first && pk.opcode <= op::atomic_acknowledge;
+	if (response)
+		rc_response(dma, *qp, pk);
+	else
+		rc_request(dma, *qp, pk, acks, nacks);
+}
+
+void EmuDataPath::rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn)
+{
+	RcWire &r = *qp.rc;
+	roce::Headers h;
+	h.opcode = op::acknowledge;
+	h.dest_qp = qp.path.remote_qpn;
+	h.psn = psn & kPsnMask;
+	h.aeth = {syndrome, r.msn & kPsnMask};
+	uint8_t pkt[roce::max_header_length + roce::icrc_size];
+	size_t out = 0;
+	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
+		return;
+	rc_send(r, pkt, out);
+	const bool nak = roce::aeth::syndrome_type_of(syndrome) != roce::aeth::type::ack;
+	(nak ? wctr_.naks_sent : wctr_.acks_sent).fetch_add(1, std::memory_order_relaxed);
+}
+
+void EmuDataPath::rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t psn, uint8_t event)
+{
+	rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::nak, code), psn);
+	qp.rc->w_active = false;
+	if (event != 0) {
+		/* The responder side of the loopback does the same (emu_mlx5_wqe.cpp,
+		 * responder_fail): the QP to ERR and its event. */
+		qp.set_state(QpState::err);
+		post_event(dma, event, qp.qpn);
+	}
+}
+
+/* READ responses for [va, va + len) of rkey, PSNs from psn; nothing when the key refuses the
+ * range (a duplicate READ is checked again: the key may have changed since). */
+void EmuDataPath::rc_read_respond(const DmaSection &dma, Qp &qp, uint32_t psn, uint64_t va,
+				  uint32_t rkey, uint32_t len)
+{
+	RcWire &r = *qp.rc;
+	MkeyTable::Hold keys(mkeys_, qp.held);
+	Translator t(keys, dma, qp.attr.pd, qp.qpn);
+	if (t.validate(rkey, va, len, Access::remote_read) != kOk)
+		return;
+	const uint32_t n = packets_of(len, r.mtu);
+	uint8_t pkt[roce::max_datagram];
+	for (uint32_t k = 0; k < n; k++) {
+		const uint64_t off = uint64_t{k} * r.mtu;
+		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, len - off));
+		roce::Headers h;
+		h.opcode = seq_opcode(k, n, op::read_response_first, op::read_response_middle,
+				      op::read_response_last, op::read_response_only);
+		h.dest_qp = qp.path.remote_qpn;
+		h.psn = (psn + k) & kPsnMask;
+		h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::ack,
+						    roce::aeth::credit_invalid),
+			  r.msn & kPsnMask};
+		uint8_t *payload = pkt + roce::header_length(h.opcode);
+		if (key_copy(dma, t, rkey, va + off, payload, plen, Access::remote_read, false) !=
+		    kOk)
+			return; /* the memory went away under the request: the requester times out
+				 */
+		size_t out = 0;
+		if (roce::build(r.tx, h, {payload, plen}, {pkt, sizeof(pkt)}, &out) ==
+		    roce::Error::ok)
+			rc_send(r, pkt, out);
+	}
+}
+
+/* The responder: one request packet. QP lock held. */
+void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &pk, Qp **acks,
+			     int *nacks)
+{
+	RcWire &r = *qp.rc;
+	const QpState st = qp.get_state();
+	if (st != QpState::rtr && st != QpState::rts) {
+		wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	const auto psn = static_cast<uint32_t>(prm::get(pk.bth, roce::bth::psn));
+	const int32_t d = psn_diff(psn, r.epsn);
+	const auto owe_ack = [&] {
+		r.ack_due = true;
+		for (int i = 0; i < *nacks; i++)
+			if (acks[i] == &qp)
+				return;
+		acks[(*nacks)++] = &qp;
+	};
+	if (d > 0) {
+		/* A PSN beyond the expected one: something was lost. One NAK per gap (IBTA
+		 * 9.7.5.1.2); the rest of the gap is dropped. */
+		if (!r.nak_sent) {
+			r.nak_sent = true;
+			rc_ack(qp,
+			       roce::aeth::make_syndrome(roce::aeth::type::nak,
+							 roce::aeth::nak::psn_seq_error),
+			       r.epsn);
+		}
+		wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	if (d < 0) {
+		/* A duplicate (IBTA 9.7.5.1.1): answered, never executed again. A READ is
+		 * answered from memory again, an atomic from its saved result, the rest with an
+		 * ACK. */
+		wctr_.duplicates.fetch_add(1, std::memory_order_relaxed);
+		if (pk.opcode == op::read_request) {
+			rc_read_respond(
+				dma, qp, psn, prm::get(pk.reth, roce::reth::va),
+				static_cast<uint32_t>(prm::get(pk.reth, roce::reth::r_key)),
+				static_cast<uint32_t>(prm::get(pk.reth, roce::reth::dma_len)));
+		} else if ((pk.opcode == op::compare_swap || pk.opcode == op::fetch_add) &&
+			   r.atomic_saved && r.atomic_psn == psn) {
+			roce::Headers h;
+			h.opcode = op::atomic_acknowledge;
+			h.dest_qp = qp.path.remote_qpn;
+			h.psn = psn;
+			h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::ack,
+							    roce::aeth::credit_invalid),
+				  r.msn & kPsnMask};
+			h.atomic_orig = r.atomic_orig;
+			uint8_t pkt[roce::max_header_length + roce::icrc_size];
+			size_t out = 0;
+			if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) == roce::Error::ok)
+				rc_send(r, pkt, out);
+		} else {
+			owe_ack();
+		}
+		return;
+	}
+	r.nak_sent = false;
+	const auto invalid = [&] {
+		rc_nak(dma, qp, roce::aeth::nak::invalid_request, psn,
+		       prm::event_type::wq_inval_req_error);
+	};
+	const auto refused = [&] {
+		rc_nak(dma, qp, roce::aeth::nak::remote_access_error, psn,
+		       prm::event_type::wq_access_error);
+	};
+	const uint8_t o = pk.opcode;
+	if (is_write(o)) {
+		const size_t plen = pk.payload.size();
+		const bool first =
+			o == op::write_first || o == op::write_only || o == op::write_only_imm;
+		const bool last = o != op::write_first && o != op::write_middle;
+		if (o == op::write_last_imm || o == op::write_only_imm || !qp.path.rwe) {
+			invalid(); /* immediates need a receive queue; or writes not enabled */
+			return;
+		}
+		if (first) {
+			if (r.w_active) {
+				invalid(); /* the previous message did not end */
+				return;
+			}
+			r.w_va = prm::get(pk.reth, roce::reth::va);
+			r.w_rkey = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::r_key));
+			r.w_left = prm::get(pk.reth, roce::reth::dma_len);
+		} else if (!r.w_active) {
+			invalid();
+			return;
+		}
+		/* FIRST and MIDDLE carry exactly one MTU, LAST and ONLY the rest (9.7.6.1.3). */
+		if ((!last && (plen != r.mtu || r.w_left <= r.mtu)) || (last && plen != r.w_left) ||
+		    plen > r.mtu) {
+			invalid();
+			return;
+		}
+		MkeyTable::Hold keys(mkeys_, qp.held);
+		Translator t(keys, dma, qp.attr.pd, qp.qpn);
+		uint64_t counter = 0;
+		if (first) {
+			/* The whole message's range, before one byte moves. */
+			if (t.validate(r.w_rkey, r.w_va, r.w_left, Access::remote_write) != kOk ||
+			    !ext_admits(keys.find(prm::mkey::index(r.w_rkey)), true, &counter)) {
+				refused();
+				return;
+			}
+		} else if (t.validate(r.w_rkey, r.w_va, plen, Access::remote_write) != kOk) {
+			refused(); /* the key changed between the packets of the message */
+			return;
+		}
+		if (key_copy(dma, t, r.w_rkey, r.w_va, const_cast<uint8_t *>(pk.payload.data()),
+			     plen, Access::remote_write, true) != kOk) {
+			refused();
+			return;
+		}
+		r.w_va += plen;
+		r.w_left -= plen;
+		r.w_active = !last;
+		r.epsn = (r.epsn + 1) & kPsnMask;
+		if (first)
+			r.w_counter = counter;
+		if (last) {
+			r.msn = (r.msn + 1) & kPsnMask;
+			ext_count(dma, r.w_counter); /* the message is complete: count it */
+		}
+		if (last || prm::get(pk.bth, roce::bth::ack_req) != 0)
+			owe_ack();
+		return;
+	}
+	if (r.w_active) {
+		invalid(); /* a new request inside an unfinished WRITE */
+		return;
+	}
+	if (o == op::read_request) {
+		if (!qp.path.rre) {
+			invalid();
+			return;
+		}
+		const uint64_t va = prm::get(pk.reth, roce::reth::va);
+		const auto rkey = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::r_key));
+		const auto dlen = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::dma_len));
+		{
+			MkeyTable::Hold keys(mkeys_, qp.held);
+			Translator t(keys, dma, qp.attr.pd, qp.qpn);
+			uint64_t no_counter = 0; /* reads are not counted */
+			if (t.validate(rkey, va, dlen, Access::remote_read) != kOk ||
+			    !ext_admits(keys.find(prm::mkey::index(rkey)), false, &no_counter)) {
+				refused();
+				return;
+			}
+		}
+		r.msn = (r.msn + 1) & kPsnMask;
+		rc_read_respond(dma, qp, psn, va, rkey, dlen);
+		r.epsn = (r.epsn + packets_of(dlen, r.mtu)) & kPsnMask;
+		return;
+	}
+	if (o == op::compare_swap || o == op::fetch_add) {
+		const uint64_t va = prm::get(pk.atomic_eth, roce::atomic_eth::va);
+		const auto rkey =
+			static_cast<uint32_t>(prm::get(pk.atomic_eth, roce::atomic_eth::r_key));
+		const uint64_t swap_add = prm::get(pk.atomic_eth, roce::atomic_eth::swap_add);
+		const uint64_t compare = prm::get(pk.atomic_eth, roce::atomic_eth::compare);
+		/* Naturally aligned 8-byte targets only: an invalid request otherwise, as the
+		 * loopback's responder answers it. */
+		if (!qp.path.rae || va % 8 != 0) {
+			invalid();
+			return;
+		}
+		MkeyTable::Hold keys(mkeys_, qp.held);
+		Translator t(keys, dma, qp.attr.pd, qp.qpn);
+		uint64_t counter = 0;
+		IovaRun run;
+		if (t.validate(rkey, va, 8, Access::remote_atomic) != kOk ||
+		    !ext_admits(keys.find(prm::mkey::index(rkey)), true, &counter) ||
+		    t.resolve(rkey, va, 8, Access::remote_atomic, &run) != kOk) {
+			refused();
+			return;
+		}
+		void *cellp = run.iova % 8 == 0 ? dma.host(run.iova, 8) : nullptr;
+		if (cellp == nullptr) {
+			invalid();
+			return;
+		}
+		/* The word in the byte order of atomic_req_8B_endianness_mode, as on the loopback
+		 * (emu_mlx5_wqe.cpp, atomic); the AtomicETH operands and the value returned are
+		 * numbers, big-endian on the wire. */
+		const bool host = atomic_host_endianness();
+		std::atomic_ref<uint64_t> cell(*static_cast<uint64_t *>(cellp));
+		uint64_t old_raw = cell.load(std::memory_order_relaxed);
+		uint64_t old = 0;
+		for (;;) {
+			old = host ? old_raw : be64toh(old_raw);
+			const bool cs = o == op::compare_swap;
+			const uint64_t nv = cs ? (old == compare ? swap_add : old) : old + swap_add;
+			if (cs && nv == old)
+				break;
+			if (cell.compare_exchange_weak(old_raw, host ? nv : htobe64(nv),
+						       std::memory_order_acq_rel,
+						       std::memory_order_relaxed))
+				break;
+		}
+		ext_count(dma, counter);
+		r.msn = (r.msn + 1) & kPsnMask;
+		r.epsn = (r.epsn + 1) & kPsnMask;
+		r.atomic_saved = true;
+		r.atomic_psn = psn;
+		r.atomic_orig = old;
+		roce::Headers h;
+		h.opcode = op::atomic_acknowledge;
+		h.dest_qp = qp.path.remote_qpn;
+		h.psn = psn;
+		h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::ack,
+						    roce::aeth::credit_invalid),
+			  r.msn};
+		h.atomic_orig = old;
+		uint8_t pkt[roce::max_header_length + roce::icrc_size];
+		size_t out = 0;
+		if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) == roce::Error::ok)
+			rc_send(r, pkt, out);
+		return;
+	}
+	/* SEND and its variants: this model has no receive queues. */
+	invalid();
+}
+
+/* Reads the WQE at index back from the SQ (it stays there until its CQE: the driver reuses
+ * its WQEBBs only after that). Its length in *wlen; false when unreadable. */
+static bool read_wqe(const DmaSection &dma, const QueueMem &mem, uint32_t log_sq_size,
+		     uint16_t index, uint8_t *buf, size_t *wlen)
+{
+	const uint32_t size = uint32_t{1} << log_sq_size;
+	const auto at = [&](uint32_t i) {
+		return mem.iova(((index + i) & (size - 1)) * prm::wq::wqebb_size);
+	};
+	if (dma.read(at(0), buf, prm::wq::wqebb_size) < 0)
+		return false;
+	const Ctrl c = parse_ctrl(buf);
+	if (c.ds == 0)
+		return false;
+	const uint32_t nbb = prm::wq::wqebbs(c.ds);
+	for (uint32_t i = 1; i < nbb; i++)
+		if (dma.read(at(i), buf + i * prm::wq::wqebb_size, prm::wq::wqebb_size) < 0)
+			return false;
+	*wlen = size_t{c.ds} * 16;
+	return true;
+}
+
+/* The requester: one response packet. QP lock held. */
+void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed &pk)
+{
+	RcWire &r = *qp.rc;
+	if (qp.get_state() != QpState::rts) {
+		wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	const auto psn = static_cast<uint32_t>(prm::get(pk.bth, roce::bth::psn));
+	/* Outstanding WRITEs whose last PSN is before (or, with an ACK, at) psn are done: an
+	 * ACK and every response acknowledge what came before them (IBTA 9.7.5.1.3). The
+	 * entry psn falls in is returned (or null). */
+	const auto settle = [&]() -> RcWire::Pending * {
+		for (uint32_t i = r.head; i != r.tail; i++) {
+			RcWire::Pending &e = r.at(i);
+			if (e.done)
+				continue;
+			const int32_t from = psn_diff(psn, e.first_psn);
+			if (from >= 0 && from < static_cast<int32_t>(e.npsn))
+				return &e;
+			if (from < 0)
+				return nullptr;
+			if (e.opcode != MLX5_OPCODE_RDMA_WRITE)
+				return nullptr; /* a READ or atomic still owes its response */
+			e.done = true;
+		}
+		return nullptr;
+	};
+	uint8_t wqe[kMaxWqeBytes + prm::wq::wqebb_size];
+	size_t wlen = 0;
+	if (pk.opcode == op::acknowledge) {
+		const auto syn = static_cast<uint8_t>(prm::get(pk.aeth, roce::aeth::syndrome));
+		const uint8_t type = roce::aeth::syndrome_type_of(syn);
+		RcWire::Pending *e = settle();
+		if (type == roce::aeth::type::ack) {
+			/* The ACK's own PSN: a WRITE ending there is done too. */
+			if (e != nullptr && e->opcode == MLX5_OPCODE_RDMA_WRITE &&
+			    psn_diff(psn, e->first_psn) == static_cast<int32_t>(e->npsn) - 1)
+				e->done = true;
+		} else if (e != nullptr) {
+			wctr_.naks_received.fetch_add(1, std::memory_order_relaxed);
+			e->done = true;
+			e->syndrome = type == roce::aeth::type::nak
+					      ? nak_syndrome(roce::aeth::syndrome_value_of(syn))
+					      : uint8_t{MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR};
+		}
+	} else if (pk.opcode == op::atomic_acknowledge) {
+		RcWire::Pending *e = settle();
+		if (e == nullptr ||
+		    (e->opcode != MLX5_OPCODE_ATOMIC_CS && e->opcode != MLX5_OPCODE_ATOMIC_FA)) {
+			wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+			return;
+		}
+		e->done = true;
+		if (!read_wqe(dma, qp.attr.mem, qp.attr.log_sq_size, e->index, wqe, &wlen) ||
+		    wlen < kCtrl + kRaddr + kAtomic + kData) {
+			e->syndrome = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		} else {
+			const DataSeg d = parse_data(wqe + kCtrl + kRaddr + kAtomic);
+			const uint64_t orig =
+				prm::get(pk.atomic_ack_eth, roce::atomic_ack_eth::orig_data);
+			/* The old value lands in the byte order of the requester's atomic mode. */
+			uint64_t raw = atomic_host_endianness() ? orig : htobe64(orig);
+			MkeyTable::Hold keys(mkeys_, qp.held);
+			Translator local(keys, dma, qp.attr.pd, qp.qpn);
+			e->syndrome =
+				sge_copy(dma, local, &d, 1, 0, reinterpret_cast<uint8_t *>(&raw), 8,
+					 Access::local_write, true);
+		}
+	} else {
+		/* READ RESPONSE FIRST / MIDDLE / LAST / ONLY. */
+		RcWire::Pending *e = settle();
+		if (e == nullptr || e->opcode != MLX5_OPCODE_RDMA_READ ||
+		    psn_diff(psn, e->first_psn) != static_cast<int32_t>(e->got)) {
+			wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+			return; /* a duplicate, or out of order (no retransmission yet) */
+		}
+		const uint8_t want = seq_opcode(e->got, e->npsn, op::read_response_first,
+						op::read_response_middle, op::read_response_last,
+						op::read_response_only);
+		const uint64_t off = uint64_t{e->got} * r.mtu;
+		const uint64_t expect = std::min<uint64_t>(r.mtu, e->byte_cnt - off);
+		if (pk.opcode != want || pk.payload.size() != expect) {
+			e->done = true;
+			e->syndrome = MLX5_CQE_SYNDROME_BAD_RESP_ERR;
+		} else if (!read_wqe(dma, qp.attr.mem, qp.attr.log_sq_size, e->index, wqe, &wlen)) {
+			e->done = true;
+			e->syndrome = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		} else {
+			DataSeg segs[kMaxWqeBytes / kData];
+			size_t nseg = 0;
+			for (size_t at = kCtrl + kRaddr; at + kData <= wlen; at += kData)
+				segs[nseg++] = parse_data(wqe + at);
+			MkeyTable::Hold keys(mkeys_, qp.held);
+			Translator local(keys, dma, qp.attr.pd, qp.qpn);
+			const uint8_t s = sge_copy(dma, local, segs, nseg, off,
+						   const_cast<uint8_t *>(pk.payload.data()),
+						   pk.payload.size(), Access::local_write, true);
+			e->got++;
+			if (s != kOk || e->got == e->npsn) {
+				e->done = true;
+				e->syndrome = s;
+			}
+		}
+	}
+	rc_retire(dma, qp);
+	if (qp.get_state() == QpState::err)
+		run_sq(dma, qp); /* flush what is posted behind the failed request */
+}
+
+} // namespace nicmr::emu
