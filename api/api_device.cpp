@@ -61,6 +61,11 @@ struct EmuOptions {
 	/* key_seed=N (nonzero): keys repeat from run to run (mr::EngineConfig::key_seed) for
 	 * transcripts and golden tests; 0 (default): unpredictable keys. */
 	uint64_t key_seed = 0;
+	/* The UDP wire (doc/device-model.md, "The UDP wire"): addr= / addr2= put port 1 / 2 on
+	 * it at that numeric IPv4 or IPv6 address; udp_port= where they listen, peer_udp_port=
+	 * where their peers do (both 4791 by default). */
+	std::string addr[2];
+	uint16_t udp_port = 4791, peer_udp_port = 4791;
 };
 
 /* The pool sizes a device spec gives the engine (vfio and devx specs take the defaults), and
@@ -181,6 +186,21 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 					  int(v.size()), v.data());
 				return -EINVAL;
 			}
+		} else if (k == "addr" || k == "addr2") {
+			if (v.empty() || v.size() > 45) {
+				NICMR_LOG(error, "api", "emu %.*s=%.*s: a numeric IPv4 or IPv6 address",
+					  int(k.size()), k.data(), int(v.size()), v.data());
+				return -EINVAL;
+			}
+			o->addr[k == "addr" ? 0 : 1] = std::string(v);
+		} else if (k == "udp_port" || k == "peer_udp_port") {
+			uint32_t x = 0;
+			if (!parse_u32(v, &x) || x < 1 || x > 65535) {
+				NICMR_LOG(error, "api", "emu %.*s=%.*s: 1 to 65535", int(k.size()),
+					  k.data(), int(v.size()), v.data());
+				return -EINVAL;
+			}
+			(k == "udp_port" ? o->udp_port : o->peer_udp_port) = uint16_t(x);
 		} else if (k == "atomic_endian") {
 			if (v == "host")
 				o->atomic_host_endianness = true;
@@ -214,7 +234,7 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				error, "api",
 				"unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
 				"ext, atomic_endian, trace, fail_opcode, mkey_by_name, mkey_pool, "
-				"mkey_max, key_seed)",
+				"mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port)",
 				int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -341,6 +361,9 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.trace_capacity = o.trace;
 	cfg.fail_opcode = o.fail_opcode;
 	cfg.mkey_by_name = o.mkey_by_name;
+	for (size_t p = 0; p < 2; p++)
+		if (!o.addr[p].empty())
+			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port};
 	rc = emu::emu_mlx5_create(cfg, &dev->emu);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);

@@ -68,6 +68,22 @@ TEST(ApiDevice, EmuOptionsAreApplied)
 	EXPECT_EQ(nicmr_device_close(dev), 0);
 }
 
+/* A port on the UDP wire binds its address at open: the socket's error when it cannot. */
+TEST(ApiDevice, WireAddressIsBoundAtOpen)
+{
+	nicmr_device *dev = nullptr;
+	EXPECT_EQ(nicmr_device_open("emu:addr=192.0.2.1", &dev), -EADDRNOTAVAIL); /* TEST-NET-1 */
+	const std::string spec = "emu:ports=1,addr=127.0.0.1,udp_port=" +
+				 std::to_string(40000 + getpid() % 20000);
+	ASSERT_EQ(nicmr_device_open(spec.c_str(), &dev), 0);
+	nicmr_device *second = nullptr;
+	EXPECT_EQ(nicmr_device_open(spec.c_str(), &second), -EADDRINUSE);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+	/* Closed, the address is free again. */
+	ASSERT_EQ(nicmr_device_open(spec.c_str(), &dev), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+}
+
 TEST(ApiDevice, BadSpecsAreEinval)
 {
 	nicmr_device *dev = nullptr;
@@ -94,7 +110,14 @@ TEST(ApiDevice, BadSpecsAreEinval)
 			      "emu:mkey_pool=x",
 			      "emu:mkey_max=0",
 			      "emu:mkey_max=16777216",
-			      "emu:mkeys=256,mkey_max=256"})
+			      "emu:mkeys=256,mkey_max=256",
+			      "emu:addr=",
+			      "emu:addr=localhost",
+			      "emu:addr=::ffff:127.0.0.1",
+			      "emu:ports=1,addr2=127.0.0.1",
+			      "emu:udp_port=0",
+			      "emu:udp_port=65536",
+			      "emu:peer_udp_port=x"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
 	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
 	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);
