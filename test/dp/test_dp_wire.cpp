@@ -1,0 +1,866 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The device model's UDP wire between two processes: each side is an emulated ConnectX of its
+ * own with port 1 on the wire, the driver opened on it and one RC QP whose address path names
+ * the other side's GID (INIT2RTR without force loopback). The test forks: the child is the
+ * responder (its memory, its keys), the parent the requester. They learn each other's GID, QPN
+ * and keys over a socketpair, as applications would over TCP; the parent then asks the child
+ * for its memory, QP state and wire counters over the same pair and checks them byte for byte.
+ *
+ * Every operation of the wire (RDMA WRITE of one and many packets, inline, RDMA READ with
+ * multi-packet responses, compare-swap, fetch-add) at path MTUs 256, 1024 and 4096, over IPv4
+ * (127.0.0.1) and IPv6 (::1, skipped with the reason where the host has no IPv6 loopback);
+ * every access error of the responder's key check (stale variant, another PD, out of bounds,
+ * a right missing, for WRITE, READ and atomics) with the requester's syndrome, the QP states
+ * of both sides and the target untouched; a datagram with a bad ICRC dropped and counted;
+ * the GID table through QUERY_ROCE_ADDRESS.
+ */
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <fcntl.h>
+#include <infiniband/mlx5dv.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "emu_mlx5.h"
+#include "mem_space.h"
+#include "mlx5_commands.h"
+#include "mlx5_cq.h"
+#include "mlx5_device.h"
+#include "mlx5_eq.h"
+#include "mlx5_qp.h"
+#include "mlx5_uar.h"
+#include "mr_keys.h"
+#include "roce_packet.h"
+
+namespace {
+
+namespace emu = nicmr::emu;
+namespace mem = nicmr::mem;
+namespace mlx5 = nicmr::mlx5;
+namespace prm = nicmr::mlx5::prm;
+namespace roce = nicmr::roce;
+using namespace std::chrono_literals;
+
+constexpr size_t kRegion = 64 * 1024; /* the responder's exposed region */
+constexpr size_t kSmall = 256;	      /* a key over its first 256 bytes (bounds) */
+
+/* Keys the responder offers. */
+enum KeyId : uint32_t {
+	k_rw,	    /* rr | rw | a over the region */
+	k_ro,	    /* rr only, same region */
+	k_wo,	    /* rw only */
+	k_noatomic, /* rr | rw, no a */
+	k_other_pd, /* everything, in another PD than the QP's */
+	k_small,    /* everything over kSmall bytes */
+	k_count
+};
+
+struct Info {
+	uint8_t gid[16];
+	uint32_t qpn;
+	uint64_t region; /* the responder's region address (its VA: the keys' address space) */
+	uint32_t keys[k_count];
+};
+
+/* The parent's requests to the child. */
+enum Op : uint32_t { op_dump = 1, op_state, op_stats, op_recover, op_exit };
+struct Req {
+	uint32_t op;
+	uint32_t off, len;
+};
+
+bool full_write(int fd, const void *p, size_t n)
+{
+	auto *b = static_cast<const uint8_t *>(p);
+	while (n > 0) {
+		ssize_t k = ::write(fd, b, n);
+		if (k <= 0)
+			return false;
+		b += k;
+		n -= static_cast<size_t>(k);
+	}
+	return true;
+}
+
+bool full_read(int fd, void *p, size_t n)
+{
+	auto *b = static_cast<uint8_t *>(p);
+	while (n > 0) {
+		ssize_t k = ::read(fd, b, n);
+		if (k <= 0)
+			return false;
+		b += k;
+		n -= static_cast<size_t>(k);
+	}
+	return true;
+}
+
+/* The byte the responder's region holds at offset i before anything is written. */
+uint8_t pattern(size_t i)
+{
+	return static_cast<uint8_t>(i * 7 + (i >> 8) + 3);
+}
+
+struct WireOptions {
+	std::string addr;
+	uint16_t port = 0, peer_port = 0;
+	uint32_t mtu = prm::qp_mtu::mtu_1024;
+	emu::DoorbellDelivery delivery = emu::DoorbellDelivery::inline_call;
+};
+
+/* One side: a device with port 1 on the wire, a PD, one RC QP, a data arena. */
+struct Side {
+	std::unique_ptr<emu::EmuMlx5> hw;
+	std::unique_ptr<mem::DmaSpace> space;
+	std::unique_ptr<mem::DmaArena> ctrl, data;
+	std::unique_ptr<mlx5::Device> dev;
+	mlx5::PdHandle pd, pd2;
+	std::unique_ptr<mlx5::Uar> uar;
+	std::unique_ptr<mlx5::Eq> eq;
+	std::unique_ptr<mlx5::Cq> cq;
+	std::unique_ptr<mlx5::Qp> qp;
+	mem::DmaBlock block{};
+	std::vector<mlx5::MkeyHandle> mrs;
+	mlx5::RoceAddress gid;
+	WireOptions o;
+
+	~Side()
+	{
+		qp.reset();
+		cq.reset();
+		eq.reset();
+		uar.reset();
+		mrs.clear();
+		if (data && block.va != nullptr)
+			data->release(block);
+		pd2.reset();
+		pd.reset();
+		dev.reset();
+		data.reset();
+		ctrl.reset();
+		space.reset();
+		hw.reset();
+	}
+
+	int open(const WireOptions &opt)
+	{
+		o = opt;
+		emu::EmuConfig cfg;
+		cfg.ports = 1;
+		cfg.delivery = o.delivery;
+		cfg.wire[0] = {o.addr, o.port, o.peer_port};
+		int rc = emu::emu_mlx5_create(cfg, &hw);
+		if (rc != 0)
+			return rc;
+		space = std::make_unique<mem::DmaSpace>(hw->function().dma());
+		mem::PoolParams p;
+		p.size = size_t{4} << 20;
+		p.page_size = mem::kPage4K;
+		p.name = "wire-ctrl";
+		if ((rc = mem::DmaArena::create(*space, p, &ctrl)) != 0)
+			return rc;
+		p.size = size_t{1} << 20;
+		p.name = "wire-data";
+		if ((rc = mem::DmaArena::create(*space, p, &data)) != 0)
+			return rc;
+		mlx5::DeviceOptions d;
+		d.arena = ctrl.get();
+		d.init_timeout = 2000ms;
+		d.cmd_timeout = 5000ms;
+		if ((rc = mlx5::Device::open(hw->function(), *space, d, &dev)) != 0)
+			return rc;
+		if ((rc = mlx5::PdHandle::alloc(*dev, &pd)) != 0 ||
+		    (rc = mlx5::PdHandle::alloc(*dev, &pd2)) != 0)
+			return rc;
+		if ((rc = mlx5::Uar::alloc(*dev, &uar)) != 0)
+			return rc;
+		if ((rc = mlx5::Eq::create(*dev, *uar, {}, &eq)) != 0)
+			return rc;
+		mlx5::CqParams cp;
+		cp.log_size = 8;
+		cp.eqn = eq->eqn();
+		if ((rc = mlx5::Cq::create(*dev, *uar, cp, &cq)) != 0)
+			return rc;
+		if ((rc = data->alloc(kRegion * 2, 4096, &block)) != 0)
+			return rc;
+		return dev->query_roce_address(1, 0, &gid);
+	}
+
+	/* The QP, its address path naming remote, then connected to remote_qpn. */
+	int make_qp(const uint8_t *remote_gid)
+	{
+		mlx5::QpParams q;
+		q.pd = pd.pd();
+		q.port = 1;
+		q.log_sq_size = 8;
+		q.rre = q.rwe = q.rae = true;
+		q.mtu = o.mtu;
+		q.force_loopback = false;
+		q.gid_index = 0;
+		std::memcpy(q.remote_gid.data(), remote_gid, 16);
+		return mlx5::Qp::create(*dev, *uar, *cq, q, &qp);
+	}
+
+	uint8_t *region() { return static_cast<uint8_t *>(block.va); }
+
+	/* An MTT key over [off, off + len) of the block, in pd (or pd2). */
+	int mr(size_t off, size_t len, bool lr, bool lw, bool rr, bool rw, bool a, bool other_pd,
+	       uint32_t *key)
+	{
+		mlx5::MkeyCreate c;
+		c.ctx.pd = other_pd ? pd2.pd() : pd.pd();
+		c.ctx.lr = lr;
+		c.ctx.lw = lw;
+		c.ctx.rr = rr;
+		c.ctx.rw = rw;
+		c.ctx.a = a;
+		c.ctx.variant = 0x3c;
+		c.ctx.access_mode = prm::access_mode::mtt;
+		c.ctx.log_page_size = 12;
+		c.ctx.start_addr = reinterpret_cast<uintptr_t>(region()) + off;
+		c.ctx.len = len;
+		std::vector<mlx5::MttEntry> mtt;
+		for (uint64_t pg = (block.iova + off) & ~uint64_t{4095};
+		     pg < block.iova + off + len; pg += 4096)
+			mtt.push_back({pg, true, true});
+		c.mtt = mtt;
+		mlx5::MkeyHandle h;
+		int rc = mlx5::MkeyHandle::create(*dev, c, &h);
+		if (rc != 0)
+			return rc;
+		*key = nicmr::mr::make_mkey(h.index(), c.ctx.variant);
+		mrs.push_back(std::move(h));
+		return 0;
+	}
+
+	bool wait(mlx5::Completion *c)
+	{
+		const auto deadline = std::chrono::steady_clock::now() + 5s;
+		while (std::chrono::steady_clock::now() < deadline)
+			if (qp->poll(c, 1) == 1)
+				return true;
+		return false;
+	}
+};
+
+/* The child: the responder. Returns the exit status (0 ok). */
+int responder(int fd, const WireOptions &o)
+{
+	Side s;
+	if (s.open(o) != 0)
+		return 10;
+	for (size_t i = 0; i < kRegion; i++)
+		s.region()[i] = pattern(i);
+	Info me{};
+	std::memcpy(me.gid, s.gid.gid.data(), 16);
+	me.region = reinterpret_cast<uintptr_t>(s.region());
+	if (s.mr(0, kRegion, true, true, true, true, true, false, &me.keys[k_rw]) != 0 ||
+	    s.mr(0, kRegion, true, false, true, false, false, false, &me.keys[k_ro]) != 0 ||
+	    s.mr(0, kRegion, true, true, false, true, false, false, &me.keys[k_wo]) != 0 ||
+	    s.mr(0, kRegion, true, true, true, true, false, false, &me.keys[k_noatomic]) != 0 ||
+	    s.mr(0, kRegion, true, true, true, true, true, true, &me.keys[k_other_pd]) != 0 ||
+	    s.mr(0, kSmall, true, true, true, true, true, false, &me.keys[k_small]) != 0)
+		return 11;
+	Info peer{};
+	if (!full_write(fd, s.gid.gid.data(), 16))
+		return 12;
+	if (!full_read(fd, peer.gid, 16))
+		return 13;
+	if (s.make_qp(peer.gid) != 0)
+		return 14;
+	me.qpn = s.qp->qpn();
+	if (!full_write(fd, &me, sizeof(me)) || !full_read(fd, &peer, sizeof(peer)))
+		return 15;
+	if (s.qp->connect(peer.qpn) != 0)
+		return 16;
+	for (;;) {
+		Req r{};
+		if (!full_read(fd, &r, sizeof(r)))
+			return 17;
+		switch (r.op) {
+		case op_dump:
+			if (r.off + uint64_t{r.len} > kRegion ||
+			    !full_write(fd, s.region() + r.off, r.len))
+				return 18;
+			break;
+		case op_state: {
+			uint32_t st = 0;
+			if (s.qp->query_state(&st) != 0 || !full_write(fd, &st, sizeof(st)))
+				return 19;
+			break;
+		}
+		case op_stats: {
+			const emu::WireStats ws = s.hw->device().data_path().wire_stats();
+			if (!full_write(fd, &ws, sizeof(ws)))
+				return 20;
+			break;
+		}
+		case op_recover: {
+			const int32_t rc = s.qp->recover();
+			if (!full_write(fd, &rc, sizeof(rc)))
+				return 21;
+			break;
+		}
+		case op_exit:
+			return 0;
+		default:
+			return 22;
+		}
+	}
+}
+
+struct Param {
+	const char *name;
+	bool ipv6;
+	uint32_t mtu;
+	emu::DoorbellDelivery delivery;
+	/* Two network namespaces joined by a veth pair, one side in each: two hosts. */
+	bool netns = false;
+};
+
+/* Runs a shell command; true on exit status 0. */
+bool sh(const std::string &cmd)
+{
+	const int st = std::system((cmd + " >/dev/null 2>&1").c_str());
+	return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* Enters the named network namespace (ip netns's /run/netns/NAME) on this thread. */
+bool enter_netns(const std::string &name)
+{
+	const int fd = ::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	const bool ok = ::setns(fd, CLONE_NEWNET) == 0;
+	::close(fd);
+	return ok;
+}
+
+/*
+ * Two namespaces, nicmr-wA-PID and nicmr-wB-PID, joined by a veth pair with 10.N.M.1/24 and
+ * .2/24 (IPv4) or fd00:N:M::1/64 and ::2/64 (IPv6, without duplicate address detection), made
+ * by ip(8) and removed by the destructor. ok() false with the reason where they cannot be made
+ * (not root, no ip, no veth).
+ */
+struct NetnsPair {
+	std::string a, b, addr_a, addr_b, why;
+	bool made = false;
+	explicit NetnsPair(bool ipv6)
+	{
+		const int id = getpid();
+		a = "nicmr-wA-" + std::to_string(id);
+		b = "nicmr-wB-" + std::to_string(id);
+		const std::string n = std::to_string(id % 250 + 1),
+				  m = std::to_string(id / 250 % 250);
+		const std::string va = "nwa" + std::to_string(id), vb = "nwb" + std::to_string(id);
+		addr_a = ipv6 ? "fd00:" + n + ":" + m + "::1" : "10." + n + "." + m + ".1";
+		addr_b = ipv6 ? "fd00:" + n + ":" + m + "::2" : "10." + n + "." + m + ".2";
+		const std::string plen = ipv6 ? "/64 nodad" : "/24";
+		if (!sh("ip netns add " + a) || !sh("ip netns add " + b)) {
+			why = "cannot make network namespaces (ip netns add: needs root and ip(8))";
+			return;
+		}
+		made = true;
+		if (!sh("ip link add " + va + " netns " + a + " type veth peer name " + vb +
+			" netns " + b)) {
+			why = "cannot make a veth pair between namespaces";
+			return;
+		}
+		const bool up = sh("ip -n " + a + " addr add " + addr_a + plen + " dev " + va) &&
+				sh("ip -n " + b + " addr add " + addr_b + plen + " dev " + vb) &&
+				sh("ip -n " + a + " link set " + va + " up") &&
+				sh("ip -n " + b + " link set " + vb + " up") &&
+				sh("ip -n " + a + " link set lo up") &&
+				sh("ip -n " + b + " link set lo up");
+		if (!up)
+			why = "cannot address or bring up the veth pair";
+	}
+	bool ok() const { return made && why.empty(); }
+	~NetnsPair()
+	{
+		if (made) {
+			sh("ip netns del " + a);
+			sh("ip netns del " + b);
+		}
+	}
+};
+
+class Wire : public ::testing::TestWithParam<Param> {
+protected:
+	void SetUp() override
+	{
+		const Param &p = GetParam();
+		std::string addr = p.ipv6 ? "::1" : "127.0.0.1";
+		std::string peer_addr = addr;
+		if (p.netns) {
+			netns_ = std::make_unique<NetnsPair>(p.ipv6);
+			if (!netns_->ok())
+				GTEST_SKIP() << netns_->why;
+			home_ = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+			ASSERT_GE(home_, 0);
+			addr = netns_->addr_a;
+			peer_addr = netns_->addr_b;
+		} else if (p.ipv6) {
+			const int t = ::socket(AF_INET6, SOCK_DGRAM, 0);
+			sockaddr_in6 sa{};
+			sa.sin6_family = AF_INET6;
+			sa.sin6_addr = in6addr_loopback;
+			const bool ok = t >= 0 && ::bind(t, reinterpret_cast<sockaddr *>(&sa),
+							 sizeof(sa)) == 0;
+			if (t >= 0)
+				::close(t);
+			if (!ok)
+				GTEST_SKIP() << "no IPv6 loopback address (::1) on this host";
+		}
+		/* Ports of this process's own, so that parallel runs do not meet. */
+		const auto base = static_cast<uint16_t>(20000 + (getpid() % 15000) * 2);
+		/* Two hosts both listen on RoCEv2's port; one host needs two. */
+		const uint16_t pa = p.netns ? roce::udp_port : base;
+		const uint16_t pb = p.netns ? roce::udp_port : static_cast<uint16_t>(base + 1);
+		WireOptions mine{addr, pa, pb, p.mtu, p.delivery};
+		WireOptions theirs{peer_addr, pb, pa, p.mtu, emu::DoorbellDelivery::inline_call};
+		int sv[2];
+		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		child_ = ::fork();
+		ASSERT_GE(child_, 0);
+		if (child_ == 0) {
+			::close(sv[0]);
+			if (p.netns && !enter_netns(netns_->b))
+				::_exit(9);
+			::_exit(responder(sv[1], theirs));
+		}
+		::close(sv[1]);
+		fd_ = sv[0];
+		/* This thread into namespace A: the device's sockets and its thread are made
+		 * there. TearDown comes back. */
+		if (p.netns) {
+			ASSERT_TRUE(enter_netns(netns_->a));
+		}
+		ASSERT_EQ(me_->open(mine), 0);
+		/* The GID table: entry 0 is the port's address as a RoCEv2 GID. */
+		EXPECT_EQ(me_->gid.version, prm::roce_addr_layout::version_2);
+		EXPECT_EQ(me_->gid.l3_type, p.ipv6 ? prm::roce_addr_layout::l3_type_ipv6
+						   : prm::roce_addr_layout::l3_type_ipv4);
+		uint8_t want[16] = {};
+		if (p.ipv6) {
+			ASSERT_EQ(inet_pton(AF_INET6, addr.c_str(), want), 1);
+		} else {
+			want[10] = want[11] = 0xff;
+			ASSERT_EQ(inet_pton(AF_INET, addr.c_str(), want + 12), 1);
+		}
+		EXPECT_EQ(std::memcmp(me_->gid.gid.data(), want, 16), 0);
+		ASSERT_TRUE(full_read(fd_, peer_gid_.data(), 16));
+		ASSERT_TRUE(full_write(fd_, me_->gid.gid.data(), 16));
+		ASSERT_EQ(me_->make_qp(peer_gid_.data()), 0);
+		ASSERT_TRUE(full_read(fd_, &peer_, sizeof(peer_)));
+		Info info{};
+		info.qpn = me_->qp->qpn();
+		ASSERT_TRUE(full_write(fd_, &info, sizeof(info)));
+		ASSERT_EQ(me_->qp->connect(peer_.qpn), 0);
+		/* The responder answers once its QP is in RTS: a request sent before would be
+		 * dropped, and nothing retransmits it yet. */
+		ASSERT_EQ(peer_state(), static_cast<uint32_t>(emu::QpState::rts));
+		ASSERT_EQ(me_->mr(0, kRegion * 2, true, true, false, false, false, false, &lkey_),
+			  0);
+	}
+
+	void TearDown() override
+	{
+		if (child_ > 0) {
+			Req r{op_exit, 0, 0};
+			full_write(fd_, &r, sizeof(r));
+			int st = 0;
+			::waitpid(child_, &st, 0);
+			EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				<< "responder exit status " << st;
+		}
+		if (fd_ >= 0)
+			::close(fd_);
+		if (home_ >= 0) {
+			me_.reset(); /* its sockets and thread belong to namespace A */
+			EXPECT_EQ(::setns(home_, CLONE_NEWNET), 0);
+			::close(home_);
+		}
+		netns_.reset();
+	}
+
+	std::vector<uint8_t> dump(uint32_t off, uint32_t len)
+	{
+		std::vector<uint8_t> v(len);
+		Req r{op_dump, off, len};
+		EXPECT_TRUE(full_write(fd_, &r, sizeof(r)) && full_read(fd_, v.data(), len));
+		return v;
+	}
+	uint32_t peer_state()
+	{
+		uint32_t st = 0xff;
+		Req r{op_state, 0, 0};
+		EXPECT_TRUE(full_write(fd_, &r, sizeof(r)) && full_read(fd_, &st, sizeof(st)));
+		return st;
+	}
+	emu::WireStats peer_stats()
+	{
+		emu::WireStats ws{};
+		Req r{op_stats, 0, 0};
+		EXPECT_TRUE(full_write(fd_, &r, sizeof(r)) && full_read(fd_, &ws, sizeof(ws)));
+		return ws;
+	}
+	/* Both QPs back to RTS after an error (2RST, then connected again: PSNs from 0). */
+	void recover_both()
+	{
+		Req r{op_recover, 0, 0};
+		int32_t rc = -1;
+		ASSERT_TRUE(full_write(fd_, &r, sizeof(r)) && full_read(fd_, &rc, sizeof(rc)));
+		ASSERT_EQ(rc, 0);
+		ASSERT_EQ(me_->qp->recover(), 0);
+	}
+
+	std::string stats_text()
+	{
+		const emu::WireStats a = me_->hw->device().data_path().wire_stats();
+		const emu::WireStats b = peer_stats();
+		std::string t;
+		for (const emu::WireStats *w : {&a, &b})
+			t += "tx " + std::to_string(w->tx_packets) + " txerr " +
+			     std::to_string(w->tx_errors) + " rx " + std::to_string(w->rx_packets) +
+			     " drop " + std::to_string(w->rx_dropped) + " acks " +
+			     std::to_string(w->acks_sent) + " naks " +
+			     std::to_string(w->naks_sent) + " nakrx " +
+			     std::to_string(w->naks_received) + "; ";
+		return t;
+	}
+
+	uint8_t *local() { return me_->region(); }
+	uint64_t laddr(size_t off) { return reinterpret_cast<uintptr_t>(local()) + off; }
+	uint64_t raddr(size_t off) const { return peer_.region + off; }
+	mlx5::Sge sge(size_t off, uint32_t len) { return {laddr(off), len, lkey_}; }
+
+	/* Posts one request and returns its completion. */
+	mlx5::Completion run(int rc_post)
+	{
+		EXPECT_EQ(rc_post, 0);
+		mlx5::Completion c;
+		EXPECT_TRUE(me_->wait(&c)) << "no completion";
+		return c;
+	}
+
+	/* A refused request: its syndrome, the requester in ERR, the responder in ERR, the
+	 * target untouched; then both recovered. */
+	void expect_refused(int rc_post, uint8_t syndrome)
+	{
+		const mlx5::Completion c = run(rc_post);
+		EXPECT_EQ(c.opcode, MLX5_CQE_REQ_ERR);
+		EXPECT_EQ(c.syndrome, syndrome);
+		uint32_t st = 0;
+		ASSERT_EQ(me_->qp->query_state(&st), 0);
+		EXPECT_EQ(st, static_cast<uint32_t>(emu::QpState::err));
+		EXPECT_EQ(peer_state(), static_cast<uint32_t>(emu::QpState::err));
+		const std::vector<uint8_t> now = dump(0, kRegion);
+		for (size_t i = 0; i < kRegion; i++)
+			if (now[i] != pattern(i)) {
+				ADD_FAILURE() << "responder byte " << i << " changed";
+				break;
+			}
+		recover_both();
+	}
+
+	std::unique_ptr<Side> me_ = std::make_unique<Side>();
+	Info peer_{};
+	emu::Gid peer_gid_{};
+	uint32_t lkey_ = 0;
+	pid_t child_ = -1;
+	int fd_ = -1;
+	std::unique_ptr<NetnsPair> netns_;
+	int home_ = -1; /* this thread's network namespace before SetUp */
+};
+
+TEST_P(Wire, RdmaWriteOfOneAndManyPacketsLandsByteForByte)
+{
+	const uint32_t mtu = 128u << GetParam().mtu;
+	const uint32_t sizes[] = {1, 8, mtu - 1, mtu, mtu + 1, 5 * mtu + 13, 20000};
+	uint32_t off = 0;
+	for (uint32_t len : sizes) {
+		for (uint32_t i = 0; i < len; i++)
+			local()[i] = static_cast<uint8_t>(0xa5 ^ (i * 13) ^ len);
+		const mlx5::Sge s = sge(0, len);
+		const mlx5::Completion c = run(me_->qp->post_write(
+			{&s, 1}, raddr(off), peer_.keys[k_rw], 1, mlx5::kSignaled));
+		ASSERT_TRUE(c.ok()) << "len " << len << " syndrome " << int(c.syndrome);
+		EXPECT_EQ(c.byte_len, len);
+		const std::vector<uint8_t> got = dump(off, len);
+		EXPECT_EQ(std::memcmp(got.data(), local(), len), 0) << "len " << len;
+		/* The bytes around it are as they were. */
+		const std::vector<uint8_t> after = dump(off + len, 1);
+		EXPECT_EQ(after[0], pattern(off + len));
+		off += len + 1;
+	}
+	const emu::WireStats ws = peer_stats();
+	EXPECT_GT(ws.acks_sent, 0u);
+	EXPECT_EQ(ws.naks_sent, 0u);
+	EXPECT_EQ(ws.rx_bad_icrc, 0u);
+}
+
+TEST_P(Wire, InlineWriteAndUnsignalledWritesCompleteInOrder)
+{
+	const char msg[] = "inline over the wire";
+	mlx5::Completion c = run(me_->qp->post_write_inline(msg, sizeof(msg), raddr(100),
+							    peer_.keys[k_rw], 7, mlx5::kSignaled));
+	ASSERT_TRUE(c.ok());
+	EXPECT_EQ(c.wr_id, 7u);
+	std::vector<uint8_t> got = dump(100, sizeof(msg));
+	EXPECT_EQ(std::memcmp(got.data(), msg, sizeof(msg)), 0);
+	/* Three unsignalled writes and a signalled one: one CQE, everything landed. */
+	for (int k = 0; k < 4; k++) {
+		for (int i = 0; i < 300; i++)
+			local()[k * 300 + i] = static_cast<uint8_t>(k + i);
+		const mlx5::Sge s = sge(k * 300, 300);
+		ASSERT_EQ(me_->qp->post_write({&s, 1}, raddr(1000 + k * 300), peer_.keys[k_rw],
+					      10 + k, k == 3 ? unsigned{mlx5::kSignaled} : 0u),
+			  0);
+	}
+	c = mlx5::Completion{};
+	ASSERT_TRUE(me_->wait(&c));
+	EXPECT_TRUE(c.ok());
+	EXPECT_EQ(c.wr_id, 13u);
+	got = dump(1000, 1200);
+	EXPECT_EQ(std::memcmp(got.data(), local(), 1200), 0);
+}
+
+TEST_P(Wire, RdmaReadGathersMultiPacketResponses)
+{
+	const uint32_t mtu = 128u << GetParam().mtu;
+	const uint32_t sizes[] = {1, mtu, mtu + 7, 3 * mtu, 9000, 40000};
+	for (uint32_t len : sizes) {
+		std::memset(local(), 0, len + 1);
+		const uint32_t from = 333;
+		const mlx5::Sge s = sge(0, len);
+		const mlx5::Completion c = run(me_->qp->post_read(
+			{&s, 1}, raddr(from), peer_.keys[k_rw], 2, mlx5::kSignaled));
+		ASSERT_TRUE(c.ok()) << "len " << len << " syndrome " << int(c.syndrome);
+		EXPECT_EQ(c.byte_len, len);
+		for (uint32_t i = 0; i < len; i++)
+			if (local()[i] != pattern(from + i)) {
+				ADD_FAILURE() << "len " << len << ": byte " << i;
+				break;
+			}
+		EXPECT_EQ(local()[len], 0) << "a byte past the READ's buffer was written";
+	}
+	/* A READ scattered over two local SGEs. */
+	std::memset(local(), 0, 4096);
+	const mlx5::Sge two[2] = {sge(0, 1500), sge(2048, 1000)};
+	const mlx5::Completion c =
+		run(me_->qp->post_read(two, raddr(0), peer_.keys[k_ro], 3, mlx5::kSignaled));
+	ASSERT_TRUE(c.ok());
+	EXPECT_EQ(c.byte_len, 2500u);
+	for (uint32_t i = 0; i < 1500; i++)
+		ASSERT_EQ(local()[i], pattern(i));
+	for (uint32_t i = 0; i < 1000; i++)
+		ASSERT_EQ(local()[2048 + i], pattern(1500 + i));
+}
+
+TEST_P(Wire, AtomicsReturnTheOldValueAndChangeTheWord)
+{
+	/* The device's atomic mode: big-endian words at power-on, host order once the driver
+	 * asked for it (mlx5::Device does when offered). */
+	const bool host = me_->hw->device().data_path().atomic_host_endianness();
+	const auto word = [&](const uint8_t *p) {
+		uint64_t v;
+		std::memcpy(&v, p, 8);
+		return host ? v : be64toh(v);
+	};
+	const uint32_t at = 512;
+	std::vector<uint8_t> before = dump(at, 8);
+	const uint64_t v0 = word(before.data());
+	mlx5::Completion c = run(me_->qp->post_atomic_fa(sge(0, 8), raddr(at), peer_.keys[k_rw],
+							 0x1000, 4, mlx5::kSignaled));
+	ASSERT_TRUE(c.ok()) << int(c.syndrome);
+	EXPECT_EQ(c.byte_len, 8u);
+	EXPECT_EQ(word(local()), v0);
+	EXPECT_EQ(word(dump(at, 8).data()), v0 + 0x1000);
+	/* Compare-swap that matches, then one that does not. */
+	c = run(me_->qp->post_atomic_cs(sge(8, 8), raddr(at), peer_.keys[k_rw], v0 + 0x1000,
+					0x1122334455667788ull, 5, mlx5::kSignaled));
+	ASSERT_TRUE(c.ok());
+	EXPECT_EQ(word(local() + 8), v0 + 0x1000);
+	EXPECT_EQ(word(dump(at, 8).data()), 0x1122334455667788ull);
+	c = run(me_->qp->post_atomic_cs(sge(16, 8), raddr(at), peer_.keys[k_rw], 1, 2, 6,
+					mlx5::kSignaled));
+	ASSERT_TRUE(c.ok());
+	EXPECT_EQ(word(local() + 16), 0x1122334455667788ull);
+	EXPECT_EQ(word(dump(at, 8).data()), 0x1122334455667788ull);
+	/* The bytes around the word are untouched. */
+	const std::vector<uint8_t> around = dump(at - 8, 24);
+	for (int i = 0; i < 8; i++) {
+		EXPECT_EQ(around[i], pattern(at - 8 + i));
+		EXPECT_EQ(around[16 + i], pattern(at + 8 + i));
+	}
+}
+
+TEST_P(Wire, RemoteAccessErrorsAreNakedBeforeAByteMoves)
+{
+	const uint32_t mtu = 128u << GetParam().mtu;
+	for (size_t i = 0; i < 3 * mtu; i++)
+		local()[i] = 0xee;
+	const uint32_t rw = peer_.keys[k_rw];
+	const uint32_t stale = (rw & ~0xffu) | ((rw + 1) & 0xff); /* index right, variant not */
+	const mlx5::Sge one = sge(0, 64);
+	const mlx5::Sge many = sge(0, 3 * mtu);
+	constexpr uint8_t kAccess = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+	/* WRITE: stale variant, another PD, out of bounds (one and many packets), no rw. */
+	expect_refused(me_->qp->post_write({&one, 1}, raddr(0), stale, 1, 0), kAccess);
+	expect_refused(me_->qp->post_write({&one, 1}, raddr(0), peer_.keys[k_other_pd], 1, 0),
+		       kAccess);
+	expect_refused(
+		me_->qp->post_write({&one, 1}, raddr(kSmall - 32), peer_.keys[k_small], 1, 0),
+		kAccess);
+	expect_refused(me_->qp->post_write({&many, 1}, raddr(0), peer_.keys[k_small], 1, 0),
+		       kAccess);
+	expect_refused(me_->qp->post_write({&many, 1}, raddr(0), peer_.keys[k_ro], 1, 0), kAccess);
+	/* READ: stale, out of bounds, no rr. */
+	expect_refused(me_->qp->post_read({&one, 1}, raddr(0), stale, 1, 0), kAccess);
+	expect_refused(me_->qp->post_read({&many, 1}, raddr(0), peer_.keys[k_small], 1, 0),
+		       kAccess);
+	expect_refused(me_->qp->post_read({&one, 1}, raddr(0), peer_.keys[k_wo], 1, 0), kAccess);
+	/* Atomics: no a, another PD, out of bounds. */
+	expect_refused(
+		me_->qp->post_atomic_fa(sge(0, 8), raddr(64), peer_.keys[k_noatomic], 1, 1, 0),
+		kAccess);
+	expect_refused(
+		me_->qp->post_atomic_cs(sge(0, 8), raddr(64), peer_.keys[k_other_pd], 0, 1, 1, 0),
+		kAccess);
+	expect_refused(
+		me_->qp->post_atomic_fa(sge(0, 8), raddr(kSmall), peer_.keys[k_small], 1, 1, 0),
+		kAccess);
+	/* A misaligned atomic target is an invalid request (IBTA), not an access error. */
+	expect_refused(me_->qp->post_atomic_fa(sge(0, 8), raddr(4), peer_.keys[k_rw], 1, 1, 0),
+		       MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
+	EXPECT_EQ(peer_stats().naks_sent, 12u);
+	EXPECT_EQ(me_->hw->device().data_path().wire_stats().naks_received, 12u);
+	/* After recovery the pair works again. */
+	const mlx5::Completion c =
+		run(me_->qp->post_write({&one, 1}, raddr(0), rw, 9, mlx5::kSignaled));
+	EXPECT_TRUE(c.ok());
+	EXPECT_EQ(dump(0, 64), std::vector<uint8_t>(64, 0xee));
+}
+
+TEST_P(Wire, FailedRequestFlushesTheOnesBehindIt)
+{
+	const mlx5::Sge one = sge(0, 16);
+	ASSERT_EQ(me_->qp->post_write({&one, 1}, raddr(0), peer_.keys[k_ro], 1, 0), 0);
+	ASSERT_EQ(me_->qp->post_write({&one, 1}, raddr(0), peer_.keys[k_rw], 2, mlx5::kSignaled),
+		  0);
+	mlx5::Completion c[2];
+	ASSERT_TRUE(me_->wait(&c[0])) << stats_text();
+	ASSERT_TRUE(me_->wait(&c[1]));
+	EXPECT_EQ(c[0].wr_id, 1u);
+	EXPECT_EQ(c[0].syndrome, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+	EXPECT_EQ(c[1].wr_id, 2u);
+	EXPECT_EQ(c[1].syndrome, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	const std::vector<uint8_t> now = dump(0, 16);
+	for (size_t i = 0; i < 16; i++)
+		EXPECT_EQ(now[i], pattern(i));
+}
+
+TEST_P(Wire, BadIcrcIsDroppedAndCounted)
+{
+	/* A WRITE ONLY to the responder's QP built over the right path, one ICRC byte flipped,
+	 * sent from a socket of this process at the requester's address and port. */
+	const emu::WirePort *wp = me_->hw->device().data_path().wire_port(1);
+	ASSERT_NE(wp, nullptr);
+	const emu::WireStats before = peer_stats();
+	roce::Headers h;
+	h.opcode = roce::opcode::write_only;
+	h.dest_qp = peer_.qpn;
+	h.psn = 0;
+	h.reth = {raddr(0), peer_.keys[k_rw], 4};
+	const uint8_t payload[4] = {1, 2, 3, 4};
+	uint8_t pkt[128];
+	size_t len = 0;
+	ASSERT_EQ(roce::build(wp->tx_path(peer_gid_), h, payload, pkt, &len), roce::Error::ok);
+	pkt[len - 1] ^= 0xff;
+	const int fd = wp->fd();
+	sockaddr_storage ss{};
+	socklen_t sl = 0;
+	if (GetParam().ipv6) {
+		auto &sa = reinterpret_cast<sockaddr_in6 &>(ss);
+		sa.sin6_family = AF_INET6;
+		std::memcpy(sa.sin6_addr.s6_addr, peer_gid_.data(), 16);
+		sa.sin6_port = htons(wp->peer_udp_port());
+		sl = sizeof(sa);
+	} else {
+		auto &sa = reinterpret_cast<sockaddr_in &>(ss);
+		sa.sin_family = AF_INET;
+		std::memcpy(&sa.sin_addr.s_addr, peer_gid_.data() + 12, 4);
+		sa.sin_port = htons(wp->peer_udp_port());
+		sl = sizeof(sa);
+	}
+	ASSERT_EQ(::sendto(fd, pkt, len, 0, reinterpret_cast<sockaddr *>(&ss), sl),
+		  static_cast<ssize_t>(len));
+	emu::WireStats after{};
+	const auto deadline = std::chrono::steady_clock::now() + 3s;
+	do {
+		after = peer_stats();
+	} while (after.rx_bad_icrc == before.rx_bad_icrc &&
+		 std::chrono::steady_clock::now() < deadline);
+	EXPECT_EQ(after.rx_bad_icrc, before.rx_bad_icrc + 1);
+	EXPECT_EQ(dump(0, 4),
+		  (std::vector<uint8_t>{pattern(0), pattern(1), pattern(2), pattern(3)}));
+	EXPECT_EQ(peer_state(), static_cast<uint32_t>(emu::QpState::rts));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+	Paths, Wire,
+	::testing::Values(Param{"ipv4_mtu1024", false, prm::qp_mtu::mtu_1024,
+				emu::DoorbellDelivery::inline_call},
+			  Param{"ipv4_mtu256", false, prm::qp_mtu::mtu_256,
+				emu::DoorbellDelivery::inline_call},
+			  Param{"ipv4_mtu4096_thread", false, prm::qp_mtu::mtu_4096,
+				emu::DoorbellDelivery::poll_thread},
+			  Param{"ipv6_mtu1024", true, prm::qp_mtu::mtu_1024,
+				emu::DoorbellDelivery::inline_call},
+			  Param{"netns_ipv4_mtu1024", false, prm::qp_mtu::mtu_1024,
+				emu::DoorbellDelivery::inline_call, true},
+			  Param{"netns_ipv6_mtu1024", true, prm::qp_mtu::mtu_1024,
+				emu::DoorbellDelivery::inline_call, true}),
+	[](const ::testing::TestParamInfo<Param> &i) { return std::string(i.param.name); });
+
+/* A wire port the model cannot bind, and a wire for a port the device has not. */
+TEST(WireConfig, RefusedAddresses)
+{
+	std::unique_ptr<emu::EmuMlx5> hw;
+	emu::EmuConfig cfg;
+	cfg.wire[0].addr = "not-an-address";
+	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EINVAL);
+	cfg.wire[0].addr = "::ffff:127.0.0.1"; /* IPv4-mapped: give it as IPv4 */
+	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EINVAL);
+	cfg.wire[0].addr = "192.0.2.1"; /* TEST-NET-1: not this host's */
+	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EADDRNOTAVAIL);
+	cfg.wire[0].addr.clear();
+	cfg.ports = 1;
+	cfg.wire[1].addr = "127.0.0.1";
+	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EINVAL);
+	/* Two devices on one address and port: the second is refused. */
+	cfg.ports = 1;
+	cfg.wire[1].addr.clear();
+	cfg.wire[0].addr = "127.0.0.1";
+	cfg.wire[0].udp_port = static_cast<uint16_t>(50000 + getpid() % 10000);
+	std::unique_ptr<emu::EmuMlx5> first;
+	ASSERT_EQ(emu::emu_mlx5_create(cfg, &first), 0);
+	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EADDRINUSE);
+}
+
+} // namespace
