@@ -863,4 +863,38 @@ TEST(WireConfig, RefusedAddresses)
 	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EADDRINUSE);
 }
 
+/* INIT2RTR on a wire port without force loopback: the GID table's one entry, a remote GID of
+ * the port's family; the driver's query refuses what it cannot send. */
+TEST(WireConfig, Init2RtrNeedsEntryZeroAndTheSameFamily)
+{
+	Side s;
+	ASSERT_EQ(s.open({"127.0.0.1", static_cast<uint16_t>(45000 + getpid() % 15000), 4791}), 0);
+	mlx5::RoceAddress a;
+	EXPECT_EQ(mlx5::query_roce_address(s.dev->cmdq(), 1, 0, nullptr), -EINVAL);
+	EXPECT_EQ(mlx5::query_roce_address(s.dev->cmdq(), 1, 0x10000, &a), -EINVAL);
+	EXPECT_EQ(mlx5::query_roce_address(s.dev->cmdq(), 16, 0, &a), -EINVAL);
+	const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+	const uint8_t v6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	struct Case {
+		const uint8_t *gid;
+		uint32_t index;
+		emu::Syndrome want;
+	};
+	for (const Case &c : {Case{v4, 1, emu::Syndrome::qp_gid_index},
+			      Case{v6, 0, emu::Syndrome::qp_remote_gid}}) {
+		mlx5::QpParams q;
+		q.pd = s.pd.pd();
+		q.port = 1;
+		q.force_loopback = false;
+		q.gid_index = c.index;
+		std::memcpy(q.remote_gid.data(), c.gid, 16);
+		std::unique_ptr<mlx5::Qp> qp;
+		ASSERT_EQ(mlx5::Qp::create(*s.dev, *s.uar, *s.cq, q, &qp), 0);
+		ASSERT_EQ(qp->to_init(), 0);
+		EXPECT_EQ(qp->to_rtr(1), -EINVAL);
+		EXPECT_EQ(s.dev->last_status(), prm::status::bad_param);
+		EXPECT_EQ(s.dev->last_syndrome(), static_cast<uint32_t>(c.want));
+	}
+}
+
 } // namespace

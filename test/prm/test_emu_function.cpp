@@ -3,6 +3,9 @@
  * space and bus mastering. */
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -226,6 +229,63 @@ TEST(EmuFunction, AddDoorbellErrors)
 	EXPECT_EQ(f->start(), -EALREADY);
 	EXPECT_EQ(f->add_doorbell(0x3000, DoorbellMerge::latest, nop), -EBUSY);
 	EXPECT_EQ(f->set_read_only(0x3000, 1), -EBUSY);
+}
+
+/* Progress work runs on the device thread, also in inline delivery (doorbells stay inline),
+ * and a readable descriptor wakes an idle thread. */
+TEST(EmuFunction, ProgressWorkRunsOnTheDeviceThread)
+{
+	for (DoorbellDelivery d : {DoorbellDelivery::inline_call, DoorbellDelivery::poll_thread}) {
+		auto f = make(d);
+		int p[2];
+		ASSERT_EQ(::pipe(p), 0);
+		std::atomic<uint64_t> calls{0}, drained{0};
+		std::atomic<std::thread::id> where{};
+		ASSERT_EQ(f->set_progress(
+				  [&] {
+					  where.store(std::this_thread::get_id());
+					  calls.fetch_add(1);
+					  char c;
+					  const bool got = ::read(p[0], &c, 1) == 1;
+					  if (got)
+						  drained.fetch_add(1);
+					  return got;
+				  },
+				  {p[0]}),
+			  0);
+		ASSERT_EQ(::fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+		std::atomic<std::thread::id> rang{};
+		ASSERT_EQ(
+			f->add_doorbell(0x800, DoorbellMerge::latest,
+					[&](uint64_t) { rang.store(std::this_thread::get_id()); }),
+			0);
+		ASSERT_EQ(f->start(), 0);
+		ASSERT_TRUE(eventually([&] { return calls.load() > 0; }));
+		EXPECT_NE(where.load(), std::this_thread::get_id());
+		/* Idle long enough to nap, then a byte: it is taken. */
+		std::this_thread::sleep_for(50ms);
+		ASSERT_EQ(::write(p[1], "x", 1), 1);
+		EXPECT_TRUE(eventually([&] { return drained.load() == 1; }));
+		f->bar0_write32(0x800, 1);
+		ASSERT_TRUE(eventually([&] { return rang.load() != std::thread::id{}; }));
+		if (d == DoorbellDelivery::inline_call) {
+			EXPECT_EQ(rang.load(), std::this_thread::get_id());
+		}
+		f->stop();
+		::close(p[0]);
+		::close(p[1]);
+	}
+}
+
+TEST(EmuFunction, SetProgressErrors)
+{
+	auto f = make();
+	EXPECT_EQ(f->set_progress({}, {}), -EINVAL);
+	ASSERT_EQ(f->set_progress([] { return false; }, {}), 0);
+	EXPECT_EQ(f->set_progress([] { return false; }, {}), -EEXIST);
+	auto g = make();
+	ASSERT_EQ(g->start(), 0);
+	EXPECT_EQ(g->set_progress([] { return false; }, {}), -EBUSY);
 }
 
 uint16_t command(const EmuFunction &f)

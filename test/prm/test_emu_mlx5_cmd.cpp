@@ -2,6 +2,10 @@
 /* The device model's commands: each one's success and error paths with the exact status. */
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -449,6 +453,48 @@ TEST(EmuMlx5SpecialContexts, ReportTheReservedLkey)
 	}
 	EXPECT_NE(kDefaultResdLkey, 0x100u);
 	EXPECT_EQ(prm::mkey::index(kDefaultResdLkey), 0u) << "no mkey the model hands out";
+}
+
+/* QUERY_ROCE_ADDRESS: entry 0 of a port on the UDP wire is its address as a RoCEv2 GID, every
+ * other entry and every loopback port's reads as zeroes; a port or index the device has not is
+ * BAD_PARAM; before INIT_HCA BAD_SYS_STATE. */
+TEST(EmuMlx5RoceAddress, GidTableOfAWirePort)
+{
+	EmuConfig cfg;
+	cfg.wire[0] = {"127.0.0.1", static_cast<uint16_t>(30000 + getpid() % 20000), 4791};
+	Harness h(cfg);
+	ASSERT_EQ(h.rc(), 0);
+	const auto query = [&](uint32_t port, uint32_t index) {
+		Cmd q(prm::opcode::query_roce_address, prm::query_roce_address_in::size,
+		      prm::query_roce_address_out::size);
+		q.set(prm::query_roce_address_in::vhca_port_num, port);
+		q.set(prm::query_roce_address_in::roce_address_index, index);
+		return h.run(q);
+	};
+	EXPECT_STATUS(query(1, 0), prm::status::bad_sys_state, Syndrome::hca_not_initialized);
+	h.bring_up();
+	namespace l = prm::roce_addr_layout;
+	const size_t at = prm::query_roce_address_out::roce_address_offset;
+	Reply r = query(1, 0);
+	ASSERT_EQ(r.status(), prm::status::ok);
+	const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+	EXPECT_EQ(std::memcmp(r.out.data() + at + l::source_l3_address_offset, want, 16), 0);
+	EXPECT_EQ(r.get_at(at, l::roce_l3_type), l::l3_type_ipv4);
+	EXPECT_EQ(r.get_at(at, l::roce_version), l::version_2);
+	for (auto [port, index] : {std::pair{1u, 1u}, std::pair{2u, 0u}}) {
+		r = query(port, index);
+		ASSERT_EQ(r.status(), prm::status::ok);
+		EXPECT_TRUE(std::all_of(r.out.begin() + at, r.out.begin() + at + l::size,
+					[](uint8_t b) { return b == 0; }))
+			<< "port " << port << " index " << index;
+	}
+	EXPECT_STATUS(query(0, 0), prm::status::bad_param, Syndrome::roce_address_port);
+	EXPECT_STATUS(query(3, 0), prm::status::bad_param, Syndrome::roce_address_port);
+	EXPECT_STATUS(query(1, cfg.roce_address_table_size), prm::status::bad_param,
+		      Syndrome::roce_address_index);
+	EXPECT_STATUS(
+		h.run(Cmd(prm::opcode::query_roce_address, prm::query_roce_address_in::size, 16)),
+		prm::status::bad_output_len, Syndrome::output_too_short);
 }
 
 TEST_F(EmuMlx5Caps, UnknownTypesAndTheExtensionTypeAreBadParam)
