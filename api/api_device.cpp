@@ -188,7 +188,8 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 			}
 		} else if (k == "addr" || k == "addr2") {
 			if (v.empty() || v.size() > 45) {
-				NICMR_LOG(error, "api", "emu %.*s=%.*s: a numeric IPv4 or IPv6 address",
+				NICMR_LOG(error, "api",
+					  "emu %.*s=%.*s: a numeric IPv4 or IPv6 address",
 					  int(k.size()), k.data(), int(v.size()), v.data());
 				return -EINVAL;
 			}

@@ -73,8 +73,8 @@ TEST(ApiDevice, WireAddressIsBoundAtOpen)
 {
 	nicmr_device *dev = nullptr;
 	EXPECT_EQ(nicmr_device_open("emu:addr=192.0.2.1", &dev), -EADDRNOTAVAIL); /* TEST-NET-1 */
-	const std::string spec = "emu:ports=1,addr=127.0.0.1,udp_port=" +
-				 std::to_string(40000 + getpid() % 20000);
+	const std::string spec =
+		"emu:ports=1,addr=127.0.0.1,udp_port=" + std::to_string(40000 + getpid() % 20000);
 	ASSERT_EQ(nicmr_device_open(spec.c_str(), &dev), 0);
 	nicmr_device *second = nullptr;
 	EXPECT_EQ(nicmr_device_open(spec.c_str(), &second), -EADDRINUSE);
