@@ -277,12 +277,15 @@ uint32_t first_key(const char *spec)
 		key = nicmr_mr_key(mr);
 		EXPECT_EQ(nicmr_mr_dereg(mr), 0);
 	}
-	if (pool != nullptr)
+	if (pool != nullptr) {
 		EXPECT_EQ(nicmr_pool_destroy(pool), 0);
-	if (pd != nullptr)
+	}
+	if (pd != nullptr) {
 		EXPECT_EQ(nicmr_pd_free(pd), 0);
-	if (dev != nullptr)
+	}
+	if (dev != nullptr) {
 		EXPECT_EQ(nicmr_device_close(dev), 0);
+	}
 	return key;
 }
 

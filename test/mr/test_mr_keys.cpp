@@ -92,10 +92,12 @@ TEST(MrKeys, VariantRunsThroughAll256ValuesBeforeAnyRepeats)
 		ASSERT_EQ(ks->alloc(nullptr, &k), 0);
 		ASSERT_EQ(mkey_index(k), 1u);
 		seen.push_back(mkey_variant(k));
-		if (i > 0)
+		if (i > 0) {
 			EXPECT_EQ(mkey_variant(k), ks->next_variant_of(1, seen[i - 1])) << i;
-		if (i >= 256)
+		}
+		if (i >= 256) {
 			EXPECT_EQ(seen[i], seen[i - 256]) << i;
+		}
 		if (i % 2) {
 			ks->release(nullptr, k);
 		} else {
