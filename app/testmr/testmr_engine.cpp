@@ -137,8 +137,8 @@ const char *layout_name(int layout)
 
 /*
  * The registration path: nicmr_mr_in_pool's answer for regions of one range (reg, sub). A
- * vectored MR has no single pool (nicmr_mr_in_pool gives 0 for it even when every segment is
- * in a pool): "segmented".
+ * vectored MR has no single pool, whatever nicmr_mr_in_pool says of its segments:
+ * "segmented".
  */
 const char *path_name(const MrRec &m)
 {
