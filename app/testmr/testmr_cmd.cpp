@@ -47,7 +47,8 @@ constexpr CommandSpec kCommands[] = {
 	 Verb::rdma},
 	{"mr", "mr pool SIZE [page 4k|2m|1g] [fallback]",
 	 "a pool of the registration engine (nicmr_pool_create)", Verb::mr_pool},
-	{"mr", "mr reg POOL OFFSET LEN ACCESS", "register pool bytes (nicmr_mr_reg)", Verb::mr_reg},
+	{"mr", "mr reg POOL OFFSET LEN ACCESS [rma_event]",
+	 "register pool bytes (nicmr_mr_reg; rma_event: disabled until 'mr enable')", Verb::mr_reg},
 	{"mr", "mr regv POOL SEGMENTS ACCESS",
 	 "register segments of a pool as one region (nicmr_mr_regv)", Verb::mr_regv},
 	{"mr", "mr sub KEY OFFSET LEN ACCESS", "a sub-MR of an MR (nicmr_mr_reg_sub)",
@@ -57,6 +58,14 @@ constexpr CommandSpec kCommands[] = {
 	 Verb::show_mr},
 	{"mr", "show mrs [pool N] [access ACCESS] [min SIZE] [max SIZE] [--json]",
 	 "the MRs: all, or of one pool, granting ACCESS, of a size", Verb::show_mrs},
+	{"mr", "cntr alloc", "a counter of remote writes (nicmr_cntr_alloc)", Verb::cntr_alloc},
+	{"mr", "cntr free CNTR", "free a counter (nicmr_cntr_free)", Verb::cntr_free},
+	{"mr", "mr bind KEY CNTR",
+	 "count the remote writes into an rma_event MR (nicmr_mr_bind_cntr)", Verb::mr_bind},
+	{"mr", "mr unbind KEY", "take an MR's counter off (nicmr_mr_unbind_cntr)", Verb::mr_unbind},
+	{"mr", "mr enable KEY", "let peers use an rma_event MR (nicmr_mr_enable)", Verb::mr_enable},
+	{"mr", "show cntrs [--json]", "every counter and its value (nicmr_cntr_read)",
+	 Verb::show_cntrs},
 	{"key", "key lookup KEY ACCESS [offset OFFSET] [len LEN]",
 	 "the lockless lookup: granted (and the IOVA) or refused (and why)", Verb::key_lookup},
 	{"key", "key raw KEY", "the MR's raw key, in hex (nicmr_mr_raw_attr)", Verb::key_raw},
@@ -121,6 +130,7 @@ constexpr ParamSpec kParams[] = {
 	{"RAW", "a raw key in hex, as 'key raw' printed it"},
 	{"CQ", "a CQ number, as 'cq create' printed it"},
 	{"QP", "a QP number, as 'qp create' printed it"},
+	{"CNTR", "a counter number, as 'cntr alloc' printed it"},
 	{"PEER", "the session's QP to connect to, as 'qp create' printed it"},
 	{"RKEY", "a remote key (an MR's or a window's, or any 32 bits)"},
 	{"ROFFSET", "a byte offset in the remote key's region"},
@@ -303,7 +313,7 @@ bool parse_param(const CommandSpec &spec, std::string_view name, std::string_vie
 	if (name == "SIZE") {
 		ok = parse_size(w, &cmd->size) && cmd->size != 0;
 	} else if (name == "ID" || name == "POOL" || name == "WINDOW" || name == "CQ" ||
-		   name == "QP") {
+		   name == "QP" || name == "CNTR") {
 		ok = parse_number(w, &cmd->id);
 	} else if (name == "PEER") {
 		ok = parse_number(w, &cmd->peer);
@@ -423,6 +433,8 @@ bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string
 		return cmd->inline_data = true;
 	if (o == "unsignaled")
 		return cmd->unsignaled = true;
+	if (o == "rma_event")
+		return cmd->rma_event = true;
 	if (o == "count")
 		return (parse_number(w, &cmd->count) && cmd->count != 0 &&
 			cmd->count <= kMaxBenchCount) ||

@@ -67,6 +67,12 @@ enum class Verb {
 	window_bind,
 	window_unbind,
 	show_violations,
+	cntr_alloc,
+	cntr_free,
+	mr_bind,
+	mr_unbind,
+	mr_enable,
+	show_cntrs,
 	/* Queues of the registration engine's device (native API data path). */
 	cq_create,
 	cq_destroy,
@@ -135,6 +141,7 @@ struct Command {
 	uint64_t wr_id = 0;		  /* post: the work request's id */
 	bool inline_data = false;	  /* post write: NICMR_SEND_INLINE */
 	bool unsignaled = false;	  /* post: no NICMR_SEND_SIGNALED */
+	bool rma_event = false;		  /* mr reg: NICMR_MR_RMA_EVENT */
 	uint32_t max = 16;		  /* poll: at most this many completions */
 	uint64_t count = 0;		  /* bench: operations per repetition (0: the default) */
 	bool json = false;		  /* show ...: one JSON object instead of text */

@@ -42,6 +42,11 @@ struct MrRec {
 	uint64_t access = 0;	  /* as registered (the native API has no call that reads it) */
 	uint32_t base = 0;	  /* sub: the base MR's key */
 	size_t segments = 1;	  /* regv: how many */
+	bool rma_event = false;	  /* registered with NICMR_MR_RMA_EVENT */
+};
+
+struct CntrRec {
+	nicmr_cntr *cntr = nullptr;
 };
 
 struct WindowRec {
@@ -164,6 +169,8 @@ struct Engine::State {
 	uint64_t next_cq = 0;
 	std::map<uint64_t, QpRec> qps;
 	uint64_t next_qp = 0;
+	std::map<uint64_t, CntrRec> cntrs;
+	uint64_t next_cntr = 0;
 	uint64_t next_wr_id = 1;
 	/* Atomics in flight: where their old value lands, by QP number and wr_id (poll prints
 	 * it). */
@@ -191,6 +198,14 @@ struct Engine::State {
 	int window_bind(const Command &c);
 	int window_unbind(uint64_t id);
 	int show_violations(const Command &c);
+	int cntr_alloc();
+	int cntr_free(uint64_t id);
+	int mr_bind(const Command &c);
+	int mr_unbind(uint32_t key);
+	int mr_enable(uint32_t key);
+	int show_cntrs(const Command &c);
+	/* The session's number of the counter bound to mr, or -1. */
+	int64_t cntr_of(const nicmr_mr *mr) const;
 	int cq_create(const Command &c);
 	int cq_destroy(uint64_t id);
 	int qp_create(const Command &c);
@@ -255,11 +270,16 @@ Engine::~Engine()
 		nicmr_mw_free(w.mw);
 	}
 	for (auto &[key, m] : s.mrs)
+		if (m.rma_event)
+			nicmr_mr_unbind_cntr(m.mr); /* a bound MR's dereg is -EBUSY */
+	for (auto &[key, m] : s.mrs)
 		if (m.base != 0)
 			nicmr_mr_dereg(m.mr);
 	for (auto &[key, m] : s.mrs)
 		if (m.base == 0)
 			nicmr_mr_dereg(m.mr);
+	for (auto &[id, c] : s.cntrs)
+		nicmr_cntr_free(c.cntr);
 	for (auto &[id, p] : s.pools)
 		nicmr_pool_destroy(p.pool);
 	if (s.pd != nullptr)
@@ -298,6 +318,18 @@ int Engine::run(const Command &c)
 		return s.window_unbind(c.id);
 	case Verb::show_violations:
 		return s.show_violations(c);
+	case Verb::cntr_alloc:
+		return s.cntr_alloc();
+	case Verb::cntr_free:
+		return s.cntr_free(c.id);
+	case Verb::mr_bind:
+		return s.mr_bind(c);
+	case Verb::mr_unbind:
+		return s.mr_unbind(c.key);
+	case Verb::mr_enable:
+		return s.mr_enable(c.key);
+	case Verb::show_cntrs:
+		return s.show_cntrs(c);
 	case Verb::cq_create:
 		return s.cq_create(c);
 	case Verb::cq_destroy:
@@ -423,6 +455,13 @@ void Engine::State::mr_text(uint32_t key, const MrRec &m) const
 		std::fprintf(f(), ", base 0x%08x", m.base);
 	if (m.segments > 1)
 		std::fprintf(f(), ", %zu segments", m.segments);
+	if (m.rma_event) {
+		nicmr_mr_info info{};
+		nicmr_mr_query(m.mr, &info);
+		std::fprintf(f(), ", rma_event %s", info.enabled ? "enabled" : "disabled");
+		if (const int64_t c = cntr_of(m.mr); c >= 0)
+			std::fprintf(f(), ", counter %" PRId64, c);
+	}
 	std::fputs("\n", f());
 }
 
@@ -443,6 +482,13 @@ std::string Engine::State::mr_json(uint32_t key, const MrRec &m) const
 		.num("segments", m.segments);
 	if (m.base != 0)
 		o.hex("base", m.base);
+	if (m.rma_event) {
+		nicmr_mr_info info{};
+		nicmr_mr_query(m.mr, &info);
+		o.num("rma_event", 1).num("enabled", info.enabled ? 1 : 0);
+		if (const int64_t c = cntr_of(m.mr); c >= 0)
+			o.num("counter", uint64_t(c));
+	}
 	return o.str();
 }
 
@@ -452,8 +498,10 @@ int Engine::State::reg(const Command &c)
 	if (int rc = pool_bytes(c.id, c.offset, c.len, &addr); rc != 0)
 		return rc;
 	MrRec m;
-	if (int rc = nicmr_mr_reg(pd, addr, c.len, c.mr_access, 0, 0, &m.mr); rc != 0)
+	const uint64_t flags = c.rma_event ? NICMR_MR_RMA_EVENT : 0;
+	if (int rc = nicmr_mr_reg(pd, addr, c.len, c.mr_access, flags, 0, &m.mr); rc != 0)
 		return api_error("nicmr_mr_reg", rc);
+	m.rma_event = c.rma_event;
 	m.pool = c.id;
 	m.access = c.mr_access;
 	const uint32_t key = nicmr_mr_key(m.mr);
@@ -709,6 +757,97 @@ int Engine::State::show_violations(const Command &c)
 			     " refusals of further keys not recorded (the record holds %u "
 			     "keys)\n",
 			     dropped, NICMR_MAX_KEY_VIOLATIONS);
+	return 0;
+}
+
+int Engine::State::cntr_alloc()
+{
+	CntrRec r;
+	if (int rc = nicmr_cntr_alloc(dev, &r.cntr); rc != 0)
+		return api_error("nicmr_cntr_alloc", rc);
+	const uint64_t id = next_cntr++;
+	cntrs[id] = r;
+	std::fprintf(f(), "counter %" PRIu64 ": 0\n", id);
+	return 0;
+}
+
+int Engine::State::cntr_free(uint64_t id)
+{
+	auto it = cntrs.find(id);
+	if (it == cntrs.end())
+		return out.error(-ENOENT, "no counter %" PRIu64 " (try 'cntr alloc')", id);
+	if (int rc = nicmr_cntr_free(it->second.cntr); rc != 0)
+		return api_error("nicmr_cntr_free", rc);
+	cntrs.erase(it);
+	std::fprintf(f(), "counter %" PRIu64 " freed\n", id);
+	return 0;
+}
+
+int64_t Engine::State::cntr_of(const nicmr_mr *mr) const
+{
+	nicmr_mr_info info{};
+	if (nicmr_mr_query(mr, &info) != 0 || info.cntr == nullptr)
+		return -1;
+	for (const auto &[id, r] : cntrs)
+		if (r.cntr == info.cntr)
+			return int64_t(id);
+	return -1;
+}
+
+int Engine::State::mr_bind(const Command &c)
+{
+	auto it = mrs.find(c.key);
+	if (it == mrs.end())
+		return no_mr(c.key);
+	auto ct = cntrs.find(c.id);
+	if (ct == cntrs.end())
+		return out.error(-ENOENT, "no counter %" PRIu64 " (try 'cntr alloc')", c.id);
+	if (int rc = nicmr_mr_bind_cntr(it->second.mr, ct->second.cntr, NICMR_REMOTE_WRITE);
+	    rc != 0)
+		return api_error("nicmr_mr_bind_cntr", rc);
+	mr_text(it->first, it->second);
+	return 0;
+}
+
+int Engine::State::mr_unbind(uint32_t key)
+{
+	auto it = mrs.find(key);
+	if (it == mrs.end())
+		return no_mr(key);
+	if (int rc = nicmr_mr_unbind_cntr(it->second.mr); rc != 0)
+		return api_error("nicmr_mr_unbind_cntr", rc);
+	mr_text(it->first, it->second);
+	return 0;
+}
+
+int Engine::State::mr_enable(uint32_t key)
+{
+	auto it = mrs.find(key);
+	if (it == mrs.end())
+		return no_mr(key);
+	if (int rc = nicmr_mr_enable(it->second.mr); rc != 0)
+		return api_error("nicmr_mr_enable", rc);
+	mr_text(it->first, it->second);
+	return 0;
+}
+
+int Engine::State::show_cntrs(const Command &c)
+{
+	if (c.json) {
+		std::string a = "[";
+		for (const auto &[id, r] : cntrs) {
+			JsonObject o;
+			o.num("counter", id).num("value", nicmr_cntr_read(r.cntr));
+			a += (a.size() > 1 ? "," : "") + o.str();
+		}
+		std::fprintf(f(), "{\"counters\":%s]}\n", a.c_str());
+		return 0;
+	}
+	if (cntrs.empty())
+		std::fprintf(f(), "no counters\n");
+	for (const auto &[id, r] : cntrs)
+		std::fprintf(f(), "counter %" PRIu64 ": %" PRIu64 "\n", id,
+			     nicmr_cntr_read(r.cntr));
 	return 0;
 }
 

@@ -124,6 +124,12 @@ int Session::run(const Command &cmd)
 	case Verb::window_bind:
 	case Verb::window_unbind:
 	case Verb::show_violations:
+	case Verb::cntr_alloc:
+	case Verb::cntr_free:
+	case Verb::mr_bind:
+	case Verb::mr_unbind:
+	case Verb::mr_enable:
+	case Verb::show_cntrs:
 	case Verb::cq_create:
 	case Verb::cq_destroy:
 	case Verb::qp_create:

@@ -207,9 +207,13 @@ TEST(TestmrCmd, UsageMessagesComeFromTheTable)
 {
 	EXPECT_EQ(parse_error("pool destroy"), "usage: pool destroy ID");
 	EXPECT_EQ(parse_error("mkey query"), "usage: mkey query INDEX");
-	EXPECT_EQ(parse_error("mr reg 0 0"), "usage: mr reg POOL OFFSET LEN ACCESS");
-	EXPECT_EQ(parse_error("mr reg 0 0 0 read"), "usage: mr reg POOL OFFSET LEN ACCESS");
+	EXPECT_EQ(parse_error("mr reg 0 0"), "usage: mr reg POOL OFFSET LEN ACCESS [rma_event]");
+	EXPECT_EQ(parse_error("mr reg 0 0 0 read"),
+		  "usage: mr reg POOL OFFSET LEN ACCESS [rma_event]");
 	EXPECT_EQ(parse_error("show pools now"), "show pools: unknown word 'now'");
+	EXPECT_EQ(parse_error("mr bind 0x1581"), "usage: mr bind KEY CNTR");
+	EXPECT_EQ(parse_error("cntr free"), "usage: cntr free CNTR");
+	EXPECT_EQ(parse_error("mr enable"), "usage: mr enable KEY");
 	EXPECT_EQ(parse_error("quit now"), "usage: quit|exit");
 	EXPECT_EQ(parse_error("pool create 4m colour red"), "pool create: unknown word 'colour'");
 	EXPECT_EQ(parse_error("show mrs pool"), "pool: expected an engine pool number");
@@ -311,7 +315,7 @@ TEST(TestmrCmd, BadRegistrationCommandsSayWhatIsWrong)
 				   "mw_bind";
 	EXPECT_EQ(parse_error("mr reg 0 0 4k rwx"), access);
 	EXPECT_EQ(parse_error("mr reg 0 0 4k read,"), access);
-	EXPECT_EQ(parse_error("mr reg 0 0 4k read extra"), "usage: mr reg POOL OFFSET LEN ACCESS");
+	EXPECT_EQ(parse_error("mr reg 0 0 4k read extra"), "mr reg: unknown word 'extra'");
 	EXPECT_EQ(parse_error("mr regv 0 0:0 read"),
 		  "SEGMENTS: expected OFFSET:LEN[,OFFSET:LEN...], lengths above 0, at most 64");
 	EXPECT_EQ(parse_error("mr regv 0 4k read"),

@@ -91,6 +91,17 @@ CASES_REG += [
       "qp recover 0", "qp recover 1", "post read 0 0x1581 0 0xd66 0 64", "poll 0",
       "post write 1 0x1581 0 0x1681 0 8", "poll 0", "show violations",
       "show violations --json", "qp recover 0"], 0),
+    # Counters of remote writes into an RMA-event MR (fi_mr(3) FI_RMA_EVENT), and their errors.
+    ("cntr", [POOL, REG_RW, "mr reg 0 64k 4k local_write,remote_write rma_event",
+              "show cntrs", "cntr alloc", "show mr 0xd66", "mr bind 0xd66 0", "show cntrs"]
+     + QUEUES +
+     ["post write 0 0x1581 0 0xd66 0 8", "poll 0", "qp recover 0", "qp recover 1",
+      "mr enable 0xd66", "post write 0 0x1581 0 0xd66 0 8",
+      "post write 0 0x1581 0 0xd66 8 8", "post read 0 0x1581 0 0xd66 0 8", "poll 0",
+      "show cntrs", "show cntrs --json", "show mr 0xd66 --json", "mr dereg 0xd66",
+      "cntr free 0", "mr bind 0x1581 0", "mr enable 0x1581", "mr bind 0x99 0",
+      "mr bind 0xd66 7", "mr enable 0x99", "mr unbind 0x99", "cntr free 7", "mr unbind 0xd66",
+      "show mr 0xd66", "mr dereg 0xd66", "cntr free 0", "show cntrs"], 1),
     ("show-mrs-size", [POOL, REG_A, "mr reg 0 64k 4k read", "mr reg 0 1m 2m read",
                        "show mrs min 64k", "show mrs max 4k", "show mrs min 5k max 64k",
                        "show mrs min 4m", "show mrs min 4k access read pool 0 --json",

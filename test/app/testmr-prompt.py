@@ -89,7 +89,7 @@ def main():
     out = t.read_until(re.escape(PROMPT + b"mr reg 0 0 4k "))
     expect("Tab lists ACCESS's names with its help",
            b" remote_read [ACCESS: none, or rights a,b,c (Tab lists them)]: "
-           b"mr reg POOL OFFSET LEN ACCESS: register pool bytes (nicmr_mr_reg)" in out, out)
+           b"mr reg POOL OFFSET LEN ACCESS [rma_event]: register pool bytes (nicmr_mr_reg;" in out, out)
     t.send(KILL_LINE)
     t.send(b"mr reg 0 0 4k remote_at" + TAB)
     t.read_until(rb"remote_atomic ")
