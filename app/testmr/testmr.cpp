@@ -304,6 +304,7 @@ int main(int argc, char **argv)
 		if (int rc = eal_start(eal_argc, eal_argv, stdout); rc != 0)
 			return rc;
 		eal.up = true;
+		cfg.eal = true;
 	}
 	if (hw_check) {
 		std::printf("testmr (nicmr %s)\n", nicmr_version());

@@ -20,6 +20,7 @@ constexpr SectionSpec kSections[] = {
 	{"key", "keys of the registration engine: lookups, raw keys"},
 	{"window", "memory windows of the registration engine"},
 	{"qp", "CQs, RC QPs and RDMA of the registration engine (native API)"},
+	{"dpdk", "DPDK's memory and mempools on the engine's device (EAL mode, nicmr_dpdk.h)"},
 	{"bench", "registration, lookup and RDMA figures, as bench-mr measures them"},
 };
 
@@ -77,6 +78,14 @@ constexpr CommandSpec kCommands[] = {
 	 "a memory window over MR bytes (nicmr_mw_alloc, nicmr_mw_bind)", Verb::window_bind},
 	{"window", "window unbind WINDOW",
 	 "invalidate and free a window (nicmr_mw_invalidate, nicmr_mw_free)", Verb::window_unbind},
+	{"dpdk", "show dpdk [--json]", "DPDK memory as the device's pools (nicmr_dpdk_mem_query)",
+	 Verb::show_dpdk},
+	{"dpdk", "mempool create MBUFS ACCESS",
+	 "an mbuf mempool of N mbufs, registered (nicmr_dpdk_mempool_reg)", Verb::mempool_create},
+	{"dpdk", "mempool destroy MEMPOOL", "deregister and free it (nicmr_dpdk_mempool_dereg)",
+	 Verb::mempool_destroy},
+	{"dpdk", "show mempools [--json]", "every mempool: mbufs, MRs and their keys",
+	 Verb::show_mempools},
 	{"qp", "cq create [depth N]", "a completion queue (nicmr_cq_create; depth 64)",
 	 Verb::cq_create},
 	{"qp", "cq destroy CQ", "destroy a CQ (nicmr_cq_destroy)", Verb::cq_destroy},
@@ -131,6 +140,8 @@ constexpr ParamSpec kParams[] = {
 	{"CQ", "a CQ number, as 'cq create' printed it"},
 	{"QP", "a QP number, as 'qp create' printed it"},
 	{"CNTR", "a counter number, as 'cntr alloc' printed it"},
+	{"MEMPOOL", "a mempool number, as 'mempool create' printed it"},
+	{"MBUFS", "how many mbufs, 1 to 1048576"},
 	{"PEER", "the session's QP to connect to, as 'qp create' printed it"},
 	{"RKEY", "a remote key (an MR's or a window's, or any 32 bits)"},
 	{"ROFFSET", "a byte offset in the remote key's region"},
@@ -313,8 +324,10 @@ bool parse_param(const CommandSpec &spec, std::string_view name, std::string_vie
 	if (name == "SIZE") {
 		ok = parse_size(w, &cmd->size) && cmd->size != 0;
 	} else if (name == "ID" || name == "POOL" || name == "WINDOW" || name == "CQ" ||
-		   name == "QP" || name == "CNTR") {
+		   name == "QP" || name == "CNTR" || name == "MEMPOOL") {
 		ok = parse_number(w, &cmd->id);
+	} else if (name == "MBUFS") {
+		ok = parse_number(w, &cmd->count) && cmd->count != 0 && cmd->count <= (1u << 20);
 	} else if (name == "PEER") {
 		ok = parse_number(w, &cmd->peer);
 	} else if (name == "ROFFSET") {

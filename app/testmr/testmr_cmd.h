@@ -73,6 +73,11 @@ enum class Verb {
 	mr_unbind,
 	mr_enable,
 	show_cntrs,
+	/* nicmr inside DPDK (EAL mode): the attached memory, mempools. */
+	show_dpdk,
+	mempool_create,
+	mempool_destroy,
+	show_mempools,
 	/* Queues of the registration engine's device (native API data path). */
 	cq_create,
 	cq_destroy,

@@ -15,7 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
 #include "nicmr/nicmr.h"
+#include "nicmr/nicmr_dpdk.h"
 
 namespace nicmr::testmr {
 
@@ -47,6 +52,12 @@ struct MrRec {
 
 struct CntrRec {
 	nicmr_cntr *cntr = nullptr;
+};
+
+struct MempoolRec {
+	rte_mempool *mp = nullptr;
+	nicmr_dpdk_mempool_mr *mmr = nullptr;
+	uint64_t access = 0;
 };
 
 struct WindowRec {
@@ -171,6 +182,10 @@ struct Engine::State {
 	uint64_t next_qp = 0;
 	std::map<uint64_t, CntrRec> cntrs;
 	uint64_t next_cntr = 0;
+	bool eal = false;
+	nicmr_dpdk_mem *dpdk_mem = nullptr; /* EAL mode: DPDK's memory as the device's pools */
+	std::map<uint64_t, MempoolRec> mempools;
+	uint64_t next_mempool = 0;
 	uint64_t next_wr_id = 1;
 	/* Atomics in flight: where their old value lands, by QP number and wr_id (poll prints
 	 * it). */
@@ -204,6 +219,26 @@ struct Engine::State {
 	int mr_unbind(uint32_t key);
 	int mr_enable(uint32_t key);
 	int show_cntrs(const Command &c);
+	int no_eal()
+	{
+		return out.error(-EOPNOTSUPP, "DPDK's EAL is not up (start testmr with EAL "
+					      "options before --)");
+	}
+	int show_dpdk(const Command &c);
+	int mempool_create(const Command &c);
+	int mempool_destroy(uint64_t id);
+	int show_mempools(const Command &c);
+	std::string mempool_json(uint64_t id, const MempoolRec &r) const;
+	/* The MR of a registered mempool whose key is key, or null. */
+	const nicmr_mr *mempool_mr(uint32_t key) const
+	{
+		for (const auto &[id, r] : mempools)
+			for (size_t i = 0; i < nicmr_dpdk_mempool_mr_count(r.mmr); i++)
+				if (const nicmr_mr *m = nicmr_dpdk_mempool_mr_at(r.mmr, i);
+				    nicmr_mr_key(m) == key)
+					return m;
+		return nullptr;
+	}
 	/* The session's number of the counter bound to mr, or -1. */
 	int64_t cntr_of(const nicmr_mr *mr) const;
 	int cq_create(const Command &c);
@@ -243,15 +278,27 @@ struct Engine::State {
 Engine::Engine(Reporter &out, const char *spec) : s_(std::make_unique<State>(out, spec))
 {}
 
-int Engine::open(const char *spec, Reporter &out, std::unique_ptr<Engine> *engine)
+int Engine::open(const char *spec, Reporter &out, bool eal, std::unique_ptr<Engine> *engine)
 {
 	std::unique_ptr<Engine> e(new Engine(out, spec));
-	if (int rc = nicmr_device_open(spec, &e->s_->dev); rc != 0)
-		return e->s_->api_error("nicmr_device_open", rc);
-	if (int rc = nicmr_pd_alloc(e->s_->dev, &e->s_->pd); rc != 0)
-		return e->s_->api_error("nicmr_pd_alloc", rc);
+	State &s = *e->s_;
+	if (int rc = nicmr_device_open(spec, &s.dev); rc != 0)
+		return s.api_error("nicmr_device_open", rc);
+	if (int rc = nicmr_pd_alloc(s.dev, &s.pd); rc != 0)
+		return s.api_error("nicmr_pd_alloc", rc);
 	std::fprintf(out.out(), "registration engine: device %s, PD %u (native API)\n", spec,
-		     nicmr_pd_num(e->s_->pd));
+		     nicmr_pd_num(s.pd));
+	s.eal = eal;
+	if (eal) {
+		/* As an EAL application would: DPDK's memory becomes the device's pools, kept in
+		 * step with DPDK's memory events (doc/dpdk.md). */
+		if (int rc = nicmr_dpdk_mem_attach(s.dev, &s.dpdk_mem); rc != 0)
+			return s.api_error("nicmr_dpdk_mem_attach", rc);
+		nicmr_dpdk_mem_info info{};
+		nicmr_dpdk_mem_query(s.dpdk_mem, &info);
+		std::fprintf(out.out(), "DPDK memory attached: %u pools (%s)\n", info.pools,
+			     info.events ? "memory events followed" : "legacy memory, fixed");
+	}
 	*engine = std::move(e);
 	return 0;
 }
@@ -280,6 +327,12 @@ Engine::~Engine()
 			nicmr_mr_dereg(m.mr);
 	for (auto &[id, c] : s.cntrs)
 		nicmr_cntr_free(c.cntr);
+	for (auto &[id, m] : s.mempools) {
+		nicmr_dpdk_mempool_dereg(m.mmr);
+		rte_mempool_free(m.mp);
+	}
+	if (s.dpdk_mem != nullptr)
+		nicmr_dpdk_mem_detach(s.dpdk_mem);
 	for (auto &[id, p] : s.pools)
 		nicmr_pool_destroy(p.pool);
 	if (s.pd != nullptr)
@@ -330,6 +383,14 @@ int Engine::run(const Command &c)
 		return s.mr_enable(c.key);
 	case Verb::show_cntrs:
 		return s.show_cntrs(c);
+	case Verb::show_dpdk:
+		return s.show_dpdk(c);
+	case Verb::mempool_create:
+		return s.mempool_create(c);
+	case Verb::mempool_destroy:
+		return s.mempool_destroy(c.id);
+	case Verb::show_mempools:
+		return s.show_mempools(c);
 	case Verb::cq_create:
 		return s.cq_create(c);
 	case Verb::cq_destroy:
@@ -612,6 +673,9 @@ int Engine::State::lookup(const Command &c)
 	if (auto it = mrs.find(c.key); it != mrs.end()) {
 		base = reinterpret_cast<uintptr_t>(nicmr_mr_addr(it->second.mr));
 		len = nicmr_mr_len(it->second.mr);
+	} else if (const nicmr_mr *m = mempool_mr(c.key); m != nullptr) {
+		base = reinterpret_cast<uintptr_t>(nicmr_mr_addr(m));
+		len = nicmr_mr_len(m);
 	} else {
 		for (const auto &[id, w] : windows) {
 			if (w.rkey == c.key) {
@@ -851,6 +915,118 @@ int Engine::State::show_cntrs(const Command &c)
 	return 0;
 }
 
+int Engine::State::show_dpdk(const Command &c)
+{
+	if (dpdk_mem == nullptr)
+		return no_eal();
+	nicmr_dpdk_mem_info info{};
+	if (int rc = nicmr_dpdk_mem_query(dpdk_mem, &info); rc != 0)
+		return api_error("nicmr_dpdk_mem_query", rc);
+	if (c.json) {
+		JsonObject o;
+		o.num("pools", info.pools)
+			.num("kept", info.kept)
+			.num("events", info.events ? 1 : 0);
+		std::fprintf(f(), "%s\n", o.str().c_str());
+	} else {
+		std::fprintf(f(), "DPDK memory: %u pools, %u kept after a free (%s)\n", info.pools,
+			     info.kept,
+			     info.events ? "memory events followed" : "legacy memory, fixed");
+	}
+	return 0;
+}
+
+int Engine::State::mempool_create(const Command &c)
+{
+	if (dpdk_mem == nullptr)
+		return no_eal();
+	const uint64_t id = next_mempool;
+	const std::string name = "testmr_mp" + std::to_string(id);
+	MempoolRec r;
+	r.access = c.mr_access;
+	r.mp = rte_pktmbuf_pool_create(name.c_str(), unsigned(c.count), 0, 0,
+				       RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+	if (r.mp == nullptr)
+		return api_error("rte_pktmbuf_pool_create", -rte_errno);
+	if (int rc = nicmr_dpdk_mempool_reg(pd, r.mp, c.mr_access, &r.mmr); rc != 0) {
+		rte_mempool_free(r.mp);
+		return api_error("nicmr_dpdk_mempool_reg", rc);
+	}
+	next_mempool++;
+	mempools[id] = r;
+	/* The key an mbuf's SGE would carry, as a PMD looks it up per mbuf. */
+	uint32_t key = 0;
+	if (rte_mbuf *m = rte_pktmbuf_alloc(r.mp); m != nullptr) {
+		key = nicmr_dpdk_mempool_key(r.mmr, rte_pktmbuf_mtod(m, void *), m->buf_len);
+		rte_pktmbuf_free(m);
+	}
+	std::fprintf(f(),
+		     "mempool %" PRIu64 ": %s, %" PRIu64 " mbufs, %zu MRs, access %s; an mbuf's "
+		     "key 0x%08x\n",
+		     id, name.c_str(), c.count, nicmr_dpdk_mempool_mr_count(r.mmr),
+		     format_mr_access(c.mr_access).c_str(), key);
+	return 0;
+}
+
+int Engine::State::mempool_destroy(uint64_t id)
+{
+	auto it = mempools.find(id);
+	if (it == mempools.end())
+		return out.error(-ENOENT, "no mempool %" PRIu64 " (try 'mempool create')", id);
+	if (int rc = nicmr_dpdk_mempool_dereg(it->second.mmr); rc != 0)
+		return api_error("nicmr_dpdk_mempool_dereg", rc);
+	rte_mempool_free(it->second.mp);
+	mempools.erase(it);
+	std::fprintf(f(), "mempool %" PRIu64 " deregistered and freed\n", id);
+	return 0;
+}
+
+std::string Engine::State::mempool_json(uint64_t id, const MempoolRec &r) const
+{
+	std::string keys = "[";
+	for (size_t i = 0; i < nicmr_dpdk_mempool_mr_count(r.mmr); i++) {
+		char k[16];
+		std::snprintf(k, sizeof k, "\"0x%x\"",
+			      nicmr_mr_key(nicmr_dpdk_mempool_mr_at(r.mmr, i)));
+		keys += (i ? "," : "") + std::string(k);
+	}
+	keys += "]";
+	JsonObject o;
+	o.num("mempool", id)
+		.str("name", r.mp->name)
+		.num("mbufs", r.mp->size)
+		.num("mrs", nicmr_dpdk_mempool_mr_count(r.mmr))
+		.str("access", format_mr_access(r.access));
+	std::string j = o.str();
+	j.insert(j.size() - 1, ",\"keys\":" + keys);
+	return j;
+}
+
+int Engine::State::show_mempools(const Command &c)
+{
+	if (dpdk_mem == nullptr)
+		return no_eal();
+	if (c.json) {
+		std::string a = "[";
+		for (const auto &[id, r] : mempools)
+			a += (a.size() > 1 ? "," : "") + mempool_json(id, r);
+		std::fprintf(f(), "{\"mempools\":%s]}\n", a.c_str());
+		return 0;
+	}
+	if (mempools.empty())
+		std::fprintf(f(), "no mempools\n");
+	for (const auto &[id, r] : mempools) {
+		std::fprintf(f(), "mempool %" PRIu64 ": %s, %u mbufs, access %s, MRs", id,
+			     r.mp->name, r.mp->size, format_mr_access(r.access).c_str());
+		for (size_t i = 0; i < nicmr_dpdk_mempool_mr_count(r.mmr); i++) {
+			const nicmr_mr *m = nicmr_dpdk_mempool_mr_at(r.mmr, i);
+			std::fprintf(f(), " 0x%08x (%zu bytes)", nicmr_mr_key(m), nicmr_mr_len(m));
+		}
+		std::fputs("\n", f());
+	}
+	return 0;
+}
+
 int Engine::State::cq_create(const Command &c)
 {
 	CqRec r;
@@ -950,6 +1126,8 @@ uint64_t Engine::State::remote_addr(uint32_t rkey, uint64_t offset) const
 {
 	if (auto it = mrs.find(rkey); it != mrs.end())
 		return reinterpret_cast<uintptr_t>(nicmr_mr_addr(it->second.mr)) + offset;
+	if (const nicmr_mr *m = mempool_mr(rkey); m != nullptr)
+		return reinterpret_cast<uintptr_t>(nicmr_mr_addr(m)) + offset;
 	for (const auto &[id, w] : windows)
 		if (w.rkey == rkey)
 			return w.addr + offset;

@@ -56,7 +56,9 @@ struct EngineView {
 class Engine {
 public:
 	/* Opens the native API's device (spec) and its PD. Negative errno, printed, on failure. */
-	static int open(const char *spec, Reporter &out, std::unique_ptr<Engine> *engine);
+	/* eal: DPDK's EAL is up; the device then takes its memory as pools
+	 * (nicmr_dpdk_mem_attach) and the mempool commands work. */
+	static int open(const char *spec, Reporter &out, bool eal, std::unique_ptr<Engine> *engine);
 	/* Releases what the user left: windows, sub-MRs, MRs, pools, the PD, the device. */
 	~Engine();
 	Engine(const Engine &) = delete;

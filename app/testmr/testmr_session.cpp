@@ -130,6 +130,10 @@ int Session::run(const Command &cmd)
 	case Verb::mr_unbind:
 	case Verb::mr_enable:
 	case Verb::show_cntrs:
+	case Verb::show_dpdk:
+	case Verb::mempool_create:
+	case Verb::mempool_destroy:
+	case Verb::show_mempools:
 	case Verb::cq_create:
 	case Verb::cq_destroy:
 	case Verb::qp_create:
@@ -170,7 +174,7 @@ int Session::engine_run(const Command &cmd)
 	 * lock only. Uncontended without EAL. */
 	std::lock_guard<std::mutex> g(engine_lock());
 	if (!engine_) {
-		if (int rc = Engine::open(cfg_.engine_spec, rep_, &engine_); rc != 0)
+		if (int rc = Engine::open(cfg_.engine_spec, rep_, cfg_.eal, &engine_); rc != 0)
 			return rc;
 		telemetry_publish(engine_.get());
 	}

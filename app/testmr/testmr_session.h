@@ -30,6 +30,8 @@ struct SessionConfig {
 	bool demo_fallback = true;
 	/* The native API device the mr, key and window commands open at their first use. */
 	const char *engine_spec = "emu";
+	/* DPDK's EAL is up (EAL options before --): the engine's device attaches its memory. */
+	bool eal = false;
 };
 
 class Engine;

@@ -237,7 +237,7 @@ TEST(TestmrCmd, HelpTakesASectionOfTheTable)
 	ASSERT_EQ(parse_command("help all", &c, nullptr), 0);
 	EXPECT_EQ(parse_error("help me"),
 		  "help: no section 'me' (sections: general, device, pool, pd, mkey, dp, mr, key, "
-		  "window, qp, bench, all)");
+		  "window, qp, dpdk, bench, all)");
 	EXPECT_EQ(parse_error("help mr key"), "usage: help [SECTION]");
 	std::string text;
 	EXPECT_EQ(nicmr::testmr::command_help("me", &text), -EINVAL);

@@ -21,6 +21,10 @@ GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 # native API's emu) runs with key_seed=1 (ENGINE), so it chooses the same keys on every run and
 # keys are part of the output (without a seed every device open draws new ones).
 ENGINE = "emu:key_seed=1"
+# EAL as testmr-telemetry.py starts it in CI: no hugepages, no PCI scan, no shared files, and
+# only EAL's warnings on standard error.
+EAL = ["--no-huge", "--no-pci", "-m", "256", "--no-shconf", "--log-level=lib.eal:warning",
+       "--no-telemetry"]
 POOL = "mr pool 8m page 4k"
 REG_A = "mr reg 0 0 64k read,local_write,remote_read,remote_write,mw_bind"
 CASES_REG = [
@@ -106,6 +110,17 @@ CASES_REG += [
                        "show mrs min 64k", "show mrs max 4k", "show mrs min 5k max 64k",
                        "show mrs min 4m", "show mrs min 4k access read pool 0 --json",
                        "show mrs min x"], 1),
+    # nicmr inside DPDK: with EAL up ("--eal": testmr-telemetry.py's CI options before --) the
+    # engine's device takes DPDK's memory as pools and registers mbuf mempools; without EAL
+    # the same commands are refused.
+    ("dpdk", ["--eal", "show dpdk", "show dpdk --json", "show mempools",
+              "mempool create 512 local_write,remote_read", "show mempools",
+              "show mempools --json", "key lookup 0x1581 remote_read offset 4k len 64",
+              "key lookup 0x1581 remote_write", "mempool create 0 read",
+              "mempool create 100 bogus", "mempool destroy 3", "mempool destroy 0",
+              "show mempools", "key lookup 0x1581 remote_read"], 1),
+    ("dpdk-no-eal", ["show dpdk", "mempool create 8 read", "show mempools",
+                     "mempool destroy 0"], 1),
     # Figures vary from run to run: masked (mask()); small counts keep the test short.
     ("bench", ["bench reg count 200", "bench lookup count 10000", "bench rdma count 100",
                "bench reg count 0"], 1),
@@ -120,11 +135,15 @@ def mask(text):
     # address modulo its alignment: doc/mem.md).
     text = re.sub(r"0x7[0-9a-f]{11}\b", "<VA>", text)
     text = re.sub(r"IOVA 0x[0-9a-f]+", "IOVA <IOVA>", text)
+    # DPDK's memory (EAL mode) lies where EAL put it: below 0x7..., in the 4 GiB and up.
+    text = re.sub(r"\[0x[0-9a-f]{9,}, ", "[<VA>, ", text)
     text = re.sub(r"IOVA \[0x[0-9a-f]+, 0x[0-9a-f]+\)", "IOVA [<IOVA>)", text)
     text = re.sub(r'"iova":"0x[0-9a-f]+"', '"iova":"<IOVA>"', text)
     text = re.sub(r"raw key \(64 bytes\): [0-9a-f]{128}", "raw key (64 bytes): <RAW>", text)
     text = re.sub(r'"(va|addr)":"0x[0-9a-f]+"', r'"\1":"<VA>"', text)
     text = re.sub(r"\(fd \d+\)", "(fd N)", text)
+    text = re.sub(r"^EAL up: no telemetry socket \(.*\)$", "EAL up: no telemetry socket (<PATH>)",
+                  text, flags=re.M)
     text = re.sub(r'"fd":\d+', '"fd":N', text)
     # bench figures: the measured numbers of its RESULT lines.
     text = re.sub(r"^(RESULT .*)$", lambda m: re.sub(r"=[0-9.]+", "=N", m.group(1)), text,
@@ -157,6 +176,9 @@ def main():
         args = ["--engine", ENGINE] if reg == "reg" else []
         if cmds[0] == "--engine":
             args, cmds = cmds[:2], cmds[2:]
+        if cmds[0] == "--eal":
+            args = EAL + [f"--file-prefix=golden{os.getpid()}", "--"] + args
+            cmds = cmds[1:]
         for c in cmds:
             args += ["-c", c]
         p = run(testmr, args)

@@ -196,8 +196,10 @@ def check_telemetry(testmr, client, env, prefix, rundir):
         expect("/nicmr/stats: every field", list(st) == [
             "mrs", "pools", "pds", "slow_mappings", "pinned_pages", "keys_free",
             "keys_retiring", "dev_mkeys", "iommu_mappings", "mws", "cntrs", "mkey_pool"], st)
-        expect("/nicmr/stats: 3 MRs, 1 pool, 1 PD, no window",
-               (st["mrs"], st["pools"], st["pds"], st["mws"]) == (3, 1, 1, 0), st)
+        # The device's pools: the engine pool, and DPDK's memory, which EAL mode attaches
+        # (nicmr_dpdk_mem_attach; one pool in legacy memory).
+        expect("/nicmr/stats: 3 MRs, 2 pools, 1 PD, no window",
+               (st["mrs"], st["pools"], st["pds"], st["mws"]) == (3, 2, 1, 0), st)
         expect("/nicmr/stats: the emulated device's mkeys are known", st["dev_mkeys"] > 0, st)
 
         dev = a["/nicmr/device"]
