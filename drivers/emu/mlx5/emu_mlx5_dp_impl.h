@@ -87,6 +87,18 @@ inline Raddr parse_raddr(const uint8_t *p)
 
 } // namespace wqe_fmt
 
+/* Every gather entry's local key checked for right a before a byte moves: kOk, or the first
+ * refusal's syndrome. */
+inline uint8_t validate_list(const Translator &t, const wqe_fmt::DataSeg *segs, size_t n,
+			     Access a) noexcept
+{
+	for (size_t i = 0; i < n; i++)
+		if (uint8_t s = t.validate(segs[i].lkey, segs[i].addr, segs[i].bc, a);
+		    s != wqe_fmt::kOk)
+			return s;
+	return wqe_fmt::kOk;
+}
+
 /*
  * nicmr's extensions of a responder's key (doc/device-model.md, "Extensions"), after every PRM
  * check passed: false when the key refuses the access (disabled, or a single-use key already
@@ -257,6 +269,16 @@ struct EmuDataPath::Exec {
 	uint8_t responder_fail(uint8_t syndrome, uint8_t ev);
 	uint8_t ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool write, uint64_t *counter);
 	uint8_t gather_list(wqe_fmt::DataSeg *segs, size_t *n, uint64_t *total, size_t first);
+	/* What an RDMA WRITE WQE sends: its inline data, or its gather list. */
+	struct WriteSource {
+		wqe_fmt::Raddr ra;
+		bool inl = false;
+		const uint8_t *inl_data = nullptr;
+		wqe_fmt::DataSeg segs[kMaxWqeBytes / wqe_fmt::kData];
+		size_t nseg = 0;
+		uint64_t total = 0;
+	};
+	uint8_t write_source(WriteSource *src);
 	uint8_t rdma_write();
 	uint8_t rdma_read();
 	uint8_t atomic();

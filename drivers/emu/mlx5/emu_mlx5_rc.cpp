@@ -163,52 +163,31 @@ uint8_t EmuDataPath::Exec::run_wire()
 
 uint8_t EmuDataPath::Exec::wire_write()
 {
-	if (len < kCtrl + kRaddr + prm::wqe_inline::header_size)
-		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	const Raddr ra = parse_raddr(w + kCtrl);
-	const size_t seg_at = kCtrl + kRaddr;
-	const bool inl = prm::get(w + seg_at, prm::wqe_inline::inline_flag) != 0;
-	DataSeg segs[EmuDataPath::kMaxWqeBytes / kData];
-	size_t nseg = 0;
-	uint64_t total = 0;
-	const uint8_t *inl_data = nullptr;
-	if (inl) {
-		total = prm::get(w + seg_at, prm::wqe_inline::byte_count);
-		if (seg_at + prm::wqe_inline::header_size + total > len ||
-		    total > (uint64_t{1} << qp.path.log_msg_max))
-			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
-		inl_data = w + seg_at + prm::wqe_inline::header_size;
-	} else {
-		uint8_t s = gather_list(segs, &nseg, &total, seg_at);
-		if (s != kOk)
-			return s;
-	}
+	WriteSource src;
+	if (uint8_t s = write_source(&src); s != kOk)
+		return s;
 	RcWire &r = *qp.rc;
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	Translator local(keys, dma, qp.attr.pd, qp.qpn);
-	for (size_t i = 0; i < nseg; i++) {
-		uint8_t s =
-			local.validate(segs[i].lkey, segs[i].addr, segs[i].bc, Access::local_read);
-		if (s != kOk)
-			return s;
-	}
-	const uint32_t n = packets_of(total, r.mtu);
+	if (uint8_t s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
+		return s;
+	const uint32_t n = packets_of(src.total, r.mtu);
 	uint8_t pkt[roce::max_datagram];
 	for (uint32_t k = 0; k < n; k++) {
 		const uint64_t off = uint64_t{k} * r.mtu;
-		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, total - off));
+		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, src.total - off));
 		roce::Headers h;
 		h.opcode = seq_opcode(k, n, op::write_first, op::write_middle, op::write_last,
 				      op::write_only);
 		h.dest_qp = qp.path.remote_qpn;
 		h.psn = (r.next_psn + k) & kPsnMask;
 		h.ack_req = k + 1 == n;
-		h.reth = {ra.addr, ra.rkey, static_cast<uint32_t>(total)};
+		h.reth = {src.ra.addr, src.ra.rkey, static_cast<uint32_t>(src.total)};
 		uint8_t *payload = pkt + roce::header_length(h.opcode);
-		if (inl) {
-			std::memcpy(payload, inl_data + off, plen);
+		if (src.inl) {
+			std::memcpy(payload, src.inl_data + off, plen);
 		} else {
-			uint8_t s = sge_copy(dma, local, segs, nseg, off, payload, plen,
+			uint8_t s = sge_copy(dma, local, src.segs, src.nseg, off, payload, plen,
 					     Access::local_read, false);
 			if (s != kOk)
 				return s;
@@ -222,7 +201,7 @@ uint8_t EmuDataPath::Exec::wire_write()
 	first_psn = r.next_psn;
 	npsn = n;
 	r.next_psn = (r.next_psn + n) & kPsnMask;
-	byte_cnt = static_cast<uint32_t>(total);
+	byte_cnt = static_cast<uint32_t>(src.total);
 	awaiting = true;
 	return kOk;
 }
@@ -242,12 +221,9 @@ uint8_t EmuDataPath::Exec::wire_read()
 	{
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
-		for (size_t i = 0; i < nseg; i++) {
-			s = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
-					   Access::local_write);
-			if (s != kOk)
-				return s;
-		}
+		s = validate_list(local, segs, nseg, Access::local_write);
+		if (s != kOk)
+			return s;
 	}
 	roce::Headers h;
 	h.opcode = op::read_request;

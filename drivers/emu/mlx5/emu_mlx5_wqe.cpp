@@ -196,74 +196,71 @@ uint8_t EmuDataPath::Exec::copy(const Translator &st, uint32_t skey, uint64_t sa
 	return kOk;
 }
 
-uint8_t EmuDataPath::Exec::rdma_write()
+/* The inline data or the gather list after the remote-address segment. */
+uint8_t EmuDataPath::Exec::write_source(WriteSource *src)
 {
 	if (len < kCtrl + kRaddr + prm::wqe_inline::header_size)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	const Raddr ra = parse_raddr(w + kCtrl);
+	src->ra = parse_raddr(w + kCtrl);
 	const size_t seg_at = kCtrl + kRaddr;
-	const bool inl = prm::get(w + seg_at, prm::wqe_inline::inline_flag) != 0;
+	src->inl = prm::get(w + seg_at, prm::wqe_inline::inline_flag) != 0;
+	if (!src->inl)
+		return gather_list(src->segs, &src->nseg, &src->total, seg_at);
+	src->total = prm::get(w + seg_at, prm::wqe_inline::byte_count);
+	if (seg_at + prm::wqe_inline::header_size + src->total > len ||
+	    src->total > (uint64_t{1} << qp.path.log_msg_max))
+		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+	src->inl_data = w + seg_at + prm::wqe_inline::header_size;
+	return kOk;
+}
 
-	DataSeg segs[kMaxWqeBytes / kData];
-	size_t nseg = 0;
-	uint64_t total = 0;
-	const uint8_t *inl_data = nullptr;
-	if (inl) {
-		total = prm::get(w + seg_at, prm::wqe_inline::byte_count);
-		if (seg_at + prm::wqe_inline::header_size + total > len ||
-		    total > (uint64_t{1} << qp.path.log_msg_max))
-			return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
-		inl_data = w + seg_at + prm::wqe_inline::header_size;
-	} else {
-		uint8_t s = gather_list(segs, &nseg, &total, seg_at);
-		if (s != kOk)
-			return s;
-	}
+uint8_t EmuDataPath::Exec::rdma_write()
+{
+	WriteSource src;
+	if (uint8_t s = write_source(&src); s != kOk)
+		return s;
 	const uint32_t pd = qp.attr.pd;
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	return [&]() -> uint8_t {
 		Translator local(keys, dma, pd, qp.qpn);
-		for (size_t i = 0; i < nseg; i++) {
-			uint8_t s = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
-						   Access::local_read);
-			if (s != kOk)
-				return s;
-		}
-		uint8_t s = connect(Access::remote_write);
+		uint8_t s = validate_list(local, src.segs, src.nseg, Access::local_read);
+		if (s != kOk)
+			return s;
+		s = connect(Access::remote_write);
 		if (s != kOk)
 			return s;
 		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
-		s = remote.validate(ra.rkey, ra.addr, total, Access::remote_write);
+		s = remote.validate(src.ra.rkey, src.ra.addr, src.total, Access::remote_write);
 		if (s != kOk)
 			return responder_fail(s, prm::event_type::wq_access_error);
 		uint64_t counter = 0;
-		s = ext_admit(keys, ra.rkey, true, &counter);
+		s = ext_admit(keys, src.ra.rkey, true, &counter);
 		if (s != kOk)
 			return s;
-		if (inl) {
-			for (uint64_t done = 0; done < total;) {
+		if (src.inl) {
+			for (uint64_t done = 0; done < src.total;) {
 				IovaRun d;
-				s = remote.resolve(ra.rkey, ra.addr + done, total - done,
-						   Access::remote_write, &d);
+				s = remote.resolve(src.ra.rkey, src.ra.addr + done,
+						   src.total - done, Access::remote_write, &d);
 				if (s != kOk)
 					return s;
-				if (dma.write(d.iova, inl_data + done, d.len) < 0)
+				if (dma.write(d.iova, src.inl_data + done, d.len) < 0)
 					return MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
 				done += d.len;
 			}
 		} else {
 			uint64_t off = 0;
-			for (size_t i = 0; i < nseg; i++) {
-				s = copy(local, segs[i].lkey, segs[i].addr, Access::local_read,
-					 remote, ra.rkey, ra.addr + off, Access::remote_write,
-					 segs[i].bc);
+			for (size_t i = 0; i < src.nseg; i++) {
+				s = copy(local, src.segs[i].lkey, src.segs[i].addr,
+					 Access::local_read, remote, src.ra.rkey, src.ra.addr + off,
+					 Access::remote_write, src.segs[i].bc);
 				if (s != kOk)
 					return s;
-				off += segs[i].bc;
+				off += src.segs[i].bc;
 			}
 		}
 		ext_count(dma, counter);
-		byte_cnt = static_cast<uint32_t>(total);
+		byte_cnt = static_cast<uint32_t>(src.total);
 		return kOk;
 	}();
 }
@@ -283,13 +280,10 @@ uint8_t EmuDataPath::Exec::rdma_read()
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	return [&]() -> uint8_t {
 		Translator local(keys, dma, pd, qp.qpn);
-		for (size_t i = 0; i < nseg; i++) {
-			uint8_t r = local.validate(segs[i].lkey, segs[i].addr, segs[i].bc,
-						   Access::local_write);
-			if (r != kOk)
-				return r;
-		}
-		uint8_t r = connect(Access::remote_read);
+		uint8_t r = validate_list(local, segs, nseg, Access::local_write);
+		if (r != kOk)
+			return r;
+		r = connect(Access::remote_read);
 		if (r != kOk)
 			return r;
 		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
