@@ -168,7 +168,7 @@ def main():
                 "-append", "console=ttyS0 panic=-1 quiet " + " ".join(params)]
         # Every RoCEv2 datagram on the tap, for Wireshark's InfiniBand dissector afterwards.
         pcap = os.path.join(work, "rxe-tap.pcap")
-        cap = subprocess.Popen(["ip", "netns", "exec", ns, "dumpcap", "-q", "-i", "tap0",
+        cap = subprocess.Popen(["ip", "netns", "exec", ns, "dumpcap", "-q", "-B", "16", "-i", "tap0",
                                 "-f", "udp port 4791", "-w", pcap],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wait_for_capture(cap, pcap)
@@ -190,8 +190,12 @@ def main():
             peer_rc.append(peer_proc.wait())
         peer_proc = None
         plog.close()
+        # libpcap hands packets over a block at a time, and the kernel retires a partly
+        # filled block only on its timeout: let the last block through before stopping.
+        time.sleep(2)
         cap.send_signal(signal.SIGINT)
         cap.wait(timeout=30)
+        cap_report = cap.stderr.read()
         cap = None
     finally:
         if cap is not None:
@@ -241,7 +245,8 @@ def main():
     counted = sum(int(a) + int(b) for a, b in
                   re.findall(r"PEER result=pass .*? pkts_in=(\d+) pkts_out=(\d+)", peer_out))
     if counted != frames:
-        fail("the peer sent and received %d datagrams, the tap carried %d" % (counted, frames))
+        fail("the peer sent and received %d datagrams, the tap carried %d (dumpcap: %s)"
+             % (counted, frames, " ".join(cap_report.split())))
     for role, rc in zip(("server", "client"), peer_rc):
         if rc != 0 or ("PEER result=pass role=" + role) not in peer_out:
             fail("the peer as %s failed (exit %d, its output above)" % (role, rc))
