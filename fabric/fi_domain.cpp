@@ -5,6 +5,8 @@
  * domain is one PD of that device. Every call that makes an object checks its arguments
  * first and undoes what it made when a later step fails.
  */
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -71,6 +73,23 @@ struct fi_ops_fabric fabric_ops = {
 	.domain2 = no_domain2,
 };
 
+/* FI_MR_CACHE_MAX_SIZE / FI_MR_CACHE_MAX_COUNT (fi_mr(3), "Environment variables"): a
+ * decimal number; anything else leaves the value of nicmr_mr_cache_params_init (logged). */
+void cache_size_env(const char *name, size_t *out)
+{
+	const char *v = std::getenv(name);
+	if (v == nullptr || *v == '\0')
+		return;
+	char *e = nullptr;
+	errno = 0;
+	const unsigned long long n = std::strtoull(v, &e, 10);
+	if (errno != 0 || *e != '\0' || v[0] == '-') {
+		FI_WARN(&provider, FI_LOG_MR, "%s=%s is not a number: ignored\n", name, v);
+		return;
+	}
+	*out = static_cast<size_t>(n);
+}
+
 int domain_close(struct fid *fid)
 {
 	Domain *dom = reinterpret_cast<Domain *>(fid);
@@ -79,6 +98,14 @@ int domain_close(struct fid *fid)
 	if (dom->pools.load(std::memory_order_acquire) != 0 ||
 	    dom->children.load(std::memory_order_acquire) != 0)
 		return -FI_EBUSY;
+	/* The endpoints are closed, so no cached registration is in use: the cache goes first,
+	 * its MRs would keep the PD busy. */
+	if (dom->local_cache) {
+		int ret = nicmr_mr_cache_destroy(dom->local_cache);
+		if (ret != 0)
+			return fi_code(ret);
+		dom->local_cache = nullptr;
+	}
 	/* Live MRs: the native PD counts them (its MR table's scan, a slow path) and says -EBUSY,
 	 * -FI_EBUSY here, as fi_domain(3) wants while MRs are open. */
 	int ret = nicmr_pd_free(dom->pd);
@@ -182,6 +209,39 @@ struct PoolHandle {
 };
 
 } // namespace
+
+int local_cache_get(Domain *dom, nicmr_mr_cache **out)
+{
+	std::lock_guard lk(dom->cache_mu);
+	if (!dom->local_cache) {
+		/* The native defaults and NICMR_MR_CACHE_*, then libfabric's own variables:
+		 * FI_MR_CACHE_MONITOR is "userfaultfd" or "disabled" here (memhooks and kdreg2
+		 * are other providers' monitors: the default stays, logged). */
+		nicmr_mr_cache_params p;
+		nicmr_mr_cache_params_init(&p);
+		cache_size_env("FI_MR_CACHE_MAX_SIZE", &p.max_size);
+		cache_size_env("FI_MR_CACHE_MAX_COUNT", &p.max_count);
+		if (const char *m = std::getenv("FI_MR_CACHE_MONITOR"); m && *m) {
+			if (std::strcmp(m, "userfaultfd") == 0)
+				p.monitor = NICMR_MR_CACHE_MONITOR_UFFD;
+			else if (std::strcmp(m, "disabled") == 0)
+				p.monitor = NICMR_MR_CACHE_MONITOR_NONE;
+			else
+				FI_WARN(&provider, FI_LOG_MR,
+					"FI_MR_CACHE_MONITOR=%s: nicmr has userfaultfd or "
+					"disabled; the default stays\n",
+					m);
+		}
+		int ret = nicmr_mr_cache_create(dom->pd, &p, &dom->local_cache);
+		if (ret != 0) {
+			FI_WARN(&provider, FI_LOG_MR, "registration cache: %d\n", ret);
+			dom->local_cache = nullptr;
+			return fi_code(ret);
+		}
+	}
+	*out = dom->local_cache;
+	return 0;
+}
 
 } // namespace nicmr::fabric
 

@@ -62,6 +62,9 @@ struct Op {
 	void *result = nullptr; /* fetching atomics */
 	Kind kind = Kind::write;
 	bool report = true; /* false: inject (errors are still reported) */
+	/* The local buffer's registration from the domain's cache (a request without a
+	 * descriptor in a domain without FI_MR_LOCAL), released when the request completes. */
+	nicmr_mr *local = nullptr;
 };
 
 /* A stub of any fi_ops_* member: -FI_ENOSYS. */
@@ -93,6 +96,7 @@ struct Endpoint {
 	uint32_t nfree = 0;
 	uint64_t *scratch = nullptr; /* kEpDepth 8-byte atomic results */
 	nicmr_mr *scratch_mr = nullptr;
+	nicmr_mr_cache *local_cache = nullptr; /* the domain's, without FI_MR_LOCAL */
 };
 
 namespace {
@@ -144,6 +148,12 @@ void progress_locked(Endpoint *ep)
 			const uint32_t idx = static_cast<uint32_t>(wc[i].wr_id);
 			Op &o = ep->ops[idx];
 			o.peer->inflight--;
+			/* A cache hit's release: the cache's lock, no system call (the
+			 * registration stays for the next request on the buffer). */
+			if (o.local) {
+				nicmr_mr_cache_dereg(ep->local_cache, o.local);
+				o.local = nullptr;
+			}
 			const bool ok = wc[i].status == NICMR_WC_SUCCESS;
 			Cntr *c = (o.kind == Kind::write || o.kind == Kind::atomic) ? ep->wcntr
 										    : ep->rcntr;
@@ -283,7 +293,9 @@ ssize_t post(Endpoint *ep, const Req &r)
 	/* Posting path: the endpoint's mutex and the AV's under FI_THREAD_SAFE (uncontended with
 	 * one thread per endpoint), no lock under FI_THREAD_DOMAIN (the AV's remains under
 	 * FI_THREAD_COMPLETION); no allocation and no system call once the peer's pair exists
-	 * (its first request makes it, a recovery re-connects it: slow paths). */
+	 * (its first request makes it, a recovery re-connects it: slow paths). Without
+	 * FI_MR_LOCAL a buffer without a descriptor takes the registration cache's lock too, and
+	 * its first use (a miss) is a slow-path registration. */
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
 	if (r.flags & ~kMsgFlags)
@@ -315,18 +327,32 @@ ssize_t post(Endpoint *ep, const Req &r)
 	unsigned nflags = NICMR_SEND_SIGNALED | ((r.flags & FI_FENCE) ? NICMR_SEND_FENCE : 0);
 	uint32_t lkey = 0;
 	uint64_t laddr = reinterpret_cast<uintptr_t>(r.buf);
-	if (r.desc && (r.kind == Kind::read || (r.kind == Kind::write && !(r.flags & FI_INJECT)))) {
+	const bool inject = r.kind == Kind::write &&
+			    ((r.flags & FI_INJECT) || (!r.desc && r.len <= kInjectSize));
+	if (r.desc && (r.kind == Kind::read || (r.kind == Kind::write && !inject))) {
 		const Mr *m = static_cast<const Mr *>(r.desc);
 		lkey = nicmr_mr_key(m->mr);
 		/* The buffer's address in the key's space (a vectored MR's runs translate it). */
 		if (mr_local_addr(m, r.buf, r.len, &laddr) != 0)
 			return -FI_EACCES; /* the local descriptor does not cover the buffer */
+	} else if (!r.desc && ep->local_cache && (r.kind == Kind::read || !inject)) {
+		/* No FI_MR_LOCAL: the provider registers the buffer (fi_mr(3)). A hit takes the
+		 * cache's lock and makes no system call; a miss is the slow-path registration. */
+		const uint64_t access =
+			r.kind == Kind::read ? NICMR_ACCESS_READ : NICMR_ACCESS_WRITE;
+		int rc = nicmr_mr_cache_reg(ep->local_cache, const_cast<void *>(r.buf), r.len,
+					    access, &o.local);
+		if (rc != 0) {
+			o.local = nullptr;
+			return fi_code(rc);
+		}
+		lkey = nicmr_mr_key(o.local);
 	}
 	int rc = 0;
 	switch (r.kind) {
 	case Kind::write:
 		o.flags = FI_RMA | FI_WRITE;
-		if (!r.desc || (r.flags & FI_INJECT)) {
+		if (inject || (!r.desc && !o.local)) {
 			if (r.len > kInjectSize)
 				return -FI_EINVAL;
 			nflags |= NICMR_SEND_INLINE;
@@ -336,7 +362,7 @@ ssize_t post(Endpoint *ep, const Req &r)
 		break;
 	case Kind::read:
 		o.flags = FI_RMA | FI_READ;
-		if (!r.desc)
+		if (!r.desc && !o.local)
 			return -FI_EINVAL;
 		rc = nicmr_post_read(p->req, laddr, r.len, lkey, r.addr, rkey, idx, nflags);
 		break;
@@ -352,8 +378,13 @@ ssize_t post(Endpoint *ep, const Req &r)
 		break;
 	}
 	}
-	if (rc != 0)
+	if (rc != 0) {
+		if (o.local) {
+			nicmr_mr_cache_dereg(ep->local_cache, o.local);
+			o.local = nullptr;
+		}
 		return post_code(rc);
+	}
 	ep->nfree--;
 	p->inflight++;
 	return 0;
@@ -729,6 +760,12 @@ struct fi_ops_ep ep_ops = {
 /* Frees what an endpoint made, in reverse (also for a half-made one). */
 void ep_free(Endpoint *ep)
 {
+	/* Requests still in flight are forgotten with their QPs: their registrations go back. */
+	for (Op &o : ep->ops)
+		if (o.local) {
+			nicmr_mr_cache_dereg(ep->local_cache, o.local);
+			o.local = nullptr;
+		}
 	for (auto &kv : ep->peers)
 		peer_destroy(ep, kv.second);
 	ep->peers.clear();
@@ -899,14 +936,20 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	/* FI_ATOMIC on a device without host-order atomics (fi_getinfo does not offer it). */
 	if ((info->caps & FI_ATOMIC) && !dom->atomics)
 		return -FI_EOPNOTSUPP;
-	/* Local buffers need their descriptor (FI_MR_LOCAL): no registration on the fly. */
-	if (!(dom->mr_mode & FI_MR_LOCAL))
-		return -FI_EOPNOTSUPP;
+	/* Without FI_MR_LOCAL the provider registers local buffers itself, through the
+	 * domain's cache (made here by the first endpoint: a slow path). */
+	nicmr_mr_cache *local_cache = nullptr;
+	if (!(dom->mr_mode & FI_MR_LOCAL)) {
+		int ret = local_cache_get(dom, &local_cache);
+		if (ret != 0)
+			return ret;
+	}
 	Fabric *fab = dom->fabric;
 	std::unique_ptr<Endpoint> ep(new (std::nothrow) Endpoint);
 	if (!ep)
 		return -FI_ENOMEM;
 	ep->domain = dom;
+	ep->local_cache = local_cache;
 	ep->mu.set_noop(dom->serialized);
 	ep->fabric = fab;
 	ep->device_id = nicmr_device_id(fab->dev);

@@ -151,7 +151,16 @@ struct Domain {
 	std::atomic<uint64_t> pools{0};
 	/* Endpoints, AVs, CQs and counters of the domain (fi_close(domain) is -FI_EBUSY). */
 	std::atomic<uint64_t> children{0};
+	/* mr_mode without FI_MR_LOCAL: the provider registers the local buffers of RMA requests
+	 * that come without a descriptor through this cache (local_cache_get), made by the
+	 * domain's first endpoint and destroyed with the domain. cache_mu guards its creation. */
+	std::mutex cache_mu;
+	nicmr_mr_cache *local_cache = nullptr;
 };
+
+/* The domain's cache of local registrations, created on first use from the FI_MR_CACHE_*
+ * environment (doc/libfabric.md, "Local buffers without FI_MR_LOCAL"). Slow path. */
+int local_cache_get(Domain *dom, nicmr_mr_cache **out);
 
 /*
  * An MR's provider object: the slot of its key's index in its fabric's table (mr_slot), filled

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The provider's entry (fi_prov_ini) and fi_getinfo: one fabric "nicmr" with one domain per
- * device, and the mr_mode negotiation. Endpoints are RDM with RMA and atomics (fi_ep.cpp); they
- * need FI_MR_LOCAL (every local buffer comes with its descriptor), so an application that does
- * not offer FI_MR_LOCAL gets the fi_mr surface alone: caps 0.
+ * device, and the mr_mode negotiation. Endpoints are RDM with RMA and atomics (fi_ep.cpp). With
+ * FI_MR_LOCAL every local buffer comes with its descriptor; without it the provider registers
+ * local buffers itself through the domain's registration cache (fi_mr(3), FI_MR_LOCAL).
  *
  * This is libnicmr-fi-impl.so's entry, nicmr_fi_impl_ini: libfabric loads libnicmr-fi.so
  * (fi_loader.cpp), which loads this module and calls it. While the provider is loaded,
@@ -141,10 +141,8 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	if (mr_mode_of(d->mr_mode, ds.ext, ds.requested_keys, mr_mode) != 0)
 		return false;
 	/* RMA events need the device's extension and an application that allows
-	 * FI_MR_RMA_EVENT; endpoints need descriptors for local buffers. */
+	 * FI_MR_RMA_EVENT. */
 	if (caps & ~ep_caps_of(*mr_mode, ds.atomics))
-		return false;
-	if ((caps & (kEpCaps | FI_RMA_EVENT)) && !(*mr_mode & FI_MR_LOCAL))
 		return false;
 	const size_t key_size = (*mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
 	if (d->mr_key_size && d->mr_key_size < key_size)
@@ -172,37 +170,32 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	struct fi_info *fi = fi_allocinfo();
 	if (!fi)
 		return -FI_ENOMEM;
-	/* Endpoints exist when the application allows FI_MR_LOCAL; else the fi_mr surface. */
-	const bool eps = (mr_mode & FI_MR_LOCAL) != 0;
 	/* FI_RMA_EVENT whenever the domain has FI_MR_RMA_EVENT: a secondary capability that costs
 	 * nothing until an MR is registered with FI_RMA_EVENT. */
-	fi->caps = eps ? ep_caps_of(mr_mode, ds.atomics) : 0;
+	fi->caps = ep_caps_of(mr_mode, ds.atomics);
 	fi->mode = 0;
 	fi->addr_format = FI_FORMAT_UNSPEC; /* struct EpAddr, 16 bytes (doc/libfabric.md) */
 	fi->ep_attr->type = FI_EP_RDM;
 	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
-	fi->ep_attr->max_msg_size = eps ? size_t{1} << 31 : 0;
+	fi->ep_attr->max_msg_size = size_t{1} << 31;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
-	if (eps) {
-		fi->tx_attr->caps = (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE) & fi->caps;
-		fi->tx_attr->inject_size = kInjectSize;
-		fi->tx_attr->size = kEpDepth;
-		fi->tx_attr->iov_limit = 1;
-		fi->tx_attr->rma_iov_limit = 1;
-		fi->rx_attr->caps =
-			(FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT) &
-			fi->caps;
-		fi->rx_attr->iov_limit = 1;
-		/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ
-		 * (firmware page requests) holds one, its completion EQ one
-		 * (mlx5::Device::comp_eqn) and the key programmer one. */
-		fi->domain_attr->ep_cnt = 29;
-		fi->domain_attr->tx_ctx_cnt = 29;
-		fi->domain_attr->rx_ctx_cnt = 29;
-		fi->domain_attr->max_ep_tx_ctx = 1;
-		fi->domain_attr->max_ep_rx_ctx = 1;
-	}
+	fi->tx_attr->caps = (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE) & fi->caps;
+	fi->tx_attr->inject_size = kInjectSize;
+	fi->tx_attr->size = kEpDepth;
+	fi->tx_attr->iov_limit = 1;
+	fi->tx_attr->rma_iov_limit = 1;
+	fi->rx_attr->caps =
+		(FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT) & fi->caps;
+	fi->rx_attr->iov_limit = 1;
+	/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ
+	 * (firmware page requests) holds one, its completion EQ one
+	 * (mlx5::Device::comp_eqn) and the key programmer one. */
+	fi->domain_attr->ep_cnt = 29;
+	fi->domain_attr->tx_ctx_cnt = 29;
+	fi->domain_attr->rx_ctx_cnt = 29;
+	fi->domain_attr->max_ep_tx_ctx = 1;
+	fi->domain_attr->max_ep_rx_ctx = 1;
 	fi->fabric_attr->name = strdup(kFabricName);
 	/* prov_name is the core's to set (it names the provider that answered). */
 	fi->fabric_attr->prov_version = kProvVersion;

@@ -55,7 +55,7 @@ TEST(FabricInfo, NullHintsListNicmrWithItsDefaults)
 	EXPECT_EQ(found, 1);
 }
 
-TEST(FabricInfo, MessagesAreNotOfferedAndRmaNeedsMrLocal)
+TEST(FabricInfo, MessagesAreNotOfferedAndRmaIsWithOrWithoutMrLocal)
 {
 	for (uint64_t caps : {FI_MSG, FI_TAGGED, FI_RMA | FI_SEND}) {
 		Hints h(kAppMrMode);
@@ -64,20 +64,19 @@ TEST(FabricInfo, MessagesAreNotOfferedAndRmaNeedsMrLocal)
 		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << caps;
 	}
 	for (uint64_t caps : {FI_RMA, FI_ATOMIC}) {
+		/* Without FI_MR_LOCAL the provider registers local buffers itself. */
 		Hints h(kAppMrMode & ~FI_MR_LOCAL);
 		h->caps = caps;
 		Info info;
-		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << caps;
+		ASSERT_EQ(info.get(h), 0) << std::hex << caps;
+		EXPECT_EQ(info->domain_attr->mr_mode & FI_MR_LOCAL, 0);
 		Hints with(kAppMrMode);
 		with->caps = caps;
 		Info yes;
-		EXPECT_EQ(yes.get(with), 0) << std::hex << caps;
+		ASSERT_EQ(yes.get(with), 0) << std::hex << caps;
+		EXPECT_EQ(yes->domain_attr->mr_mode & FI_MR_LOCAL, FI_MR_LOCAL);
+		EXPECT_EQ(info->caps, yes->caps);
 	}
-	/* Without FI_MR_LOCAL the fi_mr surface alone: no capability. */
-	Hints h(kAppMrMode & ~FI_MR_LOCAL);
-	Info info;
-	ASSERT_EQ(info.get(h), 0);
-	EXPECT_EQ(info->caps, 0u);
 }
 
 TEST(FabricInfo, OtherEndpointTypesAndDomainNamesGiveNoData)
@@ -172,18 +171,15 @@ TEST(FabricInfo, DomainRefusesInfoItCannotHonour)
 	EXPECT_EQ(fi_domain(fabric.get(), nullptr, dom.out(), nullptr), -FI_EINVAL);
 }
 
-TEST(FabricInfo, EndpointsNeedMrLocalAndPollSetsAreNotOffered)
+TEST(FabricInfo, PollSetsAreNotOffered)
 {
-	Hints h(kAppMrMode & ~FI_MR_LOCAL);
+	Hints h(kAppMrMode);
 	Info info;
 	ASSERT_EQ(info.get(h), 0);
 	Fid<fid_fabric> fabric;
 	ASSERT_EQ(fi_fabric(info->fabric_attr, fabric.out(), nullptr), 0);
 	Fid<fid_domain> dom;
 	ASSERT_EQ(fi_domain(fabric.get(), info.p(), dom.out(), nullptr), 0);
-	fid_ep *ep = nullptr;
-	EXPECT_EQ(fi_endpoint(dom.get(), info.p(), &ep, nullptr), -FI_EOPNOTSUPP);
-	EXPECT_EQ(ep, nullptr);
 	fi_poll_attr poll_attr{};
 	fid_poll *poll = nullptr;
 	EXPECT_EQ(fi_poll_open(dom.get(), &poll_attr, &poll), -FI_ENOSYS);
@@ -243,9 +239,8 @@ void sweep_mr_modes(bool by_name)
 		EXPECT_EQ(got & ~offered, 0) << "only bits the application allows";
 		EXPECT_EQ(got, offered & kActs);
 		EXPECT_EQ(info->domain_attr->mr_key_size, (got & FI_MR_RAW) ? 64u : 4u);
-		/* RMA events are a capability of endpoints (FI_MR_LOCAL) in a domain with
-		 * FI_MR_RMA_EVENT. */
-		const bool events = (got & FI_MR_RMA_EVENT) && (got & FI_MR_LOCAL);
+		/* RMA events are a capability of endpoints in a domain with FI_MR_RMA_EVENT. */
+		const bool events = (got & FI_MR_RMA_EVENT) != 0;
 		EXPECT_EQ((info->caps & FI_RMA_EVENT) != 0, events);
 		EXPECT_EQ((info->rx_attr->caps & FI_RMA_EVENT) != 0, events);
 
