@@ -44,9 +44,9 @@ int no_wait_open(struct fid_fabric *, struct fi_wait_attr *, struct fid_wait **)
 {
 	return -FI_ENOSYS;
 }
-int no_trywait(struct fid_fabric *, struct fid **, int)
+int fabric_trywait(struct fid_fabric *, struct fid **fids, int count)
 {
-	return -FI_ENOSYS;
+	return eq_trywait(fids, count);
 }
 int no_domain2(struct fid_fabric *, struct fi_info *, struct fid_domain **, uint64_t, void *)
 {
@@ -69,7 +69,7 @@ struct fi_ops_fabric fabric_ops = {
 	.passive_ep = no_passive_ep,
 	.eq_open = eq_open,
 	.wait_open = no_wait_open,
-	.trywait = no_trywait,
+	.trywait = fabric_trywait,
 	.domain2 = no_domain2,
 };
 

@@ -26,7 +26,9 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -274,10 +276,23 @@ struct Cntr {
  * -FI_ENOMEM (the device's DMA memory is full). Slow path. */
 int cntr_native(Cntr *cntr, nicmr_cntr **out);
 
+/* An EQ: the events the application writes (fi_eq_write, with FI_WRITE), in order, at most
+ * `size` (fi_eq.cpp). Slow path throughout: mu guards the queue. */
 struct Eq {
 	struct fid_eq fid; /* first */
 	Fabric *fabric = nullptr;
 	std::atomic<uint64_t> eps{0};
+	uint64_t flags = 0;	     /* fi_eq_attr.flags: FI_WRITE, FI_AFFINITY */
+	int wait_obj = FI_WAIT_NONE; /* NONE, UNSPEC, FD or YIELD */
+	size_t size = 0;
+	int fd = -1; /* FI_WAIT_FD: an eventfd, readable while an event is queued */
+	std::mutex mu;
+	std::condition_variable cv; /* FI_WAIT_UNSPEC: a write wakes fi_eq_sread */
+	struct Event {
+		uint32_t event;
+		std::vector<uint8_t> data;
+	};
+	std::deque<Event> events; /* mu */
 };
 
 /* Polls the endpoint's completions into its CQ and counters (fi_ep.cpp). */
@@ -292,6 +307,9 @@ Av *av_of(struct fid *fid);
 Cq *cq_of(struct fid *fid);
 Cntr *cntr_of(struct fid *fid);
 Eq *eq_of(struct fid *fid);
+/* fi_trywait on EQs with FI_WAIT_FD: 0 when none has an event, -FI_EAGAIN when one has;
+ * -FI_EINVAL for any other fid. */
+int eq_trywait(struct fid **fids, int count);
 
 int av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av, void *context);
 int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);

@@ -209,9 +209,19 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	    (hints->domain_attr->threading == FI_THREAD_DOMAIN ||
 	     hints->domain_attr->threading == FI_THREAD_COMPLETION))
 		fi->domain_attr->threading = hints->domain_attr->threading;
-	/* Registration completes in the call: nothing waits for the application to progress. */
+	/* Registration completes in the call and the device moves RMA data by itself (the device
+	 * model as a ConnectX does): nothing waits for the application, so FI_PROGRESS_AUTO holds.
+	 * The provider has no progress thread either, and moves completions into CQs and counters
+	 * only inside the application's calls, so FI_PROGRESS_MANUAL holds as well: a hint that
+	 * asks for it gets it (fi_domain(3): the answer is what the provider will do). */
 	fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
 	fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	if (hints && hints->domain_attr) {
+		if (hints->domain_attr->control_progress == FI_PROGRESS_MANUAL)
+			fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+		if (hints->domain_attr->data_progress == FI_PROGRESS_MANUAL)
+			fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	}
 	fi->domain_attr->resource_mgmt = FI_RM_ENABLED;
 	fi->domain_attr->av_type =
 		hints && hints->domain_attr ? hints->domain_attr->av_type : FI_AV_UNSPEC;

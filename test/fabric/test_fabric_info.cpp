@@ -171,6 +171,21 @@ TEST(FabricInfo, DomainRefusesInfoItCannotHonour)
 	EXPECT_EQ(fi_domain(fabric.get(), nullptr, dom.out(), nullptr), -FI_EINVAL);
 }
 
+TEST(FabricInfo, ProgressIsAutoUnlessTheHintsAskForManual)
+{
+	for (fi_progress asked : {FI_PROGRESS_UNSPEC, FI_PROGRESS_AUTO, FI_PROGRESS_MANUAL}) {
+		Hints h(kAppMrMode);
+		h->domain_attr->control_progress = asked;
+		h->domain_attr->data_progress = asked;
+		Info info;
+		ASSERT_EQ(info.get(h), 0) << asked;
+		const fi_progress want =
+			asked == FI_PROGRESS_MANUAL ? FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
+		EXPECT_EQ(info->domain_attr->control_progress, want) << asked;
+		EXPECT_EQ(info->domain_attr->data_progress, want) << asked;
+	}
+}
+
 TEST(FabricInfo, PollSetsAreNotOffered)
 {
 	Hints h(kAppMrMode);
