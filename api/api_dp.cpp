@@ -12,7 +12,9 @@
  * SGE with the lockless key lookup (nicmr_key_lookup) so that a bad lkey fails in the call.
  */
 #include <endian.h>
+#include <sys/random.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -26,6 +28,12 @@ using namespace nicmr;
 namespace {
 
 constexpr unsigned kKnownFlags = NICMR_SEND_SIGNALED | NICMR_SEND_INLINE | NICMR_SEND_FENCE;
+constexpr unsigned kKnownGiven = NICMR_QP_REMOTE_ACK_TIMEOUT | NICMR_QP_REMOTE_RETRY_COUNT |
+				 NICMR_QP_REMOTE_RNR_RETRY | NICMR_QP_REMOTE_MIN_RNR_TIMER |
+				 NICMR_QP_REMOTE_LOCAL_PSN;
+constexpr uint32_t kPsnMask = 0xffffff; /* PSNs and QPNs are 24 bits (IBTA BTH) */
+static_assert(sizeof(nicmr_qp_remote) == NICMR_QP_REMOTE_SIZE_V1,
+	      "a new field of nicmr_qp_remote needs its NICMR_QP_REMOTE_SIZE_V2");
 /* A CQE batch taken from the driver per loop of nicmr_cq_poll: on the stack. */
 constexpr int kPollBatch = 16;
 
@@ -162,6 +170,59 @@ nicmr_qp *route(nicmr_cq *cq, uint32_t qpn)
 			return qp;
 	}
 	return nullptr;
+}
+
+/* A PSN to start from, drawn at random as ibv_rc_pingpong draws its own (rdma-core
+ * libibverbs/examples/rc_pingpong.c, main: lrand48() & 0xffffff), so that a stale packet of
+ * an earlier connection between the same QPNs is unlikely to fall into the window. */
+uint32_t random_psn()
+{
+	uint32_t v = 0;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = 0;
+	return v & kPsnMask;
+}
+
+/* Path MTU in bytes to prm::qp_mtu (1: 256 ... 5: 4096), 0 for anything else. */
+uint32_t mtu_code(uint32_t bytes)
+{
+	for (uint32_t code = mlx5::prm::qp_mtu::mtu_256; code <= mlx5::prm::qp_mtu::mtu_4096;
+	     code++)
+		if (bytes == (128u << code))
+			return code;
+	return 0;
+}
+
+bool all_zero(const uint8_t *b, size_t n)
+{
+	return std::all_of(b, b + n, [](uint8_t x) { return x == 0; });
+}
+
+/* An IPv4-mapped IPv6 address (RFC 4291 2.5.5.2: ::ffff:a.b.c.d), the GID of an IPv4 port. */
+bool ipv4_mapped(const uint8_t *g)
+{
+	static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	return std::memcmp(g, kPrefix, sizeof(kPrefix)) == 0;
+}
+
+/* Entry index of port's GID table: 0; -EINVAL (port or index out of range); -EADDRNOTAVAIL
+ * (empty); the device's errors. */
+int port_gid(nicmr_device *dev, uint32_t port, uint32_t index, uint8_t *gid)
+{
+	/* A port above the device's own (a one-port emu) is the device's BAD_PARAM: -EINVAL. */
+	if (port < 1 || port > 2 || index >= dev->drv->caps().roce_address_table_size)
+		return -EINVAL;
+	mlx5::RoceAddress a;
+	int rc = dev->drv->query_roce_address(port, index, &a);
+	if (rc != 0) {
+		NICMR_LOG(warn, "api", "%s: GID %u of port %u: %d", dev->spec.c_str(), index, port,
+			  rc);
+		return rc;
+	}
+	if (all_zero(a.gid.data(), a.gid.size()))
+		return -EADDRNOTAVAIL;
+	std::memcpy(gid, a.gid.data(), a.gid.size());
+	return 0;
 }
 
 } // namespace
@@ -311,6 +372,7 @@ int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq
 		return rc;
 	}
 	qp->qpn = qp->qp->qpn();
+	qp->local_psn = random_psn();
 	try {
 		std::lock_guard lk(dev->dp_mu);
 		dev->dp_qps.emplace(qp->qpn, qp.get());
@@ -384,6 +446,92 @@ int nicmr_qp_connect(struct nicmr_qp *qp, uint32_t remote_port, uint32_t remote_
 	}
 	qp->remote_port = remote_port;
 	qp->remote_qpn = remote_qpn;
+	qp->connected = true;
+	return 0;
+}
+
+int nicmr_port_gid(struct nicmr_device *dev, uint32_t port, uint32_t index, uint8_t gid[16])
+{
+	if (dev == nullptr || gid == nullptr)
+		return -EINVAL;
+	return port_gid(dev, port, index, gid);
+}
+
+int nicmr_qp_local(struct nicmr_qp *qp, uint32_t gid_index, struct nicmr_qp_addr *out)
+{
+	if (qp == nullptr || out == nullptr)
+		return -EINVAL;
+	nicmr_qp_addr a{};
+	int rc = port_gid(qp->pd->dev, qp->port, gid_index, a.gid);
+	if (rc != 0)
+		return rc;
+	a.qpn = qp->qpn;
+	a.psn = qp->local_psn;
+	*out = a;
+	return 0;
+}
+
+int nicmr_qp_connect_remote(struct nicmr_qp *qp, const struct nicmr_qp_remote *r)
+{
+	if (qp == nullptr || r == nullptr || r->size < NICMR_QP_REMOTE_SIZE_V1)
+		return -EINVAL;
+	/* A caller built against a newer header: its fields beyond ours must be unset (as
+	 * Linux's copy_struct_from_user, include/linux/uaccess.h, refuses unknown non-zero
+	 * bytes with -E2BIG). */
+	if (r->size > sizeof(nicmr_qp_remote) &&
+	    !all_zero(reinterpret_cast<const uint8_t *>(r) + sizeof(nicmr_qp_remote),
+		      r->size - sizeof(nicmr_qp_remote)))
+		return -E2BIG;
+	const unsigned given = r->given;
+	/* A field is taken when it is non-zero or its bit says 0 is meant; else the default
+	 * of mlx5::QpParams (rdma-core's and DPDK's loopback values). */
+	const mlx5::QpParams defaults;
+	auto pick = [given](uint32_t v, unsigned bit, uint32_t def) {
+		return v != 0 || (given & bit) ? v : def;
+	};
+	mlx5::QpParams p;
+	p.mtu = r->mtu == 0 ? defaults.mtu : mtu_code(r->mtu);
+	p.force_loopback = false;
+	p.gid_index = r->gid_index;
+	std::memcpy(p.remote_gid.data(), r->gid, sizeof(r->gid));
+	p.rq_psn = r->psn;
+	p.sq_psn = (given & NICMR_QP_REMOTE_LOCAL_PSN) ? r->local_psn : qp->local_psn;
+	p.ack_timeout = pick(r->ack_timeout, NICMR_QP_REMOTE_ACK_TIMEOUT, defaults.ack_timeout);
+	p.retry_count = pick(r->retry_count, NICMR_QP_REMOTE_RETRY_COUNT, defaults.retry_count);
+	p.rnr_retry = pick(r->rnr_retry, NICMR_QP_REMOTE_RNR_RETRY, defaults.rnr_retry);
+	p.min_rnr_timer =
+		pick(r->min_rnr_timer, NICMR_QP_REMOTE_MIN_RNR_TIMER, defaults.min_rnr_timer);
+	if (p.mtu == 0 || all_zero(r->gid, sizeof(r->gid)) || (r->qpn & ~kPsnMask) ||
+	    (p.rq_psn & ~kPsnMask) || (p.sq_psn & ~kPsnMask) || p.ack_timeout > 31 ||
+	    p.min_rnr_timer > 31 || p.retry_count > 7 || p.rnr_retry > 7 || (given & ~kKnownGiven))
+		return -EINVAL;
+	if (qp->connected)
+		return -EISCONN;
+	nicmr_device *dev = qp->pd->dev;
+	uint8_t local[16];
+	int rc = port_gid(dev, qp->port, r->gid_index, local);
+	if (rc != 0)
+		return rc;
+	/* RoCEv2 carries IPv4 or IPv6 packets, never one to the other (the device model's
+	 * WirePort::reaches, a ConnectX's route lookup). */
+	if (ipv4_mapped(local) != ipv4_mapped(r->gid))
+		return -EINVAL;
+	rc = qp->qp->set_connection(p);
+	if (rc == 0)
+		rc = qp->qp->connect(r->qpn);
+	if (rc != 0) {
+		NICMR_LOG(warn, "api", "%s: QP 0x%x connect to remote QP 0x%x: %d",
+			  dev->spec.c_str(), qp->qpn, r->qpn, rc);
+		/* Back to RESET with the loopback path it was created with, so that the call
+		 * can be made again (nicmr_qp_connect too). */
+		(void)qp->qp->to_reset();
+		(void)qp->qp->set_connection(mlx5::QpParams{});
+		return rc;
+	}
+	qp->local_psn = p.sq_psn;
+	/* The key violations' peer of a remote connection is its QPN; no port of this device. */
+	qp->remote_port = 0;
+	qp->remote_qpn = r->qpn;
 	qp->connected = true;
 	return 0;
 }

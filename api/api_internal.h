@@ -488,6 +488,9 @@ struct nicmr_qp {
 	uint32_t port = 0;
 	uint32_t remote_port = 0; /* the peer nicmr_qp_connect gave (key violations) */
 	uint32_t remote_qpn = 0;
+	/* The first PSN it sends when connected to a remote QP: drawn at create, reported by
+	 * nicmr_qp_local, replaced by the one nicmr_qp_connect_remote is given, if any. */
+	uint32_t local_psn = 0;
 	bool connected = false;
 	std::vector<nicmr_dp_slot> slots; /* by post counter & mask */
 	uint32_t mask = 0;

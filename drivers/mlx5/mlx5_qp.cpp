@@ -13,18 +13,28 @@
 
 namespace nicmr::mlx5 {
 
+namespace {
+
+/* The connection fields of p fit their qpc fields. */
+bool connection_ok(const QpParams &p)
+{
+	namespace q = prm::qpc;
+	return p.mtu >= prm::qp_mtu::mtu_256 && p.mtu <= prm::qp_mtu::mtu_4096 &&
+	       prm::fits(q::primary_src_addr_index, p.gid_index) &&
+	       prm::fits(q::next_send_psn, p.sq_psn) && prm::fits(q::next_rcv_psn, p.rq_psn) &&
+	       prm::fits(q::retry_count, p.retry_count) && prm::fits(q::rnr_retry, p.rnr_retry) &&
+	       prm::fits(q::primary_ack_timeout, p.ack_timeout) &&
+	       prm::fits(q::min_rnr_nak, p.min_rnr_timer);
+}
+
+} // namespace
+
 int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr<Qp> *out)
 {
 	namespace q = prm::qpc;
 	if (p.log_sq_size < 1 || p.log_sq_size > 15 || p.port < 1 || p.port > 2 ||
 	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7 ||
-	    p.mtu < prm::qp_mtu::mtu_256 || p.mtu > prm::qp_mtu::mtu_4096 ||
-	    !prm::fits(q::log_msg_max, p.log_msg_max) ||
-	    !prm::fits(q::primary_src_addr_index, p.gid_index) ||
-	    !prm::fits(q::next_send_psn, p.sq_psn) || !prm::fits(q::next_rcv_psn, p.rq_psn) ||
-	    !prm::fits(q::retry_count, p.retry_count) || !prm::fits(q::rnr_retry, p.rnr_retry) ||
-	    !prm::fits(q::primary_ack_timeout, p.ack_timeout) ||
-	    !prm::fits(q::min_rnr_nak, p.min_rnr_timer))
+	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p))
 		return -EINVAL;
 	const Caps &caps = dev.caps();
 	std::unique_ptr<Qp> qp(new (std::nothrow) Qp(dev, uar, cq));
@@ -52,18 +62,9 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	qp->attr_.rae = p.rae;
 	qp->attr_.log_sra_max = p.log_sra_max;
 	qp->attr_.log_rra_max = p.log_rra_max;
-	qp->attr_.mtu = p.mtu;
 	/* No more than the device carries: a larger log_msg_max is refused (BAD_PARAM). */
 	qp->attr_.log_msg_max = std::min(p.log_msg_max, caps.log_max_msg);
-	qp->attr_.fl = p.force_loopback && caps.roce_force_loopback;
-	qp->attr_.gid_index = p.gid_index;
-	qp->attr_.remote_gid = p.remote_gid;
-	qp->attr_.next_send_psn = p.sq_psn;
-	qp->attr_.next_rcv_psn = p.rq_psn;
-	qp->attr_.retry_count = p.retry_count;
-	qp->attr_.rnr_retry = p.rnr_retry;
-	qp->attr_.ack_timeout = p.ack_timeout;
-	qp->attr_.min_rnr_nak = p.min_rnr_timer;
+	(void)qp->set_connection(p); /* checked above */
 	/* Remote atomics need the QP's atomic mode: IB-compliant 8-byte CmpSwap and FetchAdd,
 	 * what Linux's get_atomic_mode (drivers/infiniband/hw/mlx5/qp.c) picks when the atomic
 	 * caps offer both; set with rae at RST2INIT, as its to_mlx5_access_flags does. */
@@ -140,6 +141,23 @@ int Qp::to_reset()
 	sq_pi_ = sq_ci_ = rung_pi_ = 0;
 	last_ctrl_ = nullptr;
 	std::atomic_ref<uint32_t>(*dbr_sq_).store(0, std::memory_order_relaxed);
+	return 0;
+}
+
+int Qp::set_connection(const QpParams &p)
+{
+	if (!connection_ok(p))
+		return -EINVAL;
+	attr_.mtu = p.mtu;
+	attr_.fl = p.force_loopback && dev_.caps().roce_force_loopback;
+	attr_.gid_index = p.gid_index;
+	attr_.remote_gid = p.remote_gid;
+	attr_.next_send_psn = p.sq_psn;
+	attr_.next_rcv_psn = p.rq_psn;
+	attr_.retry_count = p.retry_count;
+	attr_.rnr_retry = p.rnr_retry;
+	attr_.ack_timeout = p.ack_timeout;
+	attr_.min_rnr_nak = p.min_rnr_timer;
 	return 0;
 }
 

@@ -124,6 +124,12 @@ public:
 	/* 2RST; also restarts the SQ at index 0 and forgets WQEs not completed. Poll the CQ
 	 * empty first: CQEs of the old numbering would otherwise be taken for new WQEs. */
 	int to_reset();
+	/* Replaces the RC connection fields (mtu, force_loopback, gid_index, remote_gid, sq_psn,
+	 * rq_psn, retry_count, rnr_retry, ack_timeout, min_rnr_timer) by p's, for the next
+	 * connect() and every recover() after it; nothing sent, the other fields of p ignored.
+	 * Only while the QP is in RST (the caller's business: the transitions read them). -EINVAL
+	 * for a field out of range, as create. */
+	int set_connection(const QpParams &p);
 	/* RST -> INIT -> RTR (remote_qpn) -> RTS. */
 	int connect(uint32_t remote_qpn);
 	/* After an error: 2RST, then connect() again to the same remote QP. */

@@ -427,7 +427,8 @@ void nicmr_thread_unregister(struct nicmr_device *dev, unsigned id);
 /*
  * RC queue pairs with a send queue only, between the device's ports over its loopback wire
  * (the device model joins port 1 and port 2; a QP may also connect to another QP of the same
- * port, or to itself). The requester's work runs against the responder QP's PD and keys, so
+ * port, or to itself), or to a QP of another device over a port's RoCEv2 wire
+ * (nicmr_qp_connect_remote). The requester's work runs against the responder QP's PD and keys, so
  * the responder QP must be in the PD of the memory it exposes. Threads: a CQ and every QP that
  * reports to it are used by one thread at a time (posting, polling, recovery); create and
  * destroy are slow paths that must not run concurrently with polls of the same CQ.
@@ -572,6 +573,95 @@ uint32_t nicmr_qp_port(const struct nicmr_qp *qp);
 int nicmr_qp_connect(struct nicmr_qp *qp, uint32_t remote_port, uint32_t remote_qpn);
 
 /**
+ * One entry of a port's GID table (ibv_query_gid): the address RoCEv2 packets of the port
+ * carry, as 16 bytes in network order (an IPv4 address as the IPv4-mapped IPv6 address
+ * ::ffff:a.b.c.d). On the device model, entry 0 of a port on the UDP wire (spec option addr=
+ * or addr2=) is its address; every other entry, and every entry of a port on the in-process
+ * loopback, is empty. Slow path (a device command); any thread.
+ * @param port 1 .. the device's ports
+ * @param index below the device's GID table size (256 on the device model)
+ * @param[out] gid 16 bytes
+ * @return 0; -EINVAL (null dev or gid, port or index out of range); -EADDRNOTAVAIL (the entry
+ *   is empty: the port is not on a wire); the device's errors.
+ */
+int nicmr_port_gid(struct nicmr_device *dev, uint32_t port, uint32_t index, uint8_t gid[16]);
+
+/** A QP's own address, what a peer needs to connect to it (nicmr_qp_local). */
+struct nicmr_qp_addr {
+	uint8_t gid[16]; /**< its port's GID table entry (nicmr_port_gid), network order */
+	uint32_t qpn;	 /**< its QP number, 24 bits */
+	uint32_t psn;	 /**< the first PSN it sends once connected to a remote QP, 24 bits */
+};
+
+/**
+ * The address a remote peer connects qp to (the verbs triple: ibv_query_gid, qp_num and the
+ * send PSN the application picks). The PSN is drawn at random when the QP is created (as
+ * ibv_rc_pingpong draws its own), and nicmr_qp_connect_remote sends from it unless the
+ * application gives another (NICMR_QP_REMOTE_LOCAL_PSN). Slow path; any thread.
+ * @param gid_index the entry of the QP's port's GID table to report (0 on the device model)
+ * @return 0; -EINVAL (null qp or out, gid_index out of range); -EADDRNOTAVAIL (the entry is
+ *   empty: the QP's port is not on a wire); the device's errors.
+ */
+int nicmr_qp_local(struct nicmr_qp *qp, uint32_t gid_index, struct nicmr_qp_addr *out);
+
+/** Bits of struct nicmr_qp_remote::given: take the field even when it is 0. */
+#define NICMR_QP_REMOTE_ACK_TIMEOUT   (1u << 0)
+#define NICMR_QP_REMOTE_RETRY_COUNT   (1u << 1)
+#define NICMR_QP_REMOTE_RNR_RETRY     (1u << 2)
+#define NICMR_QP_REMOTE_MIN_RNR_TIMER (1u << 3)
+#define NICMR_QP_REMOTE_LOCAL_PSN     (1u << 4)
+
+/**
+ * The remote end of an RC connection and its parameters (nicmr_qp_connect_remote). Zero the
+ * whole struct, set size to sizeof(struct nicmr_qp_remote), then the peer's gid, qpn and psn:
+ * every other field that is 0 takes its default, unless its bit in given says "0 is meant".
+ * The layout only grows at its end: a caller built against an older header passes its smaller
+ * size and the fields it does not know take their defaults; a caller built against a newer one
+ * may pass a larger size when the bytes this library does not know are zero.
+ */
+struct nicmr_qp_remote {
+	uint32_t size;	    /**< sizeof(struct nicmr_qp_remote) the caller knows; at least
+				 NICMR_QP_REMOTE_SIZE_V1 */
+	uint32_t qpn;	    /**< the peer's QP number, 24 bits */
+	uint8_t gid[16];    /**< the peer's GID, network order; not all zero */
+	uint32_t psn;	    /**< the peer's first send PSN (what this QP expects first), 24 bits */
+	uint32_t gid_index; /**< this QP's GID table entry, its source address; default 0 */
+	uint32_t mtu;	    /**< path MTU in bytes: 256, 512, 1024, 2048 or 4096; 0: 1024 */
+	uint32_t ack_timeout;	/**< local ACK timeout 4.096 us * 2^n, 0..31 (0 with its bit: none);
+				     default 14 (67 ms) */
+	uint32_t retry_count;	/**< transport retries, 0..7; default 7 */
+	uint32_t rnr_retry;	/**< RNR NAK retries, 0..7 (7: without end); default 7 */
+	uint32_t min_rnr_timer; /**< the RNR NAK delay this QP asks for, IB encoding 0..31 (0 with
+				     its bit: 655.36 ms); default 12 (0.64 ms) */
+	uint32_t local_psn;	/**< with NICMR_QP_REMOTE_LOCAL_PSN: the first PSN this QP sends,
+				     24 bits, instead of the one nicmr_qp_local reported */
+	uint32_t given;		/**< NICMR_QP_REMOTE_* bits */
+};
+/** The size of the first layout of struct nicmr_qp_remote (every field above). */
+#define NICMR_QP_REMOTE_SIZE_V1 60u
+
+/**
+ * Connects qp to a QP of another device (another process, another host) over its port's wire:
+ * RESET -> INIT -> RTR (address path: local GID entry gid_index, the peer's GID and QPN, path
+ * MTU, the peer's PSN, min RNR timer) -> RTS (own send PSN, ACK timeout, retry count, RNR
+ * retry). Like verbs, nicmr does not carry the addresses between the peers: each side reads
+ * its own with nicmr_qp_local and hands it to the other by any means (testmr has a TCP
+ * exchange). The QP keeps the remote for nicmr_qp_recover. A failed call leaves qp in RESET.
+ * Slow path; the thread that posts on qp.
+ * @return 0;
+ *   -EINVAL (null qp or r, r->size below NICMR_QP_REMOTE_SIZE_V1, mtu not one of the five,
+ *   gid all zero, qpn, psn or local_psn above 24 bits, ack_timeout or min_rnr_timer above 31,
+ *   retry_count or rnr_retry above 7, an unknown bit in given, gid_index at or above the
+ *   device's GID table size, gid of another address family (IPv4-mapped or not) than the
+ *   local entry's);
+ *   -E2BIG (r->size above this library's struct with a byte it does not know set);
+ *   -EISCONN (qp is connected already, by this call or nicmr_qp_connect: not in RESET);
+ *   -EADDRNOTAVAIL (the GID entry gid_index of qp's port is empty: the port is not on a wire);
+ *   the device's errors.
+ */
+int nicmr_qp_connect_remote(struct nicmr_qp *qp, const struct nicmr_qp_remote *r);
+
+/**
  * Reads the QP's state from the device (QUERY_QP). Slow path. @return 0; -EINVAL (null);
  * the device's errors. @param[out] state enum nicmr_qp_state
  */
@@ -579,10 +669,12 @@ int nicmr_qp_state(struct nicmr_qp *qp, uint32_t *state);
 
 /**
  * Brings a QP in ERR back to RTS, connected to the same remote QP: 2RST, then RESET -> INIT ->
- * RTR -> RTS. Poll its CQ first until every posted request has completed (a failed request
- * flushes the rest with NICMR_WC_WR_FLUSH). A remote access error also puts the responder QP in
- * ERR: recover it too, or the next request fails with NICMR_WC_REMOTE_INVAL_REQ. Slow path; the
- * thread that posts on qp.
+ * RTR -> RTS (a QP connected with nicmr_qp_connect_remote: the same address path, PSNs and
+ * timers, so that both ends start again from their first PSNs). Poll its CQ first until
+ * every posted request has completed (a failed request flushes the rest with
+ * NICMR_WC_WR_FLUSH). A remote access error also puts the responder QP in ERR: recover it
+ * too, or the next request fails with NICMR_WC_REMOTE_INVAL_REQ. Slow path; the thread that
+ * posts on qp.
  * @return 0; -EINVAL (null, never connected); -EBUSY (requests still in flight); the device's
  *   errors.
  */
@@ -646,8 +738,9 @@ int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey,
 struct nicmr_key_violation {
 	uint32_t key;	    /**< the rkey the refused requests carried */
 	uint32_t local_qpn; /**< the QP that posted the last refused request */
-	uint32_t peer_port; /**< the peer of the last refusal: the port of the remote QP ... */
-	uint32_t peer_qpn;  /**< ... and its number (an IP address once the wire is in use) */
+	uint32_t peer_port; /**< the peer of the last refusal: the port of the remote QP (0 for
+			       one connected with nicmr_qp_connect_remote) ... */
+	uint32_t peer_qpn;  /**< ... and its number */
 	uint64_t access;    /**< NICMR_ACCESS_REMOTE_READ / _WRITE / _ATOMIC: every right a
 			     *   refused request needed (one bit per kind of request refused) */
 	uint64_t count;	    /**< refusals of this key */
