@@ -1,0 +1,666 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Connecting QPs of two processes through the native API (nicmr_port_gid, nicmr_qp_local,
+ * nicmr_qp_connect_remote) over the device model's UDP wire on 127.0.0.1, and every refused
+ * argument of those calls with its exact code.
+ *
+ * The two-process tests fork: the child is the responder (its device, its memory, its keys),
+ * the parent the requester; each opens its own device with port 1 on the wire
+ * (`emu:addr=127.0.0.1,udp_port=X,peer_udp_port=Y`, each the other's peer), and they exchange
+ * addresses and keys over a socketpair as applications would over TCP. Then RDMA WRITE, READ and
+ * both atomics move data through nicmr_post_* and nicmr_cq_poll only; the parent asks the child
+ * for its memory over the pair and checks it byte for byte. A wrong rkey completes with
+ * NICMR_WC_REMOTE_ACCESS, writes nothing, leaves both QPs in ERR, and nicmr_qp_recover on both
+ * sides brings the remote connection back.
+ */
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_api_util.h"
+
+namespace nicmr::test {
+namespace {
+
+constexpr size_t kRegion = 64 << 10; /* the responder's exposed region */
+constexpr size_t kAtomicOff = 8192;  /* a 64-bit word in it for the atomics (past the WRITE) */
+
+/* The byte the responder's region holds at offset i before anything is written. */
+uint8_t pattern(size_t i)
+{
+	return static_cast<uint8_t>(i * 7 + (i >> 8) + 3);
+}
+
+/* UDP ports of this process's own, so that parallel runs do not meet (as test_dp_wire). */
+uint16_t port_base()
+{
+	return static_cast<uint16_t>(40000 + (getpid() % 10000) * 2);
+}
+
+std::string wire_spec(uint16_t mine, uint16_t peer)
+{
+	return "emu:mkeys=1024,addr=127.0.0.1,udp_port=" + std::to_string(mine) +
+	       ",peer_udp_port=" + std::to_string(peer);
+}
+
+bool full_write(int fd, const void *p, size_t n)
+{
+	auto *b = static_cast<const uint8_t *>(p);
+	while (n > 0) {
+		const ssize_t k = ::write(fd, b, n);
+		if (k <= 0)
+			return false;
+		b += k;
+		n -= static_cast<size_t>(k);
+	}
+	return true;
+}
+
+bool full_read(int fd, void *p, size_t n)
+{
+	auto *b = static_cast<uint8_t *>(p);
+	while (n > 0) {
+		const ssize_t k = ::read(fd, b, n);
+		if (k <= 0)
+			return false;
+		b += k;
+		n -= static_cast<size_t>(k);
+	}
+	return true;
+}
+
+/* What each side tells the other. */
+struct Hello {
+	nicmr_qp_addr addr;
+	uint64_t region; /* the responder's region (its VA: the keys' address space) */
+	uint32_t rkey;	 /* every remote right over the region */
+	uint32_t ro_key; /* remote read only, same region */
+};
+
+/* The parent's requests to the child. */
+enum Op : uint32_t { op_dump = 1, op_state, op_recover, op_exit };
+struct Req {
+	uint32_t op;
+	uint32_t off, len;
+};
+
+/* One process's device: port 1 on the wire, a PD, a pool, a CQ and a QP on port 1. */
+struct Side {
+	nicmr_device *dev = nullptr;
+	nicmr_pd *pd = nullptr;
+	nicmr_pool *pool = nullptr;
+	nicmr_cq *cq = nullptr;
+	nicmr_qp *qp = nullptr;
+	std::vector<nicmr_mr *> mrs;
+	uint8_t *base = nullptr;
+
+	~Side()
+	{
+		for (nicmr_mr *m : mrs)
+			nicmr_mr_dereg(m);
+		if (qp)
+			nicmr_qp_destroy(qp);
+		if (cq)
+			nicmr_cq_destroy(cq);
+		if (pool)
+			nicmr_pool_destroy(pool);
+		if (pd)
+			nicmr_pd_free(pd);
+		if (dev)
+			nicmr_device_close(dev);
+	}
+
+	int open(const std::string &spec)
+	{
+		int rc = nicmr_device_open(spec.c_str(), &dev);
+		if (rc == 0)
+			rc = nicmr_pd_alloc(dev, &pd);
+		if (rc == 0) {
+			nicmr_pool_params p;
+			nicmr_pool_params_init(&p);
+			p.size = size_t{2} << 20;
+			p.allow_fallback = 1;
+			p.name = "api-wire";
+			rc = nicmr_pool_create(dev, &p, &pool);
+		}
+		if (rc == 0) {
+			base = static_cast<uint8_t *>(nicmr_pool_addr(pool));
+			rc = nicmr_cq_create(dev, 64, &cq);
+		}
+		if (rc == 0)
+			rc = nicmr_qp_create(pd, 1, cq, 16, &qp);
+		return rc;
+	}
+
+	int reg(void *addr, size_t len, uint64_t access, uint32_t *key)
+	{
+		nicmr_mr *m = nullptr;
+		const int rc = nicmr_mr_reg(pd, addr, len, access, 0, 0, &m);
+		if (rc != 0)
+			return rc;
+		mrs.push_back(m);
+		*key = nicmr_mr_key(m);
+		return 0;
+	}
+};
+
+/* The child: exposes its region, connects to the parent, then answers requests. Its exit
+ * status says where it failed (0: all well). */
+int responder(int fd, uint16_t mine, uint16_t peer)
+{
+	Side s;
+	if (s.open(wire_spec(mine, peer)) != 0)
+		return 10;
+	for (size_t i = 0; i < kRegion; i++)
+		s.base[i] = pattern(i);
+	Hello h{};
+	if (s.reg(s.base, kRegion, kAll, &h.rkey) != 0 ||
+	    s.reg(s.base, kRegion, NICMR_ACCESS_REMOTE_READ, &h.ro_key) != 0)
+		return 11;
+	if (nicmr_qp_local(s.qp, 0, &h.addr) != 0)
+		return 12;
+	h.region = u(s.base);
+	Hello theirs{};
+	if (!full_write(fd, &h, sizeof(h)) || !full_read(fd, &theirs, sizeof(theirs)))
+		return 13;
+	nicmr_qp_remote r{};
+	r.size = sizeof(r);
+	std::memcpy(r.gid, theirs.addr.gid, sizeof(r.gid));
+	r.qpn = theirs.addr.qpn;
+	r.psn = theirs.addr.psn;
+	const int rc = nicmr_qp_connect_remote(s.qp, &r);
+	if (!full_write(fd, &rc, sizeof(rc)))
+		return 14;
+	for (;;) {
+		Req q{};
+		if (!full_read(fd, &q, sizeof(q)))
+			return 15;
+		switch (q.op) {
+		case op_dump:
+			if (q.off > kRegion || q.len > kRegion - q.off ||
+			    !full_write(fd, s.base + q.off, q.len))
+				return 16;
+			break;
+		case op_state: {
+			uint32_t st = 99;
+			const int src = nicmr_qp_state(s.qp, &st);
+			if (src != 0)
+				st = 100;
+			if (!full_write(fd, &st, sizeof(st)))
+				return 17;
+			break;
+		}
+		case op_recover: {
+			const int rrc = nicmr_qp_recover(s.qp);
+			if (!full_write(fd, &rrc, sizeof(rrc)))
+				return 18;
+			break;
+		}
+		case op_exit:
+			return 0;
+		default:
+			return 19;
+		}
+	}
+}
+
+/* The parent side: its device and the child's. */
+class ApiWire : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		const uint16_t mine = port_base(), peer = static_cast<uint16_t>(mine + 1);
+		int sv[2];
+		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		child_ = ::fork();
+		ASSERT_GE(child_, 0);
+		if (child_ == 0) {
+			::close(sv[0]);
+			::_exit(responder(sv[1], peer, mine));
+		}
+		::close(sv[1]);
+		fd_ = sv[0];
+		/* A peer that hangs fails the test instead of hanging it. */
+		timeval tv{20, 0};
+		ASSERT_EQ(::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+		ASSERT_EQ(me_.open(wire_spec(mine, peer)), 0);
+		ASSERT_EQ(me_.reg(me_.base, kRegion, kAll, &lkey_), 0);
+		ASSERT_TRUE(full_read(fd_, &peer_, sizeof(peer_)));
+		Hello h{};
+		ASSERT_EQ(nicmr_qp_local(me_.qp, 0, &h.addr), 0);
+		/* A send PSN of the application's choosing, three before the 24-bit wrap: the
+		 * first requests cross it on both sides. */
+		h.addr.psn = 0xfffffd;
+		ASSERT_TRUE(full_write(fd_, &h, sizeof(h)));
+		nicmr_qp_remote r{};
+		r.size = sizeof(r);
+		std::memcpy(r.gid, peer_.addr.gid, sizeof(r.gid));
+		r.qpn = peer_.addr.qpn;
+		r.psn = peer_.addr.psn;
+		r.mtu = 1024;
+		r.local_psn = h.addr.psn;
+		r.given = NICMR_QP_REMOTE_LOCAL_PSN;
+		ASSERT_EQ(nicmr_qp_connect_remote(me_.qp, &r), 0);
+		int child_rc = -1;
+		ASSERT_TRUE(full_read(fd_, &child_rc, sizeof(child_rc)));
+		ASSERT_EQ(child_rc, 0);
+		connected_ = true;
+	}
+
+	void TearDown() override
+	{
+		if (fd_ >= 0) {
+			if (connected_) {
+				Req q{op_exit, 0, 0};
+				full_write(fd_, &q, sizeof(q));
+			}
+			::close(fd_);
+		}
+		if (child_ > 0) {
+			if (!connected_)
+				::kill(child_, SIGKILL);
+			int st = 0;
+			ASSERT_EQ(::waitpid(child_, &st, 0), child_);
+			if (connected_) {
+				EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+					<< "responder exit status " << st;
+			}
+		}
+	}
+
+	std::vector<uint8_t> dump(uint32_t off, uint32_t len)
+	{
+		std::vector<uint8_t> v(len);
+		Req q{op_dump, off, len};
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, v.data(), len));
+		return v;
+	}
+	uint32_t peer_state()
+	{
+		Req q{op_state, 0, 0};
+		uint32_t st = 99;
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &st, sizeof(st)));
+		return st;
+	}
+	int peer_recover()
+	{
+		Req q{op_recover, 0, 0};
+		int rc = -1;
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &rc, sizeof(rc)));
+		return rc;
+	}
+	uint32_t state()
+	{
+		uint32_t st = 99;
+		EXPECT_EQ(nicmr_qp_state(me_.qp, &st), 0);
+		return st;
+	}
+	nicmr_wc wait() { return wait_wc(me_.cq); }
+
+	/* Writes len bytes of a fresh pattern (seed) at off of the peer's region with rkey; the
+	 * completion. */
+	nicmr_wc write(uint32_t off, uint32_t len, uint8_t seed, uint32_t rkey)
+	{
+		for (uint32_t i = 0; i < len; i++)
+			me_.base[i] = static_cast<uint8_t>(seed + i * 13);
+		EXPECT_EQ(nicmr_post_write(me_.qp, u(me_.base), len, lkey_, peer_.region + off,
+					   rkey, off, NICMR_SEND_SIGNALED),
+			  0);
+		return wait();
+	}
+
+	Side me_;
+	Hello peer_{};
+	uint32_t lkey_ = 0;
+	pid_t child_ = -1;
+	int fd_ = -1;
+	bool connected_ = false;
+};
+
+TEST_F(ApiWire, LocalAddressIsThePortsGidAndTheQpNumber)
+{
+	nicmr_qp_addr a{};
+	ASSERT_EQ(nicmr_qp_local(me_.qp, 0, &a), 0);
+	uint8_t gid[16];
+	ASSERT_EQ(nicmr_port_gid(me_.dev, 1, 0, gid), 0);
+	EXPECT_EQ(std::memcmp(a.gid, gid, 16), 0);
+	/* ::ffff:127.0.0.1, the IPv4-mapped GID of the port's address. */
+	const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+	EXPECT_EQ(std::memcmp(gid, want, 16), 0);
+	EXPECT_EQ(a.qpn, nicmr_qp_num(me_.qp));
+	/* The PSN the connection was given in place of the drawn one. */
+	EXPECT_EQ(a.psn, 0xfffffdu);
+	EXPECT_EQ(std::memcmp(peer_.addr.gid, want, 16), 0);
+	EXPECT_LE(peer_.addr.psn, 0xffffffu);
+	EXPECT_EQ(state(), uint32_t{NICMR_QP_RTS});
+	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_RTS});
+}
+
+TEST_F(ApiWire, WriteReadAndAtomicsMoveExactBytes)
+{
+	/* WRITE: several packets at MTU 1024, across the PSN wrap. */
+	const uint32_t off = 1000, len = 5000;
+	nicmr_wc wc = write(off, len, 0x21, peer_.rkey);
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(wc.opcode, NICMR_WC_RDMA_WRITE);
+	EXPECT_EQ(wc.wr_id, off);
+	EXPECT_EQ(wc.byte_len, len);
+	std::vector<uint8_t> got = dump(0, kRegion);
+	for (size_t i = 0; i < kRegion; i++) {
+		const uint8_t want = i >= off && i < off + len
+					     ? static_cast<uint8_t>(0x21 + (i - off) * 13)
+					     : pattern(i);
+		ASSERT_EQ(got[i], want) << "responder byte " << i;
+	}
+
+	/* READ: the peer's untouched pattern, multi-packet response. */
+	const uint32_t roff = 20000, rlen = 9000;
+	uint8_t *dst = me_.base + 32768;
+	std::memset(dst, 0xee, rlen + 16);
+	ASSERT_EQ(nicmr_post_read(me_.qp, u(dst), rlen, lkey_, peer_.region + roff, peer_.rkey, 7,
+				  NICMR_SEND_SIGNALED),
+		  0);
+	wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(wc.opcode, NICMR_WC_RDMA_READ);
+	EXPECT_EQ(wc.byte_len, rlen);
+	for (size_t i = 0; i < rlen; i++)
+		ASSERT_EQ(dst[i], pattern(roff + i)) << "read byte " << i;
+	for (size_t i = rlen; i < rlen + 16; i++)
+		ASSERT_EQ(dst[i], 0xee) << "byte past the read " << i;
+
+	/* Atomics on a word of the peer's: host-order semantics (nicmr.h). */
+	uint64_t before = 0;
+	std::memcpy(&before, dump(kAtomicOff, 8).data(), 8);
+	auto *res = reinterpret_cast<uint64_t *>(me_.base + 60000);
+	*res = 0;
+	ASSERT_EQ(nicmr_post_atomic_fadd(me_.qp, u(res), lkey_, peer_.region + kAtomicOff,
+					 peer_.rkey, 42, 8, NICMR_SEND_SIGNALED),
+		  0);
+	wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(wc.opcode, NICMR_WC_FETCH_ADD);
+	EXPECT_EQ(*res, before);
+	uint64_t after = 0;
+	std::memcpy(&after, dump(kAtomicOff, 8).data(), 8);
+	EXPECT_EQ(after, before + 42);
+
+	ASSERT_EQ(nicmr_post_atomic_cswap(me_.qp, u(res), lkey_, peer_.region + kAtomicOff,
+					  peer_.rkey, before + 42, 0x0123456789abcdefull, 9,
+					  NICMR_SEND_SIGNALED),
+		  0);
+	wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(wc.opcode, NICMR_WC_COMP_SWAP);
+	EXPECT_EQ(*res, before + 42);
+	std::memcpy(&after, dump(kAtomicOff, 8).data(), 8);
+	EXPECT_EQ(after, 0x0123456789abcdefull);
+	/* The bytes around the word are the pattern still. */
+	got = dump(kAtomicOff - 8, 24);
+	for (size_t i = 0; i < 8; i++) {
+		EXPECT_EQ(got[i], pattern(kAtomicOff - 8 + i));
+		EXPECT_EQ(got[16 + i], pattern(kAtomicOff + 8 + i));
+	}
+}
+
+TEST_F(ApiWire, WrongRkeyIsARemoteAccessErrorAndRecoveryReconnects)
+{
+	/* Another variant of the live key: a key the peer never handed out. */
+	const uint32_t wrong = peer_.rkey ^ 0x1;
+	const std::vector<uint8_t> before = dump(0, 4096);
+	nicmr_wc wc = write(0, 512, 0x77, wrong);
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS);
+	EXPECT_EQ(wc.syndrome, 0x13);
+	EXPECT_EQ(wc.opcode, NICMR_WC_RDMA_WRITE);
+	EXPECT_EQ(dump(0, 4096), before) << "a refused write moved bytes";
+	EXPECT_EQ(state(), uint32_t{NICMR_QP_ERR});
+	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_ERR});
+	/* The requester recorded the refusal under the key, with the remote QPN as its peer. */
+	nicmr_key_violation v[4]{};
+	ASSERT_EQ(nicmr_key_violations(me_.dev, v, 4, nullptr), 1);
+	EXPECT_EQ(v[0].key, wrong);
+	EXPECT_EQ(v[0].peer_port, 0u);
+	EXPECT_EQ(v[0].peer_qpn, peer_.addr.qpn);
+	EXPECT_EQ(v[0].access, uint64_t{NICMR_ACCESS_REMOTE_WRITE});
+
+	/* Both ends back to their first PSNs, responder first. */
+	ASSERT_EQ(peer_recover(), 0);
+	ASSERT_EQ(nicmr_qp_recover(me_.qp), 0);
+	EXPECT_EQ(state(), uint32_t{NICMR_QP_RTS});
+	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_RTS});
+
+	/* A right the key lacks: a WRITE through the read-only key. */
+	wc = write(0, 64, 0x55, peer_.ro_key);
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS);
+	EXPECT_EQ(dump(0, 4096), before);
+	ASSERT_EQ(peer_recover(), 0);
+	ASSERT_EQ(nicmr_qp_recover(me_.qp), 0);
+
+	/* And the recovered connection works. */
+	wc = write(100, 300, 0x99, peer_.rkey);
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	const std::vector<uint8_t> got = dump(100, 300);
+	for (size_t i = 0; i < 300; i++)
+		ASSERT_EQ(got[i], static_cast<uint8_t>(0x99 + i * 13)) << "byte " << i;
+}
+
+/* ---- The calls' refusals, in one process (no peer needed: nothing is sent) ---------------- */
+
+/* Port 1 on the wire, port 2 on the loopback. */
+class ApiConnectArgs : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		const uint16_t mine = static_cast<uint16_t>(port_base() + 1000);
+		spec_ = wire_spec(mine, static_cast<uint16_t>(mine + 1));
+		ASSERT_EQ(nicmr_device_open(spec_.c_str(), &dev), 0);
+		ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+		ASSERT_EQ(nicmr_cq_create(dev, 64, &cq), 0);
+		ASSERT_EQ(nicmr_qp_create(pd, 1, cq, 16, &qp), 0);
+		ASSERT_EQ(nicmr_qp_create(pd, 2, cq, 16, &qp2), 0);
+		r = valid();
+	}
+	void TearDown() override
+	{
+		destroy_queues({qp, qp2}, {cq});
+		if (pd) {
+			EXPECT_EQ(nicmr_pd_free(pd), 0);
+		}
+		if (dev) {
+			EXPECT_EQ(nicmr_device_close(dev), 0);
+		}
+	}
+	/* A peer at 127.0.0.2 (nothing listens there: connecting sends nothing). */
+	static nicmr_qp_remote valid()
+	{
+		nicmr_qp_remote v{};
+		v.size = sizeof(v);
+		const uint8_t g[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2};
+		std::memcpy(v.gid, g, 16);
+		v.qpn = 0x123;
+		v.psn = 0x456;
+		return v;
+	}
+	uint32_t state(nicmr_qp *q)
+	{
+		uint32_t s = 99;
+		EXPECT_EQ(nicmr_qp_state(q, &s), 0);
+		return s;
+	}
+	/* r refused with code, the QP left in RESET, then the valid remote still connects. */
+	void refused(const nicmr_qp_remote &bad, int code)
+	{
+		EXPECT_EQ(nicmr_qp_connect_remote(qp, &bad), code);
+		EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RESET});
+	}
+	std::string spec_;
+	nicmr_device *dev = nullptr;
+	nicmr_pd *pd = nullptr;
+	nicmr_cq *cq = nullptr;
+	nicmr_qp *qp = nullptr, *qp2 = nullptr;
+	nicmr_qp_remote r{};
+};
+
+TEST_F(ApiConnectArgs, PortGidRefusals)
+{
+	uint8_t gid[16];
+	EXPECT_EQ(nicmr_port_gid(nullptr, 1, 0, gid), -EINVAL);
+	EXPECT_EQ(nicmr_port_gid(dev, 1, 0, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_port_gid(dev, 0, 0, gid), -EINVAL);
+	EXPECT_EQ(nicmr_port_gid(dev, 3, 0, gid), -EINVAL);
+	EXPECT_EQ(nicmr_port_gid(dev, 1, 256, gid), -EINVAL); /* the model's table: 256 */
+	EXPECT_EQ(nicmr_port_gid(dev, 1, 1, gid), -EADDRNOTAVAIL);
+	EXPECT_EQ(nicmr_port_gid(dev, 2, 0, gid), -EADDRNOTAVAIL); /* loopback port */
+	ASSERT_EQ(nicmr_port_gid(dev, 1, 0, gid), 0);
+	const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+	EXPECT_EQ(std::memcmp(gid, want, 16), 0);
+}
+
+TEST(ApiConnectOnePort, PortTwoOfAOnePortDeviceIsTheDevicesBadParam)
+{
+	const uint16_t mine = static_cast<uint16_t>(port_base() + 2000);
+	const std::string spec =
+		"emu:ports=1,mkeys=1024,addr=127.0.0.1,udp_port=" + std::to_string(mine) +
+		",peer_udp_port=" + std::to_string(mine + 1);
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open(spec.c_str(), &dev), 0);
+	uint8_t gid[16];
+	EXPECT_EQ(nicmr_port_gid(dev, 2, 0, gid), -EINVAL);
+	EXPECT_EQ(nicmr_port_gid(dev, 1, 0, gid), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+}
+
+TEST_F(ApiConnectArgs, QpLocalRefusals)
+{
+	nicmr_qp_addr a{};
+	EXPECT_EQ(nicmr_qp_local(nullptr, 0, &a), -EINVAL);
+	EXPECT_EQ(nicmr_qp_local(qp, 0, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_qp_local(qp, 256, &a), -EINVAL);
+	EXPECT_EQ(nicmr_qp_local(qp, 1, &a), -EADDRNOTAVAIL);
+	EXPECT_EQ(nicmr_qp_local(qp2, 0, &a), -EADDRNOTAVAIL);
+	ASSERT_EQ(nicmr_qp_local(qp, 0, &a), 0);
+	EXPECT_EQ(a.qpn, nicmr_qp_num(qp));
+	EXPECT_LE(a.psn, 0xffffffu);
+	/* Asked again, the same PSN: it is the QP's until a connection replaces it. */
+	nicmr_qp_addr b{};
+	ASSERT_EQ(nicmr_qp_local(qp, 0, &b), 0);
+	EXPECT_EQ(b.psn, a.psn);
+}
+
+TEST_F(ApiConnectArgs, EveryBadFieldIsRefusedWithItsCode)
+{
+	EXPECT_EQ(nicmr_qp_connect_remote(nullptr, &r), -EINVAL);
+	EXPECT_EQ(nicmr_qp_connect_remote(qp, nullptr), -EINVAL);
+	nicmr_qp_remote b = r;
+	b.size = NICMR_QP_REMOTE_SIZE_V1 - 4;
+	refused(b, -EINVAL);
+	b = r;
+	b.size = 0;
+	refused(b, -EINVAL);
+	for (uint32_t mtu : {1u, 128u, 255u, 257u, 1000u, 1500u, 8192u}) {
+		b = r;
+		b.mtu = mtu;
+		refused(b, -EINVAL);
+	}
+	b = r;
+	std::memset(b.gid, 0, 16);
+	refused(b, -EINVAL);
+	b = r;
+	b.qpn = 1u << 24;
+	refused(b, -EINVAL);
+	b = r;
+	b.psn = 1u << 24;
+	refused(b, -EINVAL);
+	b = r;
+	b.given = NICMR_QP_REMOTE_LOCAL_PSN;
+	b.local_psn = 1u << 24;
+	refused(b, -EINVAL);
+	b = r;
+	b.ack_timeout = 32;
+	refused(b, -EINVAL);
+	b = r;
+	b.min_rnr_timer = 32;
+	refused(b, -EINVAL);
+	b = r;
+	b.retry_count = 8;
+	refused(b, -EINVAL);
+	b = r;
+	b.rnr_retry = 8;
+	refused(b, -EINVAL);
+	b = r;
+	b.given = 1u << 5;
+	refused(b, -EINVAL);
+	b = r;
+	b.gid_index = 256;
+	refused(b, -EINVAL);
+	/* An IPv6 peer from an IPv4 port. */
+	b = r;
+	const uint8_t v6[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	std::memcpy(b.gid, v6, 16);
+	refused(b, -EINVAL);
+	/* An empty local entry: the port is not on a wire, or the index names nothing. */
+	b = r;
+	b.gid_index = 1;
+	refused(b, -EADDRNOTAVAIL);
+	EXPECT_EQ(nicmr_qp_connect_remote(qp2, &r), -EADDRNOTAVAIL);
+	EXPECT_EQ(state(qp2), uint32_t{NICMR_QP_RESET});
+	/* After every refusal the valid remote connects. */
+	ASSERT_EQ(nicmr_qp_connect_remote(qp, &r), 0);
+	EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RTS});
+}
+
+TEST_F(ApiConnectArgs, LayoutSizesOlderAndNewer)
+{
+	/* A newer caller's struct: bytes beyond ours must be zero. */
+	struct Newer {
+		nicmr_qp_remote r;
+		uint32_t extra[4];
+	} n{};
+	n.r = r;
+	n.r.size = sizeof(n);
+	n.extra[2] = 1;
+	EXPECT_EQ(nicmr_qp_connect_remote(qp, &n.r), -E2BIG);
+	EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RESET});
+	n.extra[2] = 0;
+	ASSERT_EQ(nicmr_qp_connect_remote(qp, &n.r), 0);
+	EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RTS});
+	/* The first layout's size is this header's size. */
+	EXPECT_EQ(sizeof(nicmr_qp_remote), size_t{NICMR_QP_REMOTE_SIZE_V1});
+}
+
+TEST_F(ApiConnectArgs, ZeroFieldsTakeTheDefaultsAndGivenBitsTakeZero)
+{
+	/* Explicit zeros of every field that has a bit: accepted (0 is in range for each). */
+	nicmr_qp_remote b = r;
+	b.given = NICMR_QP_REMOTE_ACK_TIMEOUT | NICMR_QP_REMOTE_RETRY_COUNT |
+		  NICMR_QP_REMOTE_RNR_RETRY | NICMR_QP_REMOTE_MIN_RNR_TIMER |
+		  NICMR_QP_REMOTE_LOCAL_PSN;
+	b.mtu = 4096;
+	ASSERT_EQ(nicmr_qp_connect_remote(qp, &b), 0);
+	nicmr_qp_addr a{};
+	ASSERT_EQ(nicmr_qp_local(qp, 0, &a), 0);
+	EXPECT_EQ(a.psn, 0u); /* the local PSN given, zero */
+	EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RTS});
+}
+
+TEST_F(ApiConnectArgs, ConnectedQpsAreRefusedWithEisconn)
+{
+	ASSERT_EQ(nicmr_qp_connect_remote(qp, &r), 0);
+	EXPECT_EQ(nicmr_qp_connect_remote(qp, &r), -EISCONN);
+	EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RTS});
+	/* A QP on the loopback connected by nicmr_qp_connect (to itself). */
+	ASSERT_EQ(nicmr_qp_connect(qp2, 2, nicmr_qp_num(qp2)), 0);
+	EXPECT_EQ(nicmr_qp_connect_remote(qp2, &r), -EISCONN);
+	EXPECT_EQ(state(qp2), uint32_t{NICMR_QP_RTS});
+}
+
+} // namespace
+} // namespace nicmr::test
