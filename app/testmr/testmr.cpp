@@ -116,6 +116,10 @@ int run_stream(Session &s, std::istream &in, bool prompt)
 		 * for the exit status as from -c or -f. */
 		if (int r = s.run_line(line); r != 0)
 			rc = r;
+		/* Each command's output as soon as it is done: a program driving testmr through
+		 * a pipe waits for it before its next command (two testmrs exchanging addresses).
+		 */
+		std::fflush(stdout);
 	}
 	if (prompt)
 		std::fputs("\n", stdout);

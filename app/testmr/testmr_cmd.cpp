@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "testmr_cmd.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <limits>
 
 namespace nicmr::testmr {
@@ -67,6 +71,10 @@ constexpr CommandSpec kCommands[] = {
 	{"mr", "mr enable KEY", "let peers use an rma_event MR (nicmr_mr_enable)", Verb::mr_enable},
 	{"mr", "show cntrs [--json]", "every counter and its value (nicmr_cntr_read)",
 	 Verb::show_cntrs},
+	{"mr", "mr fill KEY OFFSET LEN BYTE", "set MR bytes to BYTE (what a WRITE then moves)",
+	 Verb::mr_fill},
+	{"mr", "mr dump KEY OFFSET LEN", "MR bytes in hex, at most 4096 (what a peer wrote)",
+	 Verb::mr_dump},
 	{"key", "key lookup KEY ACCESS [offset OFFSET] [len LEN]",
 	 "the lockless lookup: granted (and the IOVA) or refused (and why)", Verb::key_lookup},
 	{"key", "key raw KEY", "the MR's raw key, in hex (nicmr_mr_raw_attr)", Verb::key_raw},
@@ -93,6 +101,14 @@ constexpr CommandSpec kCommands[] = {
 	 "an RC QP on a port, reporting to CQ (nicmr_qp_create)", Verb::qp_create},
 	{"qp", "qp connect QP PEER", "connect QP to the session's QP PEER (nicmr_qp_connect)",
 	 Verb::qp_connect},
+	{"qp", "qp connect remote QP GID QPN PSN [mtu N]",
+	 "connect QP to a QP of another device by address (nicmr_qp_connect_remote)",
+	 Verb::qp_connect_remote},
+	{"qp", "qp exchange listen QP PORT [mtu N] [timeout SECONDS]",
+	 "wait on TCP PORT for a peer's address (ibv_rc_pingpong's exchange), connect QP",
+	 Verb::qp_exchange_listen},
+	{"qp", "qp exchange connect QP HOST PORT [mtu N] [timeout SECONDS]",
+	 "send QP's address to HOST:PORT, take the peer's, connect QP", Verb::qp_exchange_connect},
 	{"qp", "qp recover QP", "bring a QP in ERR back to RTS (nicmr_qp_recover)",
 	 Verb::qp_recover},
 	{"qp", "qp destroy QP", "destroy a QP (nicmr_qp_destroy)", Verb::qp_destroy},
@@ -107,7 +123,8 @@ constexpr CommandSpec kCommands[] = {
 	{"qp", "poll CQ [max N]", "take the CQ's completions (nicmr_cq_poll)", Verb::poll},
 	{"qp", "show cq CQ [--json]", "one CQ: number, depth, its QPs", Verb::show_cq},
 	{"qp", "show cqs [--json]", "every CQ", Verb::show_cqs},
-	{"qp", "show qp QP [--json]", "one QP: number, port, CQ, peer, state (nicmr_qp_state)",
+	{"qp", "show qp QP [--json]",
+	 "one QP: number, port, CQ, address (GID, PSN), peer, state (nicmr_qp_state)",
 	 Verb::show_qp},
 	{"qp", "show qps [--json]", "every QP", Verb::show_qps},
 	{"bench", "bench reg [count N]", "reg + dereg of 4 KiB in a pool: reg, dereg, pair ns",
@@ -148,6 +165,13 @@ constexpr ParamSpec kParams[] = {
 	{"ADD", "the number to add (64 bits)"},
 	{"COMPARE", "the value to compare with (64 bits)"},
 	{"SWAP", "the value to swap in (64 bits)"},
+	{"GID", "a peer's GID: 32 hex digits, an IPv6 or an IPv4 address"},
+	{"QPN", "a peer's QP number (24 bits)"},
+	{"PSN", "a peer's first packet sequence number (24 bits)"},
+	{"HOST", "a host name or address"},
+	{"PORT", "a TCP port, 1 to 65535"},
+	{"BYTE", "a byte value, 0 to 255"},
+	{"SECONDS", "seconds, 1 to 3600"},
 };
 
 constexpr const char *kMrAccessNames[] = {
@@ -330,6 +354,39 @@ bool parse_param(const CommandSpec &spec, std::string_view name, std::string_vie
 		ok = parse_number(w, &cmd->count) && cmd->count != 0 && cmd->count <= (1u << 20);
 	} else if (name == "PEER") {
 		ok = parse_number(w, &cmd->peer);
+	} else if (name == "GID") {
+		if (!parse_gid(w, &cmd->gid)) {
+			*msg = "GID: expected 32 hex digits, an IPv6 or an IPv4 address, not '" +
+			       std::string(w.substr(0, 64)) + "'";
+			return false;
+		}
+		return true;
+	} else if (name == "QPN" || name == "PSN") {
+		uint32_t *v = name == "QPN" ? &cmd->remote_qpn : &cmd->remote_psn;
+		if (!parse_u32(w, v) || *v > 0xffffff) {
+			*msg = std::string(name) + ": expected a 24-bit number, not '" +
+			       std::string(w.substr(0, 64)) + "'";
+			return false;
+		}
+		return true;
+	} else if (name == "HOST") {
+		ok = !w.empty() && w.size() <= kMaxHost;
+		if (ok)
+			cmd->host = std::string(w);
+	} else if (name == "PORT") {
+		ok = parse_u32(w, &cmd->tcp_port) && cmd->tcp_port >= 1 && cmd->tcp_port <= 65535;
+		if (!ok) {
+			*msg = "PORT: expected a TCP port, 1 to 65535";
+			return false;
+		}
+	} else if (name == "BYTE") {
+		uint32_t v = 0;
+		ok = parse_u32(w, &v) && v <= 255;
+		cmd->byte = static_cast<uint8_t>(v);
+		if (!ok) {
+			*msg = "BYTE: expected 0 to 255";
+			return false;
+		}
 	} else if (name == "ROFFSET") {
 		ok = parse_size(w, &cmd->roffset);
 	} else if (name == "ADD" || name == "COMPARE") {
@@ -436,6 +493,15 @@ bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string
 	if (o == "port")
 		return ((w == "1" || w == "2") && parse_u32(w, &cmd->port)) ||
 		       bad("port: expected 1 or 2");
+	if (o == "mtu")
+		return (parse_u32(w, &cmd->mtu) &&
+			(cmd->mtu == 256 || cmd->mtu == 512 || cmd->mtu == 1024 ||
+			 cmd->mtu == 2048 || cmd->mtu == 4096)) ||
+		       bad("mtu: expected 256, 512, 1024, 2048 or 4096");
+	if (o == "timeout")
+		return (parse_u32(w, &cmd->timeout_s) && cmd->timeout_s >= 1 &&
+			cmd->timeout_s <= kExchangeMaxTimeoutS) ||
+		       bad("timeout: expected 1 to 3600 seconds");
 	if (o == "depth")
 		return (parse_u32(w, &cmd->depth) && cmd->depth != 0) ||
 		       bad("depth: expected a number above 0");
@@ -632,6 +698,38 @@ bool parse_page_size(std::string_view word, uint64_t *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+bool parse_gid(std::string_view word, std::array<uint8_t, 16> *out)
+{
+	if (word.size() == 32 && word.find(':') == std::string_view::npos &&
+	    word.find('.') == std::string_view::npos) {
+		std::array<uint8_t, 16> g{};
+		for (size_t i = 0; i < 16; i++) {
+			const int hi = hex_digit(word[2 * i]), lo = hex_digit(word[2 * i + 1]);
+			if (hi < 0 || lo < 0)
+				return false;
+			g[i] = static_cast<uint8_t>(hi << 4 | lo);
+		}
+		*out = g;
+		return true;
+	}
+	if (word.size() > INET6_ADDRSTRLEN)
+		return false;
+	const std::string s(word);
+	in6_addr a6{};
+	if (::inet_pton(AF_INET6, s.c_str(), &a6) == 1) {
+		std::memcpy(out->data(), &a6, 16);
+		return true;
+	}
+	in_addr a4{};
+	if (::inet_pton(AF_INET, s.c_str(), &a4) == 1) {
+		/* The IPv4-mapped IPv6 address (RFC 4291 2.5.5.2): RoCEv2's GID of an IPv4 port. */
+		*out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+		std::memcpy(out->data() + 12, &a4, 4);
+		return true;
+	}
+	return false;
 }
 
 bool parse_node(std::string_view word, int *out)

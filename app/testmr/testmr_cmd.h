@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "nicmr_parse.h"
+#include "testmr_exchange.h"
 
 namespace nicmr::testmr {
 
@@ -73,6 +74,8 @@ enum class Verb {
 	mr_unbind,
 	mr_enable,
 	show_cntrs,
+	mr_fill,
+	mr_dump,
 	/* nicmr inside DPDK (EAL mode): the attached memory, mempools. */
 	show_dpdk,
 	mempool_create,
@@ -83,6 +86,9 @@ enum class Verb {
 	cq_destroy,
 	qp_create,
 	qp_connect,
+	qp_connect_remote,
+	qp_exchange_listen,
+	qp_exchange_connect,
 	qp_recover,
 	qp_destroy,
 	post_write,
@@ -114,6 +120,10 @@ constexpr uint32_t kMaxPoll = 256;
 constexpr uint64_t kMaxBenchCount = 10000000;
 /* The longest raw key `key map` takes, in bytes (the native API's is NICMR_RAW_KEY_SIZE, 64). */
 constexpr size_t kMaxRawKey = 64;
+/* The most bytes one `mr dump` prints. */
+constexpr uint64_t kMaxDump = 4096;
+/* The longest HOST `qp exchange connect` takes (a DNS name's limit). */
+constexpr size_t kMaxHost = 253;
 
 struct Command {
 	Verb verb = Verb::none;
@@ -153,6 +163,16 @@ struct Command {
 	std::string word;		  /* help: the section (empty: the list of sections) */
 	std::vector<Segment> segments;	  /* mr regv */
 	std::vector<uint8_t> raw;	  /* key map: the raw key's bytes */
+
+	/* A remote QP's address (qp connect remote) and the exchange (qp exchange). */
+	std::array<uint8_t, 16> gid{};		/* the peer's GID */
+	uint32_t remote_qpn = 0;		/* the peer's QPN */
+	uint32_t remote_psn = 0;		/* the peer's first send PSN */
+	uint32_t mtu = 0;			/* path MTU in bytes; 0: the default (1024) */
+	uint32_t timeout_s = kExchangeTimeoutS; /* seconds per blocking step */
+	std::string host;			/* qp exchange connect */
+	uint32_t tcp_port = 0;			/* qp exchange: the TCP port */
+	uint8_t byte = 0;			/* mr fill */
 };
 
 /* mkey access bits as testmr spells them (mkey create: the device's own rights). */
@@ -234,6 +254,11 @@ bool is_param_name(std::string_view w);
 
 /* A page size: 4k, 2m or 1g (any spelling parse_size takes of those three). false otherwise. */
 bool parse_page_size(std::string_view word, uint64_t *out);
+
+/* A GID word: 32 hex digits (the exchange record's form), an IPv6 address ("fe80::1",
+ * "::ffff:10.0.0.1") or an IPv4 address ("10.0.0.1", as its IPv4-mapped GID). false for
+ * anything else. */
+bool parse_gid(std::string_view word, std::array<uint8_t, 16> *out);
 
 /* A NUMA node number, decimal or 0x-hex, 0..kMaxNode. false otherwise. */
 constexpr int kMaxNode = 1023;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -21,6 +22,7 @@
 
 #include "nicmr/nicmr.h"
 #include "nicmr/nicmr_dpdk.h"
+#include "testmr_exchange.h"
 
 namespace nicmr::testmr {
 
@@ -82,6 +84,12 @@ struct QpRec {
 	bool connected = false;
 	uint64_t peer = 0; /* the session's QP it is connected to (when connected) */
 	uint32_t peer_qpn = 0, peer_port = 0;
+	/* Connected to a QP of another device (qp connect remote, qp exchange): its address;
+	 * peer and peer_port then mean nothing, and a post's ROFFSET is the peer's address. */
+	bool remote = false;
+	std::array<uint8_t, 16> remote_gid{};
+	uint32_t remote_psn = 0;
+	uint32_t mtu = 0; /* bytes; 0: the default */
 };
 
 /* enum nicmr_wc_status and enum nicmr_wc_opcode, as the header spells them. */
@@ -245,6 +253,16 @@ struct Engine::State {
 	int cq_destroy(uint64_t id);
 	int qp_create(const Command &c);
 	int qp_connect(const Command &c);
+	/* nicmr_qp_connect_remote of QP id to r (gid, qpn, psn) with mtu (bytes, 0: default);
+	 * records and prints it. 0 or a printed negative errno. */
+	int connect_remote(uint64_t id, const PeerRecord &r, uint32_t mtu);
+	int qp_connect_remote(const Command &c);
+	int qp_exchange(const Command &c);
+	int mr_fill(const Command &c);
+	int mr_dump(const Command &c);
+	/* The MR of key, its bytes [offset, offset + len) checked: the address, or null (printed
+	 * error in *rc). */
+	uint8_t *mr_bytes(uint32_t key, uint64_t offset, uint64_t len, int *rc);
 	int qp_recover(uint64_t id);
 	int qp_destroy(uint64_t id);
 	int post(const Command &c);
@@ -399,6 +417,15 @@ int Engine::run(const Command &c)
 		return s.qp_create(c);
 	case Verb::qp_connect:
 		return s.qp_connect(c);
+	case Verb::qp_connect_remote:
+		return s.qp_connect_remote(c);
+	case Verb::qp_exchange_listen:
+	case Verb::qp_exchange_connect:
+		return s.qp_exchange(c);
+	case Verb::mr_fill:
+		return s.mr_fill(c);
+	case Verb::mr_dump:
+		return s.mr_dump(c);
 	case Verb::qp_recover:
 		return s.qp_recover(c.id);
 	case Verb::qp_destroy:
@@ -1096,6 +1123,147 @@ int Engine::State::qp_connect(const Command &c)
 	return 0;
 }
 
+int Engine::State::connect_remote(uint64_t id, const PeerRecord &r, uint32_t mtu)
+{
+	auto q = qps.find(id);
+	if (q == qps.end())
+		return no_qp(id);
+	nicmr_qp_remote rem{};
+	rem.size = sizeof(rem);
+	std::memcpy(rem.gid, r.gid.data(), sizeof(rem.gid));
+	rem.qpn = r.qpn;
+	rem.psn = r.psn;
+	rem.mtu = mtu;
+	QpRec &rec = q->second;
+	if (int rc = nicmr_qp_connect_remote(rec.qp, &rem); rc != 0)
+		return api_error("nicmr_qp_connect_remote", rc);
+	rec.connected = true;
+	rec.remote = true;
+	rec.peer_qpn = r.qpn;
+	rec.remote_gid = r.gid;
+	rec.remote_psn = r.psn;
+	rec.mtu = mtu;
+	uint32_t st = 0;
+	const int rc = nicmr_qp_state(rec.qp, &st);
+	std::fprintf(f(),
+		     "QP %" PRIu64 " (0x%x, port %u) connected to remote QP 0x%06x at %s, PSN "
+		     "0x%06x, MTU %u: %s\n",
+		     id, nicmr_qp_num(rec.qp), rec.port, r.qpn, gid_text(r.gid).c_str(), r.psn,
+		     mtu ? mtu : 1024u, rc == 0 ? qp_state_name(st) : errno_name(rc));
+	return 0;
+}
+
+int Engine::State::qp_connect_remote(const Command &c)
+{
+	PeerRecord r;
+	r.gid = c.gid;
+	r.qpn = c.remote_qpn;
+	r.psn = c.remote_psn;
+	return connect_remote(c.id, r, c.mtu);
+}
+
+int Engine::State::qp_exchange(const Command &c)
+{
+	auto q = qps.find(c.id);
+	if (q == qps.end())
+		return no_qp(c.id);
+	nicmr_qp_addr a{};
+	if (int rc = nicmr_qp_local(q->second.qp, 0, &a); rc != 0) {
+		if (rc == -EADDRNOTAVAIL)
+			return out.error(rc,
+					 "QP %" PRIu64 ": its port %u is not on a wire, %s (start "
+					 "testmr with --engine emu:addr=ADDRESS,...)",
+					 c.id, q->second.port, errno_name(rc));
+		return api_error("nicmr_qp_local", rc);
+	}
+	PeerRecord mine;
+	mine.qpn = a.qpn;
+	mine.psn = a.psn;
+	std::memcpy(mine.gid.data(), a.gid, sizeof(a.gid));
+	PeerRecord theirs;
+	std::string err;
+	const auto port = static_cast<uint16_t>(c.tcp_port);
+	int rc = 0;
+	/* The connect step prints its own line (and error): the exchange's error is only said
+	 * when the exchange itself failed. */
+	int connect_rc = 0;
+	if (c.verb == Verb::qp_exchange_listen) {
+		std::fprintf(f(), "QP %" PRIu64 ": waiting on TCP port %u for a peer (%u s)\n",
+			     c.id, c.tcp_port, c.timeout_s);
+		std::fflush(f());
+		rc = exchange_listen(
+			port, c.timeout_s, mine,
+			[&](const PeerRecord &r) {
+				connect_rc = connect_remote(c.id, r, c.mtu);
+				return connect_rc;
+			},
+			&theirs, &err);
+	} else {
+		rc = exchange_connect(c.host, port, c.timeout_s, mine, &theirs, &err);
+	}
+	const auto local = format_record(mine);
+	if (rc != 0) {
+		if (connect_rc != 0)
+			return rc;
+		return out.error(rc, "qp exchange (%s): %s", errno_name(rc), err.c_str());
+	}
+	const auto remote = format_record(theirs);
+	std::fprintf(f(), "QP %" PRIu64 ": sent %s, received %s\n", c.id, local.data(),
+		     remote.data());
+	if (c.verb == Verb::qp_exchange_connect)
+		return connect_remote(c.id, theirs, c.mtu);
+	return 0;
+}
+
+uint8_t *Engine::State::mr_bytes(uint32_t key, uint64_t offset, uint64_t len, int *rc)
+{
+	auto m = mrs.find(key);
+	if (m == mrs.end()) {
+		*rc = no_mr(key);
+		return nullptr;
+	}
+	const size_t mlen = nicmr_mr_len(m->second.mr);
+	if (offset > mlen || len > mlen - offset) {
+		*rc = out.error(-ERANGE,
+				"bytes [0x%" PRIx64 ", +0x%" PRIx64 ") are outside MR 0x%08x "
+				"(%zu bytes)",
+				offset, len, key, mlen);
+		return nullptr;
+	}
+	return static_cast<uint8_t *>(nicmr_mr_addr(m->second.mr)) + offset;
+}
+
+int Engine::State::mr_fill(const Command &c)
+{
+	int rc = 0;
+	uint8_t *p = mr_bytes(c.key, c.offset, c.len, &rc);
+	if (p == nullptr)
+		return rc;
+	std::memset(p, c.byte, c.len);
+	std::fprintf(f(), "MR 0x%08x: %" PRIu64 " bytes at offset 0x%" PRIx64 " set to 0x%02x\n",
+		     c.key, c.len, c.offset, c.byte);
+	return 0;
+}
+
+int Engine::State::mr_dump(const Command &c)
+{
+	if (c.len > kMaxDump)
+		return out.error(-EINVAL, "mr dump: at most %" PRIu64 " bytes", kMaxDump);
+	int rc = 0;
+	const uint8_t *p = mr_bytes(c.key, c.offset, c.len, &rc);
+	if (p == nullptr)
+		return rc;
+	/* 16 bytes a line, the offset first; a peer may be writing: byte loads, no tearing
+	 * that matters for a dump. */
+	for (uint64_t i = 0; i < c.len; i += 16) {
+		std::fprintf(f(), "%08" PRIx64 ":", c.offset + i);
+		for (uint64_t j = i; j < c.len && j < i + 16; j++)
+			std::fprintf(f(), " %02x", p[j]);
+		std::fputs("\n", f());
+	}
+	return 0;
+}
+
 int Engine::State::qp_recover(uint64_t id)
 {
 	auto q = qps.find(id);
@@ -1144,7 +1312,8 @@ int Engine::State::post(const Command &c)
 		return no_mr(c.key);
 	nicmr_qp *qp = q->second.qp;
 	const uint64_t laddr = reinterpret_cast<uintptr_t>(nicmr_mr_addr(m->second.mr)) + c.offset;
-	const uint64_t raddr = remote_addr(c.rkey, c.roffset);
+	/* A remote peer's keys are in its address space: ROFFSET is its address there. */
+	const uint64_t raddr = q->second.remote ? c.roffset : remote_addr(c.rkey, c.roffset);
 	const uint64_t wr_id = c.has_wr_id ? c.wr_id : next_wr_id++;
 	const unsigned flags = (c.unsignaled ? 0u : NICMR_SEND_SIGNALED) |
 			       (c.inline_data ? NICMR_SEND_INLINE : 0u);
@@ -1269,7 +1438,20 @@ std::string Engine::State::qp_json(uint64_t id, const QpRec &r) const
 		.num("cq", r.cq)
 		.num("depth", r.depth)
 		.str("state", rc == 0 ? qp_state_name(st) : errno_name(rc));
-	if (r.connected)
+	/* The QP's own address, on a port on the wire only. */
+	nicmr_qp_addr a{};
+	if (nicmr_qp_local(r.qp, 0, &a) == 0) {
+		std::array<uint8_t, 16> g;
+		std::memcpy(g.data(), a.gid, g.size());
+		o.str("gid", gid_text(g)).hex("psn", a.psn);
+	}
+	if (r.connected && r.remote)
+		o.raw("peer", "null")
+			.str("remote_gid", gid_text(r.remote_gid))
+			.hex("remote_qpn", r.peer_qpn)
+			.hex("remote_psn", r.remote_psn)
+			.num("mtu", r.mtu ? r.mtu : 1024);
+	else if (r.connected)
 		o.num("peer", r.peer).hex("peer_qpn", r.peer_qpn).num("peer_port", r.peer_port);
 	else
 		o.raw("peer", "null");
@@ -1282,7 +1464,17 @@ void Engine::State::qp_text(uint64_t id, const QpRec &r) const
 	const int rc = nicmr_qp_state(r.qp, &st);
 	std::fprintf(f(), "QP %" PRIu64 ": number 0x%x, port %u, CQ %" PRIu64 ", depth %u, ", id,
 		     nicmr_qp_num(r.qp), r.port, r.cq, r.depth);
-	if (r.connected)
+	nicmr_qp_addr a{};
+	if (nicmr_qp_local(r.qp, 0, &a) == 0) {
+		std::array<uint8_t, 16> g;
+		std::memcpy(g.data(), a.gid, g.size());
+		std::fprintf(f(), "GID %s QPN 0x%06x PSN 0x%06x, ", gid_text(g).c_str(), a.qpn,
+			     a.psn);
+	}
+	if (r.connected && r.remote)
+		std::fprintf(f(), "remote QP 0x%06x at %s PSN 0x%06x MTU %u, ", r.peer_qpn,
+			     gid_text(r.remote_gid).c_str(), r.remote_psn, r.mtu ? r.mtu : 1024);
+	else if (r.connected)
 		std::fprintf(f(), "peer QP %" PRIu64 " (0x%x, port %u), ", r.peer, r.peer_qpn,
 			     r.peer_port);
 	else

@@ -52,6 +52,18 @@ const char *errno_name(int rc)
 		return "-EPERM";
 	case EIO:
 		return "-EIO";
+	case EISCONN:
+		return "-EISCONN";
+	case EADDRNOTAVAIL:
+		return "-EADDRNOTAVAIL";
+	case EADDRINUSE:
+		return "-EADDRINUSE";
+	case EPROTO:
+		return "-EPROTO";
+	case ECONNRESET:
+		return "-ECONNRESET";
+	case ECONNREFUSED:
+		return "-ECONNREFUSED";
 	default:
 		return "an error";
 	}

@@ -130,6 +130,8 @@ int Session::run(const Command &cmd)
 	case Verb::mr_unbind:
 	case Verb::mr_enable:
 	case Verb::show_cntrs:
+	case Verb::mr_fill:
+	case Verb::mr_dump:
 	case Verb::show_dpdk:
 	case Verb::mempool_create:
 	case Verb::mempool_destroy:
@@ -138,6 +140,9 @@ int Session::run(const Command &cmd)
 	case Verb::cq_destroy:
 	case Verb::qp_create:
 	case Verb::qp_connect:
+	case Verb::qp_connect_remote:
+	case Verb::qp_exchange_listen:
+	case Verb::qp_exchange_connect:
 	case Verb::qp_recover:
 	case Verb::qp_destroy:
 	case Verb::post_write:

@@ -354,3 +354,83 @@ TEST(TestmrCmd, AccessNamesRoundTrip)
 	EXPECT_EQ(format_mr_access(0), "none");
 	EXPECT_EQ(format_mr_access(mr_read | mr_mw_bind), "read,mw_bind");
 }
+
+TEST(TestmrCmd, RemoteConnectAndExchangeCommands)
+{
+	Command c;
+	std::string err;
+	ASSERT_EQ(parse_command("qp connect remote 3 ::ffff:127.0.0.1 0x12 0xabcdef mtu 4096", &c,
+				&err),
+		  0)
+		<< err;
+	EXPECT_EQ(c.verb, Verb::qp_connect_remote);
+	EXPECT_EQ(c.id, 3u);
+	const std::array<uint8_t, 16> loop = {0, 0, 0,	  0,	0,   0, 0, 0,
+					      0, 0, 0xff, 0xff, 127, 0, 0, 1};
+	EXPECT_EQ(c.gid, loop);
+	EXPECT_EQ(c.remote_qpn, 0x12u);
+	EXPECT_EQ(c.remote_psn, 0xabcdefu);
+	EXPECT_EQ(c.mtu, 4096u);
+	/* The other GID forms, and the default MTU. */
+	ASSERT_EQ(parse_command("qp connect remote 0 127.0.0.1 1 2", &c, &err), 0) << err;
+	EXPECT_EQ(c.gid, loop);
+	EXPECT_EQ(c.mtu, 0u);
+	ASSERT_EQ(
+		parse_command("qp connect remote 0 00000000000000000000ffff7f000001 1 2", &c, &err),
+		0)
+		<< err;
+	EXPECT_EQ(c.gid, loop);
+	/* The loopback connect is still the two-keyword command. */
+	ASSERT_EQ(parse_command("qp connect 0 1", &c, &err), 0) << err;
+	EXPECT_EQ(c.verb, Verb::qp_connect);
+	EXPECT_EQ(c.peer, 1u);
+
+	ASSERT_EQ(parse_command("qp exchange listen 1 18515", &c, &err), 0) << err;
+	EXPECT_EQ(c.verb, Verb::qp_exchange_listen);
+	EXPECT_EQ(c.id, 1u);
+	EXPECT_EQ(c.tcp_port, 18515u);
+	EXPECT_EQ(c.timeout_s, nicmr::testmr::kExchangeTimeoutS);
+	EXPECT_EQ(c.timeout_s, 10u);
+	ASSERT_EQ(parse_command("qp exchange connect 2 peer.example 7 timeout 3 mtu 256", &c, &err),
+		  0)
+		<< err;
+	EXPECT_EQ(c.verb, Verb::qp_exchange_connect);
+	EXPECT_EQ(c.host, "peer.example");
+	EXPECT_EQ(c.tcp_port, 7u);
+	EXPECT_EQ(c.timeout_s, 3u);
+	EXPECT_EQ(c.mtu, 256u);
+
+	ASSERT_EQ(parse_command("mr fill 0x1581 4k 300 0xff", &c, &err), 0) << err;
+	EXPECT_EQ(c.verb, Verb::mr_fill);
+	EXPECT_EQ(c.key, 0x1581u);
+	EXPECT_EQ(c.offset, 4096u);
+	EXPECT_EQ(c.len, 300u);
+	EXPECT_EQ(c.byte, 0xff);
+	ASSERT_EQ(parse_command("mr dump 0x1581 0 64", &c, &err), 0) << err;
+	EXPECT_EQ(c.verb, Verb::mr_dump);
+}
+
+TEST(TestmrCmd, BadRemoteConnectAndExchangeCommandsSayWhatIsWrong)
+{
+	const std::pair<const char *, const char *> cases[] = {
+		{"qp connect remote 0 1.2.3 1 2", "GID: expected 32 hex digits"},
+		{"qp connect remote 0 0000000000000000000000000000000g 1 2", "GID: expected"},
+		{"qp connect remote 0 ::1 0x1000000 2", "QPN: expected a 24-bit number"},
+		{"qp connect remote 0 ::1 1 0x1000000", "PSN: expected a 24-bit number"},
+		{"qp connect remote 0 ::1 1 2 mtu 1500",
+		 "mtu: expected 256, 512, 1024, 2048 or 4096"},
+		{"qp connect remote 0 ::1 1", "usage: qp connect remote QP GID QPN PSN [mtu N]"},
+		{"qp exchange listen 0 0", "PORT: expected a TCP port, 1 to 65535"},
+		{"qp exchange listen 0 65536", "PORT: expected a TCP port"},
+		{"qp exchange listen 0 1 timeout 0", "timeout: expected 1 to 3600 seconds"},
+		{"qp exchange listen 0 1 timeout 3601", "timeout: expected 1 to 3600 seconds"},
+		{"qp exchange connect 0 host", "usage: qp exchange connect QP HOST PORT"},
+		{"mr fill 0x1581 0 16 256", "BYTE: expected 0 to 255"},
+	};
+	for (const auto &[line, want] : cases) {
+		Command c;
+		std::string err;
+		EXPECT_EQ(parse_command(line, &c, &err), -EINVAL) << line;
+		EXPECT_NE(err.find(want), std::string::npos) << line << ": " << err;
+	}
+}
