@@ -66,6 +66,9 @@ struct EmuOptions {
 	 * where their peers do (both 4791 by default). */
 	std::string addr[2];
 	uint16_t udp_port = 4791, peer_udp_port = 4791;
+	/* Fault injection on the wire ports' sends: loss=, dup=, reorder= (percent), delay_us=,
+	 * fault_seed= (emu::WireFaults). */
+	emu::WireFaults faults;
 };
 
 /* The pool sizes a device spec gives the engine (vfio and devx specs take the defaults), and
@@ -202,6 +205,29 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			(k == "udp_port" ? o->udp_port : o->peer_udp_port) = uint16_t(x);
+		} else if (k == "loss" || k == "dup" || k == "reorder") {
+			uint32_t x = 0;
+			if (!parse_u32(v, &x) || x > 100) {
+				NICMR_LOG(error, "api", "emu %.*s=%.*s: a percentage, 0 to 100",
+					  int(k.size()), k.data(), int(v.size()), v.data());
+				return -EINVAL;
+			}
+			(k == "loss"  ? o->faults.loss
+			 : k == "dup" ? o->faults.dup
+				      : o->faults.reorder) = x;
+		} else if (k == "delay_us") {
+			if (!parse_u32(v, &o->faults.delay_us) ||
+			    o->faults.delay_us > emu::WireFaults::kMaxDelayUs) {
+				NICMR_LOG(error, "api", "emu delay_us=%.*s: 0 to %u", int(v.size()),
+					  v.data(), emu::WireFaults::kMaxDelayUs);
+				return -EINVAL;
+			}
+		} else if (k == "fault_seed") {
+			if (!parse_number(v, &o->faults.seed)) {
+				NICMR_LOG(error, "api", "emu fault_seed=%.*s: a number",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
 		} else if (k == "atomic_endian") {
 			if (v == "host")
 				o->atomic_host_endianness = true;
@@ -235,7 +261,8 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				error, "api",
 				"unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
 				"ext, atomic_endian, trace, fail_opcode, mkey_by_name, mkey_pool, "
-				"mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port)",
+				"mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
+				"dup, reorder, delay_us, fault_seed)",
 				int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -364,7 +391,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.mkey_by_name = o.mkey_by_name;
 	for (size_t p = 0; p < 2; p++)
 		if (!o.addr[p].empty())
-			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port};
+			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port, o.faults};
 	rc = emu::emu_mlx5_create(cfg, &dev->emu);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);

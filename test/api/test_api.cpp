@@ -79,8 +79,12 @@ TEST(ApiDevice, WireAddressIsBoundAtOpen)
 	nicmr_device *second = nullptr;
 	EXPECT_EQ(nicmr_device_open(spec.c_str(), &second), -EADDRINUSE);
 	EXPECT_EQ(nicmr_device_close(dev), 0);
-	/* Closed, the address is free again. */
-	ASSERT_EQ(nicmr_device_open(spec.c_str(), &dev), 0);
+	/* Closed, the address is free again; fault injection is a part of the spec. */
+	ASSERT_EQ(nicmr_device_open(
+			  (spec + ",loss=5,dup=100,reorder=0,delay_us=1000000,fault_seed=0x17")
+				  .c_str(),
+			  &dev),
+		  0);
 	EXPECT_EQ(nicmr_device_close(dev), 0);
 }
 
@@ -117,7 +121,12 @@ TEST(ApiDevice, BadSpecsAreEinval)
 			      "emu:ports=1,addr2=127.0.0.1",
 			      "emu:udp_port=0",
 			      "emu:udp_port=65536",
-			      "emu:peer_udp_port=x"})
+			      "emu:peer_udp_port=x",
+			      "emu:loss=101",
+			      "emu:dup=x",
+			      "emu:reorder=-1",
+			      "emu:delay_us=1000001",
+			      "emu:fault_seed=x"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
 	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
 	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);

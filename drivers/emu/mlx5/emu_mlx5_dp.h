@@ -176,6 +176,11 @@ struct WireStats {
 	uint64_t acks_sent = 0;	    /* ACKNOWLEDGE packets with an ACK */
 	uint64_t naks_sent = 0;	    /* ... with a NAK */
 	uint64_t naks_received = 0; /* NAKs that completed a request in error */
+	/* Fault injection on send (WireFaults), summed over the ports. */
+	uint64_t tx_lost = 0;	    /* datagrams not sent */
+	uint64_t tx_duplicated = 0; /* datagrams sent twice */
+	uint64_t tx_reordered = 0;  /* datagrams held for a later one to pass */
+	uint64_t tx_delayed = 0;    /* datagrams held delay_us */
 };
 
 class EmuDataPath {

@@ -461,6 +461,15 @@ WireStats EmuDataPath::wire_stats() const
 	s.acks_sent = wctr_.acks_sent.load(std::memory_order_relaxed);
 	s.naks_sent = wctr_.naks_sent.load(std::memory_order_relaxed);
 	s.naks_received = wctr_.naks_received.load(std::memory_order_relaxed);
+	for (const auto &w : wire_) {
+		if (!w)
+			continue;
+		const WireFaultCounts f = w->fault_counts();
+		s.tx_lost += f.lost;
+		s.tx_duplicated += f.duplicated;
+		s.tx_reordered += f.reordered;
+		s.tx_delayed += f.delayed;
+	}
 	return s;
 }
 

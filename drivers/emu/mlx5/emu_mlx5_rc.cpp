@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 #include "emu_mlx5_dp_impl.h"
 #include "mlx5_prm.h"
@@ -49,6 +50,14 @@ int32_t psn_diff(uint32_t a, uint32_t b) noexcept
 {
 	const uint32_t d = (a - b) & kPsnMask;
 	return d & 0x800000 ? static_cast<int32_t>(d) - 0x1000000 : static_cast<int32_t>(d);
+}
+
+/* CLOCK_MONOTONIC in ns (the vDSO's: no system call). */
+uint64_t mono_now_ns() noexcept
+{
+	timespec ts{};
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
 uint32_t packets_of(uint64_t len, uint32_t mtu) noexcept
@@ -341,10 +350,17 @@ void EmuDataPath::rc_flush(const DmaSection &dma, Qp &qp)
 bool EmuDataPath::poll_wire()
 {
 	bool any = false;
+	/* The turn's one clock read: held datagrams and the QPs' timers. */
+	const uint64_t now = mono_now_ns();
 	for (uint32_t p = 0; p < wire_.size(); p++) {
-		const WirePort *w = wire_[p].get();
+		WirePort *w = wire_[p].get();
 		if (w == nullptr)
 			continue;
+		if (w->holding()) {
+			if (const uint32_t errs = w->release_held(now); errs != 0)
+				wctr_.tx_errors.fetch_add(errs, std::memory_order_relaxed);
+			any = any || w->holding(); /* come back soon: they are due shortly */
+		}
 		const int n = w->recv(rx_buf_.get(), rx_len_, rx_peer_, kRxBatch);
 		if (n == 0)
 			continue;

@@ -13,12 +13,22 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
+#include <new>
 
 namespace nicmr::emu {
 
 namespace {
 
 constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+/* CLOCK_MONOTONIC in ns: the vDSO's, no system call. */
+uint64_t mono_ns() noexcept
+{
+	timespec ts{};
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
 
 } // namespace
 
@@ -35,6 +45,17 @@ WirePort::~WirePort()
 
 int WirePort::open(const WirePortConfig &cfg)
 {
+	const WireFaults &f = cfg.faults;
+	if (f.loss > 100 || f.dup > 100 || f.reorder > 100 || f.delay_us > WireFaults::kMaxDelayUs)
+		return -EINVAL;
+	faults_ = f;
+	faulty_ = f.any();
+	rng_ = f.seed == 0 ? 1 : f.seed;
+	if (faulty_ && (f.reorder != 0 || f.delay_us != 0)) {
+		held_.reset(new (std::nothrow) Held[kHeldSlots]);
+		if (!held_)
+			return -ENOMEM;
+	}
 	in_addr a4{};
 	in6_addr a6{};
 	if (inet_pton(AF_INET, cfg.addr.c_str(), &a4) == 1) {
@@ -136,7 +157,114 @@ Gid WirePort::gid_of(const sockaddr_storage &peer) noexcept
 	return g;
 }
 
-int WirePort::send(const Gid &remote, const uint8_t *data, size_t len) const noexcept
+uint64_t WirePort::draw() noexcept
+{
+	/* xorshift64* (Vigna, "An experiment with Marsaglia's xorshift generators"): a fixed
+	 * sequence per seed, which is all fault injection needs. */
+	rng_ ^= rng_ >> 12;
+	rng_ ^= rng_ << 25;
+	rng_ ^= rng_ >> 27;
+	return (rng_ * 0x2545f4914f6cdd1dull) >> 32;
+}
+
+bool WirePort::hold(const Gid &remote, const uint8_t *data, size_t len, uint64_t due_ns,
+		    bool reorder) noexcept
+{
+	if (!held_ || len > roce::max_datagram)
+		return false;
+	for (uint32_t i = 0; i < kHeldSlots; i++) {
+		Held &h = held_[i];
+		if (h.seq != 0)
+			continue;
+		h.to = remote;
+		h.due_ns = due_ns;
+		h.seq = ++seq_;
+		h.reorder = reorder;
+		h.len = static_cast<uint16_t>(len);
+		std::memcpy(h.data, data, len);
+		held_count_.fetch_add(1, std::memory_order_relaxed);
+		return true;
+	}
+	return false;
+}
+
+uint32_t WirePort::release_locked(uint64_t now_ns, uint64_t passed_seq) noexcept
+{
+	uint32_t errors = 0;
+	while (held_count_.load(std::memory_order_relaxed) != 0) {
+		Held *next = nullptr;
+		for (uint32_t i = 0; i < kHeldSlots; i++) {
+			Held &h = held_[i];
+			if (h.seq == 0 || (h.due_ns > now_ns && !(h.reorder && h.seq < passed_seq)))
+				continue;
+			if (next == nullptr || h.seq < next->seq)
+				next = &h;
+		}
+		if (next == nullptr)
+			break;
+		if (raw_send(next->to, next->data, next->len) < 0)
+			errors++;
+		next->seq = 0;
+		held_count_.fetch_sub(1, std::memory_order_relaxed);
+	}
+	return errors;
+}
+
+uint32_t WirePort::release_held(uint64_t now_ns) noexcept
+{
+	if (!holding())
+		return 0;
+	lock();
+	const uint32_t errors = release_locked(now_ns, 0);
+	unlock();
+	return errors;
+}
+
+WireFaultCounts WirePort::fault_counts() const noexcept
+{
+	return {lost_.load(std::memory_order_relaxed), duplicated_.load(std::memory_order_relaxed),
+		reordered_.load(std::memory_order_relaxed),
+		delayed_.load(std::memory_order_relaxed)};
+}
+
+int WirePort::send(const Gid &remote, const uint8_t *data, size_t len) noexcept
+{
+	if (!faulty_)
+		return raw_send(remote, data, len);
+	const auto count = [](std::atomic<uint64_t> &c) {
+		c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+	};
+	lock();
+	if (hit(faults_.loss)) {
+		count(lost_);
+		unlock();
+		return 0;
+	}
+	const int copies = hit(faults_.dup) ? 2 : 1;
+	if (copies == 2)
+		count(duplicated_);
+	const uint64_t now = held_ ? mono_ns() : 0;
+	int rc = 0;
+	for (int i = 0; i < copies; i++) {
+		const bool reorder = hit(faults_.reorder);
+		const uint64_t due = now + uint64_t{faults_.delay_us} * 1000 +
+				     (reorder ? uint64_t{kReorderHoldUs} * 1000 : 0);
+		if ((reorder || faults_.delay_us != 0) && hold(remote, data, len, due, reorder)) {
+			count(reorder ? reordered_ : delayed_);
+			continue;
+		}
+		/* Sent now: every reordered datagram held before it has been passed. */
+		const uint64_t passed = seq_ + 1;
+		if (const int r = raw_send(remote, data, len); r < 0)
+			rc = r;
+		if (held_)
+			release_locked(now, passed);
+	}
+	unlock();
+	return rc;
+}
+
+int WirePort::raw_send(const Gid &remote, const uint8_t *data, size_t len) const noexcept
 {
 	ssize_t n;
 	if (v6_) {

@@ -18,19 +18,41 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "roce_packet.h"
 
 namespace nicmr::emu {
 
+/*
+ * Faults the port injects into what it sends (tc netem is not on every machine), each drawn
+ * per datagram from the port's own generator, so that a seed repeats a run's pattern:
+ * loss (the datagram is not sent), dup (sent twice), reorder (held until the next datagram
+ * went out, or kReorderHoldUs), delay (held delay_us). Percentages 0..100.
+ */
+struct WireFaults {
+	uint32_t loss = 0, dup = 0, reorder = 0;
+	uint32_t delay_us = 0; /* 0 .. kMaxDelayUs */
+	uint64_t seed = 1;     /* 0 is taken as 1 */
+	static constexpr uint32_t kMaxDelayUs = 1000000;
+	bool any() const noexcept { return loss != 0 || dup != 0 || reorder != 0 || delay_us != 0; }
+};
+
 /* A port's place on the wire (EmuConfig::wire): an empty addr keeps it on the loopback. */
 struct WirePortConfig {
 	std::string addr;			 /* numeric IPv4 or IPv6 address to bind */
 	uint16_t udp_port = roce::udp_port;	 /* where this port listens */
 	uint16_t peer_udp_port = roce::udp_port; /* where its peers listen */
+	WireFaults faults;			 /* none by default */
+};
+
+/* What a port's fault injection did (WireStats sums the ports). */
+struct WireFaultCounts {
+	uint64_t lost = 0, duplicated = 0, reordered = 0, delayed = 0;
 };
 
 /* A GID as the PRM and the wire carry it: 16 bytes, network order. */
@@ -46,8 +68,9 @@ public:
 	WirePort(const WirePort &) = delete;
 	WirePort &operator=(const WirePort &) = delete;
 
-	/* Opens and binds the socket. -EINVAL (not a numeric address), the socket calls'
-	 * -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
+	/* Opens and binds the socket. -EINVAL (not a numeric address, a fault percentage above
+	 * 100, a delay above WireFaults::kMaxDelayUs), -ENOMEM (the held-datagram ring), the
+	 * socket calls' -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
 	int open(const WirePortConfig &cfg);
 	bool ipv6() const noexcept { return v6_; }
 	int fd() const noexcept { return fd_; }
@@ -65,8 +88,21 @@ public:
 	static Gid gid_of(const sockaddr_storage &peer) noexcept;
 
 	/* Sends one datagram to remote (the peers' UDP port). 0 or -errno; -EAGAIN when the
-	 * socket's buffer is full (the datagram is lost, as on a congested link). */
-	int send(const Gid &remote, const uint8_t *data, size_t len) const noexcept;
+	 * socket's buffer is full (the datagram is lost, as on a congested link). With faults,
+	 * the datagram may be dropped, doubled or held (0: it counts as sent); no allocation,
+	 * no system call beyond the sends. Thread-safe. */
+	int send(const Gid &remote, const uint8_t *data, size_t len) noexcept;
+	/* The device thread, once per progress turn: sends the held datagrams due at now_ns
+	 * (CLOCK_MONOTONIC). The count of sends the socket refused. */
+	uint32_t release_held(uint64_t now_ns) noexcept;
+	/* Whether datagrams are held (a progress turn should come back soon). */
+	bool holding() const noexcept { return held_count_.load(std::memory_order_relaxed) != 0; }
+	WireFaultCounts fault_counts() const noexcept;
+	/* Datagrams a port holds at most (delay and reordering); with the ring full a datagram
+	 * goes out at once. */
+	static constexpr uint32_t kHeldSlots = 64;
+	/* How long a reordered datagram waits at most for a later one to pass it. */
+	static constexpr uint32_t kReorderHoldUs = 200;
 
 	/* Receives up to n datagrams without blocking into bufs (each roce::max_datagram + 1
 	 * bytes, so that a longer one shows); lens and peers get their lengths and senders.
@@ -75,12 +111,48 @@ public:
 		 int n) const noexcept;
 
 private:
+	int raw_send(const Gid &remote, const uint8_t *data, size_t len) const noexcept;
+	uint64_t draw() noexcept; /* the fault generator (xorshift64*), lock held */
+	bool hit(uint32_t pct) noexcept { return pct != 0 && draw() % 100 < pct; }
+	/* Holds one datagram until due_ns; false when the ring is full. Lock held. */
+	bool hold(const Gid &remote, const uint8_t *data, size_t len, uint64_t due_ns,
+		  bool reorder) noexcept;
+	/* Sends the held datagrams with due_ns <= now, or every reordered one that was held
+	 * before seq (a later datagram went out), oldest first. Lock held. */
+	uint32_t release_locked(uint64_t now_ns, uint64_t passed_seq) noexcept;
+	void lock() noexcept
+	{
+		while (lock_.test_and_set(std::memory_order_acquire))
+			;
+	}
+	void unlock() noexcept { lock_.clear(std::memory_order_release); }
+
+	struct Held {
+		Gid to{};
+		uint64_t due_ns = 0;
+		uint64_t seq = 0; /* 0: free */
+		bool reorder = false;
+		uint16_t len = 0;
+		uint8_t data[roce::max_datagram];
+	};
+
 	int fd_ = -1;
 	bool v6_ = false;
 	Gid gid_{};
 	uint16_t port_ = 0;
 	uint16_t peer_port_ = 0;
 	std::array<uint8_t, 16> local_{}; /* the bound address, IPv4 in the first 4 bytes */
+	/* Fault injection: set at open, then guarded by lock_ (taken only when faults are on:
+	 * the ringing threads and the device thread send through one port). */
+	WireFaults faults_;
+	bool faulty_ = false;
+	std::atomic_flag lock_ = ATOMIC_FLAG_INIT;
+	uint64_t rng_ = 1;
+	uint64_t seq_ = 0;
+	std::unique_ptr<Held[]> held_; /* kHeldSlots, made at open when faults are on */
+	std::atomic<uint32_t> held_count_{0};
+	/* Relaxed counters, written under lock_. */
+	std::atomic<uint64_t> lost_{0}, duplicated_{0}, reordered_{0}, delayed_{0};
 };
 
 } // namespace nicmr::emu
