@@ -9,6 +9,8 @@
  */
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,14 +21,17 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <infiniband/mlx5dv.h>
+#include <sys/wait.h>
+
 #include "emu_mlx5_wire.h"
 #include "roce_packet.h"
+#include "wire_rig.h"
 
 namespace {
 
-namespace emu = nicmr::emu;
-namespace roce = nicmr::roce;
-using namespace std::chrono_literals;
+using namespace wire_rig;
 
 uint64_t now_ns()
 {
@@ -35,15 +40,43 @@ uint64_t now_ns()
 	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
+/* A UDP port of 127.0.0.1 free a moment ago (the kernel's choice): tests running in parallel
+ * do not meet on a port. */
+uint16_t free_port_once()
+{
+	const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t sl = sizeof(a);
+	uint16_t port = 0;
+	if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
+	    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &sl) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		::close(fd);
+	return port;
+}
+
+/* Another one than other. */
+uint16_t free_port(uint16_t other = 0)
+{
+	for (;;) {
+		const uint16_t p = free_port_once();
+		if (p != 0 && p != other)
+			return p;
+	}
+}
+
 /* Two ports of this process on 127.0.0.1: tx (with faults) sends to rx. */
 struct PortPair {
 	emu::WirePort tx, rx;
 	emu::Gid to{};
 	int open(const emu::WireFaults &f)
 	{
-		const auto base = static_cast<uint16_t>(36000 + (getpid() % 10000) * 2);
-		emu::WirePortConfig a{"127.0.0.1", base, static_cast<uint16_t>(base + 1), f};
-		emu::WirePortConfig b{"127.0.0.1", static_cast<uint16_t>(base + 1), base, {}};
+		const uint16_t pa = free_port(), pb = free_port(pa);
+		emu::WirePortConfig a{"127.0.0.1", pa, pb, f};
+		emu::WirePortConfig b{"127.0.0.1", pb, pa, {}};
 		int rc = tx.open(a);
 		if (rc == 0)
 			rc = rx.open(b);
@@ -192,6 +225,406 @@ TEST(WireFaults, HeldRingFullSendsAtOnce)
 	ASSERT_EQ(got.size(), 5u);
 	EXPECT_EQ(got[0], emu::WirePort::kHeldSlots);
 	EXPECT_EQ(pp.tx.fault_counts().delayed, emu::WirePort::kHeldSlots);
+}
+
+/* ---- RC reliability between two processes ------------------------------------------------ */
+
+struct LossParam {
+	const char *name;
+	uint32_t loss, dup, reorder; /* percent, on both sides' sends */
+	uint32_t mtu;
+};
+
+/*
+ * The requester here, the responder in a child (wire_rig.h's responder), both on 127.0.0.1
+ * with their own ports and each side's faults; 7 retries of a local ACK timeout of
+ * 4.096 us * 2^12 = 17 ms: a loss the NAKs do not catch costs that much, and the retries
+ * outlast a process descheduled for 100 ms on a loaded two-core machine (with 1 ms they did
+ * not: three spinning threads on two cores).
+ */
+class Lossy : public ::testing::TestWithParam<LossParam> {
+protected:
+	static constexpr uint32_t kAckTimeout = 12;
+	void start(const emu::WireFaults &mine_f, const emu::WireFaults &theirs_f,
+		   uint32_t retry_count = 7, uint32_t ack_timeout = 8, uint32_t rnr_retry = 7,
+		   uint32_t mtu = nicmr::mlx5::prm::qp_mtu::mtu_1024)
+	{
+		const uint16_t pa = free_port();
+		WireOptions mine{"127.0.0.1", pa, free_port(pa), mtu,
+				 emu::DoorbellDelivery::inline_call};
+		mine.faults = mine_f;
+		mine.retry_count = retry_count;
+		mine.ack_timeout = ack_timeout;
+		mine.rnr_retry = rnr_retry;
+		WireOptions theirs = mine;
+		theirs.port = mine.peer_port;
+		theirs.peer_port = mine.port;
+		theirs.faults = theirs_f;
+		int sv[2];
+		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		child_ = ::fork();
+		ASSERT_GE(child_, 0);
+		if (child_ == 0) {
+			::close(sv[0]);
+			::_exit(responder(sv[1], theirs));
+		}
+		::close(sv[1]);
+		fd_ = sv[0];
+		ASSERT_EQ(me_->open(mine), 0);
+		emu::Gid peer_gid{};
+		ASSERT_TRUE(full_read(fd_, peer_gid.data(), 16));
+		ASSERT_TRUE(full_write(fd_, me_->gid.gid.data(), 16));
+		ASSERT_EQ(me_->make_qp(peer_gid.data()), 0);
+		ASSERT_TRUE(full_read(fd_, &peer_, sizeof(peer_)));
+		Info info{};
+		info.qpn = me_->qp->qpn();
+		ASSERT_TRUE(full_write(fd_, &info, sizeof(info)));
+		ASSERT_EQ(me_->qp->connect(peer_.qpn), 0);
+		uint32_t st = 0;
+		Req r{op_state, 0, 0};
+		ASSERT_TRUE(full_write(fd_, &r, sizeof(r)) && full_read(fd_, &st, sizeof(st)));
+		ASSERT_EQ(st, static_cast<uint32_t>(emu::QpState::rts));
+		ASSERT_EQ(me_->mr(0, kRegion * 2, true, true, false, false, false, false, &lkey_),
+			  0);
+	}
+	void SetUp() override
+	{
+		const LossParam &p = GetParam();
+		/* Different seeds: the two directions lose different packets. */
+		start({p.loss, p.dup, p.reorder, 0, 11}, {p.loss, p.dup, p.reorder, 0, 29}, 7,
+		      kAckTimeout, 7, p.mtu);
+	}
+	void TearDown() override
+	{
+		if (child_ > 0) {
+			Req r{op_exit, 0, 0};
+			full_write(fd_, &r, sizeof(r));
+			int st = 0;
+			::waitpid(child_, &st, 0);
+			EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				<< "responder exit status " << st;
+		}
+		if (fd_ >= 0)
+			::close(fd_);
+	}
+
+	std::vector<uint8_t> dump(uint32_t off, uint32_t len)
+	{
+		std::vector<uint8_t> v(len);
+		Req r{op_dump, off, len};
+		EXPECT_TRUE(full_write(fd_, &r, sizeof(r)) && full_read(fd_, v.data(), len));
+		return v;
+	}
+	emu::WireStats peer_stats()
+	{
+		emu::WireStats ws{};
+		Req r{op_stats, 0, 0};
+		EXPECT_TRUE(full_write(fd_, &r, sizeof(r)) && full_read(fd_, &ws, sizeof(ws)));
+		return ws;
+	}
+	emu::WireStats my_stats() { return me_->hw->device().data_path().wire_stats(); }
+	/* Both sides' counters, for a failure's message. */
+	std::string stats_text()
+	{
+		std::string t;
+		const emu::WireStats a = my_stats(), b = peer_stats();
+		for (const emu::WireStats *w : {&a, &b})
+			t += "tx " + std::to_string(w->tx_packets) + " lost " +
+			     std::to_string(w->tx_lost) + " rx " + std::to_string(w->rx_packets) +
+			     " drop " + std::to_string(w->rx_dropped) + " dup " +
+			     std::to_string(w->duplicates) + " naks " +
+			     std::to_string(w->naks_sent) + " seqnak " +
+			     std::to_string(w->seq_naks_received) + " retx " +
+			     std::to_string(w->retransmits) + " timeouts " +
+			     std::to_string(w->timeouts) + "; ";
+		return t;
+	}
+	uint32_t my_state()
+	{
+		uint32_t st = 0;
+		EXPECT_EQ(me_->qp->query_state(&st), 0);
+		return st;
+	}
+
+	uint8_t *local() { return me_->region(); }
+	uint64_t laddr(size_t off) { return reinterpret_cast<uintptr_t>(local()) + off; }
+	uint64_t raddr(size_t off) const { return peer_.region + off; }
+	nicmr::mlx5::Sge sge(size_t off, uint32_t len) { return {laddr(off), len, lkey_}; }
+
+	/*
+	 * Posts n signalled requests (post(i) posts request i with wr_id i), at most kWindow
+	 * outstanding, and checks that exactly n completions come, successful, with wr_ids
+	 * 0 .. n - 1 in order, and nothing after them.
+	 */
+	template <typename Post> void stream(uint32_t n, Post post)
+	{
+		stream(n, post, [](uint32_t) {});
+	}
+	/* The same, with done(i) called at request i's completion. */
+	template <typename Post, typename Done> void stream(uint32_t n, Post post, Done done_fn)
+	{
+		constexpr uint32_t kWindow = 32;
+		uint32_t posted = 0, done = 0;
+		const auto deadline = std::chrono::steady_clock::now() + 20s;
+		while (done < n && std::chrono::steady_clock::now() < deadline) {
+			while (posted < n && posted - done < kWindow) {
+				ASSERT_EQ(post(posted), 0) << "request " << posted;
+				posted++;
+			}
+			nicmr::mlx5::Completion c[8];
+			const int k = me_->qp->poll(c, 8);
+			for (int i = 0; i < k; i++, done++) {
+				ASSERT_TRUE(c[i].ok())
+					<< "request " << done << " syndrome " << int(c[i].syndrome)
+					<< "; " << stats_text();
+				ASSERT_EQ(c[i].wr_id, done) << "completions out of order";
+				done_fn(done);
+			}
+		}
+		ASSERT_EQ(done, n) << "completions missing";
+		std::this_thread::sleep_for(20ms);
+		nicmr::mlx5::Completion extra;
+		EXPECT_EQ(me_->qp->poll(&extra, 1), 0) << "a completion came twice";
+	}
+
+	std::unique_ptr<Side> me_ = std::make_unique<Side>();
+	Info peer_{};
+	uint32_t lkey_ = 0;
+	pid_t child_ = -1;
+	int fd_ = -1;
+};
+
+TEST_P(Lossy, WriteStreamLandsExactly)
+{
+	const uint32_t mtu = 128u << GetParam().mtu;
+	constexpr uint32_t kN = 300;
+	/* Request i writes len(i) bytes of its own pattern at its own place. */
+	const auto len = [&](uint32_t i) { return 1 + (i * 977) % (3 * mtu); };
+	const auto at = [&](uint32_t i) { return (i * 211) % (kRegion - 3 * mtu); };
+	std::vector<uint8_t> want(kRegion);
+	for (size_t i = 0; i < kRegion; i++)
+		want[i] = pattern(i);
+	/* The local source of request i at i % 16 * 4 KiB: rewritten only after it completed,
+	 * so in-flight (and retransmitted) data stays as posted. Fill all first. */
+	for (uint32_t i = 0; i < kN; i++) {
+		const uint32_t l = len(i);
+		for (uint32_t b = 0; b < l; b++)
+			want[at(i) + b] = static_cast<uint8_t>(i * 31 + b * 7 + 1);
+	}
+	stream(kN, [&](uint32_t i) {
+		const uint32_t l = len(i);
+		/* Later requests overwrite earlier ones where they overlap: the order counts. */
+		uint8_t *p = local() + (i % 32) * (3 * mtu);
+		for (uint32_t b = 0; b < l; b++)
+			p[b] = static_cast<uint8_t>(i * 31 + b * 7 + 1);
+		const nicmr::mlx5::Sge s = sge((i % 32) * (3 * mtu), l);
+		return me_->qp->post_write({&s, 1}, raddr(at(i)), peer_.keys[k_rw], i,
+					   nicmr::mlx5::kSignaled);
+	});
+	EXPECT_EQ(dump(0, kRegion), want);
+	const emu::WireStats a = my_stats(), b = peer_stats();
+	EXPECT_GT(a.tx_lost + b.tx_lost, 0u);
+	EXPECT_GT(a.retransmits, 0u);
+	EXPECT_GT(b.duplicates, 0u);
+	EXPECT_EQ(a.retry_exceeded, 0u);
+}
+
+TEST_P(Lossy, ReadStreamIsExact)
+{
+	const uint32_t mtu = 128u << GetParam().mtu;
+	constexpr uint32_t kN = 200;
+	const auto len = [&](uint32_t i) { return 1 + (i * 1231) % (3 * mtu); };
+	const auto from = [&](uint32_t i) { return (i * 379) % (kRegion - 3 * mtu); };
+	/* Request i reads into slot i % 32 of 3 MTUs (cleared when posted, checked at its
+	 * completion); a guard byte after the data stays 0. */
+	const uint32_t slot = 3 * mtu + 64;
+	const auto at = [&](uint32_t i) { return local() + size_t{i % 32} * slot; };
+	stream(
+		kN,
+		[&](uint32_t i) {
+			std::memset(at(i), 0, slot);
+			const nicmr::mlx5::Sge s = sge(size_t{i % 32} * slot, len(i));
+			return me_->qp->post_read({&s, 1}, raddr(from(i)), peer_.keys[k_rw], i,
+						  nicmr::mlx5::kSignaled);
+		},
+		[&](uint32_t i) {
+			const uint8_t *p = at(i);
+			for (uint32_t b = 0; b < len(i); b++)
+				ASSERT_EQ(p[b], pattern(from(i) + b))
+					<< "read " << i << " byte " << b;
+			ASSERT_EQ(p[len(i)], 0) << "read " << i << " wrote past its buffer";
+		});
+	const emu::WireStats a = my_stats(), b = peer_stats();
+	EXPECT_GT(a.tx_lost + b.tx_lost, 0u);
+	EXPECT_GT(a.retransmits, 0u);
+	EXPECT_GT(b.duplicates, 0u);
+}
+
+TEST_P(Lossy, FetchAddsApplyOnceEach)
+{
+	const bool host = me_->hw->device().data_path().atomic_host_endianness();
+	const auto word = [&](const uint8_t *p) {
+		uint64_t v;
+		std::memcpy(&v, p, 8);
+		return host ? v : be64toh(v);
+	};
+	constexpr uint32_t kN = 300;
+	const uint32_t at = 4096;
+	const uint64_t v0 = word(dump(at, 8).data());
+	stream(kN, [&](uint32_t i) {
+		return me_->qp->post_atomic_fa(sge(size_t{i} * 8, 8), raddr(at), peer_.keys[k_rw],
+					       i + 1, i, nicmr::mlx5::kSignaled);
+	});
+	/* In PSN order, each once: request i saw v0 + 1 + 2 + ... + i. */
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < kN; i++) {
+		ASSERT_EQ(word(local() + size_t{i} * 8), v0 + sum) << "fetch-add " << i;
+		sum += i + 1;
+	}
+	EXPECT_EQ(word(dump(at, 8).data()), v0 + sum);
+	/* A compare-swap after them sees the sum. */
+	const emu::WireStats a = my_stats(), b = peer_stats();
+	EXPECT_GT(a.retransmits, 0u);
+	EXPECT_GT(b.duplicates, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, Lossy,
+			 ::testing::Values(LossParam{"loss1_dup1_reorder1", 1, 1, 1,
+						     nicmr::mlx5::prm::qp_mtu::mtu_1024},
+					   LossParam{"loss5_dup5_reorder5", 5, 5, 5,
+						     nicmr::mlx5::prm::qp_mtu::mtu_1024},
+					   LossParam{"loss5_dup5_reorder5_mtu256", 5, 5, 5,
+						     nicmr::mlx5::prm::qp_mtu::mtu_256}),
+			 [](const ::testing::TestParamInfo<LossParam> &i) {
+				 return std::string(i.param.name);
+			 });
+
+/* A peer that never hears: the local ACK timer runs out its retries. */
+class Deaf : public Lossy {
+protected:
+	void SetUp() override {}
+};
+
+TEST_F(Deaf, RetryExceededCompletesWithTheSyndromeAndFlushes)
+{
+	/* Everything the requester sends is lost; 2 retries of 1 ms. */
+	start({100, 0, 0, 0, 1}, {}, 2, 8);
+	const nicmr::mlx5::Sge s = sge(0, 100);
+	ASSERT_EQ(
+		me_->qp->post_write({&s, 1}, raddr(0), peer_.keys[k_rw], 1, nicmr::mlx5::kSignaled),
+		0);
+	ASSERT_EQ(
+		me_->qp->post_write({&s, 1}, raddr(0), peer_.keys[k_rw], 2, nicmr::mlx5::kSignaled),
+		0);
+	nicmr::mlx5::Completion c[2];
+	ASSERT_TRUE(me_->wait(&c[0]));
+	ASSERT_TRUE(me_->wait(&c[1]));
+	EXPECT_EQ(c[0].wr_id, 1u);
+	EXPECT_EQ(c[0].opcode, MLX5_CQE_REQ_ERR);
+	EXPECT_EQ(c[0].syndrome, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
+	EXPECT_EQ(c[1].wr_id, 2u);
+	EXPECT_EQ(c[1].syndrome, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	EXPECT_EQ(my_state(), static_cast<uint32_t>(emu::QpState::err));
+	const emu::WireStats a = my_stats();
+	/* Three expiries: two retries of both WRITEs (one packet each), then the end. */
+	EXPECT_EQ(a.timeouts, 3u);
+	EXPECT_EQ(a.retransmits, 4u);
+	EXPECT_EQ(a.retry_exceeded, 1u);
+	EXPECT_EQ(a.tx_lost, 6u);
+	EXPECT_EQ(peer_stats().rx_packets, 0u);
+	EXPECT_EQ(dump(0, 100)[0], pattern(0));
+}
+
+TEST_F(Deaf, RetryCountZeroFailsAtTheFirstTimeout)
+{
+	start({100, 0, 0, 0, 1}, {}, 0, 8);
+	const nicmr::mlx5::Sge s = sge(0, 8);
+	ASSERT_EQ(
+		me_->qp->post_read({&s, 1}, raddr(0), peer_.keys[k_rw], 1, nicmr::mlx5::kSignaled),
+		0);
+	nicmr::mlx5::Completion c;
+	ASSERT_TRUE(me_->wait(&c));
+	EXPECT_EQ(c.syndrome, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
+	EXPECT_EQ(my_stats().retransmits, 0u);
+	EXPECT_EQ(my_stats().timeouts, 1u);
+}
+
+TEST_F(Deaf, AckTimeoutZeroWaitsForever)
+{
+	/* ack_timeout 0: the timer never expires (IBTA), nothing is sent again. */
+	start({100, 0, 0, 0, 1}, {}, 0, 0);
+	const nicmr::mlx5::Sge s = sge(0, 8);
+	ASSERT_EQ(
+		me_->qp->post_write({&s, 1}, raddr(0), peer_.keys[k_rw], 1, nicmr::mlx5::kSignaled),
+		0);
+	std::this_thread::sleep_for(200ms);
+	nicmr::mlx5::Completion c;
+	EXPECT_EQ(me_->qp->poll(&c, 1), 0);
+	EXPECT_EQ(my_stats().timeouts, 0u);
+	EXPECT_EQ(my_stats().retransmits, 0u);
+	EXPECT_EQ(my_state(), static_cast<uint32_t>(emu::QpState::rts));
+}
+
+/*
+ * RNR NAKs forged from a socket of this process at the peer's address (the requester takes a
+ * response from the peer's address, any UDP port): the requester waits the NAK's timer and
+ * sends again, counting against rnr_retry; with none left, RNR_RETRY_EXC_ERR.
+ */
+TEST_F(Deaf, RnrNakWaitsThenRetriesUntilRnrRetryRunsOut)
+{
+	start({100, 0, 0, 0, 1}, {}, 7, 0, 1); /* no ACK timer: only the RNR path resends */
+	const nicmr::mlx5::Sge s = sge(0, 8);
+	ASSERT_EQ(
+		me_->qp->post_write({&s, 1}, raddr(0), peer_.keys[k_rw], 1, nicmr::mlx5::kSignaled),
+		0);
+	const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+	ASSERT_GE(fd, 0);
+	sockaddr_in me{};
+	me.sin_family = AF_INET;
+	me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&me), sizeof(me)), 0);
+	socklen_t sl = sizeof(me);
+	ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr *>(&me), &sl), 0);
+	const emu::WirePort *wp = me_->hw->device().data_path().wire_port(1);
+	ASSERT_NE(wp, nullptr);
+	in_addr lo{};
+	lo.s_addr = htonl(INADDR_LOOPBACK);
+	const roce::IpPath path = roce::ipv4_path(lo, lo, ntohs(me.sin_port), wp->udp_port());
+	const auto rnr = [&] {
+		roce::Headers h;
+		h.opcode = roce::opcode::acknowledge;
+		h.dest_qp = me_->qp->qpn();
+		h.psn = 0; /* the WRITE's */
+		h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::rnr_nak, 1), 0}; /* 10 us */
+		uint8_t pkt[128];
+		size_t len = 0;
+		ASSERT_EQ(roce::build(path, h, {}, pkt, &len), roce::Error::ok);
+		sockaddr_in to{};
+		to.sin_family = AF_INET;
+		to.sin_addr = lo;
+		to.sin_port = htons(wp->udp_port());
+		ASSERT_EQ(::sendto(fd, pkt, len, 0, reinterpret_cast<sockaddr *>(&to), sizeof(to)),
+			  static_cast<ssize_t>(len));
+	};
+	const auto wait_for = [&](auto pred) {
+		const auto end = std::chrono::steady_clock::now() + 2s;
+		while (!pred() && std::chrono::steady_clock::now() < end)
+			std::this_thread::sleep_for(1ms);
+		return pred();
+	};
+	rnr();
+	/* The first RNR NAK: one retry (rnr_retry 1), the WRITE sent again after 10 us. */
+	ASSERT_TRUE(wait_for([&] { return my_stats().retransmits == 1; }));
+	EXPECT_EQ(my_stats().rnr_naks_received, 1u);
+	nicmr::mlx5::Completion c;
+	EXPECT_EQ(me_->qp->poll(&c, 1), 0);
+	rnr();
+	ASSERT_TRUE(me_->wait(&c));
+	EXPECT_EQ(c.syndrome, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR);
+	EXPECT_EQ(my_stats().rnr_naks_received, 2u);
+	EXPECT_EQ(my_stats().retransmits, 1u);
+	EXPECT_EQ(my_state(), static_cast<uint32_t>(emu::QpState::err));
+	::close(fd);
 }
 
 } // namespace

@@ -129,6 +129,8 @@ struct QpPath {
 	uint8_t remote_gid[16] = {};
 	uint32_t next_rcv_psn = 0;
 	uint32_t min_rnr_nak = 0;
+	uint32_t log_rra_max = 0; /* atomics the responder keeps results of: 2^n */
+	uint32_t log_sra_max = 0; /* RTR2RTS: READs and atomics in flight at most: 2^n */
 	/* RTR2RTS */
 	uint32_t next_send_psn = 0;
 	uint32_t retry_count = 0;
@@ -181,6 +183,12 @@ struct WireStats {
 	uint64_t tx_duplicated = 0; /* datagrams sent twice */
 	uint64_t tx_reordered = 0;  /* datagrams held for a later one to pass */
 	uint64_t tx_delayed = 0;    /* datagrams held delay_us */
+	/* Requester reliability. */
+	uint64_t retransmits = 0;	/* request packets sent again */
+	uint64_t timeouts = 0;		/* local ACK timeouts */
+	uint64_t seq_naks_received = 0; /* PSN sequence error NAKs answered by a resend */
+	uint64_t rnr_naks_received = 0; /* RNR NAKs */
+	uint64_t retry_exceeded = 0;	/* requests failed with a retry counter exceeded */
 };
 
 class EmuDataPath {
@@ -320,6 +328,15 @@ private:
 	/* A refused request: NAK (code), the responder QP to ERR and its event. */
 	void rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t psn, uint8_t event);
 	void rc_send(const RcWire &r, const uint8_t *pkt, size_t len);
+	/* Requester reliability (emu_mlx5_rc.cpp), QP lock held: the ACK and RNR timers at the
+	 * turn's clock; every outstanding request again from PSN from; the oldest outstanding
+	 * request fails with syndrome (a retry counter exceeded). */
+	void rc_timers(const DmaSection &dma, Qp &qp, uint64_t now_ns);
+	void rc_resend(const DmaSection &dma, Qp &qp, uint32_t from);
+	void rc_give_up(const DmaSection &dma, Qp &qp, uint8_t syndrome);
+	/* Whether a WQE of opcode must wait before it is sent: 2^log_sra_max READs and atomics
+	 * are owed responses already. */
+	bool rc_must_wait(Qp &qp, uint8_t opcode) const noexcept;
 	/* Writes one CQE (REQ when syndrome is 0, else REQ_ERR). */
 	void complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
 		      uint32_t byte_cnt, uint8_t syndrome);
@@ -355,10 +372,13 @@ private:
 	std::unique_ptr<uint8_t[][roce::max_datagram + 1]> rx_buf_;
 	size_t rx_len_[kRxBatch] = {};
 	sockaddr_storage rx_peer_[kRxBatch] = {};
+	uint64_t next_timer_scan_ns_ = 0; /* poll_wire's timer scan (one caller at a time) */
+	static constexpr uint64_t kTimerScanNs = 20000; /* the timers' granularity: 20 us */
 	struct WireCounters {
 		std::atomic<uint64_t> tx_packets{0}, tx_errors{0}, rx_packets{0}, rx_bad_icrc{0},
 			rx_malformed{0}, rx_dropped{0}, duplicates{0}, acks_sent{0}, naks_sent{0},
-			naks_received{0};
+			naks_received{0}, retransmits{0}, timeouts{0}, seq_naks_received{0},
+			rnr_naks_received{0}, retry_exceeded{0};
 	};
 	mutable WireCounters wctr_;
 	std::function<uint32_t(size_t)> bar_read_;

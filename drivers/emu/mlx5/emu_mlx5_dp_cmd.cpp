@@ -321,10 +321,12 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 				std::memcpy(p.remote_gid, rgid, q::rgid_size);
 			p.next_rcv_psn = static_cast<uint32_t>(prm::get(qpc, q::next_rcv_psn));
 			p.min_rnr_nak = static_cast<uint32_t>(prm::get(qpc, q::min_rnr_nak));
+			p.log_rra_max = static_cast<uint32_t>(prm::get(qpc, q::log_rra_max));
 		}
 		if (op == prm::opcode::rtr2rts_qp) {
 			p.next_send_psn = static_cast<uint32_t>(prm::get(qpc, q::next_send_psn));
 			p.retry_count = static_cast<uint32_t>(prm::get(qpc, q::retry_count));
+			p.log_sra_max = static_cast<uint32_t>(prm::get(qpc, q::log_sra_max));
 			p.rnr_retry = static_cast<uint32_t>(prm::get(qpc, q::rnr_retry));
 			p.ack_timeout =
 				static_cast<uint32_t>(prm::get(qpc, q::primary_ack_timeout));

@@ -219,6 +219,13 @@ struct EmuDataPath::RcWire {
 		uint32_t npsn = 0;
 		uint32_t byte_cnt = 0;
 		uint32_t got = 0; /* RDMA READ: response packets scattered so far */
+		/* The PSN a resend of it starts at: its first, or a READ's first response
+		 * missing. */
+		uint32_t resend_psn() const noexcept
+		{
+			const bool read = opcode == MLX5_OPCODE_RDMA_READ;
+			return (first_psn + (read ? got : 0)) & 0xffffff;
+		}
 	};
 	WirePort *port = nullptr;
 	Gid remote{};
@@ -228,6 +235,24 @@ struct EmuDataPath::RcWire {
 	std::vector<Pending> pend;   /* a ring of 2^log_sq_size entries */
 	uint32_t head = 0, tail = 0; /* entries head .. tail - 1 are outstanding */
 	bool halted = false;	     /* a WQE failed before it was sent: send no more */
+	bool deferred = false;	     /* run_sq left WQEs posted: run it again on a response */
+	/*
+	 * Requester reliability (IBTA 9.7.6, emu_mlx5_rc.cpp: rc_timers, rc_resend). The timers
+	 * run on the device thread's progress turn, against the turn's clock: arm asks the next
+	 * turn to start the local ACK timer (the posting thread reads no clock).
+	 */
+	uint32_t retry_left = 0; /* transport retries left; reloaded from retry_count on progress */
+	uint32_t rnr_left = 0;	 /* RNR retries left; reloaded from rnr_retry (7: no end) */
+	bool arm = false;	 /* (re)start the ACK timer at the next turn */
+	uint64_t deadline_ns = 0; /* the local ACK timeout of the oldest request; 0: not running */
+	bool rnr_wait = false;	  /* an RNR NAK: resend from rnr_psn once rnr_until_ns passed */
+	uint32_t rnr_psn = 0;
+	uint32_t rnr_us = 0;	   /* the NAK's timer */
+	uint64_t rnr_until_ns = 0; /* 0: the wait starts at the next turn */
+	bool seq_retried = false;  /* a PSN sequence error NAK for seq_psn was answered already */
+	uint32_t seq_psn = 0;
+	bool gap_retried = false; /* a READ response beyond gap_psn re-requested from it already */
+	uint32_t gap_psn = 0;
 	/* Responder. */
 	uint32_t epsn = 0;     /* next PSN expected */
 	uint32_t msn = 0;      /* messages completed (24 bits) */
@@ -239,12 +264,25 @@ struct EmuDataPath::RcWire {
 	uint32_t w_rkey = 0;
 	uint64_t w_left = 0;
 	uint64_t w_counter = 0; /* nicmr's counter extension of its key (ext_admits), or 0 */
-	/* The last atomic executed, replayed for a duplicate of its PSN. */
-	bool atomic_saved = false;
-	uint32_t atomic_psn = 0;
-	uint64_t atomic_orig = 0;
+	/* The last 2^log_rra_max atomics executed (IBTA 9.4.5: the responder's saved results),
+	 * replayed for a duplicate of their PSN; a ring, made at INIT2RTR. */
+	struct SavedAtomic {
+		bool valid = false;
+		uint32_t psn = 0;
+		uint64_t orig = 0;
+	};
+	std::vector<SavedAtomic> atomics;
+	uint32_t atomic_next = 0;
 
 	uint32_t outstanding() const noexcept { return tail - head; }
+	/* The first request still owed a response, or null. */
+	Pending *oldest_owed() noexcept
+	{
+		for (uint32_t i = head; i != tail; i++)
+			if (!at(i).done)
+				return &at(i);
+		return nullptr;
+	}
 	Pending &at(uint32_t i) noexcept { return pend[i & (pend.size() - 1)]; }
 };
 
@@ -292,6 +330,14 @@ struct EmuDataPath::Exec {
 	uint8_t wire_write();
 	uint8_t wire_read();
 	uint8_t wire_atomic();
+	/* Retransmission: this WQE's packets again, from packet k0 of its PSNs from first_psn
+	 * (a READ re-requests the rest from there). 0 or the syndrome. */
+	uint8_t wire_resend(uint32_t first_psn, uint32_t k0);
+	uint8_t write_packets(const WriteSource &src, const Translator &local, uint32_t first_psn,
+			      uint32_t k0, uint32_t *n);
+	uint8_t read_request(const wqe_fmt::Raddr &ra, uint64_t total, uint32_t first_psn,
+			     uint32_t k0);
+	uint8_t atomic_request(uint32_t psn);
 };
 
 struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */

@@ -261,6 +261,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 			rc->mtu = 128u << p.mtu; /* prm::qp_mtu: 1 is 256 ... 5 is 4096 */
 			rc->pend.resize(size_t{1} << qp.attr.log_sq_size);
 			rc->epsn = p.next_rcv_psn & kPsnMask;
+			rc->atomics.resize(size_t{1} << p.log_rra_max);
 		}
 		/* The decoder built p from the QP's context and this command's fields. */
 		qp.path = p;
@@ -461,6 +462,11 @@ WireStats EmuDataPath::wire_stats() const
 	s.acks_sent = wctr_.acks_sent.load(std::memory_order_relaxed);
 	s.naks_sent = wctr_.naks_sent.load(std::memory_order_relaxed);
 	s.naks_received = wctr_.naks_received.load(std::memory_order_relaxed);
+	s.retransmits = wctr_.retransmits.load(std::memory_order_relaxed);
+	s.timeouts = wctr_.timeouts.load(std::memory_order_relaxed);
+	s.seq_naks_received = wctr_.seq_naks_received.load(std::memory_order_relaxed);
+	s.rnr_naks_received = wctr_.rnr_naks_received.load(std::memory_order_relaxed);
+	s.retry_exceeded = wctr_.retry_exceeded.load(std::memory_order_relaxed);
 	for (const auto &w : wire_) {
 		if (!w)
 			continue;

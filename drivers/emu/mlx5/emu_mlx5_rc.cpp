@@ -17,10 +17,12 @@
  *
  * A NAK completes its WQE with the syndrome the NAK code names (remote access error 0x13,
  * invalid request 0x12, remote operational error 0x14), the QP goes to ERR and every later WQE
- * is flushed. Not yet: retransmission (a lost packet leaves its WQE outstanding, and a PSN
- * sequence error NAK completes the WQE with TRANSPORT_RETRY_EXC_ERR), RNR (there are no receive
- * queues: SEND is refused with an invalid-request NAK), ACK timers; doc/device-model.md ("The
- * UDP wire") lists them.
+ * is flushed. Reliability (IBTA 9.7.6): a PSN sequence error NAK, the local ACK timer
+ * (rc_timers, on the device thread's progress turn) and an RNR NAK's timer resend go-back-N
+ * from the WQEs still in the SQ (rc_resend), counting retry_count / rnr_retry; the responder
+ * answers duplicates without executing them again (ACK, READ responses from memory, atomics
+ * from the ring of saved results). Not yet: receive queues (SEND is refused with an
+ * invalid-request NAK, so no RNR NAK is sent); doc/device-model.md ("The UDP wire").
  *
  * Locks: poll_wire holds the object table shared for a receive batch and each packet's QP lock
  * while it runs; the requester runs under its QP's lock as every WQE does. Device side: the
@@ -145,6 +147,28 @@ uint8_t nak_syndrome(uint8_t code) noexcept
 
 } // namespace
 
+/* Reads the WQE at index back from the SQ (it stays there until its CQE: the driver reuses
+ * its WQEBBs only after that). Its length in *wlen; false when unreadable. */
+static bool read_wqe(const DmaSection &dma, const QueueMem &mem, uint32_t log_sq_size,
+		     uint16_t index, uint8_t *buf, size_t *wlen)
+{
+	const uint32_t size = uint32_t{1} << log_sq_size;
+	const auto at = [&](uint32_t i) {
+		return mem.iova(((index + i) & (size - 1)) * prm::wq::wqebb_size);
+	};
+	if (dma.read(at(0), buf, prm::wq::wqebb_size) < 0)
+		return false;
+	const Ctrl c = parse_ctrl(buf);
+	if (c.ds == 0)
+		return false;
+	const uint32_t nbb = prm::wq::wqebbs(c.ds);
+	for (uint32_t i = 1; i < nbb; i++)
+		if (dma.read(at(i), buf + i * prm::wq::wqebb_size, prm::wq::wqebb_size) < 0)
+			return false;
+	*wlen = size_t{c.ds} * 16;
+	return true;
+}
+
 void EmuDataPath::rc_send(const RcWire &r, const uint8_t *pkt, size_t len)
 {
 	if (r.port->send(r.remote, pkt, len) < 0)
@@ -180,16 +204,33 @@ uint8_t EmuDataPath::Exec::wire_write()
 	Translator local(keys, dma, qp.attr.pd, qp.qpn);
 	if (uint8_t s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
 		return s;
+	uint32_t n = 0;
+	if (uint8_t s = write_packets(src, local, r.next_psn, 0, &n); s != kOk)
+		return s;
+	first_psn = r.next_psn;
+	npsn = n;
+	r.next_psn = (r.next_psn + n) & kPsnMask;
+	byte_cnt = static_cast<uint32_t>(src.total);
+	awaiting = true;
+	return kOk;
+}
+
+/* Packets k0 .. n - 1 of a WRITE whose first PSN is first_psn (n: the message's count). */
+uint8_t EmuDataPath::Exec::write_packets(const WriteSource &src, const Translator &local,
+					 uint32_t first_psn, uint32_t k0, uint32_t *n_out)
+{
+	RcWire &r = *qp.rc;
 	const uint32_t n = packets_of(src.total, r.mtu);
+	*n_out = n;
 	uint8_t pkt[roce::max_datagram];
-	for (uint32_t k = 0; k < n; k++) {
+	for (uint32_t k = k0; k < n; k++) {
 		const uint64_t off = uint64_t{k} * r.mtu;
 		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, src.total - off));
 		roce::Headers h;
 		h.opcode = seq_opcode(k, n, op::write_first, op::write_middle, op::write_last,
 				      op::write_only);
 		h.dest_qp = qp.path.remote_qpn;
-		h.psn = (r.next_psn + k) & kPsnMask;
+		h.psn = (first_psn + k) & kPsnMask;
 		h.ack_req = k + 1 == n;
 		h.reth = {src.ra.addr, src.ra.rkey, static_cast<uint32_t>(src.total)};
 		uint8_t *payload = pkt + roce::header_length(h.opcode);
@@ -207,11 +248,6 @@ uint8_t EmuDataPath::Exec::wire_write()
 			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		dp.rc_send(r, pkt, out);
 	}
-	first_psn = r.next_psn;
-	npsn = n;
-	r.next_psn = (r.next_psn + n) & kPsnMask;
-	byte_cnt = static_cast<uint32_t>(src.total);
-	awaiting = true;
 	return kOk;
 }
 
@@ -234,17 +270,8 @@ uint8_t EmuDataPath::Exec::wire_read()
 		if (s != kOk)
 			return s;
 	}
-	roce::Headers h;
-	h.opcode = op::read_request;
-	h.dest_qp = qp.path.remote_qpn;
-	h.psn = r.next_psn;
-	h.ack_req = true;
-	h.reth = {ra.addr, ra.rkey, static_cast<uint32_t>(total)};
-	uint8_t pkt[roce::max_header_length + roce::icrc_size];
-	size_t out = 0;
-	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
-		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	dp.rc_send(r, pkt, out);
+	if (s = read_request(ra, total, r.next_psn, 0); s != kOk)
+		return s;
 	first_psn = r.next_psn;
 	npsn = packets_of(total, r.mtu); /* the responses take the request's PSNs */
 	r.next_psn = (r.next_psn + npsn) & kPsnMask;
@@ -253,11 +280,32 @@ uint8_t EmuDataPath::Exec::wire_read()
 	return kOk;
 }
 
+/* The READ REQUEST for the responses k0 .. of a READ of total bytes at ra whose first PSN is
+ * first_psn: IBTA 9.7.6.1.2 (C9-?): a re-request asks for the rest, from the PSN and the
+ * offset of the first response missing. */
+uint8_t EmuDataPath::Exec::read_request(const Raddr &ra, uint64_t total, uint32_t first_psn,
+					uint32_t k0)
+{
+	RcWire &r = *qp.rc;
+	const uint64_t off = uint64_t{k0} * r.mtu;
+	roce::Headers h;
+	h.opcode = op::read_request;
+	h.dest_qp = qp.path.remote_qpn;
+	h.psn = (first_psn + k0) & kPsnMask;
+	h.ack_req = true;
+	h.reth = {ra.addr + off, ra.rkey, static_cast<uint32_t>(total - off)};
+	uint8_t pkt[roce::max_header_length + roce::icrc_size];
+	size_t out = 0;
+	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	dp.rc_send(r, pkt, out);
+	return kOk;
+}
+
 uint8_t EmuDataPath::Exec::wire_atomic()
 {
 	if (len < kCtrl + kRaddr + kAtomic + kData)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	const Raddr ra = parse_raddr(w + kCtrl);
 	const DataSeg d = parse_data(w + kCtrl + kRaddr + kAtomic);
 	if (d.bc != 8)
 		return MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
@@ -269,18 +317,8 @@ uint8_t EmuDataPath::Exec::wire_atomic()
 		if (s != kOk)
 			return s;
 	}
-	roce::Headers h;
-	h.opcode = c.opcode == MLX5_OPCODE_ATOMIC_CS ? op::compare_swap : op::fetch_add;
-	h.dest_qp = qp.path.remote_qpn;
-	h.psn = r.next_psn;
-	h.ack_req = true;
-	h.atomic = {ra.addr, ra.rkey, prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::swap_add),
-		    prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::compare)};
-	uint8_t pkt[roce::max_header_length + roce::icrc_size];
-	size_t out = 0;
-	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
-		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	dp.rc_send(r, pkt, out);
+	if (uint8_t s = atomic_request(r.next_psn); s != kOk)
+		return s;
 	first_psn = r.next_psn;
 	npsn = 1;
 	r.next_psn = (r.next_psn + 1) & kPsnMask;
@@ -289,11 +327,65 @@ uint8_t EmuDataPath::Exec::wire_atomic()
 	return kOk;
 }
 
+uint8_t EmuDataPath::Exec::atomic_request(uint32_t psn)
+{
+	RcWire &r = *qp.rc;
+	const Raddr ra = parse_raddr(w + kCtrl);
+	roce::Headers h;
+	h.opcode = c.opcode == MLX5_OPCODE_ATOMIC_CS ? op::compare_swap : op::fetch_add;
+	h.dest_qp = qp.path.remote_qpn;
+	h.psn = psn;
+	h.ack_req = true;
+	h.atomic = {ra.addr, ra.rkey, prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::swap_add),
+		    prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::compare)};
+	uint8_t pkt[roce::max_header_length + roce::icrc_size];
+	size_t out = 0;
+	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	dp.rc_send(r, pkt, out);
+	return kOk;
+}
+
+/* The WQE read back from the SQ (it stays there until its CQE), its packets again from k0.
+ * Its local checks passed when it was first sent; the gather list is read again. */
+uint8_t EmuDataPath::Exec::wire_resend(uint32_t first, uint32_t k0)
+{
+	switch (c.opcode) {
+	case MLX5_OPCODE_RDMA_WRITE: {
+		WriteSource src;
+		if (uint8_t s = write_source(&src); s != kOk)
+			return s;
+		MkeyTable::Hold keys(dp.mkeys_, qp.held);
+		Translator local(keys, dma, qp.attr.pd, qp.qpn);
+		uint32_t n = 0;
+		return write_packets(src, local, first, k0, &n);
+	}
+	case MLX5_OPCODE_RDMA_READ: {
+		DataSeg segs[EmuDataPath::kMaxWqeBytes / kData];
+		size_t nseg = 0;
+		uint64_t total = 0;
+		if (len < kCtrl + kRaddr)
+			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		if (uint8_t s = gather_list(segs, &nseg, &total, kCtrl + kRaddr); s != kOk)
+			return s;
+		return read_request(parse_raddr(w + kCtrl), total, first, k0);
+	}
+	case MLX5_OPCODE_ATOMIC_CS:
+	case MLX5_OPCODE_ATOMIC_FA:
+		if (len < kCtrl + kRaddr + kAtomic + kData)
+			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		return atomic_request(first);
+	default:
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	}
+}
+
 /* A WQE run_sq took: outstanding until its response, or done now (local work, a failure). */
 void EmuDataPath::rc_note(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t opcode,
 			  bool signaled, const Exec &ex, uint8_t syndrome)
 {
 	RcWire &r = *qp.rc;
+	const bool idle = r.oldest_owed() == nullptr;
 	RcWire::Pending &e = r.at(r.tail++);
 	e = {};
 	e.index = index;
@@ -306,7 +398,141 @@ void EmuDataPath::rc_note(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t
 	e.byte_cnt = ex.byte_cnt;
 	if (syndrome != kOk)
 		r.halted = true; /* send nothing after it: it fails in its turn */
+	else if (ex.awaiting && idle) {
+		/* The first request owed: fresh retry counters, and the timer starts at the
+		 * next progress turn. */
+		r.retry_left = qp.path.retry_count;
+		r.rnr_left = qp.path.rnr_retry;
+		r.arm = true;
+	}
 	rc_retire(dma, qp);
+}
+
+bool EmuDataPath::rc_must_wait(Qp &qp, uint8_t opcode) const noexcept
+{
+	if (opcode != MLX5_OPCODE_RDMA_READ && opcode != MLX5_OPCODE_ATOMIC_CS &&
+	    opcode != MLX5_OPCODE_ATOMIC_FA)
+		return false;
+	RcWire &r = *qp.rc;
+	uint32_t owed = 0;
+	for (uint32_t i = r.head; i != r.tail; i++) {
+		const RcWire::Pending &e = r.at(i);
+		owed += !e.done &&
+			(e.opcode == MLX5_OPCODE_RDMA_READ || e.opcode == MLX5_OPCODE_ATOMIC_CS ||
+			 e.opcode == MLX5_OPCODE_ATOMIC_FA);
+	}
+	return owed >= (uint32_t{1} << qp.path.log_sra_max);
+}
+
+/*
+ * Go-back-N (IBTA 9.7.6.2.x: a requester resends from the PSN a NAK names or, on its local ACK
+ * timeout, from the oldest unacknowledged one): every request still owed a response, from
+ * the one holding PSN from onwards, in SQ order. A WRITE resends from the packet of from on
+ * (the responder ACKs what it has seen again), a READ re-requests from its first missing
+ * response, an atomic goes again whole (the responder answers a duplicate from its saved
+ * result). A WQE that can no longer be read or gathered fails with its syndrome.
+ */
+void EmuDataPath::rc_resend(const DmaSection &dma, Qp &qp, uint32_t from)
+{
+	RcWire &r = *qp.rc;
+	uint8_t wqe[kMaxWqeBytes + prm::wq::wqebb_size];
+	for (uint32_t i = r.head; i != r.tail; i++) {
+		RcWire::Pending &e = r.at(i);
+		if (e.done || e.npsn == 0)
+			continue;
+		const int32_t into = psn_diff(from, e.first_psn);
+		if (into >= static_cast<int32_t>(e.npsn))
+			continue; /* wholly before from: acknowledged already */
+		uint32_t k0 = into > 0 ? static_cast<uint32_t>(into) : 0;
+		if (e.opcode == MLX5_OPCODE_RDMA_READ)
+			k0 = std::max(k0, e.got);
+		else if (e.opcode != MLX5_OPCODE_RDMA_WRITE)
+			k0 = 0;
+		size_t wlen = 0;
+		uint8_t s = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+		if (read_wqe(dma, qp.attr.mem, qp.attr.log_sq_size, e.index, wqe, &wlen)) {
+			Exec ex{*this, dma, qp, wqe, wlen, parse_ctrl(wqe)};
+			s = ex.wire_resend(e.first_psn, k0);
+		}
+		if (s != kOk) {
+			e.done = true;
+			e.syndrome = s;
+			r.halted = true;
+			break;
+		}
+		const uint32_t sent = e.opcode == MLX5_OPCODE_RDMA_WRITE ? e.npsn - k0 : 1;
+		wctr_.retransmits.fetch_add(sent, std::memory_order_relaxed);
+	}
+}
+
+/* The oldest owed request completes with syndrome (a retry counter exceeded): the QP to ERR,
+ * the rest flushed (IBTA 9.7.6.2.x, o9-?: the requester's QP goes to the error state). */
+void EmuDataPath::rc_give_up(const DmaSection &dma, Qp &qp, uint8_t syndrome)
+{
+	RcWire &r = *qp.rc;
+	if (RcWire::Pending *e = r.oldest_owed()) {
+		e->done = true;
+		e->syndrome = syndrome;
+		wctr_.retry_exceeded.fetch_add(1, std::memory_order_relaxed);
+	}
+	r.deadline_ns = 0;
+	r.arm = false;
+	r.rnr_wait = false;
+	rc_retire(dma, qp);
+	if (qp.get_state() == QpState::err)
+		run_sq(dma, qp); /* flush what is posted behind it */
+}
+
+/*
+ * The requester's timers at the progress turn's clock (the turn reads it once). The local
+ * ACK timer runs while a request is owed a response: 4.096 us * 2^ack_timeout from the
+ * request that started it or the last progress (IBTA 9.7.6.1.1, C9-?; ack_timeout 0: it never
+ * expires). On expiry the requester resends from the oldest unacknowledged PSN and counts a
+ * retry; with no retry left the request completes with TRANSPORT_RETRY_EXC_ERR (0x15). An RNR
+ * NAK's wait runs instead of it.
+ */
+void EmuDataPath::rc_timers(const DmaSection &dma, Qp &qp, uint64_t now)
+{
+	RcWire &r = *qp.rc;
+	if (qp.get_state() != QpState::rts || r.oldest_owed() == nullptr) {
+		r.deadline_ns = 0;
+		r.arm = false;
+		r.rnr_wait = false;
+		return;
+	}
+	const uint32_t to = qp.path.ack_timeout;
+	const uint64_t timeout = to == 0 ? 0 : uint64_t{4096} << to;
+	if (r.rnr_wait) {
+		if (r.rnr_until_ns == 0)
+			r.rnr_until_ns = now + uint64_t{r.rnr_us} * 1000;
+		if (now < r.rnr_until_ns)
+			return;
+		r.rnr_wait = false;
+		rc_resend(dma, qp, r.rnr_psn);
+		r.deadline_ns = timeout == 0 ? 0 : now + timeout;
+		rc_retire(dma, qp);
+		return;
+	}
+	if (r.arm) {
+		r.arm = false;
+		r.deadline_ns = timeout == 0 ? 0 : now + timeout;
+		return;
+	}
+	if (r.deadline_ns == 0 || now < r.deadline_ns)
+		return;
+	wctr_.timeouts.fetch_add(1, std::memory_order_relaxed);
+	if (r.retry_left == 0) {
+		rc_give_up(dma, qp, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
+		return;
+	}
+	r.retry_left--;
+	r.seq_retried = false;
+	r.gap_retried = false;
+	rc_resend(dma, qp, r.oldest_owed()->resend_psn());
+	r.deadline_ns = now + timeout;
+	rc_retire(dma, qp);
+	if (qp.get_state() == QpState::err)
+		run_sq(dma, qp);
 }
 
 /* CQEs for the done entries at the head, in SQ order; a failed one moves the QP to ERR and
@@ -384,6 +610,19 @@ bool EmuDataPath::poll_wire()
 			       roce::aeth::make_syndrome(roce::aeth::type::ack,
 							 roce::aeth::credit_invalid),
 			       (r->epsn - 1) & kPsnMask);
+		}
+	}
+	/* The requesters' timers, every kTimerScanNs at most: the scan walks every QP. */
+	if (now >= next_timer_scan_ns_) {
+		next_timer_scan_ns_ = now + kTimerScanNs;
+		std::shared_lock lk(table_lock_);
+		const DmaSection dma(mmu_);
+		for (const auto &[n, qp] : qps_) {
+			if (!qp->rc)
+				continue;
+			std::lock_guard ql(qp->lock);
+			if (qp->rc)
+				rc_timers(dma, *qp, now);
 		}
 	}
 	return any;
@@ -530,8 +769,17 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 				dma, qp, psn, prm::get(pk.reth, roce::reth::va),
 				static_cast<uint32_t>(prm::get(pk.reth, roce::reth::r_key)),
 				static_cast<uint32_t>(prm::get(pk.reth, roce::reth::dma_len)));
-		} else if ((pk.opcode == op::compare_swap || pk.opcode == op::fetch_add) &&
-			   r.atomic_saved && r.atomic_psn == psn) {
+		} else if (pk.opcode == op::compare_swap || pk.opcode == op::fetch_add) {
+			/* From the saved results (the last 2^log_rra_max atomics); one older
+			 * than those is not answered (the requester retries, then gives up). */
+			const RcWire::SavedAtomic *saved = nullptr;
+			for (const RcWire::SavedAtomic &a : r.atomics)
+				if (a.valid && a.psn == psn)
+					saved = &a;
+			if (saved == nullptr) {
+				wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+				return;
+			}
 			roce::Headers h;
 			h.opcode = op::atomic_acknowledge;
 			h.dest_qp = qp.path.remote_qpn;
@@ -539,7 +787,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::ack,
 							    roce::aeth::credit_invalid),
 				  r.msn & kPsnMask};
-			h.atomic_orig = r.atomic_orig;
+			h.atomic_orig = saved->orig;
 			uint8_t pkt[roce::max_header_length + roce::icrc_size];
 			size_t out = 0;
 			if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) == roce::Error::ok)
@@ -694,9 +942,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		ext_count(dma, counter);
 		r.msn = (r.msn + 1) & kPsnMask;
 		r.epsn = (r.epsn + 1) & kPsnMask;
-		r.atomic_saved = true;
-		r.atomic_psn = psn;
-		r.atomic_orig = old;
+		r.atomics[r.atomic_next++ & (r.atomics.size() - 1)] = {true, psn, old};
 		roce::Headers h;
 		h.opcode = op::atomic_acknowledge;
 		h.dest_qp = qp.path.remote_qpn;
@@ -715,28 +961,6 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 	invalid();
 }
 
-/* Reads the WQE at index back from the SQ (it stays there until its CQE: the driver reuses
- * its WQEBBs only after that). Its length in *wlen; false when unreadable. */
-static bool read_wqe(const DmaSection &dma, const QueueMem &mem, uint32_t log_sq_size,
-		     uint16_t index, uint8_t *buf, size_t *wlen)
-{
-	const uint32_t size = uint32_t{1} << log_sq_size;
-	const auto at = [&](uint32_t i) {
-		return mem.iova(((index + i) & (size - 1)) * prm::wq::wqebb_size);
-	};
-	if (dma.read(at(0), buf, prm::wq::wqebb_size) < 0)
-		return false;
-	const Ctrl c = parse_ctrl(buf);
-	if (c.ds == 0)
-		return false;
-	const uint32_t nbb = prm::wq::wqebbs(c.ds);
-	for (uint32_t i = 1; i < nbb; i++)
-		if (dma.read(at(i), buf + i * prm::wq::wqebb_size, prm::wq::wqebb_size) < 0)
-			return false;
-	*wlen = size_t{c.ds} * 16;
-	return true;
-}
-
 /* The requester: one response packet. QP lock held. */
 void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed &pk)
 {
@@ -746,6 +970,14 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 		return;
 	}
 	const auto psn = static_cast<uint32_t>(prm::get(pk.bth, roce::bth::psn));
+	/* A response for a PSN not sent yet (a stale one of an earlier connection): ignored. */
+	if (psn_diff(psn, r.next_psn) >= 0) {
+		wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
+		return;
+	}
+	/* Progress (IBTA 9.7.6.1.1): the oldest owed request, or a READ's responses, moved on. */
+	const RcWire::Pending *owed_before = r.oldest_owed();
+	const uint32_t got_before = owed_before != nullptr ? owed_before->got : 0;
 	/* Outstanding WRITEs whose last PSN is before (or, with an ACK, at) psn are done: an
 	 * ACK and every response acknowledge what came before them (IBTA 9.7.5.1.3). The
 	 * entry psn falls in is returned (or null). */
@@ -776,12 +1008,53 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 			if (e != nullptr && e->opcode == MLX5_OPCODE_RDMA_WRITE &&
 			    psn_diff(psn, e->first_psn) == static_cast<int32_t>(e->npsn) - 1)
 				e->done = true;
+		} else if (e != nullptr && type == roce::aeth::type::rnr_nak) {
+			/* RNR NAK (IBTA 9.7.5.2.8): wait the NAK's timer, then resend from its
+			 * PSN; rnr_retry 7 retries without end (C9-?). */
+			wctr_.rnr_naks_received.fetch_add(1, std::memory_order_relaxed);
+			if (r.rnr_left == 0) {
+				rc_give_up(dma, qp, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			if (r.rnr_left != 7)
+				r.rnr_left--;
+			r.rnr_wait = true;
+			r.rnr_psn = psn;
+			r.rnr_us = roce::aeth::rnr_timer_us(roce::aeth::syndrome_value_of(syn));
+			r.rnr_until_ns = 0;
+			r.deadline_ns = 0;
+			r.arm = false;
+		} else if (e != nullptr &&
+			   roce::aeth::syndrome_value_of(syn) == roce::aeth::nak::psn_seq_error) {
+			/* The responder lost something before psn (9.7.5.2.x): it acknowledged
+			 * everything before psn; resend from psn, once per NAK (a duplicated NAK
+			 * is not a second error), counting a retry. */
+			if (!r.seq_retried || r.seq_psn != psn) {
+				wctr_.seq_naks_received.fetch_add(1, std::memory_order_relaxed);
+				if (r.oldest_owed() != owed_before) {
+					r.retry_left = qp.path.retry_count; /* progress first */
+					r.rnr_left = qp.path.rnr_retry;
+				}
+				if (r.retry_left == 0) {
+					rc_give_up(dma, qp,
+						   MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
+					return;
+				}
+				r.retry_left--;
+				r.seq_retried = true;
+				r.seq_psn = psn;
+				rc_resend(dma, qp, psn);
+				r.arm = true;
+				r.deadline_ns = 0;
+				rc_retire(dma, qp);
+				if (qp.get_state() == QpState::err)
+					run_sq(dma, qp);
+				return;
+			}
 		} else if (e != nullptr) {
 			wctr_.naks_received.fetch_add(1, std::memory_order_relaxed);
 			e->done = true;
-			e->syndrome = type == roce::aeth::type::nak
-					      ? nak_syndrome(roce::aeth::syndrome_value_of(syn))
-					      : uint8_t{MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR};
+			e->syndrome = nak_syndrome(roce::aeth::syndrome_value_of(syn));
 		}
 	} else if (pk.opcode == op::atomic_acknowledge) {
 		RcWire::Pending *e = settle();
@@ -812,14 +1085,34 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 		if (e == nullptr || e->opcode != MLX5_OPCODE_RDMA_READ ||
 		    psn_diff(psn, e->first_psn) != static_cast<int32_t>(e->got)) {
 			wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
-			return; /* a duplicate, or out of order (no retransmission yet) */
+			/* A response beyond the next one expected: one was lost. Re-request
+			 * from it at once, once per gap (IBTA 9.7.6.1.x: an out-of-sequence
+			 * response); a duplicate is dropped. */
+			if (e != nullptr && e->opcode == MLX5_OPCODE_RDMA_READ &&
+			    psn_diff(psn, e->first_psn) > static_cast<int32_t>(e->got) &&
+			    (!r.gap_retried || r.gap_psn != e->resend_psn())) {
+				r.gap_retried = true;
+				r.gap_psn = e->resend_psn();
+				rc_resend(dma, qp, r.gap_psn);
+				r.arm = true;
+				r.deadline_ns = 0;
+			}
+			rc_retire(dma, qp);
+			if (qp.get_state() == QpState::err)
+				run_sq(dma, qp);
+			return;
 		}
+		/* A re-requested READ's responses start again with FIRST (or ONLY): IBTA
+		 * 9.7.6.1.x, the responder answers the re-request as a READ of its own. */
 		const uint8_t want = seq_opcode(e->got, e->npsn, op::read_response_first,
 						op::read_response_middle, op::read_response_last,
 						op::read_response_only);
+		const uint8_t restart =
+			e->got + 1 == e->npsn ? op::read_response_only : op::read_response_first;
 		const uint64_t off = uint64_t{e->got} * r.mtu;
 		const uint64_t expect = std::min<uint64_t>(r.mtu, e->byte_cnt - off);
-		if (pk.opcode != want || pk.payload.size() != expect) {
+		if ((pk.opcode != want && (e->got == 0 || pk.opcode != restart)) ||
+		    pk.payload.size() != expect) {
 			e->done = true;
 			e->syndrome = MLX5_CQE_SYNDROME_BAD_RESP_ERR;
 		} else if (!read_wqe(dma, qp.attr.mem, qp.attr.log_sq_size, e->index, wqe, &wlen)) {
@@ -842,9 +1135,22 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 			}
 		}
 	}
+	const RcWire::Pending *owed_after = r.oldest_owed();
+	if (owed_after != owed_before || (owed_after != nullptr && owed_after->got != got_before)) {
+		/* Progress: fresh retry counters, and the timer restarts (at the next turn). */
+		r.retry_left = qp.path.retry_count;
+		r.rnr_left = qp.path.rnr_retry;
+		r.seq_retried = false;
+		r.gap_retried = false;
+		r.deadline_ns = 0;
+		r.arm = owed_after != nullptr && !r.rnr_wait;
+	}
 	rc_retire(dma, qp);
-	if (qp.get_state() == QpState::err)
-		run_sq(dma, qp); /* flush what is posted behind the failed request */
+	if (qp.get_state() == QpState::err || r.deferred) {
+		/* Flush what is posted behind a failed request, or send what waited. */
+		r.deferred = false;
+		run_sq(dma, qp);
+	}
 }
 
 } // namespace nicmr::emu

@@ -670,10 +670,12 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 		/* The wire: a WQE failed before it went out, or every entry is outstanding; the
 		 * rest waits for the responses (rc_retire runs this again in ERR). */
 		if (qp.rc && st != QpState::err &&
-		    (qp.rc->halted || qp.rc->outstanding() == qp.rc->pend.size()))
+		    (qp.rc->halted || qp.rc->outstanding() == qp.rc->pend.size())) {
+			qp.rc->deferred = true;
 			break;
-		bump(qp.n_wqes);
+		}
 		if (avail > size) {
+			bump(qp.n_wqes);
 			/* A producer more than a ring ahead: the record is corrupt. Error once,
 			 * then nothing is left to run. */
 			if (st != QpState::err)
@@ -686,6 +688,7 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 			return qp.attr.mem.iova(((ci + i) & (size - 1)) * prm::wq::wqebb_size);
 		};
 		if (dma.read(wqebb_iova(0), wqe, prm::wq::wqebb_size) < 0) {
+			bump(qp.n_wqes);
 			ctr_.dbr_faults.fetch_add(1, std::memory_order_relaxed);
 			complete(dma, qp, ci, 0, 0,
 				 st == QpState::err ? MLX5_CQE_SYNDROME_WR_FLUSH_ERR
@@ -695,6 +698,13 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 			continue;
 		}
 		const Ctrl c = parse_ctrl(wqe);
+		/* The wire: no more READs and atomics in flight than the responder keeps
+		 * (log_sra_max); this one waits for a response (emu_mlx5_rc.cpp). */
+		if (qp.rc && st != QpState::err && rc_must_wait(qp, c.opcode)) {
+			qp.rc->deferred = true;
+			break;
+		}
+		bump(qp.n_wqes);
 		uint32_t nbb = c.ds == 0 ? 1 : prm::wq::wqebbs(c.ds);
 		bool malformed = c.ds == 0 || nbb > avail;
 		if (malformed)
