@@ -488,6 +488,69 @@ TEST_P(Lossy, FetchAddsApplyOnceEach)
 	EXPECT_GT(b.duplicates, 0u);
 }
 
+TEST_P(Lossy, MixedStreamCompletesInOrder)
+{
+	/* WRITEs, READs and fetch-adds interleaved: responses of one kind acknowledge requests
+	 * of another, and resends go back over all of them. */
+	constexpr uint32_t kN = 240;
+	const bool host = me_->hw->device().data_path().atomic_host_endianness();
+	const auto word = [&](const uint8_t *p) {
+		uint64_t v;
+		std::memcpy(&v, p, 8);
+		return host ? v : be64toh(v);
+	};
+	const uint32_t counter = 60000; /* the fetch-adds' word; WRITEs stay below it */
+	const uint64_t v0 = word(dump(counter, 8).data());
+	/* WRITE i (i % 3 == 0) has a place of its own; READ i + 1 reads it back. No later
+	 * WRITE touches it: a READ answered again after a loss reads memory as it is then. */
+	const auto len = [&](uint32_t i) { return 1 + (i / 3 * 613) % 700; };
+	const auto wat = [&](uint32_t i) { return i / 3 * 700; };
+	const uint32_t slot = 704;
+	const auto buf = [&](uint32_t i) { return size_t{i % 32} * slot; };
+	std::vector<uint8_t> want(counter);
+	for (size_t i = 0; i < counter; i++)
+		want[i] = pattern(i);
+	uint64_t sum = 0;
+	std::vector<uint64_t> expect_old(kN);
+	stream(
+		kN,
+		[&](uint32_t i) {
+			const nicmr::mlx5::Sge s = sge(buf(i), i % 3 == 2 ? 8 : len(i));
+			switch (i % 3) {
+			case 0: /* WRITE: bytes of request i, recorded in want */
+				for (uint32_t b = 0; b < len(i); b++) {
+					local()[buf(i) + b] = static_cast<uint8_t>(i + b * 3);
+					want[wat(i) + b] = local()[buf(i) + b];
+				}
+				return me_->qp->post_write({&s, 1}, raddr(wat(i)), peer_.keys[k_rw],
+							   i, nicmr::mlx5::kSignaled);
+			case 1: /* READ of what the WRITE before it left */
+				std::memset(local() + buf(i), 0, slot);
+				return me_->qp->post_read({&s, 1}, raddr(wat(i)), peer_.keys[k_rw],
+							  i, nicmr::mlx5::kSignaled);
+			default:
+				expect_old[i] = v0 + sum;
+				sum += i;
+				return me_->qp->post_atomic_fa(s, raddr(counter), peer_.keys[k_rw],
+							       i, i, nicmr::mlx5::kSignaled);
+			}
+		},
+		[&](uint32_t i) {
+			if (i % 3 == 1) {
+				/* RC orders a READ after the WRITEs posted before it. */
+				for (uint32_t b = 0; b < len(i); b++)
+					ASSERT_EQ(local()[buf(i) + b], want[wat(i) + b])
+						<< "read " << i << " byte " << b;
+			} else if (i % 3 == 2) {
+				ASSERT_EQ(word(local() + buf(i)), expect_old[i])
+					<< "fetch-add " << i;
+			}
+		});
+	EXPECT_EQ(dump(0, counter), want);
+	EXPECT_EQ(word(dump(counter, 8).data()), v0 + sum);
+	EXPECT_GT(my_stats().retransmits, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Faults, Lossy,
 			 ::testing::Values(LossParam{"loss1_dup1_reorder1", 1, 1, 1,
 						     nicmr::mlx5::prm::qp_mtu::mtu_1024},
@@ -565,7 +628,21 @@ TEST_F(Deaf, AckTimeoutZeroWaitsForever)
 	EXPECT_EQ(my_state(), static_cast<uint32_t>(emu::QpState::rts));
 }
 
+TEST_F(Deaf, ReadsAndAtomicsInFlightStopAtLogSraMax)
+{
+	/* The driver's log_sra_max 3: eight READs go out, the ninth and the WRITE behind it
+	 * wait for a response that never comes (no timer: ack_timeout 0). */
+	start({100, 0, 0, 0, 1}, {}, 0, 0);
+	const nicmr::mlx5::Sge s = sge(0, 8);
+	for (uint32_t i = 0; i < 9; i++)
+		ASSERT_EQ(me_->qp->post_read({&s, 1}, raddr(0), peer_.keys[k_rw], i, 0), 0);
+	ASSERT_EQ(me_->qp->post_write({&s, 1}, raddr(0), peer_.keys[k_rw], 9, 0), 0);
+	std::this_thread::sleep_for(50ms);
+	EXPECT_EQ(my_stats().tx_lost, 8u);
+}
+
 /*
+ * RNR NAKs forged/*
  * RNR NAKs forged from a socket of this process at the peer's address (the requester takes a
  * response from the peer's address, any UDP port): the requester waits the NAK's timer and
  * sends again, counting against rnr_retry; with none left, RNR_RETRY_EXC_ERR.

@@ -281,7 +281,7 @@ uint8_t EmuDataPath::Exec::wire_read()
 }
 
 /* The READ REQUEST for the responses k0 .. of a READ of total bytes at ra whose first PSN is
- * first_psn: IBTA 9.7.6.1.2 (C9-?): a re-request asks for the rest, from the PSN and the
+ * first_psn. A re-request asks for the rest, from the PSN and the
  * offset of the first response missing. */
 uint8_t EmuDataPath::Exec::read_request(const Raddr &ra, uint64_t total, uint32_t first_psn,
 					uint32_t k0)
@@ -425,7 +425,8 @@ bool EmuDataPath::rc_must_wait(Qp &qp, uint8_t opcode) const noexcept
 }
 
 /*
- * Go-back-N (IBTA 9.7.6.2.x: a requester resends from the PSN a NAK names or, on its local ACK
+ * Go-back-N (IBTA vol. 1, 9.7.6; Linux rxe_req.c, req_retry: a requester resends from the PSN a
+ * NAK names or, on its local ACK
  * timeout, from the oldest unacknowledged one): every request still owed a response, from
  * the one holding PSN from onwards, in SQ order. A WRITE resends from the packet of from on
  * (the responder ACKs what it has seen again), a READ re-requests from its first missing
@@ -466,7 +467,8 @@ void EmuDataPath::rc_resend(const DmaSection &dma, Qp &qp, uint32_t from)
 }
 
 /* The oldest owed request completes with syndrome (a retry counter exceeded): the QP to ERR,
- * the rest flushed (IBTA 9.7.6.2.x, o9-?: the requester's QP goes to the error state). */
+ * the rest flushed (as Linux rxe_comp.c, rxe_completer, ends COMPST_ERROR_RETRY and
+ * COMPST_RNR_RETRY with no retry left). */
 void EmuDataPath::rc_give_up(const DmaSection &dma, Qp &qp, uint8_t syndrome)
 {
 	RcWire &r = *qp.rc;
@@ -486,7 +488,7 @@ void EmuDataPath::rc_give_up(const DmaSection &dma, Qp &qp, uint8_t syndrome)
 /*
  * The requester's timers at the progress turn's clock (the turn reads it once). The local
  * ACK timer runs while a request is owed a response: 4.096 us * 2^ack_timeout from the
- * request that started it or the last progress (IBTA 9.7.6.1.1, C9-?; ack_timeout 0: it never
+ * request that started it or the last progress (IBTA vol. 1, 9.7.6; ack_timeout 0: it never
  * expires). On expiry the requester resends from the oldest unacknowledged PSN and counts a
  * retry; with no retry left the request completes with TRANSPORT_RETRY_EXC_ERR (0x15). An RNR
  * NAK's wait runs instead of it.
@@ -1010,7 +1012,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 				e->done = true;
 		} else if (e != nullptr && type == roce::aeth::type::rnr_nak) {
 			/* RNR NAK (IBTA 9.7.5.2.8): wait the NAK's timer, then resend from its
-			 * PSN; rnr_retry 7 retries without end (C9-?). */
+			 * PSN; rnr_retry 7 retries without end (IBTA; rxe_comp.c does the same). */
 			wctr_.rnr_naks_received.fetch_add(1, std::memory_order_relaxed);
 			if (r.rnr_left == 0) {
 				rc_give_up(dma, qp, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR);
@@ -1026,7 +1028,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 			r.arm = false;
 		} else if (e != nullptr &&
 			   roce::aeth::syndrome_value_of(syn) == roce::aeth::nak::psn_seq_error) {
-			/* The responder lost something before psn (9.7.5.2.x): it acknowledged
+			/* The responder lost something before psn: it acknowledged
 			 * everything before psn; resend from psn, once per NAK (a duplicated NAK
 			 * is not a second error), counting a retry. */
 			if (!r.seq_retried || r.seq_psn != psn) {
@@ -1086,8 +1088,8 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 		    psn_diff(psn, e->first_psn) != static_cast<int32_t>(e->got)) {
 			wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
 			/* A response beyond the next one expected: one was lost. Re-request
-			 * from it at once, once per gap (IBTA 9.7.6.1.x: an out-of-sequence
-			 * response); a duplicate is dropped. */
+			 * from it at once, once per gap (Linux rxe_comp.c, check_psn, retries
+			 * a READ whose response PSN jumps ahead too); a duplicate is dropped. */
 			if (e != nullptr && e->opcode == MLX5_OPCODE_RDMA_READ &&
 			    psn_diff(psn, e->first_psn) > static_cast<int32_t>(e->got) &&
 			    (!r.gap_retried || r.gap_psn != e->resend_psn())) {
@@ -1103,7 +1105,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 			return;
 		}
 		/* A re-requested READ's responses start again with FIRST (or ONLY): IBTA
-		 * 9.7.6.1.x, the responder answers the re-request as a READ of its own. */
+		 * vol. 1, 9.7.6: the responder answers the re-request as a READ of its own). */
 		const uint8_t want = seq_opcode(e->got, e->npsn, op::read_response_first,
 						op::read_response_middle, op::read_response_last,
 						op::read_response_only);
