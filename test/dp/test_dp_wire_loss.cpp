@@ -641,7 +641,62 @@ TEST_F(Deaf, ReadsAndAtomicsInFlightStopAtLogSraMax)
 	EXPECT_EQ(my_stats().tx_lost, 8u);
 }
 
+/* Every request packet twice: the responder executes each once and answers the second as a
+ * duplicate (IBTA 9.9.2: WRITE packets ACKed again, the atomic from its saved result). */
+class Doubled : public Lossy {
+protected:
+	void SetUp() override { start({0, 100, 0, 0, 1}, {}, 7, kAckTimeout); }
+};
+
+TEST_F(Doubled, DuplicateWritePacketsAndAtomicsAreNotExecutedTwice)
+{
+	const bool host = me_->hw->device().data_path().atomic_host_endianness();
+	const auto word = [&](const uint8_t *p) {
+		uint64_t v;
+		std::memcpy(&v, p, 8);
+		return host ? v : be64toh(v);
+	};
+	/* A WRITE of three packets, then one inside it: each packet's copy is counted as a
+	 * duplicate and changes nothing. */
+	for (uint32_t i = 0; i < 3000; i++)
+		local()[i] = static_cast<uint8_t>(i * 5 + 1);
+	const nicmr::mlx5::Sge three = sge(0, 3000);
+	nicmr::mlx5::Completion c;
+	ASSERT_EQ(me_->qp->post_write({&three, 1}, raddr(0), peer_.keys[k_rw], 1,
+				      nicmr::mlx5::kSignaled),
+		  0);
+	ASSERT_TRUE(me_->wait(&c));
+	ASSERT_TRUE(c.ok());
+	std::memset(local() + 4096, 0x5a, 100);
+	const nicmr::mlx5::Sge small = sge(4096, 100);
+	ASSERT_EQ(me_->qp->post_write({&small, 1}, raddr(1000), peer_.keys[k_rw], 2,
+				      nicmr::mlx5::kSignaled),
+		  0);
+	ASSERT_TRUE(me_->wait(&c));
+	ASSERT_TRUE(c.ok());
+	std::vector<uint8_t> want(local(), local() + 3000);
+	std::memset(want.data() + 1000, 0x5a, 100);
+	EXPECT_EQ(dump(0, 3000), want);
+	const uint64_t v0 = word(dump(8192, 8).data());
+	ASSERT_EQ(me_->qp->post_atomic_fa(sge(8192, 8), raddr(8192), peer_.keys[k_rw], 5, 3,
+					  nicmr::mlx5::kSignaled),
+		  0);
+	ASSERT_TRUE(me_->wait(&c));
+	ASSERT_TRUE(c.ok());
+	EXPECT_EQ(word(local() + 8192), v0);
+	EXPECT_EQ(word(dump(8192, 8).data()), v0 + 5);
+	/* Four WRITE packets and one atomic came twice. Nothing was lost: no resend. */
+	const emu::WireStats b = peer_stats();
+	EXPECT_EQ(b.duplicates, 5u);
+	EXPECT_EQ(b.naks_sent, 0u);
+	EXPECT_EQ(my_stats().tx_duplicated, 5u);
+	EXPECT_EQ(my_stats().retransmits, 0u);
+	nicmr::mlx5::Completion extra;
+	EXPECT_EQ(me_->qp->poll(&extra, 1), 0);
+}
+
 /*
+ * RNR NAKs forged/*
  * RNR NAKs forged/*
  * RNR NAKs forged from a socket of this process at the peer's address (the requester takes a
  * response from the peer's address, any UDP port): the requester waits the NAK's timer and
