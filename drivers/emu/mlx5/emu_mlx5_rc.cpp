@@ -513,6 +513,8 @@ void EmuDataPath::rc_timers(const DmaSection &dma, Qp &qp, uint64_t now)
 		rc_resend(dma, qp, r.rnr_psn);
 		r.deadline_ns = timeout == 0 ? 0 : now + timeout;
 		rc_retire(dma, qp);
+		if (qp.get_state() == QpState::err)
+			run_sq(dma, qp);
 		return;
 	}
 	if (r.arm) {
