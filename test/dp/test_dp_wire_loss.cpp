@@ -233,6 +233,7 @@ struct LossParam {
 	const char *name;
 	uint32_t loss, dup, reorder; /* percent, on both sides' sends */
 	uint32_t mtu;
+	uint32_t delay_us = 0; /* every datagram held that long too */
 };
 
 /*
@@ -291,8 +292,8 @@ protected:
 	{
 		const LossParam &p = GetParam();
 		/* Different seeds: the two directions lose different packets. */
-		start({p.loss, p.dup, p.reorder, 0, 11}, {p.loss, p.dup, p.reorder, 0, 29}, 7,
-		      kAckTimeout, 7, p.mtu);
+		start({p.loss, p.dup, p.reorder, p.delay_us, 11},
+		      {p.loss, p.dup, p.reorder, p.delay_us, 29}, 7, kAckTimeout, 7, p.mtu);
 	}
 	void TearDown() override
 	{
@@ -551,16 +552,15 @@ TEST_P(Lossy, MixedStreamCompletesInOrder)
 	EXPECT_GT(my_stats().retransmits, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Faults, Lossy,
-			 ::testing::Values(LossParam{"loss1_dup1_reorder1", 1, 1, 1,
-						     nicmr::mlx5::prm::qp_mtu::mtu_1024},
-					   LossParam{"loss5_dup5_reorder5", 5, 5, 5,
-						     nicmr::mlx5::prm::qp_mtu::mtu_1024},
-					   LossParam{"loss5_dup5_reorder5_mtu256", 5, 5, 5,
-						     nicmr::mlx5::prm::qp_mtu::mtu_256}),
-			 [](const ::testing::TestParamInfo<LossParam> &i) {
-				 return std::string(i.param.name);
-			 });
+INSTANTIATE_TEST_SUITE_P(
+	Faults, Lossy,
+	::testing::Values(
+		LossParam{"loss1_dup1_reorder1", 1, 1, 1, nicmr::mlx5::prm::qp_mtu::mtu_1024},
+		LossParam{"loss5_dup5_reorder5", 5, 5, 5, nicmr::mlx5::prm::qp_mtu::mtu_1024},
+		LossParam{"loss5_dup5_reorder5_mtu256", 5, 5, 5, nicmr::mlx5::prm::qp_mtu::mtu_256},
+		LossParam{"loss5_dup5_reorder5_delay300", 5, 5, 5,
+			  nicmr::mlx5::prm::qp_mtu::mtu_1024, 300}),
+	[](const ::testing::TestParamInfo<LossParam> &i) { return std::string(i.param.name); });
 
 /* A peer that never hears: the local ACK timer runs out its retries. */
 class Deaf : public Lossy {
