@@ -697,7 +697,65 @@ TEST_F(Doubled, DuplicateWritePacketsAndAtomicsAreNotExecutedTwice)
 
 /*
  * RNR NAKs forged/*
- * RNR NAKs forged/*
+ * RNR NAKs forged/* Forges RNR NAKs to the requester from a socket of this process at 127.0.0.1. */
+class RnrForger {
+public:
+	RnrForger(const emu::WirePort &wp, uint32_t qpn) : qpn_(qpn), port_(wp.udp_port())
+	{
+		fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
+		sockaddr_in me{};
+		me.sin_family = AF_INET;
+		me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		socklen_t sl = sizeof(me);
+		ok_ = fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr *>(&me), sizeof(me)) == 0 &&
+		      ::getsockname(fd_, reinterpret_cast<sockaddr *>(&me), &sl) == 0;
+		lo_.s_addr = htonl(INADDR_LOOPBACK);
+		path_ = roce::ipv4_path(lo_, lo_, ntohs(me.sin_port), port_);
+	}
+	~RnrForger()
+	{
+		if (fd_ >= 0)
+			::close(fd_);
+	}
+	bool ok() const { return ok_; }
+	/* An RNR NAK for psn with timer code 1 (10 us). */
+	bool send(uint32_t psn)
+	{
+		roce::Headers h;
+		h.opcode = roce::opcode::acknowledge;
+		h.dest_qp = qpn_;
+		h.psn = psn;
+		h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::rnr_nak, 1), 0};
+		uint8_t pkt[128];
+		size_t len = 0;
+		if (roce::build(path_, h, {}, pkt, &len) != roce::Error::ok)
+			return false;
+		sockaddr_in to{};
+		to.sin_family = AF_INET;
+		to.sin_addr = lo_;
+		to.sin_port = htons(port_);
+		return ::sendto(fd_, pkt, len, 0, reinterpret_cast<sockaddr *>(&to), sizeof(to)) ==
+		       static_cast<ssize_t>(len);
+	}
+
+private:
+	int fd_ = -1;
+	bool ok_ = false;
+	uint32_t qpn_;
+	uint16_t port_;
+	in_addr lo_{};
+	roce::IpPath path_;
+};
+
+template <typename Pred> bool wait_for(Pred pred)
+{
+	const auto end = std::chrono::steady_clock::now() + 2s;
+	while (!pred() && std::chrono::steady_clock::now() < end)
+		std::this_thread::sleep_for(1ms);
+	return pred();
+}
+
+/*
  * RNR NAKs forged from a socket of this process at the peer's address (the requester takes a
  * response from the peer's address, any UDP port): the requester waits the NAK's timer and
  * sends again, counting against rnr_retry; with none left, RNR_RETRY_EXC_ERR.
@@ -709,54 +767,47 @@ TEST_F(Deaf, RnrNakWaitsThenRetriesUntilRnrRetryRunsOut)
 	ASSERT_EQ(
 		me_->qp->post_write({&s, 1}, raddr(0), peer_.keys[k_rw], 1, nicmr::mlx5::kSignaled),
 		0);
-	const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-	ASSERT_GE(fd, 0);
-	sockaddr_in me{};
-	me.sin_family = AF_INET;
-	me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&me), sizeof(me)), 0);
-	socklen_t sl = sizeof(me);
-	ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr *>(&me), &sl), 0);
-	const emu::WirePort *wp = me_->hw->device().data_path().wire_port(1);
-	ASSERT_NE(wp, nullptr);
-	in_addr lo{};
-	lo.s_addr = htonl(INADDR_LOOPBACK);
-	const roce::IpPath path = roce::ipv4_path(lo, lo, ntohs(me.sin_port), wp->udp_port());
-	const auto rnr = [&] {
-		roce::Headers h;
-		h.opcode = roce::opcode::acknowledge;
-		h.dest_qp = me_->qp->qpn();
-		h.psn = 0; /* the WRITE's */
-		h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::rnr_nak, 1), 0}; /* 10 us */
-		uint8_t pkt[128];
-		size_t len = 0;
-		ASSERT_EQ(roce::build(path, h, {}, pkt, &len), roce::Error::ok);
-		sockaddr_in to{};
-		to.sin_family = AF_INET;
-		to.sin_addr = lo;
-		to.sin_port = htons(wp->udp_port());
-		ASSERT_EQ(::sendto(fd, pkt, len, 0, reinterpret_cast<sockaddr *>(&to), sizeof(to)),
-			  static_cast<ssize_t>(len));
-	};
-	const auto wait_for = [&](auto pred) {
-		const auto end = std::chrono::steady_clock::now() + 2s;
-		while (!pred() && std::chrono::steady_clock::now() < end)
-			std::this_thread::sleep_for(1ms);
-		return pred();
-	};
-	rnr();
+	RnrForger rnr(*me_->hw->device().data_path().wire_port(1), me_->qp->qpn());
+	ASSERT_TRUE(rnr.ok());
+	ASSERT_TRUE(rnr.send(0)); /* the WRITE's PSN */
 	/* The first RNR NAK: one retry (rnr_retry 1), the WRITE sent again after 10 us. */
 	ASSERT_TRUE(wait_for([&] { return my_stats().retransmits == 1; }));
 	EXPECT_EQ(my_stats().rnr_naks_received, 1u);
 	nicmr::mlx5::Completion c;
 	EXPECT_EQ(me_->qp->poll(&c, 1), 0);
-	rnr();
+	ASSERT_TRUE(rnr.send(0));
 	ASSERT_TRUE(me_->wait(&c));
 	EXPECT_EQ(c.syndrome, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR);
 	EXPECT_EQ(my_stats().rnr_naks_received, 2u);
 	EXPECT_EQ(my_stats().retransmits, 1u);
 	EXPECT_EQ(my_state(), static_cast<uint32_t>(emu::QpState::err));
-	::close(fd);
+}
+
+TEST_F(Deaf, RnrNakThatAcknowledgesStillSpendsItsRetry)
+{
+	/* An RNR NAK for the second WRITE acknowledges the first (progress: fresh counters),
+	 * then takes the one RNR retry; the next RNR NAK, with no progress, ends it. */
+	start({100, 0, 0, 0, 1}, {}, 7, 0, 1);
+	const nicmr::mlx5::Sge s = sge(0, 8);
+	ASSERT_EQ(
+		me_->qp->post_write({&s, 1}, raddr(0), peer_.keys[k_rw], 1, nicmr::mlx5::kSignaled),
+		0);
+	ASSERT_EQ(
+		me_->qp->post_write({&s, 1}, raddr(8), peer_.keys[k_rw], 2, nicmr::mlx5::kSignaled),
+		0);
+	RnrForger rnr(*me_->hw->device().data_path().wire_port(1), me_->qp->qpn());
+	ASSERT_TRUE(rnr.ok());
+	ASSERT_TRUE(rnr.send(1));
+	nicmr::mlx5::Completion c;
+	ASSERT_TRUE(me_->wait(&c));
+	EXPECT_EQ(c.wr_id, 1u);
+	EXPECT_TRUE(c.ok());
+	ASSERT_TRUE(wait_for([&] { return my_stats().retransmits == 1; }));
+	ASSERT_TRUE(rnr.send(1));
+	ASSERT_TRUE(me_->wait(&c));
+	EXPECT_EQ(c.wr_id, 2u);
+	EXPECT_EQ(c.syndrome, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR);
+	EXPECT_EQ(my_stats().retransmits, 1u);
 }
 
 } // namespace

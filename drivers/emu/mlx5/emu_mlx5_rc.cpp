@@ -982,6 +982,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 	/* Progress (IBTA 9.7.6.1.1): the oldest owed request, or a READ's responses, moved on. */
 	const RcWire::Pending *owed_before = r.oldest_owed();
 	const uint32_t got_before = owed_before != nullptr ? owed_before->got : 0;
+	bool rnr_counted = false; /* an RNR NAK took its retry after the progress it made */
 	/* Outstanding WRITEs whose last PSN is before (or, with an ACK, at) psn are done: an
 	 * ACK and every response acknowledge what came before them (IBTA 9.7.5.1.3). The
 	 * entry psn falls in is returned (or null). */
@@ -1016,6 +1017,11 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 			/* RNR NAK (IBTA 9.7.5.2.8): wait the NAK's timer, then resend from its
 			 * PSN; rnr_retry 7 retries without end (IBTA; rxe_comp.c does the same). */
 			wctr_.rnr_naks_received.fetch_add(1, std::memory_order_relaxed);
+			if (r.oldest_owed() != owed_before) {
+				r.retry_left = qp.path.retry_count; /* progress first */
+				r.rnr_left = qp.path.rnr_retry;
+			}
+			rnr_counted = true;
 			if (r.rnr_left == 0) {
 				rc_give_up(dma, qp, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR);
 				return;
@@ -1142,8 +1148,10 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 	const RcWire::Pending *owed_after = r.oldest_owed();
 	if (owed_after != owed_before || (owed_after != nullptr && owed_after->got != got_before)) {
 		/* Progress: fresh retry counters, and the timer restarts (at the next turn). */
-		r.retry_left = qp.path.retry_count;
-		r.rnr_left = qp.path.rnr_retry;
+		if (!rnr_counted) {
+			r.retry_left = qp.path.retry_count;
+			r.rnr_left = qp.path.rnr_retry;
+		}
 		r.seq_retried = false;
 		r.gap_retried = false;
 		r.deadline_ns = 0;
