@@ -190,6 +190,8 @@ bool bring_up(EmuMlx5Device &d, Mem &m, Bed *b)
 		prm::set(qpc, prm::qpc::cqn_snd, b->cq[i]);
 		prm::set(qpc, prm::qpc::uar_page, b->uar);
 		prm::set(qpc, prm::qpc::log_sq_size, kLogSq);
+		/* rq_type 0 is a regular RQ, which would need cqn_rcv and room before the SQ. */
+		prm::set(qpc, prm::qpc::rq_type, prm::qp_rq_type::zero_len);
 		prm::set(qpc, prm::qpc::dbr_addr, dbr + 0x800);
 		/* UMR-capable, as the kernel makes its QPs: the UMR paths stay reachable. */
 		prm::set(qpc, prm::qpc::fre, 1);

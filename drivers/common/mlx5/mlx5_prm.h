@@ -963,7 +963,10 @@ inline constexpr size_t size = 16;
 namespace dbr {
 inline constexpr size_t size = 8;
 inline constexpr Field cq_ci{0x008, 24};      /* CQ: dword 0, consumer index (mod 2^24) */
-inline constexpr Field rq_counter{0x000, 32}; /* QP: dword 0 (unused by nicmr: no RQ) */
+/* QP: dword 0, RQ producer in receive WQEs; the device takes its low 16 bits, as rdma-core
+ * writes it (providers/mlx5/qp.c, mlx5_post_recv: rq.head & 0xffff). */
+inline constexpr Field rq_counter{0x000, 32};
+inline constexpr size_t qp_rq_dword = 0;
 /* QP: dword 1, SQ producer in WQEBBs; the device takes its low 16 bits (the WQE counter), as
  * rdma-core writes it (providers/mlx5/qp.c, post_send_db: cur_post & 0xffff). */
 inline constexpr Field sq_counter{0x020, 32};
@@ -1157,6 +1160,9 @@ inline constexpr Field reserved{0x60, 32};
 /* Data (gather/scatter) segment; the UMR's translation pointer has the same layout. */
 namespace wqe_data {
 inline constexpr size_t size = 16;
+/* A receive WQE is an array of data segments in a slot of 16 << qpc.log_rq_stride bytes; a
+ * list shorter than the slot ends with a segment whose lkey is MLX5_INVALID_LKEY (0x100,
+ * mlx5dv.h), byte_count 0 and addr 0 (rdma-core providers/mlx5/qp.c, mlx5_post_recv). */
 inline constexpr Field byte_count{0x00, 32};
 inline constexpr Field lkey{0x20, 32};
 inline constexpr Field addr{0x40, 64};
@@ -1223,6 +1229,10 @@ constexpr uint32_t make(uint32_t index, uint32_t variant) noexcept
  */
 namespace cqe {
 inline constexpr size_t size = 64;
+/* Responder CQEs: the immediate of SEND/WRITE with immediate as it came (big-endian on the
+ * wire and here), or the rkey a SEND with invalidate invalidated (rdma-core providers/mlx5/
+ * cq.c, handle_responder: imm_data, invalidated_rkey). */
+inline constexpr Field imm_inval_pkey{0x120, 32};
 inline constexpr Field byte_cnt{0x160, 32}; /* bytes moved (success) */
 inline constexpr Field qpn{0x1c8, 24};	    /* the QP, in success and error CQEs */
 inline constexpr Field wqe_counter{0x1e0, 16};

@@ -66,6 +66,7 @@ struct DpConfig {
 	uint32_t log_max_cq_sz = 22; /* CQEs per CQ */
 	uint32_t log_max_eq_sz = 16; /* EQEs per EQ */
 	uint32_t log_max_msg = 30;   /* bytes per message */
+	uint32_t log_max_rq_stride = 5; /* receive WQE slots of 16 << n bytes: 512 at most */
 	uint32_t ports = 2;
 	/* UMR: the reserved lkey a translation pointer must carry (QUERY_SPECIAL_CONTEXTS), and
 	 * the mkey_mask bits the general caps forbid (umr_modify_*_disabled). */
@@ -108,11 +109,33 @@ struct QpAttr {
 	uint32_t cqn = 0; /* send CQ */
 	uint32_t uar = 0; /* UAR index the QP rings */
 	uint32_t log_sq_size = 0;
+	bool no_sq = false; /* qpc.no_sq: a receive-only QP (log_sq_size ignored, no SQ memory) */
+	/* The QP's own receive queue (qpc.rq_type regular): 2^log_rq_size slots of
+	 * 16 << log_rq_stride bytes at the start of mem, the SQ after them (Linux
+	 * drivers/infiniband/hw/mlx5/qp.c, _create_user_qp: rq.offset 0, sq.offset
+	 * rq.wqe_cnt << rq.wqe_shift). rq false: rq_type zero_len, no receive queue. */
+	bool rq = false;
+	uint32_t log_rq_size = 0;
+	uint32_t log_rq_stride = 0;
+	uint32_t rcqn = 0; /* qpc.cqn_rcv: receive CQ (with rq) */
 	QueueMem mem;
-	uint64_t dbr = 0;	/* IOVA of the doorbell record (dbr[1]: SQ producer in WQEBBs) */
+	uint64_t dbr = 0; /* IOVA of the doorbell record (dbr[0]: RQ producer, dbr[1]: SQ producer
+			     in WQEBBs) */
 	bool fre = false;	/* qpc.fre: UMR WQEs allowed */
 	bool rlky = false;	/* qpc.rlky: the reserved lkey allowed */
 	uint32_t ts_format = 0; /* prm::qp_ts_format */
+
+	uint64_t rq_bytes() const noexcept
+	{
+		return rq ? uint64_t{1} << (log_rq_size + 4 + log_rq_stride) : 0;
+	}
+	/* IOVA of byte off of the SQ. */
+	uint64_t sq_iova(uint64_t off) const noexcept { return mem.iova(rq_bytes() + off); }
+	/* IOVA of receive WQE slot i (modulo the RQ's size). */
+	uint64_t rq_iova(uint32_t i) const noexcept
+	{
+		return mem.iova(uint64_t{i & ((1u << log_rq_size) - 1)} << (4 + log_rq_stride));
+	}
 };
 
 /* The parameters a transition may set (the rest keep their value): the QP context. */
@@ -148,6 +171,7 @@ struct QpInfo {
 	QpPath path;
 	QpState state = QpState::rst;
 	uint16_t sq_ci = 0; /* WQEBBs the device has taken */
+	uint16_t rq_ci = 0; /* receive WQEs the device has taken */
 };
 
 struct DpStats {
@@ -161,6 +185,8 @@ struct DpStats {
 					written back for 2^log_size events): a health syndrome */
 	uint64_t bytes = 0;	     /* payload moved by RDMA WRITE/READ */
 	uint64_t doorbells = 0;	     /* UAR doorbells handled */
+	uint64_t recvs = 0;	     /* receive WQEs consumed by a SEND or WRITE with immediate */
+	uint64_t rnr = 0;	     /* requests that found no receive WQE (RNR) */
 	uint64_t dbr_faults = 0;     /* a doorbell record or WQE unreadable (DMA fault) */
 };
 
@@ -341,6 +367,39 @@ private:
 	void complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
 		      uint32_t byte_cnt, uint8_t syndrome);
 	void post_event(const DmaSection &dma, uint8_t type, uint32_t qpn);
+	/* A CQE of any kind on cq (emu_mlx5_wqe.cpp): cqe_opcode MLX5_CQE_*; syndrome and
+	 * s_wqe_opcode for the error kinds. Table lock held (either way); cq's writers
+	 * serialised by the caller when cq.users is 1. */
+	struct CqeFields {
+		uint32_t qpn = 0;
+		uint16_t wqe_counter = 0;
+		uint8_t opcode = 0; /* MLX5_CQE_* */
+		uint32_t byte_cnt = 0;
+		uint32_t imm = 0; /* imm_inval_pkey, host order of the big-endian field */
+		uint8_t syndrome = 0;
+		uint8_t s_wqe_opcode = 0;
+	};
+	void write_cqe(const DmaSection &dma, Cq &cq, const CqeFields &f);
+	/* The receive queue (emu_mlx5_recv.cpp), the QP's rq_lock held. */
+	struct RecvWqe;
+	enum class RqTake { ok, empty, fault };
+	RqTake rq_take(const DmaSection &dma, Qp &qp, RecvWqe *out);
+	void rq_complete(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t cqe_opcode,
+			 uint32_t byte_cnt, uint32_t imm, uint8_t syndrome);
+	/* Every receive WQE posted and not consumed completes with WR_FLUSH_ERR (QP in ERR). */
+	void rq_flush(const DmaSection &dma, Qp &qp);
+	/* The responder's side of a failed receive: its CQE with syndrome, the QP to ERR, the
+	 * rest of its RQ flushed. */
+	void rq_fail(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t syndrome);
+	/* SEND with invalidate on the responder (IBTA 10.6.6.1 / o10-39): the key must be an
+	 * mkey of the QP's PD with en_rinval, live, variant matching. Checked under keys'
+	 * hold (check), applied after it (invalidate). kOk or REMOTE_INVAL_REQ_ERR. */
+	uint8_t rinval_check(MkeyTable::Hold &keys, const Qp &qp, uint32_t rkey);
+	uint8_t rinval_apply(const Qp &qp, uint32_t rkey);
+	/* The wire's responder for SEND, SEND with immediate / invalidate (emu_mlx5_recv.cpp).
+	 * QP lock held. */
+	void rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed &pk, uint32_t psn,
+			  bool *owe_ack);
 	/* The first EQ created that takes type, or null. Caller holds table_lock_. */
 	Eq *event_eq(uint8_t type) const;
 	/* Writes one EQE (type, the 28 data bytes) unless the EQ is full: then -EOVERFLOW and the
@@ -386,7 +445,8 @@ private:
 
 	struct Counters {
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
-			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0}, eq_overruns{0};
+			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0}, eq_overruns{0},
+			recvs{0}, rnr{0};
 	};
 	/* Relaxed: statistics only. The per-WQE ones live in the QPs and CQs (bumped under their
 	 * locks, no read-modify-write) and move here when those go. */

@@ -194,7 +194,12 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 		return r;
 	const uint8_t *qpc = in + m::qpc_offset;
 	if (prm::get(qpc, prm::qpc::st) != prm::qp_st::rc || prm::get(in, m::wq_umem_valid) != 0 ||
-	    prm::get(qpc, prm::qpc::dbr_umem_valid) != 0 || prm::get(qpc, prm::qpc::no_sq) != 0)
+	    prm::get(qpc, prm::qpc::dbr_umem_valid) != 0)
+		return fail(prm::status::bad_param, Syndrome::qp_type);
+	/* The QP's own RQ (rq_type regular) or none (zero_len); a shared RQ (srq) or another
+	 * kind is not modelled. */
+	const uint64_t rq_type = prm::get(qpc, prm::qpc::rq_type);
+	if (rq_type != prm::qp_rq_type::regular && rq_type != prm::qp_rq_type::zero_len)
 		return fail(prm::status::bad_param, Syndrome::qp_type);
 	if (prm::get(qpc, prm::qpc::page_offset) != 0)
 		return fail(prm::status::bad_param, Syndrome::queue_params);
@@ -221,6 +226,13 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	a.cqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_snd));
 	a.uar = static_cast<uint32_t>(prm::get(qpc, prm::qpc::uar_page));
 	a.log_sq_size = static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_sq_size));
+	a.no_sq = prm::get(qpc, prm::qpc::no_sq) != 0;
+	a.rq = rq_type == prm::qp_rq_type::regular;
+	if (a.rq) {
+		a.log_rq_size = static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_rq_size));
+		a.log_rq_stride = static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_rq_stride));
+		a.rcqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_rcv));
+	}
 	a.dbr = prm::get(qpc, prm::qpc::dbr_addr);
 	a.fre = prm::get(qpc, prm::qpc::fre) != 0;
 	a.rlky = prm::get(qpc, prm::qpc::rlky) != 0;
@@ -387,6 +399,12 @@ CmdResult EmuMlx5Device::cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t 
 	prm::set(qpc, prm::qpc::remote_qpn, q.path.remote_qpn);
 	prm::set(qpc, prm::qpc::primary_vhca_port_num, q.path.port);
 	prm::set(qpc, prm::qpc::cqn_snd, q.attr.cqn);
+	prm::set(qpc, prm::qpc::no_sq, q.attr.no_sq ? 1 : 0);
+	prm::set(qpc, prm::qpc::rq_type,
+		 q.attr.rq ? prm::qp_rq_type::regular : prm::qp_rq_type::zero_len);
+	prm::set(qpc, prm::qpc::log_rq_size, q.attr.log_rq_size);
+	prm::set(qpc, prm::qpc::log_rq_stride, q.attr.log_rq_stride);
+	prm::set(qpc, prm::qpc::cqn_rcv, q.attr.rcqn);
 	prm::set(qpc, prm::qpc::rre, q.path.rre);
 	prm::set(qpc, prm::qpc::rwe, q.path.rwe);
 	prm::set(qpc, prm::qpc::rae, q.path.rae);

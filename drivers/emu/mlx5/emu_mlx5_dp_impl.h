@@ -32,9 +32,6 @@ namespace nicmr::emu {
 namespace wqe_fmt {
 namespace prm = nicmr::mlx5::prm;
 constexpr uint8_t kOk = 0;
-/* ConnectX's LOCAL_INVAL is 0x1b (mlx5dv.h); 0x01 (SEND_INVAL there) is taken as a local
- * invalidate too, as nicmr's driver contract names it. The model has no receive queues. */
-constexpr uint8_t kOpLocalInvalAlt = 0x01;
 
 constexpr size_t kCtrl = prm::wqe_ctrl::size;
 constexpr size_t kRaddr = prm::wqe_raddr::size;
@@ -199,6 +196,16 @@ struct EmuDataPath::Eq {
 	bool overrun = false;  /* stays set: the EQ takes no more events */
 };
 
+/* A receive WQE taken off a QP's RQ: its slot's data segments up to the MLX5_INVALID_LKEY
+ * terminator (or the slot's end), and their total length. */
+struct EmuDataPath::RecvWqe {
+	static constexpr size_t kMaxSegs = (16u << 5) / wqe_fmt::kData; /* log_max_rq_stride 5 */
+	uint16_t index = 0;
+	wqe_fmt::DataSeg segs[kMaxSegs];
+	size_t nseg = 0;
+	uint64_t capacity = 0;
+};
+
 /* PSNs are 24 bits (IBTA 9.7.1). */
 inline constexpr uint32_t kPsnMask = 0xffffff;
 
@@ -264,6 +271,12 @@ struct EmuDataPath::RcWire {
 	uint32_t w_rkey = 0;
 	uint64_t w_left = 0;
 	uint64_t w_counter = 0; /* nicmr's counter extension of its key (ext_admits), or 0 */
+	uint64_t w_total = 0;	/* its DMA length (RETH): the byte count of a WRITE with imm */
+	/* The SEND in progress (FIRST seen, LAST not yet): its receive WQE and the bytes placed
+	 * so far (emu_mlx5_recv.cpp). */
+	bool s_active = false;
+	uint64_t s_off = 0;
+	RecvWqe s_wqe;
 	/* The last 2^log_rra_max atomics executed (IBTA 9.4.5: the responder's saved results),
 	 * replayed for a duplicate of their PSN; a ring, made at INIT2RTR. */
 	struct SavedAtomic {
@@ -300,10 +313,13 @@ struct EmuDataPath::Exec {
 	Qp *responder = nullptr;
 	/* On the wire: the request went out and awaits its response (PSNs below). */
 	bool awaiting = false;
+	/* Loopback: the responder had no receive WQE (RNR); the WQE stays at the SQ's head. */
+	bool rnr = false;
 	uint32_t first_psn = 0, npsn = 0;
 
 	uint8_t run();
-	uint8_t connect(Access need);
+	/* rights false: a SEND, which needs no responder enable. */
+	uint8_t connect(Access need, bool rights = true);
 	uint8_t responder_fail(uint8_t syndrome, uint8_t ev);
 	uint8_t ext_admit(MkeyTable::Hold &keys, uint32_t rkey, bool write, uint64_t *counter);
 	uint8_t gather_list(wqe_fmt::DataSeg *segs, size_t *n, uint64_t *total, size_t first);
@@ -317,6 +333,15 @@ struct EmuDataPath::Exec {
 		uint64_t total = 0;
 	};
 	uint8_t write_source(WriteSource *src);
+	/* The inline data or gather list from byte offset seg_at (SEND: after the ctrl). */
+	uint8_t message_source(size_t seg_at, WriteSource *src);
+	/* SEND, SEND with immediate / invalidate and RDMA WRITE with immediate on the loopback
+	 * (emu_mlx5_recv.cpp): the responder's receive WQE takes the message. */
+	uint8_t send();
+	uint8_t deliver(Qp &r, MkeyTable::Hold &keys, const Translator &local,
+			const WriteSource &src, uint8_t cqe_opcode, uint32_t imm);
+	uint8_t remote_place(const Translator &remote, uint32_t rkey, uint64_t addr,
+			     const uint8_t *data, uint64_t n);
 	uint8_t rdma_write();
 	uint8_t rdma_read();
 	uint8_t atomic();
@@ -338,6 +363,8 @@ struct EmuDataPath::Exec {
 	uint8_t read_request(const wqe_fmt::Raddr &ra, uint64_t total, uint32_t first_psn,
 			     uint32_t k0);
 	uint8_t atomic_request(uint32_t psn);
+	/* SEND (and with immediate / invalidate) and WRITE with immediate as packets. */
+	uint8_t wire_send();
 };
 
 struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */
@@ -351,6 +378,14 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	/* Statistics, bumped under lock. */
 	std::atomic<uint64_t> n_wqes{0}, n_bytes{0}, n_doorbells{0};
 	uint16_t ci = 0;	      /* SQ consumer counter in WQEBBs; guarded by lock */
+	uint32_t rnr_tries = 0;	      /* loopback RNR retries of the WQE at ci; guarded by lock */
+	/* The receive queue (attr.rq): its consumer counter, taken by the requester of a
+	 * loopback peer (without this QP's lock) or the wire's responder; rq_lock nests inside
+	 * any QP's lock and outside the CQ's. rcq: attr.rcqn's CQ, held like cq. */
+	SpinLock rq_lock;
+	uint16_t rq_ci = 0;
+	Cq *rcq = nullptr;
+	std::atomic<uint64_t> n_recvs{0}, n_rnr{0}; /* bumped under rq_lock */
 	std::vector<uint8_t> scratch; /* UMR translation lists by pointer; guarded by lock */
 	/* Keys a WQE holds beyond MkeyTable::Hold::kInline; grows once to the largest set;
 	 * guarded by lock. */

@@ -9,8 +9,9 @@
  *    ^                                                     |
  *    +------------------ 2RST (from any) <--- ERR <--------+ 2ERR (from any), or a WQE error
  *
- * 2RST forgets the SQ's consumer counter (the driver resets its producer too); ERR flushes
- * every WQE posted from then on with WR_FLUSH_ERR.
+ * 2RST forgets the SQ's and the RQ's consumer counters (the driver resets its producers too);
+ * ERR flushes every WQE posted from then on with WR_FLUSH_ERR: send WQEs as the SQ runs,
+ * receive WQEs at 2ERR (or the responder's own error) and at every later doorbell.
  */
 #include <infiniband/mlx5dv.h>
 
@@ -29,13 +30,11 @@ namespace prm = nicmr::mlx5::prm;
 
 namespace {
 
-/* Queue memory: whole pages cover 2^log_entries entries of 2^log_stride bytes, every page
- * reachable through the IOMMU. */
-int check_queue(const EmuIommu &mmu, const QueueMem &m, uint32_t log_entries, uint32_t log_stride)
+/* Queue memory: whole pages cover need bytes, every page reachable through the IOMMU. */
+int check_queue(const EmuIommu &mmu, const QueueMem &m, uint64_t need)
 {
 	if (m.log_page_size > 18) /* 1 GiB pages at most */
 		return -EINVAL;
-	const uint64_t need = uint64_t{1} << (log_entries + log_stride);
 	const uint64_t page = uint64_t{1} << (12 + m.log_page_size);
 	if (m.pas.size() < (need + page - 1) / page)
 		return -EINVAL;
@@ -85,7 +84,7 @@ int EmuDataPath::create_cq(const CqAttr &a, uint32_t *cqn)
 {
 	if (a.log_size > cfg_.log_max_cq_sz)
 		return -EINVAL;
-	int rc = check_queue(mmu_, a.mem, a.log_size, 6);
+	int rc = check_queue(mmu_, a.mem, uint64_t{64} << a.log_size);
 	if (rc < 0)
 		return rc;
 	if (!mmu_.mapped(a.dbr, prm::dbr::size) || a.dbr % 8 != 0)
@@ -127,7 +126,7 @@ int EmuDataPath::create_eq(const EqAttr &a, uint32_t *eqn)
 {
 	if (a.log_size > cfg_.log_max_eq_sz)
 		return -EINVAL;
-	int rc = check_queue(mmu_, a.mem, a.log_size, 6);
+	int rc = check_queue(mmu_, a.mem, uint64_t{64} << a.log_size);
 	if (rc < 0)
 		return rc;
 	std::unique_lock lk(table_lock_);
@@ -161,9 +160,13 @@ int EmuDataPath::destroy_eq(uint32_t eqn)
 
 int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 {
-	if (a.log_sq_size > cfg_.log_max_qp_sz)
+	if ((!a.no_sq && a.log_sq_size > cfg_.log_max_qp_sz) || (a.no_sq && !a.rq))
 		return -EINVAL;
-	int rc = check_queue(mmu_, a.mem, a.log_sq_size, 6);
+	if (a.rq && (a.log_rq_size > cfg_.log_max_qp_sz || a.log_rq_stride > cfg_.log_max_rq_stride))
+		return -EINVAL;
+	/* The RQ's slots, then the SQ's WQEBBs, in one buffer: whole pages cover both. */
+	const uint64_t bytes = a.rq_bytes() + (a.no_sq ? 0 : uint64_t{64} << a.log_sq_size);
+	int rc = check_queue(mmu_, a.mem, bytes);
 	if (rc < 0)
 		return rc;
 	if (a.dbr % 8 != 0)
@@ -173,6 +176,9 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 	std::unique_lock lk(table_lock_);
 	auto cq = cqs_.find(a.cqn);
 	if (cq == cqs_.end())
+		return -ENOENT;
+	auto rcq = a.rq ? cqs_.find(a.rcqn) : cqs_.end();
+	if (a.rq && rcq == cqs_.end())
 		return -ENOENT;
 	if (a.uar == 0 || a.uar > cfg_.uars || !uar_allocated_[a.uar])
 		return -ENXIO;
@@ -189,7 +195,12 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 	qp->cq = cq->second.get();
 	qp->held.reserve(MkeyTable::Hold::kInline);
 	uar_qps_[a.uar].push_back(n);
+	/* Each use counts: a CQ that is both queues' (or two QPs') takes its lock per CQE. */
 	cq->second->users++;
+	if (a.rq) {
+		qp->rcq = rcq->second.get();
+		rcq->second->users++;
+	}
 	qp_index_[n] = qp.get();
 	qps_.emplace(n, std::move(qp));
 	*qpn = n;
@@ -205,9 +216,13 @@ int EmuDataPath::destroy_qp(uint32_t qpn)
 	Qp &qp = *it->second;
 	auto &users = uar_qps_[qp.attr.uar];
 	users.erase(std::remove(users.begin(), users.end(), qpn), users.end());
-	auto cq = cqs_.find(qp.attr.cqn);
-	if (cq != cqs_.end() && cq->second->users > 0)
-		cq->second->users--;
+	for (const bool recv : {false, true}) {
+		if (recv && !qp.attr.rq)
+			continue;
+		auto cq = cqs_.find(recv ? qp.attr.rcqn : qp.attr.cqn);
+		if (cq != cqs_.end() && cq->second->users > 0)
+			cq->second->users--;
+	}
 	/* The exclusive table lock waits for every data-path thread that could hold the QP. */
 	retire_qp(qp);
 	qp_index_[qpn] = nullptr;
@@ -277,12 +292,20 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 			qp.rc->next_psn = p.next_send_psn & kPsnMask;
 		qp.set_state(QpState::rts);
 		return 0;
-	case QpTransition::to_err:
+	case QpTransition::to_err: {
 		qp.set_state(QpState::err);
+		/* Posted receive WQEs complete flushed now; ones posted later at the QP's next
+		 * doorbell or wire packet (run_qp). */
+		const DmaSection dma(mmu_);
+		std::lock_guard rl(qp.rq_lock);
+		rq_flush(dma, qp);
 		return 0;
+	}
 	case QpTransition::to_rst:
 		qp.set_state(QpState::rst);
 		qp.ci = 0;
+		qp.rnr_tries = 0;
+		qp.rq_ci = 0;
 		qp.path = QpPath{};
 		qp.rc.reset();
 		return 0;
@@ -311,6 +334,8 @@ int EmuDataPath::query_qp(uint32_t qpn, QpInfo *info) const
 	info->state = qp->get_state();
 	std::lock_guard ql(qp->lock);
 	info->sq_ci = qp->ci;
+	std::lock_guard rl(qp->rq_lock);
+	info->rq_ci = qp->rq_ci;
 	return 0;
 }
 
@@ -365,6 +390,9 @@ void EmuDataPath::retire_qp(const Qp &qp)
 	ctr_.bytes.fetch_add(qp.n_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 	ctr_.doorbells.fetch_add(qp.n_doorbells.load(std::memory_order_relaxed),
 				 std::memory_order_relaxed);
+	ctr_.recvs.fetch_add(qp.n_recvs.load(std::memory_order_relaxed),
+			     std::memory_order_relaxed);
+	ctr_.rnr.fetch_add(qp.n_rnr.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void EmuDataPath::retire_cq(const Cq &cq)
@@ -422,6 +450,8 @@ DpStats EmuDataPath::stats() const
 	s.events_dropped = ctr_.events_dropped.load(std::memory_order_relaxed);
 	s.bytes = ctr_.bytes.load(std::memory_order_relaxed);
 	s.doorbells = ctr_.doorbells.load(std::memory_order_relaxed);
+	s.recvs = ctr_.recvs.load(std::memory_order_relaxed);
+	s.rnr = ctr_.rnr.load(std::memory_order_relaxed);
 	s.dbr_faults = ctr_.dbr_faults.load(std::memory_order_relaxed);
 	s.eq_overruns = ctr_.eq_overruns.load(std::memory_order_relaxed);
 	/* Live objects' counters on top of the retired ones. */
@@ -430,6 +460,8 @@ DpStats EmuDataPath::stats() const
 		s.wqes += qp->n_wqes.load(std::memory_order_relaxed);
 		s.bytes += qp->n_bytes.load(std::memory_order_relaxed);
 		s.doorbells += qp->n_doorbells.load(std::memory_order_relaxed);
+		s.recvs += qp->n_recvs.load(std::memory_order_relaxed);
+		s.rnr += qp->n_rnr.load(std::memory_order_relaxed);
 	}
 	for (const auto &[n, cq] : cqs_) {
 		s.cqes += cq->n_cqes.load(std::memory_order_relaxed);
@@ -489,6 +521,11 @@ bool EmuDataPath::check_invariants() const
 		    qp->attr.uar > cfg_.uars || !uar_allocated_[qp->attr.uar])
 			return false;
 		users[qp->attr.cqn]++;
+		if (qp->attr.rq) {
+			if (cqs_.count(qp->attr.rcqn) == 0)
+				return false;
+			users[qp->attr.rcqn]++;
+		}
 		const auto &u = uar_qps_[qp->attr.uar];
 		if (std::count(u.begin(), u.end(), n) != 1)
 			return false;

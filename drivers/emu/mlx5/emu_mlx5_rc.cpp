@@ -21,8 +21,9 @@
  * (rc_timers, on the device thread's progress turn) and an RNR NAK's timer resend go-back-N
  * from the WQEs still in the SQ (rc_resend), counting retry_count / rnr_retry; the responder
  * answers duplicates without executing them again (ACK, READ responses from memory, atomics
- * from the ring of saved results). Not yet: receive queues (SEND is refused with an
- * invalid-request NAK, so no RNR NAK is sent); doc/device-model.md ("The UDP wire").
+ * from the ring of saved results). SEND and WRITE with immediate take the responder's receive
+ * WQEs (emu_mlx5_recv.cpp); an empty RQ answers an RNR NAK. doc/device-model.md ("The UDP
+ * wire").
  *
  * Locks: poll_wire holds the object table shared for a receive batch and each packet's QP lock
  * while it runs; the requester runs under its QP's lock as every WQE does. Device side: the
@@ -77,6 +78,19 @@ uint8_t seq_opcode(uint32_t k, uint32_t n, uint8_t first, uint8_t middle, uint8_
 bool is_write(uint8_t o) noexcept
 {
 	return o >= op::write_first && o <= op::write_only_imm;
+}
+
+bool is_send(uint8_t o) noexcept
+{
+	return o <= op::send_only_imm || o == op::send_last_inv || o == op::send_only_inv;
+}
+
+/* WQEs an ACK completes (no response data): RDMA WRITE and the SEND family. */
+bool acked_kind(uint8_t wqe_opcode) noexcept
+{
+	return wqe_opcode == MLX5_OPCODE_RDMA_WRITE || wqe_opcode == MLX5_OPCODE_RDMA_WRITE_IMM ||
+	       wqe_opcode == MLX5_OPCODE_SEND || wqe_opcode == MLX5_OPCODE_SEND_IMM ||
+	       wqe_opcode == MLX5_OPCODE_SEND_INVAL;
 }
 
 /*
@@ -149,12 +163,12 @@ uint8_t nak_syndrome(uint8_t code) noexcept
 
 /* Reads the WQE at index back from the SQ (it stays there until its CQE: the driver reuses
  * its WQEBBs only after that). Its length in *wlen; false when unreadable. */
-static bool read_wqe(const DmaSection &dma, const QueueMem &mem, uint32_t log_sq_size,
-		     uint16_t index, uint8_t *buf, size_t *wlen)
+static bool read_wqe(const DmaSection &dma, const QpAttr &qa, uint16_t index, uint8_t *buf,
+		     size_t *wlen)
 {
-	const uint32_t size = uint32_t{1} << log_sq_size;
+	const uint32_t size = uint32_t{1} << qa.log_sq_size;
 	const auto at = [&](uint32_t i) {
-		return mem.iova(((index + i) & (size - 1)) * prm::wq::wqebb_size);
+		return qa.sq_iova(((index + i) & (size - 1)) * prm::wq::wqebb_size);
 	};
 	if (dma.read(at(0), buf, prm::wq::wqebb_size) < 0)
 		return false;
@@ -189,6 +203,11 @@ uint8_t EmuDataPath::Exec::run_wire()
 	case MLX5_OPCODE_ATOMIC_CS:
 	case MLX5_OPCODE_ATOMIC_FA:
 		return wire_atomic();
+	case MLX5_OPCODE_SEND:
+	case MLX5_OPCODE_SEND_IMM:
+	case MLX5_OPCODE_SEND_INVAL:
+	case MLX5_OPCODE_RDMA_WRITE_IMM:
+		return wire_send(); /* emu_mlx5_recv.cpp */
 	default:
 		return run(); /* local work: NOP, UMR, LOCAL_INVAL */
 	}
@@ -451,7 +470,7 @@ void EmuDataPath::rc_resend(const DmaSection &dma, Qp &qp, uint32_t from)
 			k0 = 0;
 		size_t wlen = 0;
 		uint8_t s = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-		if (read_wqe(dma, qp.attr.mem, qp.attr.log_sq_size, e.index, wqe, &wlen)) {
+		if (read_wqe(dma, qp.attr, e.index, wqe, &wlen)) {
 			Exec ex{*this, dma, qp, wqe, wlen, parse_ctrl(wqe)};
 			s = ex.wire_resend(e.first_psn, k0);
 		}
@@ -572,6 +591,7 @@ void EmuDataPath::rc_flush(const DmaSection &dma, Qp &qp)
 	}
 	r.halted = false;
 	r.w_active = false;
+	r.s_active = false;
 }
 
 /* ---- Receive ----------------------------------------------------------------------------- */
@@ -816,8 +836,10 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		const bool first =
 			o == op::write_first || o == op::write_only || o == op::write_only_imm;
 		const bool last = o != op::write_first && o != op::write_middle;
-		if (o == op::write_last_imm || o == op::write_only_imm || !qp.path.rwe) {
-			invalid(); /* immediates need a receive queue; or writes not enabled */
+		const bool imm = o == op::write_last_imm || o == op::write_only_imm;
+		if (!qp.path.rwe || (imm && !qp.attr.rq) || r.s_active) {
+			invalid(); /* writes not enabled; an immediate needs a receive queue; or
+				      inside a SEND */
 			return;
 		}
 		if (first) {
@@ -828,6 +850,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			r.w_va = prm::get(pk.reth, roce::reth::va);
 			r.w_rkey = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::r_key));
 			r.w_left = prm::get(pk.reth, roce::reth::dma_len);
+			r.w_total = r.w_left;
 		} else if (!r.w_active) {
 			invalid();
 			return;
@@ -841,7 +864,10 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		MkeyTable::Hold keys(mkeys_, qp.held);
 		Translator t(keys, dma, qp.attr.pd, qp.qpn);
 		uint64_t counter = 0;
-		if (first) {
+		if (first && r.w_left == 0 && imm) {
+			/* A zero-length WRITE with immediate: no key is checked (IBTA 9.7.4.1.4:
+			 * a zero-length RDMA WRITE touches no memory). */
+		} else if (first) {
 			/* The whole message's range, before one byte moves. */
 			if (t.validate(r.w_rkey, r.w_va, r.w_left, Access::remote_write) != kOk ||
 			    !ext_admits(keys.find(prm::mkey::index(r.w_rkey)), true, &counter)) {
@@ -852,9 +878,41 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			refused(); /* the key changed between the packets of the message */
 			return;
 		}
-		if (key_copy(dma, t, r.w_rkey, r.w_va, const_cast<uint8_t *>(pk.payload.data()),
+		/* With an immediate, the last packet takes a receive WQE before its bytes land
+		 * (emu_mlx5_recv.cpp; none: an RNR NAK, this packet not executed). */
+		std::unique_lock<SpinLock> rl(qp.rq_lock, std::defer_lock);
+		RecvWqe rw;
+		if (imm) {
+			rl.lock();
+			const RqTake got = rq_take(dma, qp, &rw);
+			if (got == RqTake::empty) {
+				bump(qp.n_rnr);
+				rc_ack(qp,
+				       roce::aeth::make_syndrome(
+					       roce::aeth::type::rnr_nak,
+					       static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
+				       psn);
+				r.w_active = !first; /* FIRST ... still waits for its LAST */
+				return;
+			}
+			if (got == RqTake::fault) {
+				rc_ack(qp,
+				       roce::aeth::make_syndrome(
+					       roce::aeth::type::nak,
+					       roce::aeth::nak::remote_operational_error),
+				       psn);
+				r.w_active = false;
+				qp.set_state(QpState::err);
+				rq_flush(dma, qp);
+				return;
+			}
+		}
+		if (plen != 0 &&
+		    key_copy(dma, t, r.w_rkey, r.w_va, const_cast<uint8_t *>(pk.payload.data()),
 			     plen, Access::remote_write, true) != kOk) {
 			refused();
+			if (imm)
+				rq_fail(dma, qp, rw.index, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 			return;
 		}
 		r.w_va += plen;
@@ -867,12 +925,27 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			r.msn = (r.msn + 1) & kPsnMask;
 			ext_count(dma, r.w_counter); /* the message is complete: count it */
 		}
+		if (imm)
+			rq_complete(dma, qp, rw.index, MLX5_CQE_RESP_WR_IMM,
+				    static_cast<uint32_t>(r.w_total),
+				    static_cast<uint32_t>(prm::get(pk.immdt, roce::immdt::imm)), kOk);
 		if (last || prm::get(pk.bth, roce::bth::ack_req) != 0)
 			owe_ack();
 		return;
 	}
 	if (r.w_active) {
 		invalid(); /* a new request inside an unfinished WRITE */
+		return;
+	}
+	if (is_send(o)) {
+		bool ack = false;
+		rc_recv_send(dma, qp, pk, psn, &ack); /* emu_mlx5_recv.cpp */
+		if (ack)
+			owe_ack();
+		return;
+	}
+	if (r.s_active) {
+		invalid(); /* a new request inside an unfinished SEND */
 		return;
 	}
 	if (o == op::read_request) {
@@ -961,8 +1034,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			rc_send(r, pkt, out);
 		return;
 	}
-	/* SEND and its variants: this model has no receive queues. */
-	invalid();
+	invalid(); /* an opcode RC does not carry here */
 }
 
 /* The requester: one response packet. QP lock held. */
@@ -996,7 +1068,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 				return &e;
 			if (from < 0)
 				return nullptr;
-			if (e.opcode != MLX5_OPCODE_RDMA_WRITE)
+			if (!acked_kind(e.opcode))
 				return nullptr; /* a READ or atomic still owes its response */
 			e.done = true;
 		}
@@ -1010,7 +1082,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 		RcWire::Pending *e = settle();
 		if (type == roce::aeth::type::ack) {
 			/* The ACK's own PSN: a WRITE ending there is done too. */
-			if (e != nullptr && e->opcode == MLX5_OPCODE_RDMA_WRITE &&
+			if (e != nullptr && acked_kind(e->opcode) &&
 			    psn_diff(psn, e->first_psn) == static_cast<int32_t>(e->npsn) - 1)
 				e->done = true;
 		} else if (e != nullptr && type == roce::aeth::type::rnr_nak) {
@@ -1074,7 +1146,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 			return;
 		}
 		e->done = true;
-		if (!read_wqe(dma, qp.attr.mem, qp.attr.log_sq_size, e->index, wqe, &wlen) ||
+		if (!read_wqe(dma, qp.attr, e->index, wqe, &wlen) ||
 		    wlen < kCtrl + kRaddr + kAtomic + kData) {
 			e->syndrome = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		} else {
@@ -1125,7 +1197,7 @@ void EmuDataPath::rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed 
 		    pk.payload.size() != expect) {
 			e->done = true;
 			e->syndrome = MLX5_CQE_SYNDROME_BAD_RESP_ERR;
-		} else if (!read_wqe(dma, qp.attr.mem, qp.attr.log_sq_size, e->index, wqe, &wlen)) {
+		} else if (!read_wqe(dma, qp.attr, e->index, wqe, &wlen)) {
 			e->done = true;
 			e->syndrome = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		} else {

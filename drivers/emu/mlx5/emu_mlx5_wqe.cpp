@@ -116,7 +116,7 @@ const uint64_t *EmuDataPath::Qp::umr_byte_mask(uint64_t mkey_mask) noexcept
 
 /* The responder: the QP remote_qpn names, on the other port, naming this QP back; or the QP
  * itself when its remote_qpn is its own number (a QP looped back to itself, as RC allows). */
-uint8_t EmuDataPath::Exec::connect(Access need)
+uint8_t EmuDataPath::Exec::connect(Access need, bool rights)
 {
 	Qp *r = dp.find_qp(qp.path.remote_qpn);
 	if (r == nullptr || r->path.remote_qpn != qp.qpn ||
@@ -127,7 +127,7 @@ uint8_t EmuDataPath::Exec::connect(Access need)
 	const QpState s = r->get_state();
 	if (s != QpState::rtr && s != QpState::rts)
 		return MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
-	const bool ok = (need == Access::remote_read && r->path.rre) ||
+	const bool ok = !rights || (need == Access::remote_read && r->path.rre) ||
 			(need == Access::remote_write && r->path.rwe) ||
 			(need == Access::remote_atomic && r->path.rae);
 	if (!ok)
@@ -202,7 +202,19 @@ uint8_t EmuDataPath::Exec::write_source(WriteSource *src)
 	if (len < kCtrl + kRaddr + prm::wqe_inline::header_size)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	src->ra = parse_raddr(w + kCtrl);
-	const size_t seg_at = kCtrl + kRaddr;
+	return message_source(kCtrl + kRaddr, src);
+}
+
+/* A message's bytes from seg_at on: one inline segment, or data segments to the WQE's end
+ * (none: a zero-length message). */
+uint8_t EmuDataPath::Exec::message_source(size_t seg_at, WriteSource *src)
+{
+	if (seg_at + prm::wqe_inline::header_size > len) {
+		src->inl = false;
+		src->nseg = 0;
+		src->total = 0;
+		return kOk;
+	}
 	src->inl = prm::get(w + seg_at, prm::wqe_inline::inline_flag) != 0;
 	if (!src->inl)
 		return gather_list(src->segs, &src->nseg, &src->total, seg_at);
@@ -536,8 +548,12 @@ uint8_t EmuDataPath::Exec::run()
 	case MLX5_OPCODE_ATOMIC_CS:
 	case MLX5_OPCODE_ATOMIC_FA:
 		return atomic();
+	case MLX5_OPCODE_SEND:
+	case MLX5_OPCODE_SEND_IMM:
+	case MLX5_OPCODE_SEND_INVAL:
+	case MLX5_OPCODE_RDMA_WRITE_IMM:
+		return send();
 	case MLX5_OPCODE_LOCAL_INVAL:
-	case kOpLocalInvalAlt:
 		return local_inval();
 	case MLX5_OPCODE_UMR: {
 		const uint8_t s = umr();
@@ -558,10 +574,23 @@ void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, 
 {
 	if (qp.cq == nullptr)
 		return;
-	Cq &cq = *qp.cq;
+	CqeFields f;
+	f.qpn = qp.qpn;
+	f.wqe_counter = wqe_counter;
+	f.opcode = syndrome == kOk ? MLX5_CQE_REQ : MLX5_CQE_REQ_ERR;
+	f.byte_cnt = byte_cnt;
+	f.syndrome = syndrome;
+	f.s_wqe_opcode = opcode;
+	write_cqe(dma, *qp.cq, f);
+}
+
+/* Device hot path, as complete(). The caller serialises a one-user CQ's writers (the QP's lock
+ * for a send CQ, its rq_lock for a receive CQ). */
+void EmuDataPath::write_cqe(const DmaSection &dma, Cq &cq, const CqeFields &f)
+{
 	/* users changes only under the table lock held exclusive, and we hold it shared: a CQ
-	 * with one user is written only by this QP, whose lock we hold, so it needs no lock of
-	 * its own. Shared CQs serialise their producers on cq.lock. */
+	 * with one user is written only by that user's queue, whose lock we hold, so it needs
+	 * no lock of its own. Shared CQs serialise their producers on cq.lock. */
 	std::unique_lock<SpinLock> lk(cq.lock, std::defer_lock);
 	if (cq.users != 1)
 		lk.lock();
@@ -590,26 +619,27 @@ void EmuDataPath::complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, 
 	/* Everything but op_own first; op_own last with release, so that a driver that sees
 	 * the new owner bit with acquire sees the whole CQE. */
 	std::memset(host, 0, prm::cqe::op_own_byte);
-	prm::set(host, prm::cqe::qpn, qp.qpn);
-	prm::set(host, prm::cqe::wqe_counter, wqe_counter);
-	uint8_t op_own = 0;
-	if (syndrome == kOk) {
-		prm::set(host, prm::cqe::byte_cnt, byte_cnt);
-		prm::set(&op_own, prm::in_byte(prm::cqe::opcode), MLX5_CQE_REQ);
+	prm::set(host, prm::cqe::qpn, f.qpn);
+	prm::set(host, prm::cqe::wqe_counter, f.wqe_counter);
+	const bool error = f.opcode == MLX5_CQE_REQ_ERR || f.opcode == MLX5_CQE_RESP_ERR;
+	if (!error) {
+		prm::set(host, prm::cqe::byte_cnt, f.byte_cnt);
+		prm::set(host, prm::cqe::imm_inval_pkey, f.imm);
 	} else {
-		prm::set(host, prm::err_cqe::syndrome, syndrome);
+		prm::set(host, prm::err_cqe::syndrome, f.syndrome);
 		/* Vendor syndrome: the model repeats the syndrome (real values are opaque). */
-		prm::set(host, prm::err_cqe::vendor_err_synd, syndrome);
-		prm::set(host, prm::err_cqe::s_wqe_opcode, opcode);
-		prm::set(&op_own, prm::in_byte(prm::cqe::opcode), MLX5_CQE_REQ_ERR);
+		prm::set(host, prm::err_cqe::vendor_err_synd, f.syndrome);
+		prm::set(host, prm::err_cqe::s_wqe_opcode, f.s_wqe_opcode);
 	}
+	uint8_t op_own = 0;
+	prm::set(&op_own, prm::in_byte(prm::cqe::opcode), f.opcode);
 	prm::set(&op_own, prm::in_byte(prm::cqe::owner), owner);
 	/* Release: pairs with the driver's acquire load of op_own in its CQ poll. */
 	std::atomic_ref<uint8_t>(host[prm::cqe::op_own_byte])
 		.store(op_own, std::memory_order_release);
 	cq.produced++;
 	bump(cq.n_cqes);
-	if (syndrome != kOk)
+	if (error)
 		bump(cq.n_errors);
 }
 
@@ -639,6 +669,11 @@ void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 		return; /* WQEs wait until RTS (or are flushed in ERR) */
 	/* One IOMMU section for the whole doorbell: the record, the WQEs, the data, the CQEs. */
 	const DmaSection dma(mmu_);
+	if (st == QpState::err && qp.attr.rq) {
+		/* Receive WQEs posted in ERR are flushed when the QP next runs. */
+		std::lock_guard rl(qp.rq_lock);
+		rq_flush(dma, qp);
+	}
 	run_sq(dma, qp);
 }
 
@@ -647,7 +682,7 @@ void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 {
 	QpState st = qp.get_state();
-	if (st != QpState::rts && st != QpState::err)
+	if ((st != QpState::rts && st != QpState::err) || qp.attr.no_sq)
 		return;
 	if (qp.rc && st == QpState::err)
 		rc_flush(dma, qp); /* outstanding requests first: CQEs stay in SQ order */
@@ -685,7 +720,7 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 			break;
 		}
 		const auto wqebb_iova = [&](uint32_t i) {
-			return qp.attr.mem.iova(((ci + i) & (size - 1)) * prm::wq::wqebb_size);
+			return qp.attr.sq_iova(((ci + i) & (size - 1)) * prm::wq::wqebb_size);
 		};
 		if (dma.read(wqebb_iova(0), wqe, prm::wq::wqebb_size) < 0) {
 			bump(qp.n_wqes);
@@ -731,6 +766,20 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 		Exec ex{*this, dma, qp, wqe, size_t{c.ds} * 16, c};
 		if (!malformed)
 			syn = qp.rc ? ex.run_wire() : ex.run();
+		if (ex.rnr) {
+			/* No receive WQE at the responder (IBTA 9.7.5.2.8): the requester retries
+			 * up to rnr_retry times (7: without end). The loopback has no RNR timer:
+			 * each later run of this QP (a doorbell, process_qp) is one retry; the WQE
+			 * stays at the head, nothing behind it runs. */
+			if (qp.path.rnr_retry == 7 || qp.rnr_tries < qp.path.rnr_retry) {
+				if (qp.path.rnr_retry != 7)
+					qp.rnr_tries++;
+				qp.ci = ci;
+				break;
+			}
+			syn = MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR;
+		}
+		qp.rnr_tries = 0;
 		if (ex.event != 0 && ex.responder != nullptr)
 			post_event(dma, ex.event, ex.responder->qpn);
 		if (qp.rc) {
@@ -743,7 +792,9 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 			complete(dma, qp, ci, c.opcode, 0, syn);
 			continue;
 		}
-		if (c.opcode == MLX5_OPCODE_RDMA_WRITE || c.opcode == MLX5_OPCODE_RDMA_READ)
+		if (c.opcode == MLX5_OPCODE_RDMA_WRITE || c.opcode == MLX5_OPCODE_RDMA_READ ||
+		    c.opcode == MLX5_OPCODE_RDMA_WRITE_IMM || c.opcode == MLX5_OPCODE_SEND ||
+		    c.opcode == MLX5_OPCODE_SEND_IMM || c.opcode == MLX5_OPCODE_SEND_INVAL)
 			bump(qp.n_bytes, ex.byte_cnt);
 		if ((c.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0)
 			complete(dma, qp, ci, c.opcode, ex.byte_cnt, kOk);
