@@ -100,10 +100,12 @@ int Cq::poll(Completion *out, int max) noexcept
 			c.vendor_syndrome =
 				static_cast<uint8_t>(prm::get(cqe, prm::err_cqe::vendor_err_synd));
 			c.byte_len = 0;
+			c.imm = 0;
 		} else {
 			c.syndrome = 0;
 			c.vendor_syndrome = 0;
 			c.byte_len = static_cast<uint32_t>(prm::get(cqe, prm::cqe::byte_cnt));
+			c.imm = static_cast<uint32_t>(prm::get(cqe, prm::cqe::imm_inval_pkey));
 		}
 		ci_++;
 		n++;

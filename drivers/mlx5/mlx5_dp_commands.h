@@ -49,7 +49,12 @@ struct QpCreate {
 	uint32_t uar = 0;
 	uint32_t log_sq_size = 8; /* 2^n 64-byte WQEBBs, 1..15 */
 	uint32_t cqn_snd = 0;
-	uint32_t cqn_rcv = 0; /* no RQ; the device may still want a CQ number */
+	uint32_t cqn_rcv = 0; /* the RQ's CQ; without an RQ the device may still want one */
+	/* The QP's own RQ (rq_type regular), first in mem: 2^log_rq_size slots of
+	 * 16 << log_rq_stride bytes. rq false: rq_type zero-length. */
+	bool rq = false;
+	uint32_t log_rq_size = 0;
+	uint32_t log_rq_stride = 0;
 	uint64_t dbr_iova = 0;
 	QueueMemory mem;
 	/* qpc.fre and qpc.rlky: the QP may post UMRs and use the reserved lkey (a UMR's

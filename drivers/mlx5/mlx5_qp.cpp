@@ -34,27 +34,51 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	namespace q = prm::qpc;
 	if (p.log_sq_size < 1 || p.log_sq_size > 15 || p.port < 1 || p.port > 2 ||
 	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7 ||
-	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p))
+	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p) ||
+	    p.max_recv_sge > 32 || p.log_rq_size > 15)
+		return -EINVAL;
+	/* The RQ's geometry as rdma-core's mlx5 provider sizes it (providers/mlx5/verbs.c,
+	 * mlx5_calc_rq_size): a slot of 16 bytes per SGE, rounded up to a power of two. */
+	uint32_t rq_shift = 4, log_rq = p.log_rq_size;
+	if (p.max_recv_sge != 0) {
+		while ((1u << rq_shift) < p.max_recv_sge * prm::wqe_data::size)
+			rq_shift++;
+		while ((uint64_t{1} << (log_rq + rq_shift)) < prm::wq::wqebb_size)
+			log_rq++;
+	}
+	const uint32_t rq_size = p.max_recv_sge != 0 ? 1u << log_rq : 0;
+	Cq &rcq = p.recv_cq != nullptr ? *p.recv_cq : cq;
+	if (rq_size != 0 &&
+	    rcq.size() < rq_size + (&rcq == &cq ? 1u << p.log_sq_size : 0))
 		return -EINVAL;
 	const Caps &caps = dev.caps();
 	std::unique_ptr<Qp> qp(new (std::nothrow) Qp(dev, uar, cq));
 	if (!qp)
 		return -ENOMEM;
+	qp->rcq_ = &rcq;
 	qp->sq_size_ = 1u << p.log_sq_size;
+	qp->rq_size_ = rq_size;
+	qp->rq_shift_ = rq_shift;
+	qp->rq_max_gs_ = rq_size != 0 ? (1u << rq_shift) / prm::wqe_data::size : 0;
 	try {
 		qp->wr_ids_.assign(qp->sq_size_, 0);
 		qp->wqe_bbs_.assign(qp->sq_size_, 0);
+		qp->rq_wr_ids_.assign(rq_size, 0);
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	}
-	int rc = QueueBuffer::alloc(dev.arena(), size_t{qp->sq_size_} * prm::wq::wqebb_size, true,
+	const size_t rq_bytes = size_t{rq_size} << rq_shift;
+	int rc = QueueBuffer::alloc(dev.arena(),
+				    rq_bytes + size_t{qp->sq_size_} * prm::wq::wqebb_size, true,
 				    &qp->ring_);
 	if (rc == 0)
 		rc = QueueBuffer::alloc(dev.arena(), prm::dbr::size, false, &qp->dbr_);
 	if (rc != 0)
 		return rc;
-	qp->sq_ = qp->ring_.va();
+	qp->rq_ = qp->ring_.va();
+	qp->sq_ = qp->ring_.va() + rq_bytes;
 	qp->dbr_sq_ = reinterpret_cast<uint32_t *>(qp->dbr_.va()) + prm::dbr::qp_sq_dword;
+	qp->dbr_rq_ = reinterpret_cast<uint32_t *>(qp->dbr_.va()) + prm::dbr::qp_rq_dword;
 	qp->attr_.pd = p.pd;
 	qp->attr_.port = p.port;
 	qp->attr_.rre = p.rre;
@@ -78,7 +102,10 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	c.uar = uar.index();
 	c.log_sq_size = p.log_sq_size;
 	c.cqn_snd = cq.cqn();
-	c.cqn_rcv = cq.cqn();
+	c.cqn_rcv = rcq.cqn();
+	c.rq = rq_size != 0;
+	c.log_rq_size = log_rq;
+	c.log_rq_stride = rq_shift - 4;
 	c.dbr_iova = qp->dbr_.iova();
 	c.mem.pas = qp->ring_.pas();
 	c.fre = p.umr;
@@ -139,8 +166,10 @@ int Qp::to_reset()
 		return rc;
 	/* A reset SQ starts again at WQE index 0, on the device and here. */
 	sq_pi_ = sq_ci_ = rung_pi_ = 0;
+	rq_pi_ = rq_ci_ = 0;
 	last_ctrl_ = nullptr;
 	std::atomic_ref<uint32_t>(*dbr_sq_).store(0, std::memory_order_relaxed);
+	std::atomic_ref<uint32_t>(*dbr_rq_).store(0, std::memory_order_relaxed);
 	return 0;
 }
 
@@ -254,7 +283,7 @@ int Qp::post_nop(uint64_t wr_id, unsigned flags) noexcept
 }
 
 int Qp::post_rdma(uint8_t opcode, std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey,
-		  uint64_t wr_id, unsigned flags) noexcept
+		  uint64_t wr_id, unsigned flags, uint32_t imm) noexcept
 {
 	if (sgl.size() > max_sge())
 		return -EINVAL;
@@ -267,7 +296,92 @@ int Qp::post_rdma(uint8_t opcode, std::span<const Sge> sgl, uint64_t raddr, uint
 	for (const Sge &s : sgl)
 		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(prm::wqe_data::size)), s.addr,
 			 s.length, s.lkey);
-	finish(w, opcode, ds, 0, wr_id, flags);
+	finish(w, opcode, ds, imm, wr_id, flags);
+	return 0;
+}
+
+/* ctrl | data segs: the SEND family's WQE (rdma-core providers/mlx5/qp.c, _mlx5_post_send:
+ * no remote-address segment; imm carries the immediate or the rkey to invalidate). */
+int Qp::post_msg(uint8_t opcode, std::span<const Sge> sgl, uint32_t imm, uint64_t wr_id,
+		 unsigned flags) noexcept
+{
+	if (sgl.size() > max_send_sge())
+		return -EINVAL;
+	const uint32_t ds = 1 + static_cast<uint32_t>(sgl.size());
+	WqeSlot w;
+	int rc = begin(ds, &w);
+	if (rc != 0)
+		return rc;
+	for (const Sge &s : sgl)
+		set_data(static_cast<mlx5_wqe_data_seg *>(w.cur.take(prm::wqe_data::size)), s.addr,
+			 s.length, s.lkey);
+	finish(w, opcode, ds, imm, wr_id, flags);
+	return 0;
+}
+
+int Qp::post_send(std::span<const Sge> sgl, uint64_t wr_id, unsigned flags) noexcept
+{
+	return post_msg(MLX5_OPCODE_SEND, sgl, 0, wr_id, flags);
+}
+
+int Qp::post_send_imm(std::span<const Sge> sgl, uint32_t imm, uint64_t wr_id,
+		      unsigned flags) noexcept
+{
+	return post_msg(MLX5_OPCODE_SEND_IMM, sgl, imm, wr_id, flags);
+}
+
+int Qp::post_send_inval(std::span<const Sge> sgl, uint32_t rkey, uint64_t wr_id,
+			unsigned flags) noexcept
+{
+	return post_msg(MLX5_OPCODE_SEND_INVAL, sgl, rkey, wr_id, flags);
+}
+
+int Qp::post_send_inline(const void *data, uint32_t len, uint64_t wr_id, unsigned flags) noexcept
+{
+	if (len > max_send_inline())
+		return -EINVAL;
+	const uint32_t ds = 1 + inline_ds(len);
+	WqeSlot w;
+	int rc = begin(ds, &w);
+	if (rc != 0)
+		return rc;
+	set_inline_header(w.cur.take(prm::wqe_inline::header_size), len);
+	w.cur.copy(data, len);
+	finish(w, MLX5_OPCODE_SEND, ds, 0, wr_id, flags);
+	return 0;
+}
+
+int Qp::post_write_imm(std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey, uint32_t imm,
+		       uint64_t wr_id, unsigned flags) noexcept
+{
+	return post_rdma(MLX5_OPCODE_RDMA_WRITE_IMM, sgl, raddr, rkey, wr_id, flags, imm);
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int Qp::post_recv(std::span<const Sge> sgl, uint64_t wr_id) noexcept
+{
+	if (rq_size_ == 0)
+		return -ENOTSUP;
+	if (sgl.size() > rq_max_gs_)
+		return -EINVAL;
+	if (rq_pi_ - rq_ci_ >= rq_size_)
+		return -ENOSPC;
+	const uint32_t slot = rq_pi_ & (rq_size_ - 1);
+	auto *seg = reinterpret_cast<mlx5_wqe_data_seg *>(rq_ + (size_t{slot} << rq_shift_));
+	uint32_t j = 0;
+	for (const Sge &s : sgl)
+		if (s.length != 0) /* as rdma-core's mlx5_post_recv: nothing to scatter into */
+			set_data(&seg[j++], s.addr, s.length, s.lkey);
+	if (j < rq_max_gs_)
+		set_data(&seg[j], 0, 0, MLX5_INVALID_LKEY);
+	rq_wr_ids_[slot] = wr_id;
+	rq_pi_++;
+	/* I/O write barrier: the WQE before the record that hands it over (udma_to_device_barrier
+	 * in rdma-core's mlx5_post_recv). Release: pairs with the emulated device's acquire load
+	 * of dbr[0] (emu_mlx5_recv.cpp, rq_take). */
+	rte_io_wmb();
+	std::atomic_ref<uint32_t>(*dbr_rq_).store(
+		prm::word_be<prm::dbr::rq_counter>(rq_pi_ & 0xffff), std::memory_order_release);
 	return 0;
 }
 
@@ -353,14 +467,33 @@ uint64_t Qp::retire(uint16_t wqe_index) noexcept
 }
 
 /* Hot path: no lock, no allocation, no system call. */
+uint64_t Qp::retire_recv(uint16_t index) noexcept
+{
+	const uint32_t slot = index & (rq_size_ - 1);
+	auto ahead = static_cast<uint16_t>(index - static_cast<uint16_t>(rq_ci_));
+	rq_ci_ += ahead + 1u;
+	return rq_wr_ids_[slot];
+}
+
 int Qp::poll(Completion *out, int max) noexcept
 {
-	int n = cq_.poll(out, max);
+	return poll_cq(cq_, out, max);
+}
+
+int Qp::poll_recv(Completion *out, int max) noexcept
+{
+	return poll_cq(*rcq_, out, max);
+}
+
+/* Hot path: no lock, no allocation, no system call. */
+int Qp::poll_cq(Cq &cq, Completion *out, int max) noexcept
+{
+	int n = cq.poll(out, max);
 	int kept = 0;
 	for (int i = 0; i < n; i++) {
 		if (out[i].qpn != qpn_)
 			continue;
-		out[i].wr_id = retire(out[i].wqe_index);
+		take(out[i]);
 		/* No self-copy: it only stalls on the stores Cq::poll just made. */
 		if (kept != i)
 			out[kept] = out[i];

@@ -1,7 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * An RC queue pair with a send queue only (no RQ: rq_type zero-length), for RDMA WRITE, READ,
- * atomics, LOCAL_INVAL and UMR.
+ * An RC queue pair: a send queue for RDMA WRITE (with immediate), READ, atomics, SEND (with
+ * immediate, with invalidate), LOCAL_INVAL and UMR, and optionally its own receive queue
+ * (QpParams::max_recv_sge > 0; otherwise rq_type zero-length) whose completions go to the send
+ * CQ or a CQ of their own.
+ *
+ *   QP buffer (one DMA block): | RQ: 2^log_rq_size slots of max_recv_sge data segs | SQ ... |
+ *   post_recv: data segs (zero-length SGEs skipped), MLX5_INVALID_LKEY after the last when the
+ *   slot has room (rdma-core providers/mlx5/qp.c, mlx5_post_recv) -> I/O write barrier ->
+ *   dbr[0] = RQ producer counter (BE32, low 16 bits). No MMIO: the device reads the record
+ *   when a message arrives.
  *
  * States, as the device keeps them: RST -RST2INIT-> INIT -INIT2RTR-> RTR -RTR2RTS-> RTS; any
  * state -2ERR-> ERR; any state -2RST-> RST. An illegal transition is refused by the device with
@@ -52,6 +60,15 @@ struct QpParams {
 	/* The QP posts UMRs: created with fre and rlky (UmrQueue's QPs). A UMR on a QP without
 	 * fre completes with LOCAL_QP_OP_ERR. */
 	bool umr = false;
+	/* The receive queue: max_recv_sge 0 (the default) makes none; 1..32 SGEs per receive
+	 * WQE (slots of 16 B per SGE rounded up to a power of two, 512 B at most: ConnectX's
+	 * max_desc_sz_rq). 2^log_rq_size receive WQEs, 0..15 (raised so that the RQ takes at
+	 * least one 64-byte WQEBB: the SQ after it stays WQEBB-aligned). recv_cq: where receive
+	 * completions go (null: the send CQ); it needs a CQE per receive WQE (plus the SQ's when
+	 * it is the send CQ). */
+	uint32_t log_rq_size = 0;
+	uint32_t max_recv_sge = 0;
+	Cq *recv_cq = nullptr;
 
 	/*
 	 * The RC connection (INIT2RTR, RTR2RTS). Defaults are the values of the loopback QPs of
@@ -112,6 +129,9 @@ public:
 	uint32_t port() const noexcept { return attr_.port; }
 	uint32_t remote_qpn() const noexcept { return attr_.remote_qpn; }
 	Cq &cq() noexcept { return cq_; }
+	/* Where receive completions go (the send CQ unless QpParams::recv_cq). */
+	Cq &recv_cq() noexcept { return *rcq_; }
+	bool has_rq() const noexcept { return rq_size_ != 0; }
 	Device &device() noexcept { return dev_; }
 
 	/* Transitions (slow path). Errors: the command's; BAD_QP_STATE gives -EINVAL. to_rtr
@@ -154,6 +174,29 @@ public:
 			   uint64_t swap, uint64_t wr_id, unsigned flags) noexcept;
 	int post_atomic_fa(const Sge &result, uint64_t raddr, uint32_t rkey, uint64_t add,
 			   uint64_t wr_id, unsigned flags) noexcept;
+	/*
+	 * The SEND family (the peer's receive WQE takes the message; none there: RNR, see
+	 * doc/data-path.md). imm in host order: it arrives as the peer's Completion::imm. A SEND
+	 * with invalidate names the peer's rkey to invalidate (an MR of the peer QP's PD
+	 * allowing remote invalidation). post_write_imm: an RDMA WRITE that also consumes a
+	 * receive WQE at the peer and hands it imm.
+	 */
+	int post_send(std::span<const Sge> sgl, uint64_t wr_id, unsigned flags) noexcept;
+	int post_send_inline(const void *data, uint32_t len, uint64_t wr_id,
+			     unsigned flags) noexcept;
+	int post_send_imm(std::span<const Sge> sgl, uint32_t imm, uint64_t wr_id,
+			  unsigned flags) noexcept;
+	int post_send_inval(std::span<const Sge> sgl, uint32_t rkey, uint64_t wr_id,
+			    unsigned flags) noexcept;
+	int post_write_imm(std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey, uint32_t imm,
+			   uint64_t wr_id, unsigned flags) noexcept;
+	/*
+	 * A receive WQE of sgl (zero-length entries are skipped). Hot path: no lock, no
+	 * allocation, no system call; one thread at a time (it may be another than the
+	 * posting one). Errors: -ENOSPC (the RQ is full: poll its completions first), -EINVAL
+	 * (more SGEs than max_recv_sge), -ENOTSUP (the QP has no RQ).
+	 */
+	int post_recv(std::span<const Sge> sgl, uint64_t wr_id) noexcept;
 	/* Sets mkey free (MLX5_OPCODE_LOCAL_INVAL with the mkey in imm). */
 	int post_local_inval(uint32_t mkey, uint64_t wr_id, unsigned flags) noexcept;
 	/* Rings the doorbell for WQEs posted with kNoDoorbell (nothing when none is pending). */
@@ -166,29 +209,52 @@ public:
 		    unsigned flags) noexcept;
 
 	/*
-	 * Hot path: polls the QP's CQ (one CQ per QP for this call: completions of other QPs on
-	 * the same CQ are dropped — route them with Cq::poll and retire() instead). Fills wr_id.
+	 * Hot path: polls the QP's send CQ (one CQ per QP for this call: completions of other
+	 * QPs on the same CQ are dropped — route them with Cq::poll and retire() instead). Fills
+	 * wr_id; receive completions (Completion::recv()) found there, when the RQ shares the
+	 * CQ, are retired from the RQ.
 	 */
 	int poll(Completion *out, int max) noexcept;
+	/* As poll(), on the receive CQ (the same as poll() when the RQ shares the send CQ). */
+	int poll_recv(Completion *out, int max) noexcept;
 	/* Frees the WQEBBs up to and including the WQE at wqe_index; returns its wr_id. */
 	uint64_t retire(uint16_t wqe_index) noexcept;
+	/* Frees the receive WQEs up to and including index; returns its wr_id. */
+	uint64_t retire_recv(uint16_t index) noexcept;
+	/* Routes one completion of this QP (Completion::recv() or not) to retire or
+	 * retire_recv and fills its wr_id. */
+	void take(Completion &c) noexcept
+	{
+		c.wr_id = c.recv() ? retire_recv(c.wqe_index) : retire(c.wqe_index);
+	}
 
 	/* WQEBBs free now; WQEBBs in the ring. */
 	uint32_t sq_room() const noexcept { return sq_size_ - (sq_pi_ - sq_ci_); }
 	uint32_t sq_size() const noexcept { return sq_size_; }
+	/* Receive WQEs free now; in the RQ; SGEs per receive WQE. */
+	uint32_t rq_room() const noexcept { return rq_size_ - (rq_pi_ - rq_ci_); }
+	uint32_t rq_size() const noexcept { return rq_size_; }
+	uint32_t max_recv_sge() const noexcept { return rq_max_gs_; }
 	/* Largest payload of post_write_inline. */
 	static constexpr uint32_t max_inline() noexcept { return (kMaxWqeDs - 2) * 16 - 4; }
 	/* Largest scatter/gather list of post_write/post_read. */
 	static constexpr uint32_t max_sge() noexcept { return kMaxWqeDs - 2; }
+	/* The SEND family's (no remote-address segment): one more of each. */
+	static constexpr uint32_t max_send_sge() noexcept { return kMaxWqeDs - 1; }
+	static constexpr uint32_t max_send_inline() noexcept { return (kMaxWqeDs - 1) * 16 - 4; }
 
 private:
-	Qp(Device &dev, Uar &uar, Cq &cq) : dev_(dev), uar_(uar), cq_(cq) {}
+	Qp(Device &dev, Uar &uar, Cq &cq) : dev_(dev), uar_(uar), cq_(cq), rcq_(&cq) {}
 	int post_rdma(uint8_t opcode, std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey,
-		      uint64_t wr_id, unsigned flags) noexcept;
+		      uint64_t wr_id, unsigned flags, uint32_t imm = 0) noexcept;
+	int post_msg(uint8_t opcode, std::span<const Sge> sgl, uint32_t imm, uint64_t wr_id,
+		     unsigned flags) noexcept;
+	int poll_cq(Cq &cq, Completion *out, int max) noexcept;
 
 	Device &dev_;
 	Uar &uar_;
 	Cq &cq_;
+	Cq *rcq_;
 	QueueBuffer ring_;
 	QueueBuffer dbr_;
 	std::vector<uint64_t> wr_ids_; /* by WQE start slot */
@@ -203,6 +269,15 @@ private:
 	uint32_t sq_ci_ = 0;   /* WQEBBs completed */
 	uint32_t rung_pi_ = 0; /* sq_pi_ at the last doorbell */
 	mlx5_wqe_ctrl_seg *last_ctrl_ = nullptr;
+	/* The receive queue (rq_size_ 0: none). */
+	uint8_t *rq_ = nullptr;
+	uint32_t *dbr_rq_ = nullptr;
+	uint32_t rq_size_ = 0;	 /* receive WQEs */
+	uint32_t rq_shift_ = 0;	 /* log2 of a slot's bytes */
+	uint32_t rq_max_gs_ = 0; /* data segments a slot holds */
+	uint32_t rq_pi_ = 0;	 /* receive WQEs posted, ever */
+	uint32_t rq_ci_ = 0;	 /* receive WQEs completed */
+	std::vector<uint64_t> rq_wr_ids_;
 };
 
 } // namespace nicmr::mlx5
