@@ -385,6 +385,7 @@ TEST(PrmLayout, DataPathFieldsSitOnMlx5dvMembers)
 		EXPECT_EQ(prm::byte_offset(f), offsetof(mlx5_wqe_umr_ctrl_seg, flags));
 
 	EXPECT_MEMBER(prm::cqe::byte_cnt, mlx5_cqe64, byte_cnt);
+	EXPECT_MEMBER(prm::cqe::imm_inval_pkey, mlx5_cqe64, imm_inval_pkey);
 	EXPECT_MEMBER(prm::cqe::wqe_counter, mlx5_cqe64, wqe_counter);
 	EXPECT_MEMBER(prm::cqe::wqe_counter, mlx5_err_cqe, wqe_counter);
 	EXPECT_MEMBER(prm::cqe::signature, mlx5_cqe64, signature);
@@ -637,6 +638,7 @@ TEST(PrmLayout, FastPathsAgreeWithTheBitReference)
 		prm::umr_ctrl::translation_offset,
 		prm::umr_ctrl::mkey_mask,
 		prm::cqe::byte_cnt,
+		prm::cqe::imm_inval_pkey,
 		prm::cqe::qpn,
 		prm::cqe::wqe_counter,
 		prm::cqe::opcode,
