@@ -164,6 +164,9 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 		return -EINVAL;
 	if (a.rq && (a.log_rq_size > cfg_.log_max_qp_sz || a.log_rq_stride > cfg_.log_max_rq_stride))
 		return -EINVAL;
+	/* The SQ's WQEBBs after the RQ stay 64-byte aligned (a WQEBB never straddles a page). */
+	if (a.rq && !a.no_sq && a.rq_bytes() % prm::wq::wqebb_size != 0)
+		return -EINVAL;
 	/* The RQ's slots, then the SQ's WQEBBs, in one buffer: whole pages cover both. */
 	const uint64_t bytes = a.rq_bytes() + (a.no_sq ? 0 : uint64_t{64} << a.log_sq_size);
 	int rc = check_queue(mmu_, a.mem, bytes);
