@@ -31,11 +31,11 @@ namespace nicmr::mlx5 {
 struct Completion {
 	uint64_t wr_id = 0; /* filled by Qp::poll from the posting; 0 from Cq::poll */
 	uint32_t qpn = 0;
-	uint32_t byte_len = 0;	/* bytes moved (success only) */
+	uint32_t byte_len = 0; /* bytes moved (success only) */
 	/* Send completions: the WQE's index in WQEBBs, as posted; receive completions: the
 	 * receive WQE's index (the RQ counter when it was posted, mod 2^16). */
 	uint16_t wqe_index = 0;
-	uint8_t opcode = 0; /* MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_RESP_SEND, ... */
+	uint8_t opcode = 0;   /* MLX5_CQE_REQ, MLX5_CQE_REQ_ERR, MLX5_CQE_RESP_SEND, ... */
 	uint8_t syndrome = 0; /* MLX5_CQE_SYNDROME_*, 0 on success */
 	uint8_t vendor_syndrome = 0;
 	/* Receive completions: the immediate (RESP_SEND_IMM, RESP_WR_IMM) or the invalidated

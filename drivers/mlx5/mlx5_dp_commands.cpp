@@ -163,8 +163,7 @@ int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 	prm::set(q, prm::qpc::no_sq, 0);
 	/* As Linux mlx5_ib's create_qp_common: a regular RQ with its size and stride
 	 * (wqe_shift - 4), or a zero-length one (drivers/infiniband/hw/mlx5/qp.c). */
-	prm::set(q, prm::qpc::rq_type,
-		 c.rq ? prm::qp_rq_type::regular : prm::qp_rq_type::zero_len);
+	prm::set(q, prm::qpc::rq_type, c.rq ? prm::qp_rq_type::regular : prm::qp_rq_type::zero_len);
 	prm::set(q, prm::qpc::log_rq_size, c.rq ? c.log_rq_size : 0);
 	prm::set(q, prm::qpc::log_rq_stride, c.rq ? c.log_rq_stride : 0);
 	prm::set(q, prm::qpc::cqn_snd, c.cqn_snd);

@@ -48,8 +48,7 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	}
 	const uint32_t rq_size = p.max_recv_sge != 0 ? 1u << log_rq : 0;
 	Cq &rcq = p.recv_cq != nullptr ? *p.recv_cq : cq;
-	if (rq_size != 0 &&
-	    rcq.size() < rq_size + (&rcq == &cq ? 1u << p.log_sq_size : 0))
+	if (rq_size != 0 && rcq.size() < rq_size + (&rcq == &cq ? 1u << p.log_sq_size : 0))
 		return -EINVAL;
 	const Caps &caps = dev.caps();
 	std::unique_ptr<Qp> qp(new (std::nothrow) Qp(dev, uar, cq));

@@ -299,7 +299,8 @@ TEST_P(DpSend, ReceiveCompletionsComeInOrderWithExactByteCounts)
 	}
 	for (int i = 0; i < kN; i++) {
 		const mlx5::Sge s = src.sge(size_t(i) * 31, size_t(i) * 31 + 1);
-		ASSERT_EQ(r.qp[0]->post_send({&s, 1}, 900 + i, i + 1 == kN ? unsigned{mlx5::kSignaled} : 0u),
+		ASSERT_EQ(r.qp[0]->post_send({&s, 1}, 900 + i,
+					     i + 1 == kN ? unsigned{mlx5::kSignaled} : 0u),
 			  0);
 	}
 	for (int i = 0; i < kN; i++) {

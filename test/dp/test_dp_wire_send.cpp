@@ -380,10 +380,7 @@ protected:
 	}
 
 	uint32_t mtu() const { return 128u << GetParam().mtu; }
-	mlx5::Sge sge(size_t off, uint32_t len) const
-	{
-		return {me_->addr(off), len, lkey_};
-	}
+	mlx5::Sge sge(size_t off, uint32_t len) const { return {me_->addr(off), len, lkey_}; }
 	int32_t post_recv(uint32_t off, uint32_t len, uint32_t nseg, KeyId key, uint64_t wr_id)
 	{
 		Req r{op_recv, off, len, nseg, key, wr_id};
@@ -622,11 +619,10 @@ TEST_P(WireSend, AReceiveTheResponderMayNotWriteIsARemoteOperationalError)
 
 INSTANTIATE_TEST_SUITE_P(
 	Paths, WireSend,
-	::testing::Values(Param{"mtu1024", prm::qp_mtu::mtu_1024,
-				emu::DoorbellDelivery::inline_call},
-			  Param{"mtu256", prm::qp_mtu::mtu_256, emu::DoorbellDelivery::inline_call},
-			  Param{"mtu4096_thread", prm::qp_mtu::mtu_4096,
-				emu::DoorbellDelivery::poll_thread}),
+	::testing::Values(
+		Param{"mtu1024", prm::qp_mtu::mtu_1024, emu::DoorbellDelivery::inline_call},
+		Param{"mtu256", prm::qp_mtu::mtu_256, emu::DoorbellDelivery::inline_call},
+		Param{"mtu4096_thread", prm::qp_mtu::mtu_4096, emu::DoorbellDelivery::poll_thread}),
 	[](const ::testing::TestParamInfo<Param> &i) { return std::string(i.param.name); });
 
 } // namespace

@@ -962,7 +962,7 @@ inline constexpr size_t size = 16;
 /* Doorbell record: two big-endian 32-bit counters in host memory per queue. */
 namespace dbr {
 inline constexpr size_t size = 8;
-inline constexpr Field cq_ci{0x008, 24};      /* CQ: dword 0, consumer index (mod 2^24) */
+inline constexpr Field cq_ci{0x008, 24}; /* CQ: dword 0, consumer index (mod 2^24) */
 /* QP: dword 0, RQ producer in receive WQEs; the device takes its low 16 bits, as rdma-core
  * writes it (providers/mlx5/qp.c, mlx5_post_recv: rq.head & 0xffff). */
 inline constexpr Field rq_counter{0x000, 32};

@@ -58,14 +58,14 @@ namespace nicmr::emu {
 
 /* Limits of the data path (EmuConfig carries the settable ones). */
 struct DpConfig {
-	uint32_t uars = 32;	     /* UAR indices 1..uars with a pre-registered SQ doorbell */
-	uint32_t log_max_qp = 10;    /* QP numbers 1 .. 2^n - 1 */
-	uint32_t log_max_cq = 10;    /* CQ numbers 1 .. 2^n - 1 */
-	uint32_t log_max_eq = 4;     /* EQ numbers 1 .. 2^n - 1 (at most 255) */
-	uint32_t log_max_qp_sz = 15; /* WQEBBs per SQ */
-	uint32_t log_max_cq_sz = 22; /* CQEs per CQ */
-	uint32_t log_max_eq_sz = 16; /* EQEs per EQ */
-	uint32_t log_max_msg = 30;   /* bytes per message */
+	uint32_t uars = 32;		/* UAR indices 1..uars with a pre-registered SQ doorbell */
+	uint32_t log_max_qp = 10;	/* QP numbers 1 .. 2^n - 1 */
+	uint32_t log_max_cq = 10;	/* CQ numbers 1 .. 2^n - 1 */
+	uint32_t log_max_eq = 4;	/* EQ numbers 1 .. 2^n - 1 (at most 255) */
+	uint32_t log_max_qp_sz = 15;	/* WQEBBs per SQ */
+	uint32_t log_max_cq_sz = 22;	/* CQEs per CQ */
+	uint32_t log_max_eq_sz = 16;	/* EQEs per EQ */
+	uint32_t log_max_msg = 30;	/* bytes per message */
 	uint32_t log_max_rq_stride = 5; /* receive WQE slots of 16 << n bytes: 512 at most */
 	uint32_t ports = 2;
 	/* UMR: the reserved lkey a translation pointer must carry (QUERY_SPECIAL_CONTEXTS), and
@@ -119,10 +119,10 @@ struct QpAttr {
 	uint32_t log_rq_stride = 0;
 	uint32_t rcqn = 0; /* qpc.cqn_rcv: receive CQ (with rq) */
 	QueueMem mem;
-	uint64_t dbr = 0; /* IOVA of the doorbell record (dbr[0]: RQ producer, dbr[1]: SQ producer
-			     in WQEBBs) */
-	bool fre = false;	/* qpc.fre: UMR WQEs allowed */
-	bool rlky = false;	/* qpc.rlky: the reserved lkey allowed */
+	uint64_t dbr = 0;  /* IOVA of the doorbell record (dbr[0]: RQ producer, dbr[1]: SQ producer
+			      in WQEBBs) */
+	bool fre = false;  /* qpc.fre: UMR WQEs allowed */
+	bool rlky = false; /* qpc.rlky: the reserved lkey allowed */
 	uint32_t ts_format = 0; /* prm::qp_ts_format */
 
 	uint64_t rq_bytes() const noexcept

@@ -377,8 +377,8 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	Cq *cq = nullptr; /* attr.cqn's CQ: it cannot go while this QP uses it (users) */
 	/* Statistics, bumped under lock. */
 	std::atomic<uint64_t> n_wqes{0}, n_bytes{0}, n_doorbells{0};
-	uint16_t ci = 0;	      /* SQ consumer counter in WQEBBs; guarded by lock */
-	uint32_t rnr_tries = 0;	      /* loopback RNR retries of the WQE at ci; guarded by lock */
+	uint16_t ci = 0;	/* SQ consumer counter in WQEBBs; guarded by lock */
+	uint32_t rnr_tries = 0; /* loopback RNR retries of the WQE at ci; guarded by lock */
 	/* The receive queue (attr.rq): its consumer counter, taken by the requester of a
 	 * loopback peer (without this QP's lock) or the wire's responder; rq_lock nests inside
 	 * any QP's lock and outside the CQ's. rcq: attr.rcqn's CQ, held like cq. */

@@ -162,7 +162,8 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 {
 	if ((!a.no_sq && a.log_sq_size > cfg_.log_max_qp_sz) || (a.no_sq && !a.rq))
 		return -EINVAL;
-	if (a.rq && (a.log_rq_size > cfg_.log_max_qp_sz || a.log_rq_stride > cfg_.log_max_rq_stride))
+	if (a.rq &&
+	    (a.log_rq_size > cfg_.log_max_qp_sz || a.log_rq_stride > cfg_.log_max_rq_stride))
 		return -EINVAL;
 	/* The SQ's WQEBBs after the RQ stay 64-byte aligned (a WQEBB never straddles a page). */
 	if (a.rq && !a.no_sq && a.rq_bytes() % prm::wq::wqebb_size != 0)
@@ -393,8 +394,7 @@ void EmuDataPath::retire_qp(const Qp &qp)
 	ctr_.bytes.fetch_add(qp.n_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 	ctr_.doorbells.fetch_add(qp.n_doorbells.load(std::memory_order_relaxed),
 				 std::memory_order_relaxed);
-	ctr_.recvs.fetch_add(qp.n_recvs.load(std::memory_order_relaxed),
-			     std::memory_order_relaxed);
+	ctr_.recvs.fetch_add(qp.n_recvs.load(std::memory_order_relaxed), std::memory_order_relaxed);
 	ctr_.rnr.fetch_add(qp.n_rnr.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 

@@ -928,7 +928,8 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		if (imm)
 			rq_complete(dma, qp, rw.index, MLX5_CQE_RESP_WR_IMM,
 				    static_cast<uint32_t>(r.w_total),
-				    static_cast<uint32_t>(prm::get(pk.immdt, roce::immdt::imm)), kOk);
+				    static_cast<uint32_t>(prm::get(pk.immdt, roce::immdt::imm)),
+				    kOk);
 		if (last || prm::get(pk.bth, roce::bth::ack_req) != 0)
 			owe_ack();
 		return;

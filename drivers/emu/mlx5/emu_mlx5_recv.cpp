@@ -56,7 +56,8 @@ uint8_t validate_used(const Translator &t, const DataSeg *segs, size_t n, uint64
 	for (size_t i = 0; i < n && total != 0; i++) {
 		const uint64_t use = std::min<uint64_t>(segs[i].bc, total);
 		if (use != 0)
-			if (uint8_t s = t.validate(segs[i].lkey, segs[i].addr, use, Access::local_write);
+			if (uint8_t s = t.validate(segs[i].lkey, segs[i].addr, use,
+						   Access::local_write);
 			    s != kOk)
 				return s;
 		total -= use;
@@ -112,8 +113,8 @@ uint8_t scatter_list(const DmaSection &dma, const Translator &st, const DataSeg 
 		const uint64_t piece =
 			std::min({total - done, ss[si].bc - so, uint64_t{ds[di].bc} - dof});
 		IovaRun d, s;
-		if (uint8_t r = dt.resolve(ds[di].lkey, ds[di].addr + dof, piece, Access::local_write,
-					   &d);
+		if (uint8_t r = dt.resolve(ds[di].lkey, ds[di].addr + dof, piece,
+					   Access::local_write, &d);
 		    r != kOk)
 			return r;
 		if (uint8_t r = st.resolve(ss[si].lkey, ss[si].addr + so, d.len, Access::local_read,
@@ -324,8 +325,8 @@ uint8_t EmuDataPath::Exec::deliver(Qp &r, MkeyTable::Hold &keys, const Translato
 	uint64_t counter = 0;
 	if (wimm && src.total != 0) {
 		/* The rkey before a receive WQE is taken: a refusal consumes none. */
-		uint8_t s = remote.validate(src.ra.rkey, src.ra.addr, src.total,
-					    Access::remote_write);
+		uint8_t s =
+			remote.validate(src.ra.rkey, src.ra.addr, src.total, Access::remote_write);
 		if (s != kOk)
 			return responder_fail(s, prm::event_type::wq_access_error);
 		s = ext_admit(keys, src.ra.rkey, true, &counter);
@@ -406,7 +407,8 @@ uint8_t EmuDataPath::Exec::remote_place(const Translator &remote, uint32_t rkey,
 {
 	for (uint64_t done = 0; done < n;) {
 		IovaRun d;
-		if (uint8_t s = remote.resolve(rkey, addr + done, n - done, Access::remote_write, &d);
+		if (uint8_t s =
+			    remote.resolve(rkey, addr + done, n - done, Access::remote_write, &d);
 		    s != kOk)
 			return s;
 		if (dma.write(d.iova, data + done, d.len) < 0)
@@ -542,8 +544,7 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 		rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::nak, code), psn);
 		r.s_active = false;
 	};
-	if (!qp.attr.rq || first == r.s_active ||
-	    (!last && plen != r.mtu) || plen > r.mtu) {
+	if (!qp.attr.rq || first == r.s_active || (!last && plen != r.mtu) || plen > r.mtu) {
 		/* No RQ, a SEND inside another, a MIDDLE/LAST without FIRST, or a packet of the
 		 * wrong size (FIRST and MIDDLE carry one MTU, 9.7.6.1.3). */
 		nak(roce::aeth::nak::invalid_request);
@@ -612,7 +613,8 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 			}
 		}
 		if (s == kOk)
-			s = scatter_bytes(dma, t, rw.segs, rw.nseg, r.s_off, pk.payload.data(), plen);
+			s = scatter_bytes(dma, t, rw.segs, rw.nseg, r.s_off, pk.payload.data(),
+					  plen);
 		if (s != kOk) {
 			nak(roce::aeth::nak::remote_operational_error);
 			rq_fail(dma, qp, rw.index, s);
