@@ -34,6 +34,8 @@ constexpr unsigned kKnownGiven = NICMR_QP_REMOTE_ACK_TIMEOUT | NICMR_QP_REMOTE_R
 constexpr uint32_t kPsnMask = 0xffffff; /* PSNs and QPNs are 24 bits (IBTA BTH) */
 static_assert(sizeof(nicmr_qp_remote) == NICMR_QP_REMOTE_SIZE_V1,
 	      "a new field of nicmr_qp_remote needs its NICMR_QP_REMOTE_SIZE_V2");
+/* nicmr_post_send takes two more. */
+constexpr unsigned kSendFlags = kKnownFlags | NICMR_SEND_IMM | NICMR_SEND_INVALIDATE;
 /* A CQE batch taken from the driver per loop of nicmr_cq_poll: on the stack. */
 constexpr int kPollBatch = 16;
 
@@ -109,9 +111,9 @@ unsigned post_flags(unsigned flags)
 }
 
 /* The checks every posting call shares. Hot path. */
-int post_begin(nicmr_qp *qp, unsigned flags)
+int post_begin(nicmr_qp *qp, unsigned flags, unsigned known = kKnownFlags)
 {
-	if (qp == nullptr || (flags & ~kKnownFlags))
+	if (qp == nullptr || (flags & ~known))
 		return -EINVAL;
 	if (!qp->connected)
 		return -ENOTCONN;
@@ -144,6 +146,8 @@ uint64_t remote_right(uint8_t opcode)
 {
 	switch (opcode) {
 	case NICMR_WC_RDMA_WRITE:
+	case NICMR_WC_RDMA_WRITE_IMM:
+	case NICMR_WC_SEND:
 		return NICMR_ACCESS_REMOTE_WRITE;
 	case NICMR_WC_RDMA_READ:
 		return NICMR_ACCESS_REMOTE_READ;
@@ -158,6 +162,41 @@ uint32_t violation_home(uint32_t key)
 {
 	static_assert((NICMR_MAX_KEY_VIOLATIONS & (NICMR_MAX_KEY_VIOLATIONS - 1)) == 0);
 	return (key * 2654435761u) >> (32 - std::countr_zero(NICMR_MAX_KEY_VIOLATIONS));
+}
+
+/* The receive completion's opcode for the driver's CQE opcode. */
+uint8_t recv_opcode(uint8_t cqe_opcode)
+{
+	switch (cqe_opcode) {
+	case MLX5_CQE_RESP_SEND_IMM:
+		return NICMR_WC_RECV_IMM;
+	case MLX5_CQE_RESP_SEND_INV:
+		return NICMR_WC_RECV_INV;
+	case MLX5_CQE_RESP_WR_IMM:
+		return NICMR_WC_RECV_RDMA_WITH_IMM;
+	default:
+		return NICMR_WC_RECV;
+	}
+}
+
+/* A free slot of cq's QP table, or -1. */
+int free_slot(nicmr_cq *cq)
+{
+	for (uint32_t i = 0; i < NICMR_MAX_QPS_PER_CQ; i++)
+		if (cq->qps[i].load(std::memory_order_relaxed) == nullptr)
+			return static_cast<int>(i);
+	return -1;
+}
+
+/* Publishes qp in slot of cq's QP table. */
+void publish(nicmr_cq *cq, int slot, nicmr_qp *qp)
+{
+	/* release: the QP's fields are written before the poller can find it. */
+	cq->qps[slot].store(qp, std::memory_order_release);
+	/* release: the slot's pointer is stored before a poller that sees the larger bound
+	 * scans up to it (it then finds the QP, not a stale null). */
+	if (static_cast<uint32_t>(slot) + 1 > cq->nqps.load(std::memory_order_relaxed))
+		cq->nqps.store(static_cast<uint32_t>(slot) + 1, std::memory_order_release);
 }
 
 nicmr_qp *route(nicmr_cq *cq, uint32_t qpn)
@@ -305,13 +344,29 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 			nicmr_qp *qp = route(cq, c[i].qpn);
 			if (qp == nullptr)
 				continue; /* a QP destroyed with requests in flight */
+			nicmr_wc &w = wc[done++];
+			const bool ok = c[i].ok();
+			if (c[i].recv()) {
+				/* A receive: its wr_id by the receive counter. */
+				const uint64_t counter = qp->qp->retire_recv(c[i].wqe_index);
+				w.wr_id = qp->rslots[counter & qp->rmask];
+				w.qp_num = qp->qpn;
+				w.opcode = recv_opcode(c[i].opcode);
+				w.syndrome = ok ? 0 : c[i].syndrome;
+				w.vendor_syndrome = ok ? 0 : c[i].vendor_syndrome;
+				w.status = ok		   ? uint8_t{NICMR_WC_SUCCESS}
+					   : c[i].syndrome ? wc_status(c[i].syndrome)
+							   : uint8_t{NICMR_WC_GENERAL};
+				w.byte_len = ok ? c[i].byte_len : 0;
+				w.imm = ok && w.opcode != NICMR_WC_RECV ? c[i].imm : 0;
+				continue;
+			}
 			const uint64_t counter = qp->qp->retire(c[i].wqe_index);
 			const nicmr_dp_slot &s = qp->slots[counter & qp->mask];
-			nicmr_wc &w = wc[done++];
 			w.wr_id = s.wr_id;
 			w.qp_num = qp->qpn;
 			w.opcode = s.opcode;
-			const bool ok = c[i].ok();
+			w.imm = 0;
 			w.syndrome = ok ? 0 : c[i].syndrome;
 			w.vendor_syndrome = ok ? 0 : c[i].vendor_syndrome;
 			/* An error CQE always carries a syndrome; one without is GENERAL. */
@@ -334,31 +389,56 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq, uint32_t depth,
 		    struct nicmr_qp **out)
 {
-	if (pd == nullptr || send_cq == nullptr || out == nullptr || send_cq->dev != pd->dev ||
-	    port < 1 || port > 2 || depth < 2 || depth > NICMR_MAX_QP_DEPTH ||
+	nicmr_qp_attr a{};
+	a.port = port;
+	a.send_cq = send_cq;
+	a.depth = depth;
+	return nicmr_qp_create_attr(pd, &a, out);
+}
+
+int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
+			 struct nicmr_qp **out)
+{
+	if (pd == nullptr || attr == nullptr || out == nullptr)
+		return -EINVAL;
+	nicmr_cq *send_cq = attr->send_cq;
+	const uint32_t port = attr->port, depth = attr->depth, rdepth = attr->recv_depth;
+	nicmr_cq *recv_cq = attr->recv_cq != nullptr ? attr->recv_cq : send_cq;
+	if (send_cq == nullptr || send_cq->dev != pd->dev || recv_cq->dev != pd->dev || port < 1 ||
+	    port > 2 || depth < 2 || depth > NICMR_MAX_QP_DEPTH ||
 	    (uint32_t{1} << log2_up(depth)) > send_cq->cq->size())
 		return -EINVAL;
+	if (rdepth != 0 &&
+	    (rdepth < 2 || rdepth > NICMR_MAX_QP_DEPTH || attr->max_recv_sge < 1 ||
+	     attr->max_recv_sge > NICMR_MAX_RECV_SGE ||
+	     (uint32_t{1} << log2_up(rdepth)) +
+			     (recv_cq == send_cq ? uint32_t{1} << log2_up(depth) : 0) >
+		     recv_cq->cq->size()))
+		return -EINVAL;
 	nicmr_device *dev = pd->dev;
-	int slot = -1;
-	for (uint32_t i = 0; i < NICMR_MAX_QPS_PER_CQ; i++)
-		if (send_cq->qps[i].load(std::memory_order_relaxed) == nullptr) {
-			slot = static_cast<int>(i);
-			break;
-		}
+	const int slot = free_slot(send_cq);
 	if (slot < 0)
+		return -ENOSPC;
+	int rslot = -1;
+	if (rdepth != 0 && recv_cq != send_cq && (rslot = free_slot(recv_cq)) < 0)
 		return -ENOSPC;
 	std::unique_ptr<nicmr_qp> qp(new (std::nothrow) nicmr_qp);
 	if (!qp)
 		return -ENOMEM;
 	const uint32_t log = log2_up(depth);
+	const uint32_t rlog = rdepth != 0 ? log2_up(rdepth) : 0;
 	try {
 		qp->slots.assign(size_t{1} << log, nicmr_dp_slot{});
+		if (rdepth != 0)
+			qp->rslots.assign(size_t{1} << rlog, 0);
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	}
 	qp->mask = (uint32_t{1} << log) - 1;
+	qp->rmask = rdepth != 0 ? (uint32_t{1} << rlog) - 1 : 0;
 	qp->pd = pd;
 	qp->cq = send_cq;
+	qp->rcq = rdepth != 0 ? recv_cq : nullptr;
 	qp->port = port;
 	mlx5::QpParams p;
 	p.pd = pd->handle.pd();
@@ -366,10 +446,25 @@ int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq
 	p.log_sq_size = log;
 	/* The keys decide what a peer may do; the QP allows every kind of request. */
 	p.rre = p.rwe = p.rae = true;
+	if (rdepth != 0) {
+		p.max_recv_sge = attr->max_recv_sge;
+		p.log_rq_size = rlog;
+		p.recv_cq = recv_cq->cq.get();
+	}
 	int rc = mlx5::Qp::create(*dev->drv, *send_cq->uar, *send_cq->cq, p, &qp->qp);
 	if (rc != 0) {
 		NICMR_LOG(warn, "api", "%s: QP on port %u: %d", dev->spec.c_str(), port, rc);
 		return rc;
+	}
+	/* The driver may round the receive queue up (one WQEBB at least): the wr_id ring
+	 * follows it. */
+	if (rdepth != 0 && qp->qp->rq_size() > qp->rslots.size()) {
+		try {
+			qp->rslots.assign(qp->qp->rq_size(), 0);
+		} catch (const std::bad_alloc &) {
+			return -ENOMEM;
+		}
+		qp->rmask = qp->qp->rq_size() - 1;
 	}
 	qp->qpn = qp->qp->qpn();
 	qp->local_psn = random_psn();
@@ -379,12 +474,9 @@ int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	}
-	/* release: the QP's fields are written before the poller can find it. */
-	send_cq->qps[slot].store(qp.get(), std::memory_order_release);
-	/* release: the slot's pointer is stored before a poller that sees the larger bound
-	 * scans up to it (it then finds the QP, not a stale null). */
-	if (static_cast<uint32_t>(slot) + 1 > send_cq->nqps.load(std::memory_order_relaxed))
-		send_cq->nqps.store(static_cast<uint32_t>(slot) + 1, std::memory_order_release);
+	publish(send_cq, slot, qp.get());
+	if (rslot >= 0)
+		publish(recv_cq, rslot, qp.get());
 	/* The PD's user count keeps nicmr_pd_free from freeing the PD under the QP (relaxed:
 	 * a count, as for MRs). */
 	pd->users.fetch_add(1, std::memory_order_relaxed);
@@ -402,11 +494,15 @@ int nicmr_qp_destroy(struct nicmr_qp *qp)
 		std::lock_guard lk(dev->dp_mu);
 		dev->dp_qps.erase(qp->qpn);
 	}
-	for (auto &q : qp->cq->qps)
-		if (q.load(std::memory_order_relaxed) == qp)
-			/* release: ordered after the QP's last use by this thread; the CQ's
-			 * destroy (acquire) sees the slot free only after. */
-			q.store(nullptr, std::memory_order_release);
+	for (nicmr_cq *cq : {qp->cq, qp->rcq}) {
+		if (cq == nullptr)
+			continue;
+		for (auto &q : cq->qps)
+			if (q.load(std::memory_order_relaxed) == qp)
+				/* release: ordered after the QP's last use by this thread; the
+				 * CQ's destroy (acquire) sees the slot free only after. */
+				q.store(nullptr, std::memory_order_release);
+	}
 	qp->qp.reset();
 	/* release: the QP is gone before pd_free or device close may see the counts drop. */
 	qp->pd->users.fetch_sub(1, std::memory_order_release);
@@ -547,7 +643,8 @@ int nicmr_qp_recover(struct nicmr_qp *qp)
 {
 	if (qp == nullptr || !qp->connected)
 		return -EINVAL;
-	if (qp->qp->sq_room() != qp->qp->sq_size())
+	if (qp->qp->sq_room() != qp->qp->sq_size() ||
+	    (qp->rcq != nullptr && qp->qp->rq_room() != qp->qp->rq_size()))
 		return -EBUSY;
 	return qp->qp->recover();
 }
@@ -646,6 +743,88 @@ int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey,
 			    unsigned flags)
 {
 	return post_atomic(qp, true, result, lkey, raddr, rkey, compare, swap, wr_id, flags);
+}
+
+int nicmr_post_recv(struct nicmr_qp *qp, const struct nicmr_sge *sgl, uint32_t n, uint64_t wr_id)
+{
+	/* HOT PATH: no lock, no allocation, no system call. */
+	if (qp == nullptr || (sgl == nullptr && n > 0))
+		return -EINVAL;
+	if (qp->rcq == nullptr)
+		return -ENOTSUP;
+	if (n > qp->qp->max_recv_sge())
+		return -EINVAL;
+	if (qp->qp->rq_room() == 0)
+		return -ENOSPC;
+	mlx5::Sge s[NICMR_MAX_RECV_SGE];
+	for (uint32_t i = 0; i < n; i++) {
+		if (sgl[i].length != 0) {
+			const int rc = check_local(qp, sgl[i].lkey, sgl[i].addr, sgl[i].length,
+						   NICMR_ACCESS_RECV);
+			if (rc != 0)
+				return rc;
+		}
+		s[i] = {sgl[i].addr, sgl[i].length, sgl[i].lkey};
+	}
+	qp->rslots[qp->rposted & qp->rmask] = wr_id;
+	const int rc = qp->qp->post_recv({s, n}, qp->rposted);
+	if (rc == 0)
+		qp->rposted++;
+	return rc;
+}
+
+int nicmr_post_send(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
+		    uint32_t imm_or_rkey, uint64_t wr_id, unsigned flags)
+{
+	/* HOT PATH: no lock, no allocation, no system call. */
+	int rc = post_begin(qp, flags, kSendFlags);
+	if (rc != 0)
+		return rc;
+	const bool imm = (flags & NICMR_SEND_IMM) != 0, inv = (flags & NICMR_SEND_INVALIDATE) != 0;
+	if (len > (size_t{1} << 31) || (imm && inv) ||
+	    ((flags & NICMR_SEND_INLINE) && (imm || inv || len > NICMR_MAX_INLINE)))
+		return -EINVAL;
+	const uint64_t counter = qp->posted;
+	const unsigned f = post_flags(flags);
+	if (flags & NICMR_SEND_INLINE) {
+		note(qp, wr_id, NICMR_WC_SEND, 0);
+		rc = qp->qp->post_send_inline(reinterpret_cast<const void *>(laddr),
+					      static_cast<uint32_t>(len), counter, f);
+	} else {
+		if (len != 0 && (rc = check_local(qp, lkey, laddr, len, NICMR_ACCESS_SEND)) != 0)
+			return rc;
+		note(qp, wr_id, NICMR_WC_SEND, 0);
+		const mlx5::Sge s{laddr, static_cast<uint32_t>(len), lkey};
+		const std::span<const mlx5::Sge> sgl{&s, len != 0 ? 1u : 0u};
+		rc = imm   ? qp->qp->post_send_imm(sgl, imm_or_rkey, counter, f)
+		     : inv ? qp->qp->post_send_inval(sgl, imm_or_rkey, counter, f)
+			   : qp->qp->post_send(sgl, counter, f);
+	}
+	if (rc == 0)
+		qp->posted++;
+	return rc;
+}
+
+int nicmr_post_write_imm(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
+			 uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t wr_id,
+			 unsigned flags)
+{
+	/* HOT PATH: no lock, no allocation, no system call. */
+	int rc = post_begin(qp, flags);
+	if (rc != 0)
+		return rc;
+	if (len > (size_t{1} << 31) || (flags & NICMR_SEND_INLINE))
+		return -EINVAL;
+	if (len != 0 && (rc = check_local(qp, lkey, laddr, len, NICMR_ACCESS_WRITE)) != 0)
+		return rc;
+	const uint64_t counter = qp->posted;
+	note(qp, wr_id, NICMR_WC_RDMA_WRITE_IMM, rkey);
+	const mlx5::Sge s{laddr, static_cast<uint32_t>(len), lkey};
+	rc = qp->qp->post_write_imm({&s, len != 0 ? 1u : 0u}, raddr, rkey, imm, counter,
+				    post_flags(flags));
+	if (rc == 0)
+		qp->posted++;
+	return rc;
 }
 
 int nicmr_key_violations(const struct nicmr_device *dev, struct nicmr_key_violation *out,

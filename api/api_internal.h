@@ -495,6 +495,12 @@ struct nicmr_qp {
 	std::vector<nicmr_dp_slot> slots; /* by post counter & mask */
 	uint32_t mask = 0;
 	uint64_t posted = 0;
+	/* The receive queue (nicmr_qp_create_attr): its CQ (null: none), its wr_ids by receive
+	 * counter & rmask. */
+	nicmr_cq *rcq = nullptr;
+	std::vector<uint64_t> rslots;
+	uint32_t rmask = 0;
+	uint64_t rposted = 0;
 };
 
 namespace nicmr::api {

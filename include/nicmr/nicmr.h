@@ -464,7 +464,15 @@ enum nicmr_wc_opcode {
 	NICMR_WC_RDMA_WRITE = 0,
 	NICMR_WC_RDMA_READ = 1,
 	NICMR_WC_FETCH_ADD = 2,
-	NICMR_WC_COMP_SWAP = 3
+	NICMR_WC_COMP_SWAP = 3,
+	NICMR_WC_SEND = 4,	     /**< nicmr_post_send (with or without imm / invalidate) */
+	NICMR_WC_RDMA_WRITE_IMM = 5, /**< nicmr_post_write_imm */
+	/* Receive completions (nicmr_post_recv's work requests); imm as noted. */
+	NICMR_WC_RECV = 6,     /**< a SEND arrived */
+	NICMR_WC_RECV_IMM = 7, /**< a SEND with immediate: imm */
+	NICMR_WC_RECV_INV = 8, /**< a SEND with invalidate: imm = the rkey invalidated */
+	NICMR_WC_RECV_RDMA_WITH_IMM =
+		9 /**< an RDMA WRITE with immediate: imm; byte_len its length */
 };
 
 /** One completion (nicmr_cq_poll). */
@@ -476,6 +484,8 @@ struct nicmr_wc {
 	uint8_t status;		 /**< enum nicmr_wc_status */
 	uint8_t syndrome;	 /**< the CQE syndrome (MLX5_CQE_SYNDROME_*), 0 on success */
 	uint8_t vendor_syndrome; /**< the CQE's vendor syndrome, 0 on success */
+	uint32_t imm;		 /**< NICMR_WC_RECV_IMM / _RDMA_WITH_IMM: the immediate as posted;
+				      NICMR_WC_RECV_INV: the rkey invalidated; else 0 */
 };
 
 /** Posting flags. */
@@ -716,6 +726,82 @@ int nicmr_post_atomic_fadd(struct nicmr_qp *qp, uint64_t result, uint32_t lkey, 
 int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey, uint64_t raddr,
 			    uint32_t rkey, uint64_t compare, uint64_t swap, uint64_t wr_id,
 			    unsigned flags);
+
+/*
+ * Receive queues and SEND. A QP made by nicmr_qp_create_attr with recv_depth > 0 has a receive
+ * queue: a SEND (or RDMA WRITE with immediate) from its peer takes the oldest receive work
+ * request and completes it on recv_cq (NICMR_WC_RECV*; in posting order, byte_len exact). With
+ * none posted the sender's request waits for its RNR retries (7 on the loopback: without end,
+ * retried when the sender next posts) or fails with NICMR_WC_RNR_RETRY_EXC; a message longer
+ * than the receive completes it with NICMR_WC_LOCAL_LEN and the sender's with
+ * NICMR_WC_REMOTE_INVAL_REQ (both QPs in ERR; doc/native-api.md, "Receive queues").
+ */
+
+/** Largest scatter list of one receive work request. */
+#define NICMR_MAX_RECV_SGE 32u
+/** nicmr_post_send: the immediate rides along (NICMR_WC_RECV_IMM at the peer). */
+#define NICMR_SEND_IMM (1u << 3)
+/** nicmr_post_send: the peer invalidates the rkey given (NICMR_WC_RECV_INV there). The device
+ * invalidates only a key of the peer QP's PD that allows remote invalidation; nicmr registers
+ * none such yet (its key table would not learn of the invalidation), so the peer refuses it:
+ * NICMR_WC_REMOTE_INVAL_REQ here, both QPs in ERR (doc/native-api.md). */
+#define NICMR_SEND_INVALIDATE (1u << 4)
+
+/** One scatter entry of nicmr_post_recv. */
+struct nicmr_sge {
+	uint64_t addr; /**< in lkey's address space */
+	uint32_t length;
+	uint32_t lkey; /**< needs local write */
+};
+
+/** What nicmr_qp_create_attr makes. */
+struct nicmr_qp_attr {
+	uint32_t port;		  /**< 1 or 2 */
+	struct nicmr_cq *send_cq; /**< as nicmr_qp_create's */
+	uint32_t depth;		  /**< send work requests, as nicmr_qp_create's */
+	struct nicmr_cq *recv_cq; /**< receive completions; null: send_cq */
+	uint32_t recv_depth;	  /**< receive work requests: 0 (no receive queue), 2 ..
+				       NICMR_MAX_QP_DEPTH, at most recv_cq's depth (with the send
+				       depth when recv_cq is send_cq) */
+	uint32_t max_recv_sge;	  /**< with recv_depth: 1 .. NICMR_MAX_RECV_SGE */
+};
+
+/**
+ * Creates an RC QP as nicmr_qp_create does, with the receive queue attr asks for. Slow path;
+ * any thread, not concurrently with polls of its CQs.
+ * @return 0; -EINVAL (null argument, a field out of range, a CQ of another device, recv_depth
+ *   above what recv_cq holds); -ENOSPC (NICMR_MAX_QPS_PER_CQ QPs report to a CQ already, or the
+ *   device has no QP left); -ENOMEM; the device's errors.
+ */
+int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
+			 struct nicmr_qp **out);
+
+/**
+ * Posts a receive work request of n scatter entries (each checked with the lockless key
+ * lookup for local write; zero-length ones skipped). HOT PATH as the posting calls; one thread
+ * at a time per QP.
+ * @return 0; -EINVAL (null qp, null sgl with n > 0, n above the QP's max_recv_sge); -ENOTSUP
+ *   (the QP has no receive queue); -ENOSPC (its receive queue is full: poll recv_cq first);
+ *   the key lookup's codes as the posting calls.
+ */
+int nicmr_post_recv(struct nicmr_qp *qp, const struct nicmr_sge *sgl, uint32_t n, uint64_t wr_id);
+
+/**
+ * SEND of [laddr, laddr + len) (lkey; len 0 sends an empty message; NICMR_SEND_INLINE as for
+ * writes, up to NICMR_MAX_INLINE bytes) to the connected peer's receive queue. imm_or_rkey:
+ * with NICMR_SEND_IMM the immediate (a host-order number, the peer's wc.imm), with
+ * NICMR_SEND_INVALIDATE the peer's rkey to invalidate; else ignored.
+ * @return the posting calls' codes; -EINVAL also for NICMR_SEND_IMM with
+ *   NICMR_SEND_INVALIDATE, or an inline SEND with either.
+ */
+int nicmr_post_send(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
+		    uint32_t imm_or_rkey, uint64_t wr_id, unsigned flags);
+
+/** RDMA WRITE as nicmr_post_write (not inline) that also takes a receive work request at the
+ * peer and hands it imm (NICMR_WC_RECV_RDMA_WITH_IMM). len 0 writes nothing (no rkey check). */
+int nicmr_post_write_imm(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
+			 uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t wr_id,
+			 unsigned flags);
 
 /* ---- Key violations ------------------------------------------------------------------------ */
 
