@@ -861,6 +861,11 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			invalid();
 			return;
 		}
+		/* The RQ's lock before the keys (emu_mlx5_recv.cpp: rq_lock nests outside a WQE's
+		 * mkey slots). */
+		std::unique_lock<SpinLock> rl(qp.rq_lock, std::defer_lock);
+		if (imm)
+			rl.lock();
 		MkeyTable::Hold keys(mkeys_, qp.held);
 		Translator t(keys, dma, qp.attr.pd, qp.qpn);
 		uint64_t counter = 0;
@@ -880,10 +885,8 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		}
 		/* With an immediate, the last packet takes a receive WQE before its bytes land
 		 * (emu_mlx5_recv.cpp; none: an RNR NAK, this packet not executed). */
-		std::unique_lock<SpinLock> rl(qp.rq_lock, std::defer_lock);
 		RecvWqe rw;
 		if (imm) {
-			rl.lock();
 			const RqTake got = rq_take(dma, qp, &rw);
 			if (got == RqTake::empty) {
 				bump(qp.n_rnr);
