@@ -8,8 +8,9 @@
  *
  * SEND of one and many packets (path MTU 256, 1024, 4096) into multi-SGE receives, in order with
  * exact byte counts; SEND and RDMA WRITE with immediate; SEND with invalidate and the key
- * refused after it; an RNR NAK when no receive is posted (the requester's RNR_RETRY_EXC_ERR:
- * the wire does not retry yet); a SEND longer than the receive (the responder's
+ * refused after it; RNR NAKs when no receive is posted (retried after the NAK's timer, then
+ * the requester's RNR_RETRY_EXC_ERR once rnr_retry is spent, or the SEND delivered once a
+ * receive is posted); a SEND longer than the receive (the responder's
  * LOCAL_LENGTH_ERR, the requester's invalid-request NAK); a receive SGE the responder may not
  * write (a remote operational error).
  */
@@ -47,6 +48,7 @@ namespace roce = nicmr::roce;
 using namespace std::chrono_literals;
 
 constexpr size_t kRegion = 64 * 1024;
+constexpr uint32_t kRnrRetry = 2; /* RNR retries of both QPs (make_qp) */
 
 /* The responder's keys over its region. */
 enum KeyId : uint32_t {
@@ -199,6 +201,10 @@ struct Side {
 		q.max_recv_sge = 4;
 		q.log_rq_size = 6;
 		q.recv_cq = rcq.get();
+		/* RNR: two retries after the first NAK, each after the responder's 40.96 ms
+		 * (IBTA's RNR timer 24): time enough to post a receive in between. */
+		q.rnr_retry = kRnrRetry;
+		q.min_rnr_timer = 24;
 		return mlx5::Qp::create(*dev, *uar, *cq, q, &qp);
 	}
 
@@ -556,19 +562,45 @@ TEST_P(WireSend, SendWithInvalidateOfAKeyWithoutRemoteInvalidateIsAnInvalidReque
 	EXPECT_EQ(peer_state(), prm::qp_state::err);
 }
 
-TEST_P(WireSend, NoReceivePostedIsAnRnrNak)
+TEST_P(WireSend, NoReceivePostedIsAnRnrNakUntilRnrRetryIsSpent)
 {
 	const mlx5::Sge s = sge(0, 8);
 	const mlx5::Completion c = run(me_->qp->post_send({&s, 1}, 1, mlx5::kSignaled));
 	EXPECT_EQ(c.opcode, MLX5_CQE_REQ_ERR);
-	/* The wire does not retry after an RNR NAK yet: the first one ends the request. */
+	/* The SEND and its kRnrRetry resends, each refused with an RNR NAK. */
 	EXPECT_EQ(c.syndrome, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR);
 	const emu::WireStats ws = peer_stats();
-	EXPECT_EQ(ws.naks_sent, 1u);
-	EXPECT_EQ(me_->hw->device().data_path().wire_stats().naks_received, 1u);
+	EXPECT_EQ(ws.naks_sent, kRnrRetry + 1);
+	const emu::WireStats mine = me_->hw->device().data_path().wire_stats();
+	EXPECT_EQ(mine.rnr_naks_received, kRnrRetry + 1);
+	EXPECT_EQ(mine.retry_exceeded, 1u);
 	/* An RNR NAK leaves the responder as it was. */
 	EXPECT_EQ(peer_state(), prm::qp_state::rts);
 	EXPECT_TRUE(peer_untouched(0, 64));
+}
+
+TEST_P(WireSend, ASendRefusedWithAnRnrNakIsDeliveredOnceAReceiveIsPosted)
+{
+	/* One packet at every MTU: the NAK counter counts the RNR NAKs alone. */
+	const mlx5::Sge s = sge(0, 200);
+	ASSERT_EQ(me_->qp->post_send({&s, 1}, 7, mlx5::kSignaled), 0);
+	/* The first RNR NAK, then a receive before the resend (40.96 ms later). */
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (peer_stats().naks_sent == 0 && std::chrono::steady_clock::now() < end) {
+	}
+	ASSERT_EQ(peer_stats().naks_sent, 1u);
+	ASSERT_EQ(post_recv(0, 512, 2, k_local, 9), 0);
+	mlx5::Completion c;
+	ASSERT_TRUE(me_->wait(false, &c)) << "no completion";
+	EXPECT_EQ(c.opcode, MLX5_CQE_REQ);
+	EXPECT_EQ(c.wr_id, 7u);
+	const Polled p = peer_poll();
+	ASSERT_EQ(p.found, 1);
+	EXPECT_EQ(p.c.opcode, MLX5_CQE_RESP_SEND);
+	EXPECT_EQ(p.c.byte_len, 200u);
+	EXPECT_EQ(p.c.wr_id, 9u);
+	EXPECT_GE(me_->hw->device().data_path().wire_stats().rnr_naks_received, 1u);
+	EXPECT_GE(me_->hw->device().data_path().wire_stats().retransmits, 1u);
 }
 
 TEST_P(WireSend, WriteWithImmediateWithoutAReceiveIsAnRnrNakAndWritesNothing)

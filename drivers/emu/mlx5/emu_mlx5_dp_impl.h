@@ -208,6 +208,11 @@ struct EmuDataPath::RecvWqe {
 
 /* PSNs are 24 bits (IBTA 9.7.1). */
 inline constexpr uint32_t kPsnMask = 0xffffff;
+/* The packets of a message of len bytes at path MTU mtu (a zero-length message is one). */
+inline uint32_t packets_of(uint64_t len, uint32_t mtu) noexcept
+{
+	return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
+}
 
 /*
  * A QP's RC transport on the wire (IBTA 9.7): the requester's PSN and its outstanding WQEs in
@@ -365,6 +370,11 @@ struct EmuDataPath::Exec {
 	uint8_t atomic_request(uint32_t psn);
 	/* SEND (and with immediate / invalidate) and WRITE with immediate as packets. */
 	uint8_t wire_send();
+	/* The source of a SEND-family WQE or a WRITE with immediate, and its packets k0 .. n - 1
+	 * from first_psn (n: the message's count); wire_send and wire_resend share them. */
+	uint8_t send_source(WriteSource *src);
+	uint8_t send_packets(const WriteSource &src, const Translator &local, uint32_t first_psn,
+			     uint32_t k0, uint32_t *n);
 };
 
 struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */

@@ -63,11 +63,6 @@ uint64_t mono_now_ns() noexcept
 	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
-uint32_t packets_of(uint64_t len, uint32_t mtu) noexcept
-{
-	return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
-}
-
 /* The packet opcode of packet k of n of a message (first, middle, last, only). */
 uint8_t seq_opcode(uint32_t k, uint32_t n, uint8_t first, uint8_t middle, uint8_t last,
 		   uint8_t only) noexcept
@@ -394,6 +389,18 @@ uint8_t EmuDataPath::Exec::wire_resend(uint32_t first, uint32_t k0)
 		if (len < kCtrl + kRaddr + kAtomic + kData)
 			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		return atomic_request(first);
+	case MLX5_OPCODE_SEND:
+	case MLX5_OPCODE_SEND_IMM:
+	case MLX5_OPCODE_SEND_INVAL:
+	case MLX5_OPCODE_RDMA_WRITE_IMM: { /* emu_mlx5_recv.cpp */
+		WriteSource src;
+		if (uint8_t s = send_source(&src); s != kOk)
+			return s;
+		MkeyTable::Hold keys(dp.mkeys_, qp.held);
+		Translator local(keys, dma, qp.attr.pd, qp.qpn);
+		uint32_t n = 0;
+		return send_packets(src, local, first, k0, &n);
+	}
 	default:
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	}

@@ -422,11 +422,6 @@ uint8_t EmuDataPath::Exec::remote_place(const Translator &remote, uint32_t rkey,
 
 namespace {
 
-uint32_t packet_count(uint64_t len, uint32_t mtu) noexcept
-{
-	return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
-}
-
 /* Bytes [off, off + n) of a gather list into buf (validated before). */
 uint8_t gather_bytes(const DmaSection &dma, const Translator &t, const DataSeg *segs, size_t nseg,
 		     uint64_t off, uint8_t *buf, uint64_t n) noexcept
@@ -458,11 +453,16 @@ uint8_t gather_bytes(const DmaSection &dma, const Translator &t, const DataSeg *
 
 /* The requester: the message as SEND_* or RDMA_WRITE_* (with immediate) packets of the path
  * MTU; the immediate (ImmDt) or the rkey to invalidate (IETH) rides on the last packet. */
+uint8_t EmuDataPath::Exec::send_source(WriteSource *src)
+{
+	return c.opcode == MLX5_OPCODE_RDMA_WRITE_IMM ? write_source(src)
+						      : message_source(kCtrl, src);
+}
+
 uint8_t EmuDataPath::Exec::wire_send()
 {
-	const bool wimm = c.opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
 	WriteSource src;
-	uint8_t s = wimm ? write_source(&src) : message_source(kCtrl, &src);
+	uint8_t s = send_source(&src);
 	if (s != kOk)
 		return s;
 	RcWire &r = *qp.rc;
@@ -470,6 +470,21 @@ uint8_t EmuDataPath::Exec::wire_send()
 	Translator local(keys, dma, qp.attr.pd, qp.qpn);
 	if (s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
 		return s;
+	uint32_t n = 0;
+	if (s = send_packets(src, local, r.next_psn, 0, &n); s != kOk)
+		return s;
+	first_psn = r.next_psn;
+	npsn = n;
+	r.next_psn = (r.next_psn + n) & kPsnMask;
+	byte_cnt = static_cast<uint32_t>(src.total);
+	awaiting = true;
+	return kOk;
+}
+
+uint8_t EmuDataPath::Exec::send_packets(const WriteSource &src, const Translator &local,
+					uint32_t first_psn, uint32_t k0, uint32_t *n_out)
+{
+	const bool wimm = c.opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
 	uint8_t first = op::send_first, middle = op::send_middle, last = op::send_last,
 		only = op::send_only;
 	switch (c.opcode) {
@@ -490,15 +505,17 @@ uint8_t EmuDataPath::Exec::wire_send()
 	default:
 		break;
 	}
-	const uint32_t n = packet_count(src.total, r.mtu);
+	RcWire &r = *qp.rc;
+	const uint32_t n = packets_of(src.total, r.mtu);
+	*n_out = n;
 	uint8_t pkt[roce::max_datagram];
-	for (uint32_t k = 0; k < n; k++) {
+	for (uint32_t k = k0; k < n; k++) {
 		const uint64_t off = uint64_t{k} * r.mtu;
 		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, src.total - off));
 		roce::Headers h;
 		h.opcode = n == 1 ? only : k == 0 ? first : k + 1 == n ? last : middle;
 		h.dest_qp = qp.path.remote_qpn;
-		h.psn = (r.next_psn + k) & kPsnMask;
+		h.psn = (first_psn + k) & kPsnMask;
 		h.ack_req = k + 1 == n;
 		h.se = k + 1 == n && (c.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) != 0;
 		if (wimm)
@@ -508,7 +525,8 @@ uint8_t EmuDataPath::Exec::wire_send()
 		uint8_t *payload = pkt + roce::header_length(h.opcode);
 		if (src.inl) {
 			std::memcpy(payload, src.inl_data + off, plen);
-		} else if (s = gather_bytes(dma, local, src.segs, src.nseg, off, payload, plen);
+		} else if (uint8_t s =
+				   gather_bytes(dma, local, src.segs, src.nseg, off, payload, plen);
 			   s != kOk) {
 			return s;
 		}
@@ -518,11 +536,6 @@ uint8_t EmuDataPath::Exec::wire_send()
 			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		dp.rc_send(r, pkt, out);
 	}
-	first_psn = r.next_psn;
-	npsn = n;
-	r.next_psn = (r.next_psn + n) & kPsnMask;
-	byte_cnt = static_cast<uint32_t>(src.total);
-	awaiting = true;
 	return kOk;
 }
 
