@@ -53,6 +53,9 @@ struct EmuOptions {
 	/* mkey_by_name=1: the device creates mkeys at chosen indices (requested keys, the
 	 * command programmer, indirect regions); 0 (default): it chooses, as a stock ConnectX. */
 	bool mkey_by_name = false;
+	/* odp=0: the device lacks on-demand paging (cmd_hca_cap.pg 0); 1 (default): it has it
+	 * (doc/odp.md). */
+	bool odp = true;
 	/* The engine's mkey pool (doc/registration.md): mkey_pool= mkeys created at open
 	 * (default mr::kDefaultPoolInitial, clamped to the cap), mkey_max= the cap (default
 	 * mkeys - 1). */
@@ -175,6 +178,13 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			o->mkey_by_name = v == "1";
+		} else if (k == "odp") {
+			if (v != "0" && v != "1") {
+				NICMR_LOG(error, "api", "emu odp=%.*s: 0 or 1", int(v.size()),
+					  v.data());
+				return -EINVAL;
+			}
+			o->odp = v == "1";
 		} else if (k == "mkey_pool" || k == "mkey_max") {
 			uint32_t x = 0;
 			if (!parse_u32(v, &x) || x < 1 || x >= (1u << 24)) {
@@ -257,13 +267,13 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 			}
 			o->fail_opcode = uint16_t(op);
 		} else {
-			NICMR_LOG(
-				error, "api",
-				"unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
-				"ext, atomic_endian, trace, fail_opcode, mkey_by_name, mkey_pool, "
-				"mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
-				"dup, reorder, delay_us, fault_seed)",
-				int(k.size()), k.data());
+			NICMR_LOG(error, "api",
+				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
+				  "ext, atomic_endian, trace, fail_opcode, mkey_by_name, odp, "
+				  "mkey_pool, "
+				  "mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
+				  "dup, reorder, delay_us, fault_seed)",
+				  int(k.size()), k.data());
 			return -EINVAL;
 		}
 	}
@@ -389,6 +399,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.trace_capacity = o.trace;
 	cfg.fail_opcode = o.fail_opcode;
 	cfg.mkey_by_name = o.mkey_by_name;
+	cfg.odp = o.odp;
 	for (size_t p = 0; p < 2; p++)
 		if (!o.addr[p].empty())
 			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port, o.faults};
@@ -457,6 +468,8 @@ nicmr_device::~nicmr_device()
 		munmap(mr_table, size_t{mr_slots} * sizeof(nicmr_mr));
 	mr_table = nullptr;
 	slow_maps.reset();
+	/* Its UMR queue (on-demand translations) lives in free_pd. */
+	klm.reset();
 	prog.reset();
 	free_pd.reset();
 	drv.reset();
@@ -547,6 +560,7 @@ int nicmr_device_query(const struct nicmr_device *dev, struct nicmr_device_attr 
 	attr->mkey_count = dev->engine->keys().index_count();
 	attr->mkey_pool_max = dev->engine->pool_max();
 	attr->requested_keys = dev->engine->requested_keys() ? 1 : 0;
+	attr->odp = nicmr_odp_offered(dev) ? 1 : 0;
 	attr->max_readers = api::kMaxReaders;
 	attr->max_pd = c.log_max_pd >= 32 ? UINT32_MAX : uint32_t{1} << c.log_max_pd;
 	attr->extensions = c.ext_present ? 1 : 0;

@@ -240,11 +240,31 @@ struct nicmr_mr_vec {
 	std::vector<nicmr_va_run> va_runs;
 };
 
+/*
+ * An on-demand-paging MR's host state (api_odp.cpp, doc/odp.md): the IOVA range reserved for
+ * its pages at registration, and one byte per 4 KiB page saying what the device has of it:
+ * kOdpMapped (pinned and DMA-mapped at iova + i * 4096), kOdpRead / kOdpWrite (the MTT entry's
+ * rd_en / wr_en as last written). The bytes are anonymous memory mapped at registration and
+ * zero until touched, so registering costs the same for 4 KiB and for 256 MiB. mu serialises
+ * advice and invalidation of the region.
+ */
+struct nicmr_odp {
+	static constexpr uint8_t kOdpMapped = 1, kOdpRead = 2, kOdpWrite = 4;
+	uintptr_t va = 0;   /* first page */
+	uint64_t pages = 0; /* pages from va that cover the region */
+	uint64_t iova = 0;  /* reserved for va .. va + pages * 4096 */
+	uint32_t mkey = 0;
+	std::mutex mu;
+	uint8_t *state = nullptr; /* pages bytes; mu */
+	uint64_t mapped = 0;	  /* pages with kOdpMapped; mu */
+};
+
 /* The mappings an MR owns outside the pools: its slow-path mapping, its vectored pieces, and
  * the IOVA-list and page-vector MRs that use them. */
 struct nicmr_mr_mappings {
 	std::unique_ptr<nicmr::mem::SlowMap> slow;
 	std::unique_ptr<nicmr_mr_vec> vec; /* vectored, IOVA-list and page-vector MRs */
+	std::unique_ptr<nicmr_odp> odp;	   /* on-demand-paging MRs */
 	bool iova_leaving = false; /* being deregistered: its mappings take no new users; vec_mu */
 	/* Held by a registration cache (api_mr_cache.cpp): nicmr_mr_dereg says -EBUSY; the
 	 * cache clears it before it deregisters. Written under the cache's lock only. */
@@ -434,6 +454,16 @@ int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write,
 void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece);
 /* NICMR_ACCESS_* to mkey bits (api_mr.cpp): 0 or -EINVAL. */
 int nicmr_access_bits(uint64_t access, uint8_t *bits);
+/* On-demand paging (api_odp.cpp). offered: the device has on-demand paging and creates mkeys
+ * at chosen indices (nicmr_device_attr.odp). reg: nicmr_mr_reg with NICMR_ACCESS_ON_DEMAND
+ * (bits: the other access bits, granted). release: after the engine deregistered the key,
+ * unmaps and unpins its pages and frees its IOVA range. The KLM/ODP programmer, made once. */
+bool nicmr_odp_offered(const nicmr_device *dev) noexcept;
+int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t flags,
+		  uint64_t requested_key, nicmr_mr **out);
+void nicmr_odp_release(nicmr_device *dev, nicmr_odp *odp);
+int nicmr_klm_programmer(nicmr_device *dev);
+
 /* Device-model extensions (api_ext.cpp). check: before registering with nicmr_mr_reg flags
  * and access: 0; -EOPNOTSUPP (the device lacks an extension a flag needs); -EINVAL (an extension
  * flag with NICMR_ACCESS_MW_BIND). apply: after the engine registered mkey with the extension

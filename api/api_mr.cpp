@@ -248,8 +248,10 @@ int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, u
 	if (flags & ~kKnownFlags)
 		return -EOPNOTSUPP;
 	uint8_t bits = 0;
-	if (mr::access_grant(access, &bits) != 0)
+	if (mr::access_grant(access & ~NICMR_ACCESS_ON_DEMAND, &bits) != 0)
 		return -EINVAL;
+	if (access & NICMR_ACCESS_ON_DEMAND)
+		return nicmr_odp_reg(pd, a, len, bits, flags, requested_key, out);
 	const bool zero = flags & NICMR_MR_ZERO_BASED;
 	/* The device places offset 0 at the start of a translation page. */
 	if (zero && (a & 4095))
@@ -418,6 +420,8 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 	}
 	/* The device refuses the key now: its memory may go. */
 	if (rare != nullptr) {
+		if (rare->odp)
+			nicmr_odp_release(dev, rare->odp.get());
 		if (rare->vec)
 			nicmr_vec_release(dev, rare->vec.get());
 		if (rare->slow) {

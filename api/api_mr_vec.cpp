@@ -156,13 +156,8 @@ int register_pieces(nicmr_pd *pd, Draft *d, const std::vector<Piece> &pc, uint64
 	}
 
 	/* KLM: one MTT key per piece, then the indirect key over them. */
-	try {
-		std::call_once(dev->klm_once, [dev] {
-			dev->klm = std::make_unique<mlx5::KlmProgrammer>(*dev->drv);
-		});
-	} catch (...) {
-		return -ENOMEM;
-	}
+	if (int e = nicmr_klm_programmer(dev); e != 0)
+		return e;
 	std::vector<mr::KlmPart> parts;
 	try {
 		parts.reserve(pc.size());

@@ -2,6 +2,7 @@
 #include "mlx5_klm_programmer.h"
 #include "mlx5_cmd_programmer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
+
+KlmProgrammer::~KlmProgrammer() = default;
 
 size_t KlmProgrammer::live() const
 {
@@ -83,6 +86,86 @@ int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 		return rc;
 	}
 	saved_.emplace(index, saved);
+	return 0;
+}
+
+int KlmProgrammer::bind_odp(uint32_t mkey, const mr::OdpParams &p)
+{
+	if (!dev_.caps().mkey_by_index || !dev_.caps().odp)
+		return -EOPNOTSUPP;
+	const uint32_t index = mr::mkey_index(mkey);
+	/* Two MTT entries per octword; the UMR's translation offset is 16 bits of octwords. */
+	const uint64_t octwords = (p.pages + 1) / 2;
+	if (index == 0 || p.pages == 0 || octwords > 0xffff)
+		return -EINVAL;
+	std::lock_guard lk(mu_);
+	try {
+		saved_.reserve(saved_.size() + 1);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	std::optional<MkeyContext> saved;
+	MkeyQuery q;
+	int rc = dev_.query_mkey(index, 0, &q);
+	if (rc == 0) {
+		if (!q.ctx.free)
+			return -EBUSY;
+		saved = q.ctx;
+		rc = dev_.destroy_mkey(index);
+		if (rc)
+			return rc;
+	} else if (rc != -EINVAL) {
+		return rc;
+	}
+	MkeyCreate c;
+	c.ctx = bound_context(mkey, p);
+	c.ctx.access_mode = prm::access_mode::mtt;
+	c.ctx.umr_en = true; /* write_odp's UMRs */
+	c.ctx.log_page_size = 12;
+	/* Room for every page, none written: all not present. */
+	c.ctx.translations_octword_size = static_cast<uint32_t>(octwords);
+	c.pg_access = true;
+	c.index = index;
+	uint32_t got = 0;
+	rc = dev_.create_mkey(c, &got);
+	if (rc) {
+		NICMR_LOG(warn, "mlx5", "CREATE_MKEY (on-demand, %llu pages) at %#x failed: %d",
+			  static_cast<unsigned long long>(p.pages), mkey, rc);
+		(void)restore(index, saved);
+		return rc;
+	}
+	saved_.emplace(index, saved);
+	return 0;
+}
+
+int KlmProgrammer::write_odp(uint32_t mkey, uint64_t first, std::span<const MttEntry> entries)
+{
+	if (first % 8 != 0 || entries.empty())
+		return -EINVAL;
+	std::lock_guard lk(umr_mu_);
+	if (!umr_) {
+		const int rc = UmrQueue::create(dev_, umr_pd_, UmrOptions{}, &umr_);
+		if (rc)
+			return rc;
+	}
+	/* 4096 entries (32 KiB) a UMR: within the queue's pointer buffer. */
+	constexpr size_t kChunk = 4096;
+	for (size_t done = 0; done < entries.size(); done += kChunk) {
+		UmrBind b;
+		b.mkey = mkey;
+		b.log_page_size = 12;
+		b.mtt = entries.subspan(done, std::min(kChunk, entries.size() - done));
+		const uint64_t off = (first + done) / 2; /* octwords */
+		if (off > 0xffff)
+			return -EINVAL;
+		b.xlt_offset = static_cast<uint16_t>(off);
+		const int rc = umr_->modify(b);
+		if (rc) {
+			NICMR_LOG(warn, "mlx5", "on-demand translations of %#x at %llu: %d", mkey,
+				  static_cast<unsigned long long>(first + done), rc);
+			return rc;
+		}
+	}
 	return 0;
 }
 

@@ -99,6 +99,10 @@ struct nicmr_device_attr {
 	 *  ConnectX's mkey_by_name, off on a stock card; emu spec option mkey_by_name=1);
 	 *  0: only keys the device chose, requested keys are -EOPNOTSUPP. */
 	uint32_t requested_keys;
+	/** 1: on-demand-paging MRs (NICMR_ACCESS_ON_DEMAND) and nicmr_advise_mr are offered: the
+	 *  device pages on demand (cmd_hca_cap.pg; emu spec option odp=0 turns it off) and creates
+	 *  mkeys at chosen indices (requested_keys); 0: both say -EOPNOTSUPP. */
+	uint32_t odp;
 };
 
 /** Live objects and resources of a device (nicmr_device_get_stats): diagnostics and tests. */
@@ -290,6 +294,9 @@ struct nicmr_mr;
 #define NICMR_ACCESS_LOCAL_WRITE   (1ull << 6)
 #define NICMR_ACCESS_REMOTE_ATOMIC (1ull << 7)
 #define NICMR_ACCESS_MW_BIND	   (1ull << 8)
+/** ibv_reg_mr(3)'s IBV_ACCESS_ON_DEMAND: an on-demand-paging MR (doc/odp.md): nothing is
+ *  pinned or mapped at registration, pages become present to the device by nicmr_advise_mr. */
+#define NICMR_ACCESS_ON_DEMAND (1ull << 9)
 
 /** nicmr_mr_reg flag: take requested_key as the key (else the device picks one). */
 #define NICMR_MR_REQUESTED_KEY (1ull << 0)
@@ -319,6 +326,11 @@ struct nicmr_mr;
  *                  space for a slow-path mapping;
  *   -E2BIG         more translations than a pre-created mkey holds (UMR programmer);
  *   -ENOMEM, and the device's or IOMMU's errors.
+ * With NICMR_ACCESS_ON_DEMAND (doc/odp.md) the range need not be mapped yet and nothing is
+ * pinned, mapped or faulted in; flags may hold NICMR_MR_REQUESTED_KEY only. Also:
+ *   -EOPNOTSUPP    the device lacks on-demand paging (nicmr_device_attr.odp 0), or another flag;
+ *   -EINVAL        more than NICMR_ODP_MAX_LEN bytes of pages;
+ *   -ENOSPC        no IOVA space for the region, or no segment slot (NICMR_MAX_SEGMENTED_MRS).
  */
 int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, uint64_t flags,
 		 uint64_t requested_key, struct nicmr_mr **out);
@@ -363,6 +375,57 @@ size_t nicmr_mr_len(const struct nicmr_mr *mr);
  * -EINVAL: null. Any thread.
  */
 int nicmr_mr_in_pool(const struct nicmr_mr *mr);
+
+/* ---- On-demand paging: advice ------------------------------------------------------------ */
+
+/** Bytes of pages an on-demand MR may cover at most: 2^16 - 1 MTT octwords of two 4 KiB pages
+ *  (the UMR's 16-bit translation offset) less one page; a device may allow less
+ *  (log_max_klm_list_size: 2^16 pages, 256 MiB, on the emulated one). */
+#define NICMR_ODP_MAX_LEN (((size_t)0xffff * 2 - 1) << 12)
+
+/** A scatter/gather element, as ibv_sge: [addr, addr + length) of the MR whose lkey it names. */
+struct nicmr_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+/** nicmr_advise_mr advice, with ibv_advise_mr(3)'s values. */
+enum nicmr_advise_mr_advice {
+	/** Make the pages present to the device for reading (faulting them in). */
+	NICMR_ADVISE_MR_ADVICE_PREFETCH = 0,
+	/** For reading and writing (the MR must be writable: NICMR_ACCESS_LOCAL_WRITE). */
+	NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE = 1,
+	/** Only pages already present in the CPU become present to the device (for reading);
+	 *  nothing is faulted in. */
+	NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT = 2,
+};
+/** nicmr_advise_mr flag: synchronous (nicmr always is; doc/odp.md). */
+#define NICMR_ADVISE_MR_FLAG_FLUSH (1u << 0)
+
+/**
+ * ibv_advise_mr(3) for on-demand MRs: makes the pages of every element present to the device:
+ * faults them in (MADV_POPULATE_READ / _WRITE, doc/odp.md for older kernels), pins them,
+ * maps them for DMA and writes their translations with a UMR before it returns. Elements are
+ * all checked before any page is touched. Slow path; any thread; an MR it names cannot be
+ * deregistered meanwhile (-EBUSY).
+ * @param pd the PD every lkey must belong to
+ * @param advice enum nicmr_advise_mr_advice
+ * @param flags 0 or NICMR_ADVISE_MR_FLAG_FLUSH
+ * @param sg_list, num_sge the elements (num_sge > 0); an element of length 0 does nothing
+ * @return 0;
+ *   -EOPNOTSUPP  the device lacks on-demand paging (nicmr_device_attr.odp 0), or unknown advice;
+ *   -EINVAL      null pd or sg_list, num_sge 0, unknown flag, an lkey that is a memory window;
+ *   -EFAULT      an lkey that is no live key; a range outside its MR; (PREFETCH, _WRITE) part
+ *                of the range not mapped in the process, or not readable, or not writable
+ *                for PREFETCH_WRITE; (NO_FAULT) part of the range not mapped;
+ *   -EPERM       an lkey of another PD; PREFETCH_WRITE on an MR without local write;
+ *   -ENOENT      an lkey of an MR that is not on-demand;
+ *   -ENOMEM      pages could not be pinned (RLIMIT_MEMLOCK) or mapped for DMA, or no memory;
+ *   -EIO         the device refused the translations.
+ */
+int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t flags,
+		    const struct nicmr_sge *sg_list, uint32_t num_sge);
 
 /* ---- Raw keys ----------------------------------------------------------------------------- */
 

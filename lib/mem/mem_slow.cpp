@@ -280,6 +280,66 @@ void SlowMaps::unmap(std::unique_ptr<SlowMap> m)
 	maps_--;
 }
 
+int SlowMaps::populate(uintptr_t va, uintptr_t end, bool write)
+{
+	return check_backed(va, end, write);
+}
+
+int SlowMaps::odp_reserve(uintptr_t va, size_t n, uint64_t *iova)
+{
+	std::lock_guard lk(mu_);
+	try {
+		const size_t align = std::clamp<size_t>(std::bit_floor(n), kPin, kPage2M);
+		return iova_.alloc(n, align, va, iova);
+	} catch (...) {
+		return -ENOMEM;
+	}
+}
+
+void SlowMaps::odp_release(uint64_t iova, size_t n)
+{
+	std::lock_guard lk(mu_);
+	iova_.release(iova, n);
+}
+
+int SlowMaps::odp_map(uintptr_t va, uint64_t iova, size_t n)
+{
+	std::lock_guard lk(mu_);
+	SlowMap m;
+	try {
+		int rc = pin(va, n, &m);
+		if (rc == 0)
+			rc = space_.mapper().dma_map(reinterpret_cast<void *>(va), iova, n);
+		if (rc) {
+			NICMR_LOG(warn, kLog, "%s: on-demand map [%#lx, +%zu) at %#llx: %d",
+				  name_.c_str(), (unsigned long)va, n,
+				  static_cast<unsigned long long>(iova), rc);
+			unpin(m.pinned);
+		}
+		return rc;
+	} catch (...) {
+		unpin(m.pinned);
+		return -ENOMEM;
+	}
+}
+
+void SlowMaps::odp_unmap(uintptr_t va, uint64_t iova, size_t n)
+{
+	std::lock_guard lk(mu_);
+	const int rc = space_.mapper().dma_unmap(iova, n);
+	if (rc)
+		NICMR_LOG(warn, kLog, "%s: on-demand unmap [%#lx, +%zu) failed: %d", name_.c_str(),
+			  (unsigned long)va, n, rc);
+	/* unpin() skips pages it finds no count for: the pool pages pin() left out. */
+	try {
+		unpin({{va, n}});
+	} catch (...) {
+		NICMR_LOG(error, kLog,
+			  "%s: on-demand unpin [%#lx, +%zu): no memory, pages stay locked",
+			  name_.c_str(), (unsigned long)va, n);
+	}
+}
+
 uint64_t SlowMaps::mappings() const
 {
 	std::lock_guard lk(mu_);

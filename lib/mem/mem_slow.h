@@ -81,6 +81,28 @@ public:
 	 * rest is undone all the same. */
 	void unmap(std::unique_ptr<SlowMap> m);
 
+	/*
+	 * On-demand-paging regions (doc/odp.md): an IOVA range is reserved for the whole region
+	 * at registration, with nothing pinned or mapped; pages are pinned and mapped into it as
+	 * they become present to the device, and unmapped and unpinned when they stop being so.
+	 *
+	 * odp_reserve: n bytes (a multiple of 4 KiB) of the window, congruent with va up to
+	 * 2 MiB. 0; -ENOSPC (no room); -ENOMEM.
+	 * odp_map: pins [va, va + n) (page-aligned, pages inside pools excepted, as map()) and
+	 * maps it at iova. 0; -ENOMEM, -EPERM (mlock, as map()); the mapper's errors; nothing
+	 * left pinned or mapped on failure.
+	 * odp_unmap: unmaps and unpins what odp_map(va, iova, n) did (errors logged).
+	 */
+	int odp_reserve(uintptr_t va, size_t n, uint64_t *iova);
+	/* Faults [va, end) (page-aligned) in, for writing when write, as map() checks a range:
+	 * MADV_POPULATE_READ / _WRITE where the kernel has them; elsewhere only the mapping is
+	 * checked (mincore, /proc/self/maps) and odp_map's mlock faults the pages in. 0; -EFAULT
+	 * (a page unmapped, not readable, or not writable when write); -ENOMEM. */
+	static int populate(uintptr_t va, uintptr_t end, bool write);
+	void odp_release(uint64_t iova, size_t n);
+	int odp_map(uintptr_t va, uint64_t iova, size_t n);
+	void odp_unmap(uintptr_t va, uint64_t iova, size_t n);
+
 	/* Live mappings, and 4 KiB pages pinned by them (stats). */
 	uint64_t mappings() const;
 	size_t pinned_pages() const;

@@ -318,6 +318,54 @@ int Engine::reg_indirect(const IndirectRequest &req, IndirectProgrammer &ip, Key
 	return 0;
 }
 
+int Engine::reg_odp(const RegRequest &req, IndirectProgrammer &ip, KeyCache *cache,
+		    uint32_t *mkey) noexcept
+{
+	if (req.flags & ~uint32_t(kRegRequestedKey))
+		return -EOPNOTSUPP;
+	if (!range_valid(req.addr, req.len) || !access_valid(req.access) || req.pd > 0xffffff)
+		return -EINVAL;
+	/* The slot keeps ip for the deregistration (dereg calls revoke_indirect, as for a KLM
+	 * region) and the one run that makes lookups give the VA. */
+	const int slot = table_->alloc_slot();
+	if (slot < 0)
+		return slot;
+	uint32_t k = 0;
+	int rc = take_key(req.flags, req.requested_key, cache, &k);
+	if (rc == 0) {
+		const uint64_t first = req.addr & ~uint64_t{4095};
+		const uint64_t pages = (req.addr + req.len - first + 4095) >> 12;
+		rc = ip.bind_odp(k, OdpParams{req.addr, req.len, req.access, req.pd, pages});
+		if (rc) {
+			keys_->release(cache, k);
+			NICMR_LOG(warn, "mr", "on-demand bind of mkey %#x (%llu bytes) failed: %d",
+				  k, static_cast<unsigned long long>(req.len), rc);
+		}
+	}
+	if (rc) {
+		table_->free_slot(uint32_t(slot));
+		return rc;
+	}
+	SegSlot &s = table_->slot(uint32_t(slot));
+	s.nheld = 0;
+	s.indirect = &ip;
+	const Run run{req.len, req.addr};
+	table_->publish_runs(uint32_t(slot), k, &run, 1);
+	EntryFields f;
+	f.mkey = k;
+	f.state = EntryState::live;
+	f.access = req.access;
+	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryIndirect | kEntryOdp);
+	f.pd = req.pd;
+	f.start = req.addr;
+	f.len = req.len;
+	f.iova = uint32_t(slot);
+	table_->publish(mkey_index(k), f);
+	keys_->activate(k);
+	*mkey = k;
+	return 0;
+}
+
 int Engine::reg_sub(uint32_t base_mkey, const RegRequest &req, KeyCache *cache,
 		    uint32_t *mkey) noexcept
 {

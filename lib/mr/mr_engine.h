@@ -173,6 +173,19 @@ public:
 			 uint32_t *mkey) noexcept;
 
 	/*
+	 * Registers an on-demand-paging region [req.addr, req.addr + req.len) (doc/odp.md): ip
+	 * makes the key's mkey with every translation not present (bind_odp) and takes it back
+	 * at deregistration (revoke_indirect), so it must outlive the region. Lookups accept the
+	 * key over the whole range and give the VA as its IOVA (the device translates). No sub-MR,
+	 * window or refresh may use it (they say -EOPNOTSUPP). req.iova, log_page_size, runs and
+	 * mtt are ignored. Returns 0; -EOPNOTSUPP (a flag other than requested key, or ip's);
+	 * -EINVAL (len 0, wrap, access invalid, pd above 24 bits); -ENOSPC (no segment slot or
+	 * key); reg's key errors; ip's bind error.
+	 */
+	int reg_odp(const RegRequest &req, IndirectProgrammer &ip, KeyCache *cache,
+		    uint32_t *mkey) noexcept;
+
+	/*
 	 * Deregisters: when it returns 0, no lookup accepts mkey any more and the device refuses
 	 * it. Returns 0, -ENOKEY (not a registered key: stale, unknown, or being (de)registered),
 	 * -EBUSY (sub-MRs of it are registered; fi_close says -FI_EBUSY), or the programmer's

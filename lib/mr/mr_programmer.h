@@ -83,6 +83,16 @@ struct IndirectParams {
 	uint32_t count; /* 1..kMaxRuns */
 };
 
+/* An on-demand-paging region's mkey (Engine::reg_odp, doc/odp.md): an MTT mkey of 4 KiB pages
+ * with pg_access whose entries all start not present (no rd_en, no wr_en). */
+struct OdpParams {
+	uint64_t start; /* mkc start_addr: the region's VA */
+	uint64_t len;	/* > 0 */
+	uint8_t access; /* MkeyAccess bits */
+	uint32_t pd;
+	uint64_t pages; /* 4 KiB pages from start & ~4095 that cover [start, start + len) */
+};
+
 /*
  * Makes an engine index an indirect (KLM) mkey and back. Separate from MkeyProgrammer because a
  * UMR cannot change an mkey's access mode: the pre-created free mkeys are MTT mkeys, and an
@@ -98,6 +108,13 @@ public:
 	/* Puts the free mkey back at mkey's index; the device refuses mkey from then on. 0 or
 	 * negative errno; on failure the indirect mkey is left as it was. */
 	virtual int revoke_indirect(uint32_t mkey) = 0;
+	/* Turns the free mkey at mkey's index into an on-demand-paging mkey (OdpParams), taken
+	 * back by revoke_indirect. 0 or negative errno; -EOPNOTSUPP where the programmer or the
+	 * device cannot; on failure the index holds its free mkey again. */
+	virtual int bind_odp(uint32_t /*mkey*/, const OdpParams & /*params*/)
+	{
+		return -EOPNOTSUPP;
+	}
 };
 
 /* Accepts everything and touches nothing: the host-only engine, and benchmarks of it. Its
@@ -151,6 +168,7 @@ class NullIndirectProgrammer final : public IndirectProgrammer {
 public:
 	int bind_indirect(uint32_t, const IndirectParams &) override { return 0; }
 	int revoke_indirect(uint32_t) override { return 0; }
+	int bind_odp(uint32_t, const OdpParams &) override { return 0; }
 };
 
 } // namespace nicmr::mr

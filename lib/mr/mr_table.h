@@ -50,6 +50,9 @@ enum EntryFlag : uint16_t {
 	kEntrySegmented = 1u << 5,  /* iova holds a segment slot: the region's IOVA is in runs */
 	kEntryIndirect = 1u << 6, /* a KLM (indirect) mkey over other keys (with kEntrySegmented) */
 	kEntryWindow = 1u << 7,	  /* a memory window bound to base_index (with kEntrySub) */
+	/* An on-demand-paging region (with kEntrySegmented | kEntryIndirect: its one run maps
+	 * the region at its own VA; the device's translations come and go, doc/odp.md). */
+	kEntryOdp = 1u << 8,
 };
 
 /*

@@ -179,6 +179,11 @@ struct EmuConfig {
 	 * stock ConnectX: the device chooses every index. The native API's emu spec option
 	 * mkey_by_name=1 turns it on. */
 	bool mkey_by_name = false;
+	/* On-demand paging (cmd_hca_cap.pg, Linux mlx5_ifc.h; doc/odp.md): MTT mkeys created with
+	 * pg_access whose entries lack rd_en/wr_en are not present. On by default, as on a
+	 * ConnectX-4 and later; the native API's emu spec option odp=0 models a device without it.
+	 */
+	bool odp = true;
 	/*
 	 * UMR (doc/device-model.md, "UMR"). resd_lkey: the reserved lkey QUERY_SPECIAL_CONTEXTS
 	 * reports and a UMR's translation pointer must carry; its index is 0, which the model

@@ -243,6 +243,7 @@ void EmuMlx5Device::publish_init_segment()
 	prm::set(g, hc::num_ports, cfg_.ports);
 	prm::set(g, hc::log_max_klm_list_size, cfg_.log_max_klm_list_size);
 	prm::set(g, hc::mkey_by_name, cfg_.mkey_by_name ? 1 : 0);
+	prm::set(g, hc::pg, cfg_.odp ? 1 : 0);
 	prm::set(g, hc::log_max_mrw_sz, 64);
 	prm::set(g, hc::max_indirection, Translator::kMaxIndirection);
 	prm::set(g, hc::log_max_msg, 30);

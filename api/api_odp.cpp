@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * On-demand-paging MRs and nicmr_advise_mr (doc/odp.md).
+ *
+ *   nicmr_mr_reg(NICMR_ACCESS_ON_DEMAND)
+ *     -> reserve an IOVA range for the region's pages (SlowMaps::odp_reserve; nothing mapped)
+ *     -> the page-state bytes (anonymous memory, zero until touched)
+ *     -> Engine::reg_odp: the key, and the KLM/ODP programmer's mkey at its index: MTT, 4 KiB
+ *        pages, pg_access, every entry without rd_en / wr_en (not present)
+ *   nicmr_advise_mr(advice, sges)
+ *     -> every element checked, its key held (a dereg meanwhile says -EBUSY)
+ *     -> per element: fault in (PREFETCH*) or ask mincore (NO_FAULT) -> under the region's
+ *        lock, pin and map the pages not mapped yet, run by run -> one UMR per 4096 entries
+ *        rewrites the 8-entry groups that changed -> translations in the device on return
+ *   nicmr_mr_dereg -> the engine's dereg (the mkey goes: the device refuses the key)
+ *     -> nicmr_odp_release: unmap and unpin the mapped runs, free the IOVA range
+ *
+ * Slow paths throughout: locks, allocations and system calls.
+ */
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include "api_internal.h"
+#include "mr_access.h"
+#include "nicmr_log.h"
+
+using namespace nicmr;
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+/* The MTT entries of pages [lo, hi) (a multiple of 8 apart, or up to the table's end) from
+ * the page states. */
+int odp_write(nicmr_device *dev, nicmr_odp &o, uint64_t lo, uint64_t hi)
+{
+	/* The device's table holds an even count of entries (two per octword). */
+	const uint64_t table = (o.pages + 1) & ~uint64_t{1};
+	lo &= ~uint64_t{7};
+	hi = std::min((hi + 7) & ~uint64_t{7}, table);
+	std::vector<mlx5::MttEntry> e;
+	try {
+		e.resize(hi - lo);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	for (uint64_t i = lo; i < hi; i++) {
+		const uint8_t st = i < o.pages ? o.state[i] : 0;
+		mlx5::MttEntry &m = e[i - lo];
+		if (st & nicmr_odp::kOdpMapped) {
+			m.iova = o.iova + i * kPage;
+			m.rd_en = (st & nicmr_odp::kOdpRead) != 0;
+			m.wr_en = (st & nicmr_odp::kOdpWrite) != 0;
+		} else {
+			m = mlx5::MttEntry{0, false, false};
+		}
+	}
+	const int rc = dev->klm->write_odp(o.mkey, lo, e);
+	return rc == 0 ? 0 : -EIO;
+}
+
+/*
+ * Makes the pages of [a, a + len) (inside the region) present to the device for reading, and
+ * writing when write; resident: pages that may be made present (nullptr: all). Under o.mu.
+ */
+int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool write,
+		const unsigned char *resident)
+{
+	const uint64_t first = ((a & ~(kPage - 1)) - o.va) / kPage;
+	const uint64_t last = ((a + len - 1) & ~(kPage - 1)) - o.va; /* bytes */
+	const uint64_t end = last / kPage + 1;
+	const uint8_t want = nicmr_odp::kOdpRead | (write ? nicmr_odp::kOdpWrite : 0);
+	uint64_t lo = end, hi = first; /* pages whose entries change */
+	/* Pin and map the runs of pages not mapped yet. */
+	uint64_t run = first, n = 0;
+	auto flush = [&]() -> int {
+		if (n == 0)
+			return 0;
+		const int rc = dev->slow_maps->odp_map(o.va + run * kPage, o.iova + run * kPage,
+						       n * kPage);
+		if (rc) {
+			NICMR_LOG(warn, "api", "%s: on-demand pages [%#lx, +%llu) not mapped: %d",
+				  dev->spec.c_str(), (unsigned long)(o.va + run * kPage),
+				  static_cast<unsigned long long>(n * kPage), rc);
+			return -ENOMEM;
+		}
+		for (uint64_t i = run; i < run + n; i++)
+			o.state[i] |= nicmr_odp::kOdpMapped;
+		o.mapped += n;
+		n = 0;
+		return 0;
+	};
+	int rc = 0;
+	for (uint64_t i = first; i < end && rc == 0; i++) {
+		const bool take = resident == nullptr || (resident[i - first] & 1) != 0;
+		if (!take || (o.state[i] & nicmr_odp::kOdpMapped)) {
+			rc = flush();
+			continue;
+		}
+		if (n == 0)
+			run = i;
+		n++;
+	}
+	if (rc == 0)
+		rc = flush();
+	/* The new rights, then the device. Pages mapped before a failure keep their mapping
+	 * and get their entries all the same. */
+	std::vector<std::pair<uint64_t, uint8_t>> changed; /* page, state before */
+	try {
+		for (uint64_t i = first; i < end; i++) {
+			const bool take = resident == nullptr || (resident[i - first] & 1) != 0;
+			if (!take || !(o.state[i] & nicmr_odp::kOdpMapped) ||
+			    (o.state[i] & want) == want)
+				continue;
+			changed.emplace_back(i, o.state[i]);
+			o.state[i] |= want;
+			lo = std::min(lo, i);
+			hi = std::max(hi, i + 1);
+		}
+	} catch (...) {
+		rc = -ENOMEM;
+	}
+	if (lo < hi) {
+		const int w = odp_write(dev, o, lo, hi);
+		if (w != 0) {
+			/* The device kept its old entries: so do the states. */
+			for (const auto &[i, before] : changed)
+				o.state[i] = before;
+			if (rc == 0)
+				rc = w;
+		}
+	}
+	return rc;
+}
+
+} // namespace
+
+bool nicmr_odp_offered(const nicmr_device *dev) noexcept
+{
+	const mlx5::Caps &c = dev->drv->caps();
+	return c.odp && c.mkey_by_index;
+}
+
+int nicmr_klm_programmer(nicmr_device *dev)
+{
+	try {
+		std::call_once(dev->klm_once, [dev] {
+			dev->klm =
+				std::make_unique<mlx5::KlmProgrammer>(*dev->drv, dev->free_pd.pd());
+		});
+	} catch (...) {
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t flags,
+		  uint64_t requested_key, nicmr_mr **out)
+{
+	nicmr_device *dev = pd->dev;
+	if (!nicmr_odp_offered(dev) || (flags & ~uint64_t(NICMR_MR_REQUESTED_KEY)))
+		return -EOPNOTSUPP;
+	const uintptr_t va = a & ~(kPage - 1);
+	const uint64_t bytes = ((a + len - 1) & ~(kPage - 1)) + kPage - va;
+	if (bytes > NICMR_ODP_MAX_LEN)
+		return -EINVAL;
+	if (int rc = nicmr_klm_programmer(dev); rc != 0)
+		return rc;
+	std::unique_ptr<nicmr_mr_holdings> rare(new (std::nothrow) nicmr_mr_holdings);
+	if (!rare)
+		return -ENOMEM;
+	rare->odp.reset(new (std::nothrow) nicmr_odp);
+	if (!rare->odp)
+		return -ENOMEM;
+	nicmr_odp &o = *rare->odp;
+	o.va = va;
+	o.pages = bytes / kPage;
+	/* Zero pages until written: the cost does not grow with the region. */
+	void *st = mmap(nullptr, o.pages, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (st == MAP_FAILED)
+		return -ENOMEM;
+	o.state = static_cast<uint8_t *>(st);
+	int rc = dev->slow_maps->odp_reserve(va, bytes, &o.iova);
+	if (rc) {
+		munmap(o.state, o.pages);
+		return rc;
+	}
+	mr::RegRequest req;
+	req.addr = a;
+	req.len = len;
+	req.access = bits;
+	req.pd = pd->handle.pd();
+	req.requested_key = requested_key;
+	req.flags = (flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u;
+	api::ThreadCache *tc = api::thread_cache(dev);
+	uint32_t mkey = 0;
+	rc = dev->engine->reg_odp(req, *dev->klm, api::key_cache(tc), &mkey);
+	api::note_cache_size(tc);
+	if (rc) {
+		NICMR_LOG(warn, "api", "%s: on-demand reg [%#lx, +%zu) failed: %d",
+			  dev->spec.c_str(), (unsigned long)a, len, rc);
+		dev->slow_maps->odp_release(o.iova, bytes);
+		munmap(o.state, o.pages);
+		return rc;
+	}
+	o.mkey = mkey;
+	nicmr_mr m{};
+	m.pd = pd;
+	m.addr = a;
+	m.held = rare.release();
+	*out = nicmr_mr_publish(dev, tc, mkey, m);
+	return 0;
+}
+
+void nicmr_odp_release(nicmr_device *dev, nicmr_odp *o)
+{
+	std::lock_guard lk(o->mu);
+	/* The mkey is gone: nothing of the device uses the pages any more. A region never
+	 * advised has nothing mapped and skips the scan. */
+	uint64_t run = 0, n = 0;
+	for (uint64_t i = 0; i < o->pages && o->mapped != 0; i++) {
+		if (o->state[i] & nicmr_odp::kOdpMapped) {
+			if (n == 0)
+				run = i;
+			n++;
+			o->mapped--;
+			if (i + 1 < o->pages && o->mapped != 0)
+				continue;
+		}
+		if (n != 0) {
+			dev->slow_maps->odp_unmap(o->va + run * kPage, o->iova + run * kPage,
+						  n * kPage);
+			n = 0;
+		}
+	}
+	dev->slow_maps->odp_release(o->iova, o->pages * kPage);
+	munmap(o->state, o->pages);
+	o->state = nullptr;
+}
+
+extern "C" int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t flags,
+			       const struct nicmr_sge *sg_list, uint32_t num_sge)
+{
+	if (pd == nullptr)
+		return -EINVAL;
+	nicmr_device *dev = pd->dev;
+	/* ibv_advise_mr(3): EOPNOTSUPP where the driver lacks the verb or the advice. */
+	if (!nicmr_odp_offered(dev) || advice > NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return -EOPNOTSUPP;
+	if ((flags & ~uint32_t(NICMR_ADVISE_MR_FLAG_FLUSH)) != 0 || sg_list == nullptr ||
+	    num_sge == 0)
+		return -EINVAL;
+	const bool write = advice == NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	std::vector<uint32_t> held;
+	try {
+		held.reserve(num_sge);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	auto unhold = [&] {
+		for (uint32_t k : held)
+			dev->engine->keys().unhold(mr::mkey_index(k));
+	};
+	/* Every element first (ibv_advise_mr(3)'s errors, one by one), each key held. */
+	int rc = 0;
+	for (uint32_t i = 0; i < num_sge && rc == 0; i++) {
+		const nicmr_sge &g = sg_list[i];
+		if (dev->engine->keys().hold(g.lkey) != 0) {
+			rc = -EFAULT; /* "one of the lkeys ... is invalid" */
+			break;
+		}
+		held.push_back(g.lkey);
+		mr::EntryFields f;
+		rc = dev->table->snapshot(g.lkey, &f);
+		if (rc != 0 || f.state != mr::EntryState::live)
+			rc = -EFAULT;
+		else if (f.flags & mr::kEntryWindow)
+			rc = -EINVAL; /* "belongs to ... a MW" */
+		else if (f.pd != pd->handle.pd())
+			rc = -EPERM; /* "outside the caller's security scope" */
+		else if (!(f.flags & mr::kEntryOdp))
+			rc = -ENOENT; /* "lkeys aren't consistent with the MR's": not ODP */
+		else if (write && !(f.access & mr::kAccessLocalWrite))
+			rc = -EPERM; /* PREFETCH_WRITE on an MR that is not writable */
+		else if (g.length != 0 && !mr::range_within(f.start, f.len, g.addr, g.length))
+			rc = -EFAULT; /* out of the MR's bounds */
+	}
+	std::vector<unsigned char> resident;
+	for (uint32_t i = 0; i < num_sge && rc == 0; i++) {
+		const nicmr_sge &g = sg_list[i];
+		if (g.length == 0)
+			continue;
+		nicmr_odp &o = *nicmr_mr_slot(dev, g.lkey)->held->odp;
+		const uintptr_t from = g.addr & ~(kPage - 1);
+		const uintptr_t to = ((g.addr + g.length - 1) & ~(kPage - 1)) + kPage;
+		if (advice == NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+			/* What the CPU has now, faulting nothing in (mincore(2): ENOMEM for a
+			 * range with unmapped pages). */
+			try {
+				resident.assign((to - from) / kPage, 0);
+			} catch (...) {
+				rc = -ENOMEM;
+				break;
+			}
+			if (mincore(reinterpret_cast<void *>(from), to - from, resident.data()) !=
+			    0) {
+				rc = errno == ENOMEM ? -EFAULT : -errno;
+				break;
+			}
+		} else {
+			rc = mem::SlowMaps::populate(from, to, write);
+			if (rc)
+				break;
+		}
+		std::lock_guard lk(o.mu);
+		rc = odp_present(dev, o, g.addr, g.length, write,
+				 advice == NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT
+					 ? resident.data()
+					 : nullptr);
+	}
+	unhold();
+	if (rc)
+		NICMR_LOG(warn, "api", "%s: advise %u on %u elements failed: %d", dev->spec.c_str(),
+			  advice, num_sge, rc);
+	return rc;
+}

@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * On-demand-paging MRs (NICMR_ACCESS_ON_DEMAND) and nicmr_advise_mr: registration pins and
+ * maps nothing and leaves every translation not present; each advice makes exactly the pages
+ * it should present, with the rights it should; data moves through RDMA between the two ports
+ * once they are; every error of ibv_advise_mr(3) with its code, entry by entry.
+ */
+#include <linux/capability.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "test_api_util.h"
+
+namespace nicmr::test {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr const char *kOdpSpec = "emu:mkeys=1024,mkey_by_name=1";
+
+/* Anonymous memory that nothing has touched yet (no page resident). */
+class Untouched {
+public:
+	explicit Untouched(size_t len, int prot = PROT_READ | PROT_WRITE) : len_(len)
+	{
+		void *p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		p_ = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
+	}
+	~Untouched()
+	{
+		if (p_)
+			munmap(p_, len_);
+	}
+	char *get() const { return p_; }
+
+private:
+	char *p_ = nullptr;
+	size_t len_;
+};
+
+class Odp : public ApiFixture {
+protected:
+	const char *spec() const override { return kOdpSpec; }
+	void SetUp() override
+	{
+		ApiFixture::SetUp();
+		if (HasFatalFailure())
+			return;
+		connect_ports(dev, pd, &cqa, &cqb, &qa, &qb);
+		if (HasFatalFailure())
+			return;
+		a = base;
+		ASSERT_EQ(nicmr_mr_reg(pd, a, 64 << 10, kAll, 0, 0, &mra), 0);
+		ka = nicmr_mr_key(mra);
+	}
+	void TearDown() override
+	{
+		for (nicmr_mr *m : {mra, odp})
+			if (m) {
+				EXPECT_EQ(nicmr_mr_dereg(m), 0);
+			}
+		destroy_queues({qa, qb}, {cqa, cqb});
+		ApiFixture::TearDown();
+	}
+	nicmr_device_stats stats()
+	{
+		nicmr_device_stats s{};
+		EXPECT_EQ(nicmr_device_get_stats(dev, &s), 0);
+		return s;
+	}
+	/* The device's MTT entries 0 .. n - 1 of key. */
+	std::vector<mlx5::MttEntry> entries(uint32_t key, size_t n)
+	{
+		mlx5::MkeyQuery q;
+		EXPECT_EQ(dev->drv->query_mkey(mr::mkey_index(key), n, &q), 0);
+		EXPECT_GE(q.mtt.size(), n);
+		q.mtt.resize(n);
+		return q.mtt;
+	}
+	int advise(uint32_t advice, uint64_t addr, uint32_t len, uint32_t lkey,
+		   uint32_t flags = NICMR_ADVISE_MR_FLAG_FLUSH)
+	{
+		nicmr_sge g{addr, len, lkey};
+		return nicmr_advise_mr(pd, advice, flags, &g, 1);
+	}
+	/* Port 1 writes len bytes of A into raddr of port 2's memory (key rkey); the status. */
+	uint8_t write_to(uint64_t raddr, uint32_t rkey, size_t len)
+	{
+		EXPECT_EQ(nicmr_post_write(qa, u(a), len, ka, raddr, rkey, 7, NICMR_SEND_SIGNALED),
+			  0);
+		return wait_wc(cqa).status;
+	}
+	uint8_t read_from(uint64_t raddr, uint32_t rkey, size_t len)
+	{
+		EXPECT_EQ(nicmr_post_read(qa, u(a), len, ka, raddr, rkey, 8, NICMR_SEND_SIGNALED),
+			  0);
+		return wait_wc(cqa).status;
+	}
+	/* A QP in ERR after a refused request is replaced by a fresh pair. */
+	void reconnect()
+	{
+		destroy_queues({qa, qb}, {cqa, cqb});
+		qa = qb = nullptr;
+		cqa = cqb = nullptr;
+		connect_ports(dev, pd, &cqa, &cqb, &qa, &qb);
+	}
+	nicmr_cq *cqa = nullptr, *cqb = nullptr;
+	nicmr_qp *qa = nullptr, *qb = nullptr;
+	nicmr_mr *mra = nullptr, *odp = nullptr;
+	char *a = nullptr;
+	uint32_t ka = 0;
+};
+
+TEST_F(Odp, DeviceSaysItPagesOnDemand)
+{
+	nicmr_device_attr at{};
+	ASSERT_EQ(nicmr_device_query(dev, &at), 0);
+	EXPECT_EQ(at.odp, 1u);
+}
+
+TEST_F(Odp, RegistrationPinsAndMapsNothingAndNoPageIsPresent)
+{
+	Untouched m(1 << 20);
+	ASSERT_NE(m.get(), nullptr);
+	const auto before = stats();
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 1 << 20, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const auto after = stats();
+	EXPECT_EQ(after.mrs, before.mrs + 1);
+	EXPECT_EQ(after.pinned_pages, before.pinned_pages);
+	EXPECT_EQ(after.slow_mappings, before.slow_mappings);
+	EXPECT_EQ(after.iommu_mappings, before.iommu_mappings);
+	EXPECT_EQ(nicmr_mr_in_pool(odp), 0);
+	EXPECT_EQ(nicmr_mr_len(odp), size_t{1} << 20);
+	for (const auto &e : entries(nicmr_mr_key(odp), 256)) {
+		EXPECT_FALSE(e.rd_en);
+		EXPECT_FALSE(e.wr_en);
+	}
+	/* Nothing was faulted in either. */
+	std::vector<unsigned char> v(256);
+	ASSERT_EQ(mincore(m.get(), 1 << 20, v.data()), 0);
+	for (unsigned char c : v)
+		EXPECT_EQ(c & 1, 0);
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
+	expect_released(stats(), before);
+}
+
+TEST_F(Odp, MemoryNotMappedYetRegisters)
+{
+	void *p = mmap(nullptr, 8 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
+	ASSERT_NE(p, MAP_FAILED);
+	ASSERT_EQ(munmap(p, 8 * kPage), 0);
+	ASSERT_EQ(nicmr_mr_reg(pd, p, 8 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	/* Until it is mapped, advice cannot make it present. */
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(p), kPage, nicmr_mr_key(odp)), -EFAULT);
+}
+
+TEST_F(Odp, OtherRegistrationFlagsAreRefused)
+{
+	Untouched m(4 * kPage);
+	nicmr_mr *mr = nullptr;
+	for (uint64_t f : {uint64_t(NICMR_MR_ZERO_BASED), uint64_t(NICMR_MR_SINGLE_USE),
+			   uint64_t(NICMR_MR_RMA_EVENT)})
+		EXPECT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, f, 0,
+				       &mr),
+			  -EOPNOTSUPP)
+			<< f;
+	EXPECT_EQ(nicmr_mr_reg(pd, m.get(), 0, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr), -EINVAL);
+	/* The access rules of ibv_reg_mr(3) still hold: remote write needs local write. */
+	EXPECT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage,
+			       NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_REMOTE_ATOMIC |
+				       NICMR_ACCESS_ON_DEMAND,
+			       0, 0, &mr),
+		  -EINVAL);
+	EXPECT_EQ(nicmr_mr_reg(pd, m.get(), NICMR_ODP_MAX_LEN + 1, kAll | NICMR_ACCESS_ON_DEMAND, 0,
+			       0, &mr),
+		  -EINVAL);
+	EXPECT_EQ(mr, nullptr);
+}
+
+TEST_F(Odp, RdmaIntoPagesNotPresentIsRefusedAndWritesNothing)
+{
+	Untouched m(4 * kPage);
+	std::memset(m.get(), 0x11, 4 * kPage);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	std::memset(a, 0x77, 256);
+	EXPECT_EQ(write_to(u(m.get()), nicmr_mr_key(odp), 256), NICMR_WC_REMOTE_ACCESS);
+	for (size_t i = 0; i < 256; i++)
+		ASSERT_EQ(m.get()[i], 0x11) << i;
+}
+
+TEST_F(Odp, PrefetchWriteMakesPagesPresentAndRdmaMovesData)
+{
+	constexpr size_t kLen = 16 * kPage;
+	Untouched m(kLen);
+	const auto before = stats();
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kLen, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const uint32_t key = nicmr_mr_key(odp);
+	/* Pages 2 .. 5 (a range that starts and ends inside pages). */
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()) + 2 * kPage + 100,
+			 3 * kPage, key),
+		  0);
+	const auto e = entries(key, 16);
+	for (size_t i = 0; i < 16; i++) {
+		const bool in = i >= 2 && i <= 5;
+		EXPECT_EQ(e[i].rd_en, in) << i;
+		EXPECT_EQ(e[i].wr_en, in) << i;
+	}
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 4);
+	/* The same advice again changes nothing. */
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()) + 2 * kPage, 4 * kPage,
+			 key),
+		  0);
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 4);
+
+	for (size_t i = 0; i < 4 * kPage; i++)
+		a[i] = char(i * 7 + 3);
+	EXPECT_EQ(write_to(u(m.get()) + 2 * kPage, key, 4 * kPage), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(m.get() + 2 * kPage, a, 4 * kPage), 0);
+	std::memset(m.get() + 3 * kPage, 0x3c, kPage);
+	EXPECT_EQ(read_from(u(m.get()) + 3 * kPage, key, kPage), NICMR_WC_SUCCESS);
+	for (size_t i = 0; i < kPage; i++)
+		ASSERT_EQ(a[i], 0x3c) << i;
+	/* A page outside the advice is still not present. */
+	EXPECT_EQ(write_to(u(m.get()) + 6 * kPage, key, 64), NICMR_WC_REMOTE_ACCESS);
+
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
+	expect_released(stats(), before);
+}
+
+TEST_F(Odp, PrefetchGivesTheDeviceReadsOnly)
+{
+	Untouched m(4 * kPage);
+	std::memset(m.get(), 0x42, 4 * kPage);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	const uint32_t key = nicmr_mr_key(odp);
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()), 4 * kPage, key), 0);
+	const auto e = entries(key, 4);
+	for (const auto &x : e) {
+		EXPECT_TRUE(x.rd_en);
+		EXPECT_FALSE(x.wr_en);
+	}
+	EXPECT_EQ(read_from(u(m.get()), key, 4 * kPage), NICMR_WC_SUCCESS);
+	for (size_t i = 0; i < 4 * kPage; i++)
+		ASSERT_EQ(a[i], 0x42) << i;
+	std::memset(a, 0x99, 64);
+	EXPECT_EQ(write_to(u(m.get()), key, 64), NICMR_WC_REMOTE_ACCESS);
+	EXPECT_EQ(m.get()[0], 0x42);
+	/* Write presence is added to what is there, without a new pin. */
+	reconnect();
+	const auto pinned = stats().pinned_pages;
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()), kPage, key), 0);
+	EXPECT_EQ(stats().pinned_pages, pinned);
+	EXPECT_EQ(write_to(u(m.get()), key, 64), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(m.get(), a, 64), 0);
+}
+
+TEST_F(Odp, NoFaultMakesOnlyResidentPagesPresent)
+{
+	Untouched m(8 * kPage);
+	m.get()[0] = 1;		/* resident */
+	m.get()[5 * kPage] = 2; /* resident */
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 8 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	const uint32_t key = nicmr_mr_key(odp);
+	const auto before = stats();
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, u(m.get()), 8 * kPage, key), 0);
+	const auto e = entries(key, 8);
+	for (size_t i = 0; i < 8; i++) {
+		EXPECT_EQ(e[i].rd_en, i == 0 || i == 5) << i;
+		EXPECT_FALSE(e[i].wr_en) << i;
+	}
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 2);
+	/* Nothing else was faulted in. */
+	std::vector<unsigned char> v(8);
+	ASSERT_EQ(mincore(m.get(), 8 * kPage, v.data()), 0);
+	for (size_t i = 0; i < 8; i++)
+		EXPECT_EQ(v[i] & 1, (i == 0 || i == 5) ? 1 : 0) << i;
+	EXPECT_EQ(read_from(u(m.get()) + 5 * kPage, key, 8), NICMR_WC_SUCCESS);
+	EXPECT_EQ(a[0], 2);
+	EXPECT_EQ(read_from(u(m.get()) + kPage, key, 8), NICMR_WC_REMOTE_ACCESS);
+}
+
+TEST_F(Odp, ZeroLengthElementDoesNothing)
+{
+	Untouched m(4 * kPage);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	const auto before = stats();
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()), 0, nicmr_mr_key(odp)), 0);
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages);
+	/* Without FLUSH the advice is done all the same (nicmr is always synchronous). */
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()), kPage, nicmr_mr_key(odp), 0),
+		  0);
+	EXPECT_TRUE(entries(nicmr_mr_key(odp), 1)[0].rd_en);
+}
+
+TEST_F(Odp, SeveralElementsOfSeveralRegionsInOneCall)
+{
+	Untouched m1(4 * kPage), m2(4 * kPage);
+	nicmr_mr *other = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, m1.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	ASSERT_EQ(
+		nicmr_mr_reg(pd, m2.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &other),
+		0);
+	const nicmr_sge g[3] = {{u(m1.get()), 1, nicmr_mr_key(odp)},
+				{u(m2.get()) + 3 * kPage, 10, nicmr_mr_key(other)},
+				{u(m1.get()) + 2 * kPage, 1, nicmr_mr_key(odp)}};
+	ASSERT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, g, 3), 0);
+	const auto e1 = entries(nicmr_mr_key(odp), 4);
+	const auto e2 = entries(nicmr_mr_key(other), 4);
+	for (size_t i = 0; i < 4; i++) {
+		EXPECT_EQ(e1[i].wr_en, i == 0 || i == 2) << i;
+		EXPECT_EQ(e2[i].wr_en, i == 3) << i;
+	}
+	EXPECT_EQ(nicmr_mr_dereg(other), 0);
+}
+
+/* ibv_advise_mr(3), RETURN VALUE, entry by entry. */
+class OdpErrors : public Odp {
+protected:
+	void SetUp() override
+	{
+		Odp::SetUp();
+		if (HasFatalFailure())
+			return;
+		ASSERT_NE(m.get(), nullptr);
+		ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 8 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0,
+				       &odp),
+			  0);
+		key = nicmr_mr_key(odp);
+		pinned = stats().pinned_pages;
+	}
+	void TearDown() override
+	{
+		if (odp) {
+			/* No refusal left anything pinned. */
+			EXPECT_EQ(stats().pinned_pages, pinned);
+		}
+		Odp::TearDown();
+	}
+	Untouched m{8 * kPage};
+	uint32_t key = 0;
+	uint64_t pinned = 0;
+};
+
+TEST_F(OdpErrors, EOPNOTSUPPForAnAdviceNotKnown)
+{
+	EXPECT_EQ(advise(3, u(m.get()), kPage, key), -EOPNOTSUPP);
+	EXPECT_EQ(advise(0xffffffffu, u(m.get()), kPage, key), -EOPNOTSUPP);
+}
+
+TEST(OdpDevice, EOPNOTSUPPWhereTheDeviceLacksOnDemandPaging)
+{
+	for (const char *spec : {"emu:mkeys=1024,mkey_by_name=1,odp=0", "emu:mkeys=1024"}) {
+		nicmr_device *dev = nullptr;
+		ASSERT_EQ(nicmr_device_open(spec, &dev), 0) << spec;
+		nicmr_device_attr at{};
+		ASSERT_EQ(nicmr_device_query(dev, &at), 0);
+		EXPECT_EQ(at.odp, 0u) << spec;
+		nicmr_pd *pd = nullptr;
+		ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+		Untouched m(4 * kPage);
+		nicmr_mr *mr = nullptr;
+		EXPECT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0,
+				       &mr),
+			  -EOPNOTSUPP)
+			<< spec;
+		nicmr_sge g{u(m.get()), 4096, 0x100};
+		EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH, 0, &g, 1),
+			  -EOPNOTSUPP)
+			<< spec;
+		EXPECT_EQ(nicmr_pd_free(pd), 0);
+		EXPECT_EQ(nicmr_device_close(dev), 0);
+	}
+	nicmr_device *dev = nullptr;
+	EXPECT_EQ(nicmr_device_open("emu:odp=2", &dev), -EINVAL);
+}
+
+TEST_F(OdpErrors, EFAULTForRangesOutsideTheRegion)
+{
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()) + 8 * kPage - 1, 2, key),
+		  -EFAULT);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()) - 1, 2, key), -EFAULT);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, u(m.get()) + 9 * kPage, 1, key),
+		  -EFAULT);
+}
+
+TEST_F(OdpErrors, EFAULTForRangesOutsideTheAddressSpace)
+{
+	/* Page 3 of the region is unmapped after registration. */
+	ASSERT_EQ(munmap(m.get() + 3 * kPage, kPage), 0);
+	for (uint32_t adv : {uint32_t(NICMR_ADVISE_MR_ADVICE_PREFETCH),
+			     uint32_t(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE),
+			     uint32_t(NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)})
+		EXPECT_EQ(advise(adv, u(m.get()) + 2 * kPage, 2 * kPage, key), -EFAULT) << adv;
+	EXPECT_FALSE(entries(key, 4)[2].rd_en) << "nothing of the element was made present";
+	/* Memory the process may not write cannot be prefetched for writing. */
+	ASSERT_EQ(mprotect(m.get() + 5 * kPage, kPage, PROT_READ), 0);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()) + 5 * kPage, 8, key),
+		  -EFAULT);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()) + 5 * kPage, 8, key), 0);
+	EXPECT_EQ(stats().pinned_pages, pinned + 1);
+	pinned += 1;
+}
+
+TEST_F(OdpErrors, EFAULTForAnInvalidLkey)
+{
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()), 8, 0), -EFAULT);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()), 8, key ^ 0x1), -EFAULT);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()), 8, key + 0x100), -EFAULT);
+	/* A key deregistered is invalid from then on. */
+	Untouched m2(kPage);
+	nicmr_mr *gone = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, m2.get(), kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &gone), 0);
+	const uint32_t stale = nicmr_mr_key(gone);
+	ASSERT_EQ(nicmr_mr_dereg(gone), 0);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m2.get()), 8, stale), -EFAULT);
+}
+
+TEST_F(OdpErrors, EINVALForABadPdFlagsListOrAWindow)
+{
+	nicmr_sge g{u(m.get()), 8, key};
+	EXPECT_EQ(nicmr_advise_mr(nullptr, NICMR_ADVISE_MR_ADVICE_PREFETCH, 0, &g, 1), -EINVAL);
+	EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH, 2, &g, 1), -EINVAL);
+	EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH, 0x80000000u, &g, 1),
+		  -EINVAL);
+	EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH, 0, nullptr, 1), -EINVAL);
+	EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH, 0, &g, 0), -EINVAL);
+	/* "The requested address doesn't belong to a MR, but a MW". */
+	nicmr_mr *bindable = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, base + (1 << 20), 4 * kPage, kAll | NICMR_ACCESS_MW_BIND, 0, 0,
+			       &bindable),
+		  0);
+	nicmr_mw *mw = nullptr;
+	ASSERT_EQ(nicmr_mw_alloc(pd, &mw), 0);
+	uint32_t rkey = 0;
+	ASSERT_EQ(nicmr_mw_bind(mw, bindable, u(base + (1 << 20)), kPage, NICMR_ACCESS_REMOTE_READ,
+				&rkey),
+		  0);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(base + (1 << 20)), 8, rkey), -EINVAL);
+	EXPECT_EQ(nicmr_mw_invalidate(mw), 0);
+	EXPECT_EQ(nicmr_mw_free(mw), 0);
+	EXPECT_EQ(nicmr_mr_dereg(bindable), 0);
+}
+
+TEST_F(OdpErrors, EPERMForAKeyOfAnotherPd)
+{
+	nicmr_pd *pd2 = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd2), 0);
+	nicmr_sge g{u(m.get()), 8, key};
+	EXPECT_EQ(nicmr_advise_mr(pd2, NICMR_ADVISE_MR_ADVICE_PREFETCH, 0, &g, 1), -EPERM);
+	EXPECT_EQ(nicmr_pd_free(pd2), 0);
+}
+
+TEST_F(OdpErrors, EPERMForPrefetchWriteOnARegionNotWritable)
+{
+	Untouched m2(2 * kPage);
+	nicmr_mr *ro = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, m2.get(), 2 * kPage,
+			       NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_ON_DEMAND, 0, 0, &ro),
+		  0);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m2.get()), 8, nicmr_mr_key(ro)),
+		  -EPERM);
+	EXPECT_FALSE(entries(nicmr_mr_key(ro), 2)[0].rd_en);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m2.get()), 8, nicmr_mr_key(ro)), 0);
+	EXPECT_EQ(nicmr_mr_dereg(ro), 0);
+}
+
+TEST_F(OdpErrors, ENOENTForAKeyThatIsNotOnDemand)
+{
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(a), 8, ka), -ENOENT);
+	/* A pinned MR outside pools, too. */
+	Anon pinned_mem(kPage);
+	nicmr_mr *slow = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, pinned_mem.get(), kPage, kAll, 0, 0, &slow), 0);
+	EXPECT_EQ(
+		advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(pinned_mem.get()), 8, nicmr_mr_key(slow)),
+		-ENOENT);
+	EXPECT_EQ(nicmr_mr_dereg(slow), 0);
+}
+
+TEST_F(OdpErrors, ElementsAreAllCheckedBeforeAnyPageIsTouched)
+{
+	const nicmr_sge g[2] = {{u(m.get()), 8, key}, {u(m.get()), 8, ka}};
+	EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH, 0, g, 2), -ENOENT);
+	EXPECT_FALSE(entries(key, 1)[0].rd_en);
+	/* The key held by the refused call was let go: it deregisters. */
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
+}
+
+/* ENOMEM: pages that cannot be pinned. In a child that gives up CAP_IPC_LOCK and may lock
+ * 16 KiB (less than the device locked at open), prefetching 64 KiB cannot pin. (AddressSanitizer's
+ * mlock locks nothing and never fails: the case is skipped there.) */
+int enomem_child()
+{
+	/* The device first: its own DMA memory is locked at open. */
+	nicmr_device *dev = nullptr;
+	nicmr_pd *pd = nullptr;
+	if (nicmr_device_open(kOdpSpec, &dev) != 0 || nicmr_pd_alloc(dev, &pd) != 0)
+		return 93;
+	__user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct d[2] = {};
+	if (syscall(SYS_capget, &h, d) != 0)
+		return 90;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	if (syscall(SYS_capset, &h, d) != 0)
+		return 91;
+	const rlimit lim{16 << 10, 16 << 10};
+	if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+		return 92;
+	Untouched m(64 << 10);
+	nicmr_mr *mr = nullptr;
+	if (nicmr_mr_reg(pd, m.get(), 64 << 10, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr) != 0)
+		return 94;
+	nicmr_sge g{u(m.get()), 64 << 10, nicmr_mr_key(mr)};
+	const int rc = nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+				       NICMR_ADVISE_MR_FLAG_FLUSH, &g, 1);
+	nicmr_device_stats st{};
+	nicmr_device_get_stats(dev, &st);
+	if (st.pinned_pages != 0)
+		return 95;
+	if (nicmr_mr_dereg(mr) != 0 || nicmr_pd_free(pd) != 0 || nicmr_device_close(dev) != 0)
+		return 96;
+	return -rc;
+}
+
+TEST(OdpDevice, ENOMEMWhenPagesCannotBePinned)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	GTEST_SKIP() << "AddressSanitizer's mlock never fails";
+#endif
+	EXPECT_EXIT(std::exit(enomem_child()), ::testing::ExitedWithCode(ENOMEM), "");
+}
+
+} // namespace
+} // namespace nicmr::test
