@@ -467,6 +467,8 @@ nicmr_device::~nicmr_device()
 	if (mr_table != nullptr)
 		munmap(mr_table, size_t{mr_slots} * sizeof(nicmr_mr));
 	mr_table = nullptr;
+	/* Unsubscribes from the unmap monitor before the pages' maps and the UMR queue go. */
+	odp_watch.reset();
 	slow_maps.reset();
 	/* Its UMR queue (on-demand translations) lives in free_pd. */
 	klm.reset();

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mem_monitor.h"
 #include "mem_slow.h"
 #include "mem_space.h"
 #include "mlx5_device.h"
@@ -257,6 +258,27 @@ struct nicmr_odp {
 	std::mutex mu;
 	uint8_t *state = nullptr; /* pages bytes; mu */
 	uint64_t mapped = 0;	  /* pages with kOdpMapped; mu */
+	/* The IOMMU mappings of the mapped pages: first page -> page count (an IOMMU unmaps only
+	 * whole mappings). mu */
+	std::map<uint64_t, uint64_t> runs;
+};
+
+/*
+ * The unmap monitor's view of a device's on-demand MRs (api_odp.cpp, doc/odp.md,
+ * "Invalidation"): when memory under a live ODP MR leaves the process, the pages it had made
+ * present are revoked in the device (UMR), unmapped and unpinned, on the monitor's thread.
+ * Subscribed on the device's first ODP registration; mon stays null when userfaultfd is
+ * refused (pages then stay present until deregistration). mu guards live and is held through
+ * an invalidation, so a region leaves live only when no invalidation is inside it.
+ */
+struct nicmr_odp_watch final : nicmr::mem::UnmapMonitor::Subscriber {
+	nicmr_device *dev = nullptr;
+	std::shared_ptr<nicmr::mem::UnmapMonitor> mon;
+	std::mutex mu;
+	std::vector<nicmr_odp *> live;		/* mu */
+	std::atomic<uint64_t> revoked_pages{0}; /* pages invalidated so far (tests) */
+	void invalidate(uintptr_t start, uintptr_t end) noexcept override;
+	~nicmr_odp_watch();
 };
 
 /* The mappings an MR owns outside the pools: its slow-path mapping, its vectored pieces, and
@@ -393,6 +415,9 @@ struct nicmr_device {
 	std::map<uint64_t, nicmr_slow_ref> slow_by_iova; /* mapping's IOVA -> it; vec_mu */
 	std::once_flag klm_once;
 	std::unique_ptr<nicmr::mlx5::KlmProgrammer> klm;
+	/* On-demand MRs' unmap watch (api_odp.cpp), made on the first ODP registration. */
+	std::once_flag odp_once;
+	std::unique_ptr<nicmr_odp_watch> odp_watch;
 
 	~nicmr_device();
 };

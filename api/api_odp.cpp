@@ -87,6 +87,13 @@ int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool w
 				  static_cast<unsigned long long>(n * kPage), rc);
 			return -ENOMEM;
 		}
+		try {
+			o.runs.emplace(run, n);
+		} catch (...) {
+			dev->slow_maps->odp_unmap(o.va + run * kPage, o.iova + run * kPage,
+						  n * kPage);
+			return -ENOMEM;
+		}
 		for (uint64_t i = run; i < run + n; i++)
 			o.state[i] |= nicmr_odp::kOdpMapped;
 		o.mapped += n;
@@ -136,7 +143,121 @@ int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool w
 	return rc;
 }
 
+/* Takes pages [first, end) of the region away from the device: entries not present (UMR),
+ * then each IOMMU mapping that holds some of them unmapped, those pages unpinned and the rest of
+ * the mapping mapped again. Under o.mu. Returns how many pages were revoked. */
+uint64_t odp_revoke(nicmr_device *dev, nicmr_odp &o, uint64_t first, uint64_t end)
+{
+	uint64_t lo = end, hi = first;
+	for (uint64_t i = first; i < end; i++)
+		if (o.state[i] & nicmr_odp::kOdpMapped) {
+			lo = std::min(lo, i);
+			hi = i + 1;
+			o.state[i] = 0;
+		}
+	if (lo >= hi)
+		return 0;
+	/* The device first: once the UMR completed it translates none of these pages. */
+	if (odp_write(dev, o, lo, hi) != 0)
+		/* The IOMMU unmap below still stops the device: a translation to an IOVA that is
+		 * not mapped is refused before any byte moves. */
+		NICMR_LOG(error, "api", "%s: on-demand revoke of %#x pages %llu..%llu failed",
+			  dev->spec.c_str(), o.mkey, static_cast<unsigned long long>(lo),
+			  static_cast<unsigned long long>(hi));
+	uint64_t n = 0;
+	auto it = o.runs.upper_bound(lo);
+	if (it != o.runs.begin())
+		--it;
+	while (it != o.runs.end() && it->first < hi) {
+		const uint64_t r0 = it->first, r1 = it->first + it->second;
+		if (r1 <= lo) {
+			++it;
+			continue;
+		}
+		it = o.runs.erase(it);
+		dev->slow_maps->odp_dma_unmap(o.iova + r0 * kPage, (r1 - r0) * kPage);
+		const uint64_t c0 = std::max(r0, lo), c1 = std::min(r1, hi);
+		dev->slow_maps->odp_unpin(o.va + c0 * kPage, (c1 - c0) * kPage);
+		n += c1 - c0;
+		/* What stays of the mapping on either side is mapped again; a page that cannot be
+		 * leaves too (its entry is written not present). */
+		for (const auto &[k0, k1] : {std::pair{r0, c0}, std::pair{c1, r1}}) {
+			if (k0 == k1)
+				continue;
+			bool ok = dev->slow_maps->odp_remap(o.va + k0 * kPage, o.iova + k0 * kPage,
+							    (k1 - k0) * kPage) == 0;
+			if (ok) {
+				try {
+					o.runs.emplace(k0, k1 - k0);
+				} catch (...) {
+					dev->slow_maps->odp_dma_unmap(o.iova + k0 * kPage,
+								      (k1 - k0) * kPage);
+					ok = false;
+				}
+			}
+			if (!ok) {
+				NICMR_LOG(error, "api",
+					  "%s: on-demand pages %llu..%llu of %#x lost",
+					  dev->spec.c_str(), static_cast<unsigned long long>(k0),
+					  static_cast<unsigned long long>(k1), o.mkey);
+				for (uint64_t i = k0; i < k1; i++)
+					o.state[i] = 0;
+				(void)odp_write(dev, o, k0, k1);
+				dev->slow_maps->odp_unpin(o.va + k0 * kPage, (k1 - k0) * kPage);
+				n += k1 - k0;
+			}
+		}
+		it = o.runs.lower_bound(c1);
+	}
+	o.mapped -= n;
+	return n;
+}
+
+/* The device's watch, made and subscribed once (a refused userfaultfd leaves mon null). */
+nicmr_odp_watch *odp_watch(nicmr_device *dev)
+{
+	try {
+		std::call_once(dev->odp_once, [dev] {
+			auto w = std::make_unique<nicmr_odp_watch>();
+			w->dev = dev;
+			const int rc = mem::UnmapMonitor::subscribe(w.get(), &w->mon);
+			if (rc != 0)
+				NICMR_LOG(
+					warn, "api",
+					"%s: on-demand MRs without invalidation (userfaultfd: %d): "
+					"do not unmap memory under them (doc/odp.md)",
+					dev->spec.c_str(), rc);
+			dev->odp_watch = std::move(w);
+		});
+	} catch (...) {
+		return nullptr;
+	}
+	return dev->odp_watch.get();
+}
+
 } // namespace
+
+void nicmr_odp_watch::invalidate(uintptr_t start, uintptr_t end) noexcept
+{
+	std::lock_guard lk(mu);
+	for (nicmr_odp *o : live) {
+		const uintptr_t top = o->va + o->pages * kPage;
+		const uintptr_t lo = std::max(start, o->va), hi = std::min(end, top);
+		if (lo >= hi)
+			continue;
+		std::lock_guard ol(o->mu);
+		const uint64_t n =
+			odp_revoke(dev, *o, (lo - o->va) / kPage, (hi - o->va + kPage - 1) / kPage);
+		revoked_pages.fetch_add(n, std::memory_order_relaxed);
+	}
+}
+
+nicmr_odp_watch::~nicmr_odp_watch()
+{
+	/* Not under mu: the monitor calls invalidate() under its own lock, then takes mu. */
+	if (mon)
+		mon->unsubscribe(this);
+}
 
 bool nicmr_odp_offered(const nicmr_device *dev) noexcept
 {
@@ -208,6 +329,15 @@ int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t 
 		return rc;
 	}
 	o.mkey = mkey;
+	if (nicmr_odp_watch *w = odp_watch(dev); w != nullptr) {
+		std::lock_guard lk(w->mu);
+		try {
+			w->live.push_back(&o);
+		} catch (...) {
+			NICMR_LOG(warn, "api", "%s: on-demand MR %#x not watched (no memory)",
+				  dev->spec.c_str(), mkey);
+		}
+	}
 	nicmr_mr m{};
 	m.pd = pd;
 	m.addr = a;
@@ -218,25 +348,18 @@ int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t 
 
 void nicmr_odp_release(nicmr_device *dev, nicmr_odp *o)
 {
-	std::lock_guard lk(o->mu);
-	/* The mkey is gone: nothing of the device uses the pages any more. A region never
-	 * advised has nothing mapped and skips the scan. */
-	uint64_t run = 0, n = 0;
-	for (uint64_t i = 0; i < o->pages && o->mapped != 0; i++) {
-		if (o->state[i] & nicmr_odp::kOdpMapped) {
-			if (n == 0)
-				run = i;
-			n++;
-			o->mapped--;
-			if (i + 1 < o->pages && o->mapped != 0)
-				continue;
-		}
-		if (n != 0) {
-			dev->slow_maps->odp_unmap(o->va + run * kPage, o->iova + run * kPage,
-						  n * kPage);
-			n = 0;
-		}
+	if (nicmr_odp_watch *w = dev->odp_watch.get(); w != nullptr) {
+		/* Waits for an invalidation inside the region: none starts after. */
+		std::lock_guard wl(w->mu);
+		std::erase(w->live, o);
 	}
+	std::lock_guard lk(o->mu);
+	/* The mkey is gone: nothing of the device uses the pages any more. */
+	for (const auto &[first, n] : o->runs)
+		dev->slow_maps->odp_unmap(o->va + first * kPage, o->iova + first * kPage,
+					  n * kPage);
+	o->runs.clear();
+	o->mapped = 0;
 	dev->slow_maps->odp_release(o->iova, o->pages * kPage);
 	munmap(o->state, o->pages);
 	o->state = nullptr;
@@ -290,6 +413,11 @@ extern "C" int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t fl
 			rc = -EFAULT; /* out of the MR's bounds */
 	}
 	std::vector<unsigned char> resident;
+	/* Unmaps whose calls returned are invalidated before pages are looked at
+	 * (mem_monitor.h); never under a region's lock, which an invalidation takes. */
+	nicmr_odp_watch *w = dev->odp_watch.get();
+	if (rc == 0 && w != nullptr && w->mon)
+		w->mon->wait_idle();
 	for (uint32_t i = 0; i < num_sge && rc == 0; i++) {
 		const nicmr_sge &g = sg_list[i];
 		if (g.length == 0)
@@ -315,6 +443,16 @@ extern "C" int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t fl
 			rc = mem::SlowMaps::populate(from, to, write);
 			if (rc)
 				break;
+		}
+		/* Ask for the range's unmap events before its pages become present. A range
+		 * the kernel cannot watch (a file mapping other than shmem or hugetlbfs, a hole
+		 * for NO_FAULT) is not invalidated (doc/odp.md). */
+		if (w != nullptr && w->mon) {
+			if (const int wr = w->mon->watch(from, to - from); wr != 0)
+				NICMR_LOG(info, "api",
+					  "%s: on-demand range [%#lx, %#lx) not watched: %d",
+					  dev->spec.c_str(), (unsigned long)from, (unsigned long)to,
+					  wr);
 		}
 		std::lock_guard lk(o.mu);
 		rc = odp_present(dev, o, g.addr, g.length, write,

@@ -340,6 +340,32 @@ void SlowMaps::odp_unmap(uintptr_t va, uint64_t iova, size_t n)
 	}
 }
 
+void SlowMaps::odp_dma_unmap(uint64_t iova, size_t n)
+{
+	std::lock_guard lk(mu_);
+	if (const int rc = space_.mapper().dma_unmap(iova, n); rc != 0)
+		NICMR_LOG(warn, kLog, "%s: on-demand unmap at %#llx, +%zu failed: %d",
+			  name_.c_str(), static_cast<unsigned long long>(iova), n, rc);
+}
+
+void SlowMaps::odp_unpin(uintptr_t va, size_t n)
+{
+	std::lock_guard lk(mu_);
+	try {
+		unpin({{va, n}});
+	} catch (...) {
+		NICMR_LOG(error, kLog,
+			  "%s: on-demand unpin [%#lx, +%zu): no memory, pages stay locked",
+			  name_.c_str(), (unsigned long)va, n);
+	}
+}
+
+int SlowMaps::odp_remap(uintptr_t va, uint64_t iova, size_t n)
+{
+	std::lock_guard lk(mu_);
+	return space_.mapper().dma_map(reinterpret_cast<void *>(va), iova, n);
+}
+
 uint64_t SlowMaps::mappings() const
 {
 	std::lock_guard lk(mu_);

@@ -102,6 +102,12 @@ public:
 	void odp_release(uint64_t iova, size_t n);
 	int odp_map(uintptr_t va, uint64_t iova, size_t n);
 	void odp_unmap(uintptr_t va, uint64_t iova, size_t n);
+	/* The two halves, for a mapping that loses some of its pages (an IOMMU unmaps only whole
+	 * mappings: VFIO type1 refuses to split one): odp_dma_unmap of the whole, odp_unpin of the
+	 * pages that left, odp_remap of the pages that stay (pinned already). */
+	void odp_dma_unmap(uint64_t iova, size_t n);
+	void odp_unpin(uintptr_t va, size_t n);
+	int odp_remap(uintptr_t va, uint64_t iova, size_t n);
 
 	/* Live mappings, and 4 KiB pages pinned by them (stats). */
 	uint64_t mappings() const;

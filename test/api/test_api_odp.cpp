@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -323,6 +324,65 @@ TEST_F(Odp, SeveralElementsOfSeveralRegionsInOneCall)
 		EXPECT_EQ(e2[i].wr_en, i == 3) << i;
 	}
 	EXPECT_EQ(nicmr_mr_dereg(other), 0);
+}
+
+/* Invalidation: memory unmapped under a live ODP MR leaves the device (doc/odp.md). */
+TEST_F(Odp, UnmappedPagesAreRevokedUnpinnedAndNewPagesServeAgain)
+{
+	constexpr size_t kLen = 8 * kPage;
+	char *p = static_cast<char *>(
+		mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	ASSERT_NE(p, MAP_FAILED);
+	const auto before = stats();
+	ASSERT_EQ(nicmr_mr_reg(pd, p, kLen, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const uint32_t key = nicmr_mr_key(odp);
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(p), kLen, key), 0);
+	nicmr_odp_watch *w = dev->odp_watch.get();
+	ASSERT_NE(w, nullptr);
+	if (!w->mon)
+		GTEST_SKIP() << "no userfaultfd here: nothing is invalidated (doc/odp.md)";
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 8);
+	std::memset(a, 0x5e, kLen);
+	ASSERT_EQ(write_to(u(p), key, kLen), NICMR_WC_SUCCESS);
+
+	/* Pages 2 .. 4 go: once the monitor has read the event, the device has them no more. */
+	ASSERT_EQ(munmap(p + 2 * kPage, 3 * kPage), 0);
+	w->mon->wait_idle();
+	EXPECT_EQ(w->revoked_pages.load(), 3u);
+	const auto e = entries(key, 8);
+	for (size_t i = 0; i < 8; i++) {
+		const bool gone = i >= 2 && i <= 4;
+		EXPECT_EQ(e[i].rd_en, !gone) << i;
+		EXPECT_EQ(e[i].wr_en, !gone) << i;
+	}
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 5);
+	EXPECT_EQ(write_to(u(p) + 2 * kPage, key, 64), NICMR_WC_REMOTE_ACCESS);
+	reconnect();
+	EXPECT_EQ(write_to(u(p) + 5 * kPage, key, 64), NICMR_WC_SUCCESS) << "the rest still works";
+
+	/* New memory at the same address, new data: advice makes it present and RDMA reads the
+	 * new pages, never the old ones. */
+	char *q = static_cast<char *>(mmap(p + 2 * kPage, 3 * kPage, PROT_READ | PROT_WRITE,
+					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+	ASSERT_EQ(q, p + 2 * kPage);
+	std::memset(q, 0x6f, 3 * kPage);
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(q), 3 * kPage, key), 0);
+	EXPECT_EQ(read_from(u(q), key, 3 * kPage), NICMR_WC_SUCCESS);
+	for (size_t i = 0; i < 3 * kPage; i++)
+		ASSERT_EQ(a[i], 0x6f) << i;
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 8);
+
+	/* Present pages are locked: the kernel refuses to discard them (madvise(2): EINVAL for
+	 * VM_LOCKED), so they stay present and their data stays. */
+	errno = 0;
+	EXPECT_EQ(madvise(p, kPage, MADV_DONTNEED), -1);
+	EXPECT_EQ(errno, EINVAL);
+	w->mon->wait_idle();
+	EXPECT_TRUE(entries(key, 1)[0].rd_en);
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
+	munmap(p, kLen);
+	expect_released(stats(), before);
 }
 
 /* ibv_advise_mr(3), RETURN VALUE, entry by entry. */
