@@ -640,7 +640,8 @@ CmdResult EmuMlx5Device::cmd_create_mkey(const uint8_t *in, size_t in_len, uint8
 	e.pg_access = prm::get(in, m::pg_access) != 0;
 	e.access_mode = mode;
 	e.owner_pd = static_cast<uint32_t>(pd);
-	e.translations.assign(bytes, 0);
+	/* Zero, and untouched (LazyZeroAlloc). */
+	e.translations.resize(bytes);
 	if (actual != 0) /* an empty vector has no data() to copy into */
 		std::memcpy(e.translations.data(), in + m::translations_offset, actual * 16);
 	uint32_t index = 0;

@@ -32,13 +32,18 @@
 #ifndef NICMR_EMU_MLX5_MKEY_H
 #define NICMR_EMU_MLX5_MKEY_H
 
+#include <sys/mman.h>
+
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <utility>
 #include <vector>
 
 namespace nicmr::emu {
@@ -74,11 +79,57 @@ struct MkeyExt {
 	}
 };
 
+/*
+ * The allocator of an mkey's translation table: tables of 64 KiB and more are anonymous memory
+ * (zero pages until written) and elements are default-initialised, so that resize() of a large
+ * table touches nothing. A ConnectX's firmware reserves MTT memory for an mkey without writing
+ * every entry; an on-demand-paging mkey of 256 MiB (65536 entries, none present) is then made in
+ * the same time as one of 4 KiB (doc/odp.md). Smaller tables come from calloc. Elements that
+ * resize() adds within the capacity after a shrink keep their old bytes: tables are sized once.
+ */
+template <class T> struct LazyZeroAlloc {
+	using value_type = T;
+	static constexpr size_t kMmapBytes = size_t{64} << 10;
+	LazyZeroAlloc() noexcept = default;
+	template <class U> LazyZeroAlloc(const LazyZeroAlloc<U> &) noexcept {}
+	T *allocate(size_t n)
+	{
+		const size_t bytes = n * sizeof(T);
+		void *p = nullptr;
+		if (bytes >= kMmapBytes) {
+			p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED)
+				throw std::bad_alloc();
+		} else {
+			p = std::calloc(n, sizeof(T));
+			if (p == nullptr)
+				throw std::bad_alloc();
+		}
+		return static_cast<T *>(p);
+	}
+	void deallocate(T *p, size_t n) noexcept
+	{
+		if (n * sizeof(T) >= kMmapBytes)
+			munmap(p, n * sizeof(T));
+		else
+			std::free(p);
+	}
+	/* Default-initialisation: the memory is zero already. */
+	template <class U> void construct(U *p) noexcept { ::new (static_cast<void *>(p)) U; }
+	template <class U, class... A> void construct(U *p, A &&...a)
+	{
+		::new (static_cast<void *>(p)) U(std::forward<A>(a)...);
+	}
+	template <class U> bool operator==(const LazyZeroAlloc<U> &) const noexcept { return true; }
+};
+
 struct MkeyEntry {
 	std::array<uint8_t, 64> mkc{}; /* mlx5_prm.h mkc layout, big-endian */
 	bool pg_access = false;
-	uint32_t access_mode = 0;	   /* prm::access_mode value */
-	std::vector<uint8_t> translations; /* translations_octword_size * 16 bytes */
+	uint32_t access_mode = 0; /* prm::access_mode value */
+	/* translations_octword_size * 16 bytes, zero when made (resize) */
+	std::vector<uint8_t, LazyZeroAlloc<uint8_t>> translations;
 	/* The PD given at CREATE_MKEY: the one DEALLOC_PD accounting charges (a UMR may point
 	 * the mkc's pd elsewhere later without the command path's lock). */
 	uint32_t owner_pd = 0;
