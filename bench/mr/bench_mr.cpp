@@ -14,6 +14,11 @@
  *   BM_CacheInvalidate4K/<cached>   munmap of 4 KiB of mmap'd memory until the cache dropped
  *                                   its entry (cached:1: the unmap monitor's event, the
  *                                   worker's deregistration), or a plain munmap (cached:0)
+ *   BM_OdpRegDereg/<bytes>          nicmr_mr_reg(NICMR_ACCESS_ON_DEMAND) + dereg of untouched
+ *                                   mmap'd memory (doc/odp.md): nothing pinned or mapped, the
+ *                                   mkey made by commands at the engine's index (mkey_by_name)
+ *   BM_OdpFirstTouch/<pages>        nicmr_advise_mr(PREFETCH_WRITE, FLUSH) of <pages> fresh
+ *                                   pages: fault in, pin, DMA-map, UMR; per page in the ratios
  *   BM_Lookup/<live>/<same|random>  nicmr_key_lookup with <live> MRs registered: one key (the
  *                                   lookup's own cost, its entry in cache: the flat <= 5 ns
  *                                   target), or a different key each call in random order
@@ -190,6 +195,83 @@ void BM_RegDeregMmap4K(benchmark::State &st)
 	}
 	munmap(a, 4096);
 	st.SetLabel(mode_name(int(st.range(0))));
+}
+
+/* On-demand paging needs mkeys at chosen indices (doc/odp.md). */
+std::string odp_spec()
+{
+	return "emu:mkeys=65536,mkey_by_name=1,delivery=inline";
+}
+
+void BM_OdpRegDereg(benchmark::State &st)
+{
+	const size_t bytes = size_t(st.range(0));
+	Dev &d = device(odp_spec());
+	/* Nothing touched: on-demand registration needs no page. */
+	void *a = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (a == MAP_FAILED) {
+		st.SkipWithError("skipped: no address space");
+		return;
+	}
+	for (auto _ : st) {
+		nicmr_mr *mr = nullptr;
+		const int rc =
+			nicmr_mr_reg(d.pd, a, bytes, kAccess | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr);
+		if (rc != 0) {
+			const std::string why =
+				bytes > NICMR_ODP_MAX_LEN
+					? "above NICMR_ODP_MAX_LEN (the UMR's 16-bit translation "
+					  "offset)"
+					: "the device's translations per mkey (emu: 65536)";
+			st.SkipWithError(("skipped: on-demand registration refused (" +
+					  std::string(std::strerror(-rc)) + "): " + why +
+					  ", doc/odp.md")
+						 .c_str());
+			break;
+		}
+		if (nicmr_mr_dereg(mr) != 0) {
+			st.SkipWithError("deregistration failed");
+			break;
+		}
+	}
+	munmap(a, bytes);
+}
+
+/* The first touch of <pages> fresh pages of an on-demand MR: nicmr_advise_mr(PREFETCH_WRITE,
+ * FLUSH) over them (fault in, pin, DMA-map, one UMR), the work a page fault's service does.
+ * Manual time of the advice alone; items are pages. */
+void BM_OdpFirstTouch(benchmark::State &st)
+{
+	const size_t pages = size_t(st.range(0));
+	const size_t bytes = pages * 4096;
+	Dev &d = device(odp_spec());
+	for (auto _ : st) {
+		void *a = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+		nicmr_mr *mr = nullptr;
+		if (a == MAP_FAILED ||
+		    nicmr_mr_reg(d.pd, a, bytes,
+				 kAccess | NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_ON_DEMAND, 0, 0,
+				 &mr) != 0) {
+			st.SkipWithError("on-demand registration failed");
+			break;
+		}
+		nicmr_sge g{reinterpret_cast<uintptr_t>(a), uint32_t(bytes), nicmr_mr_key(mr)};
+		const auto t0 = std::chrono::steady_clock::now();
+		const int rc = nicmr_advise_mr(d.pd, NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+					       NICMR_ADVISE_MR_FLAG_FLUSH, &g, 1);
+		st.SetIterationTime(
+			std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+				.count());
+		nicmr_mr_dereg(mr);
+		munmap(a, bytes);
+		if (rc != 0) {
+			st.SkipWithError("advice failed");
+			break;
+		}
+	}
+	st.SetItemsProcessed(int64_t(st.iterations() * pages));
 }
 
 /* A registration cache on d's PD (userfaultfd monitor) of max_count entries, or null. */
@@ -579,6 +661,21 @@ BENCHMARK(BM_RegDeregMmap4K)
 	->DenseRange(0, 1)
 	->Repetitions(kReps)
 	->ReportAggregatesOnly(true);
+BENCHMARK(BM_OdpRegDereg)
+	->ArgName("bytes")
+	->Arg(4096)
+	->Arg(2 << 20)
+	->Arg(256 << 20)
+	->Arg(1 << 30)
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
+BENCHMARK(BM_OdpFirstTouch)
+	->ArgName("pages")
+	->Arg(1)
+	->Arg(512)
+	->UseManualTime()
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
 BENCHMARK(BM_CacheHit4K)->Repetitions(kReps)->ReportAggregatesOnly(true);
 BENCHMARK(BM_CacheMiss4K)->Repetitions(kReps)->ReportAggregatesOnly(true);
 BENCHMARK(BM_CacheInvalidate4K)
@@ -631,6 +728,30 @@ int main(int argc, char **argv)
 	rep.ratio("reg+dereg 4 KiB mmap'd / pool (inline)",
 		  rep.ns("BM_RegDeregMmap4K/thread:0/repeats:5"),
 		  rep.ns(rd + "4096/thread:0/repeats:5"), "");
+	const std::string od = "BM_OdpRegDereg/bytes:";
+	rep.ratio("on-demand reg+dereg 4 KiB mmap'd / pool 4 KiB (inline)",
+		  rep.ns(od + "4096/repeats:5"), rep.ns(rd + "4096/thread:0/repeats:5"),
+		  "target: <= 2");
+	rep.ratio("on-demand reg+dereg 4 KiB / pinning slow path 4 KiB (inline)",
+		  rep.ns(od + "4096/repeats:5"), rep.ns("BM_RegDeregMmap4K/thread:0/repeats:5"),
+		  "");
+	rep.ratio("on-demand reg+dereg 2 MiB / 4 KiB", rep.ns(od + "2097152/repeats:5"),
+		  rep.ns(od + "4096/repeats:5"), "target: flat (~1)");
+	rep.ratio("on-demand reg+dereg 256 MiB / 4 KiB", rep.ns(od + "268435456/repeats:5"),
+		  rep.ns(od + "4096/repeats:5"), "target: flat (~1)");
+	rep.ratio("on-demand reg+dereg 1 GiB / 4 KiB", rep.ns(od + "1073741824/repeats:5"),
+		  rep.ns(od + "4096/repeats:5"), "target: flat (~1)");
+	for (int pages : {1, 512}) {
+		const double t = rep.ns("BM_OdpFirstTouch/pages:" + std::to_string(pages) +
+					"/repeats:5/manual_time");
+		char what[96];
+		std::snprintf(what, sizeof(what), "first touch per page, advise of %d page%s",
+			      pages, pages == 1 ? "" : "s");
+		if (t > 0)
+			std::printf("cost   %-58s %7.0f ns\n", what, t / pages);
+		else
+			std::printf("cost   %-58s    n/a   (skipped)\n", what);
+	}
 	const std::string inv = "BM_CacheInvalidate4K/cached:";
 	rep.ratio("registration cache: hit / miss, 4 KiB mmap'd (inline)",
 		  rep.ns("BM_CacheHit4K/repeats:5"), rep.ns("BM_CacheMiss4K/repeats:5"),
