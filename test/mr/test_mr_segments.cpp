@@ -60,10 +60,20 @@ public:
 		live--;
 		return 0;
 	}
+	int bind_odp(uint32_t mkey, const OdpParams &p) override
+	{
+		if (fail_bind)
+			return fail_bind;
+		last_mkey = mkey;
+		odp = p;
+		live++;
+		return 0;
+	}
 	int fail_bind = 0, fail_revoke = 0, live = 0;
 	uint32_t last_mkey = 0;
 	uint64_t start = 0;
 	std::vector<KlmPart> parts;
+	OdpParams odp{};
 };
 
 constexpr uint8_t kRw =
@@ -346,6 +356,97 @@ TEST_F(MrIndirect, FailedRevokeLeavesItRegistered)
 	EXPECT_EQ(e->dereg(k, nullptr), 0);
 	EXPECT_EQ(e->dereg(p1, nullptr), 0);
 	EXPECT_EQ(e->dereg(p2, nullptr), 0);
+}
+
+/* On-demand-paging regions (doc/odp.md): the indirect programmer makes and takes back their
+ * mkey, lookups give the VA, nothing may be built on them. */
+class MrOdp : public MrSegments {
+protected:
+	RegRequest request(uint64_t addr = kVa + 0x100, uint64_t len = 0x2000)
+	{
+		RegRequest r;
+		r.addr = addr;
+		r.len = len;
+		r.access = kRw;
+		r.pd = 3;
+		return r;
+	}
+};
+
+TEST_F(MrOdp, BindsEveryPageOfTheRangeAndLooksUpAsItsVirtualAddress)
+{
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &k), 0);
+	EXPECT_EQ(ind.last_mkey, k);
+	EXPECT_EQ(ind.odp.start, kVa + 0x100);
+	EXPECT_EQ(ind.odp.len, 0x2000u);
+	EXPECT_EQ(ind.odp.pages, 3u) << "0x100 into a page, 0x2000 bytes: three pages";
+	EXPECT_EQ(ind.odp.pd, 3u);
+	EXPECT_EQ(ind.odp.access, kRw);
+	EntryFields f;
+	ASSERT_EQ(e->table().snapshot(k, &f), 0);
+	EXPECT_NE(f.flags & kEntryOdp, 0);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(k, kVa + 0x1234, &iova), 0);
+	EXPECT_EQ(iova, kVa + 0x1234);
+	EXPECT_EQ(look(k, kVa + 0x100 + 0x2000, &iova), -ERANGE);
+	const int revokes = prog.revokes;
+	ASSERT_EQ(e->dereg(k, nullptr), 0);
+	EXPECT_EQ(ind.live, 0) << "the indirect programmer takes its mkey back";
+	EXPECT_EQ(prog.revokes, revokes);
+	EXPECT_EQ(look(k, kVa + 0x1234, &iova), -ENOKEY);
+}
+
+TEST_F(MrOdp, RefusalsWithTheirCodesTakeNoKeyAndNoSlot)
+{
+	const auto free_before = e->keys().ring_free_count();
+	uint32_t k = 0;
+	for (uint32_t f : {uint32_t(kRegZeroBased), uint32_t(kRegSingleUse), uint32_t(kRegRmaEvent),
+			   uint32_t(kRegPoolLookup)}) {
+		RegRequest r = request();
+		r.flags = f;
+		EXPECT_EQ(e->reg_odp(r, ind, nullptr, &k), -EOPNOTSUPP) << f;
+	}
+	EXPECT_EQ(e->reg_odp(request(kVa, 0), ind, nullptr, &k), -EINVAL);
+	EXPECT_EQ(e->reg_odp(request(~uint64_t{0} - 10, 100), ind, nullptr, &k), -EINVAL);
+	RegRequest r = request();
+	r.access = kAccessRemoteWrite; /* without local write */
+	EXPECT_EQ(e->reg_odp(r, ind, nullptr, &k), -EINVAL);
+	r = request();
+	r.pd = 1u << 24;
+	EXPECT_EQ(e->reg_odp(r, ind, nullptr, &k), -EINVAL);
+	ind.fail_bind = -EIO;
+	EXPECT_EQ(e->reg_odp(request(), ind, nullptr, &k), -EIO);
+	ind.fail_bind = 0;
+	EXPECT_EQ(e->keys().ring_free_count(), free_before);
+	EXPECT_EQ(ind.live, 0);
+	/* Every slot is still there: as many regions as slots register. */
+	make(2);
+	uint32_t a = 0, b = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &a), 0);
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &b), 0);
+	EXPECT_EQ(e->reg_odp(request(), ind, nullptr, &k), -ENOSPC);
+	EXPECT_EQ(e->dereg(a, nullptr), 0);
+	EXPECT_EQ(e->dereg(b, nullptr), 0);
+}
+
+TEST_F(MrOdp, NoSubMrWindowOrRefreshOnIt)
+{
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &k), 0);
+	RegRequest sub = request(kVa + 0x200, 0x10);
+	uint32_t s = 0;
+	EXPECT_EQ(e->reg_sub(k, sub, nullptr, &s), -EOPNOTSUPP);
+	sub.flags = kRegWindow;
+	sub.access = kAccessRemoteRead;
+	EXPECT_EQ(e->reg_sub(k, sub, nullptr, &s), -EOPNOTSUPP);
+	EXPECT_EQ(e->refresh(k, 0x1000, 12), -EOPNOTSUPP);
+	ind.fail_revoke = -EIO;
+	EXPECT_EQ(e->dereg(k, nullptr), -EIO);
+	uint64_t iova = 0;
+	EXPECT_EQ(look(k, kVa + 0x200, &iova), 0) << "a failed revoke leaves it registered";
+	ind.fail_revoke = 0;
+	EXPECT_EQ(e->dereg(k, nullptr), 0);
 }
 
 } // namespace
