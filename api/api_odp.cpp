@@ -76,15 +76,17 @@ int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool w
 	uint64_t lo = end, hi = first; /* pages whose entries change */
 	/* Pin and map the runs of pages not mapped yet. */
 	uint64_t run = first, n = 0;
+	const char *const fn = __func__; /* the log line in the lambda */
 	auto flush = [&]() -> int {
 		if (n == 0)
 			return 0;
 		const int rc = dev->slow_maps->odp_map(o.va + run * kPage, o.iova + run * kPage,
 						       n * kPage);
 		if (rc) {
-			NICMR_LOG(warn, "api", "%s: on-demand pages [%#lx, +%llu) not mapped: %d",
-				  dev->spec.c_str(), (unsigned long)(o.va + run * kPage),
-				  static_cast<unsigned long long>(n * kPage), rc);
+			NICMR_LOG_IN(fn, warn, "api",
+				     "%s: on-demand pages [%#lx, +%llu) not mapped: %d",
+				     dev->spec.c_str(), (unsigned long)(o.va + run * kPage),
+				     static_cast<unsigned long long>(n * kPage), rc);
 			return -ENOMEM;
 		}
 		try {
@@ -216,23 +218,42 @@ uint64_t odp_revoke(nicmr_device *dev, nicmr_odp &o, uint64_t first, uint64_t en
 /* The device's watch, made and subscribed once (a refused userfaultfd leaves mon null). */
 nicmr_odp_watch *odp_watch(nicmr_device *dev)
 {
+	const char *const fn = __func__; /* the log line in the lambda */
 	try {
-		std::call_once(dev->odp_once, [dev] {
+		std::call_once(dev->odp_once, [dev, fn] {
 			auto w = std::make_unique<nicmr_odp_watch>();
 			w->dev = dev;
 			const int rc = mem::UnmapMonitor::subscribe(w.get(), &w->mon);
 			if (rc != 0)
-				NICMR_LOG(
-					warn, "api",
-					"%s: on-demand MRs without invalidation (userfaultfd: %d): "
-					"do not unmap memory under them (doc/odp.md)",
-					dev->spec.c_str(), rc);
+				NICMR_LOG_IN(fn, warn, "api",
+					     "%s: on-demand MRs without invalidation (userfaultfd: "
+					     "%d): do not unmap memory under them (doc/odp.md)",
+					     dev->spec.c_str(), rc);
 			dev->odp_watch = std::move(w);
 		});
 	} catch (...) {
 		return nullptr;
 	}
 	return dev->odp_watch.get();
+}
+
+/* ibv_advise_mr(3)'s checks of one element whose key is held: 0 or the code. */
+int check_sge(const nicmr_device *dev, const nicmr_pd *pd, const nicmr_sge &g, bool write)
+{
+	mr::EntryFields f;
+	if (dev->table->snapshot(g.lkey, &f) != 0 || f.state != mr::EntryState::live)
+		return -EFAULT; /* "one of the lkeys ... is invalid" */
+	if (f.flags & mr::kEntryWindow)
+		return -EINVAL; /* "doesn't belong to a MR, but a MW" */
+	if (f.pd != pd->handle.pd())
+		return -EPERM; /* "outside the caller's security scope" */
+	if (!(f.flags & mr::kEntryOdp))
+		return -ENOENT; /* "lkeys aren't consistent with the MR's": not an ODP MR */
+	if (write && !(f.access & mr::kAccessLocalWrite))
+		return -EPERM; /* PREFETCH_WRITE on an MR that is not writable */
+	if (g.length != 0 && !mr::range_within(f.start, f.len, g.addr, g.length))
+		return -EFAULT; /* out of the MR's bounds */
+	return 0;
 }
 
 } // namespace
@@ -397,20 +418,7 @@ extern "C" int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t fl
 			break;
 		}
 		held.push_back(g.lkey);
-		mr::EntryFields f;
-		rc = dev->table->snapshot(g.lkey, &f);
-		if (rc != 0 || f.state != mr::EntryState::live)
-			rc = -EFAULT;
-		else if (f.flags & mr::kEntryWindow)
-			rc = -EINVAL; /* "belongs to ... a MW" */
-		else if (f.pd != pd->handle.pd())
-			rc = -EPERM; /* "outside the caller's security scope" */
-		else if (!(f.flags & mr::kEntryOdp))
-			rc = -ENOENT; /* "lkeys aren't consistent with the MR's": not ODP */
-		else if (write && !(f.access & mr::kAccessLocalWrite))
-			rc = -EPERM; /* PREFETCH_WRITE on an MR that is not writable */
-		else if (g.length != 0 && !mr::range_within(f.start, f.len, g.addr, g.length))
-			rc = -EFAULT; /* out of the MR's bounds */
+		rc = check_sge(dev, pd, g, write);
 	}
 	std::vector<unsigned char> resident;
 	/* Unmaps whose calls returned are invalidated before pages are looked at
