@@ -12,6 +12,7 @@
 #ifndef NICMR_BUS_PCI_H
 #define NICMR_BUS_PCI_H
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -43,6 +44,22 @@ public:
 	virtual void bar0_write32(size_t offset, uint32_t value) = 0;
 	/* 64-bit doorbell write (mlx5 send-queue doorbells write the first 8 bytes of a WQE). */
 	virtual void bar0_write64(size_t offset, uint64_t value) = 0;
+
+	/*
+	 * Interrupts: MSI-X vector `vector` signals the eventfd `fd` (it is written, as the kernel
+	 * does for a vector VFIO_DEVICE_SET_IRQS gave an eventfd with VFIO_IRQ_SET_DATA_EVENTFD |
+	 * VFIO_IRQ_SET_ACTION_TRIGGER on VFIO_PCI_MSIX_IRQ_INDEX); fd -1 detaches the vector's
+	 * eventfd (the vector then signals nothing). The caller keeps fd open until it detached it
+	 * or the function is gone. 0; -EINVAL (vector beyond the function's MSI-X table, fd below
+	 * -1); -ENOTSUP (the bus or the function has no MSI-X); what the bus reports. Not for hot
+	 * paths (a system call on VFIO). Default: -ENOTSUP, a bus without interrupts.
+	 */
+	virtual int set_msix_eventfd(unsigned vector, int fd)
+	{
+		(void)vector;
+		(void)fd;
+		return -ENOTSUP;
+	}
 
 	/* The function's IOMMU: pools are mapped through it before the device may touch them. */
 	virtual mem::DmaMapper &dma() = 0;

@@ -9,11 +9,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include <linux/pci_regs.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 
 #include "emu_function.h"
@@ -229,6 +231,73 @@ TEST(EmuFunction, AddDoorbellErrors)
 	EXPECT_EQ(f->start(), -EALREADY);
 	EXPECT_EQ(f->add_doorbell(0x3000, DoorbellMerge::latest, nop), -EBUSY);
 	EXPECT_EQ(f->set_read_only(0x3000, 1), -EBUSY);
+}
+
+/* Doorbells beyond the first 64 live in the second pending word: the poll thread delivers the
+ * last one and the first one of a batch recorded while stopped. */
+TEST(EmuFunction, PollThreadDeliversDoorbellsOfBothPendingWords)
+{
+	auto f = make(DoorbellDelivery::poll_thread);
+	std::atomic<uint64_t> first{0}, last{0};
+	ASSERT_EQ(f->add_doorbell(0x1000, DoorbellMerge::latest, [&](uint64_t v) { first = v; }),
+		  0);
+	for (size_t i = 1; i + 1 < EmuFunction::kMaxDoorbells; i++)
+		ASSERT_EQ(f->add_doorbell(0x1000 + 4 * i, DoorbellMerge::latest, [](uint64_t) {}),
+			  0);
+	const size_t last_off = 0x1000 + 4 * (EmuFunction::kMaxDoorbells - 1);
+	ASSERT_EQ(f->add_doorbell(last_off, DoorbellMerge::latest, [&](uint64_t v) { last = v; }),
+		  0);
+	f->bar0_write32(0x1000, 7);
+	f->bar0_write32(last_off, 9);
+	ASSERT_EQ(f->start(), 0);
+	EXPECT_TRUE(eventually([&] { return first == 7 && last == 9; }));
+	f->stop();
+}
+
+/* MSI-X: an attached eventfd counts each raise of its vector; a detached vector signals
+ * nothing; out-of-range vectors and bad descriptors are refused with -EINVAL. */
+TEST(EmuFunction, MsixVectorSignalsItsEventfd)
+{
+	auto f = make();
+	EXPECT_EQ(f->msix_vectors(), 64u);
+	const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ASSERT_GE(efd, 0);
+	EXPECT_EQ(f->set_msix_eventfd(64, efd), -EINVAL);
+	EXPECT_EQ(f->set_msix_eventfd(3, -2), -EINVAL);
+	EXPECT_FALSE(f->raise_msix(3)); /* nothing attached */
+	EXPECT_FALSE(f->raise_msix(64));
+	ASSERT_EQ(f->set_msix_eventfd(3, efd), 0);
+	EXPECT_TRUE(f->raise_msix(3));
+	EXPECT_TRUE(f->raise_msix(3));
+	EXPECT_FALSE(f->raise_msix(4)); /* another vector */
+	uint64_t n = 0;
+	ASSERT_EQ(read(efd, &n, sizeof(n)), ssize_t{sizeof(n)});
+	EXPECT_EQ(n, 2u);
+	ASSERT_EQ(f->set_msix_eventfd(3, -1), 0);
+	EXPECT_FALSE(f->raise_msix(3));
+	EXPECT_EQ(read(efd, &n, sizeof(n)), -1);
+	EXPECT_EQ(errno, EAGAIN);
+	EXPECT_EQ(f->msix_raised(), 5u); /* in-range raises, attached or not */
+	close(efd);
+
+	EmuFunctionConfig c;
+	c.msix_vectors = EmuFunction::kMaxMsix + 1;
+	std::unique_ptr<EmuFunction> g;
+	EXPECT_EQ(EmuFunction::create(c, &g), -EINVAL);
+	/* A bus without interrupts answers -ENOTSUP through the base class. */
+	struct NoIrq : bus::PciFunction {
+		std::string n = "none";
+		const std::string &name() const override { return n; }
+		bus::PciId id() const override { return {}; }
+		size_t bar0_size() const override { return 0; }
+		uint32_t bar0_read32(size_t) const override { return 0; }
+		void bar0_write32(size_t, uint32_t) override {}
+		void bar0_write64(size_t, uint64_t) override {}
+		mem::DmaMapper &dma() override { std::abort(); }
+		int config_read(uint32_t, void *, size_t) const override { return -EIO; }
+		int config_write(uint32_t, const void *, size_t) override { return -EIO; }
+	} none;
+	EXPECT_EQ(none.set_msix_eventfd(0, 0), -ENOTSUP);
 }
 
 /* Progress work runs on the device thread, also in inline delivery (doorbells stay inline),

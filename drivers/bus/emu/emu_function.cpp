@@ -4,6 +4,7 @@
 #include <endian.h>
 #include <linux/pci_regs.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,7 +19,8 @@ namespace nicmr::emu {
 
 int EmuFunction::create(const EmuFunctionConfig &cfg, std::unique_ptr<EmuFunction> *out)
 {
-	if (out == nullptr || cfg.bar0_size < 4096 || cfg.bar0_size % 4096 != 0)
+	if (out == nullptr || cfg.bar0_size < 4096 || cfg.bar0_size % 4096 != 0 ||
+	    cfg.msix_vectors > kMaxMsix)
 		return -EINVAL;
 	std::unique_ptr<EmuFunction> f(new (std::nothrow) EmuFunction());
 	if (!f)
@@ -38,6 +40,8 @@ int EmuFunction::create(const EmuFunctionConfig &cfg, std::unique_ptr<EmuFunctio
 	f->id_ = cfg.id;
 	f->delivery_ = cfg.delivery;
 	f->idle_sleep_ = cfg.poll_idle_sleep;
+	f->msix_vectors_ = cfg.msix_vectors;
+	f->msix_fd_.assign(cfg.msix_vectors, -1);
 	*out = std::move(f);
 	return 0;
 }
@@ -188,17 +192,25 @@ void EmuFunction::ring(Doorbell &db, uint64_t value)
 	else
 		db.value.store(value, std::memory_order_release);
 	const auto i = static_cast<size_t>(&db - doorbells_.data());
-	pending_.fetch_or(uint64_t{1} << i, std::memory_order_release);
+	pending_[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
 }
 
 bool EmuFunction::drain()
 {
-	/* Acquire pairs with the release fetch_or in ring(). */
-	uint64_t mask = pending_.exchange(0, std::memory_order_acquire);
-	if (mask == 0)
-		return false;
+	bool any = false;
+	for (size_t w = 0; w < pending_.size(); w++) {
+		/* Acquire pairs with the release fetch_or in ring(). */
+		uint64_t mask = pending_[w].exchange(0, std::memory_order_acquire);
+		any |= mask != 0;
+		drain_word(w, mask);
+	}
+	return any;
+}
+
+void EmuFunction::drain_word(size_t w, uint64_t mask)
+{
 	while (mask != 0) {
-		const unsigned i = static_cast<unsigned>(__builtin_ctzll(mask));
+		const unsigned i = static_cast<unsigned>(w * 64 + __builtin_ctzll(mask));
 		mask &= mask - 1;
 		Doorbell &db = doorbells_[i];
 		uint64_t v;
@@ -212,7 +224,35 @@ bool EmuFunction::drain()
 		delivered_.add();
 		db.handler(v);
 	}
-	return true;
+}
+
+int EmuFunction::set_msix_eventfd(unsigned vector, int fd)
+{
+	if (vector >= msix_vectors_ || fd < -1)
+		return -EINVAL;
+	std::lock_guard lk(irq_mu_);
+	msix_fd_[vector] = fd;
+	return 0;
+}
+
+bool EmuFunction::raise_msix(unsigned vector)
+{
+	if (vector >= msix_vectors_)
+		return false;
+	msix_raised_.fetch_add(1, std::memory_order_relaxed);
+	std::lock_guard lk(irq_mu_);
+	const int fd = msix_fd_[vector];
+	if (fd < 0)
+		return false;
+	/* What the kernel does for a triggered vector: eventfd_signal, a count of 1. A full
+	 * counter (2^64 - 2, never in practice) or a non-blocking EAGAIN loses nothing that
+	 * matters: the reader wakes for the count already there. */
+	const uint64_t one = 1;
+	ssize_t rc;
+	do
+		rc = write(fd, &one, sizeof(one));
+	while (rc < 0 && errno == EINTR);
+	return rc == sizeof(one);
 }
 
 int EmuFunction::add_doorbell(size_t offset, DoorbellMerge merge, DoorbellHandler handler,

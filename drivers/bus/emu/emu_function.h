@@ -49,6 +49,13 @@
  * for the callback alone (doorbells stay inline); without a callback inline delivery has no
  * thread, as before.
  *
+ * Interrupts. The function has an MSI-X table of EmuFunctionConfig::msix_vectors vectors. The
+ * driver attaches an eventfd to a vector (set_msix_eventfd, the emulated VFIO_DEVICE_SET_IRQS)
+ * and the device model raises the vector (raise_msix): the function adds 1 to that eventfd, as
+ * the kernel's interrupt handler does for a vector vfio-pci triggers. A vector with no eventfd
+ * raises nothing (the interrupt is lost, as a masked vector's would be when nobody listens);
+ * msix_raised() counts raises either way.
+ *
  * Hot path: bar0_read32/bar0_write32/bar0_write64 take no lock, allocate nothing and make no
  * system call (inline handlers are the device's own business).
  */
@@ -100,11 +107,16 @@ struct EmuFunctionConfig {
 	DoorbellDelivery delivery = DoorbellDelivery::inline_call;
 	/* Poll thread: sleep between idle polls (after a short spin). */
 	std::chrono::microseconds poll_idle_sleep{50};
+	/* MSI-X table size (vectors 0 .. n - 1), at most EmuFunction::kMaxMsix. */
+	unsigned msix_vectors = 64;
 };
 
 class EmuFunction final : public bus::PciFunction {
 public:
-	static constexpr size_t kMaxDoorbells = 64;
+	/* Three pending words of 64 bits: the mlx5 model takes three per UAR page (SQ doorbell,
+	 * CQ arm, EQ arm) for up to 62 UAR pages, plus two. */
+	static constexpr size_t kMaxDoorbells = 192;
+	static constexpr unsigned kMaxMsix = 256;
 	static constexpr size_t kMaxReadOnly = 16;
 
 	/*
@@ -136,6 +148,18 @@ public:
 	int config_read(uint32_t offset, void *buf, size_t len) const override;
 	int config_write(uint32_t offset, const void *buf, size_t len) override;
 	static constexpr size_t kConfigSize = 256;
+	/* See "Interrupts" above: -EINVAL (vector >= msix_vectors, fd < -1). */
+	int set_msix_eventfd(unsigned vector, int fd) override;
+
+	/* Device side: raises MSI-X vector `vector` (see "Interrupts"); false when no eventfd is
+	 * attached to it or the vector is out of range. Thread-safe; not for hot paths. */
+	bool raise_msix(unsigned vector);
+	/* Raises of vectors in range since creation (with or without an eventfd). */
+	uint64_t msix_raised() const noexcept
+	{
+		return msix_raised_.load(std::memory_order_relaxed);
+	}
+	unsigned msix_vectors() const noexcept { return msix_vectors_; }
 
 	/* Device side. */
 	EmuIommu &iommu() noexcept { return *iommu_; }
@@ -212,6 +236,7 @@ private:
 	void ring(Doorbell &db, uint64_t value);
 	/* Delivers every recorded doorbell once; true if any was. */
 	bool drain();
+	void drain_word(size_t w, uint64_t mask);
 	void poll_loop();
 
 	std::string name_;
@@ -229,8 +254,9 @@ private:
 	std::array<ReadOnly, kMaxReadOnly> read_only_;
 	std::atomic<size_t> n_read_only_{0};
 
-	/* One bit per doorbell index with a recorded, undelivered value. */
-	std::atomic<uint64_t> pending_{0};
+	/* One bit per doorbell index with a recorded, undelivered value: doorbell i is bit i % 64
+	 * of word i / 64. */
+	std::array<std::atomic<uint64_t>, kMaxDoorbells / 64> pending_{};
 	std::atomic<bool> running_{false};
 	std::atomic<bool> thread_stop_{false};
 	SlotCounter delivered_; /* per thread: two threads ringing meet on no line */
@@ -240,6 +266,12 @@ private:
 	std::function<bool()> progress_;
 	std::vector<int> progress_fds_;
 	std::thread thread_;
+	/* MSI-X: the eventfd of each vector (-1: none). irq_mu_ serialises attach and raise, so a
+	 * descriptor the driver detached (and may close) is never written after the detach. */
+	unsigned msix_vectors_ = 0;
+	std::mutex irq_mu_;
+	std::vector<int> msix_fd_;
+	std::atomic<uint64_t> msix_raised_{0};
 };
 
 } // namespace nicmr::emu

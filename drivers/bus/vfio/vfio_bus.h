@@ -273,6 +273,19 @@ public:
 	int disable_irqs();
 	/* Vector i's eventfd (read 8 bytes to consume), or -1. */
 	int irq_eventfd(unsigned i) const noexcept;
+	/*
+	 * bus::PciFunction's interrupt interface: VFIO_DEVICE_SET_IRQS on VFIO_PCI_MSIX_IRQ_INDEX
+	 * for the one vector (start = vector, count = 1) with VFIO_IRQ_SET_DATA_EVENTFD |
+	 * VFIO_IRQ_SET_ACTION_TRIGGER and the caller's fd (-1 detaches it, as the kernel's
+	 * vfio_msi_set_vector_signal reads a negative fd). The first attach enables MSI-X with
+	 * vectors 0 .. vector; when the last attached vector is detached MSI-X is disabled
+	 * (VFIO_IRQ_SET_DATA_NONE, count 0). A kernel without dynamic MSI-X allocation (before
+	 * Linux 6.5, VFIO_IRQ_INFO_NORESIZE set) refuses a vector beyond those enabled first with
+	 * -EINVAL: attach the highest vector first. Errors: -EINVAL (vector >= msix_count(), fd
+	 * below -1), -ENOTSUP (no MSI-X), -EBUSY (enable_msix/enable_msi own the interrupts),
+	 * the ioctl's. The caller owns fd.
+	 */
+	int set_msix_eventfd(unsigned vector, int fd) override;
 
 private:
 	Device() = default;
@@ -298,6 +311,7 @@ private:
 	size_t bar0_size_ = 0;
 	std::vector<int> irq_fds_;
 	unsigned irq_index_ = 0;
+	std::vector<int> msix_attached_; /* set_msix_eventfd: the caller's fd per vector, or -1 */
 };
 
 } // namespace nicmr::bus::vfio

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
@@ -336,8 +337,9 @@ int Device::reset()
 
 int Device::enable_irqs(unsigned index, unsigned count, unsigned offered, const char *what)
 {
-	if (!irq_fds_.empty())
-		return -EBUSY;
+	if (!irq_fds_.empty() ||
+	    std::any_of(msix_attached_.begin(), msix_attached_.end(), [](int f) { return f >= 0; }))
+		return -EBUSY; /* set_msix_eventfd owns the interrupts */
 	if (offered == 0) {
 		NICMR_LOG(error, "vfio", "%s has no %s", name_.c_str(), what);
 		return -ENOTSUP;
@@ -409,6 +411,55 @@ int Device::disable_irqs()
 int Device::irq_eventfd(unsigned i) const noexcept
 {
 	return i < irq_fds_.size() ? irq_fds_[i] : -1;
+}
+
+int Device::set_msix_eventfd(unsigned vector, int fd)
+{
+	if (msix_count_ == 0)
+		return -ENOTSUP;
+	if (vector >= msix_count_ || fd < -1)
+		return -EINVAL;
+	if (!irq_fds_.empty())
+		return -EBUSY;
+	if (msix_attached_.empty())
+		msix_attached_.assign(msix_count_, -1);
+	const bool last = fd < 0 && std::count_if(msix_attached_.begin(), msix_attached_.end(),
+						  [](int f) { return f >= 0; }) ==
+					    (msix_attached_[vector] >= 0 ? 1 : 0);
+	if (last) {
+		/* Nothing attached any more: MSI-X off (VFIO_IRQ_SET_DATA_NONE, count 0). */
+		vfio_irq_set set{};
+		set.argsz = sizeof(set);
+		set.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+		set.index = VFIO_PCI_MSIX_IRQ_INDEX;
+		set.count = 0;
+		if (ioctl(fd_, VFIO_DEVICE_SET_IRQS, &set) < 0) {
+			int err = errno;
+			NICMR_LOG(error, "vfio", "%s: disabling MSI-X: %s", name_.c_str(),
+				  strerror(err));
+			return -err;
+		}
+		msix_attached_[vector] = -1;
+		return 0;
+	}
+	uint8_t buf[sizeof(vfio_irq_set) + sizeof(int32_t)] = {};
+	vfio_irq_set set{};
+	set.argsz = sizeof(buf);
+	set.flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+	set.index = VFIO_PCI_MSIX_IRQ_INDEX;
+	set.start = vector;
+	set.count = 1;
+	const int32_t efd = fd;
+	std::memcpy(buf, &set, sizeof(set));
+	std::memcpy(buf + sizeof(set), &efd, sizeof(efd));
+	if (ioctl(fd_, VFIO_DEVICE_SET_IRQS, buf) < 0) {
+		int err = errno;
+		NICMR_LOG(error, "vfio", "%s: MSI-X vector %u %s eventfd %d: %s", name_.c_str(),
+			  vector, fd < 0 ? "detach" : "attach", fd, strerror(err));
+		return -err;
+	}
+	msix_attached_[vector] = fd;
+	return 0;
 }
 
 } // namespace nicmr::bus::vfio
