@@ -1117,17 +1117,20 @@ TEST(EmuDpDoorbell, UarsArePreRegisteredAndAllocatedFromOne)
 		Cmd(prm::opcode::alloc_uar, prm::alloc_uar_in::size, prm::alloc_uar_out::size));
 	EXPECT_EQ(r.status(), prm::status::exceed_lim);
 	EXPECT_EQ(r.syndrome(), static_cast<uint32_t>(Syndrome::uar_table_full));
-	/* cmd_dbell, cmdq_addr_l (initializing clears once it is written) and 3 SQ doorbells. */
-	EXPECT_EQ(b.h().emu().emu_function().doorbell_count(), 5u);
+	/* cmd_dbell, cmdq_addr_l (initializing clears once it is written) and per UAR page the
+	 * SQ, CQ arm and EQ arm doorbells. */
+	EXPECT_EQ(b.h().emu().emu_function().doorbell_count(), 11u);
 }
 
 TEST(EmuDpDoorbell, TooManyUarsForTheDoorbellTableAreRefused)
 {
 	EmuConfig cfg;
-	cfg.uars = 63;
+	cfg.uars = 64;
 	std::unique_ptr<EmuMlx5> e;
 	EXPECT_EQ(emu_mlx5_create(cfg, &e), -EINVAL);
-	cfg.uars = 62; /* 64 doorbells: cmd_dbell, cmdq_addr_l and 62 SQ doorbells */
+	/* 191 of the 192 doorbells: cmd_dbell, cmdq_addr_l and per UAR page the SQ doorbell,
+	 * the CQ arm doorbell and the EQ arm doorbell. */
+	cfg.uars = 63;
 	EXPECT_EQ(emu_mlx5_create(cfg, &e), 0);
 }
 

@@ -103,8 +103,9 @@ public:
 		return static_cast<uint32_t>(r.get(prm::alloc_uar_out::uar));
 	}
 
-	/* An EQ of 2^log_size entries at kEqOff, owner bits initialised to 1. */
-	Reply create_eq(uint32_t log_size, uint64_t bitmask)
+	/* An EQ of 2^log_size entries at kEqOff, owner bits initialised to 1; eqc.uar_page and
+	 * eqc.intr as given. */
+	Reply create_eq(uint32_t log_size, uint64_t bitmask, uint32_t eq_uar = 0, uint32_t intr = 0)
 	{
 		for (size_t i = 0; i < (size_t{1} << log_size); i++)
 			prm::set(at(kEqOff + i * 64), prm::eqe::owner, 1);
@@ -112,6 +113,8 @@ public:
 		      prm::create_eq_out::size);
 		c.set_at(prm::create_eq_in::eqc_offset, prm::eqc::log_eq_size, log_size);
 		c.set(prm::create_eq_in::event_bitmask, bitmask);
+		c.set_at(prm::create_eq_in::eqc_offset, prm::eqc::uar_page, eq_uar);
+		c.set_at(prm::create_eq_in::eqc_offset, prm::eqc::intr, intr);
 		c.set_at(prm::create_eq_in::pas_offset, prm::pas_entry, iova(kEqOff));
 		eq_log_ = log_size;
 		Reply r = h_.run(c);
@@ -399,6 +402,10 @@ public:
 		return std::make_pair(static_cast<uint8_t>(prm::get(e, prm::eqe::event_type)),
 				      static_cast<uint32_t>(prm::get(e, prm::eqe::qpn)));
 	}
+
+	/* EQEs poll_eq took so far, and the EQ create_eq made last. */
+	uint32_t eq_ci() const { return eq_ci_; }
+	uint32_t eqn() const { return eqn_; }
 
 	uint32_t pd = 0;
 	uint32_t uar = 0;

@@ -972,7 +972,39 @@ inline constexpr size_t qp_rq_dword = 0;
 inline constexpr Field sq_counter{0x020, 32};
 inline constexpr size_t cq_ci_dword = 0;
 inline constexpr size_t qp_sq_dword = 1;
+/* CQ: dword 1, the arm word (rdma-core providers/mlx5/cq.c mlx5_arm_cq: dbrec[MLX5_CQ_ARM_DB],
+ * MLX5_CQ_ARM_DB = 1), the same sn << 28 | cmd | ci as the arm doorbell's first word. */
+inline constexpr size_t cq_arm_dword = 1;
+inline constexpr Field cq_arm_sn{0x022, 2};
+inline constexpr Field cq_arm_cmd{0x024, 4};
+inline constexpr Field cq_arm_ci{0x028, 24};
 } // namespace dbr
+
+/*
+ * CQ arm doorbell in a UAR page: a 64-bit write at +0x20 (MLX5_CQ_DOORBELL), first word
+ * sn << 28 | cmd | ci, second word the CQN, both big-endian (rdma-core mlx5_arm_cq; Linux
+ * include/linux/mlx5/cq.h mlx5_cq_arm). cmd: MLX5_CQ_DB_REQ_NOT (0 << 24) arms for the next
+ * completion, MLX5_CQ_DB_REQ_NOT_SOL (1 << 24) for the next solicited or error completion.
+ * The sn (2 bits) counts events: the driver adds one for each event it took (rdma-core
+ * mlx5_cq_event: arm_sn++).
+ */
+namespace cq_doorbell {
+inline constexpr size_t offset = 0x20;
+inline constexpr Field arm_sn{0x02, 2};
+inline constexpr Field cmd{0x04, 4};
+inline constexpr Field consumer_index{0x08, 24};
+inline constexpr Field cqn{0x28, 24}; /* second word */
+inline constexpr uint32_t cmd_next = 0;
+inline constexpr uint32_t cmd_solicited = 1;
+} // namespace cq_doorbell
+
+/* Completion event (struct mlx5_eqe_comp): EQE type 0x00 (MLX5_EVENT_TYPE_COMP), the CQN in
+ * data bytes 24..27 (low 24 bits), i.e. EQE bytes 0x38..0x3b. Completion events go to the EQ
+ * the CQ names (cqc.c_eqn), whatever that EQ's event_bitmask. */
+namespace eqe_comp {
+inline constexpr uint8_t event_type = 0x00;
+inline constexpr Field cqn{0x1c8, 24};
+} // namespace eqe_comp
 
 /* Queue pair context (qpc): 232 bytes (0x740 bits). */
 namespace qpc {

@@ -28,6 +28,10 @@ namespace prm = nicmr::mlx5::prm;
 
 namespace {
 
+/* Doorbells of one UAR page: the SQ doorbell (+0x800), the CQ arm doorbell (+0x20) and the EQ
+ * update-and-arm doorbell (+0x40). */
+constexpr uint32_t kDoorbellsPerUar = 3;
+
 /* Register helpers: a field of the init segment read or written in its BAR word. */
 uint32_t reg_get(const EmuFunction &fn, prm::Field f)
 {
@@ -100,7 +104,8 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	    cfg.log_max_klm_list_size < 1 || cfg.log_max_klm_list_size > 30 ||
 	    fn.bar0_size() < prm::init_seg::size ||
 	    uint64_t{cfg.boot_pages} + cfg.init_pages + cfg.regular_pages > cfg.max_pages ||
-	    cfg.uars + 2 > EmuFunction::kMaxDoorbells || cfg.cmdif_checksum > 3 ||
+	    2 + kDoorbellsPerUar * cfg.uars > EmuFunction::kMaxDoorbells ||
+	    cfg.cmdif_checksum > 3 ||
 	    (uint64_t{cfg.uars} + 1) * prm::uar::page_size > fn.bar0_size() || cfg.log_max_qp < 1 ||
 	    cfg.log_max_qp > 24 || cfg.log_max_cq < 1 || cfg.log_max_cq > 24 ||
 	    cfg.log_max_eq < 1 || cfg.log_max_eq > 8 || cfg.log_max_qp_sz < 1 ||
@@ -117,7 +122,7 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	 * first doorbell is added, so that a refusal leaves fn as it was. */
 	if (fn.has_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell)))
 		return -EEXIST;
-	if (fn.doorbell_count() + 2 + cfg.uars > EmuFunction::kMaxDoorbells)
+	if (fn.doorbell_count() + 2 + kDoorbellsPerUar * cfg.uars > EmuFunction::kMaxDoorbells)
 		return -ENOSPC;
 	for (uint32_t p = cfg.ports; p < cfg.wire.size(); p++)
 		if (!cfg.wire[p].addr.empty())
@@ -165,6 +170,23 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 			[dp, i, by_value](uint64_t v) { dp->uar_doorbell(i, v, by_value); },
 			DoorbellStore::deliver_only);
 	}
+	/* The CQ arm doorbell (+0x20, 64 bits: arm word and CQN) and the EQ's update-and-arm
+	 * doorbell (+0x40) of every UAR page, after the SQ doorbells (the hot path's lookup
+	 * meets those first). The EQ word is kept in BAR 0: write_eqe reads the consumer index
+	 * back from it. The CQ doorbell is write-only, like the SQ's. */
+	for (uint32_t i = 1; i <= cfg.uars && rc == 0; i++) {
+		EmuDataPath *dp = d->dp_.get();
+		rc = fn.add_doorbell(
+			prm::uar::page_offset(i) + prm::cq_doorbell::offset, DoorbellMerge::latest,
+			[dp, i, by_value](uint64_t v) { dp->cq_arm_doorbell(i, v, by_value); },
+			DoorbellStore::deliver_only);
+		if (rc == 0)
+			rc = fn.add_doorbell(
+				prm::uar::page_offset(i) + prm::eq_doorbell::arm_offset,
+				DoorbellMerge::latest, [dp, i](uint64_t v) {
+					dp->eq_arm_doorbell(i, static_cast<uint32_t>(v));
+				});
+	}
 	if (rc < 0)
 		return rc; /* only if the function already had a doorbell at a UAR offset */
 	/* The wire's receive work runs on the device thread (emu_function.h, "Progress"). */
@@ -178,6 +200,7 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	EmuFunction *fnp = &fn;
 	d->dp_->set_device_hooks([fnp](size_t off) { return fnp->reg_read32(off); },
 				 [self](uint8_t synd) { self->raise_health_syndrome(synd, 0); });
+	d->dp_->set_irq_hook([fnp](uint32_t vector) { fnp->raise_msix(vector); });
 	/* Nothing below may fail: the doorbell now points at this device. */
 	if (cfg.boot_delay.count() == 0) {
 		d->finish_boot();

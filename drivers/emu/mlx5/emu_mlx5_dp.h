@@ -94,7 +94,7 @@ struct CqAttr {
 	uint32_t log_size = 0; /* CQEs = 2^log_size */
 	QueueMem mem;
 	uint64_t dbr = 0; /* IOVA of the doorbell record (dbr[0]: consumer index) */
-	uint32_t eqn = 0; /* completion EQ (poll mode: recorded, no events) */
+	uint32_t eqn = 0; /* completion EQ: where an armed CQ's completion event goes */
 };
 
 struct EqAttr {
@@ -102,6 +102,7 @@ struct EqAttr {
 	QueueMem mem;
 	uint64_t event_bitmask = 0; /* bit n: event type n is delivered */
 	uint32_t uar = 0;	    /* eqc.uar_page: where the driver writes the consumer index */
+	uint32_t intr = 0;	    /* eqc.intr: the MSI-X vector an armed EQ raises */
 };
 
 struct QpAttr {
@@ -188,6 +189,10 @@ struct DpStats {
 	uint64_t recvs = 0;	     /* receive WQEs consumed by a SEND or WRITE with immediate */
 	uint64_t rnr = 0;	     /* requests that found no receive WQE (RNR) */
 	uint64_t dbr_faults = 0;     /* a doorbell record or WQE unreadable (DMA fault) */
+	uint64_t cq_arms = 0;	     /* CQ arm doorbells taken (a known CQ) */
+	uint64_t comp_events = 0;    /* completion EQEs written for armed CQs */
+	uint64_t interrupts = 0;     /* MSI-X vectors raised by armed EQs */
+	uint64_t arms_dropped = 0;   /* CQ or EQ arm doorbells naming no such queue */
 };
 
 /* The UDP wire's counters (doc/device-model.md, "The UDP wire"). */
@@ -299,6 +304,19 @@ public:
 	/* Whether an EQ that takes type exists. */
 	bool has_event_eq(uint8_t type) const;
 	/*
+	 * CQ arming and completion events (emu_mlx5_cq_events.cpp, doc/device-model.md "CQ
+	 * arming"). cq_arm_doorbell: the 64-bit CQ doorbell of UAR page uar (+0x20), raw as the
+	 * CPU stored it; by_value: act on the CQ it names only (inline delivery), otherwise also
+	 * on every CQ whose doorbell record's arm word changed (a poll thread sees only the
+	 * latest value of the UAR's doorbell). eq_arm_doorbell: a write of eqn << 24 | ci to the
+	 * EQ doorbell at +0x40 of UAR page uar (update and arm). Thread-safe.
+	 */
+	void cq_arm_doorbell(uint32_t uar, uint64_t raw, bool by_value);
+	void eq_arm_doorbell(uint32_t uar, uint32_t raw);
+	/* Whom an armed EQ's event interrupts: raises MSI-X vector `vector`. Set once, before
+	 * the function starts. */
+	void set_irq_hook(std::function<void(uint32_t vector)> irq) { irq_ = std::move(irq); }
+	/*
 	 * Where the data path reads the EQ doorbells (BAR 0 words at the EQ's UAR page + 0x40 and
 	 * + 0x48, prm::eq_doorbell) and whom it tells about an EQ overrun (a health syndrome:
 	 * async_eq_overrun_err for an EQ that takes page requests or command events, eq_err for
@@ -400,6 +418,16 @@ private:
 	 * QP lock held. */
 	void rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed &pk, uint32_t psn,
 			  bool *owe_ack);
+	/* After CQE cq.produced - 1 was written (the one call complete() makes;
+	 * emu_mlx5_cq_events.cpp): an armed CQ's completion event. solicited: the CQE is solicited
+	 * or an error. Table lock held shared; the CQ's producer lock held. Device hot path: one
+	 * atomic load when the CQ is not armed. */
+	void cq_completed(const DmaSection &dma, Cq &cq, bool solicited);
+	/* Arms cq (cmd prm::cq_doorbell::cmd_*, the consumer index of the arm); fires at once
+	 * when CQEs the arm asks for lie beyond ci. Table lock held shared. */
+	void cq_arm(const DmaSection &dma, Cq &cq, uint32_t arm_word);
+	/* The completion EQE for cq on its c_eqn EQ, and the EQ's interrupt when it is armed. */
+	void comp_event(const DmaSection &dma, Cq &cq);
 	/* The first EQ created that takes type, or null. Caller holds table_lock_. */
 	Eq *event_eq(uint8_t type) const;
 	/* Writes one EQE (type, the 28 data bytes) unless the EQ is full: then -EOVERFLOW and the
@@ -442,11 +470,12 @@ private:
 	mutable WireCounters wctr_;
 	std::function<uint32_t(size_t)> bar_read_;
 	std::function<void(uint8_t)> fatal_;
+	std::function<void(uint32_t)> irq_;
 
 	struct Counters {
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
 			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0}, eq_overruns{0},
-			recvs{0}, rnr{0};
+			recvs{0}, rnr{0}, cq_arms{0}, comp_events{0}, interrupts{0}, arms_dropped{0};
 	};
 	/* Relaxed: statistics only. The per-WQE ones live in the QPs and CQs (bumped under their
 	 * locks, no read-modify-write) and move here when those go. */

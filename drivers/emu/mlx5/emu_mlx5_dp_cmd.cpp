@@ -107,6 +107,7 @@ CmdResult EmuMlx5Device::cmd_create_eq(const uint8_t *in, size_t in_len, uint8_t
 	a.log_size = static_cast<uint32_t>(prm::get(eqc, prm::eqc::log_eq_size));
 	a.event_bitmask = prm::get(in, m::event_bitmask);
 	a.uar = static_cast<uint32_t>(prm::get(eqc, prm::eqc::uar_page));
+	a.intr = static_cast<uint32_t>(prm::get(eqc, prm::eqc::intr));
 	a.mem = queue_mem(in, in_len, m::pas_offset,
 			  static_cast<uint32_t>(prm::get(eqc, prm::eqc::log_page_size)));
 	uint32_t eqn = 0;

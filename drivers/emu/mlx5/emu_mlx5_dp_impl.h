@@ -184,6 +184,15 @@ struct alignas(kThreadAlign) EmuDataPath::Cq { /* no line shared with another ob
 	uint64_t produced = 0;
 	/* Statistics, bumped under lock. */
 	std::atomic<uint64_t> n_cqes{0}, n_errors{0}, n_overruns{0};
+	/* Arming (emu_mlx5_cq_events.cpp): written by the CQE producer and by arm doorbells on
+	 * other threads, hence atomic. armed: 0, or kArmedNext / kArmedSolicited; cleared by
+	 * whoever fires the one event (a compare-exchange decides). published: CQEs written
+	 * (produced, stored after the CQE); solicited_end: produced just after the last
+	 * solicited or error CQE. arm_seen: the record's arm word last acted on. */
+	static constexpr uint8_t kArmedNext = 1, kArmedSolicited = 2;
+	std::atomic<uint8_t> armed{0};
+	std::atomic<uint64_t> published{0}, solicited_end{0};
+	std::atomic<uint32_t> arm_seen{0};
 };
 
 struct EmuDataPath::Eq {
@@ -194,6 +203,7 @@ struct EmuDataPath::Eq {
 	uint64_t produced = 0;
 	uint64_t consumed = 0; /* the driver's consumer index as last read from its doorbell */
 	bool overrun = false;  /* stays set: the EQ takes no more events */
+	bool armed = false;    /* an update-and-arm doorbell came since the last interrupt */
 };
 
 /* A receive WQE taken off a QP's RQ: its slot's data segments up to the MLX5_INVALID_LKEY

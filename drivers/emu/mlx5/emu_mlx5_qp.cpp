@@ -104,6 +104,10 @@ int EmuDataPath::create_cq(const CqAttr &a, uint32_t *cqn)
 	auto cq = std::make_unique<Cq>();
 	cq->cqn = n;
 	cq->attr = a;
+	/* The record's arm word as it is now: a poll thread's scan acts only on a change. */
+	if (uint32_t w = 0;
+	    DmaSection(mmu_).load32_acquire(a.dbr + prm::dbr::cq_arm_dword * 4, &w) == 0)
+		cq->arm_seen.store(w, std::memory_order_relaxed);
 	cqs_.emplace(n, std::move(cq));
 	*cqn = n;
 	return 0;
@@ -457,6 +461,10 @@ DpStats EmuDataPath::stats() const
 	s.rnr = ctr_.rnr.load(std::memory_order_relaxed);
 	s.dbr_faults = ctr_.dbr_faults.load(std::memory_order_relaxed);
 	s.eq_overruns = ctr_.eq_overruns.load(std::memory_order_relaxed);
+	s.cq_arms = ctr_.cq_arms.load(std::memory_order_relaxed);
+	s.comp_events = ctr_.comp_events.load(std::memory_order_relaxed);
+	s.interrupts = ctr_.interrupts.load(std::memory_order_relaxed);
+	s.arms_dropped = ctr_.arms_dropped.load(std::memory_order_relaxed);
 	/* Live objects' counters on top of the retired ones. */
 	std::shared_lock lk(table_lock_);
 	for (const auto &[n, qp] : qps_) {

@@ -641,6 +641,10 @@ void EmuDataPath::write_cqe(const DmaSection &dma, Cq &cq, const CqeFields &f)
 	bump(cq.n_cqes);
 	if (error)
 		bump(cq.n_errors);
+	/* An error CQE wakes a solicited arm too. Requester CQEs are never solicited; receive
+	 * CQEs of SENDs with the solicited bit do not yet wake a solicited arm either
+	 * (doc/device-model.md, "Completion events"). */
+	cq_completed(dma, cq, error);
 }
 
 /* Table lock held shared. Events go to the first EQ created that is still there. */
