@@ -37,6 +37,11 @@ int Cq::create(Device &dev, Uar &uar, const CqParams &p, std::unique_ptr<Cq> *ou
 	cq->mask_ = (1u << p.log_size) - 1;
 	cq->cqes_ = cq->ring_.va();
 	cq->dbr_ci_ = reinterpret_cast<uint32_t *>(cq->dbr_.va()) + prm::dbr::cq_ci_dword;
+	cq->dbr_arm_ = reinterpret_cast<uint32_t *>(cq->dbr_.va()) + prm::dbr::cq_arm_dword;
+	/* The record starts zeroed (the arena's memory may hold anything). */
+	*cq->dbr_ci_ = 0;
+	*cq->dbr_arm_ = 0;
+	cq->arm_doorbell_ = prm::uar::page_offset(uar.index()) + prm::cq_doorbell::offset;
 	/* Invalid opcode and owner 1: no slot of the first pass (owner 0) looks written. */
 	uint8_t op_own = 0; /* the whole byte: the ring's memory may hold anything */
 	prm::set(&op_own, prm::in_byte(prm::cqe::opcode), MLX5_CQE_INVALID);
@@ -122,6 +127,30 @@ int Cq::poll(Completion *out, int max) noexcept
 							  std::memory_order_release);
 	}
 	return n;
+}
+
+/* Not a hot path, but no lock, no allocation, no system call. */
+void Cq::arm(bool solicited) noexcept
+{
+	/* rdma-core mlx5_arm_cq: sn = arm_sn & 3, ci = cons_index & 0xffffff, cmd
+	 * MLX5_CQ_DB_REQ_NOT_SOL or MLX5_CQ_DB_REQ_NOT; the record's arm word, then the 64-bit
+	 * doorbell: that word and the CQN. */
+	const uint32_t word = prm::word_be<prm::cq_doorbell::arm_sn, prm::cq_doorbell::cmd,
+					   prm::cq_doorbell::consumer_index>(
+		arm_sn_ & 3,
+		solicited ? prm::cq_doorbell::cmd_solicited : prm::cq_doorbell::cmd_next,
+		ci_ & prm::value_mask(prm::cq_doorbell::consumer_index));
+	std::atomic_ref<uint32_t>(*dbr_arm_).store(word, std::memory_order_relaxed);
+	uint8_t db[8] = {};
+	std::memcpy(db, &word, sizeof(word));
+	prm::set(db, prm::cq_doorbell::cqn, cqn_);
+	uint64_t v;
+	std::memcpy(&v, db, sizeof(v));
+	/* Full I/O barrier: the record store and our loads of the CQEs polled so far are done
+	 * before the device sees the arm (rdma-core mmio_wc_start, a write barrier, before the
+	 * MMIO; the load-to-store half matters because the ci says those CQEs are consumed). */
+	rte_io_mb();
+	dev_.function().bar0_write64(arm_doorbell_, v);
 }
 
 } // namespace nicmr::mlx5

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A completion queue in poll mode: 2^log_size 64-byte CQEs in host DMA memory and a doorbell
+ * A completion queue: 2^log_size 64-byte CQEs in host DMA memory and a doorbell
  * record whose dword 0 carries the consumer index.
  *
  *   device: writes CQE n at slot n & mask, op_own last (release), owner = (n >> log_size) & 1
@@ -9,7 +9,14 @@
  * (fields prm::cqe, prm::err_cqe and prm::dbr::cq_ci of the layout table, mlx5_prm.h)
  *
  * Every CQE starts with opcode MLX5_CQE_INVALID and owner 1, so that nothing of the first pass
- * looks valid. No arm doorbell: nicmr polls. poll() is for one thread at a time.
+ * looks valid. poll() is for one thread at a time.
+ *
+ * Arming (for a waiter; not a hot path): arm(solicited) writes the arm word sn << 28 | cmd | ci
+ * to dbr[1] and then rings the UAR's CQ doorbell (+0x20) with that word and the CQN
+ * (rdma-core providers/mlx5/cq.c mlx5_arm_cq); the device then writes one completion EQE for
+ * this CQ to its EQ (c_eqn) at the next CQE (solicited: the next solicited or error CQE), or at
+ * once when such a CQE is already beyond ci. event_taken() counts an event taken, which moves
+ * the sn the next arm carries (rdma-core mlx5_cq_event: arm_sn++).
  */
 #ifndef NICMR_MLX5_CQ_H
 #define NICMR_MLX5_CQ_H
@@ -87,6 +94,17 @@ public:
 	 */
 	int poll(Completion *out, int max) noexcept;
 
+	/*
+	 * Arms the CQ for one completion event: the next CQE (solicited false) or the next
+	 * solicited or error CQE (true), counted from the consumer index poll() reached. The
+	 * same thread rules as poll() (it reads the consumer index). No lock, no allocation, no
+	 * system call: a doorbell-record store and one 64-bit MMIO write.
+	 */
+	void arm(bool solicited) noexcept;
+	/* One completion event of this CQ was taken (the next arm carries the next sn). */
+	void event_taken() noexcept { arm_sn_++; }
+	uint32_t arm_sn() const noexcept { return arm_sn_; }
+
 private:
 	Cq(Device &dev) : dev_(dev) {}
 	Device &dev_;
@@ -99,6 +117,12 @@ private:
 	uint32_t ci_ = 0;
 	uint8_t *cqes_ = nullptr;
 	uint32_t *dbr_ci_ = nullptr;
+	uint32_t *dbr_arm_ = nullptr;
+	size_t arm_doorbell_ = 0; /* BAR 0 offset of the UAR's CQ doorbell */
+	/* The arm sequence number. rdma-core starts at 0; nicmr at 1, so that the first arm word
+	 * (sn 1) always differs from the zeroed record the device saw at CREATE_CQ (the emulated
+	 * device's poll thread finds arms by a changed record word; doc/device-model.md). */
+	uint32_t arm_sn_ = 1;
 };
 
 } // namespace nicmr::mlx5

@@ -427,9 +427,19 @@ int Device::comp_eqn(uint32_t *eqn)
 		std::unique_ptr<Eq> eq;
 		EqParams p;
 		p.event_bitmask = 0; /* completions only: no asynchronous event lands here */
+		p.interrupts = true;
+		p.vector = kCompVector;
 		int rc = Uar::alloc(*this, &uar);
-		if (rc == 0)
+		if (rc == 0) {
 			rc = Eq::create(*this, *uar, p, &eq);
+			if (rc == -ENOTSUP) {
+				/* A bus without MSI-X: events can still be read, never waited for.
+				 */
+				p.interrupts = false;
+				p.vector = 0;
+				rc = Eq::create(*this, *uar, p, &eq);
+			}
+		}
 		if (rc != 0) {
 			NICMR_LOG(error, kLog, "%s: cannot create the completion EQ (%d)",
 				  fn_.name().c_str(), rc);
@@ -440,6 +450,47 @@ int Device::comp_eqn(uint32_t *eqn)
 	}
 	*eqn = comp_eq_->eqn();
 	return 0;
+}
+
+int Device::comp_event_fd()
+{
+	uint32_t eqn = 0;
+	if (int rc = comp_eqn(&eqn); rc != 0)
+		return rc;
+	std::lock_guard<std::mutex> lock(comp_mu_);
+	const int fd = comp_eq_->event_fd();
+	return fd >= 0 ? fd : -ENOTSUP;
+}
+
+int Device::comp_events(uint32_t *cqns, int max)
+{
+	if (max < 0 || (max > 0 && cqns == nullptr))
+		return -EINVAL;
+	uint32_t eqn = 0;
+	if (int rc = comp_eqn(&eqn); rc != 0)
+		return rc;
+	std::lock_guard<std::mutex> lock(comp_mu_);
+	Eq &eq = *comp_eq_;
+	/* The interrupt's count first: an interrupt after this read belongs to EQEs the poll
+	 * below may or may not see, and the re-arm below interrupts again for any it left. */
+	if (eq.event_fd() >= 0) {
+		uint64_t n;
+		while (read(eq.event_fd(), &n, sizeof(n)) == ssize_t{sizeof(n)}) {
+		}
+	}
+	int got = 0;
+	Event ev[16];
+	while (got < max) {
+		const int n = eq.poll(ev, std::min(16, max - got));
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++)
+			if (ev[i].type == prm::eqe_comp::event_type)
+				cqns[got++] = ev[i].cqn;
+	}
+	if (eq.event_fd() >= 0)
+		eq.arm();
+	return got;
 }
 
 /*

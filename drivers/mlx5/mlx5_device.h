@@ -237,12 +237,32 @@ public:
 	 * of the device, as rdma-core's VFIO provider has one EQ for all its completion vectors
 	 * (mlx5_vfio.c, vfio_devx_query_eqn; num_comp_vectors = 1). open() creates it with its
 	 * own UAR right after INIT_HCA, where rdma-core creates that EQ; it subscribes to no
-	 * asynchronous event and goes at teardown before TEARDOWN_HCA. Nothing polls it: nicmr
-	 * polls its CQs and never arms them, so the device writes no EQE there.
+	 * asynchronous event and goes at teardown before TEARDOWN_HCA. On a bus with MSI-X it
+	 * interrupts on vector kCompVector through an eventfd (comp_event_fd) and is created
+	 * armed; on a bus without (-ENOTSUP from set_msix_eventfd) it is made in poll mode and
+	 * comp_events still reads it. The device writes EQEs there only for armed CQs.
 	 * Errors (only should open's creation have failed): those of Uar::alloc and Eq::create.
 	 * Thread-safe.
 	 */
 	int comp_eqn(uint32_t *eqn);
+	/* The completion EQ's MSI-X vector: rdma-core's VFIO provider keeps vector 0 for its
+	 * async EQ (mlx5_vfio.c, MLX5_VFIO_CMD_VEC_IDX) and gives completion EQs the next ones. */
+	static constexpr uint32_t kCompVector = 1;
+	/*
+	 * The eventfd that becomes readable when the completion EQ interrupts (an armed CQ got
+	 * its event): poll(2) it, then call comp_events. -ENOTSUP when the bus has no MSI-X;
+	 * those of comp_eqn. Thread-safe.
+	 */
+	int comp_event_fd();
+	/*
+	 * Takes the completion events: the CQN of up to max completion EQEs (in order) into cqns,
+	 * consumes the eventfd's count and re-arms the EQ (update and arm with the consumer
+	 * index: an EQE left behind, max being too small, interrupts again at once). Returns how
+	 * many; 0 when none. -EINVAL (cqns null with max > 0, max < 0); those of comp_eqn.
+	 * Thread-safe (a mutex): not a hot path. Each CQ's events are then the caller's to hand
+	 * out (Cq::event_taken, and a re-arm when it wants another).
+	 */
+	int comp_events(uint32_t *cqns, int max);
 
 private:
 	Device(bus::PciFunction &fn, mem::DmaSpace &space);
@@ -289,7 +309,7 @@ private:
 	std::vector<std::unique_ptr<mem::DmaArena>> page_arenas_;
 	std::unordered_map<uint64_t, GivenPage> pages_; /* given to the device, by IOVA */
 
-	std::mutex comp_mu_; /* guards the completion EQ's creation */
+	std::mutex comp_mu_; /* guards the completion EQ's creation and comp_events */
 	std::unique_ptr<Uar> comp_uar_;
 	std::unique_ptr<Eq> comp_eq_;
 };

@@ -3,6 +3,9 @@
 #include <cerrno>
 #include <new>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <rte_io.h>
 
 #include "mlx5_dp_commands.h"
@@ -13,11 +16,23 @@ namespace nicmr::mlx5 {
 
 int Eq::create(Device &dev, Uar &uar, const EqParams &p, std::unique_ptr<Eq> *out)
 {
-	if (p.log_size < 1 || p.log_size > 16)
+	if (p.log_size < 1 || p.log_size > 16 || p.vector > 0xff)
 		return -EINVAL;
 	std::unique_ptr<Eq> eq(new (std::nothrow) Eq(dev));
 	if (!eq)
 		return -ENOMEM;
+	if (p.interrupts) {
+		/* The eventfd first and attached before CREATE_EQ, as the kernel requests the
+		 * vector's IRQ before it creates the EQ (Linux eq.c create_map_eq). */
+		eq->efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (eq->efd_ < 0)
+			return -errno;
+		int rc = dev.function().set_msix_eventfd(p.vector, eq->efd_);
+		if (rc != 0)
+			return rc;
+		eq->attached_ = true;
+		eq->vector_ = p.vector;
+	}
 	int rc = QueueBuffer::alloc(dev.arena(), size_t{prm::eqe::size} << p.log_size, true,
 				    &eq->ring_);
 	if (rc != 0)
@@ -30,24 +45,44 @@ int Eq::create(Device &dev, Uar &uar, const EqParams &p, std::unique_ptr<Eq> *ou
 	c.log_size = p.log_size;
 	c.uar = uar.index();
 	c.event_bitmask = p.event_bitmask;
+	c.intr = p.vector;
 	c.mem.pas = eq->ring_.pas();
 	rc = create_eq(dev.cmdq(), c, &eq->eqn_);
 	if (rc != 0)
 		return rc;
 	eq->created_ = true;
 	eq->doorbell_ = prm::uar::page_offset(uar.index()) + prm::eq_doorbell::update_offset;
+	eq->arm_doorbell_ = prm::uar::page_offset(uar.index()) + prm::eq_doorbell::arm_offset;
+	/* Armed from the start, as Linux's mlx5_eq_enable does (eq_update_ci(eq, 1)). */
+	if (p.interrupts)
+		eq->arm();
 	*out = std::move(eq);
 	return 0;
 }
 
 Eq::~Eq()
 {
-	if (!created_)
-		return;
-	int rc = destroy_eq(dev_.cmdq(), eqn_);
-	if (rc != 0)
-		NICMR_LOG(error, "mlx5", "%s: DESTROY_EQ %u failed: %d",
-			  dev_.function().name().c_str(), eqn_, rc);
+	if (created_) {
+		int rc = destroy_eq(dev_.cmdq(), eqn_);
+		if (rc != 0)
+			NICMR_LOG(error, "mlx5", "%s: DESTROY_EQ %u failed: %d",
+				  dev_.function().name().c_str(), eqn_, rc);
+	}
+	if (attached_)
+		dev_.function().set_msix_eventfd(vector_, -1);
+	if (efd_ >= 0)
+		close(efd_);
+}
+
+void Eq::arm() noexcept
+{
+	uint32_t db = 0;
+	prm::set(&db, prm::eq_doorbell::eqn, eqn_);
+	prm::set(&db, prm::eq_doorbell::consumer_index,
+		 ci_ & prm::value_mask(prm::eq_doorbell::consumer_index));
+	/* As in poll(): the EQE loads before the store that frees their slots. */
+	rte_io_mb();
+	dev_.function().bar0_write32(arm_doorbell_, db);
 }
 
 /* Hot path: no lock, no allocation, no system call. */
@@ -65,6 +100,7 @@ int Eq::poll(Event *out, int max) noexcept
 		out[n].type = static_cast<uint8_t>(prm::get(e, prm::eqe::event_type));
 		out[n].sub_type = static_cast<uint8_t>(prm::get(e, prm::eqe::event_sub_type));
 		out[n].qpn = static_cast<uint32_t>(prm::get(e, prm::eqe::qpn));
+		out[n].cqn = static_cast<uint32_t>(prm::get(e, prm::eqe_comp::cqn));
 		out[n].function_id =
 			static_cast<uint16_t>(prm::get(e, prm::eqe_page_req::function_id));
 		out[n].num_pages = static_cast<int32_t>(

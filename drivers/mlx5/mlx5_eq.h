@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * An event queue in poll mode, for asynchronous events (a responder's WQ access errors,
- * firmware page requests): 2^log_size 64-byte EQEs in host DMA memory. EQE n sits at slot
- * n & mask with owner bit (n >> log_size) & 1; every EQE starts with owner 1, so nothing of the
- * first pass looks new. No interrupts (the EQ is never armed). poll() writes the consumer index
+ * An event queue, for asynchronous events (a responder's WQ access errors, firmware page
+ * requests) or completion events of armed CQs: 2^log_size 64-byte EQEs in host DMA memory.
+ * EQE n sits at slot n & mask with owner bit (n >> log_size) & 1; every EQE starts with owner 1,
+ * so nothing of the first pass looks new. In poll mode (the default) it is never armed. With
+ * EqParams::interrupts it owns an eventfd attached to MSI-X vector EqParams::vector
+ * (bus::PciFunction::set_msix_eventfd) and is created armed; arm() re-arms it (+0x40, update
+ * and arm, rdma-core mlx5_vfio.c eq_update_ci(eq, cc, 1)) and the device raises the vector once
+ * per arm. poll() writes the consumer index
  * back through the EQ doorbell of its UAR page (+0x48, eqn << 24 | index, rdma-core's
  * eq_update_ci): a ConnectX that does not see it for 2^log_size events declares the EQ overrun
  * (for the async EQ a fatal health syndrome, 0xc). Events go to the first EQ created whose
@@ -25,6 +29,7 @@ struct Event {
 	uint8_t type = 0; /* prm::event_type */
 	uint8_t sub_type = 0;
 	uint32_t qpn = 0; /* queue events: the QP (or SRQ) number */
+	uint32_t cqn = 0; /* completion events (type 0x00): the CQ (struct mlx5_eqe_comp) */
 	/* PAGE_REQUEST: the function the pages are for and how many (negative: take back). */
 	uint16_t function_id = 0;
 	int32_t num_pages = 0;
@@ -36,13 +41,18 @@ struct EqParams {
 	uint64_t event_bitmask = prm::event_bit(prm::event_type::wq_inval_req_error) |
 				 prm::event_bit(prm::event_type::wq_access_error) |
 				 prm::event_bit(prm::event_type::wq_catas_error);
+	/* Interrupts: an eventfd on MSI-X vector `vector` (eqc.intr, below 256). */
+	bool interrupts = false;
+	uint32_t vector = 0;
 };
 
 class Eq {
 public:
-	/* CREATE_EQ on dev; errors: -EINVAL (log_size outside 1..16), -ENOMEM, the command's. */
+	/* CREATE_EQ on dev; errors: -EINVAL (log_size outside 1..16, vector above 255), -ENOMEM,
+	 * the command's; with interrupts, eventfd(2)'s and set_msix_eventfd's (-ENOTSUP: the bus
+	 * has no MSI-X). */
 	static int create(Device &dev, Uar &uar, const EqParams &p, std::unique_ptr<Eq> *out);
-	~Eq(); /* DESTROY_EQ, then frees the ring */
+	~Eq(); /* detaches the vector, DESTROY_EQ, closes the eventfd, frees the ring */
 	Eq(const Eq &) = delete;
 	Eq &operator=(const Eq &) = delete;
 
@@ -52,11 +62,21 @@ public:
 	 * time. */
 	int poll(Event *out, int max) noexcept;
 	uint32_t consumer_index() const noexcept { return ci_; }
+	/* The eventfd the EQ's vector signals (nonblocking; read 8 bytes to consume), or -1 in
+	 * poll mode. */
+	int event_fd() const noexcept { return efd_; }
+	/* Update and arm (+0x40) with the consumer index: the next EQE, or one already there
+	 * unconsumed, raises the vector once. Same thread rules as poll(). Not a hot path. */
+	void arm() noexcept;
 
 private:
 	Eq(Device &dev) : dev_(dev) {}
 	Device &dev_;
-	size_t doorbell_ = 0; /* BAR 0 offset of the EQ's update-only doorbell */
+	size_t doorbell_ = 0;	  /* BAR 0 offset of the EQ's update-only doorbell */
+	size_t arm_doorbell_ = 0; /* ... and of its update-and-arm doorbell */
+	int efd_ = -1;
+	uint32_t vector_ = 0;
+	bool attached_ = false;
 	QueueBuffer ring_;
 	uint32_t eqn_ = 0;
 	bool created_ = false;

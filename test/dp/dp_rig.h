@@ -50,6 +50,9 @@ struct RigOptions {
 	std::array<uint8_t, 16> remote_gid{};
 	/* The device creates mkeys at chosen indices (EmuConfig; off as on a stock ConnectX). */
 	bool mkey_by_name = false;
+	/* The CQs name the device's completion EQ (Device::comp_eqn) instead of the rig's EQ,
+	 * so that their completion events come through comp_event_fd. */
+	bool cqs_on_comp_eq = false;
 };
 
 /* An mkey made for a test: the handle destroys it. */
@@ -110,7 +113,8 @@ struct Rig {
 		for (int i = 0; i < 2; i++) {
 			mlx5::CqParams cp;
 			cp.log_size = o.log_sq_size;
-			cp.eqn = eq->eqn();
+			if (!o.cqs_on_comp_eq)
+				cp.eqn = eq->eqn();
 			if ((rc = mlx5::Cq::create(*dev, *uar, cp, &cq[i])) != 0)
 				return rc;
 			mlx5::QpParams qp_p;
