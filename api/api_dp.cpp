@@ -293,6 +293,10 @@ int nicmr_cq_create(struct nicmr_device *dev, uint32_t depth, struct nicmr_cq **
 		cq->uar.reset();
 		return rc;
 	}
+	{
+		std::lock_guard lk(dev->cq_ev_mu);
+		dev->cqs_by_num[cq->cq->cqn()] = cq.get();
+	}
 	/* relaxed: a count for close's -EBUSY; the CQ reaches other threads through the caller. */
 	dev->dp_objs.fetch_add(1, std::memory_order_relaxed);
 	*out = cq.release();
@@ -310,6 +314,12 @@ int nicmr_cq_destroy(struct nicmr_cq *cq)
 				return -EBUSY;
 	}
 	nicmr_device *dev = cq->dev;
+	{
+		std::lock_guard lk(dev->cq_ev_mu);
+		if (cq->unacked != 0)
+			return -EBUSY;
+		dev->cqs_by_num.erase(cq->cq->cqn());
+	}
 	cq->cq.reset();
 	cq->uar.reset();
 	delete cq;

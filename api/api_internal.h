@@ -403,6 +403,10 @@ struct nicmr_device {
 	/* Data path (api_dp.cpp): live CQs and QPs, so that close can say -EBUSY; the QPs by
 	 * number, for nicmr_qp_connect's check of the remote end. */
 	std::atomic<uint64_t> dp_objs{0};
+	/* Completion events (api_events.cpp): the CQs by number, so that an event's CQN finds its
+	 * CQ; registered by nicmr_cq_create, removed by nicmr_cq_destroy. */
+	std::mutex cq_ev_mu;
+	std::unordered_map<uint32_t, nicmr_cq *> cqs_by_num; /* cq_ev_mu */
 	/* Remote keys refused to this device's requests (nicmr_key_violations): 10 KiB of its
 	 * own, made at open, so that the device's other fields keep their places. */
 	std::unique_ptr<nicmr::api::KeyViolations> violations;
@@ -533,6 +537,9 @@ struct nicmr_cq {
 	 * this CQ), read by the poller. */
 	std::atomic<nicmr_qp *> qps[NICMR_MAX_QPS_PER_CQ] = {};
 	std::atomic<uint32_t> nqps{0};
+	/* Events nicmr_get_cq_event returned and nicmr_cq_ack_events did not acknowledge yet;
+	 * guarded by the device's cq_ev_mu. */
+	uint32_t unacked = 0;
 };
 
 struct nicmr_qp {

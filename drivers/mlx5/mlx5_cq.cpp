@@ -137,7 +137,7 @@ void Cq::arm(bool solicited) noexcept
 	 * doorbell: that word and the CQN. */
 	const uint32_t word = prm::word_be<prm::cq_doorbell::arm_sn, prm::cq_doorbell::cmd,
 					   prm::cq_doorbell::consumer_index>(
-		arm_sn_ & 3,
+		arm_sn() & 3,
 		solicited ? prm::cq_doorbell::cmd_solicited : prm::cq_doorbell::cmd_next,
 		ci_ & prm::value_mask(prm::cq_doorbell::consumer_index));
 	std::atomic_ref<uint32_t>(*dbr_arm_).store(word, std::memory_order_relaxed);

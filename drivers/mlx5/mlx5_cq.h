@@ -21,6 +21,7 @@
 #ifndef NICMR_MLX5_CQ_H
 #define NICMR_MLX5_CQ_H
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -102,8 +103,8 @@ public:
 	 */
 	void arm(bool solicited) noexcept;
 	/* One completion event of this CQ was taken (the next arm carries the next sn). */
-	void event_taken() noexcept { arm_sn_++; }
-	uint32_t arm_sn() const noexcept { return arm_sn_; }
+	void event_taken() noexcept { arm_sn_.fetch_add(1, std::memory_order_relaxed); }
+	uint32_t arm_sn() const noexcept { return arm_sn_.load(std::memory_order_relaxed); }
 
 private:
 	Cq(Device &dev) : dev_(dev) {}
@@ -122,7 +123,9 @@ private:
 	/* The arm sequence number. rdma-core starts at 0; nicmr at 1, so that the first arm word
 	 * (sn 1) always differs from the zeroed record the device saw at CREATE_CQ (the emulated
 	 * device's poll thread finds arms by a changed record word; doc/device-model.md). */
-	uint32_t arm_sn_ = 1;
+	/* Relaxed atomic: the event taker may count on another thread than the one that arms;
+	 * the sn orders nothing else. */
+	std::atomic<uint32_t> arm_sn_{1};
 };
 
 } // namespace nicmr::mlx5

@@ -585,7 +585,8 @@ int nicmr_cq_create(struct nicmr_device *dev, uint32_t depth, struct nicmr_cq **
 
 /**
  * Destroys a CQ. Slow path; the CQ's polling thread, or any thread once no one polls it.
- * @return 0; -EINVAL (null); -EBUSY (QPs report to it: it stays).
+ * @return 0; -EINVAL (null); -EBUSY (QPs report to it, or events of it are not acknowledged
+ *   (nicmr_cq_ack_events): it stays).
  */
 int nicmr_cq_destroy(struct nicmr_cq *cq);
 
@@ -599,6 +600,47 @@ uint32_t nicmr_cq_num(const struct nicmr_cq *cq);
  * @return the number taken (0: none yet); -EINVAL (null cq, null wc with n > 0, n < 0).
  */
 int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n);
+
+/*
+ * Completion events, the verbs model (ibv_req_notify_cq(3), ibv_get_cq_event(3),
+ * ibv_ack_cq_events(3)) with one channel per device: arm a CQ, wait until the device's event
+ * descriptor is readable (poll(2), epoll), take the event, acknowledge it, poll the CQ, arm
+ * again. Polling never changes: nicmr_cq_poll stays lock-, allocation- and syscall-free.
+ * Order that loses nothing: poll until empty, arm, poll once more, then wait (an arm behind a
+ * completion not yet polled fires at once).
+ */
+
+/**
+ * The device's completion event descriptor: readable when an armed CQ of the device got its
+ * event (nonblocking; do not read it: nicmr_get_cq_event consumes it). Owned by the device.
+ * Any thread.
+ * @return the descriptor; -EINVAL (null); -ENOTSUP (a device whose bus has no MSI-X
+ *   interrupts: CQs cannot be waited for).
+ */
+int nicmr_device_event_fd(struct nicmr_device *dev);
+
+/**
+ * Arms cq for one completion event: the next completion (solicited_only 0), or the next
+ * solicited or error completion (non-zero; nicmr's requests complete unsolicited, so only an
+ * error fires it). One event per arm. The same thread rules as nicmr_cq_poll.
+ * @return 0; -EINVAL (null); -ENOTSUP (as nicmr_device_event_fd).
+ */
+int nicmr_cq_arm(struct nicmr_cq *cq, int solicited_only);
+
+/**
+ * Takes one completion event of the device without blocking: *cq is the CQ that fired (it is
+ * disarmed; each event must be acknowledged with nicmr_cq_ack_events). Thread-safe.
+ * @return 1 with *cq set; 0 when there is none (wait on nicmr_device_event_fd); -EINVAL (null
+ *   argument); -ENOTSUP (as nicmr_device_event_fd).
+ */
+int nicmr_get_cq_event(struct nicmr_device *dev, struct nicmr_cq **cq);
+
+/**
+ * Acknowledges n events nicmr_get_cq_event returned for cq; nicmr_cq_destroy answers -EBUSY
+ * while any is unacknowledged (ibv_ack_cq_events(3)). Any thread.
+ * @return 0; -EINVAL (null cq, n 0, or n above the events not yet acknowledged).
+ */
+int nicmr_cq_ack_events(struct nicmr_cq *cq, unsigned int n);
 
 /**
  * Names a CQE syndrome as struct nicmr_wc::syndrome carries it (0: success), for error

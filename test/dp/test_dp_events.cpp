@@ -155,5 +155,24 @@ INSTANTIATE_TEST_SUITE_P(Delivery, DpEvents,
 			 ::testing::Values(emu::DoorbellDelivery::inline_call,
 					   emu::DoorbellDelivery::poll_thread));
 
+/* A bus without MSI-X: the completion EQ is made in poll mode; there is no descriptor to
+ * wait on, and events of an armed CQ are still read. */
+TEST(DpEventsNoMsix, CompEventFdIsNotSupportedAndEventsAreStillRead)
+{
+	Rig r;
+	RigOptions o;
+	o.cqs_on_comp_eq = true;
+	o.emu_cfg.msix_vectors = 0;
+	ASSERT_EQ(r.make(o), 0);
+	EXPECT_EQ(r.dev->comp_event_fd(), -ENOTSUP);
+	r.cq[0]->arm(false);
+	ASSERT_EQ(r.qp[0]->post_nop(5, mlx5::kSignaled), 0);
+	mlx5::Completion c;
+	ASSERT_TRUE(r.wait(0, &c));
+	uint32_t cqn = 0;
+	EXPECT_EQ(r.dev->comp_events(&cqn, 1), 1);
+	EXPECT_EQ(cqn, r.cq[0]->cqn());
+}
+
 } // namespace
 } // namespace nicmr::testdp

@@ -284,6 +284,10 @@ TEST(EmuFunction, MsixVectorSignalsItsEventfd)
 	c.msix_vectors = EmuFunction::kMaxMsix + 1;
 	std::unique_ptr<EmuFunction> g;
 	EXPECT_EQ(EmuFunction::create(c, &g), -EINVAL);
+	c.msix_vectors = 0; /* no MSI-X at all */
+	ASSERT_EQ(EmuFunction::create(c, &g), 0);
+	EXPECT_EQ(g->set_msix_eventfd(0, -1), -ENOTSUP);
+	EXPECT_FALSE(g->raise_msix(0));
 	/* A bus without interrupts answers -ENOTSUP through the base class. */
 	struct NoIrq : bus::PciFunction {
 		std::string n = "none";

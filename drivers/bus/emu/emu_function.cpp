@@ -228,6 +228,8 @@ void EmuFunction::drain_word(size_t w, uint64_t mask)
 
 int EmuFunction::set_msix_eventfd(unsigned vector, int fd)
 {
+	if (msix_vectors_ == 0)
+		return -ENOTSUP;
 	if (vector >= msix_vectors_ || fd < -1)
 		return -EINVAL;
 	std::lock_guard lk(irq_mu_);

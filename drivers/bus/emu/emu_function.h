@@ -148,7 +148,8 @@ public:
 	int config_read(uint32_t offset, void *buf, size_t len) const override;
 	int config_write(uint32_t offset, const void *buf, size_t len) override;
 	static constexpr size_t kConfigSize = 256;
-	/* See "Interrupts" above: -EINVAL (vector >= msix_vectors, fd < -1). */
+	/* See "Interrupts" above: -EINVAL (vector >= msix_vectors, fd < -1), -ENOTSUP (a table
+	 * of 0 vectors: no MSI-X). */
 	int set_msix_eventfd(unsigned vector, int fd) override;
 
 	/* Device side: raises MSI-X vector `vector` (see "Interrupts"); false when no eventfd is

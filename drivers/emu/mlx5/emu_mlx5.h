@@ -147,6 +147,9 @@ struct EmuConfig {
 	EmuIommuConfig iommu;
 	DoorbellDelivery delivery = DoorbellDelivery::inline_call;
 	std::chrono::microseconds poll_idle_sleep{50};
+	/* The function's MSI-X table (EmuFunctionConfig::msix_vectors): 0 models a bus without
+	 * interrupts (set_msix_eventfd answers -ENOTSUP). */
+	unsigned msix_vectors = 64;
 	/* Time from power-on until the initializing bit clears; 0 = cleared before create returns.
 	 */
 	std::chrono::microseconds boot_delay{0};
