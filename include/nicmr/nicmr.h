@@ -383,7 +383,8 @@ int nicmr_mr_in_pool(const struct nicmr_mr *mr);
  *  (log_max_klm_list_size: 2^16 pages, 256 MiB, on the emulated one). */
 #define NICMR_ODP_MAX_LEN (((size_t)0xffff * 2 - 1) << 12)
 
-/** A scatter/gather element, as ibv_sge: [addr, addr + length) of the MR whose lkey it names. */
+/** A scatter/gather element, as ibv_sge: [addr, addr + length) in the address space of the MR
+ * whose lkey it names (nicmr_advise_mr, nicmr_post_recv). */
 struct nicmr_sge {
 	uint64_t addr;
 	uint32_t length;
@@ -852,12 +853,8 @@ int nicmr_post_atomic_cswap(struct nicmr_qp *qp, uint64_t result, uint32_t lkey,
  * NICMR_WC_REMOTE_INVAL_REQ here, both QPs in ERR (doc/native-api.md). */
 #define NICMR_SEND_INVALIDATE (1u << 4)
 
-/** One scatter entry of nicmr_post_recv. */
-struct nicmr_sge {
-	uint64_t addr; /**< in lkey's address space */
-	uint32_t length;
-	uint32_t lkey; /**< needs local write */
-};
+/* nicmr_post_recv's scatter entries are struct nicmr_sge (above); their lkeys need local
+ * write. */
 
 /** What nicmr_qp_create_attr makes. */
 struct nicmr_qp_attr {
