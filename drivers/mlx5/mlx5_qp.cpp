@@ -34,8 +34,8 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	namespace q = prm::qpc;
 	if (p.log_sq_size < 1 || p.log_sq_size > 15 || p.port < 1 || p.port > 2 ||
 	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7 ||
-	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p) ||
-	    p.max_recv_sge > 32 || p.log_rq_size > 15)
+	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p) || p.max_recv_sge > 32 ||
+	    p.log_rq_size > 15)
 		return -EINVAL;
 	/* The RQ's geometry as rdma-core's mlx5 provider sizes it (providers/mlx5/verbs.c,
 	 * mlx5_calc_rq_size): a slot of 16 bytes per SGE, rounded up to a power of two. */

@@ -475,7 +475,8 @@ private:
 	struct Counters {
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
 			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0}, eq_overruns{0},
-			recvs{0}, rnr{0}, cq_arms{0}, comp_events{0}, interrupts{0}, arms_dropped{0};
+			recvs{0}, rnr{0}, cq_arms{0}, comp_events{0}, interrupts{0},
+			arms_dropped{0};
 	};
 	/* Relaxed: statistics only. The per-WQE ones live in the QPs and CQs (bumped under their
 	 * locks, no read-modify-write) and move here when those go. */
