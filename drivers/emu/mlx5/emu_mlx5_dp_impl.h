@@ -97,6 +97,28 @@ inline uint8_t validate_list(const Translator &t, const wqe_fmt::DataSeg *segs, 
 }
 
 /*
+ * Copies bytes [off, off + n) of an SGE list's concatenation to (to_mem) or from buf through
+ * the translator (access a). 0 or the syndrome; a DMA fault after the checks is LOCAL_PROT_ERR;
+ * a list shorter than off + n LOCAL_LENGTH_ERR. emu_mlx5_rc.cpp.
+ */
+uint8_t sge_copy(const DmaSection &dma, const Translator &t, const wqe_fmt::DataSeg *segs,
+		 size_t nseg, uint64_t off, uint8_t *buf, uint64_t n, Access a, bool to_mem);
+/* The two directions of sge_copy: a gather list's bytes into buf (local read), buf's bytes
+ * into a scatter list (local write). */
+inline uint8_t sge_gather(const DmaSection &dma, const Translator &t, const wqe_fmt::DataSeg *segs,
+			  size_t nseg, uint64_t off, uint8_t *buf, uint64_t n)
+{
+	return sge_copy(dma, t, segs, nseg, off, buf, n, Access::local_read, false);
+}
+inline uint8_t sge_scatter(const DmaSection &dma, const Translator &t, const wqe_fmt::DataSeg *segs,
+			   size_t nseg, uint64_t off, const uint8_t *buf, uint64_t n)
+{
+	/* sge_copy only reads buf when it writes memory. */
+	return sge_copy(dma, t, segs, nseg, off, const_cast<uint8_t *>(buf), n, Access::local_write,
+			true);
+}
+
+/*
  * nicmr's extensions of a responder's key (doc/device-model.md, "Extensions"), after every PRM
  * check passed: false when the key refuses the access (disabled, or a single-use key already
  * claimed: of racing accesses exactly one wins the claim); *counter is where to count a write
@@ -373,18 +395,17 @@ struct EmuDataPath::Exec {
 	/* Retransmission: this WQE's packets again, from packet k0 of its PSNs from first_psn
 	 * (a READ re-requests the rest from there). 0 or the syndrome. */
 	uint8_t wire_resend(uint32_t first_psn, uint32_t k0);
-	uint8_t write_packets(const WriteSource &src, const Translator &local, uint32_t first_psn,
-			      uint32_t k0, uint32_t *n);
 	uint8_t read_request(const wqe_fmt::Raddr &ra, uint64_t total, uint32_t first_psn,
 			     uint32_t k0);
 	uint8_t atomic_request(uint32_t psn);
 	/* SEND (and with immediate / invalidate) and WRITE with immediate as packets. */
 	uint8_t wire_send();
-	/* The source of a SEND-family WQE or a WRITE with immediate, and its packets k0 .. n - 1
-	 * from first_psn (n: the message's count); wire_send and wire_resend share them. */
+	/* The source of a SEND-family WQE or a WRITE with immediate (emu_mlx5_recv.cpp). */
 	uint8_t send_source(WriteSource *src);
-	uint8_t send_packets(const WriteSource &src, const Translator &local, uint32_t first_psn,
-			     uint32_t k0, uint32_t *n);
+	/* Packets k0 .. n - 1, from first_psn, of the message of an RDMA WRITE (with immediate)
+	 * or SEND-family WQE (n: the message's count); the first send and the resend share it. */
+	uint8_t message_packets(const WriteSource &src, const Translator &local, uint32_t first_psn,
+				uint32_t k0, uint32_t *n);
 };
 
 struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */

@@ -88,38 +88,6 @@ bool acked_kind(uint8_t wqe_opcode) noexcept
 	       wqe_opcode == MLX5_OPCODE_SEND_INVAL;
 }
 
-/*
- * Copies bytes [off, off + n) of an SGE list's concatenation to (to_mem) or from buf through
- * the translator (access a). 0 or the syndrome; a DMA fault after the checks is LOCAL_PROT_ERR.
- */
-uint8_t sge_copy(const DmaSection &dma, const Translator &t, const DataSeg *segs, size_t nseg,
-		 uint64_t off, uint8_t *buf, uint64_t n, Access a, bool to_mem)
-{
-	size_t i = 0;
-	while (i < nseg && off >= segs[i].bc)
-		off -= segs[i++].bc;
-	uint64_t done = 0;
-	while (done < n && i < nseg) {
-		const uint64_t take = std::min<uint64_t>(segs[i].bc - off, n - done);
-		for (uint64_t k = 0; k < take;) {
-			IovaRun run;
-			uint8_t s =
-				t.resolve(segs[i].lkey, segs[i].addr + off + k, take - k, a, &run);
-			if (s != 0)
-				return s;
-			const int rc = to_mem ? dma.write(run.iova, buf + done + k, run.len)
-					      : dma.read(run.iova, buf + done + k, run.len);
-			if (rc < 0)
-				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-			k += run.len;
-		}
-		done += take;
-		off = 0;
-		i++;
-	}
-	return done == n ? 0 : MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
-}
-
 /* Bytes [va, va + n) of a remote key to or from buf (the responder's side); the range was
  * validated. 0 or REMOTE_ACCESS_ERR. */
 uint8_t key_copy(const DmaSection &dma, const Translator &t, uint32_t rkey, uint64_t va,
@@ -155,6 +123,35 @@ uint8_t nak_syndrome(uint8_t code) noexcept
 }
 
 } // namespace
+
+/* emu_mlx5_dp_impl.h */
+uint8_t sge_copy(const DmaSection &dma, const Translator &t, const DataSeg *segs, size_t nseg,
+		 uint64_t off, uint8_t *buf, uint64_t n, Access a, bool to_mem)
+{
+	size_t i = 0;
+	while (i < nseg && off >= segs[i].bc)
+		off -= segs[i++].bc;
+	uint64_t done = 0;
+	while (done < n && i < nseg) {
+		const uint64_t take = std::min<uint64_t>(segs[i].bc - off, n - done);
+		for (uint64_t k = 0; k < take;) {
+			IovaRun run;
+			uint8_t s =
+				t.resolve(segs[i].lkey, segs[i].addr + off + k, take - k, a, &run);
+			if (s != 0)
+				return s;
+			const int rc = to_mem ? dma.write(run.iova, buf + done + k, run.len)
+					      : dma.read(run.iova, buf + done + k, run.len);
+			if (rc < 0)
+				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
+			k += run.len;
+		}
+		done += take;
+		off = 0;
+		i++;
+	}
+	return done == n ? 0 : MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR;
+}
 
 /* Reads the WQE at index back from the SQ (it stays there until its CQE: the driver reuses
  * its WQEBBs only after that). Its length in *wlen; false when unreadable. */
@@ -219,49 +216,13 @@ uint8_t EmuDataPath::Exec::wire_write()
 	if (uint8_t s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
 		return s;
 	uint32_t n = 0;
-	if (uint8_t s = write_packets(src, local, r.next_psn, 0, &n); s != kOk)
+	if (uint8_t s = message_packets(src, local, r.next_psn, 0, &n); s != kOk)
 		return s;
 	first_psn = r.next_psn;
 	npsn = n;
 	r.next_psn = (r.next_psn + n) & kPsnMask;
 	byte_cnt = static_cast<uint32_t>(src.total);
 	awaiting = true;
-	return kOk;
-}
-
-/* Packets k0 .. n - 1 of a WRITE whose first PSN is first_psn (n: the message's count). */
-uint8_t EmuDataPath::Exec::write_packets(const WriteSource &src, const Translator &local,
-					 uint32_t first_psn, uint32_t k0, uint32_t *n_out)
-{
-	RcWire &r = *qp.rc;
-	const uint32_t n = packets_of(src.total, r.mtu);
-	*n_out = n;
-	uint8_t pkt[roce::max_datagram];
-	for (uint32_t k = k0; k < n; k++) {
-		const uint64_t off = uint64_t{k} * r.mtu;
-		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, src.total - off));
-		roce::Headers h;
-		h.opcode = seq_opcode(k, n, op::write_first, op::write_middle, op::write_last,
-				      op::write_only);
-		h.dest_qp = qp.path.remote_qpn;
-		h.psn = (first_psn + k) & kPsnMask;
-		h.ack_req = k + 1 == n;
-		h.reth = {src.ra.addr, src.ra.rkey, static_cast<uint32_t>(src.total)};
-		uint8_t *payload = pkt + roce::header_length(h.opcode);
-		if (src.inl) {
-			std::memcpy(payload, src.inl_data + off, plen);
-		} else {
-			uint8_t s = sge_copy(dma, local, src.segs, src.nseg, off, payload, plen,
-					     Access::local_read, false);
-			if (s != kOk)
-				return s;
-		}
-		size_t out = 0;
-		if (roce::build(r.tx, h, {payload, plen}, {pkt, sizeof(pkt)}, &out) !=
-		    roce::Error::ok)
-			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-		dp.rc_send(r, pkt, out);
-	}
 	return kOk;
 }
 
@@ -372,7 +333,7 @@ uint8_t EmuDataPath::Exec::wire_resend(uint32_t first, uint32_t k0)
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
 		uint32_t n = 0;
-		return write_packets(src, local, first, k0, &n);
+		return message_packets(src, local, first, k0, &n);
 	}
 	case MLX5_OPCODE_RDMA_READ: {
 		DataSeg segs[EmuDataPath::kMaxWqeBytes / kData];
@@ -399,7 +360,7 @@ uint8_t EmuDataPath::Exec::wire_resend(uint32_t first, uint32_t k0)
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
 		uint32_t n = 0;
-		return send_packets(src, local, first, k0, &n);
+		return message_packets(src, local, first, k0, &n);
 	}
 	default:
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;

@@ -65,33 +65,6 @@ uint8_t validate_used(const Translator &t, const DataSeg *segs, size_t n, uint64
 	return kOk;
 }
 
-/* n bytes of buf into the scatter list at byte offset off (validated before). */
-uint8_t scatter_bytes(const DmaSection &dma, const Translator &t, const DataSeg *segs, size_t nseg,
-		      uint64_t off, const uint8_t *buf, uint64_t n) noexcept
-{
-	size_t i = 0;
-	while (i < nseg && off >= segs[i].bc)
-		off -= segs[i++].bc;
-	uint64_t done = 0;
-	while (done < n && i < nseg) {
-		const uint64_t take = std::min<uint64_t>(segs[i].bc - off, n - done);
-		for (uint64_t k = 0; k < take;) {
-			IovaRun run;
-			if (uint8_t s = t.resolve(segs[i].lkey, segs[i].addr + off + k, take - k,
-						  Access::local_write, &run);
-			    s != kOk)
-				return s;
-			if (dma.write(run.iova, buf + done + k, run.len) < 0)
-				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-			k += run.len;
-		}
-		done += take;
-		off = 0;
-		i++;
-	}
-	return done == n ? kOk : uint8_t{MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR};
-}
-
 /* total bytes of a gather list (through st) into a scatter list (through dt), piece by piece
  * contiguous in both (validated before). */
 uint8_t scatter_list(const DmaSection &dma, const Translator &st, const DataSeg *ss, size_t sn,
@@ -391,7 +364,7 @@ uint8_t EmuDataPath::Exec::deliver(Qp &r, MkeyTable::Hold &keys, const Translato
 			return s;
 		}
 	const uint8_t s =
-		src.inl ? scatter_bytes(dma, remote, rw.segs, rw.nseg, 0, src.inl_data, src.total)
+		src.inl ? sge_scatter(dma, remote, rw.segs, rw.nseg, 0, src.inl_data, src.total)
 			: scatter_list(dma, local, src.segs, src.nseg, remote, rw.segs, rw.nseg,
 				       src.total);
 	if (s != kOk) {
@@ -420,37 +393,6 @@ uint8_t EmuDataPath::Exec::remote_place(const Translator &remote, uint32_t rkey,
 
 /* ---- The wire ---------------------------------------------------------------------------- */
 
-namespace {
-
-/* Bytes [off, off + n) of a gather list into buf (validated before). */
-uint8_t gather_bytes(const DmaSection &dma, const Translator &t, const DataSeg *segs, size_t nseg,
-		     uint64_t off, uint8_t *buf, uint64_t n) noexcept
-{
-	size_t i = 0;
-	while (i < nseg && off >= segs[i].bc)
-		off -= segs[i++].bc;
-	uint64_t done = 0;
-	while (done < n && i < nseg) {
-		const uint64_t take = std::min<uint64_t>(segs[i].bc - off, n - done);
-		for (uint64_t k = 0; k < take;) {
-			IovaRun run;
-			if (uint8_t s = t.resolve(segs[i].lkey, segs[i].addr + off + k, take - k,
-						  Access::local_read, &run);
-			    s != kOk)
-				return s;
-			if (dma.read(run.iova, buf + done + k, run.len) < 0)
-				return MLX5_CQE_SYNDROME_LOCAL_PROT_ERR;
-			k += run.len;
-		}
-		done += take;
-		off = 0;
-		i++;
-	}
-	return done == n ? kOk : uint8_t{MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR};
-}
-
-} // namespace
-
 /* The requester: the message as SEND_* or RDMA_WRITE_* (with immediate) packets of the path
  * MTU; the immediate (ImmDt) or the rkey to invalidate (IETH) rides on the last packet. */
 uint8_t EmuDataPath::Exec::send_source(WriteSource *src)
@@ -471,7 +413,7 @@ uint8_t EmuDataPath::Exec::wire_send()
 	if (s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
 		return s;
 	uint32_t n = 0;
-	if (s = send_packets(src, local, r.next_psn, 0, &n); s != kOk)
+	if (s = message_packets(src, local, r.next_psn, 0, &n); s != kOk)
 		return s;
 	first_psn = r.next_psn;
 	npsn = n;
@@ -481,13 +423,20 @@ uint8_t EmuDataPath::Exec::wire_send()
 	return kOk;
 }
 
-uint8_t EmuDataPath::Exec::send_packets(const WriteSource &src, const Translator &local,
-					uint32_t first_psn, uint32_t k0, uint32_t *n_out)
+uint8_t EmuDataPath::Exec::message_packets(const WriteSource &src, const Translator &local,
+					   uint32_t first_psn, uint32_t k0, uint32_t *n_out)
 {
-	const bool wimm = c.opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
+	const bool write =
+		c.opcode == MLX5_OPCODE_RDMA_WRITE || c.opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
 	uint8_t first = op::send_first, middle = op::send_middle, last = op::send_last,
 		only = op::send_only;
 	switch (c.opcode) {
+	case MLX5_OPCODE_RDMA_WRITE:
+		first = op::write_first;
+		middle = op::write_middle;
+		last = op::write_last;
+		only = op::write_only;
+		break;
 	case MLX5_OPCODE_SEND_IMM:
 		last = op::send_last_imm;
 		only = op::send_only_imm;
@@ -517,8 +466,10 @@ uint8_t EmuDataPath::Exec::send_packets(const WriteSource &src, const Translator
 		h.dest_qp = qp.path.remote_qpn;
 		h.psn = (first_psn + k) & kPsnMask;
 		h.ack_req = k + 1 == n;
-		h.se = k + 1 == n && (c.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) != 0;
-		if (wimm)
+		/* Solicited events are for SENDs and WRITEs with immediate (IBTA 9.2.3). */
+		h.se = k + 1 == n && c.opcode != MLX5_OPCODE_RDMA_WRITE &&
+		       (c.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) != 0;
+		if (write)
 			h.reth = {src.ra.addr, src.ra.rkey, static_cast<uint32_t>(src.total)};
 		h.imm = c.imm;
 		h.ieth_r_key = c.imm;
@@ -526,7 +477,7 @@ uint8_t EmuDataPath::Exec::send_packets(const WriteSource &src, const Translator
 		if (src.inl) {
 			std::memcpy(payload, src.inl_data + off, plen);
 		} else if (uint8_t s =
-				   gather_bytes(dma, local, src.segs, src.nseg, off, payload, plen);
+				   sge_gather(dma, local, src.segs, src.nseg, off, payload, plen);
 			   s != kOk) {
 			return s;
 		}
@@ -626,8 +577,7 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 			}
 		}
 		if (s == kOk)
-			s = scatter_bytes(dma, t, rw.segs, rw.nseg, r.s_off, pk.payload.data(),
-					  plen);
+			s = sge_scatter(dma, t, rw.segs, rw.nseg, r.s_off, pk.payload.data(), plen);
 		if (s != kOk) {
 			nak(roce::aeth::nak::remote_operational_error);
 			rq_fail(dma, qp, rw.index, s);
