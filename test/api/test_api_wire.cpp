@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "fd_io.h"
 #include "test_api_util.h"
 
 namespace nicmr::test {
@@ -51,31 +52,8 @@ std::string wire_spec(uint16_t mine, uint16_t peer)
 	       ",peer_udp_port=" + std::to_string(peer);
 }
 
-bool full_write(int fd, const void *p, size_t n)
-{
-	auto *b = static_cast<const uint8_t *>(p);
-	while (n > 0) {
-		const ssize_t k = ::write(fd, b, n);
-		if (k <= 0)
-			return false;
-		b += k;
-		n -= static_cast<size_t>(k);
-	}
-	return true;
-}
-
-bool full_read(int fd, void *p, size_t n)
-{
-	auto *b = static_cast<uint8_t *>(p);
-	while (n > 0) {
-		const ssize_t k = ::read(fd, b, n);
-		if (k <= 0)
-			return false;
-		b += k;
-		n -= static_cast<size_t>(k);
-	}
-	return true;
-}
+using nicmr::test::full_read;
+using nicmr::test::full_write;
 
 /* What each side tells the other. */
 struct Hello {

@@ -695,9 +695,7 @@ TEST_F(Doubled, DuplicateWritePacketsAndAtomicsAreNotExecutedTwice)
 	EXPECT_EQ(me_->qp->poll(&extra, 1), 0);
 }
 
-/*
- * RNR NAKs forged/*
- * RNR NAKs forged/* Forges RNR NAKs to the requester from a socket of this process at 127.0.0.1. */
+/* Forges RNR NAKs to the requester from a socket of this process at 127.0.0.1. */
 class RnrForger {
 public:
 	RnrForger(const emu::WirePort &wp, uint32_t qpn) : qpn_(qpn), port_(wp.udp_port())

@@ -27,16 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "emu_mlx5.h"
-#include "mem_space.h"
-#include "mlx5_commands.h"
-#include "mlx5_cq.h"
-#include "mlx5_device.h"
-#include "mlx5_eq.h"
-#include "mlx5_qp.h"
-#include "mlx5_uar.h"
-#include "mr_keys.h"
-#include "roce_packet.h"
+#include "wire_rig.h"
 
 namespace {
 
@@ -47,8 +38,13 @@ namespace prm = nicmr::mlx5::prm;
 namespace roce = nicmr::roce;
 using namespace std::chrono_literals;
 
-constexpr size_t kRegion = 64 * 1024;
-constexpr uint32_t kRnrRetry = 2; /* RNR retries of both QPs (make_qp) */
+using wire_rig::full_read;
+using wire_rig::full_write;
+using wire_rig::kRegion;
+using wire_rig::Side;
+using wire_rig::WireOptions;
+
+constexpr uint32_t kRnrRetry = 2; /* RNR retries of both QPs (options) */
 
 /* The responder's keys over its region. */
 enum KeyId : uint32_t {
@@ -77,178 +73,26 @@ struct Polled {
 	mlx5::Completion c;
 };
 
-bool full_write(int fd, const void *p, size_t n)
+/* The options of both sides: port 1 on 127.0.0.1 with a receive queue of 64 WQEs of 4 SGEs;
+ * RNR: kRnrRetry retries after the first NAK, each after the responder's 40.96 ms (IBTA's RNR
+ * timer 24): time enough to post a receive in between. */
+WireOptions options(uint16_t port, uint16_t peer_port, uint32_t mtu, emu::DoorbellDelivery d)
 {
-	auto *b = static_cast<const uint8_t *>(p);
-	while (n > 0) {
-		const ssize_t k = ::write(fd, b, n);
-		if (k <= 0)
-			return false;
-		b += k;
-		n -= static_cast<size_t>(k);
-	}
-	return true;
+	WireOptions o;
+	o.addr = "127.0.0.1";
+	o.port = port;
+	o.peer_port = peer_port;
+	o.mtu = mtu;
+	o.delivery = d;
+	o.max_recv_sge = 4;
+	o.log_rq_size = 6;
+	o.rnr_retry = kRnrRetry;
+	o.min_rnr_timer = 24;
+	return o;
 }
-
-bool full_read(int fd, void *p, size_t n)
-{
-	auto *b = static_cast<uint8_t *>(p);
-	while (n > 0) {
-		const ssize_t k = ::read(fd, b, n);
-		if (k <= 0)
-			return false;
-		b += k;
-		n -= static_cast<size_t>(k);
-	}
-	return true;
-}
-
-struct Options {
-	uint16_t port = 0, peer_port = 0;
-	uint32_t mtu = prm::qp_mtu::mtu_1024;
-	emu::DoorbellDelivery delivery = emu::DoorbellDelivery::inline_call;
-};
-
-/* One side: a device with port 1 on 127.0.0.1, an RC QP with a receive queue (its receive
- * completions on a CQ of their own), a data block. */
-struct Side {
-	std::unique_ptr<emu::EmuMlx5> hw;
-	std::unique_ptr<mem::DmaSpace> space;
-	std::unique_ptr<mem::DmaArena> ctrl, data;
-	std::unique_ptr<mlx5::Device> dev;
-	mlx5::PdHandle pd;
-	std::unique_ptr<mlx5::Uar> uar;
-	std::unique_ptr<mlx5::Eq> eq;
-	std::unique_ptr<mlx5::Cq> cq, rcq;
-	std::unique_ptr<mlx5::Qp> qp;
-	mem::DmaBlock block{};
-	std::vector<mlx5::MkeyHandle> mrs;
-	mlx5::RoceAddress gid;
-	Options o;
-
-	~Side()
-	{
-		qp.reset();
-		rcq.reset();
-		cq.reset();
-		eq.reset();
-		uar.reset();
-		mrs.clear();
-		if (data && block.va != nullptr)
-			data->release(block);
-		pd.reset();
-		dev.reset();
-		data.reset();
-		ctrl.reset();
-		space.reset();
-		hw.reset();
-	}
-
-	int open(const Options &opt)
-	{
-		o = opt;
-		emu::EmuConfig cfg;
-		cfg.ports = 1;
-		cfg.delivery = o.delivery;
-		cfg.wire[0] = {"127.0.0.1", o.port, o.peer_port};
-		int rc = emu::emu_mlx5_create(cfg, &hw);
-		if (rc != 0)
-			return rc;
-		space = std::make_unique<mem::DmaSpace>(hw->function().dma());
-		mem::PoolParams p;
-		p.size = size_t{4} << 20;
-		p.page_size = mem::kPage4K;
-		p.name = "wsend-ctrl";
-		if ((rc = mem::DmaArena::create(*space, p, &ctrl)) != 0)
-			return rc;
-		p.size = size_t{1} << 20;
-		p.name = "wsend-data";
-		if ((rc = mem::DmaArena::create(*space, p, &data)) != 0)
-			return rc;
-		mlx5::DeviceOptions d;
-		d.arena = ctrl.get();
-		d.init_timeout = 2000ms;
-		d.cmd_timeout = 5000ms;
-		if ((rc = mlx5::Device::open(hw->function(), *space, d, &dev)) != 0)
-			return rc;
-		if ((rc = mlx5::PdHandle::alloc(*dev, &pd)) != 0)
-			return rc;
-		if ((rc = mlx5::Uar::alloc(*dev, &uar)) != 0)
-			return rc;
-		if ((rc = mlx5::Eq::create(*dev, *uar, {}, &eq)) != 0)
-			return rc;
-		mlx5::CqParams cp;
-		cp.log_size = 8;
-		cp.eqn = eq->eqn();
-		if ((rc = mlx5::Cq::create(*dev, *uar, cp, &cq)) != 0 ||
-		    (rc = mlx5::Cq::create(*dev, *uar, cp, &rcq)) != 0)
-			return rc;
-		if ((rc = data->alloc(kRegion, 4096, &block)) != 0)
-			return rc;
-		return dev->query_roce_address(1, 0, &gid);
-	}
-
-	int make_qp(const uint8_t *remote_gid)
-	{
-		mlx5::QpParams q;
-		q.pd = pd.pd();
-		q.port = 1;
-		q.log_sq_size = 6;
-		q.rre = q.rwe = q.rae = true;
-		q.mtu = o.mtu;
-		q.force_loopback = false;
-		std::memcpy(q.remote_gid.data(), remote_gid, 16);
-		q.max_recv_sge = 4;
-		q.log_rq_size = 6;
-		q.recv_cq = rcq.get();
-		/* RNR: two retries after the first NAK, each after the responder's 40.96 ms
-		 * (IBTA's RNR timer 24): time enough to post a receive in between. */
-		q.rnr_retry = kRnrRetry;
-		q.min_rnr_timer = 24;
-		return mlx5::Qp::create(*dev, *uar, *cq, q, &qp);
-	}
-
-	uint8_t *region() { return static_cast<uint8_t *>(block.va); }
-	uint64_t addr(size_t off) { return reinterpret_cast<uintptr_t>(region()) + off; }
-
-	int mr(bool lw, bool rw, bool rinval, uint32_t *key)
-	{
-		mlx5::MkeyCreate c;
-		c.ctx.pd = pd.pd();
-		c.ctx.lr = true;
-		c.ctx.lw = lw;
-		c.ctx.rw = rw;
-		c.ctx.en_rinval = rinval;
-		c.ctx.variant = 0x3c;
-		c.ctx.access_mode = prm::access_mode::mtt;
-		c.ctx.log_page_size = 12;
-		c.ctx.start_addr = addr(0);
-		c.ctx.len = kRegion;
-		std::vector<mlx5::MttEntry> mtt;
-		for (uint64_t pg = block.iova; pg < block.iova + kRegion; pg += 4096)
-			mtt.push_back({pg, true, true});
-		c.mtt = mtt;
-		mlx5::MkeyHandle h;
-		const int rc = mlx5::MkeyHandle::create(*dev, c, &h);
-		if (rc != 0)
-			return rc;
-		*key = nicmr::mr::make_mkey(h.index(), c.ctx.variant);
-		mrs.push_back(std::move(h));
-		return 0;
-	}
-
-	bool wait(bool recv, mlx5::Completion *c)
-	{
-		const auto deadline = std::chrono::steady_clock::now() + 5s;
-		while (std::chrono::steady_clock::now() < deadline)
-			if ((recv ? qp->poll_recv(c, 1) : qp->poll(c, 1)) == 1)
-				return true;
-		return false;
-	}
-};
 
 /* The child: the responder. Returns its exit status (0 ok). */
-int responder(int fd, const Options &o)
+int send_responder(int fd, const WireOptions &o)
 {
 	Side s;
 	if (s.open(o) != 0)
@@ -256,10 +100,14 @@ int responder(int fd, const Options &o)
 	Info me{};
 	std::memcpy(me.gid, s.gid.gid.data(), 16);
 	me.region = s.addr(0);
-	if (s.mr(true, false, false, &me.keys[k_local]) != 0 ||
-	    s.mr(false, false, false, &me.keys[k_readonly]) != 0 ||
-	    s.mr(true, true, false, &me.keys[k_remote]) != 0 ||
-	    s.mr(true, true, true, &me.keys[k_inval]) != 0)
+	/* Over the region, local read always: lw, rw and remote invalidation as the key needs. */
+	const auto key = [&s](bool lw, bool rw, bool rinval, uint32_t *k) {
+		return s.mr(0, kRegion, true, lw, false, rw, false, false, k, rinval);
+	};
+	if (key(true, false, false, &me.keys[k_local]) != 0 ||
+	    key(false, false, false, &me.keys[k_readonly]) != 0 ||
+	    key(true, true, false, &me.keys[k_remote]) != 0 ||
+	    key(true, true, true, &me.keys[k_inval]) != 0)
 		return 11;
 	Info peer{};
 	if (!full_write(fd, s.gid.gid.data(), 16) || !full_read(fd, peer.gid, 16))
@@ -291,7 +139,7 @@ int responder(int fd, const Options &o)
 		}
 		case op_poll: {
 			Polled p{};
-			p.found = s.wait(true, &p.c) ? 1 : 0;
+			p.found = s.wait(&p.c, true) ? 1 : 0;
 			if (!full_write(fd, &p, sizeof(p)))
 				return 18;
 			break;
@@ -341,16 +189,17 @@ protected:
 		const Param &p = GetParam();
 		/* Ports of this process's own (test_dp_wire takes 20000 + 2k .. + 1). */
 		const auto base = static_cast<uint16_t>(50000 + (getpid() % 7000) * 2);
-		Options mine{base, static_cast<uint16_t>(base + 1), p.mtu, p.delivery};
-		Options theirs{static_cast<uint16_t>(base + 1), base, p.mtu,
-			       emu::DoorbellDelivery::inline_call};
+		const WireOptions mine =
+			options(base, static_cast<uint16_t>(base + 1), p.mtu, p.delivery);
+		const WireOptions theirs = options(static_cast<uint16_t>(base + 1), base, p.mtu,
+						   emu::DoorbellDelivery::inline_call);
 		int sv[2];
 		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 		child_ = ::fork();
 		ASSERT_GE(child_, 0);
 		if (child_ == 0) {
 			::close(sv[0]);
-			::_exit(responder(sv[1], theirs));
+			::_exit(send_responder(sv[1], theirs));
 		}
 		::close(sv[1]);
 		fd_ = sv[0];
@@ -365,7 +214,7 @@ protected:
 		ASSERT_TRUE(full_write(fd_, &info, sizeof(info)));
 		ASSERT_EQ(me_->qp->connect(peer_.qpn), 0);
 		ASSERT_EQ(peer_state(), prm::qp_state::rts);
-		ASSERT_EQ(me_->mr(true, false, false, &lkey_), 0);
+		ASSERT_EQ(me_->mr(0, kRegion, true, false, false, false, false, false, &lkey_), 0);
 		for (size_t i = 0; i < kRegion; i++)
 			me_->region()[i] = static_cast<uint8_t>(i * 13 + (i >> 9) + 1);
 		ASSERT_EQ(fill_peer(kFill), kFill);
@@ -433,7 +282,7 @@ protected:
 	{
 		EXPECT_EQ(rc_post, 0);
 		mlx5::Completion c;
-		EXPECT_TRUE(me_->wait(false, &c)) << "no completion";
+		EXPECT_TRUE(me_->wait(&c)) << "no completion";
 		return c;
 	}
 	bool peer_untouched(uint32_t off, uint32_t len)
@@ -591,7 +440,7 @@ TEST_P(WireSend, ASendRefusedWithAnRnrNakIsDeliveredOnceAReceiveIsPosted)
 	ASSERT_EQ(peer_stats().naks_sent, 1u);
 	ASSERT_EQ(post_recv(0, 512, 2, k_local, 9), 0);
 	mlx5::Completion c;
-	ASSERT_TRUE(me_->wait(false, &c)) << "no completion";
+	ASSERT_TRUE(me_->wait(&c)) << "no completion";
 	EXPECT_EQ(c.opcode, MLX5_CQE_REQ);
 	EXPECT_EQ(c.wr_id, 7u);
 	const Polled p = peer_poll();

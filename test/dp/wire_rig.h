@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "emu_mlx5.h"
+#include "fd_io.h"
 #include "mem_space.h"
 #include "mlx5_commands.h"
 #include "mlx5_cq.h"
@@ -71,31 +72,8 @@ struct Req {
 	uint32_t off, len;
 };
 
-inline bool full_write(int fd, const void *p, size_t n)
-{
-	auto *b = static_cast<const uint8_t *>(p);
-	while (n > 0) {
-		ssize_t k = ::write(fd, b, n);
-		if (k <= 0)
-			return false;
-		b += k;
-		n -= static_cast<size_t>(k);
-	}
-	return true;
-}
-
-inline bool full_read(int fd, void *p, size_t n)
-{
-	auto *b = static_cast<uint8_t *>(p);
-	while (n > 0) {
-		ssize_t k = ::read(fd, b, n);
-		if (k <= 0)
-			return false;
-		b += k;
-		n -= static_cast<size_t>(k);
-	}
-	return true;
-}
+using nicmr::test::full_read;
+using nicmr::test::full_write;
 
 /* The byte the responder's region holds at offset i before anything is written. */
 inline uint8_t pattern(size_t i)
@@ -110,11 +88,15 @@ struct WireOptions {
 	emu::DoorbellDelivery delivery = emu::DoorbellDelivery::inline_call;
 	/* Faults this side's port injects on send, and its QP's reliability parameters. */
 	emu::WireFaults faults{};
-	uint32_t retry_count = 7, rnr_retry = 7, ack_timeout = 14;
+	uint32_t retry_count = 7, rnr_retry = 7, ack_timeout = 14, min_rnr_timer = 12;
+	/* A receive queue (max_recv_sge > 0): 2^log_rq_size WQEs of max_recv_sge SGEs, their
+	 * completions on a CQ of their own (Side::rcq). */
+	uint32_t max_recv_sge = 0, log_rq_size = 0;
 	std::chrono::milliseconds wait = std::chrono::milliseconds(5000); /* Side::wait */
 };
 
-/* One side: a device with port 1 on the wire, a PD, one RC QP, a data arena. */
+/* One side: a device with port 1 on the wire, a PD, one RC QP (with a receive queue when the
+ * options ask for one), a data arena. */
 struct Side {
 	std::unique_ptr<emu::EmuMlx5> hw;
 	std::unique_ptr<mem::DmaSpace> space;
@@ -123,7 +105,7 @@ struct Side {
 	mlx5::PdHandle pd, pd2;
 	std::unique_ptr<mlx5::Uar> uar;
 	std::unique_ptr<mlx5::Eq> eq;
-	std::unique_ptr<mlx5::Cq> cq;
+	std::unique_ptr<mlx5::Cq> cq, rcq;
 	std::unique_ptr<mlx5::Qp> qp;
 	mem::DmaBlock block{};
 	std::vector<mlx5::MkeyHandle> mrs;
@@ -133,6 +115,7 @@ struct Side {
 	~Side()
 	{
 		qp.reset();
+		rcq.reset();
 		cq.reset();
 		eq.reset();
 		uar.reset();
@@ -187,6 +170,8 @@ struct Side {
 		cp.eqn = eq->eqn();
 		if ((rc = mlx5::Cq::create(*dev, *uar, cp, &cq)) != 0)
 			return rc;
+		if (o.max_recv_sge != 0 && (rc = mlx5::Cq::create(*dev, *uar, cp, &rcq)) != 0)
+			return rc;
 		if ((rc = data->alloc(kRegion * 2, 4096, &block)) != 0)
 			return rc;
 		return dev->query_roce_address(1, 0, &gid);
@@ -204,6 +189,10 @@ struct Side {
 		q.retry_count = o.retry_count;
 		q.rnr_retry = o.rnr_retry;
 		q.ack_timeout = o.ack_timeout;
+		q.min_rnr_timer = o.min_rnr_timer;
+		q.max_recv_sge = o.max_recv_sge;
+		q.log_rq_size = o.log_rq_size;
+		q.recv_cq = rcq.get();
 		q.force_loopback = false;
 		q.gid_index = 0;
 		std::memcpy(q.remote_gid.data(), remote_gid, 16);
@@ -211,10 +200,12 @@ struct Side {
 	}
 
 	uint8_t *region() { return static_cast<uint8_t *>(block.va); }
+	uint64_t addr(size_t off) { return reinterpret_cast<uintptr_t>(region()) + off; }
 
-	/* An MTT key over [off, off + len) of the block, in pd (or pd2). */
+	/* An MTT key over [off, off + len) of the block, in pd (or pd2); rinval: a SEND with
+	 * invalidate may invalidate it. */
 	int mr(size_t off, size_t len, bool lr, bool lw, bool rr, bool rw, bool a, bool other_pd,
-	       uint32_t *key)
+	       uint32_t *key, bool rinval = false)
 	{
 		mlx5::MkeyCreate c;
 		c.ctx.pd = other_pd ? pd2.pd() : pd.pd();
@@ -223,6 +214,7 @@ struct Side {
 		c.ctx.rr = rr;
 		c.ctx.rw = rw;
 		c.ctx.a = a;
+		c.ctx.en_rinval = rinval;
 		c.ctx.variant = 0x3c;
 		c.ctx.access_mode = prm::access_mode::mtt;
 		c.ctx.log_page_size = 12;
@@ -242,11 +234,12 @@ struct Side {
 		return 0;
 	}
 
-	bool wait(mlx5::Completion *c)
+	/* The next completion of the send CQ (or, recv, of the receive CQ) within o.wait. */
+	bool wait(mlx5::Completion *c, bool recv = false)
 	{
 		const auto deadline = std::chrono::steady_clock::now() + o.wait;
 		while (std::chrono::steady_clock::now() < deadline)
-			if (qp->poll(c, 1) == 1)
+			if ((recv ? qp->poll_recv(c, 1) : qp->poll(c, 1)) == 1)
 				return true;
 		return false;
 	}
