@@ -20,6 +20,26 @@ size_t KlmProgrammer::live() const
 	return saved_.size();
 }
 
+int KlmProgrammer::take_index(uint32_t index, std::optional<MkeyContext> *saved)
+{
+	try {
+		saved_.reserve(saved_.size() + 1);
+	} catch (...) {
+		return -ENOMEM;
+	}
+	/* What stands at the index now: a free mkey (saved to be put back), or nothing (the
+	 * command programmer creates its free mkeys lazily; the device says BAD_RES_STATE). */
+	MkeyQuery q;
+	int rc = dev_.query_mkey(index, 0, &q);
+	if (rc == 0) {
+		if (!q.ctx.free)
+			return -EBUSY;
+		*saved = q.ctx;
+		return dev_.destroy_mkey(index);
+	}
+	return rc == -EINVAL ? 0 : rc;
+}
+
 int KlmProgrammer::restore(uint32_t index, const std::optional<MkeyContext> &saved)
 {
 	if (!saved)
@@ -51,26 +71,10 @@ int KlmProgrammer::bind_indirect(uint32_t mkey, const mr::IndirectParams &p)
 		return -ENOMEM;
 	}
 	std::lock_guard lk(mu_);
-	try {
-		saved_.reserve(saved_.size() + 1);
-	} catch (...) {
-		return -ENOMEM;
-	}
-	/* What stands at the index now: a free mkey (saved to be put back), or nothing (the
-	 * command programmer creates its free mkeys lazily; the device says BAD_RES_STATE). */
 	std::optional<MkeyContext> saved;
-	MkeyQuery q;
-	int rc = dev_.query_mkey(index, 0, &q);
-	if (rc == 0) {
-		if (!q.ctx.free)
-			return -EBUSY;
-		saved = q.ctx;
-		rc = dev_.destroy_mkey(index);
-		if (rc)
-			return rc;
-	} else if (rc != -EINVAL) {
+	int rc = take_index(index, &saved);
+	if (rc)
 		return rc;
-	}
 	MkeyCreate c;
 	c.ctx = bound_context(mkey, p);
 	c.ctx.access_mode = prm::access_mode::klm;
@@ -99,24 +103,10 @@ int KlmProgrammer::bind_odp(uint32_t mkey, const mr::OdpParams &p)
 	if (index == 0 || p.pages == 0 || octwords > 0xffff)
 		return -EINVAL;
 	std::lock_guard lk(mu_);
-	try {
-		saved_.reserve(saved_.size() + 1);
-	} catch (...) {
-		return -ENOMEM;
-	}
 	std::optional<MkeyContext> saved;
-	MkeyQuery q;
-	int rc = dev_.query_mkey(index, 0, &q);
-	if (rc == 0) {
-		if (!q.ctx.free)
-			return -EBUSY;
-		saved = q.ctx;
-		rc = dev_.destroy_mkey(index);
-		if (rc)
-			return rc;
-	} else if (rc != -EINVAL) {
+	int rc = take_index(index, &saved);
+	if (rc)
 		return rc;
-	}
 	MkeyCreate c;
 	c.ctx = bound_context(mkey, p);
 	c.ctx.access_mode = prm::access_mode::mtt;

@@ -69,6 +69,10 @@ public:
 	size_t live() const;
 
 private:
+	/* Frees the index for a new mkey (mu_ held): a free mkey there is destroyed and its
+	 * context kept in *saved (restore puts it back); room for its record in saved_ is made
+	 * first. 0, -EBUSY (a live mkey there), -ENOMEM, the commands' errors. */
+	int take_index(uint32_t index, std::optional<MkeyContext> *saved);
 	int restore(uint32_t index, const std::optional<MkeyContext> &saved);
 	Device &dev_;
 	const uint32_t umr_pd_;
