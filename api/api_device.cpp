@@ -56,6 +56,9 @@ struct EmuOptions {
 	/* odp=0: the device lacks on-demand paging (cmd_hca_cap.pg 0); 1 (default): it has it
 	 * (doc/odp.md). */
 	bool odp = true;
+	/* msix_vectors=N: the function's MSI-X table, 0 to 256 (0: a bus without interrupts, so
+	 * no completion events; doc/device-model.md). */
+	unsigned msix_vectors = 64;
 	/* The engine's mkey pool (doc/registration.md): mkey_pool= mkeys created at open
 	 * (default mr::kDefaultPoolInitial, clamped to the cap), mkey_max= the cap (default
 	 * mkeys - 1). */
@@ -185,6 +188,14 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			o->odp = v == "1";
+		} else if (k == "msix_vectors") {
+			uint32_t x = 0;
+			if (!parse_u32(v, &x) || x > 256) {
+				NICMR_LOG(error, "api", "emu msix_vectors=%.*s: 0 to 256",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+			o->msix_vectors = x;
 		} else if (k == "mkey_pool" || k == "mkey_max") {
 			uint32_t x = 0;
 			if (!parse_u32(v, &x) || x < 1 || x >= (1u << 24)) {
@@ -270,7 +281,7 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 			NICMR_LOG(error, "api",
 				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
 				  "ext, atomic_endian, trace, fail_opcode, mkey_by_name, odp, "
-				  "mkey_pool, "
+				  "msix_vectors, mkey_pool, "
 				  "mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
 				  "dup, reorder, delay_us, fault_seed)",
 				  int(k.size()), k.data());
@@ -400,6 +411,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.fail_opcode = o.fail_opcode;
 	cfg.mkey_by_name = o.mkey_by_name;
 	cfg.odp = o.odp;
+	cfg.msix_vectors = o.msix_vectors;
 	for (size_t p = 0; p < 2; p++)
 		if (!o.addr[p].empty())
 			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port, o.faults};

@@ -126,7 +126,9 @@ TEST(ApiDevice, BadSpecsAreEinval)
 			      "emu:dup=x",
 			      "emu:reorder=-1",
 			      "emu:delay_us=1000001",
-			      "emu:fault_seed=x"})
+			      "emu:fault_seed=x",
+			      "emu:msix_vectors=257",
+			      "emu:msix_vectors=x"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
 	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
 	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);
