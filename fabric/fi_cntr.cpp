@@ -2,8 +2,11 @@
 /*
  * Counters (FI_CNTR_EVENTS_COMP): an endpoint bound with FI_WRITE counts its completed writes
  * and non-fetching atomics, with FI_READ its reads and fetching atomics; failures count in the
- * error count. fi_cntr_read, readerr and wait progress the bound endpoints first. No wait
- * objects: fi_cntr_wait polls until the threshold, an error, or its timeout (ms; -1 forever).
+ * error count. fi_cntr_read, readerr and wait progress the bound endpoints first. fi_cntr_wait
+ * returns at the threshold, at a new error, or at its timeout (ms; -1 forever); between looks it
+ * sleeps on the counter's wait object (FI_WAIT_FD, FI_WAIT_UNSPEC on a device with completion
+ * events: fi_wait.cpp) or yields (FI_WAIT_NONE, FI_WAIT_YIELD). fi_trywait on a counter says
+ * -FI_EAGAIN when its count or error count moved since the application last read it.
  *
  * A counter bound to RMA-event MRs (fi_mr_bind, FI_REMOTE_WRITE; fi_mr.cpp) also counts the
  * remote writes and atomics into them. The device counts those itself, in a native counter of
@@ -23,6 +26,9 @@
 namespace nicmr::fabric {
 
 namespace {
+
+/* How often fi_cntr_wait looks at a counter bound to RMA-event MRs while it sleeps. */
+constexpr int kRmaEventPollMs = 1;
 
 void progress_all(Cntr *c)
 {
@@ -47,13 +53,39 @@ uint64_t total(const Cntr *c)
 	return c->value.load(std::memory_order_relaxed) + device_count(c);
 }
 
+/* Before a sleep on the wait object: takes the device's events, empties the counter's own
+ * descriptor, arms the bound endpoints and progresses them once more, so that a completion that
+ * came before the arm is counted now (fi_wait.cpp's order). 0 or a FI_E* code. */
+int arm_and_progress(Cntr *c)
+{
+	events_dispatch(c->domain->fabric);
+	waiter_drain(&c->wait);
+	{
+		std::lock_guard lk(c->bind_mu);
+		if (int ret = eps_arm(c->eps); ret != 0)
+			return ret;
+	}
+	progress_all(c);
+	return 0;
+}
+
+/* Whether the count or error count moved since the application last read them. */
+bool moved(const Cntr *c)
+{
+	return total(c) != c->seen.load(std::memory_order_relaxed) ||
+	       c->errs.load(std::memory_order_relaxed) !=
+		       c->seen_errs.load(std::memory_order_relaxed);
+}
+
 uint64_t cntr_read(struct fid_cntr *f)
 {
 	Cntr *c = cntr_of(&f->fid);
 	if (!c)
 		return 0;
 	progress_all(c);
-	return total(c);
+	const uint64_t n = total(c);
+	c->seen.store(n, std::memory_order_relaxed);
+	return n;
 }
 
 uint64_t cntr_readerr(struct fid_cntr *f)
@@ -62,7 +94,9 @@ uint64_t cntr_readerr(struct fid_cntr *f)
 	if (!c)
 		return 0;
 	progress_all(c);
-	return c->errs.load(std::memory_order_relaxed);
+	const uint64_t n = c->errs.load(std::memory_order_relaxed);
+	c->seen_errs.store(n, std::memory_order_relaxed);
+	return n;
 }
 
 int cntr_add(struct fid_cntr *f, uint64_t v)
@@ -116,10 +150,44 @@ int cntr_wait(struct fid_cntr *f, uint64_t threshold, int timeout)
 			return 0;
 		if (c->errs.load(std::memory_order_relaxed) != errs)
 			return -FI_EAVAIL;
-		if (timeout >= 0 && std::chrono::steady_clock::now() >= end)
+		const auto now = std::chrono::steady_clock::now();
+		if (timeout >= 0 && now >= end)
 			return -FI_ETIMEDOUT;
-		std::this_thread::yield();
+		if (c->wait.fd < 0) {
+			std::this_thread::yield();
+			continue;
+		}
+		if (int ret = arm_and_progress(c); ret != 0)
+			return ret;
+		if (total(c) >= threshold || c->errs.load(std::memory_order_relaxed) != errs)
+			continue;
+		int ms = timeout < 0
+				 ? -1
+				 : static_cast<int>(
+					   std::chrono::duration_cast<std::chrono::milliseconds>(
+						   end - now)
+						   .count());
+		/* Remote writes into RMA-event MRs make no completion event: look again soon. */
+		if (c->native.load(std::memory_order_acquire) && (ms < 0 || ms > kRmaEventPollMs))
+			ms = kRmaEventPollMs;
+		if (int b = waiter_block(&c->wait, ms); b != 0 && b != -FI_ETIMEDOUT)
+			return b;
 	}
+}
+
+int cntr_control(struct fid *fid, int command, void *arg)
+{
+	Cntr *c = cntr_of(fid);
+	if (!c)
+		return -FI_EINVAL;
+	if (command != FI_GETWAIT)
+		return -FI_ENOSYS;
+	if (!arg)
+		return -FI_EINVAL;
+	if (c->wait_obj != FI_WAIT_FD)
+		return -FI_ENODATA;
+	*static_cast<int *>(arg) = c->wait.fd;
+	return 0;
 }
 
 int cntr_close(struct fid *fid)
@@ -139,6 +207,7 @@ int cntr_close(struct fid *fid)
 			return fi_code(ret);
 	}
 	Domain *dom = c->domain;
+	waiter_close(&c->wait);
 	delete c;
 	/* release: the counter is gone before domain_close (acquire) may see the count drop. */
 	dom->children.fetch_sub(1, std::memory_order_release);
@@ -149,7 +218,7 @@ struct fi_ops cntr_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cntr_close,
 	.bind = no_bind,
-	.control = no_control,
+	.control = cntr_control,
 	.ops_open = no_ops_open,
 	.tostr = no_tostr,
 	.ops_set = no_ops_set,
@@ -167,6 +236,18 @@ struct fi_ops_cntr cntr_ops = {
 };
 
 } // namespace
+
+int cntr_trywait(Cntr *c)
+{
+	if (c->wait.fd < 0)
+		return -FI_EINVAL; /* no descriptor to block on */
+	progress_all(c);
+	if (moved(c))
+		return -FI_EAGAIN;
+	if (int ret = arm_and_progress(c); ret != 0)
+		return ret;
+	return moved(c) ? -FI_EAGAIN : 0;
+}
 
 Cntr *cntr_of(struct fid *fid)
 {
@@ -222,8 +303,15 @@ int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_c
 	if (attr) {
 		if (attr->events != FI_CNTR_EVENTS_COMP)
 			return -FI_ENOSYS;
-		if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
-			return -FI_ENOSYS;
+		switch (attr->wait_obj) {
+		case FI_WAIT_NONE:
+		case FI_WAIT_UNSPEC:
+		case FI_WAIT_FD:
+		case FI_WAIT_YIELD:
+			break;
+		default:
+			return -FI_ENOSYS; /* wait sets and mutex/cond pairs are not offered */
+		}
 		if (attr->flags)
 			return -FI_EBADFLAGS;
 	}
@@ -232,6 +320,12 @@ int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_c
 	if (!c)
 		return -FI_ENOMEM;
 	c->domain = dom;
+	/* fi_cntr_open(3): a null attr is the defaults (FI_WAIT_NONE). */
+	c->wait_obj = attr ? attr->wait_obj : FI_WAIT_NONE;
+	if (c->wait_obj == FI_WAIT_FD || c->wait_obj == FI_WAIT_UNSPEC) {
+		if (int ret = waiter_open(dom, &c->wait, c->wait_obj == FI_WAIT_FD); ret != 0)
+			return ret;
+	}
 	c->bind_mu.set_noop(dom->serialized);
 	c->fid.fid.fclass = FI_CLASS_CNTR;
 	c->fid.fid.context = context;

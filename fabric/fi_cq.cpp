@@ -7,8 +7,11 @@
  * FI_EACCES for a key or access refusal (CQE syndromes REMOTE_ACCESS, LOCAL_PROT,
  * LOCAL_ACCESS), FI_ECANCELED for a request flushed after an earlier error, FI_EINVAL for a
  * responder that was not ready, FI_EIO otherwise; prov_errno is the CQE syndrome
- * (struct nicmr_wc::syndrome), which fi_cq_strerror names through nicmr_wc_syndrome_str. No wait
- * objects: FI_WAIT_NONE (sread polls until its timeout).
+ * (struct nicmr_wc::syndrome), which fi_cq_strerror names through nicmr_wc_syndrome_str.
+ * Wait objects (fi_wait.cpp): FI_WAIT_FD (fi_control(FI_GETWAIT) hands out an epoll descriptor,
+ * fi_trywait arms) and FI_WAIT_UNSPEC (the same inside fi_cq_sread) on a device with completion
+ * events; FI_WAIT_UNSPEC without them, FI_WAIT_YIELD and FI_WAIT_NONE make sread poll and yield.
+ * fi_cq_signal makes a waiting or the next fi_cq_sread return -FI_EAGAIN.
  */
 #include <chrono>
 #include <cstdio>
@@ -123,16 +126,43 @@ ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf, uint64_t fla
 	return 1;
 }
 
+/* Milliseconds left until end (timeout -1: no end). */
+int left_ms(int timeout, std::chrono::steady_clock::time_point end)
+{
+	if (timeout < 0)
+		return -1;
+	const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+		end - std::chrono::steady_clock::now());
+	return ms.count() > 0 ? static_cast<int>(ms.count()) : 0;
+}
+
 ssize_t cq_sread(struct fid_cq *fcq, void *buf, size_t count, const void *, int timeout)
 {
+	Cq *cq = cq_of(&fcq->fid);
+	if (!cq)
+		return -FI_EINVAL;
 	auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
 	for (;;) {
 		ssize_t n = cq_read(fcq, buf, count);
 		if (n != -FI_EAGAIN)
 			return n;
+		if (cq->signaled.exchange(false, std::memory_order_relaxed))
+			return -FI_EAGAIN;
 		if (timeout >= 0 && std::chrono::steady_clock::now() >= end)
 			return -FI_EAGAIN;
-		std::this_thread::yield();
+		if (cq->wait.fd < 0) {
+			std::this_thread::yield();
+			continue;
+		}
+		const int r = cq_trywait(cq);
+		if (r == -FI_EAGAIN)
+			continue;
+		if (r != 0)
+			return r;
+		/* A timeout here is the loop's: the next turn reads once more and returns. */
+		if (int b = waiter_block(&cq->wait, left_ms(timeout, end));
+		    b != 0 && b != -FI_ETIMEDOUT)
+			return b;
 	}
 }
 
@@ -143,6 +173,32 @@ ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src
 	for (ssize_t i = 0; src && i < n; i++)
 		src[i] = FI_ADDR_NOTAVAIL;
 	return n;
+}
+
+int cq_signal(struct fid_cq *fcq)
+{
+	Cq *cq = cq_of(&fcq->fid);
+	if (!cq)
+		return -FI_EINVAL;
+	cq->signaled.store(true, std::memory_order_relaxed);
+	waiter_wake(&cq->wait);
+	return 0;
+}
+
+int cq_control(struct fid *fid, int command, void *arg)
+{
+	Cq *cq = cq_of(fid);
+	if (!cq)
+		return -FI_EINVAL;
+	if (command != FI_GETWAIT)
+		return -FI_ENOSYS;
+	if (!arg)
+		return -FI_EINVAL;
+	/* Only FI_WAIT_FD hands out its descriptor (FI_WAIT_UNSPEC's is the CQ's own). */
+	if (cq->wait_obj != FI_WAIT_FD)
+		return -FI_ENODATA;
+	*static_cast<int *>(arg) = cq->wait.fd;
+	return 0;
 }
 
 const char *cq_strerror(struct fid_cq *, int prov_errno, const void *, char *buf, size_t len)
@@ -164,6 +220,7 @@ int cq_close(struct fid *fid)
 			return -FI_EBUSY;
 	}
 	Domain *dom = cq->domain;
+	waiter_close(&cq->wait);
 	delete cq;
 	/* release: the CQ is gone before domain_close (acquire) may see the count drop. */
 	dom->children.fetch_sub(1, std::memory_order_release);
@@ -174,7 +231,7 @@ struct fi_ops cq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cq_close,
 	.bind = no_bind,
-	.control = no_control,
+	.control = cq_control,
 	.ops_open = no_ops_open,
 	.tostr = no_tostr,
 	.ops_set = no_ops_set,
@@ -187,11 +244,33 @@ struct fi_ops_cq cq_ops = {
 	.readerr = cq_readerr,
 	.sread = cq_sread,
 	.sreadfrom = cq_sreadfrom,
-	.signal = [](struct fid_cq *) { return -FI_ENOSYS; },
+	.signal = cq_signal,
 	.strerror = cq_strerror,
 };
 
 } // namespace
+
+int cq_trywait(Cq *cq)
+{
+	if (cq->wait.fd < 0)
+		return -FI_EINVAL; /* no descriptor to block on */
+	events_dispatch(cq->domain->fabric);
+	waiter_drain(&cq->wait);
+	auto pending = [cq] {
+		progress_all(cq);
+		std::lock_guard lk(cq->mu);
+		return cq->head != cq->tail;
+	};
+	if (pending())
+		return -FI_EAGAIN;
+	{
+		std::lock_guard lk(cq->bind_mu);
+		if (int ret = eps_arm(cq->eps); ret != 0)
+			return ret;
+	}
+	/* A completion that came before the arm is in the ring now. */
+	return pending() ? -FI_EAGAIN : 0;
+}
 
 Cq *cq_of(struct fid *fid)
 {
@@ -238,8 +317,15 @@ int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **
 	default:
 		return -FI_ENOSYS; /* tagged: no tagged messages */
 	}
-	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC)
-		return -FI_ENOSYS;
+	switch (attr->wait_obj) {
+	case FI_WAIT_NONE:
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+	case FI_WAIT_YIELD:
+		break;
+	default:
+		return -FI_ENOSYS; /* wait sets and mutex/cond pairs are not offered */
+	}
 	if (attr->wait_cond != FI_CQ_COND_NONE)
 		return -FI_ENOSYS;
 	Domain *dom = reinterpret_cast<Domain *>(domain);
@@ -252,6 +338,11 @@ int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **
 		return -FI_ENOMEM;
 	}
 	cq->domain = dom;
+	cq->wait_obj = attr->wait_obj;
+	if (cq->wait_obj == FI_WAIT_FD || cq->wait_obj == FI_WAIT_UNSPEC) {
+		if (int ret = waiter_open(dom, &cq->wait, cq->wait_obj == FI_WAIT_FD); ret != 0)
+			return ret;
+	}
 	cq->bind_mu.set_noop(dom->serialized);
 	cq->mu.set_noop(dom->serialized);
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;

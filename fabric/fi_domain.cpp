@@ -44,9 +44,27 @@ int no_wait_open(struct fid_fabric *, struct fi_wait_attr *, struct fid_wait **)
 {
 	return -FI_ENOSYS;
 }
+/* fi_trywait(3) over EQs, CQs and counters with a descriptor: 0 when each is empty (and the CQs'
+ * and counters' endpoints are armed), -FI_EAGAIN at the first that is not; -FI_EINVAL for any
+ * other fid or one without a descriptor. */
 int fabric_trywait(struct fid_fabric *, struct fid **fids, int count)
 {
-	return eq_trywait(fids, count);
+	if (!fids || count < 0)
+		return -FI_EINVAL;
+	for (int i = 0; i < count; i++) {
+		int ret;
+		if (Eq *eq = eq_of(fids[i]))
+			ret = eq_trywait(eq);
+		else if (Cq *cq = cq_of(fids[i]))
+			ret = cq_trywait(cq);
+		else if (Cntr *c = cntr_of(fids[i]))
+			ret = cntr_trywait(c);
+		else
+			ret = -FI_EINVAL;
+		if (ret != 0)
+			return ret;
+	}
+	return 0;
 }
 int no_domain2(struct fid_fabric *, struct fi_info *, struct fid_domain **, uint64_t, void *)
 {

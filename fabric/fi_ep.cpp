@@ -771,8 +771,13 @@ void ep_free(Endpoint *ep)
 	ep->peers.clear();
 	if (ep->self)
 		nicmr_qp_destroy(ep->self);
-	if (ep->ncq)
+	if (ep->ncq) {
+		/* Under ev_mu: no event of the CQ is taken and left unacknowledged between its
+		 * removal and its destruction (events_dispatch). */
+		std::lock_guard lk(ep->fabric->ev_mu);
+		ep->fabric->ev_eps.erase(ep->ncq);
 		nicmr_cq_destroy(ep->ncq);
+	}
 	if (ep->scratch_mr)
 		nicmr_mr_dereg(ep->scratch_mr);
 	if (ep->scratch)
@@ -919,6 +924,25 @@ void ep_progress(Endpoint *ep)
 	progress_locked(ep);
 }
 
+int ep_arm(Endpoint *ep)
+{
+	/* Under mu: the arm reads the consumer index nicmr_cq_poll moves (the same thread
+	 * rules as the poll, nicmr.h). */
+	std::lock_guard lk(ep->mu);
+	const int ret = nicmr_cq_arm(ep->ncq, 0);
+	return ret == -ENOTSUP ? -FI_ENOSYS : fi_code(ret);
+}
+
+void ep_wake(Endpoint *ep)
+{
+	if (ep->cq)
+		waiter_wake(&ep->cq->wait);
+	if (ep->wcntr)
+		waiter_wake(&ep->wcntr->wait);
+	if (ep->rcntr && ep->rcntr != ep->wcntr)
+		waiter_wake(&ep->rcntr->wait);
+}
+
 int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out,
 		  void *context)
 {
@@ -973,6 +997,8 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 			   &ep->scratch_mr);
 	if (ret == 0)
 		ret = nicmr_cq_create(fab->dev, kEpDepth, &ep->ncq);
+	if (ret == 0 && events_add(fab, ep->ncq, ep.get()) != 0)
+		ret = -ENOMEM;
 	if (ret == 0)
 		ret = nicmr_qp_create(dom->pd, ep->port, ep->ncq, kEpDepth, &ep->self);
 	if (ret == 0)

@@ -257,20 +257,12 @@ int eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **
 	return 0;
 }
 
-int eq_trywait(struct fid **fids, int count)
+int eq_trywait(Eq *eq)
 {
-	if (!fids || count < 0)
+	if (eq->wait_obj != FI_WAIT_FD)
 		return -FI_EINVAL;
-	for (int i = 0; i < count; i++) {
-		Eq *eq = eq_of(fids[i]);
-		/* Only EQs have a wait object to block on (CQs and counters: FI_WAIT_NONE). */
-		if (!eq || eq->wait_obj != FI_WAIT_FD)
-			return -FI_EINVAL;
-		std::lock_guard lk(eq->mu);
-		if (!eq->events.empty())
-			return -FI_EAGAIN;
-	}
-	return 0;
+	std::lock_guard lk(eq->mu);
+	return eq->events.empty() ? 0 : -FI_EAGAIN;
 }
 
 } // namespace nicmr::fabric

@@ -128,10 +128,29 @@ struct Fabric {
 	 * first use), unmapped with the fabric. */
 	struct Mr *mrs = nullptr;
 	size_t mr_slots = 0;
+	/* Completion events (fi_wait.cpp): the device has one event descriptor; ev_mu guards
+	 * taking its events and ev_eps, the endpoints by their native CQ, so that an event wakes
+	 * the CQ and counters of the endpoint it names. ev_mu is never held while an endpoint's
+	 * mu is taken. */
+	std::mutex ev_mu;
+	std::unordered_map<const nicmr_cq *, Endpoint *> ev_eps; /* ev_mu */
 };
 
 struct Mr;
 struct Cntr;
+
+/*
+ * The wait object of a CQ or counter opened with FI_WAIT_FD or FI_WAIT_UNSPEC on a device that
+ * has completion events (fi_wait.cpp). fd is an epoll descriptor over two: the device's event
+ * descriptor (readable when an armed native CQ of the device completed) and sig, this object's
+ * own eventfd, which the taker of a device event writes for every CQ and counter of the
+ * endpoint the event names (and fi_cq_signal writes). Level-triggered throughout, so a wake-up
+ * another thread took is never lost: its sig stays readable. Slow path: waiting only.
+ */
+struct Waiter {
+	int fd = -1;  /* FI_GETWAIT's descriptor; -1: none (poll by yielding) */
+	int sig = -1; /* eventfd */
+};
 
 struct Domain {
 	struct fid_domain fid; /* first */
@@ -245,9 +264,12 @@ struct Cq {
 	struct fid_cq fid; /* first */
 	Domain *domain = nullptr;
 	enum fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
-	FiLock bind_mu;		     /* guards eps; taken before any endpoint's mu */
-	std::vector<Endpoint *> eps; /* bind_mu */
-	FiLock mu;		     /* guards the ring; taken after an endpoint's mu */
+	int wait_obj = FI_WAIT_NONE;
+	Waiter wait;
+	std::atomic<bool> signaled{false}; /* fi_cq_signal: the next sread returns */
+	FiLock bind_mu;			   /* guards eps; taken before any endpoint's mu */
+	std::vector<Endpoint *> eps;	   /* bind_mu */
+	FiLock mu;			   /* guards the ring; taken after an endpoint's mu */
 	std::vector<CqEntry> ring;
 	uint64_t head = 0, tail = 0; /* mu */
 };
@@ -271,6 +293,11 @@ struct Cntr {
 	/* The device's counter, made by the first fi_mr_bind of this counter; set once (under
 	 * bind_mu, published with release), freed by the counter's close. */
 	std::atomic<nicmr_cntr *> native{nullptr};
+	int wait_obj = FI_WAIT_NONE;
+	Waiter wait;
+	/* The count and error count the application last read (fi_trywait says -FI_EAGAIN once
+	 * either moved). relaxed: hints for trywait only. */
+	std::atomic<uint64_t> seen{0}, seen_errs{0};
 };
 /* The counter's native counter, made on first use (in a domain with FI_MR_RMA_EVENT): 0;
  * -FI_ENOMEM (the device's DMA memory is full). Slow path. */
@@ -297,6 +324,35 @@ struct Eq {
 
 /* Polls the endpoint's completions into its CQ and counters (fi_ep.cpp). */
 void ep_progress(Endpoint *ep);
+/* Arms the endpoint's native CQ for its next completion (under its mu): 0 or a FI_E* code. */
+int ep_arm(Endpoint *ep);
+/* Wakes the wait objects of the endpoint's CQ and counters (fabric ev_mu held). */
+void ep_wake(Endpoint *ep);
+
+/* Opens w for a CQ or counter of dom: 0; -FI_ENOSYS when the device has no completion events
+ * and a descriptor was asked for (fd_required); -errno of eventfd/epoll. Without events and
+ * not required, w stays without a descriptor. */
+int waiter_open(Domain *dom, Waiter *w, bool fd_required);
+void waiter_close(Waiter *w);
+/* Makes w readable (sig). */
+void waiter_wake(Waiter *w);
+/* Empties sig. */
+void waiter_drain(Waiter *w);
+/* Takes every pending completion event of the fabric's device and wakes the endpoints they
+ * name. */
+void events_dispatch(Fabric *fab);
+/* Blocks until w's descriptor is readable or timeout_ms passed (-1: no end): 0, or
+ * -FI_ETIMEDOUT. Without a descriptor it yields once and returns 0. */
+int waiter_block(Waiter *w, int timeout_ms);
+/* Registers an endpoint's native CQ for events (ev_eps): 0 or -FI_ENOMEM. Its close erases it
+ * under ev_mu together with the CQ's destruction. */
+int events_add(Fabric *fab, const nicmr_cq *ncq, Endpoint *ep);
+/* Arms every endpoint of a CQ's or counter's list (its bind_mu held): 0 or a FI_E* code. */
+int eps_arm(const std::vector<Endpoint *> &eps);
+/* fi_trywait for one CQ or counter: 0 when it is armed and nothing is pending, -FI_EAGAIN
+ * when something is. */
+int cq_trywait(Cq *cq);
+int cntr_trywait(Cntr *cntr);
 /* Detaches an endpoint from a CQ or counter (its close). */
 void cq_unbind(Cq *cq, Endpoint *ep);
 void cntr_unbind(Cntr *cntr, Endpoint *ep);
@@ -307,9 +363,9 @@ Av *av_of(struct fid *fid);
 Cq *cq_of(struct fid *fid);
 Cntr *cntr_of(struct fid *fid);
 Eq *eq_of(struct fid *fid);
-/* fi_trywait on EQs with FI_WAIT_FD: 0 when none has an event, -FI_EAGAIN when one has;
- * -FI_EINVAL for any other fid. */
-int eq_trywait(struct fid **fids, int count);
+/* fi_trywait on one EQ with FI_WAIT_FD: 0 when it has no event, -FI_EAGAIN when it has one;
+ * -FI_EINVAL for an EQ without a descriptor. */
+int eq_trywait(Eq *eq);
 
 int av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av, void *context);
 int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);

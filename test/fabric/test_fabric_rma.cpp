@@ -705,7 +705,7 @@ TEST_F(Rma, BadInputGetsItsCode)
 	Fid<fid_cq> tagged;
 	EXPECT_EQ(fi_cq_open(domain_.get(), &cq, tagged.out(), nullptr), -FI_ENOSYS);
 	cq.format = FI_CQ_FORMAT_CONTEXT;
-	cq.wait_obj = FI_WAIT_FD;
+	cq.wait_obj = FI_WAIT_SET;
 	EXPECT_EQ(fi_cq_open(domain_.get(), &cq, tagged.out(), nullptr), -FI_ENOSYS);
 	fi_cntr_attr ca{};
 	ca.events = FI_CNTR_EVENTS_COMP;
