@@ -16,106 +16,12 @@ already taken.
 The processes read commands from a pipe (testmr flushes each command's output), so the test
 drives both step by step; every wait has a timeout, and the processes are killed on failure."""
 import os
-import queue
-import re
 import socket
-import subprocess
 import sys
-import threading
 
-TIMEOUT = 30  # seconds for any one command's answer
-
-
-class Testmr:
-    """A testmr reading commands from a pipe; its output lines in a queue."""
-
-    def __init__(self, testmr, name, engine):
-        self.name = name
-        self.p = subprocess.Popen([testmr, "-i", "--engine", engine], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  bufsize=1)
-        self.lines = queue.Queue()
-        self.log = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def send(self, cmd):
-        self.log.append("> " + cmd)
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
-
-    def expect(self, pattern, what):
-        """The first line matching pattern; fails on an error line, EOF or the timeout."""
-        rx = re.compile(pattern)
-        while True:
-            try:
-                line = self.lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                fail(f"{self.name}: no '{what}' within {TIMEOUT} s")
-            if line is None:
-                fail(f"{self.name}: exited before '{what}'")
-            self.log.append(line)
-            if line.startswith("error:") and not pattern.lstrip("^").startswith("error:"):
-                fail(f"{self.name}: {line} (waiting for '{what}')")
-            m = rx.search(line)
-            if m:
-                return m
-
-    def run(self, cmd, pattern, what=None):
-        self.send(cmd)
-        return self.expect(pattern, what or cmd)
-
-    def dump(self, key, off, length):
-        """The bytes `mr dump` prints."""
-        self.send(f"mr dump {key} {off:#x} {length}")
-        out = bytearray()
-        while len(out) < length:
-            m = self.expect(r"^([0-9a-f]{8}):((?: [0-9a-f]{2})+)$", f"dump of {key}")
-            if int(m.group(1), 16) != off + len(out):
-                fail(f"{self.name}: dump line at {m.group(1)}, expected {off + len(out):#x}")
-            out += bytes(int(b, 16) for b in m.group(2).split())
-        return bytes(out)
-
-    def quit(self):
-        self.send("quit")
-        try:
-            return self.p.wait(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            fail(f"{self.name}: still running {TIMEOUT} s after quit")
-
-
-PROCS = []
-
-
-def fail(msg):
-    for t in PROCS:
-        sys.stderr.write(f"--- {t.name}:\n" + "\n".join(t.log[-40:]) + "\n")
-        if t.p.poll() is None:
-            t.p.kill()
-    sys.stderr.write(f"FAIL: {msg}\n")
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
+from testmr_proc import Testmr, check, fail, setup
 
 RECORD = r"([0-9a-f]{4}):([0-9a-f]{6}):([0-9a-f]{6}):([0-9a-f]{32})"
-ACCESS = "read,write,local_write,remote_read,remote_write,remote_atomic"
-
-
-def setup(t):
-    t.run("mr pool 8m page 4k", r"^engine pool 0:")
-    m = t.run(f"mr reg 0 0 64k {ACCESS}", r"^MR key (0x[0-9a-f]{8}) .* address (0x[0-9a-f]+),")
-    t.run("cq create", r"^CQ 0:")
-    t.run("qp create 0", r"^QP 0: number")
-    return m.group(1), int(m.group(2), 16)
 
 
 def main():
@@ -128,7 +34,6 @@ def main():
     spec = "emu:mkeys=4096,addr=127.0.0.1,udp_port={},peer_udp_port={}"
     server = Testmr(testmr, "server", spec.format(udp_a, udp_b))
     client = Testmr(testmr, "client", spec.format(udp_b, udp_a))
-    PROCS.extend([server, client])
 
     skey, saddr = setup(server)
     ckey, caddr = setup(client)
