@@ -225,6 +225,14 @@ inline int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *ad
  * a device with host-order atomics: Domain::atomics). */
 inline constexpr uint64_t kEpCaps =
 	FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/* The order of an endpoint's RMA and atomics to one peer (fi_endpoint(3) msg_order): they go
+ * out on that peer's one RC QP, whose responder executes requests in the order they were sent;
+ * a WRITE after a READ is not promised (IBTA 10.8.3: a responder may run it before the READ's
+ * data is read), nor is anything between different peers (different QPs). Completions of
+ * different peers come in any order (comp_order FI_ORDER_NONE). */
+inline constexpr uint64_t kMsgOrder =
+	FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW |
+	FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
 /* Requests in flight per endpoint (tx_attr->size), the depth of every QP and CQ it makes. */
 inline constexpr uint32_t kEpDepth = 64;
 /* Largest fi_inject_write / inline write (the device's inline WRITE payload). */

@@ -122,6 +122,14 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC)
 		return false;
+	/* An order the QPs do not keep, or completions in order across peers. */
+	auto order_fits = [](uint64_t msg_order, uint64_t comp_order) {
+		return (msg_order & ~kMsgOrder) == 0 && comp_order == FI_ORDER_NONE;
+	};
+	if (hints->tx_attr && !order_fits(hints->tx_attr->msg_order, hints->tx_attr->comp_order))
+		return false;
+	if (hints->rx_attr && !order_fits(hints->rx_attr->msg_order, hints->rx_attr->comp_order))
+		return false;
 	if (hints->ep_attr && hints->ep_attr->type != FI_EP_UNSPEC &&
 	    hints->ep_attr->type != FI_EP_RDM)
 		return false;
@@ -185,9 +193,13 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->tx_attr->size = kEpDepth;
 	fi->tx_attr->iov_limit = 1;
 	fi->tx_attr->rma_iov_limit = 1;
+	fi->tx_attr->msg_order = kMsgOrder;
+	fi->tx_attr->comp_order = FI_ORDER_NONE;
 	fi->rx_attr->caps =
 		(FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT) & fi->caps;
 	fi->rx_attr->iov_limit = 1;
+	fi->rx_attr->msg_order = kMsgOrder;
+	fi->rx_attr->comp_order = FI_ORDER_NONE;
 	/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ
 	 * (firmware page requests) holds one, its completion EQ one
 	 * (mlx5::Device::comp_eqn) and the key programmer one. */

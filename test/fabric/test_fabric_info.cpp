@@ -186,6 +186,45 @@ TEST(FabricInfo, ProgressIsAutoUnlessTheHintsAskForManual)
 	}
 }
 
+TEST(FabricInfo, OrderIsOneQpsAndHintsAskingMoreGiveNoData)
+{
+	constexpr uint64_t kKept = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RMA_RAR |
+				   FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
+				   FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+	{
+		Hints h(kAppMrMode);
+		h->tx_attr->msg_order = FI_ORDER_RAW | FI_ORDER_WAW;
+		h->rx_attr->msg_order = FI_ORDER_RMA_RAW;
+		Info info;
+		ASSERT_EQ(info.get(h), 0);
+		EXPECT_EQ(info->tx_attr->msg_order, kKept);
+		EXPECT_EQ(info->rx_attr->msg_order, kKept);
+		EXPECT_EQ(info->tx_attr->comp_order, FI_ORDER_NONE);
+		EXPECT_EQ(info->rx_attr->comp_order, FI_ORDER_NONE);
+	}
+	/* A write after a read, sends after anything, completions in order across peers. */
+	for (uint64_t order :
+	     std::initializer_list<uint64_t>{FI_ORDER_WAR, FI_ORDER_SAS, FI_ORDER_RMA_WAR,
+					     FI_ORDER_ATOMIC_WAR, FI_ORDER_STRICT}) {
+		Hints h(kAppMrMode);
+		h->tx_attr->msg_order = order;
+		Info info;
+		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << order;
+		Hints r(kAppMrMode);
+		r->rx_attr->msg_order = order;
+		Info rinfo;
+		EXPECT_EQ(rinfo.get(r), -FI_ENODATA) << std::hex << order;
+	}
+	Hints h(kAppMrMode);
+	h->tx_attr->comp_order = FI_ORDER_STRICT;
+	Info info;
+	EXPECT_EQ(info.get(h), -FI_ENODATA);
+	Hints r(kAppMrMode);
+	r->rx_attr->comp_order = FI_ORDER_STRICT;
+	Info rinfo;
+	EXPECT_EQ(rinfo.get(r), -FI_ENODATA);
+}
+
 TEST(FabricInfo, PollSetsAreNotOffered)
 {
 	Hints h(kAppMrMode);

@@ -270,6 +270,41 @@ TEST_F(Rma, VectorAndMessageFormsMoveData)
 	EXPECT_EQ(fi_readv(a_.ep.get(), two, dd, 2, a_.peer, raddr(0), rkey_, nullptr), -FI_EINVAL);
 }
 
+/* The msg_order fi_getinfo promises (RAW, WAW, RAR to one peer): requests posted back to back
+ * without waiting, each seeing the one before it. */
+TEST_F(Rma, RequestsToOnePeerKeepThePromisedOrder)
+{
+	ASSERT_EQ(info_->tx_attr->msg_order & (FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RAR),
+		  FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RAR);
+	std::memset(dst_.get(), 0, 4096);
+	for (int round = 0; round < 20; round++) {
+		SCOPED_TRACE(round);
+		/* WAW: two writes of the same 256 bytes, the second's bytes stay. */
+		std::memset(src_.get(), 0x10 + round, 256);
+		std::memset(src_.get() + 256, 0x80 + round, 256);
+		ASSERT_EQ(fi_write(a_.ep.get(), src_.get(), 256, desc(), a_.peer, raddr(0), rkey_,
+				   &ctx_[0]),
+			  0);
+		ASSERT_EQ(fi_write(a_.ep.get(), src_.get() + 256, 256, desc(), a_.peer, raddr(0),
+				   rkey_, &ctx_[1]),
+			  0);
+		/* RAW and RAR: two reads of them, posted before anything completed. */
+		ASSERT_EQ(fi_read(a_.ep.get(), src_.get() + 1024, 256, desc(), a_.peer, raddr(0),
+				  rkey_, &ctx_[2]),
+			  0);
+		ASSERT_EQ(fi_read(a_.ep.get(), src_.get() + 2048, 256, desc(), a_.peer, raddr(0),
+				  rkey_, &ctx_[3]),
+			  0);
+		for (int i = 0; i < 4; i++)
+			expect_done(&ctx_[i], i < 2 ? FI_RMA | FI_WRITE : FI_RMA | FI_READ);
+		for (size_t i = 0; i < 256; i++) {
+			ASSERT_EQ(dst_.get()[i], char(0x80 + round)) << i;
+			ASSERT_EQ(src_.get()[1024 + i], char(0x80 + round)) << i;
+			ASSERT_EQ(src_.get()[2048 + i], char(0x80 + round)) << i;
+		}
+	}
+}
+
 TEST_F(Rma, InjectWriteNeedsNoDescriptorAndReportsNoCompletion)
 {
 	char small[200];
