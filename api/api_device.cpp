@@ -617,6 +617,33 @@ int nicmr_device_get_stats(struct nicmr_device *dev, struct nicmr_device_stats *
 	return 0;
 }
 
+/* The device model's wire responder record (emu_mlx5_refusals.cpp): only the wiring sees it. */
+int nicmr_key_refusals(const struct nicmr_device *dev, struct nicmr_key_refusal *out, uint32_t n,
+		       uint64_t *dropped)
+{
+	if (dev == nullptr || (out == nullptr && n > 0))
+		return -EINVAL;
+	if (!dev->emu)
+		return -EOPNOTSUPP;
+	std::array<emu::KeyRefusal, emu::EmuDataPath::kMaxKeyRefusals> all;
+	const size_t found =
+		dev->emu->device().data_path().key_refusals(all.data(), all.size(), dropped);
+	for (size_t i = 0; i < std::min<size_t>(found, n); i++) {
+		const emu::KeyRefusal &e = all[i];
+		nicmr_key_refusal &r = out[i];
+		r = {};
+		r.key = e.rkey;
+		r.local_qpn = e.local_qpn;
+		std::memcpy(r.peer_gid, e.peer_gid, sizeof(r.peer_gid));
+		r.peer_qpn = e.peer_qpn;
+		r.access = ((e.rights & emu::KeyRefusal::read) ? NICMR_ACCESS_REMOTE_READ : 0) |
+			   ((e.rights & emu::KeyRefusal::write) ? NICMR_ACCESS_REMOTE_WRITE : 0) |
+			   ((e.rights & emu::KeyRefusal::atomic) ? NICMR_ACCESS_REMOTE_ATOMIC : 0);
+		r.count = e.count;
+	}
+	return static_cast<int>(found);
+}
+
 int nicmr_mr_map_raw(struct nicmr_device *dev, const void *buf, size_t size, uint64_t *key)
 {
 	if (dev == nullptr || buf == nullptr || key == nullptr)

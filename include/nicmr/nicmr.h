@@ -946,6 +946,40 @@ struct nicmr_key_violation {
 int nicmr_key_violations(const struct nicmr_device *dev, struct nicmr_key_violation *out,
 			 uint32_t n, uint64_t *dropped);
 
+/*
+ * The other side: requests from other processes or hosts that this device refused (a remote
+ * access error NAK on the UDP wire), counted per key of this device and per peer (the
+ * requesting QP's GID and number). A ConnectX reports such a refusal only as the responder QP's
+ * error event; the emulated device keeps this record (a device-model extension: other devices
+ * answer -EOPNOTSUPP). A fixed table of NICMR_MAX_KEY_REFUSALS (key, peer) pairs; further
+ * pairs are counted as dropped. Requests of this device's own QPs over the in-process loopback
+ * are not in it (their requester's nicmr_key_violations has them).
+ */
+
+/** The most (key, peer) pairs the refusal record holds. */
+#define NICMR_MAX_KEY_REFUSALS 256u
+
+/** One (key, peer) pair of the refusal record (nicmr_key_refusals). */
+struct nicmr_key_refusal {
+	uint32_t key;	      /**< the key of this device the refused requests carried */
+	uint32_t local_qpn;   /**< the responder QP that refused the last one */
+	uint8_t peer_gid[16]; /**< the requester's GID ... */
+	uint32_t peer_qpn;    /**< ... and QP number */
+	uint32_t reserved;
+	uint64_t access; /**< NICMR_ACCESS_REMOTE_READ / _WRITE / _ATOMIC: every right refused */
+	uint64_t count;	 /**< refusals of key to this peer */
+};
+
+/**
+ * Reads the refusal record: up to n pairs, in the order they were first refused. Any thread.
+ * Slow path: a lock of the device model, O(NICMR_MAX_KEY_REFUSALS).
+ * @param[out] dropped when not null: refusals not recorded because the record was full
+ * @return the number of pairs recorded (may exceed n: only n were written); -EINVAL (null dev,
+ *   null out with n > 0); -EOPNOTSUPP (not an emulated device).
+ */
+int nicmr_key_refusals(const struct nicmr_device *dev, struct nicmr_key_refusal *out, uint32_t n,
+		       uint64_t *dropped);
+
 /* ---- Vectored, IOVA-list and page-vector registration -------------------------------------- */
 
 struct iovec; /* <sys/uio.h> */

@@ -64,7 +64,7 @@ struct Hello {
 };
 
 /* The parent's requests to the child. */
-enum Op : uint32_t { op_dump = 1, op_state, op_recover, op_exit };
+enum Op : uint32_t { op_dump = 1, op_state, op_recover, op_refusals, op_exit };
 struct Req {
 	uint32_t op;
 	uint32_t off, len;
@@ -182,6 +182,14 @@ int responder(int fd, uint16_t mine, uint16_t peer)
 				return 18;
 			break;
 		}
+		case op_refusals: {
+			/* The count, then up to 4 of the responder's refusal record. */
+			nicmr_key_refusal rr[4]{};
+			const int cnt = nicmr_key_refusals(s.dev, rr, 4, nullptr);
+			if (!full_write(fd, &cnt, sizeof(cnt)) || !full_write(fd, rr, sizeof(rr)))
+				return 20;
+			break;
+		}
 		case op_exit:
 			return 0;
 		default:
@@ -217,6 +225,7 @@ protected:
 		/* A send PSN of the application's choosing, three before the 24-bit wrap: the
 		 * first requests cross it on both sides. */
 		h.addr.psn = 0xfffffd;
+		std::memcpy(me_gid_, h.addr.gid, sizeof(me_gid_));
 		ASSERT_TRUE(full_write(fd_, &h, sizeof(h)));
 		nicmr_qp_remote r{};
 		r.size = sizeof(r);
@@ -268,6 +277,15 @@ protected:
 		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &st, sizeof(st)));
 		return st;
 	}
+	/* The child's refusal record: its count, up to 4 entries in out. */
+	int peer_refusals(nicmr_key_refusal (&out)[4])
+	{
+		Req q{op_refusals, 0, 0};
+		int cnt = -1;
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &cnt, sizeof(cnt)) &&
+			    full_read(fd_, out, sizeof(out)));
+		return cnt;
+	}
 	int peer_recover()
 	{
 		Req q{op_recover, 0, 0};
@@ -296,6 +314,7 @@ protected:
 	}
 
 	Side me_;
+	uint8_t me_gid_[16] = {}; /* this side's GID, as the peer sees it */
 	Hello peer_{};
 	uint32_t lkey_ = 0;
 	pid_t child_ = -1;
@@ -408,6 +427,15 @@ TEST_F(ApiWire, WrongRkeyIsARemoteAccessErrorAndRecoveryReconnects)
 	EXPECT_EQ(v[0].peer_port, 0u);
 	EXPECT_EQ(v[0].peer_qpn, peer_.addr.qpn);
 	EXPECT_EQ(v[0].access, uint64_t{NICMR_ACCESS_REMOTE_WRITE});
+	/* The responder counted it under its key and this QP as the peer. */
+	nicmr_key_refusal r[4]{};
+	ASSERT_EQ(peer_refusals(r), 1);
+	EXPECT_EQ(r[0].key, wrong);
+	EXPECT_EQ(r[0].peer_qpn, nicmr_qp_num(me_.qp));
+	EXPECT_EQ(std::memcmp(r[0].peer_gid, me_gid_, 16), 0);
+	EXPECT_EQ(r[0].local_qpn, peer_.addr.qpn);
+	EXPECT_EQ(r[0].access, uint64_t{NICMR_ACCESS_REMOTE_WRITE});
+	EXPECT_EQ(r[0].count, 1u);
 
 	/* Both ends back to their first PSNs, responder first. */
 	ASSERT_EQ(peer_recover(), 0);
@@ -421,6 +449,17 @@ TEST_F(ApiWire, WrongRkeyIsARemoteAccessErrorAndRecoveryReconnects)
 	EXPECT_EQ(dump(0, 4096), before);
 	ASSERT_EQ(peer_recover(), 0);
 	ASSERT_EQ(nicmr_qp_recover(me_.qp), 0);
+	/* The wrong key again: its pair counts twice; the read-only key is a pair of its own. */
+	wc = write(0, 16, 0x66, wrong);
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS);
+	ASSERT_EQ(peer_recover(), 0);
+	ASSERT_EQ(nicmr_qp_recover(me_.qp), 0);
+	ASSERT_EQ(peer_refusals(r), 2);
+	EXPECT_EQ(r[0].key, wrong);
+	EXPECT_EQ(r[0].count, 2u);
+	EXPECT_EQ(r[1].key, peer_.ro_key);
+	EXPECT_EQ(r[1].count, 1u);
+	EXPECT_EQ(r[1].access, uint64_t{NICMR_ACCESS_REMOTE_WRITE});
 
 	/* And the recovered connection works. */
 	wc = write(100, 300, 0x99, peer_.rkey);

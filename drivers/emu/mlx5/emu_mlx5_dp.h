@@ -195,6 +195,21 @@ struct DpStats {
 	uint64_t arms_dropped = 0;   /* CQ or EQ arm doorbells naming no such queue */
 };
 
+/*
+ * One entry of the wire responder's refusal record (EmuDataPath::key_refusals): requests from
+ * another process or host that this device refused with a remote access error NAK, counted per
+ * key of this device and per peer (the remote QP's GID and number).
+ */
+struct KeyRefusal {
+	uint32_t rkey = 0;	   /* the key the requests carried */
+	uint32_t local_qpn = 0;	   /* the responder QP that refused the last one */
+	uint8_t peer_gid[16] = {}; /* the requester: its GID ... */
+	uint32_t peer_qpn = 0;	   /* ... and its QP */
+	uint32_t rights = 0;	   /* KeyRefusal::read / write / atomic: every kind refused */
+	uint64_t count = 0;	   /* refusals of rkey to this peer */
+	static constexpr uint32_t read = 1, write = 2, atomic = 4;
+};
+
 /* The UDP wire's counters (doc/device-model.md, "The UDP wire"). */
 struct WireStats {
 	uint64_t tx_packets = 0;    /* datagrams sent */
@@ -290,6 +305,11 @@ public:
 	 * answers. true when a datagram came. Thread-safe (one caller at a time). */
 	bool poll_wire();
 	WireStats wire_stats() const;
+	/* The most (key, peer) pairs the refusal record holds; one more is counted as dropped. */
+	static constexpr size_t kMaxKeyRefusals = 256;
+	/* Copies up to n entries of the refusal record (emu_mlx5_refusals.cpp); the number of
+	 * entries it holds; *dropped (when not null): refusals not recorded (the record full). */
+	size_t key_refusals(KeyRefusal *out, size_t n, uint64_t *dropped) const;
 
 	/* Where UMR work requests are recorded (emu_mlx5_trace.h); nullptr, the default, records
 	 * nothing. Set once, before any QP exists. */
@@ -468,6 +488,13 @@ private:
 			rnr_naks_received{0}, retry_exceeded{0};
 	};
 	mutable WireCounters wctr_;
+	/* The wire responder's refusals (emu_mlx5_refusals.cpp): refusal_mu_ guards them; taken
+	 * only on a refused request, never with it held is another lock taken. */
+	void record_refusal(const Qp &qp, uint32_t rkey, uint32_t rights);
+	mutable std::mutex refusal_mu_;
+	std::array<KeyRefusal, kMaxKeyRefusals> refusals_{};
+	size_t nrefusals_ = 0;
+	uint64_t refusals_dropped_ = 0;
 	std::function<uint32_t(size_t)> bar_read_;
 	std::function<void(uint8_t)> fatal_;
 	std::function<void(uint32_t)> irq_;

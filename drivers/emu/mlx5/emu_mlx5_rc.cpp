@@ -794,7 +794,9 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		rc_nak(dma, qp, roce::aeth::nak::invalid_request, psn,
 		       prm::event_type::wq_inval_req_error);
 	};
-	const auto refused = [&] {
+	/* A key of this device refused the request: NAKed, counted under (key, peer). */
+	const auto refused = [&](uint32_t rkey, uint32_t rights) {
+		record_refusal(qp, rkey, rights);
 		rc_nak(dma, qp, roce::aeth::nak::remote_access_error, psn,
 		       prm::event_type::wq_access_error);
 	};
@@ -844,11 +846,12 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			/* The whole message's range, before one byte moves. */
 			if (t.validate(r.w_rkey, r.w_va, r.w_left, Access::remote_write) != kOk ||
 			    !ext_admits(keys.find(prm::mkey::index(r.w_rkey)), true, &counter)) {
-				refused();
+				refused(r.w_rkey, KeyRefusal::write);
 				return;
 			}
 		} else if (t.validate(r.w_rkey, r.w_va, plen, Access::remote_write) != kOk) {
-			refused(); /* the key changed between the packets of the message */
+			/* the key changed between the packets of the message */
+			refused(r.w_rkey, KeyRefusal::write);
 			return;
 		}
 		/* With an immediate, the last packet takes a receive WQE before its bytes land
@@ -881,7 +884,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		if (plen != 0 &&
 		    key_copy(dma, t, r.w_rkey, r.w_va, const_cast<uint8_t *>(pk.payload.data()),
 			     plen, Access::remote_write, true) != kOk) {
-			refused();
+			refused(r.w_rkey, KeyRefusal::write);
 			if (imm)
 				rq_fail(dma, qp, rw.index, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
 			return;
@@ -934,7 +937,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			uint64_t no_counter = 0; /* reads are not counted */
 			if (t.validate(rkey, va, dlen, Access::remote_read) != kOk ||
 			    !ext_admits(keys.find(prm::mkey::index(rkey)), false, &no_counter)) {
-				refused();
+				refused(rkey, KeyRefusal::read);
 				return;
 			}
 		}
@@ -962,7 +965,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		if (t.validate(rkey, va, 8, Access::remote_atomic) != kOk ||
 		    !ext_admits(keys.find(prm::mkey::index(rkey)), true, &counter) ||
 		    t.resolve(rkey, va, 8, Access::remote_atomic, &run) != kOk) {
-			refused();
+			refused(rkey, KeyRefusal::atomic);
 			return;
 		}
 		void *cellp = run.iova % 8 == 0 ? dma.host(run.iova, 8) : nullptr;
