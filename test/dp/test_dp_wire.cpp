@@ -10,7 +10,10 @@
  * every access error of the responder's key check (stale variant, another PD, out of bounds,
  * a right missing, for WRITE, READ and atomics) with the requester's syndrome, the QP states
  * of both sides and the target untouched; a datagram with a bad ICRC dropped and counted;
- * the GID table through QUERY_ROCE_ADDRESS.
+ * the GID table through QUERY_ROCE_ADDRESS. The IPv4 receive path (a raw socket, so that the
+ * ICRC covers the IP ID the sender chose): a WRITE sent with a non-zero ID lands, one whose ICRC
+ * was taken over another ID is dropped as bad ICRC; without CAP_NET_RAW or with raw_rx off a
+ * port falls back to its UDP socket.
  */
 #include <gtest/gtest.h>
 
@@ -18,10 +21,12 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <infiniband/mlx5dv.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -554,6 +559,98 @@ TEST_P(Wire, BadIcrcIsDroppedAndCounted)
 	EXPECT_EQ(peer_state(), static_cast<uint32_t>(emu::QpState::rts));
 }
 
+/*
+ * Sends datagram from src (an IPv4 address and UDP port) to dst through an IP_HDRINCL raw
+ * socket (raw(7), IPPROTO_RAW), with the IPv4 ID and DF given: what a UDP socket cannot choose
+ * and Linux rxe does (rxe_net.c prepare_ipv4_hdr). The UDP checksum is 0 (none, as IPv4
+ * allows); the kernel fills the IP header's checksum and total length.
+ */
+bool send_with_ip_id(const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
+		     uint16_t id, bool df, const uint8_t *datagram, size_t len)
+{
+	const int fd = ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (fd < 0)
+		return false;
+	std::vector<uint8_t> pkt(roce::ipv4::size + roce::udp::size + len, 0);
+	uint8_t *ip = pkt.data();
+	uint8_t *u = ip + roce::ipv4::size;
+	prm::set(ip, roce::ipv4::version, 4);
+	prm::set(ip, roce::ipv4::ihl, roce::ipv4::size / 4);
+	prm::set(ip, roce::ipv4::total_length, pkt.size());
+	prm::set(ip, roce::ipv4::id, id);
+	prm::set(ip, roce::ipv4::flags_frag, df ? roce::ipv4::flag_df : 0);
+	prm::set(ip, roce::ipv4::ttl, 64);
+	prm::set(ip, roce::ipv4::protocol, roce::ipv4::protocol_udp);
+	std::memcpy(ip + prm::byte_offset(roce::ipv4::src), src, 4);
+	std::memcpy(ip + prm::byte_offset(roce::ipv4::dst), dst, 4);
+	prm::set(u, roce::udp::src_port, sport);
+	prm::set(u, roce::udp::dst_port, dport);
+	prm::set(u, roce::udp::length, roce::udp::size + len);
+	std::memcpy(u + roce::udp::size, datagram, len);
+	sockaddr_in sa{};
+	sa.sin_family = AF_INET;
+	std::memcpy(&sa.sin_addr.s_addr, dst, 4);
+	const ssize_t n = ::sendto(fd, pkt.data(), pkt.size(), 0,
+				   reinterpret_cast<const sockaddr *>(&sa), sizeof(sa));
+	::close(fd);
+	return n == static_cast<ssize_t>(pkt.size());
+}
+
+TEST_P(Wire, Ipv4IdOtherThanZeroIsCoveredByTheIcrc)
+{
+	if (GetParam().ipv6)
+		GTEST_SKIP() << "IPv6 has no ID";
+	const emu::WirePort *wp = me_->hw->device().data_path().wire_port(1);
+	ASSERT_NE(wp, nullptr);
+	if (!wp->raw_rx())
+		GTEST_SKIP() << "no raw receive socket (CAP_NET_RAW needed)";
+	/* A WRITE ONLY of 4 bytes at offset 0 with the responder's first PSN (0: nothing was
+	 * sent yet), from the requester's address and port, with ID 0x1234 and no DF. */
+	roce::Headers h;
+	h.opcode = roce::opcode::write_only;
+	h.dest_qp = peer_.qpn;
+	h.psn = 0;
+	h.reth = {raddr(0), peer_.keys[k_rw], 4};
+	const uint8_t payload[4] = {0xa1, 0xb2, 0xc3, 0xd4};
+	roce::IpPath path = wp->tx_path(peer_gid_);
+	path.ipv4_id = 0x1234;
+	path.ipv4_df = false;
+	uint8_t pkt[128];
+	size_t len = 0;
+	ASSERT_EQ(roce::build(path, h, payload, pkt, &len), roce::Error::ok);
+	/* First the same packet with the ICRC taken over ID 0 (what a UDP socket would assume):
+	 * dropped as bad ICRC, nothing written. */
+	roce::IpPath id0 = path;
+	id0.ipv4_id = 0;
+	uint8_t wrong[128];
+	size_t wlen = 0;
+	ASSERT_EQ(roce::build(id0, h, payload, wrong, &wlen), roce::Error::ok);
+	ASSERT_EQ(wlen, len);
+	const emu::WireStats before = peer_stats();
+	ASSERT_TRUE(send_with_ip_id(path.src.data(), path.src_port, path.dst.data(), path.dst_port,
+				    0x1234, false, wrong, wlen));
+	emu::WireStats after{};
+	auto deadline = std::chrono::steady_clock::now() + 3s;
+	do {
+		after = peer_stats();
+	} while (after.rx_bad_icrc == before.rx_bad_icrc &&
+		 std::chrono::steady_clock::now() < deadline);
+	EXPECT_EQ(after.rx_bad_icrc, before.rx_bad_icrc + 1);
+	EXPECT_EQ(dump(0, 4),
+		  (std::vector<uint8_t>{pattern(0), pattern(1), pattern(2), pattern(3)}));
+	/* Then the packet whose ICRC covers the ID it travels with: executed. */
+	ASSERT_TRUE(send_with_ip_id(path.src.data(), path.src_port, path.dst.data(), path.dst_port,
+				    0x1234, false, pkt, len));
+	std::vector<uint8_t> now;
+	deadline = std::chrono::steady_clock::now() + 3s;
+	do {
+		now = dump(0, 4);
+	} while (now[0] != payload[0] && std::chrono::steady_clock::now() < deadline);
+	EXPECT_EQ(now, (std::vector<uint8_t>{0xa1, 0xb2, 0xc3, 0xd4}));
+	EXPECT_EQ(peer_stats().rx_bad_icrc, after.rx_bad_icrc);
+	EXPECT_EQ(peer_state(), static_cast<uint32_t>(emu::QpState::rts));
+}
+
 INSTANTIATE_TEST_SUITE_P(
 	Paths, Wire,
 	::testing::Values(Param{"ipv4_mtu1024", false, prm::qp_mtu::mtu_1024,
@@ -593,6 +690,94 @@ TEST(WireConfig, RefusedAddresses)
 	std::unique_ptr<emu::EmuMlx5> first;
 	ASSERT_EQ(emu::emu_mlx5_create(cfg, &first), 0);
 	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EADDRINUSE);
+}
+
+/* A free UDP port of 127.0.0.1 (the kernel's choice a moment ago). */
+uint16_t free_udp_port()
+{
+	const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t sl = sizeof(a);
+	uint16_t port = 0;
+	if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
+	    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &sl) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		::close(fd);
+	return port;
+}
+
+/* What a port's receive reports of a datagram sent with an IPv4 ID: its sender, its length,
+ * its ID and DF (raw socket); ID 0 and DF with raw_rx off (the UDP socket cannot see them). */
+TEST(WireRawReceive, ReportsTheIpv4IdAndSender)
+{
+	for (const bool raw : {true, false}) {
+		SCOPED_TRACE(raw ? "raw socket" : "UDP socket");
+		emu::WirePortConfig cfg{"127.0.0.1", free_udp_port(), roce::udp_port, {}, raw};
+		emu::WirePort port;
+		ASSERT_EQ(port.open(cfg), 0);
+		if (raw && !port.raw_rx())
+			GTEST_SKIP() << "no raw receive socket (CAP_NET_RAW needed)";
+		EXPECT_EQ(port.raw_rx(), raw);
+		EXPECT_EQ(port.rx_fd() == port.fd(), !raw);
+		const uint8_t lo[4] = {127, 0, 0, 1};
+		const uint8_t data[5] = {1, 2, 3, 4, 5};
+		/* One to another UDP port first: the filter leaves it out. */
+		ASSERT_TRUE(send_with_ip_id(lo, 5555, lo, static_cast<uint16_t>(cfg.udp_port + 1),
+					    0x4321, true, data, sizeof(data)));
+		ASSERT_TRUE(send_with_ip_id(lo, 5555, lo, cfg.udp_port, 0xbeef, false, data,
+					    sizeof(data)));
+		auto bufs = std::make_unique<uint8_t[][roce::max_datagram + 1]>(4);
+		size_t lens[4];
+		sockaddr_storage peers[4];
+		emu::WireRxIp ips[4];
+		int n = 0;
+		const auto deadline = std::chrono::steady_clock::now() + 2s;
+		while (n == 0 && std::chrono::steady_clock::now() < deadline)
+			n = port.recv(bufs.get(), lens, peers, 4, ips);
+		ASSERT_EQ(n, 1);
+		EXPECT_EQ(lens[0], sizeof(data));
+		EXPECT_EQ(std::memcmp(bufs[0], data, sizeof(data)), 0);
+		const auto &sa = reinterpret_cast<const sockaddr_in &>(peers[0]);
+		EXPECT_EQ(sa.sin_family, AF_INET);
+		EXPECT_EQ(ntohs(sa.sin_port), 5555);
+		EXPECT_EQ(ntohl(sa.sin_addr.s_addr), INADDR_LOOPBACK);
+		EXPECT_EQ(ips[0].ipv4_id, raw ? 0xbeef : 0);
+		EXPECT_EQ(ips[0].ipv4_df, !raw);
+		const roce::IpPath p = port.rx_path(peers[0], ips[0]);
+		EXPECT_EQ(p.ipv4_id, ips[0].ipv4_id);
+		EXPECT_EQ(p.src_port, 5555);
+		EXPECT_EQ(p.dst_port, cfg.udp_port);
+		EXPECT_EQ(port.recv(bufs.get(), lens, peers, 4, ips), 0);
+	}
+}
+
+/* Without CAP_NET_RAW (dropped in a child), an IPv4 port opens all the same and receives
+ * through its UDP socket. */
+TEST(WireRawReceive, WithoutCapNetRawFallsBackToTheUdpSocket)
+{
+	const pid_t child = ::fork();
+	ASSERT_GE(child, 0);
+	if (child == 0) {
+		__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+		__user_cap_data_struct data[2] = {};
+		if (::syscall(SYS_capget, &hdr, data) != 0)
+			::_exit(2);
+		data[CAP_NET_RAW / 32].effective &= ~(1u << (CAP_NET_RAW % 32));
+		data[CAP_NET_RAW / 32].permitted &= ~(1u << (CAP_NET_RAW % 32));
+		if (::syscall(SYS_capset, &hdr, data) != 0)
+			::_exit(3);
+		emu::WirePort port;
+		if (port.open({"127.0.0.1", free_udp_port(), roce::udp_port, {}, true}) != 0)
+			::_exit(4);
+		::_exit(!port.raw_rx() && port.rx_fd() == port.fd() ? 0 : 5);
+	}
+	int st = 0;
+	ASSERT_EQ(::waitpid(child, &st, 0), child);
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(WEXITSTATUS(st), 0);
 }
 
 /* INIT2RTR on a wire port without force loopback: the GID table's one entry, a remote GID of

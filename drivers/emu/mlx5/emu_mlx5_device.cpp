@@ -143,7 +143,7 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 				  cfg.wire[p].udp_port, wrc, std::strerror(-wrc));
 			return wrc;
 		}
-		wire_fds.push_back(w->fd());
+		wire_fds.push_back(w->rx_fd());
 		d->dp_->set_wire_port(p + 1, std::move(w));
 	}
 	int rc = fn.add_doorbell(prm::dword_byte_offset(prm::init_seg::cmd_dbell),

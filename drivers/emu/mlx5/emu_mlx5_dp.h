@@ -381,7 +381,8 @@ private:
 	void rc_retire(const DmaSection &dma, Qp &qp);
 	void rc_flush(const DmaSection &dma, Qp &qp);
 	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port, const uint8_t *buf,
-		       size_t len, const sockaddr_storage &peer, Qp **acks, int *nacks);
+		       size_t len, const sockaddr_storage &peer, const WireRxIp &ip, Qp **acks,
+		       int *nacks);
 	void rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &pk, Qp **acks,
 			int *nacks);
 	void rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed &pk);
@@ -479,6 +480,7 @@ private:
 	std::unique_ptr<uint8_t[][roce::max_datagram + 1]> rx_buf_;
 	size_t rx_len_[kRxBatch] = {};
 	sockaddr_storage rx_peer_[kRxBatch] = {};
+	WireRxIp rx_ip_[kRxBatch] = {};	  /* the IPv4 ID and DF the ICRC covers */
 	uint64_t next_timer_scan_ns_ = 0; /* poll_wire's timer scan (one caller at a time) */
 	static constexpr uint64_t kTimerScanNs = 20000; /* the timers' granularity: 20 us */
 	struct WireCounters {

@@ -579,7 +579,7 @@ bool EmuDataPath::poll_wire()
 				wctr_.tx_errors.fetch_add(errs, std::memory_order_relaxed);
 			any = any || w->holding(); /* come back soon: they are due shortly */
 		}
-		const int n = w->recv(rx_buf_.get(), rx_len_, rx_peer_, kRxBatch);
+		const int n = w->recv(rx_buf_.get(), rx_len_, rx_peer_, kRxBatch, rx_ip_);
 		if (n == 0)
 			continue;
 		any = true;
@@ -589,8 +589,8 @@ bool EmuDataPath::poll_wire()
 		Qp *acks[kRxBatch];
 		int nacks = 0;
 		for (int i = 0; i < n; i++)
-			rc_packet(dma, *w, p + 1, rx_buf_[i], rx_len_[i], rx_peer_[i], acks,
-				  &nacks);
+			rc_packet(dma, *w, p + 1, rx_buf_[i], rx_len_[i], rx_peer_[i], rx_ip_[i],
+				  acks, &nacks);
 		/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed. */
 		for (int i = 0; i < nacks; i++) {
 			std::lock_guard ql(acks[i]->lock);
@@ -622,11 +622,11 @@ bool EmuDataPath::poll_wire()
 
 /* Table lock held shared. */
 void EmuDataPath::rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
-			    const uint8_t *buf, size_t len, const sockaddr_storage &peer, Qp **acks,
-			    int *nacks)
+			    const uint8_t *buf, size_t len, const sockaddr_storage &peer,
+			    const WireRxIp &ip, Qp **acks, int *nacks)
 {
 	roce::Parsed pk;
-	const roce::Error e = roce::parse(w.rx_path(peer), {buf, len}, &pk);
+	const roce::Error e = roce::parse(w.rx_path(peer, ip), {buf, len}, &pk);
 	if (e != roce::Error::ok) {
 		(e == roce::Error::bad_icrc ? wctr_.rx_bad_icrc : wctr_.rx_malformed)
 			.fetch_add(1, std::memory_order_relaxed);

@@ -2,11 +2,14 @@
 /*
  * The UDP wire of an emulated port (emu_mlx5_wire.h). Sockets are non-blocking and unconnected:
  * Linux then sends a DF datagram with IPv4 ID 0 (include/net/ip.h, ip_select_ident_segs), which
- * is what the ICRC of roce::IpPath assumes by default (roce_packet.h).
+ * is what the ICRC of roce::IpPath assumes by default (roce_packet.h). Other senders (Linux rxe,
+ * rxe_net.c prepare_ipv4_hdr, takes __ip_select_ident's ID) send IDs other than 0, so an IPv4
+ * port receives through a raw socket that shows the IP header (open_raw_rx, recv_raw).
  */
 #include "emu_mlx5_wire.h"
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netinet/ip.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,7 +19,11 @@
 #include <ctime>
 #include <new>
 
+#include "nicmr_log.h"
+
 namespace nicmr::emu {
+
+namespace prm = nicmr::mlx5::prm;
 
 namespace {
 
@@ -41,6 +48,8 @@ WirePort::~WirePort()
 {
 	if (fd_ >= 0)
 		::close(fd_);
+	if (raw_fd_ >= 0)
+		::close(raw_fd_);
 }
 
 int WirePort::open(const WirePortConfig &cfg)
@@ -108,6 +117,16 @@ int WirePort::open(const WirePortConfig &cfg)
 		return rc;
 	}
 	fd_ = fd;
+	if (!v6_ && cfg.raw_rx) {
+		if (const int r = open_raw_rx(); r < 0)
+			NICMR_LOG(
+				warn, "emu-mlx5",
+				"wire %s:%u: no raw receive socket (%s%s): receiving through the "
+				"UDP socket, which assumes IPv4 ID 0 in the ICRC (peers that send "
+				"other IDs, such as Linux rxe, are dropped as bad ICRC)",
+				cfg.addr.c_str(), port_, std::strerror(-r),
+				r == -EPERM || r == -EACCES ? ": CAP_NET_RAW needed" : "");
+	}
 	return 0;
 }
 
@@ -125,10 +144,12 @@ roce::IpPath WirePort::tx_path(const Gid &remote) const noexcept
 	return p;
 }
 
-roce::IpPath WirePort::rx_path(const sockaddr_storage &peer) const noexcept
+roce::IpPath WirePort::rx_path(const sockaddr_storage &peer, const WireRxIp &ip) const noexcept
 {
 	roce::IpPath p;
 	p.ipv6 = v6_;
+	p.ipv4_id = ip.ipv4_id;
+	p.ipv4_df = ip.ipv4_df;
 	p.dst = local_;
 	p.dst_port = port_;
 	if (peer.ss_family == AF_INET6) {
@@ -285,14 +306,136 @@ int WirePort::raw_send(const Gid &remote, const uint8_t *data, size_t len) const
 	return n < 0 ? -errno : 0;
 }
 
-int WirePort::recv(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
-		   int n) const noexcept
+/* ---- Receive ----------------------------------------------------------------------------- */
+
+namespace {
+
+/* Sets a classic BPF program on a socket (socket(7), SO_ATTACH_FILTER). */
+int attach_filter(int fd, sock_filter *code, unsigned short len) noexcept
 {
-	constexpr int kMax = 32;
-	if (n > kMax)
-		n = kMax;
-	mmsghdr msgs[kMax];
-	iovec iov[kMax];
+	sock_fprog prog{len, code};
+	return ::setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ? -errno : 0;
+}
+
+/* Reads and discards what a socket queued before its filter was attached. */
+void drain(int fd) noexcept
+{
+	uint8_t b[1];
+	while (::recv(fd, b, sizeof(b), MSG_DONTWAIT | MSG_TRUNC) >= 0)
+		;
+}
+
+/* A raw IPPROTO_UDP socket's datagrams start at the IPv4 header; the filter takes IHL 5 (no
+ * options: the ICRC's masked header is 20 bytes, as rxe_icrc.c rxe_icrc_hdr computes it),
+ * unfragmented, to dst_port. */
+constexpr size_t kRawHdr = roce::ipv4::size + roce::udp::size;
+
+} // namespace
+
+int WirePort::open_raw_rx() noexcept
+{
+	/* The bound port (a port of 0 asked the kernel for one): the filter's, and the one the
+	 * ICRC of what this port sends and receives covers. */
+	sockaddr_in bound{};
+	socklen_t bl = sizeof(bound);
+	if (::getsockname(fd_, reinterpret_cast<sockaddr *>(&bound), &bl) < 0)
+		return -errno;
+	port_ = ntohs(bound.sin_port);
+	const int fd = ::socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+	if (fd < 0)
+		return -errno;
+	/* Offsets are the IPv4 header's (20 bytes, IHL 5) and then the UDP header's. */
+	sock_filter take[] = {
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0), /* version, IHL */
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x45, 0, 5),
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6),		    /* flags, fragment offset */
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x3fff, 3, 0), /* MF or an offset */
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, roce::ipv4::size + 2), /* UDP destination port */
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, port_, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0xffff),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+	};
+	int rc = attach_filter(fd, take, sizeof(take) / sizeof(take[0]));
+	/* Bound to the port's address: raw_v4_input delivers only datagrams to it. */
+	sockaddr_in sa{};
+	sa.sin_family = AF_INET;
+	sa.sin_addr = bound.sin_addr;
+	if (rc == 0 && ::bind(fd, reinterpret_cast<const sockaddr *>(&sa), sizeof(sa)) < 0)
+		rc = -errno;
+	/* The UDP socket keeps the port (no ICMP port unreachable for what arrives) and takes
+	 * nothing: its copies would only fill its buffer. */
+	sock_filter none[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
+	if (rc == 0)
+		rc = attach_filter(fd_, none, 1);
+	if (rc < 0) {
+		::close(fd);
+		return rc;
+	}
+	drain(fd);
+	drain(fd_);
+	raw_fd_ = fd;
+	return 0;
+}
+
+int WirePort::recv(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
+		   int n, WireRxIp *ips) const noexcept
+{
+	if (n > kRecvBatch)
+		n = kRecvBatch;
+	return raw_fd_ >= 0 ? recv_raw(bufs, lens, peers, n, ips)
+			    : recv_udp(bufs, lens, peers, n, ips);
+}
+
+int WirePort::recv_raw(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens,
+		       sockaddr_storage *peers, int n, WireRxIp *ips) const noexcept
+{
+	/* The headers land apart, the datagram where the caller wants it: one recvmmsg, two
+	 * iovecs a datagram. */
+	uint8_t hdr[kRecvBatch][kRawHdr];
+	mmsghdr msgs[kRecvBatch];
+	iovec iov[kRecvBatch][2];
+	for (int i = 0; i < n; i++) {
+		iov[i][0] = {hdr[i], kRawHdr};
+		iov[i][1] = {bufs[i], roce::max_datagram + 1};
+		msgs[i] = {};
+		msgs[i].msg_hdr.msg_iov = iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 2;
+	}
+	const int got = ::recvmmsg(raw_fd_, msgs, static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+	if (got <= 0)
+		return 0;
+	for (int i = 0; i < got; i++) {
+		const uint8_t *ip = hdr[i];
+		const uint8_t *u = ip + roce::ipv4::size;
+		size_t len = msgs[i].msg_len > kRawHdr ? msgs[i].msg_len - kRawHdr : 0;
+		/* The UDP length bounds the datagram (IP may carry padding); a UDP length longer
+		 * than what came leaves the datagram short, and its ICRC (which covers that length)
+		 * then refuses it. */
+		const auto ulen = static_cast<size_t>(prm::get(u, roce::udp::length));
+		if (msgs[i].msg_len < kRawHdr)
+			len = 0; /* too short for parse */
+		else if (ulen >= roce::udp::size && ulen - roce::udp::size < len)
+			len = ulen - roce::udp::size;
+		lens[i] = len;
+		auto &sa = reinterpret_cast<sockaddr_in &>(peers[i]);
+		sa = {};
+		sa.sin_family = AF_INET;
+		std::memcpy(&sa.sin_addr.s_addr, ip + prm::byte_offset(roce::ipv4::src), 4);
+		sa.sin_port = htons(static_cast<uint16_t>(prm::get(u, roce::udp::src_port)));
+		if (ips != nullptr) {
+			ips[i].ipv4_id = static_cast<uint16_t>(prm::get(ip, roce::ipv4::id));
+			ips[i].ipv4_df =
+				(prm::get(ip, roce::ipv4::flags_frag) & roce::ipv4::flag_df) != 0;
+		}
+	}
+	return got;
+}
+
+int WirePort::recv_udp(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens,
+		       sockaddr_storage *peers, int n, WireRxIp *ips) const noexcept
+{
+	mmsghdr msgs[kRecvBatch];
+	iovec iov[kRecvBatch];
 	for (int i = 0; i < n; i++) {
 		iov[i] = {bufs[i], roce::max_datagram + 1};
 		msgs[i] = {};
@@ -304,8 +447,11 @@ int WirePort::recv(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockad
 	const int got = ::recvmmsg(fd_, msgs, static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
 	if (got <= 0)
 		return 0;
-	for (int i = 0; i < got; i++)
+	for (int i = 0; i < got; i++) {
 		lens[i] = msgs[i].msg_len;
+		if (ips != nullptr)
+			ips[i] = {}; /* what the UDP socket cannot show: ID 0 and DF, as sent */
+	}
 	return got;
 }
 

@@ -7,6 +7,13 @@
  *   port 1 ── WirePort: fd, local address, GID 0 ── sendto / recvmmsg ── peers
  *   port 2 ── WirePort (or none: the port stays on the in-process loopback)
  *
+ * An IPv4 port receives through a raw IPPROTO_UDP socket filtered to its UDP port (the ICRC
+ * covers the IPv4 ID, which a UDP socket does not show; rxe sends IDs other than 0); its UDP
+ * socket stays bound, so the kernel answers no ICMP port unreachable, and takes nothing
+ * (a drop-all filter). Without CAP_NET_RAW, or with WirePortConfig::raw_rx off, it receives
+ * through the UDP socket and assumes ID 0. An IPv6 port always receives through its UDP socket
+ * (IPv6 has no ID).
+ *
  * The RC transport over it (emu_mlx5_rc.cpp) builds and parses packets with
  * drivers/common/roce only; this file moves datagrams and addresses. doc/device-model.md
  * ("The UDP wire") lists the options, defaults, limits and counters.
@@ -48,6 +55,16 @@ struct WirePortConfig {
 	uint16_t udp_port = roce::udp_port;	 /* where this port listens */
 	uint16_t peer_udp_port = roce::udp_port; /* where its peers listen */
 	WireFaults faults;			 /* none by default */
+	/* IPv4: receive through a raw socket to see the IP ID (needs CAP_NET_RAW; without it
+	 * the port falls back to its UDP socket with a warning). Off: the UDP socket, ID 0. */
+	bool raw_rx = true;
+};
+
+/* What a received datagram's IPv4 header said that the ICRC covers and a UDP socket does not
+ * show (WirePort::recv with the raw socket). The defaults are what a UDP socket assumes. */
+struct WireRxIp {
+	uint16_t ipv4_id = 0;
+	bool ipv4_df = true;
 };
 
 /* What a port's fault injection did (WireStats sums the ports). */
@@ -73,7 +90,13 @@ public:
 	 * socket calls' -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
 	int open(const WirePortConfig &cfg);
 	bool ipv6() const noexcept { return v6_; }
+	/* The UDP socket: what the port sends from. */
 	int fd() const noexcept { return fd_; }
+	/* What the port receives from (readable when a datagram waits): the raw socket, or the
+	 * UDP socket when the port has none. */
+	int rx_fd() const noexcept { return raw_fd_ >= 0 ? raw_fd_ : fd_; }
+	/* Whether the port receives through its raw socket (IPv4, CAP_NET_RAW, raw_rx). */
+	bool raw_rx() const noexcept { return raw_fd_ >= 0; }
 	const Gid &gid() const noexcept { return gid_; }
 	uint16_t udp_port() const noexcept { return port_; }
 	uint16_t peer_udp_port() const noexcept { return peer_port_; }
@@ -82,8 +105,9 @@ public:
 
 	/* The path of a datagram from here to remote (for the ICRC), and its address. */
 	roce::IpPath tx_path(const Gid &remote) const noexcept;
-	/* The path of a datagram that came from peer (as recvmmsg gave it) to here. */
-	roce::IpPath rx_path(const sockaddr_storage &peer) const noexcept;
+	/* The path of a datagram that came from peer (as recv gave it, with its IPv4 header's
+	 * ID and DF) to here. */
+	roce::IpPath rx_path(const sockaddr_storage &peer, const WireRxIp &ip = {}) const noexcept;
 	/* The GID of a sender's address. */
 	static Gid gid_of(const sockaddr_storage &peer) noexcept;
 
@@ -104,13 +128,22 @@ public:
 	/* How long a reordered datagram waits at most for a later one to pass it. */
 	static constexpr uint32_t kReorderHoldUs = 200;
 
-	/* Receives up to n datagrams without blocking into bufs (each roce::max_datagram + 1
-	 * bytes, so that a longer one shows); lens and peers get their lengths and senders.
-	 * Returns the count (0: none). */
+	/* Receives up to n (at most kRecvBatch) datagrams without blocking, with one recvmmsg,
+	 * into bufs (each roce::max_datagram + 1 bytes, so that a longer one shows); lens and
+	 * peers get their lengths and senders, ips (when not null) their IPv4 ID and DF (the
+	 * defaults without the raw socket). Returns the count (0: none). */
 	int recv(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
-		 int n) const noexcept;
+		 int n, WireRxIp *ips = nullptr) const noexcept;
+	static constexpr int kRecvBatch = 32;
 
 private:
+	/* The raw receive socket of an IPv4 port (open, after the UDP socket is bound): 0,
+	 * -EPERM / -EACCES without CAP_NET_RAW, another socket call's -errno. */
+	int open_raw_rx() noexcept;
+	int recv_udp(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
+		     int n, WireRxIp *ips) const noexcept;
+	int recv_raw(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
+		     int n, WireRxIp *ips) const noexcept;
 	int raw_send(const Gid &remote, const uint8_t *data, size_t len) const noexcept;
 	uint64_t draw() noexcept; /* the fault generator (xorshift64*), lock held */
 	bool hit(uint32_t pct) noexcept { return pct != 0 && draw() % 100 < pct; }
@@ -137,6 +170,7 @@ private:
 	};
 
 	int fd_ = -1;
+	int raw_fd_ = -1; /* the raw receive socket, or -1 */
 	bool v6_ = false;
 	Gid gid_{};
 	uint16_t port_ = 0;
