@@ -97,8 +97,9 @@ constexpr CommandSpec kCommands[] = {
 	{"qp", "cq create [depth N]", "a completion queue (nicmr_cq_create; depth 64)",
 	 Verb::cq_create},
 	{"qp", "cq destroy CQ", "destroy a CQ (nicmr_cq_destroy)", Verb::cq_destroy},
-	{"qp", "qp create CQ [port 1|2] [depth N]",
-	 "an RC QP on a port, reporting to CQ (nicmr_qp_create)", Verb::qp_create},
+	{"qp", "qp create CQ [port 1|2] [depth N] [recv N]",
+	 "an RC QP on a port, reporting to CQ (nicmr_qp_create; recv: a receive queue)",
+	 Verb::qp_create},
 	{"qp", "qp connect QP PEER", "connect QP to the session's QP PEER (nicmr_qp_connect)",
 	 Verb::qp_connect},
 	{"qp", "qp connect remote QP GID QPN PSN [mtu N]",
@@ -109,6 +110,9 @@ constexpr CommandSpec kCommands[] = {
 	 Verb::qp_exchange_listen},
 	{"qp", "qp exchange connect QP HOST PORT [mtu N] [timeout SECONDS]",
 	 "send QP's address to HOST:PORT, take the peer's, connect QP", Verb::qp_exchange_connect},
+	{"qp", "qp pingpong QP KEY SIZE ITERS [client] [timeout SECONDS]",
+	 "SEND SIZE bytes back and forth ITERS times, as ibv_rc_pingpong, checking each echo",
+	 Verb::qp_pingpong},
 	{"qp", "qp recover QP", "bring a QP in ERR back to RTS (nicmr_qp_recover)",
 	 Verb::qp_recover},
 	{"qp", "qp destroy QP", "destroy a QP (nicmr_qp_destroy)", Verb::qp_destroy},
@@ -172,6 +176,7 @@ constexpr ParamSpec kParams[] = {
 	{"PORT", "a TCP port, 1 to 65535"},
 	{"BYTE", "a byte value, 0 to 255"},
 	{"SECONDS", "seconds, 1 to 3600"},
+	{"ITERS", "round trips, 1 to 1000000"},
 };
 
 constexpr const char *kMrAccessNames[] = {
@@ -387,6 +392,12 @@ bool parse_param(const CommandSpec &spec, std::string_view name, std::string_vie
 			*msg = "BYTE: expected 0 to 255";
 			return false;
 		}
+	} else if (name == "ITERS") {
+		ok = parse_number(w, &cmd->iters) && cmd->iters >= 1 && cmd->iters <= kMaxIters;
+		if (!ok) {
+			*msg = "ITERS: expected 1 to 1000000 round trips";
+			return false;
+		}
 	} else if (name == "ROFFSET") {
 		ok = parse_size(w, &cmd->roffset);
 	} else if (name == "ADD" || name == "COMPARE") {
@@ -505,6 +516,11 @@ bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string
 	if (o == "depth")
 		return (parse_u32(w, &cmd->depth) && cmd->depth != 0) ||
 		       bad("depth: expected a number above 0");
+	if (o == "recv")
+		return (parse_u32(w, &cmd->recv_depth) && cmd->recv_depth >= 2) ||
+		       bad("recv: expected a receive queue depth of at least 2");
+	if (o == "client")
+		return cmd->client = true;
 	if (o == "wrid")
 		return (cmd->has_wr_id = parse_number(w, &cmd->wr_id)) ||
 		       bad("wrid: expected a 64-bit number");

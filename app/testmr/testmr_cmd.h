@@ -89,6 +89,7 @@ enum class Verb {
 	qp_connect_remote,
 	qp_exchange_listen,
 	qp_exchange_connect,
+	qp_pingpong,
 	qp_recover,
 	qp_destroy,
 	post_write,
@@ -122,6 +123,8 @@ constexpr uint64_t kMaxBenchCount = 10000000;
 constexpr size_t kMaxRawKey = 64;
 /* The most bytes one `mr dump` prints. */
 constexpr uint64_t kMaxDump = 4096;
+/* The most round trips one `qp pingpong` makes. */
+constexpr uint64_t kMaxIters = 1000000;
 /* The longest HOST `qp exchange connect` takes (a DNS name's limit). */
 constexpr size_t kMaxHost = 253;
 
@@ -148,6 +151,9 @@ struct Command {
 	uint64_t peer = 0;		  /* qp connect: the session's QP to connect to */
 	uint32_t port = 1;		  /* qp create: 1 or 2 */
 	uint32_t depth = 64;		  /* cq create, qp create */
+	uint32_t recv_depth = 0;	  /* qp create: receive queue depth (0: none) */
+	uint64_t iters = 0;		  /* qp pingpong: round trips */
+	bool client = false;		  /* qp pingpong: send first */
 	uint32_t rkey = 0;		  /* post: the remote key */
 	uint64_t roffset = 0;		  /* post: offset in the remote key's region */
 	uint64_t operand = 0;		  /* post fadd: ADD; post cswap: COMPARE */

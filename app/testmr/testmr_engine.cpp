@@ -81,6 +81,7 @@ struct QpRec {
 	uint64_t cq = 0; /* the session's CQ it reports to */
 	uint32_t port = 0;
 	uint32_t depth = 0;
+	uint32_t recv_depth = 0; /* its receive queue (qp create ... recv N); 0: none */
 	bool connected = false;
 	uint64_t peer = 0; /* the session's QP it is connected to (when connected) */
 	uint32_t peer_qpn = 0, peer_port = 0;
@@ -99,8 +100,10 @@ constexpr const char *kWcStatus[] = {
 	"REMOTE_OP", "RETRY_EXC", "RNR_RETRY_EXC", "REMOTE_ABORT",     "GENERAL",
 };
 static_assert(std::size(kWcStatus) == NICMR_WC_GENERAL + 1);
-constexpr const char *kWcOpcode[] = {"RDMA_WRITE", "RDMA_READ", "FETCH_ADD", "COMP_SWAP"};
-static_assert(std::size(kWcOpcode) == NICMR_WC_COMP_SWAP + 1);
+constexpr const char *kWcOpcode[] = {"RDMA_WRITE", "RDMA_READ",		"FETCH_ADD", "COMP_SWAP",
+				     "SEND",	   "RDMA_WRITE_IMM",	"RECV",	     "RECV_IMM",
+				     "RECV_INV",   "RECV_RDMA_WITH_IMM"};
+static_assert(std::size(kWcOpcode) == NICMR_WC_RECV_RDMA_WITH_IMM + 1);
 
 const char *wc_status_name(uint8_t s)
 {
@@ -258,6 +261,7 @@ struct Engine::State {
 	int connect_remote(uint64_t id, const PeerRecord &r, uint32_t mtu);
 	int qp_connect_remote(const Command &c);
 	int qp_exchange(const Command &c);
+	int qp_pingpong(const Command &c);
 	int mr_fill(const Command &c);
 	int mr_dump(const Command &c);
 	/* The MR of key, its bytes [offset, offset + len) checked: the address, or null (printed
@@ -422,6 +426,8 @@ int Engine::run(const Command &c)
 	case Verb::qp_exchange_listen:
 	case Verb::qp_exchange_connect:
 		return s.qp_exchange(c);
+	case Verb::qp_pingpong:
+		return s.qp_pingpong(c);
 	case Verb::mr_fill:
 		return s.mr_fill(c);
 	case Verb::mr_dump:
@@ -1088,12 +1094,28 @@ int Engine::State::qp_create(const Command &c)
 	r.cq = c.id;
 	r.port = c.port;
 	r.depth = c.depth;
-	if (int rc = nicmr_qp_create(pd, c.port, cq->second.cq, c.depth, &r.qp); rc != 0)
-		return api_error("nicmr_qp_create", rc);
+	r.recv_depth = c.recv_depth;
+	if (c.recv_depth == 0) {
+		if (int rc = nicmr_qp_create(pd, c.port, cq->second.cq, c.depth, &r.qp); rc != 0)
+			return api_error("nicmr_qp_create", rc);
+	} else {
+		/* Receives report to the same CQ, as ibv_rc_pingpong's do. */
+		nicmr_qp_attr a{};
+		a.port = c.port;
+		a.send_cq = cq->second.cq;
+		a.depth = c.depth;
+		a.recv_depth = c.recv_depth;
+		a.max_recv_sge = 1;
+		if (int rc = nicmr_qp_create_attr(pd, &a, &r.qp); rc != 0)
+			return api_error("nicmr_qp_create_attr", rc);
+	}
 	const uint64_t id = next_qp++;
 	qps[id] = r;
-	std::fprintf(f(), "QP %" PRIu64 ": number 0x%x, port %u, CQ %" PRIu64 ", depth %u, RESET\n",
-		     id, nicmr_qp_num(r.qp), r.port, r.cq, r.depth);
+	std::fprintf(f(), "QP %" PRIu64 ": number 0x%x, port %u, CQ %" PRIu64 ", depth %u", id,
+		     nicmr_qp_num(r.qp), r.port, r.cq, r.depth);
+	if (r.recv_depth != 0)
+		std::fprintf(f(), ", receive depth %u", r.recv_depth);
+	std::fputs(", RESET\n", f());
 	return 0;
 }
 
@@ -1212,6 +1234,140 @@ int Engine::State::qp_exchange(const Command &c)
 		     remote.data());
 	if (c.verb == Verb::qp_exchange_connect)
 		return connect_remote(c.id, theirs, c.mtu);
+	return 0;
+}
+
+/*
+ * ibv_rc_pingpong's exchange of SENDs (rdma-core libibverbs/examples/rc_pingpong.c, main and
+ * parse_single_wc): each side SENDs SIZE bytes ITERS times and receives as many; the client
+ * sends first, and each side sends its next message once its last SEND completed and a
+ * message arrived. rc_pingpong receives into the buffer it sends from, so what it sends back
+ * is what it received; testmr does the same with the first SIZE bytes of the MR. The client
+ * fills them with a pattern first, and every message it receives must be that pattern; the
+ * server's first message is the peer's own buffer, and every later one must equal it. Waits
+ * poll with short sleeps (a peer in a TCG guest needs the CPU).
+ */
+int Engine::State::qp_pingpong(const Command &c)
+{
+	auto q = qps.find(c.id);
+	if (q == qps.end())
+		return no_qp(c.id);
+	const QpRec &r = q->second;
+	if (r.recv_depth == 0)
+		return out.error(-ENOTSUP,
+				 "QP %" PRIu64
+				 " has no receive queue (qp create CQ recv N), -ENOTSUP",
+				 c.id);
+	if (!r.remote)
+		return out.error(-ENOTCONN,
+				 "QP %" PRIu64 " is not connected to a remote QP (qp exchange, qp "
+				 "connect remote), -ENOTCONN",
+				 c.id);
+	auto m = mrs.find(c.key);
+	if (m == mrs.end())
+		return no_mr(c.key);
+	const size_t mlen = nicmr_mr_len(m->second.mr);
+	if (c.size > mlen || c.size > UINT32_MAX)
+		return out.error(-ERANGE,
+				 "pingpong: %" PRIu64 " bytes do not fit in MR 0x%08x (%zu bytes), "
+				 "-ERANGE",
+				 c.size, c.key, mlen);
+	nicmr_cq *cq = cqs[r.cq].cq;
+	auto *buf = static_cast<uint8_t *>(nicmr_mr_addr(m->second.mr));
+	const auto len = static_cast<uint32_t>(c.size);
+	/* rc_pingpong's work request ids: a bit each, so that pending is their OR. */
+	constexpr uint64_t kRecv = 1, kSend = 2;
+	const nicmr_sge sge{reinterpret_cast<uintptr_t>(buf), len, c.key};
+	const uint32_t ahead = std::min(r.recv_depth, 2u);
+	for (uint32_t i = 0; i < ahead; i++)
+		if (int rc = nicmr_post_recv(r.qp, &sge, 1, kRecv); rc != 0)
+			return api_error("nicmr_post_recv", rc);
+	/* What every message must carry (the server learns it from the first). */
+	std::vector<uint8_t> want;
+	if (c.client) {
+		want.resize(len);
+		for (uint32_t j = 0; j < len; j++)
+			want[j] = static_cast<uint8_t>(j * 7 + (j >> 8) + 1);
+		std::memcpy(buf, want.data(), len);
+	}
+	const auto send = [&]() {
+		return nicmr_post_send(r.qp, reinterpret_cast<uintptr_t>(buf), len, c.key, 0, kSend,
+				       NICMR_SEND_SIGNALED);
+	};
+	uint64_t sent = 0, received = 0, checked = 0;
+	uint64_t pending = kRecv;
+	if (c.client) {
+		if (int rc = send(); rc != 0)
+			return api_error("nicmr_post_send", rc);
+		pending |= kSend;
+	}
+	const auto t0 = std::chrono::steady_clock::now();
+	while (received < c.iters || sent < c.iters) {
+		nicmr_wc wc{};
+		const auto deadline =
+			std::chrono::steady_clock::now() + std::chrono::seconds(c.timeout_s);
+		int got = 0;
+		for (unsigned spin = 0; (got = nicmr_cq_poll(cq, &wc, 1)) == 0; spin++) {
+			if (std::chrono::steady_clock::now() > deadline)
+				return out.error(
+					-ETIMEDOUT,
+					"QP %" PRIu64 ": pingpong: no completion within %u s "
+					"(%" PRIu64 " sent, %" PRIu64 " received), -ETIMEDOUT",
+					c.id, c.timeout_s, sent, received);
+			if (spin < 1000)
+				std::this_thread::yield();
+			else
+				std::this_thread::sleep_for(std::chrono::microseconds(50));
+		}
+		if (got < 0)
+			return api_error("nicmr_cq_poll", got);
+		if (wc.status != NICMR_WC_SUCCESS)
+			return out.error(-EIO,
+					 "QP %" PRIu64
+					 ": pingpong: %s completion %s, syndrome 0x%02x "
+					 "(%s) after %" PRIu64 " sent, %" PRIu64 " received, -EIO",
+					 c.id, wc.wr_id == kRecv ? "receive" : "send",
+					 wc_status_name(wc.status), wc.syndrome,
+					 nicmr_wc_syndrome_str(wc.syndrome), sent, received);
+		if (wc.wr_id == kSend) {
+			sent++;
+		} else {
+			received++;
+			if (wc.byte_len != len)
+				return out.error(-EBADMSG,
+						 "QP %" PRIu64 ": pingpong: message %" PRIu64
+						 " has %u bytes, not %u, -EBADMSG",
+						 c.id, received, wc.byte_len, len);
+			if (want.empty()) {
+				want.assign(buf, buf + len);
+			} else {
+				for (uint32_t j = 0; j < len; j++)
+					if (buf[j] != want[j])
+						return out.error(
+							-EBADMSG,
+							"QP %" PRIu64 ": pingpong: message %" PRIu64
+							", byte %u is 0x%02x, not 0x%02x, -EBADMSG",
+							c.id, received, j, buf[j], want[j]);
+				checked++;
+			}
+			if (int rc = nicmr_post_recv(r.qp, &sge, 1, kRecv); rc != 0)
+				return api_error("nicmr_post_recv", rc);
+		}
+		pending &= ~wc.wr_id;
+		if (sent < c.iters && pending == 0) {
+			if (int rc = send(); rc != 0)
+				return api_error("nicmr_post_send", rc);
+			pending = kRecv | kSend;
+		}
+	}
+	const double us =
+		std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+			.count();
+	std::fprintf(f(),
+		     "QP %" PRIu64 ": pingpong: %" PRIu64 " round trips of %u bytes as %s, %" PRIu64
+		     " messages checked, %.1f us per round trip\n",
+		     c.id, c.iters, len, c.client ? "client" : "server", checked,
+		     us / static_cast<double>(c.iters));
 	return 0;
 }
 

@@ -143,6 +143,7 @@ int Session::run(const Command &cmd)
 	case Verb::qp_connect_remote:
 	case Verb::qp_exchange_listen:
 	case Verb::qp_exchange_connect:
+	case Verb::qp_pingpong:
 	case Verb::qp_recover:
 	case Verb::qp_destroy:
 	case Verb::post_write:

@@ -400,6 +400,25 @@ TEST(TestmrCmd, RemoteConnectAndExchangeCommands)
 	EXPECT_EQ(c.timeout_s, 3u);
 	EXPECT_EQ(c.mtu, 256u);
 
+	ASSERT_EQ(parse_command("qp create 1 depth 16 recv 32", &c, &err), 0) << err;
+	EXPECT_EQ(c.verb, Verb::qp_create);
+	EXPECT_EQ(c.depth, 16u);
+	EXPECT_EQ(c.recv_depth, 32u);
+	ASSERT_EQ(parse_command("qp pingpong 2 0x1581 4093 20 client timeout 30", &c, &err), 0)
+		<< err;
+	EXPECT_EQ(c.verb, Verb::qp_pingpong);
+	EXPECT_EQ(c.id, 2u);
+	EXPECT_EQ(c.key, 0x1581u);
+	EXPECT_EQ(c.size, 4093u);
+	EXPECT_EQ(c.iters, 20u);
+	EXPECT_TRUE(c.client);
+	EXPECT_EQ(c.timeout_s, 30u);
+	Command server;
+	ASSERT_EQ(parse_command("qp pingpong 2 0x1581 4k 1000000", &server, &err), 0) << err;
+	EXPECT_FALSE(server.client);
+	EXPECT_EQ(server.iters, 1000000u);
+	EXPECT_EQ(server.timeout_s, nicmr::testmr::kExchangeTimeoutS);
+
 	ASSERT_EQ(parse_command("mr fill 0x1581 4k 300 0xff", &c, &err), 0) << err;
 	EXPECT_EQ(c.verb, Verb::mr_fill);
 	EXPECT_EQ(c.key, 0x1581u);
@@ -426,6 +445,12 @@ TEST(TestmrCmd, BadRemoteConnectAndExchangeCommandsSayWhatIsWrong)
 		{"qp exchange listen 0 1 timeout 3601", "timeout: expected 1 to 3600 seconds"},
 		{"qp exchange connect 0 host", "usage: qp exchange connect QP HOST PORT"},
 		{"mr fill 0x1581 0 16 256", "BYTE: expected 0 to 255"},
+		{"qp create 0 recv 1", "recv: expected a receive queue depth of at least 2"},
+		{"qp pingpong 0 0x1581 64 0", "ITERS: expected 1 to 1000000 round trips"},
+		{"qp pingpong 0 0x1581 64 1000001", "ITERS: expected 1 to 1000000 round trips"},
+		{"qp pingpong 0 0x1581 0 1", "usage: qp pingpong QP KEY SIZE ITERS"},
+		{"qp pingpong 0 0x1581 64", "usage: qp pingpong QP KEY SIZE ITERS"},
+		{"qp pingpong 0 0x1581 64 1 server", "qp pingpong: unknown word 'server'"},
 	};
 	for (const auto &[line, want] : cases) {
 		Command c;

@@ -7,8 +7,9 @@ port 1 on the wire at 127.0.0.1 (UDP ports of this run's own, each the other's p
 ibv_rc_pingpong's 52-byte records cross over TCP on 127.0.0.1, each side connects its QP to the
 other's address, and `show qp` prints the address the other received. Then the client fills
 bytes, RDMA WRITEs them into the server's MR, and the server dumps them (the bytes around
-untouched); an RDMA READ brings them back; a wrong rkey completes with REMOTE_ACCESS. Last, the
-exchange's own errors: a QP on a port without the wire, nobody listening (the timeout), a port
+untouched); an RDMA READ brings them back; a wrong rkey completes with REMOTE_ACCESS. Then
+`qp pingpong` (ibv_rc_pingpong's SEND ping-pong) between two QPs with receive queues, and its
+errors. Last, the exchange's own errors: a QP on a port without the wire, nobody listening (the timeout), a port
 already taken.
 
     testmr-exchange.py TESTMR
@@ -88,21 +89,64 @@ def main():
     client.run("poll 0", r"wr_id 9, QP 0 .* RDMA_WRITE, REMOTE_ACCESS, syndrome 0x13")
     check(server.dump(skey, 0, 0x400) == want, "a refused WRITE changed the server's bytes")
 
+    # ibv_rc_pingpong's SEND ping-pong (qp pingpong) on new QPs with receive queues, after a
+    # second exchange: the client's pattern travels 30 times there and back, checked on each
+    # arrival; the server checks every message after the first against it.
+    ping = []
+    for t in (server, client):
+        t.run("cq create depth 256", r"^CQ 1:")
+        m = t.run("qp create 1 depth 16 recv 16",
+                  r"^QP (\d+): number 0x[0-9a-f]+, port 1, CQ 1, depth 16, receive depth 16, RESET$")
+        ping.append(m.group(1))
+    sq, cq = ping
+    server.run(f"qp pingpong {sq} {skey} 64 1", rf"^error: QP {sq} is not connected to a remote QP "
+               r"\(qp exchange, qp connect remote\), -ENOTCONN", "pingpong unconnected")
+    server.run(f"qp exchange listen {sq} {tcp + 4} timeout 20", r"^QP \d+: waiting on TCP port")
+    client.run(f"qp exchange connect {cq} 127.0.0.1 {tcp + 4} timeout 20",
+               r"^QP \d+ \(0x[0-9a-f]+, port 1\) connected to remote QP .*: RTS$", "client 2")
+    server.expect(r"^QP \d+: sent ", "server 2 records")
+    server.send(f"qp pingpong {sq} {skey} 4093 30 timeout 20")
+    client.run(f"qp pingpong {cq} {ckey} 4093 30 client timeout 20",
+               rf"^QP {cq}: pingpong: 30 round trips of 4093 bytes as client, 30 messages checked, ",
+               "client pingpong")
+    server.expect(rf"^QP {sq}: pingpong: 30 round trips of 4093 bytes as server, 29 messages checked, ",
+                  "server pingpong")
+    # Its errors: a QP without a receive queue, bytes beyond the MR, nothing arriving, a message
+    # of another size, and one longer than the receive (both QPs end in ERR).
+    server.run(f"qp pingpong 0 {skey} 64 1", r"^error: QP 0 has no receive queue "
+               r"\(qp create CQ recv N\), -ENOTSUP", "pingpong without RQ")
+    server.run(f"qp pingpong {sq} {skey} 1m 1", r"^error: pingpong: 1048576 bytes do not fit in MR "
+               r"0x[0-9a-f]{8} \(65536 bytes\), -ERANGE", "pingpong beyond the MR")
+    server.run(f"qp pingpong {sq} {skey} 64 1 timeout 1", rf"^error: QP {sq}: pingpong: no "
+               r"completion within 1 s \(0 sent, 0 received\), -ETIMEDOUT", "pingpong timeout")
+    server.send(f"qp pingpong {sq} {skey} 64 3 timeout 5")
+    client.send(f"qp pingpong {cq} {ckey} 32 3 client timeout 2")
+    server.expect(rf"^error: QP {sq}: pingpong: message 1 has 32 bytes, not 64, -EBADMSG",
+                  "pingpong size mismatch")
+    client.expect(rf"^error: QP {cq}: pingpong: no completion within 2 s \(1 sent, 0 received\), "
+                  r"-ETIMEDOUT", "client waits for the answer")
+    server.send(f"qp pingpong {sq} {skey} 4093 2 timeout 5")
+    client.send(f"qp pingpong {cq} {ckey} 8000 2 client timeout 5")
+    server.expect(rf"^error: QP {sq}: pingpong: receive completion LOCAL_LEN, syndrome 0x01 "
+                  r"\(.*\) after 0 sent, 0 received, -EIO", "longer than the receive")
+    client.expect(rf"^error: QP {cq}: pingpong: send completion REMOTE_INVAL_REQ, syndrome 0x12 "
+                  r"\(.*\) after 0 sent, 0 received, -EIO", "the sender's error")
+
     # The exchange's own errors.
-    client.run("qp create 0 port 2", r"^QP 1: number")
-    client.run("qp exchange listen 1 {}".format(tcp),
-               r"^error: QP 1: its port 2 is not on a wire, -EADDRNOTAVAIL", "not on a wire")
+    client.run("qp create 0 port 2", r"^QP 2: number")
+    client.run("qp exchange listen 2 {}".format(tcp),
+               r"^error: QP 2: its port 2 is not on a wire, -EADDRNOTAVAIL", "not on a wire")
     client.run("qp exchange connect 0 127.0.0.1 {} timeout 1".format(tcp + 3000),
                r"^error: qp exchange \(-ETIMEDOUT\): connecting to 127\.0\.0\.1:\d+: nobody accepted within "
                r"1 s \(timeout", "timeout")
-    server.run("qp create 0", r"^QP 1: number")
-    server.run("qp exchange listen 1 {} timeout 1".format(tcp + 3000),
+    server.run("qp create 0", r"^QP 2: number")
+    server.run("qp exchange listen 2 {} timeout 1".format(tcp + 3000),
                r"^error: qp exchange \(-ETIMEDOUT\): waiting for a peer on TCP port \d+: nothing within 1 s "
                r"\(timeout\)", "listen timeout")
     taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     taken.bind(("0.0.0.0", tcp + 3001))
     taken.listen(1)
-    server.run("qp exchange listen 1 {} timeout 1".format(tcp + 3001),
+    server.run("qp exchange listen 2 {} timeout 1".format(tcp + 3001),
                r"^error: qp exchange \(-EADDRINUSE\): listening on TCP port \d+: ",
                "port taken")
     taken.close()
