@@ -14,6 +14,13 @@
 #   nicmr.size=BYTES     ibv_rc_pingpong -s (default 4096)
 #   nicmr.iters=N        ibv_rc_pingpong -n (default 20)
 #   nicmr.mtu=BYTES      ibv_rc_pingpong -m (default 1024)
+#   nicmr.dev=A.B.C.D    testmr's address (the device model's port) on the host side; with it,
+#                        after the peer's rounds: ibv_rc_pingpong as client and as server
+#                        against testmr, then the one-sided step (rxe-rdma-peer)
+#   nicmr.rdma=PATH,ADDR,RKEY,SIZE  rxe-rdma-peer (a path in the host's tree), testmr's MR
+#                        (its address and rkey) and the bytes each RDMA moves
+#   nicmr.timeout=S      rxe-rdma-peer's timeout for each step (default 60)
+#   nicmr.devport=PORT   the TCP port of testmr's exchanges (default 18516)
 
 . /guest-lib.sh
 
@@ -22,6 +29,10 @@ peer=10.77.0.1
 size=4096
 iters=20
 mtu=1024
+dev=
+rdma=
+timeout=60
+devport=18516
 for word in $(cat /proc/cmdline); do
 	case "$word" in
 	nicmr.ip=*) ip_addr=${word#nicmr.ip=} ;;
@@ -29,6 +40,10 @@ for word in $(cat /proc/cmdline); do
 	nicmr.size=*) size=${word#nicmr.size=} ;;
 	nicmr.iters=*) iters=${word#nicmr.iters=} ;;
 	nicmr.mtu=*) mtu=${word#nicmr.mtu=} ;;
+	nicmr.dev=*) dev=${word#nicmr.dev=} ;;
+	nicmr.rdma=*) rdma=${word#nicmr.rdma=} ;;
+	nicmr.timeout=*) timeout=${word#nicmr.timeout=} ;;
+	nicmr.devport=*) devport=${word#nicmr.devport=} ;;
 	esac
 done
 
@@ -68,6 +83,31 @@ if run ibv_rc_pingpong $opts; then
 	result rc-pingpong-server PASS "$iters rounds of $size bytes"
 else
 	result rc-pingpong-server FAIL "ibv_rc_pingpong (server) exit status $?"
+fi
+if [ -n "$dev" ]; then
+	# The same rounds against the device model itself (testmr's qp pingpong on the host side:
+	# it checks every echo), first as its client, then as its server.
+	echo "init: ibv_rc_pingpong $opts -p $devport $dev (testmr)"
+	if run ibv_rc_pingpong $opts -p "$devport" "$dev"; then
+		result nicmr-pingpong-client PASS "$iters rounds of $size bytes with testmr"
+	else
+		result nicmr-pingpong-client FAIL "ibv_rc_pingpong (client of testmr) exit status $?"
+	fi
+	echo "init: ibv_rc_pingpong $opts -p $devport (testmr connects)"
+	if run ibv_rc_pingpong $opts -p "$devport"; then
+		result nicmr-pingpong-server PASS "$iters rounds of $size bytes with testmr"
+	else
+		result nicmr-pingpong-server FAIL "ibv_rc_pingpong (server for testmr) exit status $?"
+	fi
+	# RDMA WRITE and READ both ways and a stale rkey (test/rxe/rxe_rdma_peer.c).
+	old_ifs=$IFS
+	IFS=,
+	# shellcheck disable=SC2086 # split at the commas
+	set -- $rdma
+	IFS=$old_ifs
+	echo "init: rxe-rdma-peer rxe0 1 $dev $devport $2 $3 $4 $timeout"
+	run "$1" rxe0 1 "$dev" "$devport" "$2" "$3" "$4" "$timeout" ||
+		result rdma-peer FAIL "rxe-rdma-peer exit status $?"
 fi
 counters=
 for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
