@@ -701,6 +701,12 @@ public:
 	RnrForger(const emu::WirePort &wp, uint32_t qpn) : qpn_(qpn), port_(wp.udp_port())
 	{
 		fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
+		/* DF from an unconnected socket with IP_PMTUDISC_DO: Linux sends IPv4 ID 0 (as a
+		 * wire port does), the ID the ICRC below is computed with; the port reads the real
+		 * header (raw receive), so another ID would be a bad ICRC. */
+		const int pmtu = IP_PMTUDISC_DO;
+		if (fd_ >= 0)
+			::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
 		sockaddr_in me{};
 		me.sin_family = AF_INET;
 		me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
