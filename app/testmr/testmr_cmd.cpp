@@ -105,10 +105,10 @@ constexpr CommandSpec kCommands[] = {
 	{"qp", "qp connect remote QP GID QPN PSN [mtu N]",
 	 "connect QP to a QP of another device by address (nicmr_qp_connect_remote)",
 	 Verb::qp_connect_remote},
-	{"qp", "qp exchange listen QP PORT [mtu N] [timeout SECONDS]",
+	{"qp", "qp exchange listen QP PORT [mtu N] [timeout SECONDS] [mr KEY]",
 	 "wait on TCP PORT for a peer's address (ibv_rc_pingpong's exchange), connect QP",
 	 Verb::qp_exchange_listen},
-	{"qp", "qp exchange connect QP HOST PORT [mtu N] [timeout SECONDS]",
+	{"qp", "qp exchange connect QP HOST PORT [mtu N] [timeout SECONDS] [mr KEY]",
 	 "send QP's address to HOST:PORT, take the peer's, connect QP", Verb::qp_exchange_connect},
 	{"qp", "qp pingpong QP KEY SIZE ITERS [client] [timeout SECONDS]",
 	 "SEND SIZE bytes back and forth ITERS times, as ibv_rc_pingpong, checking each echo",
@@ -516,6 +516,9 @@ bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string
 	if (o == "depth")
 		return (parse_u32(w, &cmd->depth) && cmd->depth != 0) ||
 		       bad("depth: expected a number above 0");
+	if (o == "mr" && opt.value == "KEY")
+		return (cmd->has_exchange_mr = parse_u32(w, &cmd->exchange_mr)) ||
+		       bad("mr: expected a key, as 'mr reg' printed it");
 	if (o == "recv")
 		return (parse_u32(w, &cmd->recv_depth) && cmd->recv_depth >= 2) ||
 		       bad("recv: expected a receive queue depth of at least 2");

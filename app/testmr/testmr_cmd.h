@@ -178,6 +178,8 @@ struct Command {
 	uint32_t timeout_s = kExchangeTimeoutS; /* seconds per blocking step */
 	std::string host;			/* qp exchange connect */
 	uint32_t tcp_port = 0;			/* qp exchange: the TCP port */
+	bool has_exchange_mr = false;		/* qp exchange: mr KEY given */
+	uint32_t exchange_mr = 0;		/* qp exchange: the MR offered to the peer */
 	uint8_t byte = 0;			/* mr fill */
 };
 

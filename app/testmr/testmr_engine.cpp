@@ -1198,6 +1198,18 @@ int Engine::State::qp_exchange(const Command &c)
 					 c.id, q->second.port, errno_name(rc));
 		return api_error("nicmr_qp_local", rc);
 	}
+	/* The MR record (mr KEY): the region the peer may RDMA, its rkey the MR's key. */
+	MrRecord mine_mr, theirs_mr;
+	if (c.has_exchange_mr) {
+		auto m = mrs.find(c.exchange_mr);
+		if (m == mrs.end())
+			return no_mr(c.exchange_mr);
+		mine_mr.addr = reinterpret_cast<uintptr_t>(nicmr_mr_addr(m->second.mr));
+		mine_mr.rkey = c.exchange_mr;
+		mine_mr.len = nicmr_mr_len(m->second.mr);
+	}
+	const MrRecord *mr_out = c.has_exchange_mr ? &mine_mr : nullptr;
+	MrRecord *mr_in = c.has_exchange_mr ? &theirs_mr : nullptr;
 	PeerRecord mine;
 	mine.qpn = a.qpn;
 	mine.psn = a.psn;
@@ -1219,9 +1231,10 @@ int Engine::State::qp_exchange(const Command &c)
 				connect_rc = connect_remote(c.id, r, c.mtu);
 				return connect_rc;
 			},
-			&theirs, &err);
+			&theirs, &err, mr_out, mr_in);
 	} else {
-		rc = exchange_connect(c.host, port, c.timeout_s, mine, &theirs, &err);
+		rc = exchange_connect(c.host, port, c.timeout_s, mine, &theirs, &err, mr_out,
+				      mr_in);
 	}
 	const auto local = format_record(mine);
 	if (rc != 0) {
@@ -1232,6 +1245,11 @@ int Engine::State::qp_exchange(const Command &c)
 	const auto remote = format_record(theirs);
 	std::fprintf(f(), "QP %" PRIu64 ": sent %s, received %s\n", c.id, local.data(),
 		     remote.data());
+	if (c.has_exchange_mr)
+		std::fprintf(f(),
+			     "QP %" PRIu64 ": peer MR at 0x%" PRIx64 ", rkey 0x%08x, %" PRIu64
+			     " bytes\n",
+			     c.id, theirs_mr.addr, theirs_mr.rkey, theirs_mr.len);
 	if (c.verb == Verb::qp_exchange_connect)
 		return connect_remote(c.id, theirs, c.mtu);
 	return 0;

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -178,6 +179,29 @@ int read_record(int fd, uint32_t timeout_s, PeerRecord *theirs, std::string *err
 	return 0;
 }
 
+int read_mr_record(int fd, uint32_t timeout_s, MrRecord *theirs, std::string *error)
+{
+	char buf[kMrRecordSize];
+	if (int rc = read_exact(fd, buf, sizeof(buf), timeout_s); rc != 0)
+		return step_error(error, rc, "reading the peer's MR record", timeout_s);
+	if (!parse_mr_record(std::string_view(buf, sizeof(buf)), theirs)) {
+		std::string shown;
+		for (char c : buf)
+			shown += (c >= 0x20 && c < 0x7f) ? c : '.';
+		return fail(error, -EPROTO,
+			    "the peer's MR record is not ADDR:RKEY:LEN (got '" + shown + "')");
+	}
+	return 0;
+}
+
+int send_mr_record(int fd, uint32_t timeout_s, const MrRecord &mine, std::string *error)
+{
+	const auto rec = format_mr_record(mine);
+	if (int rc = write_all(fd, rec.data(), rec.size(), timeout_s); rc != 0)
+		return step_error(error, rc, "sending the MR record", timeout_s);
+	return 0;
+}
+
 int send_record(int fd, uint32_t timeout_s, const PeerRecord &mine, std::string *error)
 {
 	const auto rec = format_record(mine);
@@ -239,6 +263,31 @@ std::array<char, kRecordSize> format_record(const PeerRecord &r)
 	return out;
 }
 
+std::array<char, kMrRecordSize> format_mr_record(const MrRecord &r)
+{
+	std::array<char, kMrRecordSize> out{};
+	/* 16 + 1 + 8 + 1 + 16 characters and the NUL: the whole array. */
+	std::snprintf(out.data(), out.size(), "%016" PRIx64 ":%08x:%016" PRIx64, r.addr, r.rkey,
+		      r.len);
+	return out;
+}
+
+bool parse_mr_record(std::string_view b, MrRecord *out)
+{
+	if (b.size() != kMrRecordSize || b[16] != ':' || b[25] != ':' ||
+	    b[kMrRecordSize - 1] != '\0')
+		return false;
+	uint32_t a_hi = 0, a_lo = 0, l_hi = 0, l_lo = 0, k = 0;
+	if (!hex_field(b.substr(0, 8), 8, &a_hi) || !hex_field(b.substr(8, 8), 8, &a_lo) ||
+	    !hex_field(b.substr(17, 8), 8, &k) || !hex_field(b.substr(26, 8), 8, &l_hi) ||
+	    !hex_field(b.substr(34, 8), 8, &l_lo))
+		return false;
+	out->addr = uint64_t{a_hi} << 32 | a_lo;
+	out->rkey = k;
+	out->len = uint64_t{l_hi} << 32 | l_lo;
+	return true;
+}
+
 bool parse_record(std::string_view b, PeerRecord *out)
 {
 	if (b.size() != kRecordSize || b[4] != ':' || b[11] != ':' || b[18] != ':' ||
@@ -279,7 +328,7 @@ std::string gid_hex(const std::array<uint8_t, 16> &gid)
 
 int exchange_listen(uint16_t port, uint32_t timeout_s, const PeerRecord &mine,
 		    const std::function<int(const PeerRecord &)> &connect, PeerRecord *theirs,
-		    std::string *error)
+		    std::string *error, const MrRecord *mine_mr, MrRecord *theirs_mr)
 {
 	Fd l;
 	if (int rc = listen_on(port, &l, error); rc != 0)
@@ -297,12 +346,18 @@ int exchange_listen(uint16_t port, uint32_t timeout_s, const PeerRecord &mine,
 	PeerRecord r;
 	if (int rc = read_record(c.get(), timeout_s, &r, error); rc != 0)
 		return rc;
+	if (theirs_mr != nullptr)
+		if (int rc = read_mr_record(c.get(), timeout_s, theirs_mr, error); rc != 0)
+			return rc;
 	/* The QP goes to RTR and RTS before the answer, so that the peer may send as soon as
 	 * it has it (rc_pingpong's server does the same). */
 	if (int rc = connect(r); rc != 0)
 		return fail(error, rc, "connecting the QP to the peer's address failed");
 	if (int rc = send_record(c.get(), timeout_s, mine, error); rc != 0)
 		return rc;
+	if (mine_mr != nullptr)
+		if (int rc = send_mr_record(c.get(), timeout_s, *mine_mr, error); rc != 0)
+			return rc;
 	char done[sizeof(kDone)];
 	if (int rc = read_exact(c.get(), done, sizeof(done), timeout_s); rc != 0)
 		return step_error(error, rc, "waiting for the peer's \"done\"", timeout_s);
@@ -313,7 +368,8 @@ int exchange_listen(uint16_t port, uint32_t timeout_s, const PeerRecord &mine,
 }
 
 int exchange_connect(const std::string &host, uint16_t port, uint32_t timeout_s,
-		     const PeerRecord &mine, PeerRecord *theirs, std::string *error)
+		     const PeerRecord &mine, PeerRecord *theirs, std::string *error,
+		     const MrRecord *mine_mr, MrRecord *theirs_mr)
 {
 	addrinfo hints{};
 	hints.ai_family = AF_UNSPEC;
@@ -366,9 +422,15 @@ int exchange_connect(const std::string &host, uint16_t port, uint32_t timeout_s,
 	}
 	if (int rc = send_record(c.get(), timeout_s, mine, error); rc != 0)
 		return rc;
+	if (mine_mr != nullptr)
+		if (int rc = send_mr_record(c.get(), timeout_s, *mine_mr, error); rc != 0)
+			return rc;
 	PeerRecord r;
 	if (int rc = read_record(c.get(), timeout_s, &r, error); rc != 0)
 		return rc;
+	if (theirs_mr != nullptr)
+		if (int rc = read_mr_record(c.get(), timeout_s, theirs_mr, error); rc != 0)
+			return rc;
 	if (int rc = write_all(c.get(), kDone, sizeof(kDone), timeout_s); rc != 0)
 		return step_error(error, rc, "sending \"done\"", timeout_s);
 	*theirs = r;

@@ -13,8 +13,13 @@
  *
  * A record is exactly "%04x:%06x:%06x:%s" and a NUL: LID (0 on RoCE), QPN, PSN and the GID as
  * 32 lower-case hex digits in byte order (what rc_pingpong's gid_to_wire_gid writes on any
- * host), 52 bytes. Every blocking step (accept, connect, each read and write) waits at most the
- * timeout the caller gives, then fails with -ETIMEDOUT and says which step it was.
+ * host), 52 bytes. Both sides may add, by agreement (testmr's `mr KEY` option), an MR record
+ * right after their address record: "%016x:%08x:%016x" and a NUL, 43 bytes: the address, rkey
+ * and length of a region the peer may RDMA into or from (the client sends its own first, the
+ * server reads it, then answers with its record and its own MR record). ibv_rc_pingpong sends
+ * none; a peer that sends none when one is expected ends in the timeout. Every blocking step
+ * (accept, connect, each read and write) waits at most the timeout the caller gives, then fails
+ * with -ETIMEDOUT and says which step it was.
  */
 #ifndef NICMR_TESTMR_EXCHANGE_H
 #define NICMR_TESTMR_EXCHANGE_H
@@ -35,6 +40,22 @@ struct PeerRecord {
 	uint32_t psn = 0; /* 24 bits */
 	std::array<uint8_t, 16> gid{};
 };
+
+/* A region one side offers the other's RDMA (the MR record). */
+struct MrRecord {
+	uint64_t addr = 0;
+	uint32_t rkey = 0;
+	uint64_t len = 0;
+};
+
+/* The MR record's size: sizeof "0000000000000000:00000000:0000000000000000". */
+inline constexpr size_t kMrRecordSize = 43;
+
+/* The MR record of r. */
+std::array<char, kMrRecordSize> format_mr_record(const MrRecord &r);
+/* An MR record as the peer sent it: exactly kMrRecordSize bytes, the layout above (hex digits
+ * of either case), NUL last. false for anything else. */
+bool parse_mr_record(std::string_view bytes, MrRecord *out);
 
 /* The record's size: sizeof "0000:000000:000000:00000000000000000000000000000000". */
 inline constexpr size_t kRecordSize = 52;
@@ -58,14 +79,16 @@ std::string gid_hex(const std::array<uint8_t, 16> &gid);
 /*
  * The server: listens on TCP port (all addresses, IPv6 and IPv4), takes one peer, reads its
  * record, calls connect(theirs), which must move the local QP to RTS, sends mine and waits for
- * "done". When connect fails the peer gets no record (it sees the connection closed), and its
- * code is returned. 0 and *theirs; a negative errno and *error otherwise: -ETIMEDOUT (a step
- * waited longer than timeout_s), -EPROTO (a record or "done" that is not one), -ECONNRESET (the
- * peer closed early), the socket calls' errors (-EADDRINUSE, ...).
+ * "done". With mine_mr and theirs_mr (both or neither), the MR records follow the address
+ * records (-EPROTO for one that is not one). When connect fails the peer gets no record (it sees
+ * the connection closed), and its code is returned. 0 and *theirs; a negative errno and *error
+ * otherwise: -ETIMEDOUT (a step waited longer than timeout_s), -EPROTO (a record or "done" that is
+ * not one), -ECONNRESET (the peer closed early), the socket calls' errors (-EADDRINUSE, ...).
  */
 int exchange_listen(uint16_t port, uint32_t timeout_s, const PeerRecord &mine,
 		    const std::function<int(const PeerRecord &)> &connect, PeerRecord *theirs,
-		    std::string *error);
+		    std::string *error, const MrRecord *mine_mr = nullptr,
+		    MrRecord *theirs_mr = nullptr);
 
 /*
  * The client: connects to host:port (a name or a numeric address; a refused connection is
@@ -75,7 +98,8 @@ int exchange_listen(uint16_t port, uint32_t timeout_s, const PeerRecord &mine,
  * no address).
  */
 int exchange_connect(const std::string &host, uint16_t port, uint32_t timeout_s,
-		     const PeerRecord &mine, PeerRecord *theirs, std::string *error);
+		     const PeerRecord &mine, PeerRecord *theirs, std::string *error,
+		     const MrRecord *mine_mr = nullptr, MrRecord *theirs_mr = nullptr);
 
 } // namespace nicmr::testmr
 

@@ -17,8 +17,8 @@
 #   nicmr.dev=A.B.C.D    testmr's address (the device model's port) on the host side; with it,
 #                        after the peer's rounds: ibv_rc_pingpong as client and as server
 #                        against testmr, then the one-sided step (rxe-rdma-peer)
-#   nicmr.rdma=PATH,ADDR,RKEY,SIZE  rxe-rdma-peer (a path in the host's tree), testmr's MR
-#                        (its address and rkey) and the bytes each RDMA moves
+#   nicmr.rdma=PATH,SIZE rxe-rdma-peer (a path in the host's tree) and the bytes each RDMA
+#                        moves (the MRs cross in testmr's exchange)
 #   nicmr.timeout=S      rxe-rdma-peer's timeout for each step (default 60)
 #   nicmr.devport=PORT   the TCP port of testmr's exchanges (default 18516)
 
@@ -105,8 +105,8 @@ if [ -n "$dev" ]; then
 	# shellcheck disable=SC2086 # split at the commas
 	set -- $rdma
 	IFS=$old_ifs
-	echo "init: rxe-rdma-peer rxe0 1 $dev $devport $2 $3 $4 $timeout"
-	run "$1" rxe0 1 "$dev" "$devport" "$2" "$3" "$4" "$timeout" ||
+	echo "init: rxe-rdma-peer rxe0 1 $dev $devport $2 $timeout"
+	run "$1" rxe0 1 "$dev" "$devport" "$2" "$timeout" ||
 		result rdma-peer FAIL "rxe-rdma-peer exit status $?"
 fi
 counters=

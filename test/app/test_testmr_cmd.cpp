@@ -400,6 +400,12 @@ TEST(TestmrCmd, RemoteConnectAndExchangeCommands)
 	EXPECT_EQ(c.timeout_s, 3u);
 	EXPECT_EQ(c.mtu, 256u);
 
+	ASSERT_EQ(parse_command("qp exchange listen 1 18515 mr 0x1581", &c, &err), 0) << err;
+	EXPECT_TRUE(c.has_exchange_mr);
+	EXPECT_EQ(c.exchange_mr, 0x1581u);
+	ASSERT_EQ(parse_command("qp exchange connect 1 h 7 mr 12 timeout 3", &c, &err), 0) << err;
+	EXPECT_TRUE(c.has_exchange_mr);
+	EXPECT_EQ(c.exchange_mr, 12u);
 	ASSERT_EQ(parse_command("qp create 1 depth 16 recv 32", &c, &err), 0) << err;
 	EXPECT_EQ(c.verb, Verb::qp_create);
 	EXPECT_EQ(c.depth, 16u);
@@ -446,6 +452,7 @@ TEST(TestmrCmd, BadRemoteConnectAndExchangeCommandsSayWhatIsWrong)
 		{"qp exchange connect 0 host", "usage: qp exchange connect QP HOST PORT"},
 		{"mr fill 0x1581 0 16 256", "BYTE: expected 0 to 255"},
 		{"qp create 0 recv 1", "recv: expected a receive queue depth of at least 2"},
+		{"qp exchange listen 0 1 mr x", "mr: expected a key, as 'mr reg' printed it"},
 		{"qp pingpong 0 0x1581 64 0", "ITERS: expected 1 to 1000000 round trips"},
 		{"qp pingpong 0 0x1581 64 1000001", "ITERS: expected 1 to 1000000 round trips"},
 		{"qp pingpong 0 0x1581 0 1", "usage: qp pingpong QP KEY SIZE ITERS"},

@@ -8,8 +8,8 @@ ibv_rc_pingpong's 52-byte records cross over TCP on 127.0.0.1, each side connect
 other's address, and `show qp` prints the address the other received. Then the client fills
 bytes, RDMA WRITEs them into the server's MR, and the server dumps them (the bytes around
 untouched); an RDMA READ brings them back; a wrong rkey completes with REMOTE_ACCESS. Then
-`qp pingpong` (ibv_rc_pingpong's SEND ping-pong) between two QPs with receive queues, and its
-errors. Last, the exchange's own errors: a QP on a port without the wire, nobody listening (the timeout), a port
+`qp pingpong` (ibv_rc_pingpong's SEND ping-pong) between two QPs with receive queues, after an
+exchange that carries MR records too (`mr KEY`), and its errors. Last, the exchange's own errors: a QP on a port without the wire, nobody listening (the timeout), a port
 already taken.
 
     testmr-exchange.py TESTMR
@@ -101,10 +101,17 @@ def main():
     sq, cq = ping
     server.run(f"qp pingpong {sq} {skey} 64 1", rf"^error: QP {sq} is not connected to a remote QP "
                r"\(qp exchange, qp connect remote\), -ENOTCONN", "pingpong unconnected")
-    server.run(f"qp exchange listen {sq} {tcp + 4} timeout 20", r"^QP \d+: waiting on TCP port")
-    client.run(f"qp exchange connect {cq} 127.0.0.1 {tcp + 4} timeout 20",
-               r"^QP \d+ \(0x[0-9a-f]+, port 1\) connected to remote QP .*: RTS$", "client 2")
+    # This exchange carries MR records too (mr KEY): each side learns the other's MR.
+    client.run(f"qp exchange connect {cq} 127.0.0.1 {tcp + 4} timeout 1 mr 0x7777",
+               r"^error: no MR with key 0x00007777", "mr of no MR")
+    server.run(f"qp exchange listen {sq} {tcp + 4} timeout 20 mr {skey}",
+               r"^QP \d+: waiting on TCP port")
+    client.send(f"qp exchange connect {cq} 127.0.0.1 {tcp + 4} timeout 20 mr {ckey}")
+    mr_line = r"^QP {}: peer MR at {:#x}, rkey {}, 65536 bytes$"
+    client.expect(mr_line.format(cq, saddr, skey), "the server's MR record")
+    client.expect(r"^QP \d+ \(0x[0-9a-f]+, port 1\) connected to remote QP .*: RTS$", "client 2")
     server.expect(r"^QP \d+: sent ", "server 2 records")
+    server.expect(mr_line.format(sq, caddr, ckey), "the client's MR record")
     server.send(f"qp pingpong {sq} {skey} 4093 30 timeout 20")
     client.run(f"qp pingpong {cq} {ckey} 4093 30 client timeout 20",
                rf"^QP {cq}: pingpong: 30 round trips of 4093 bytes as client, 30 messages checked, ",

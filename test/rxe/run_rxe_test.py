@@ -15,9 +15,8 @@ With --testmr and --rdma-peer, the same guest then meets the device model itself
 second address of the tap's host side with its engine's port 1 on the UDP wire, runs `qp
 pingpong` against ibv_rc_pingpong as its server and as its client (testmr checks every echo),
 and then serves test/rxe/rxe_rdma_peer.c: rxe WRITEs into and READs from an MR testmr registered
-(its address and rkey on the guest's kernel command line), testmr READs from and WRITEs into
-the guest's buffer (its address and rkey printed on the console), each side checking the
-bytes, and an rkey with another variant completes with IBV_WC_REM_ACCESS_ERR in the guest
+and testmr READs from and WRITEs into the guest's buffer (the two MRs' addresses and rkeys
+cross in testmr's exchange, `qp exchange listen ... mr KEY`), each side checking the bytes, and an rkey with another variant completes with IBV_WC_REM_ACCESS_ERR in the guest
 while testmr's memory keeps its bytes.
 
 It FAILS, saying why, when root, network namespaces, /dev/net/tun, QEMU, busybox, cpio, the
@@ -203,7 +202,7 @@ def wait_console(path, pattern, timeout):
     return None
 
 
-def nicmr_steps(t, key, addr, args, log_path):
+def nicmr_steps(t, key, args, log_path):
     """The host side of the device model's steps; a list of failures (empty: all passed)."""
     failures = []
     # Each testmr step waits at most this long (a broken peer makes rxe retry without end).
@@ -226,14 +225,19 @@ def nicmr_steps(t, key, addr, args, log_path):
                  r"messages checked" % (args.iters, args.iters), wait):
         failures.append(t.why)
     # One-sided: rxe-rdma-peer connects, WRITEs and READs, then waits for testmr's RDMA.
-    if not t.run("qp exchange listen 2 %d timeout %d" % (NICMR_TCP, wait), r"^QP 2: waiting"):
+    # The MRs travel after the address records (qp exchange ... mr KEY, doc/testmr.md).
+    if not t.run("qp exchange listen 2 %d timeout %d mr %s" % (NICMR_TCP, wait, key),
+                 r"^QP 2: waiting"):
         return failures + [t.why]
     if not t.expect(r"^QP 2: sent ", "the third exchange", wait):
         return failures + [t.why]
-    m = wait_console(log_path, r"^RDMA-GUEST-MR (0x[0-9a-f]+) (0x[0-9a-f]+)", wait)
+    m = t.expect(r"^QP 2: peer MR at (0x[0-9a-f]+), rkey (0x[0-9a-f]{8}), (\d+) bytes$",
+                 "the guest's MR record")
     if m is None:
-        return failures + ["the guest never printed its MR (RDMA-GUEST-MR)"]
+        return failures + [t.why]
     gaddr, grkey = int(m.group(1), 16), m.group(2)
+    if wait_console(log_path, r"^RDMA-GUEST-READY", wait) is None:
+        return failures + ["the guest never got to testmr's RDMA (RDMA-GUEST-READY)"]
     t.send("post read 2 %s %#x %s %#x %d wrid 1" % (key, OFF_HOST_READ, grkey, gaddr, RDMA_SIZE))
     if not t.completion(1, "RDMA_READ", wait):
         failures.append(t.why)
@@ -255,22 +259,22 @@ def nicmr_steps(t, key, addr, args, log_path):
 
 
 def start_testmr(ns, testmr):
-    """testmr on NICMR_IP with its MR, CQ and three QPs: (Testmr, key, address) or fail()."""
+    """testmr on NICMR_IP with its MR, CQ and three QPs: (Testmr, MR key) or fail()."""
     t = Testmr(["ip", "netns", "exec", ns, testmr, "-i", "--engine", "emu:addr=" + NICMR_IP])
     steps = [("mr pool 8m page 4k", r"^engine pool 0:"),
-             ("mr reg 0 0 64k " + MR_ACCESS, r"^MR key (0x[0-9a-f]{8}) .* address (0x[0-9a-f]+),"),
+             ("mr reg 0 0 64k " + MR_ACCESS, r"^MR key (0x[0-9a-f]{8}) "),
              ("cq create depth 256", r"^CQ 0:"),
              ("qp create 0 depth 16 recv 16", r"^QP 0: .* receive depth 16"),
              ("qp create 0 depth 16 recv 16", r"^QP 1: .* receive depth 16"),
              ("qp create 0 depth 16", r"^QP 2: ")]
-    key = addr = None
+    key = None
     for cmd, pattern in steps:
         m = t.run(cmd, pattern)
         if m is None:
             t.p.kill()
             fail(t.why + "\n" + "\n".join(t.log[-20:]))
         if cmd.startswith("mr reg"):
-            key, addr = m.group(1), int(m.group(2), 16)
+            key = m.group(1)
     fills = [(OFF_GUEST_WRITE, RDMA_SIZE, 0)]
     q = RDMA_SIZE // 4
     fills += [(OFF_GUEST_READ + i * q, q, b) for i, b in enumerate((0x11, 0x22, 0x33, 0x44))]
@@ -279,7 +283,7 @@ def start_testmr(ns, testmr):
         if t.run("mr fill %s %#x %d %#x" % (key, off, n, b), r"set to ") is None:
             t.p.kill()
             fail(t.why)
-    return t, key, addr
+    return t, key
 
 
 def main():
@@ -359,11 +363,10 @@ def main():
                   "nicmr.size=%d" % args.size, "nicmr.iters=%d" % args.iters,
                   "nicmr.mtu=%d" % args.mtu]
         if args.testmr:
-            t, mr_key, mr_addr = start_testmr(ns, os.path.abspath(args.testmr))
+            t, mr_key = start_testmr(ns, os.path.abspath(args.testmr))
             params += ["nicmr.dev=" + NICMR_IP, "nicmr.timeout=%d" % min(args.timeout, 120),
                        "nicmr.devport=%d" % NICMR_TCP,
-                       "nicmr.rdma=%s,%#x,%s,%d" % (os.path.abspath(args.rdma_peer), mr_addr,
-                                                     mr_key, RDMA_SIZE)]
+                       "nicmr.rdma=%s,%d" % (os.path.abspath(args.rdma_peer), RDMA_SIZE)]
         qemu = ["ip", "netns", "exec", ns, "timeout", "--foreground", "-k", "5",
                 str(args.timeout), "qemu-system-x86_64",
                 "-machine", "q35", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "1024",
@@ -396,7 +399,7 @@ def main():
             # The peer's rounds come first in the guest: the device model's follow.
             peer_rc.append(peer_proc.wait())
             peer_proc = None
-            nicmr_failures = nicmr_steps(t, mr_key, mr_addr, args, log_path)
+            nicmr_failures = nicmr_steps(t, mr_key, args, log_path)
         q_rc = q.wait()
         log.close()
         t_run = time.monotonic() - t1

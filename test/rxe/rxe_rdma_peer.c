@@ -4,22 +4,23 @@
  * a small verbs program that runs on rdma_rxe in the QEMU guest against testmr on the host side
  * of the tap, whose device model registered the memory it targets.
  *
- *   1. connects an RC QP to testmr's `qp exchange listen` as ibv_rc_pingpong's client does
- *      (rdma-core libibverbs/examples/rc_pingpong.c, pp_client_exch_dest: its 52-byte record
- *      "LLLL:QQQQQQ:PPPPPP:GID" and a NUL, the server's record, then "done" and a NUL);
+ *   1. connects an RC QP to testmr's `qp exchange listen ... mr KEY` as ibv_rc_pingpong's client
+ *      does (rdma-core libibverbs/examples/rc_pingpong.c, pp_client_exch_dest: its 52-byte
+ *      record "LLLL:QQQQQQ:PPPPPP:GID" and a NUL, the server's record, then "done" and a NUL),
+ *      each record followed by testmr's MR record (doc/testmr.md: "ADDR:RKEY:LEN" in 16, 8 and
+ *      16 hex digits and a NUL, 43 bytes): this program offers its buffer, testmr its MR;
  *   2. RDMA WRITEs SIZE bytes of its pattern (pattern() below) to ADDR + 8k of testmr's MR with
  *      RKEY, and RDMA READs SIZE bytes at ADDR + 16k, which must be four quarters of 0x11, 0x22,
  *      0x33 and 0x44 (testmr filled them);
- *   3. prints its own buffer's address and rkey ("RDMA-GUEST-MR ADDR RKEY") and waits for testmr
- *      to READ its pattern from offset 0 and WRITE four quarters of 0xa1, 0xb2, 0xc3 and 0xd4 at
- *      offset 8k of its buffer, which it checks;
+ *   3. says "RDMA-GUEST-READY" and waits for testmr to READ its pattern from offset 0 and WRITE
+ *      four quarters of 0xa1, 0xb2, 0xc3 and 0xd4 at offset 8k of its buffer, which it checks;
  *   4. RDMA WRITEs 0x5e bytes to ADDR + 8k with the rkey's variant changed (what a stale key
  *      looks like), which must complete with IBV_WC_REM_ACCESS_ERR (testmr then checks that
  *      nothing was written).
  * Each step prints "RESULT <name> PASS|FAIL [detail]" as the guest's init does. Completions are
  * polled with short sleeps: on one emulated CPU a busy loop starves rxe's own work.
  *
- * usage: rxe-rdma-peer DEVICE GID_INDEX HOST PORT ADDR RKEY SIZE TIMEOUT_S
+ * usage: rxe-rdma-peer DEVICE GID_INDEX HOST PORT SIZE TIMEOUT_S
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -72,9 +73,11 @@ static int read_exact(int fd, char *buf, size_t n)
 	return 0;
 }
 
-/* The client side of rc_pingpong's exchange: fd connected; 0 and the server's QPN and PSN. */
-static int exchange(const char *host, const char *port, const char *mine, uint32_t *qpn,
-		    uint32_t *psn, union ibv_gid *gid)
+/* The client side of rc_pingpong's exchange with MR records: 0 and the server's QPN, PSN, GID
+ * and MR. */
+static int exchange(const char *host, const char *port, const char *mine, const char *mine_mr,
+		    uint32_t *qpn, uint32_t *psn, union ibv_gid *gid, uint64_t *raddr,
+		    uint32_t *rkey)
 {
 	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
 	if (getaddrinfo(host, port, &hints, &res) != 0)
@@ -92,13 +95,19 @@ static int exchange(const char *host, const char *port, const char *mine, uint32
 	freeaddrinfo(res);
 	if (fd < 0)
 		return -1;
-	char rec[52];
-	unsigned lid, q, p;
+	char rec[52], mr[43];
+	unsigned lid, q, p, k;
+	unsigned long long a, len;
 	char hex[33];
 	int rc = -1;
-	if (write(fd, mine, 52) != 52 || read_exact(fd, rec, 52) != 0 || rec[51] != 0 ||
-	    sscanf(rec, "%x:%x:%x:%32s", &lid, &q, &p, hex) != 4 || strlen(hex) != 32)
+	if (write(fd, mine, 52) != 52 || write(fd, mine_mr, 43) != 43 ||
+	    read_exact(fd, rec, 52) != 0 || rec[51] != 0 ||
+	    sscanf(rec, "%x:%x:%x:%32s", &lid, &q, &p, hex) != 4 || strlen(hex) != 32 ||
+	    read_exact(fd, mr, 43) != 0 || mr[42] != 0 ||
+	    sscanf(mr, "%16llx:%8x:%16llx", &a, &k, &len) != 3)
 		goto out;
+	*raddr = a;
+	*rkey = k;
 	for (int i = 0; i < 16; i++) {
 		unsigned b;
 		if (sscanf(hex + 2 * i, "%2x", &b) != 1)
@@ -147,17 +156,14 @@ static int post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t 
 
 int main(int argc, char **argv)
 {
-	if (argc != 9) {
-		fprintf(stderr, "usage: %s DEVICE GID_INDEX HOST PORT ADDR RKEY SIZE TIMEOUT_S\n",
-			argv[0]);
+	if (argc != 7) {
+		fprintf(stderr, "usage: %s DEVICE GID_INDEX HOST PORT SIZE TIMEOUT_S\n", argv[0]);
 		return 2;
 	}
 	const char *devname = argv[1];
 	const int gidx = atoi(argv[2]);
-	const uint64_t raddr = strtoull(argv[5], NULL, 0);
-	const uint32_t rkey = (uint32_t)strtoul(argv[6], NULL, 0);
-	const uint32_t size = (uint32_t)strtoul(argv[7], NULL, 0);
-	timeout_s = atoi(argv[8]);
+	const uint32_t size = (uint32_t)strtoul(argv[5], NULL, 0);
+	timeout_s = atoi(argv[6]);
 	if (size == 0 || size > OFF_READ - OFF_WRITE || timeout_s <= 0) {
 		fprintf(stderr, "rxe-rdma-peer: SIZE 1..8192 and TIMEOUT_S > 0\n");
 		return 2;
@@ -213,9 +219,13 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 16; i++)
 		sprintf(hex + 2 * i, "%02x", mygid.raw[i]);
 	snprintf(mine, sizeof(mine), "%04x:%06x:%06x:%s", 0, qp->qp_num, mypsn, hex);
-	uint32_t rqpn = 0, rpsn = 0;
+	char mine_mr[43];
+	snprintf(mine_mr, sizeof(mine_mr), "%016llx:%08x:%016llx",
+		 (unsigned long long)(uintptr_t)buf, mr->rkey, (unsigned long long)LOCAL_LEN);
+	uint32_t rqpn = 0, rpsn = 0, rkey = 0;
+	uint64_t raddr = 0;
 	union ibv_gid rgid;
-	if (exchange(argv[3], argv[4], mine, &rqpn, &rpsn, &rgid) != 0) {
+	if (exchange(argv[3], argv[4], mine, mine_mr, &rqpn, &rpsn, &rgid, &raddr, &rkey) != 0) {
 		printf("RESULT rdma-connect FAIL exchange with %s:%s\n", argv[3], argv[4]);
 		return 1;
 	}
@@ -251,7 +261,8 @@ int main(int argc, char **argv)
 		printf("RESULT rdma-connect FAIL RTR/RTS %d\n", rc);
 		return 1;
 	}
-	printf("RESULT rdma-connect PASS QPN 0x%06x to 0x%06x\n", qp->qp_num, rqpn);
+	printf("RESULT rdma-connect PASS QPN 0x%06x to 0x%06x, its MR at 0x%llx rkey 0x%08x\n",
+	       qp->qp_num, rqpn, (unsigned long long)raddr, rkey);
 	fflush(stdout);
 
 	/* 2. WRITE the pattern into testmr's MR, READ its quarters back. */
@@ -277,7 +288,7 @@ int main(int argc, char **argv)
 		printf("RESULT rdma-guest-read PASS %u bytes\n", size);
 
 	/* 3. testmr READs offset 0 and WRITEs at 8k of this buffer. */
-	printf("RDMA-GUEST-MR 0x%016llx 0x%08x\n", (unsigned long long)(uintptr_t)buf, mr->rkey);
+	printf("RDMA-GUEST-READY\n");
 	fflush(stdout);
 	const uint8_t nq[4] = {0xa1, 0xb2, 0xc3, 0xd4};
 	volatile uint8_t *land = buf + OFF_WRITE;
