@@ -59,6 +59,8 @@ struct Param {
 	emu::DoorbellDelivery delivery;
 	/* Two network namespaces joined by a veth pair, one side in each: two hosts. */
 	bool netns = false;
+	/* Both ports' GSO sends fail with this errno (the test hook of a refusing kernel). */
+	int gso_errno = 0;
 };
 
 /* Runs a shell command; true on exit status 0. */
@@ -170,6 +172,7 @@ protected:
 		const uint16_t pb = p.netns ? roce::udp_port : static_cast<uint16_t>(base + 1);
 		WireOptions mine{addr, pa, pb, p.mtu, p.delivery};
 		WireOptions theirs{peer_addr, pb, pa, p.mtu, emu::DoorbellDelivery::inline_call};
+		mine.test_gso_errno = theirs.test_gso_errno = p.gso_errno;
 		int sv[2];
 		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 		child_ = ::fork();
@@ -349,6 +352,69 @@ TEST_P(Wire, RdmaWriteOfOneAndManyPacketsLandsByteForByte)
 	EXPECT_GT(ws.acks_sent, 0u);
 	EXPECT_EQ(ws.naks_sent, 0u);
 	EXPECT_EQ(ws.rx_bad_icrc, 0u);
+}
+
+/*
+ * A message of many packets leaves in few system calls: a 40000-byte WRITE and the responses of
+ * a 40000-byte READ each go out in one sendmmsg (the port's send batch holds them whole), on
+ * IPv6 with the equal MIDDLE packets as UDP GSO runs (the FIRST alone: its RETH or AETH makes
+ * it longer); on IPv4 without GSO (the IP IDs of GSO segments). With GSO refused (the test
+ * hook) the first run falls back once and the data is the same.
+ */
+TEST_P(Wire, LargeMessagesGoOutInFewSystemCalls)
+{
+	const Param &p = GetParam();
+	const uint32_t mtu = 128u << p.mtu;
+	constexpr uint32_t len = 40000;
+	const uint32_t packets = (len + mtu - 1) / mtu;
+	/* MIDDLEs of mtu + 16 bytes (BTH, ICRC) per run: the segment and byte limits. */
+	const uint32_t per_run = std::min<uint32_t>(emu::WirePort::kGsoSegments,
+						    emu::WirePort::kGsoBytes / (mtu + 16));
+	const uint32_t runs = (packets - 1 + per_run - 1) / per_run;
+	const bool gso = p.ipv6 && p.gso_errno == 0;
+	const auto mine = [&] { return me_->hw->device().data_path().wire_stats(); };
+
+	for (uint32_t i = 0; i < len; i++)
+		local()[i] = static_cast<uint8_t>(i * 31 + 5);
+	emu::WireStats before = mine();
+	const mlx5::Sge w = sge(0, len);
+	mlx5::Completion c =
+		run(me_->qp->post_write({&w, 1}, raddr(0), peer_.keys[k_rw], 1, mlx5::kSignaled));
+	ASSERT_TRUE(c.ok()) << "syndrome " << int(c.syndrome) << " " << stats_text();
+	std::vector<uint8_t> got = dump(0, len);
+	EXPECT_EQ(std::memcmp(got.data(), local(), len), 0);
+	emu::WireStats after = mine();
+	EXPECT_EQ(after.tx_packets - before.tx_packets, packets);
+	EXPECT_EQ(after.tx_errors, 0u);
+	/* One sendmmsg; with GSO refused, the FIRST's call and the rest's after the refusal
+	 * (the first refusal of this port) or one (refused before). */
+	const uint64_t calls = after.tx_syscalls - before.tx_syscalls;
+	if (p.gso_errno != 0 && before.tx_gso_refused == 0)
+		EXPECT_EQ(calls, 2u);
+	else
+		EXPECT_EQ(calls, 1u);
+	EXPECT_EQ(after.tx_gso_sends - before.tx_gso_sends, gso ? runs : 0u);
+	EXPECT_EQ(after.tx_gso_refused, p.ipv6 && p.gso_errno != 0 ? 1u : 0u);
+
+	/* The READ's responses, from the responder's port. */
+	std::memset(local() + kRegion, 0, len + 1);
+	const emu::WireStats pb = peer_stats();
+	const mlx5::Sge r = sge(kRegion, len);
+	c = run(me_->qp->post_read({&r, 1}, raddr(0), peer_.keys[k_ro], 2, mlx5::kSignaled));
+	ASSERT_TRUE(c.ok()) << "syndrome " << int(c.syndrome) << " " << stats_text();
+	EXPECT_EQ(std::memcmp(local() + kRegion, local(), len), 0);
+	EXPECT_EQ(local()[kRegion + len], 0);
+	const emu::WireStats pa = peer_stats();
+	EXPECT_EQ(pa.tx_packets - pb.tx_packets, packets);
+	EXPECT_EQ(pa.tx_errors, 0u);
+	if (p.gso_errno != 0 && pb.tx_gso_refused == 0)
+		EXPECT_EQ(pa.tx_syscalls - pb.tx_syscalls, 2u);
+	else
+		EXPECT_EQ(pa.tx_syscalls - pb.tx_syscalls, 1u);
+	/* A READ's LAST carries an AETH: 4 bytes longer than a MIDDLE when it is a whole
+	 * MTU; 40000 bytes end short at every MTU here. */
+	EXPECT_EQ(pa.tx_gso_sends - pb.tx_gso_sends, gso ? runs : 0u);
+	EXPECT_EQ(pa.tx_gso_refused, p.ipv6 && p.gso_errno != 0 ? 1u : 0u);
 }
 
 TEST_P(Wire, InlineWriteAndUnsignalledWritesCompleteInOrder)
@@ -664,7 +730,9 @@ INSTANTIATE_TEST_SUITE_P(
 			  Param{"netns_ipv4_mtu1024", false, prm::qp_mtu::mtu_1024,
 				emu::DoorbellDelivery::inline_call, true},
 			  Param{"netns_ipv6_mtu1024", true, prm::qp_mtu::mtu_1024,
-				emu::DoorbellDelivery::inline_call, true}),
+				emu::DoorbellDelivery::inline_call, true},
+			  Param{"ipv6_mtu256_gso_refused", true, prm::qp_mtu::mtu_256,
+				emu::DoorbellDelivery::inline_call, false, EIO}),
 	[](const ::testing::TestParamInfo<Param> &i) { return std::string(i.param.name); });
 
 /* A wire port the model cannot bind, and a wire for a port the device has not. */

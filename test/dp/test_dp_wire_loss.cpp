@@ -227,6 +227,276 @@ TEST(WireFaults, HeldRingFullSendsAtOnce)
 	EXPECT_EQ(pp.tx.fault_counts().delayed, emu::WirePort::kHeldSlots);
 }
 
+/* ---- The send path: batches, sendmmsg, UDP GSO ------------------------------------------ */
+
+/* A free UDP port of addr (IPv4 or IPv6 loopback), 0 when the family has no loopback here. */
+uint16_t free_port_of(bool v6, uint16_t other = 0)
+{
+	if (!v6)
+		return free_port(other);
+	for (;;) {
+		const int fd = ::socket(AF_INET6, SOCK_DGRAM, 0);
+		sockaddr_in6 a{};
+		a.sin6_family = AF_INET6;
+		a.sin6_addr = in6addr_loopback;
+		socklen_t sl = sizeof(a);
+		uint16_t port = 0;
+		if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
+		    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &sl) == 0)
+			port = ntohs(a.sin6_port);
+		if (fd >= 0)
+			::close(fd);
+		if (port == 0 || port != other)
+			return port;
+	}
+}
+
+/* Two ports on the loopback of one family: tx sends batches to rx. */
+struct BatchPair {
+	emu::WirePort tx, rx;
+	emu::Gid to{};
+	bool v6 = false;
+	/* 0, or the skip reason's code 1 (no ::1). */
+	int open(bool ipv6, const emu::WireFaults &f = {}, int gso_errno = 0)
+	{
+		v6 = ipv6;
+		const uint16_t pa = free_port_of(v6), pb = free_port_of(v6, pa);
+		if (pa == 0 || pb == 0)
+			return 1;
+		const char *addr = v6 ? "::1" : "127.0.0.1";
+		emu::WirePortConfig a{addr, pa, pb, f};
+		a.test_gso_errno = gso_errno;
+		emu::WirePortConfig b{addr, pb, pa, {}};
+		int rc = tx.open(a);
+		if (rc == 0)
+			rc = rx.open(b);
+		to = rx.gid();
+		return rc;
+	}
+	/* One batch of datagrams of the given lengths (datagram i is its length's bytes of the
+	 * value i), sent with tx_flush: what it counted. */
+	void send(const std::vector<size_t> &lens, uint32_t *sent, uint32_t *errors)
+	{
+		emu::WireTx *b = tx.tx_acquire();
+		ASSERT_NE(b, nullptr);
+		for (size_t i = 0; i < lens.size(); i++) {
+			uint8_t *p = b->room(lens[i]);
+			ASSERT_NE(p, nullptr);
+			std::memset(p, static_cast<int>(i & 0xff), lens[i]);
+			b->add(to, lens[i]);
+		}
+		tx.tx_flush(*b, sent, errors);
+		EXPECT_EQ(b->size(), 0u);
+		tx.tx_release(b);
+	}
+	/* What rx received within wait: each datagram's length and first byte (and whether
+	 * all its bytes are that byte). */
+	std::vector<std::pair<size_t, int>> received(std::chrono::milliseconds wait)
+	{
+		std::vector<std::pair<size_t, int>> got;
+		auto bufs = std::make_unique<uint8_t[][roce::max_datagram + 1]>(32);
+		size_t lens[32];
+		sockaddr_storage peers[32];
+		const auto end = std::chrono::steady_clock::now() + wait;
+		while (std::chrono::steady_clock::now() < end) {
+			tx.release_held(now_ns());
+			const int n = rx.recv(bufs.get(), lens, peers, 32);
+			for (int i = 0; i < n; i++) {
+				const uint8_t *d = bufs[i];
+				const bool same = std::all_of(d, d + lens[i],
+							      [&](uint8_t c) { return c == d[0]; });
+				got.emplace_back(lens[i], same ? d[0] : -1);
+			}
+			if (n == 0)
+				std::this_thread::sleep_for(100us);
+		}
+		return got;
+	}
+};
+
+/* Datagram i of a batch as received: its length and value. */
+std::vector<std::pair<size_t, int>> expected(const std::vector<size_t> &lens)
+{
+	std::vector<std::pair<size_t, int>> v;
+	for (size_t i = 0; i < lens.size(); i++)
+		v.emplace_back(lens[i], static_cast<int>(i & 0xff));
+	return v;
+}
+
+#define SKIP_WITHOUT_IPV6(rc)                                                                      \
+	if ((rc) == 1)                                                                             \
+	GTEST_SKIP() << "no IPv6 loopback address (::1) on this host"
+
+TEST(WireSend, BatchOfUnequalDatagramsGoesOutInOneSendmmsg)
+{
+	BatchPair bp;
+	ASSERT_EQ(bp.open(false), 0);
+	std::vector<size_t> lens;
+	for (size_t i = 0; i < 100; i++)
+		lens.push_back(20 + (i * 37) % 1000);
+	uint32_t sent = 0, errors = 0;
+	bp.send(lens, &sent, &errors);
+	EXPECT_EQ(sent, 100u);
+	EXPECT_EQ(errors, 0u);
+	EXPECT_EQ(bp.received(100ms), expected(lens));
+	const emu::WireTxCounts c = bp.tx.tx_counts();
+	EXPECT_EQ(c.syscalls, 1u);
+	EXPECT_EQ(c.gso_sends, 0u); /* IPv4: no GSO (the IP IDs of its segments) */
+	EXPECT_FALSE(bp.tx.gso_active());
+}
+
+TEST(WireSend, EqualDatagramsGoAsGsoSendsOnIpv6)
+{
+	BatchPair bp;
+	const int rc = bp.open(true);
+	SKIP_WITHOUT_IPV6(rc);
+	ASSERT_EQ(rc, 0);
+	EXPECT_TRUE(bp.tx.gso_active());
+	/* A WRITE's shape at MTU 1024: FIRST (RETH: 16 bytes more), 38 MIDDLEs, a short LAST. */
+	std::vector<size_t> lens{1056};
+	lens.insert(lens.end(), 38, 1040);
+	lens.push_back(80);
+	uint32_t sent = 0, errors = 0;
+	bp.send(lens, &sent, &errors);
+	EXPECT_EQ(sent, 40u);
+	EXPECT_EQ(errors, 0u);
+	EXPECT_EQ(bp.received(100ms), expected(lens));
+	const emu::WireTxCounts c = bp.tx.tx_counts();
+	EXPECT_EQ(c.syscalls, 1u);
+	EXPECT_EQ(c.gso_sends, 1u); /* the MIDDLEs and the LAST */
+	EXPECT_EQ(c.gso_refused, 0u);
+}
+
+TEST(WireSend, GsoRunsStopAtTheSegmentAndByteLimitsAndALongerDatagram)
+{
+	BatchPair bp;
+	const int rc = bp.open(true);
+	SKIP_WITHOUT_IPV6(rc);
+	ASSERT_EQ(rc, 0);
+	/* 150 of 200 bytes: runs of kGsoSegments (64, 64, 22). */
+	std::vector<size_t> small(150, 200);
+	/* 31 of 4112 (a MIDDLE at MTU 4096): kGsoBytes holds 15 (15, 15, 1 alone). */
+	std::vector<size_t> big(31, 4112);
+	/* A longer one ends a run and starts its own: 100 100 300 300. */
+	std::vector<size_t> grow{100, 100, 300, 300};
+	uint32_t sent = 0, errors = 0;
+	for (const auto *lens : {&small, &big, &grow}) {
+		const emu::WireTxCounts before = bp.tx.tx_counts();
+		bp.send(*lens, &sent, &errors);
+		EXPECT_EQ(sent, lens->size());
+		EXPECT_EQ(errors, 0u);
+		EXPECT_EQ(bp.received(100ms), expected(*lens));
+		const emu::WireTxCounts after = bp.tx.tx_counts();
+		EXPECT_EQ(after.syscalls - before.syscalls, 1u);
+		EXPECT_EQ(after.gso_sends - before.gso_sends, lens == &small ? 3u
+							      : lens == &big ? 2u
+									     : 2u);
+	}
+	static_assert(emu::WirePort::kGsoSegments == 64);
+	static_assert(emu::WirePort::kGsoBytes / 4112 == 15);
+}
+
+TEST(WireSend, RefusedGsoFallsBackOnceAndStaysOff)
+{
+	for (const int err : {EIO, EINVAL}) {
+		BatchPair bp;
+		const int rc = bp.open(true, {}, err);
+		SKIP_WITHOUT_IPV6(rc);
+		ASSERT_EQ(rc, 0);
+		const std::vector<size_t> lens{300, 200, 200, 200, 200, 50};
+		for (int round = 0; round < 2; round++) {
+			uint32_t sent = 0, errors = 0;
+			bp.send(lens, &sent, &errors);
+			EXPECT_EQ(sent, lens.size());
+			EXPECT_EQ(errors, 0u);
+			EXPECT_EQ(bp.received(100ms), expected(lens)) << "errno " << err;
+		}
+		const emu::WireTxCounts c = bp.tx.tx_counts();
+		EXPECT_EQ(c.gso_refused, 1u);
+		EXPECT_EQ(c.gso_sends, 0u);
+		/* Round 1: the FIRST-like datagram, then the refusal, then the rest without
+		 * GSO; round 2: one sendmmsg. */
+		EXPECT_EQ(c.syscalls, 3u);
+		EXPECT_FALSE(bp.tx.gso_active());
+	}
+}
+
+TEST(WireSend, FaultsStillActPerDatagramInABatch)
+{
+	for (const bool v6 : {false, true}) {
+		BatchPair dup;
+		const int rc = dup.open(v6, {0, 100, 0, 0, 1});
+		if (v6)
+			SKIP_WITHOUT_IPV6(rc);
+		ASSERT_EQ(rc, 0);
+		EXPECT_FALSE(dup.tx.gso_active()); /* faults: no GSO */
+		const std::vector<size_t> lens(10, 500);
+		uint32_t sent = 0, errors = 0;
+		dup.send(lens, &sent, &errors);
+		EXPECT_EQ(sent, 10u);
+		std::vector<std::pair<size_t, int>> want;
+		for (const auto &d : expected(lens)) {
+			want.push_back(d);
+			want.push_back(d);
+		}
+		EXPECT_EQ(dup.received(100ms), want);
+		EXPECT_EQ(dup.tx.fault_counts().duplicated, 10u);
+		EXPECT_EQ(dup.tx.tx_counts().gso_sends, 0u);
+
+		BatchPair lost;
+		ASSERT_EQ(lost.open(v6, {100, 0, 0, 0, 1}), 0);
+		lost.send(lens, &sent, &errors);
+		EXPECT_EQ(sent, 10u); /* a lost datagram counts as sent */
+		EXPECT_TRUE(lost.received(50ms).empty());
+		EXPECT_EQ(lost.tx.fault_counts().lost, 10u);
+		EXPECT_EQ(lost.tx.tx_counts().syscalls, 0u);
+	}
+}
+
+TEST(WireSend, RefusedDatagramIsCountedAndTheRestGoes)
+{
+	/* 65600 bytes: longer than a UDP datagram over IPv4 may be (EMSGSIZE). */
+	BatchPair bp;
+	ASSERT_EQ(bp.open(false), 0);
+	const std::vector<size_t> lens{100, 65600, 100};
+	uint32_t sent = 0, errors = 0;
+	bp.send(lens, &sent, &errors);
+	EXPECT_EQ(sent, 2u);
+	EXPECT_EQ(errors, 1u);
+	const std::vector<std::pair<size_t, int>> want{{100, 0}, {100, 2}};
+	EXPECT_EQ(bp.received(100ms), want);
+	/* The first went, the second failed alone, the third in a call of its own. */
+	EXPECT_EQ(bp.tx.tx_counts().syscalls, 3u);
+}
+
+TEST(WireSend, EveryBatchLeasedGivesNullUntilOneIsReleased)
+{
+	BatchPair bp;
+	ASSERT_EQ(bp.open(false), 0);
+	emu::WireTx *held[emu::WirePort::kTxBatches];
+	for (auto &h : held) {
+		h = bp.tx.tx_acquire();
+		ASSERT_NE(h, nullptr);
+	}
+	EXPECT_EQ(bp.tx.tx_acquire(), nullptr);
+	bp.tx.tx_release(held[1]);
+	EXPECT_EQ(bp.tx.tx_acquire(), held[1]);
+	for (auto &h : held)
+		bp.tx.tx_release(h);
+	/* A batch is full at kDatagrams or kBytes: room() says so. */
+	emu::WireTx *b = bp.tx.tx_acquire();
+	ASSERT_NE(b, nullptr);
+	for (uint32_t i = 0; i < emu::WireTx::kDatagrams; i++) {
+		ASSERT_NE(b->room(1), nullptr);
+		b->add(bp.to, 1);
+	}
+	EXPECT_EQ(b->room(1), nullptr);
+	b->clear();
+	EXPECT_EQ(b->room(emu::WireTx::kBytes + 1), nullptr);
+	EXPECT_NE(b->room(emu::WireTx::kBytes), nullptr);
+	bp.tx.tx_release(b);
+}
+
 /* ---- RC reliability between two processes ------------------------------------------------ */
 
 struct LossParam {

@@ -93,6 +93,10 @@ struct WireOptions {
 	 * completions on a CQ of their own (Side::rcq). */
 	uint32_t max_recv_sge = 0, log_rq_size = 0;
 	std::chrono::milliseconds wait = std::chrono::milliseconds(5000); /* Side::wait */
+	/* The port's UDP GSO (WirePortConfig::gso) and the test hook that makes its GSO sends
+	 * fail as a refusing kernel's do (WirePortConfig::test_gso_errno). */
+	bool gso = true;
+	int test_gso_errno = 0;
 };
 
 /* One side: a device with port 1 on the wire, a PD, one RC QP (with a receive queue when the
@@ -138,6 +142,8 @@ struct Side {
 		cfg.ports = 1;
 		cfg.delivery = o.delivery;
 		cfg.wire[0] = {o.addr, o.port, o.peer_port, o.faults};
+		cfg.wire[0].gso = o.gso;
+		cfg.wire[0].test_gso_errno = o.test_gso_errno;
 		int rc = emu::emu_mlx5_create(cfg, &hw);
 		if (rc != 0)
 			return rc;

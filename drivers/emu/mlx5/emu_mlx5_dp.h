@@ -229,6 +229,10 @@ struct WireStats {
 	uint64_t tx_duplicated = 0; /* datagrams sent twice */
 	uint64_t tx_reordered = 0;  /* datagrams held for a later one to pass */
 	uint64_t tx_delayed = 0;    /* datagrams held delay_us */
+	/* The send path (WireTxCounts), summed over the ports. */
+	uint64_t tx_syscalls = 0;    /* send system calls: tx_packets / tx_syscalls per call */
+	uint64_t tx_gso_sends = 0;   /* buffers the kernel cut into datagrams (UDP_SEGMENT) */
+	uint64_t tx_gso_refused = 0; /* ports whose kernel refused GSO (then off there) */
 	/* Requester reliability. */
 	uint64_t retransmits = 0;	/* request packets sent again */
 	uint64_t timeouts = 0;		/* local ACK timeouts */
@@ -369,6 +373,7 @@ private:
 	struct Qp;
 	struct Exec;
 	struct RcWire;
+	struct TxBatch;
 	friend struct Exec;
 
 	/* count_doorbell: this run answers a doorbell that named the QP (statistics). */
@@ -388,8 +393,9 @@ private:
 	void rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed &pk);
 	void rc_read_respond(const DmaSection &dma, Qp &qp, uint32_t psn, uint64_t va,
 			     uint32_t rkey, uint32_t len);
-	/* Sends an ACKNOWLEDGE (syndrome: roce::aeth::make_syndrome) for psn. */
-	void rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn);
+	/* Sends an ACKNOWLEDGE (syndrome: roce::aeth::make_syndrome) for psn; into tx when
+	 * given (sent with the batch), else at once. */
+	void rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn, TxBatch *tx = nullptr);
 	/* A refused request: NAK (code), the responder QP to ERR and its event. */
 	void rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t psn, uint8_t event);
 	void rc_send(const RcWire &r, const uint8_t *pkt, size_t len);

@@ -336,6 +336,65 @@ struct EmuDataPath::RcWire {
 	Pending &at(uint32_t i) noexcept { return pend[i & (pend.size() - 1)]; }
 };
 
+/*
+ * Datagrams built in place into a send batch of a wire port (WireTx) and sent in few system
+ * calls (WirePort::tx_flush): when the batch is full, at flush() and when it ends. With every
+ * batch of the port leased it falls back to one datagram at a time (its own buffer, sent at
+ * add). Counts tx_packets and tx_errors. Device side of the send path: no allocation, no lock.
+ */
+struct EmuDataPath::TxBatch {
+	TxBatch(EmuDataPath &d, WirePort &p) noexcept : dp(d), port(p), b(p.tx_acquire()) {}
+	~TxBatch()
+	{
+		flush();
+		port.tx_release(b);
+	}
+	TxBatch(const TxBatch &) = delete;
+	TxBatch &operator=(const TxBatch &) = delete;
+	/* Where to build a datagram of up to max (<= roce::max_datagram) bytes. */
+	uint8_t *room(size_t max) noexcept
+	{
+		if (b == nullptr)
+			return one;
+		uint8_t *p = b->room(max);
+		if (p == nullptr) {
+			flush();
+			p = b->room(max);
+		}
+		return p;
+	}
+	/* The datagram built at room(): len bytes to remote. */
+	void add(const Gid &remote, size_t len) noexcept
+	{
+		if (b != nullptr) {
+			b->add(remote, len);
+			return;
+		}
+		const bool ok = port.send(remote, one, len) == 0;
+		count(ok ? 1 : 0, ok ? 0 : 1);
+	}
+	/* Drops what was built and not sent (a message that failed half way). */
+	void discard() noexcept
+	{
+		if (b != nullptr)
+			b->clear();
+	}
+	void flush() noexcept
+	{
+		if (b == nullptr || b->size() == 0)
+			return;
+		uint32_t sent = 0, errors = 0;
+		port.tx_flush(*b, &sent, &errors);
+		count(sent, errors);
+	}
+	void count(uint32_t sent, uint32_t errors) noexcept;
+
+	EmuDataPath &dp;
+	WirePort &port;
+	WireTx *b;
+	uint8_t one[roce::max_datagram];
+};
+
 /* One WQE's execution. */
 struct EmuDataPath::Exec {
 	EmuDataPath &dp;

@@ -518,6 +518,10 @@ WireStats EmuDataPath::wire_stats() const
 		s.tx_duplicated += f.duplicated;
 		s.tx_reordered += f.reordered;
 		s.tx_delayed += f.delayed;
+		const WireTxCounts t = w->tx_counts();
+		s.tx_syscalls += t.syscalls;
+		s.tx_gso_sends += t.gso_sends;
+		s.tx_gso_refused += t.gso_refused;
 	}
 	return s;
 }

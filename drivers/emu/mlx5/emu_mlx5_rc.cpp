@@ -183,6 +183,15 @@ void EmuDataPath::rc_send(const RcWire &r, const uint8_t *pkt, size_t len)
 		wctr_.tx_packets.fetch_add(1, std::memory_order_relaxed);
 }
 
+/* emu_mlx5_dp_impl.h */
+void EmuDataPath::TxBatch::count(uint32_t sent, uint32_t errors) noexcept
+{
+	if (sent != 0)
+		dp.wctr_.tx_packets.fetch_add(sent, std::memory_order_relaxed);
+	if (errors != 0)
+		dp.wctr_.tx_errors.fetch_add(errors, std::memory_order_relaxed);
+}
+
 /* ---- Requester: WQEs out as packets ------------------------------------------------------ */
 
 uint8_t EmuDataPath::Exec::run_wire()
@@ -591,7 +600,9 @@ bool EmuDataPath::poll_wire()
 		for (int i = 0; i < n; i++)
 			rc_packet(dma, *w, p + 1, rx_buf_[i], rx_len_[i], rx_peer_[i], rx_ip_[i],
 				  acks, &nacks);
-		/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed. */
+		/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed; the
+		 * batch's ACKs (QPs of one port) go out in one sendmmsg. */
+		TxBatch tx(*this, *w);
 		for (int i = 0; i < nacks; i++) {
 			std::lock_guard ql(acks[i]->lock);
 			RcWire *r = acks[i]->rc.get();
@@ -601,7 +612,7 @@ bool EmuDataPath::poll_wire()
 			rc_ack(*acks[i],
 			       roce::aeth::make_syndrome(roce::aeth::type::ack,
 							 roce::aeth::credit_invalid),
-			       (r->epsn - 1) & kPsnMask);
+			       (r->epsn - 1) & kPsnMask, &tx);
 		}
 	}
 	/* The requesters' timers, every kTimerScanNs at most: the scan walks every QP. */
@@ -655,7 +666,7 @@ void EmuDataPath::rc_packet(const DmaSection &dma, const WirePort &w, uint32_t p
 		rc_request(dma, *qp, pk, acks, nacks);
 }
 
-void EmuDataPath::rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn)
+void EmuDataPath::rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn, TxBatch *tx)
 {
 	RcWire &r = *qp.rc;
 	roce::Headers h;
@@ -663,11 +674,16 @@ void EmuDataPath::rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn)
 	h.dest_qp = qp.path.remote_qpn;
 	h.psn = psn & kPsnMask;
 	h.aeth = {syndrome, r.msn & kPsnMask};
-	uint8_t pkt[roce::max_header_length + roce::icrc_size];
+	uint8_t own[roce::max_header_length + roce::icrc_size];
+	constexpr size_t room = sizeof(own);
+	uint8_t *pkt = tx != nullptr ? tx->room(room) : own;
 	size_t out = 0;
-	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
+	if (roce::build(r.tx, h, {}, {pkt, room}, &out) != roce::Error::ok)
 		return;
-	rc_send(r, pkt, out);
+	if (tx != nullptr)
+		tx->add(r.remote, out);
+	else
+		rc_send(r, pkt, out);
 	const bool nak = roce::aeth::syndrome_type_of(syndrome) != roce::aeth::type::ack;
 	(nak ? wctr_.naks_sent : wctr_.acks_sent).fetch_add(1, std::memory_order_relaxed);
 }
@@ -695,7 +711,8 @@ void EmuDataPath::rc_read_respond(const DmaSection &dma, Qp &qp, uint32_t psn, u
 	if (t.validate(rkey, va, len, Access::remote_read) != kOk)
 		return;
 	const uint32_t n = packets_of(len, r.mtu);
-	uint8_t pkt[roce::max_datagram];
+	/* The responses in few system calls (a batch; GSO runs of MIDDLEs). */
+	TxBatch tx(*this, *r.port);
 	for (uint32_t k = 0; k < n; k++) {
 		const uint64_t off = uint64_t{k} * r.mtu;
 		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, len - off));
@@ -707,15 +724,18 @@ void EmuDataPath::rc_read_respond(const DmaSection &dma, Qp &qp, uint32_t psn, u
 		h.aeth = {roce::aeth::make_syndrome(roce::aeth::type::ack,
 						    roce::aeth::credit_invalid),
 			  r.msn & kPsnMask};
+		const size_t room = roce::header_length(h.opcode) + plen + 3 + roce::icrc_size;
+		uint8_t *pkt = tx.room(room);
 		uint8_t *payload = pkt + roce::header_length(h.opcode);
 		if (key_copy(dma, t, rkey, va + off, payload, plen, Access::remote_read, false) !=
-		    kOk)
+		    kOk) {
+			tx.discard();
 			return; /* the memory went away under the request: the requester times out
 				 */
+		}
 		size_t out = 0;
-		if (roce::build(r.tx, h, {payload, plen}, {pkt, sizeof(pkt)}, &out) ==
-		    roce::Error::ok)
-			rc_send(r, pkt, out);
+		if (roce::build(r.tx, h, {payload, plen}, {pkt, room}, &out) == roce::Error::ok)
+			tx.add(r.remote, out);
 	}
 }
 

@@ -457,7 +457,9 @@ uint8_t EmuDataPath::Exec::message_packets(const WriteSource &src, const Transla
 	RcWire &r = *qp.rc;
 	const uint32_t n = packets_of(src.total, r.mtu);
 	*n_out = n;
-	uint8_t pkt[roce::max_datagram];
+	/* The message's packets in few system calls (emu_mlx5_rc.cpp's send batch: a sendmmsg,
+	 * and GSO runs of the equal MIDDLE packets). */
+	TxBatch tx(dp, *r.port);
 	for (uint32_t k = k0; k < n; k++) {
 		const uint64_t off = uint64_t{k} * r.mtu;
 		const auto plen = static_cast<size_t>(std::min<uint64_t>(r.mtu, src.total - off));
@@ -473,19 +475,23 @@ uint8_t EmuDataPath::Exec::message_packets(const WriteSource &src, const Transla
 			h.reth = {src.ra.addr, src.ra.rkey, static_cast<uint32_t>(src.total)};
 		h.imm = c.imm;
 		h.ieth_r_key = c.imm;
+		const size_t room = roce::header_length(h.opcode) + plen + 3 + roce::icrc_size;
+		uint8_t *pkt = tx.room(room);
 		uint8_t *payload = pkt + roce::header_length(h.opcode);
 		if (src.inl) {
 			std::memcpy(payload, src.inl_data + off, plen);
 		} else if (uint8_t s =
 				   sge_gather(dma, local, src.segs, src.nseg, off, payload, plen);
 			   s != kOk) {
+			tx.discard(); /* nothing of a message that fails locally goes out */
 			return s;
 		}
 		size_t out = 0;
-		if (roce::build(r.tx, h, {payload, plen}, {pkt, sizeof(pkt)}, &out) !=
-		    roce::Error::ok)
+		if (roce::build(r.tx, h, {payload, plen}, {pkt, room}, &out) != roce::Error::ok) {
+			tx.discard();
 			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-		dp.rc_send(r, pkt, out);
+		}
+		tx.add(r.remote, out);
 	}
 	return kOk;
 }

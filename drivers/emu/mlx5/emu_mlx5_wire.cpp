@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <linux/filter.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,6 +86,15 @@ int WirePort::open(const WirePortConfig &cfg)
 	}
 	port_ = cfg.udp_port;
 	peer_port_ = cfg.peer_udp_port;
+	tx_.reset(new (std::nothrow) WireTx[kTxBatches]);
+	if (!tx_)
+		return -ENOMEM;
+	/* GSO on IPv6 only: an IPv4 GSO send's segments get IP IDs 0, 1, 2 ... (net/ipv4/
+	 * af_inet.c, inet_gso_segment, counts the ID up per segment), which the ICRC covers
+	 * (roce.md) and a reader through a UDP socket cannot see: it assumes 0. Faults act per
+	 * datagram: no GSO with them. */
+	gso_ = cfg.gso && v6_ && !faulty_;
+	test_gso_errno_ = cfg.test_gso_errno;
 	const int fd =
 		::socket(v6_ ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -303,7 +313,159 @@ int WirePort::raw_send(const Gid &remote, const uint8_t *data, size_t len) const
 		n = ::sendto(fd_, data, len, 0, reinterpret_cast<const sockaddr *>(&sa),
 			     sizeof(sa));
 	}
-	return n < 0 ? -errno : 0;
+	const int err = n < 0 ? errno : 0;
+	syscalls_.fetch_add(1, std::memory_order_relaxed);
+	return -err;
+}
+
+/* ---- Send batches ----------------------------------------------------------------------- */
+
+WireTxCounts WirePort::tx_counts() const noexcept
+{
+	return {syscalls_.load(std::memory_order_relaxed),
+		gso_sends_.load(std::memory_order_relaxed),
+		gso_refused_.load(std::memory_order_relaxed)};
+}
+
+WireTx *WirePort::tx_acquire() noexcept
+{
+	if (!tx_)
+		return nullptr;
+	for (uint32_t i = 0; i < kTxBatches; i++) {
+		WireTx &b = tx_[i];
+		/* Acquire: the previous holder's writes to the batch (its release in
+		 * tx_release) before ours. */
+		if (!b.busy_.test_and_set(std::memory_order_acquire)) {
+			b.clear();
+			return &b;
+		}
+	}
+	return nullptr;
+}
+
+uint32_t WirePort::tx_messages(WireTx &b, uint32_t from, bool gso) const noexcept
+{
+	uint32_t m = 0;
+	for (uint32_t i = from; i < b.n_;) {
+		const WireTx::Dgram &d = b.d_[i];
+		/* A GSO run: datagrams to one peer, back to back, all of the first one's size but
+		 * the last, which may be shorter (udp_sendmsg's UDP_SEGMENT: every segment
+		 * gso_size bytes but the last). A shorter one that starts a run of its own (a
+		 * WRITE's MIDDLEs after its longer FIRST) is left to that run. */
+		uint32_t j = i + 1;
+		size_t bytes = d.len;
+		if (gso)
+			while (j < b.n_ && j - i < kGsoSegments && b.d_[j].to == d.to &&
+			       b.d_[j].len <= d.len && bytes + b.d_[j].len <= kGsoBytes) {
+				const WireTx::Dgram &e = b.d_[j];
+				if (e.len < d.len && j + 1 < b.n_ && b.d_[j + 1].to == e.to &&
+				    b.d_[j + 1].len == e.len)
+					break;
+				bytes += e.len;
+				j++;
+				if (e.len < d.len)
+					break;
+			}
+		sockaddr_in6 &to = b.to_[m];
+		to = {};
+		socklen_t tolen = sizeof(sockaddr_in6);
+		if (v6_) {
+			to.sin6_family = AF_INET6;
+			to.sin6_port = htons(peer_port_);
+			std::memcpy(to.sin6_addr.s6_addr, d.to.data(), 16);
+		} else {
+			auto &t4 = reinterpret_cast<sockaddr_in &>(to);
+			t4.sin_family = AF_INET;
+			t4.sin_port = htons(peer_port_);
+			std::memcpy(&t4.sin_addr.s_addr, d.to.data() + 12, 4);
+			tolen = sizeof(sockaddr_in);
+		}
+		b.iov_[m] = {b.buf_ + d.off, bytes};
+		msghdr &h = b.msgs_[m].msg_hdr;
+		h = {};
+		h.msg_name = &to;
+		h.msg_namelen = tolen;
+		h.msg_iov = &b.iov_[m];
+		h.msg_iovlen = 1;
+		if (j - i > 1) {
+			/* udp(7): UDP_SEGMENT as a control message, the segment size a uint16_t. */
+			h.msg_control = b.cmsg_[m];
+			h.msg_controllen = sizeof(b.cmsg_[m]);
+			cmsghdr *c = CMSG_FIRSTHDR(&h);
+			c->cmsg_level = SOL_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			const auto seg = static_cast<uint16_t>(d.len);
+			std::memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+		}
+		b.first_[m] = i;
+		b.count_[m] = j - i;
+		m++;
+		i = j;
+	}
+	return m;
+}
+
+void WirePort::tx_flush(WireTx &b, uint32_t *sent, uint32_t *errors) noexcept
+{
+	*sent = 0;
+	*errors = 0;
+	if (faulty_) {
+		/* Faults draw per datagram (send): loss, duplication, reordering, delay. */
+		for (uint32_t i = 0; i < b.n_; i++)
+			(send(b.d_[i].to, b.buf_ + b.d_[i].off, b.d_[i].len) < 0 ? *errors
+										 : *sent)++;
+		b.clear();
+		return;
+	}
+	uint32_t from = 0;
+	while (from < b.n_) {
+		const bool gso = gso_active();
+		const uint32_t m = tx_messages(b, from, gso);
+		uint32_t done = 0;
+		bool rebuild = false;
+		while (done < m) {
+			const bool run = b.count_[done] > 1;
+			uint32_t upto = m;
+			if (test_gso_errno_ != 0) /* the messages before the first GSO run */
+				for (upto = done; upto < m && b.count_[upto] == 1; upto++)
+					;
+			int r;
+			if (upto == done) {
+				r = -1; /* the test hook: the kernel's refusal of a GSO send */
+				errno = test_gso_errno_;
+			} else {
+				r = ::sendmmsg(fd_, b.msgs_ + done, upto - done, 0);
+				syscalls_.fetch_add(1, std::memory_order_relaxed);
+			}
+			if (r > 0) {
+				for (uint32_t k = done; k < done + static_cast<uint32_t>(r); k++) {
+					*sent += b.count_[k];
+					if (b.count_[k] > 1)
+						gso_sends_.fetch_add(1, std::memory_order_relaxed);
+				}
+				done += static_cast<uint32_t>(r);
+				continue;
+			}
+			/* sendmmsg(2): the first message not sent failed with errno (the ones
+			 * before it went). A kernel without GSO for this route answers EIO (no
+			 * checksum offload: net/ipv4/udp.c, udp_send_skb) or EINVAL: send these
+			 * datagrams again one by one, and never try GSO again on this port. */
+			const int err = errno;
+			if (run && (err == EIO || err == EINVAL)) {
+				if (!gso_off_.exchange(true, std::memory_order_relaxed))
+					gso_refused_.fetch_add(1, std::memory_order_relaxed);
+				from = b.first_[done];
+				rebuild = true;
+				break;
+			}
+			*errors += b.count_[done]; /* EAGAIN (buffer full), EMSGSIZE ...: lost */
+			done++;
+		}
+		if (!rebuild)
+			from = b.n_;
+	}
+	b.clear();
 }
 
 /* ---- Receive ----------------------------------------------------------------------------- */

@@ -4,7 +4,7 @@
  * bound to the port's address (IPv4 or IPv6) and UDP port (4791 by default, RoCEv2's), and the
  * port's GID table (one entry: the address as a GID, IPv4-mapped for IPv4).
  *
- *   port 1 ── WirePort: fd, local address, GID 0 ── sendto / recvmmsg ── peers
+ *   port 1 ── WirePort: fd, local address, GID 0 ── sendmmsg (+ UDP GSO) / recvmmsg ── peers
  *   port 2 ── WirePort (or none: the port stays on the in-process loopback)
  *
  * An IPv4 port receives through a raw IPPROTO_UDP socket filtered to its UDP port (the ICRC
@@ -58,6 +58,13 @@ struct WirePortConfig {
 	/* IPv4: receive through a raw socket to see the IP ID (needs CAP_NET_RAW; without it
 	 * the port falls back to its UDP socket with a warning). Off: the UDP socket, ID 0. */
 	bool raw_rx = true;
+	/* UDP GSO (UDP_SEGMENT) for runs of equal datagrams; taken on IPv6 ports only (the
+	 * segments of an IPv4 GSO send carry IP IDs 0, 1, 2 ..., which the ICRC covers and a
+	 * UDP socket's reader cannot see: doc/device-model.md, "Send path"). */
+	bool gso = true;
+	/* Tests only: a GSO send answers this errno (EIO, EINVAL) as a kernel that refuses GSO
+	 * does, instead of reaching the kernel; 0 (the default) reaches it. */
+	int test_gso_errno = 0;
 };
 
 /* What a received datagram's IPv4 header said that the ICRC covers and a UDP socket does not
@@ -67,13 +74,66 @@ struct WireRxIp {
 	bool ipv4_df = true;
 };
 
+/* A GID as the PRM and the wire carry it: 16 bytes, network order. */
+using Gid = std::array<uint8_t, 16>;
+
+/* What a port's send path did (WireStats sums the ports). */
+struct WireTxCounts {
+	uint64_t syscalls = 0;	  /* send system calls (sendto, sendmmsg), failed ones too */
+	uint64_t gso_sends = 0;	  /* buffers the kernel cut into datagrams (UDP_SEGMENT) */
+	uint64_t gso_refused = 0; /* GSO sends the kernel refused (then GSO stays off) */
+};
+
+class WirePort;
+
+/*
+ * A batch of datagrams a sender lays out back to back and the port sends in few system calls
+ * (WirePort::tx_flush): one sendmmsg for the batch, and within it one UDP GSO buffer for each
+ * run of datagrams to one peer of one size (the last of a run may be shorter), each datagram
+ * complete with its own ICRC. A port owns kTxBatches of them (WirePort::tx_acquire).
+ */
+class WireTx {
+public:
+	static constexpr size_t kBytes = 160 * 1024; /* a 64 KiB message at any path MTU */
+	static constexpr uint32_t kDatagrams = 288;  /* 64 KiB at MTU 256, and its headers */
+	/* Where to build the next datagram of up to max bytes, or null when it would not fit
+	 * (send the batch first). */
+	uint8_t *room(size_t max) noexcept
+	{
+		return n_ < kDatagrams && used_ + max <= kBytes ? buf_ + used_ : nullptr;
+	}
+	/* The datagram built at room(): len bytes, to remote. */
+	void add(const Gid &remote, size_t len) noexcept
+	{
+		d_[n_++] = {remote, static_cast<uint32_t>(used_), static_cast<uint32_t>(len)};
+		used_ += len;
+	}
+	uint32_t size() const noexcept { return n_; }
+	void clear() noexcept { n_ = 0, used_ = 0; }
+
+private:
+	friend class WirePort;
+	struct Dgram {
+		Gid to;
+		uint32_t off, len;
+	};
+	uint32_t n_ = 0;
+	size_t used_ = 0;
+	std::atomic_flag busy_ = ATOMIC_FLAG_INIT; /* leased (tx_acquire) */
+	Dgram d_[kDatagrams];
+	/* tx_flush's messages: one per datagram or GSO run. */
+	mmsghdr msgs_[kDatagrams];
+	iovec iov_[kDatagrams];
+	sockaddr_in6 to_[kDatagrams]; /* a sockaddr_in fits */
+	uint32_t first_[kDatagrams], count_[kDatagrams];
+	alignas(cmsghdr) uint8_t cmsg_[kDatagrams][CMSG_SPACE(sizeof(uint16_t))];
+	alignas(64) uint8_t buf_[kBytes];
+};
+
 /* What a port's fault injection did (WireStats sums the ports). */
 struct WireFaultCounts {
 	uint64_t lost = 0, duplicated = 0, reordered = 0, delayed = 0;
 };
-
-/* A GID as the PRM and the wire carry it: 16 bytes, network order. */
-using Gid = std::array<uint8_t, 16>;
 
 /* IPv4-mapped (::ffff:a.b.c.d): what RoCEv2 calls an IPv4 GID. */
 bool gid_is_ipv4(const Gid &g) noexcept;
@@ -122,6 +182,39 @@ public:
 	/* Whether datagrams are held (a progress turn should come back soon). */
 	bool holding() const noexcept { return held_count_.load(std::memory_order_relaxed) != 0; }
 	WireFaultCounts fault_counts() const noexcept;
+	WireTxCounts tx_counts() const noexcept;
+
+	/*
+	 * The send path in few system calls (emu_mlx5_wire.cpp, "Send batches"). tx_acquire: a
+	 * free batch of this port, or null when all kTxBatches are leased (send one datagram at
+	 * a time then: a lease is never waited for, so no lock order can deadlock on it).
+	 * tx_flush: sends the batch's datagrams and empties it; *sent counts those the socket
+	 * took (or fault injection handled), *errors those it refused (lost). With faults on,
+	 * each datagram goes through send() (faults act per datagram, no GSO). GSO runs are
+	 * cut to kGsoSegments datagrams and kGsoBytes; a GSO send the kernel refuses with EIO
+	 * or EINVAL turns GSO off for good on this port and its datagrams go again without it.
+	 * No allocation, no lock; thread-safe (a batch has one holder).
+	 */
+	WireTx *tx_acquire() noexcept;
+	void tx_flush(WireTx &b, uint32_t *sent, uint32_t *errors) noexcept;
+	void tx_release(WireTx *b) noexcept
+	{
+		if (b != nullptr)
+			b->busy_.clear(std::memory_order_release);
+	}
+	/* Whether this port sends runs with UDP GSO (IPv6, gso on, no faults, not refused). */
+	bool gso_active() const noexcept
+	{
+		return gso_ && !gso_off_.load(std::memory_order_relaxed);
+	}
+	static constexpr uint32_t kTxBatches = 4;
+	/* UDP_MAX_SEGMENTS of Linux before 6.9 (include/linux/udp.h; 128 since): the most
+	 * datagrams one GSO send may carry. */
+	static constexpr uint32_t kGsoSegments = 64;
+	/* A GSO send's payload at most: one IPv4 packet's worth (65535 - 20 - 8; IPv6 allows
+	 * 65527, net/ipv6/udp.c). */
+	static constexpr size_t kGsoBytes = 65507;
+
 	/* Datagrams a port holds at most (delay and reordering); with the ring full a datagram
 	 * goes out at once. */
 	static constexpr uint32_t kHeldSlots = 64;
@@ -145,6 +238,8 @@ private:
 	int recv_raw(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
 		     int n, WireRxIp *ips) const noexcept;
 	int raw_send(const Gid &remote, const uint8_t *data, size_t len) const noexcept;
+	/* tx_flush's messages for datagrams from..: GSO runs when gso; their count. */
+	uint32_t tx_messages(WireTx &b, uint32_t from, bool gso) const noexcept;
 	uint64_t draw() noexcept; /* the fault generator (xorshift64*), lock held */
 	bool hit(uint32_t pct) noexcept { return pct != 0 && draw() % 100 < pct; }
 	/* Holds one datagram until due_ns; false when the ring is full. Lock held. */
@@ -187,6 +282,12 @@ private:
 	std::atomic<uint32_t> held_count_{0};
 	/* Relaxed counters, written under lock_. */
 	std::atomic<uint64_t> lost_{0}, duplicated_{0}, reordered_{0}, delayed_{0};
+	/* The send path: batches made at open, GSO set at open and turned off once refused. */
+	std::unique_ptr<WireTx[]> tx_;
+	bool gso_ = false;
+	int test_gso_errno_ = 0;
+	std::atomic<bool> gso_off_{false};
+	mutable std::atomic<uint64_t> syscalls_{0}, gso_sends_{0}, gso_refused_{0};
 };
 
 } // namespace nicmr::emu
