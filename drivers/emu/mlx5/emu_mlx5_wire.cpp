@@ -126,6 +126,12 @@ int WirePort::open(const WirePortConfig &cfg)
 		::close(fd);
 		return rc;
 	}
+	/* A send batch puts a 64 KiB message, and a window of them, on the link at once: room
+	 * for kSocketBuffer bytes in both buffers (socket(7): the kernel caps it at rmem_max /
+	 * wmem_max, and a smaller buffer is no error: the RC transport resends what it lost). */
+	const int sb = kSocketBuffer;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 	fd_ = fd;
 	if (!v6_ && cfg.raw_rx) {
 		if (const int r = open_raw_rx(); r < 0)

@@ -208,6 +208,9 @@ public:
 		return gso_ && !gso_off_.load(std::memory_order_relaxed);
 	}
 	static constexpr uint32_t kTxBatches = 4;
+	/* The socket's send and receive buffers asked for at open (capped by the kernel's
+	 * net.core.wmem_max / rmem_max). */
+	static constexpr int kSocketBuffer = 4 << 20;
 	/* UDP_MAX_SEGMENTS of Linux before 6.9 (include/linux/udp.h; 128 since): the most
 	 * datagrams one GSO send may carry. */
 	static constexpr uint32_t kGsoSegments = 64;
