@@ -9,7 +9,7 @@ set -euo pipefail
 
 # The benchmarks by name: the programs the build makes under bench/, and vfio (the VFIO
 # map/unmap benchmark, which runs in the QEMU guest).
-benches=(bench-dataplane bench-fi-mr bench-mem bench-mr bench-mr-core bench-prm bench-roce vfio)
+benches=(bench-dataplane bench-fi-mr bench-mem bench-mr bench-mr-core bench-prm bench-roce bench-wire vfio)
 
 usage() {
 	cat <<USAGE
