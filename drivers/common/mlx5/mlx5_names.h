@@ -43,6 +43,8 @@ constexpr const char *opcode_name(uint16_t op) noexcept
 		return "QUERY_MKEY";
 	case opcode::destroy_mkey:
 		return "DESTROY_MKEY";
+	case opcode::page_fault_resume:
+		return "PAGE_FAULT_RESUME";
 	case opcode::query_special_contexts:
 		return "QUERY_SPECIAL_CONTEXTS";
 	case opcode::create_eq:

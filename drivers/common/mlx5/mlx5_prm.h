@@ -366,6 +366,7 @@ inline constexpr uint16_t set_issi = 0x10b;
 inline constexpr uint16_t create_mkey = 0x200;
 inline constexpr uint16_t query_mkey = 0x201;
 inline constexpr uint16_t destroy_mkey = 0x202;
+inline constexpr uint16_t page_fault_resume = 0x204;
 inline constexpr uint16_t create_eq = 0x301;
 inline constexpr uint16_t destroy_eq = 0x302;
 inline constexpr uint16_t create_cq = 0x400;
@@ -892,6 +893,8 @@ inline constexpr uint8_t cq_error = 0x04;
 inline constexpr uint8_t wq_catas_error = 0x05;
 inline constexpr uint8_t wq_inval_req_error = 0x10;
 inline constexpr uint8_t wq_access_error = 0x11;
+/* On-demand paging: a translation not present (Linux device.h MLX5_EVENT_TYPE_PAGE_FAULT). */
+inline constexpr uint8_t page_fault = 0x0c;
 } // namespace event_type
 constexpr uint64_t event_bit(uint8_t type) noexcept
 {
@@ -914,6 +917,49 @@ inline constexpr Field signature{0x1f0, 8};
 inline constexpr Field owner{0x1ff, 1}; /* byte 63 bit 0 */
 inline constexpr size_t owner_byte = 63;
 } // namespace eqe
+
+/*
+ * Page-fault event data (Linux include/linux/mlx5/device.h, struct mlx5_eqe_page_fault, as
+ * before the MEMORY subtype; drivers/infiniband/hw/mlx5/odp.c, mlx5_ib_eq_pf_process): at EQE
+ * byte 0x20 bytes_committed, then by eqe::event_sub_type either
+ *   WQE (0): wqe_index (be16 at 0x26), packet_length (0x2a), token (be32 at 0x2c), and at 0x38
+ *            the fault type (8 bits) and the WQ number (24 bits)
+ *   RDMA (1): r_key (0x24), packet_length (0x2a), rdma_op_len (0x2c), rdma_va (be64 at 0x30),
+ *            and at 0x38 the fault type (8 bits) and the token (24 bits).
+ * Fault type flags (mlx5_pagefault_type_flags): REQUESTOR 1 << 0, WRITE 1 << 1, RDMA 1 << 2.
+ * The driver answers with PAGE_FAULT_RESUME (page_fault_resume_in), naming the token.
+ */
+namespace eqe_page_fault {
+inline constexpr uint8_t subtype_wqe = 0;
+inline constexpr uint8_t subtype_rdma = 1;
+inline constexpr uint8_t flag_requestor = 1u << 0;
+inline constexpr uint8_t flag_write = 1u << 1;
+inline constexpr uint8_t flag_rdma = 1u << 2;
+inline constexpr Field bytes_committed{0x100, 32};
+inline constexpr Field wqe_index{0x130, 16};
+inline constexpr Field packet_length{0x150, 16};
+inline constexpr Field wqe_token{0x168, 24}; /* be32 at 0x2c; tokens are 24 bits */
+inline constexpr Field r_key{0x120, 32};
+inline constexpr Field rdma_op_len{0x160, 32};
+inline constexpr Field rdma_va{0x180, 64};
+inline constexpr Field pftype{0x1c0, 8};
+inline constexpr Field wq_number{0x1c8, 24};  /* WQE subtype */
+inline constexpr Field rdma_token{0x1c8, 24}; /* RDMA subtype */
+} // namespace eqe_page_fault
+
+/* PAGE_FAULT_RESUME (Linux mlx5_ifc.h page_fault_resume_in, as before the MEMORY subtype;
+ * odp.c mlx5_ib_page_fault_resume): error, the fault's type, the WQ number (a WQE fault's QP;
+ * Linux puts the token there for an RDMA fault) and the token. */
+namespace page_fault_resume_in {
+inline constexpr size_t size = 16;
+inline constexpr Field error{0x040, 1};
+inline constexpr Field page_fault_type{0x045, 3};
+inline constexpr Field wq_number{0x048, 24};
+inline constexpr Field token{0x068, 24};
+} // namespace page_fault_resume_in
+namespace page_fault_resume_out {
+inline constexpr size_t size = 16;
+}
 
 /* Completion queue context (cqc): 64 bytes. */
 namespace cqc {

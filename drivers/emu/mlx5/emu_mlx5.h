@@ -124,6 +124,8 @@ enum class Syndrome : uint32_t {
 	ext_flags = 0x0e0000b0,	    /* BAD_PARAM: a flag outside mkey_ext::settable */
 	ext_counter = 0x0e0000b1,   /* BAD_PARAM: counter IOVA unaligned or not mapped */
 	ext_mkey_free = 0x0e0000b2, /* BAD_RES_STATE: the mkey is free (nothing to extend) */
+	/* On-demand paging (PAGE_FAULT_RESUME). */
+	page_fault_token = 0x0e0000e0, /* BAD_PARAM: no outstanding page fault has the token */
 	/* Fault injection (EmuConfig::fail_opcode), never on a ConnectX. */
 	injected = 0x0e0000f0, /* INTERNAL_ERR: the command's opcode is EmuConfig::fail_opcode */
 	/* Bring-up (doc/device-model.md, "Bring-up"). */
@@ -377,6 +379,9 @@ private:
 	CmdResult cmd_destroy_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	/* On-demand paging (emu_mlx5_dp_cmd.cpp). */
+	CmdResult cmd_page_fault_resume(const uint8_t *in, size_t in_len, uint8_t *out,
+					size_t out_len);
 	/* Checks common to the commands on one mkey (QUERY_MKEY, DESTROY_MKEY and the extension
 	 * commands): lengths, the initialized HCA, then the index field in 1 .. capacity - 1. */
 	bool mkey_arg(size_t in_len, size_t in_min, size_t out_len, size_t out_min,

@@ -132,6 +132,9 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		case prm::opcode::query_qp:
 			h = &EmuMlx5Device::cmd_query_qp;
 			break;
+		case prm::opcode::page_fault_resume:
+			h = &EmuMlx5Device::cmd_page_fault_resume;
+			break;
 		case prm::opcode::access_reg:
 			h = &EmuMlx5Device::cmd_access_reg;
 			break;

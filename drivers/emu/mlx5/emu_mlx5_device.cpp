@@ -80,6 +80,7 @@ DpConfig dp_config(const EmuConfig &cfg)
 	d.ports = cfg.ports;
 	d.log_max_msg = 30;
 	d.resd_lkey = cfg.resd_lkey;
+	d.odp = cfg.odp;
 	d.umr_modify_entity_size_disabled = cfg.umr_modify_entity_size_disabled;
 	d.umr_modify_atomic_disabled = cfg.umr_modify_atomic_disabled;
 	return d;

@@ -73,6 +73,9 @@ struct DpConfig {
 	uint32_t resd_lkey = 0;
 	bool umr_modify_entity_size_disabled = false;
 	bool umr_modify_atomic_disabled = false;
+	/* On-demand paging (EmuConfig::odp): a page of an on-demand mkey that is not present
+	 * raises a page fault (emu_mlx5_odp.cpp) when an EQ takes page-fault events. */
+	bool odp = false;
 };
 /* create_cq: the CQ names an EQ that does not exist. */
 inline constexpr int kNoSuchEq = -ENODEV;
@@ -193,6 +196,9 @@ struct DpStats {
 	uint64_t comp_events = 0;    /* completion EQEs written for armed CQs */
 	uint64_t interrupts = 0;     /* MSI-X vectors raised by armed EQs */
 	uint64_t arms_dropped = 0;   /* CQ or EQ arm doorbells naming no such queue */
+	uint64_t page_faults = 0;    /* page-fault events raised (emu_mlx5_odp.cpp) */
+	uint64_t pf_resumes = 0;     /* PAGE_FAULT_RESUMEs taken (with or without error) */
+	uint64_t pf_errors = 0;	     /* of them with the error flag */
 };
 
 /*
@@ -328,6 +334,19 @@ public:
 	/* Whether an EQ that takes type exists. */
 	bool has_event_eq(uint8_t type) const;
 	/*
+	 * PAGE_FAULT_RESUME (emu_mlx5_odp.cpp, doc/device-model.md "On-demand paging"): ends the
+	 * outstanding page fault token names. Without error the held WQE runs again (a wire
+	 * responder executes the request when the requester retries it); with error it completes
+	 * in error and nothing is written. -ENOENT: no outstanding fault has that token.
+	 * Thread-safe.
+	 */
+	int page_fault_resume(uint32_t token, bool error);
+	/* Page faults raised and not resumed. */
+	size_t page_faults_outstanding() const;
+	/* At most this many page faults are outstanding at once; a fault beyond them fails its
+	 * access as a device without on-demand paging does. */
+	static constexpr uint32_t kMaxPageFaults = 256;
+	/*
 	 * CQ arming and completion events (emu_mlx5_cq_events.cpp, doc/device-model.md "CQ
 	 * arming"). cq_arm_doorbell: the 64-bit CQ doorbell of UAR page uar (+0x20), raw as the
 	 * CPU stored it; by_value: act on the CQ it names only (inline delivery), otherwise also
@@ -459,7 +478,22 @@ private:
 	Eq *event_eq(uint8_t type) const;
 	/* Writes one EQE (type, the 28 data bytes) unless the EQ is full: then -EOVERFLOW and the
 	 * fatal hook. Takes eq.lock. */
-	int write_eqe(const DmaSection &dma, Eq &eq, uint8_t type, const uint8_t *data28);
+	int write_eqe(const DmaSection &dma, Eq &eq, uint8_t type, const uint8_t *data28,
+		      uint8_t sub_type = 0);
+	/* On-demand paging (emu_mlx5_odp.cpp). A fault the WQE engine found (Exec::Fault). */
+	struct Fault;
+	/* Whether a page fault can be raised now: on-demand paging on and an EQ takes page
+	 * faults. Table lock held. */
+	bool can_fault() const;
+	/* Raises f for the WQE at index of qp (requester) or for qp as the wire's responder:
+	 * the event, and a token. false when it cannot (no EQ, every token in use, the EQ
+	 * full). QP lock held (table lock shared). */
+	bool raise_fault(const DmaSection &dma, Qp &qp, uint16_t index, const Fault &f,
+			 bool wire_responder, uint32_t *token);
+	/* A wire responder's request touched a page not present (rc_request): the fault, and an
+	 * RNR NAK for psn; false when no fault could be raised (the caller refuses it). */
+	bool rc_fault(const DmaSection &dma, Qp &qp, uint32_t psn, uint32_t rkey, uint64_t va,
+		      uint64_t len, bool write);
 	Qp *find_qp(uint32_t qpn) const;
 	void retire_qp(const Qp &qp);
 	void retire_cq(const Cq &cq);
@@ -511,8 +545,20 @@ private:
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
 			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0}, eq_overruns{0},
 			recvs{0}, rnr{0}, cq_arms{0}, comp_events{0}, interrupts{0},
-			arms_dropped{0};
+			arms_dropped{0}, page_faults{0}, pf_resumes{0}, pf_errors{0};
 	};
+	/* Outstanding page faults by token & (kMaxPageFaults - 1): the QP that waits (its
+	 * number), whether it waits as the wire's responder. Guarded by pf_lock_, which nests
+	 * inside a QP's lock and is never held while another lock is taken. */
+	struct FaultSlot {
+		bool live = false;
+		uint32_t token = 0;
+		uint32_t qpn = 0;
+		bool wire_responder = false;
+	};
+	mutable std::mutex pf_lock_;
+	std::array<FaultSlot, kMaxPageFaults> pf_slots_{};
+	uint32_t pf_next_ = 0; /* tokens handed out; pf_lock_ */
 	/* Relaxed: statistics only. The per-WQE ones live in the QPs and CQs (bumped under their
 	 * locks, no read-modify-write) and move here when those go. */
 	mutable Counters ctr_;

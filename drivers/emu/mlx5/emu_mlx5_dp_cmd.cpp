@@ -428,4 +428,23 @@ CmdResult EmuMlx5Device::cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t 
 	return kOk;
 }
 
+/*
+ * PAGE_FAULT_RESUME (Linux mlx5_ifc.h page_fault_resume_in; odp.c mlx5_ib_page_fault_resume):
+ * the token of an outstanding page fault, and error when the driver could not make the pages
+ * present. A token no outstanding fault has (never raised, resumed already) is a bad parameter
+ * to firmware. The fault's type and WQ number are the driver's echo; the token alone names it.
+ */
+CmdResult EmuMlx5Device::cmd_page_fault_resume(const uint8_t *in, size_t in_len, uint8_t *,
+					       size_t out_len)
+{
+	namespace m = prm::page_fault_resume_in;
+	CmdResult r;
+	if (!dp_ready(in_len, m::size, out_len, prm::page_fault_resume_out::size, &r, false))
+		return r;
+	const auto token = static_cast<uint32_t>(prm::get(in, m::token));
+	if (dp_->page_fault_resume(token, prm::get(in, m::error) != 0) != 0)
+		return fail(prm::status::bad_param, Syndrome::page_fault_token);
+	return kOk;
+}
+
 } // namespace nicmr::emu

@@ -395,6 +395,23 @@ struct EmuDataPath::TxBatch {
 	uint8_t one[roce::max_datagram];
 };
 
+/* What a page fault names (the PRM's page-fault EQE, emu_mlx5_odp.cpp): subtype WQE (a local
+ * SGE of the requester's WQE) or RDMA (the responder's rkey, VA and length), the type flags
+ * (prm::eqe_page_fault::flag_*), and the syndrome the access gets if the fault is resumed with
+ * an error (what a device without on-demand paging would have answered). */
+struct EmuDataPath::Fault {
+	uint8_t subtype = 0;
+	uint8_t flags = 0;
+	uint32_t rkey = 0;
+	uint64_t va = 0;
+	uint32_t len = 0;
+	uint8_t syndrome = 0;
+	uint32_t responder = 0; /* loopback RDMA fault: the responder QP's number */
+};
+
+/* The requester's WQE is held for a page fault (not a syndrome: never in a CQE). */
+inline constexpr uint8_t kFaultHeld = 0xfd;
+
 /* One WQE's execution. */
 struct EmuDataPath::Exec {
 	EmuDataPath &dp;
@@ -412,8 +429,19 @@ struct EmuDataPath::Exec {
 	/* Loopback: the responder had no receive WQE (RNR); the WQE stays at the SQ's head. */
 	bool rnr = false;
 	uint32_t first_psn = 0, npsn = 0;
+	/* On-demand paging: the fault a kFaultHeld result names (emu_mlx5_odp.cpp). */
+	Fault fault;
 
 	uint8_t run();
+	/* A translator of the QP's keys that reports pages not present when faults can be
+	 * raised (emu_mlx5_odp.cpp). */
+	void arm_faults(Translator &t) const;
+	/* s from a local (requester) validation: kFaultHeld with fault set when s is
+	 * kNotPresent, else s (kNotPresent becomes the syndrome of access a). */
+	uint8_t local_fault(uint8_t s, Access a);
+	/* s from the responder's validation of [va, va + len) of rkey: kFaultHeld with fault
+	 * set when s is kNotPresent, else responder_fail(s) (REMOTE_ACCESS_ERR for it). */
+	uint8_t remote_fault(uint8_t s, uint32_t rkey, uint64_t va, uint64_t len, Access a);
 	/* rights false: a SEND, which needs no responder enable. */
 	uint8_t connect(Access need, bool rights = true);
 	uint8_t responder_fail(uint8_t syndrome, uint8_t ev);
@@ -494,6 +522,18 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	 * null on the loopback. Made and dropped under table_lock_ exclusive; its contents are
 	 * guarded by lock. */
 	std::unique_ptr<RcWire> rc;
+	/* On-demand paging (emu_mlx5_odp.cpp), guarded by lock. pf: the WQE at ci waits for
+	 * the resume of fault pf_token (pending), may run again (resumed) or completes with
+	 * pf_syndrome (failed; pf_responder: the loopback responder QP that goes to ERR with
+	 * it). rpf: as the wire's responder, the request at epsn waits (pending: RNR NAKs) or is
+	 * refused (failed). */
+	enum class Pf : uint8_t { none, pending, resumed, failed };
+	Pf pf = Pf::none;
+	uint32_t pf_token = 0;
+	uint8_t pf_syndrome = 0;
+	uint32_t pf_responder = 0;
+	Pf rpf = Pf::none;
+	uint32_t rpf_token = 0;
 	/* mkc byte masks of the last two UMR mkey_masks seen; guarded by lock. */
 	struct UmrMask {
 		uint64_t of = 0;

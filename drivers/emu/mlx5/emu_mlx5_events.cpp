@@ -45,7 +45,8 @@ bool EmuDataPath::has_event_eq(uint8_t type) const
 	return event_eq(type) != nullptr;
 }
 
-int EmuDataPath::write_eqe(const DmaSection &dma, Eq &eq, uint8_t type, const uint8_t *data28)
+int EmuDataPath::write_eqe(const DmaSection &dma, Eq &eq, uint8_t type, const uint8_t *data28,
+			   uint8_t sub_type)
 {
 	std::lock_guard lk(eq.lock);
 	const uint64_t size = uint64_t{1} << eq.attr.log_size;
@@ -86,6 +87,7 @@ int EmuDataPath::write_eqe(const DmaSection &dma, Eq &eq, uint8_t type, const ui
 	const uint64_t iova = eq.attr.mem.iova((n & (size - 1)) * prm::eqe::size);
 	uint8_t buf[prm::eqe::size] = {};
 	prm::set(buf, prm::eqe::event_type, type);
+	prm::set(buf, prm::eqe::event_sub_type, sub_type);
 	std::memcpy(buf + prm::eqe::data_offset, data28, 28);
 	prm::set(buf, prm::eqe::owner, (n >> eq.attr.log_size) & 1);
 	/* Owner byte last, with release (as for CQEs). */

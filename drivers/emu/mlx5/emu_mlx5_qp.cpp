@@ -465,6 +465,9 @@ DpStats EmuDataPath::stats() const
 	s.comp_events = ctr_.comp_events.load(std::memory_order_relaxed);
 	s.interrupts = ctr_.interrupts.load(std::memory_order_relaxed);
 	s.arms_dropped = ctr_.arms_dropped.load(std::memory_order_relaxed);
+	s.page_faults = ctr_.page_faults.load(std::memory_order_relaxed);
+	s.pf_resumes = ctr_.pf_resumes.load(std::memory_order_relaxed);
+	s.pf_errors = ctr_.pf_errors.load(std::memory_order_relaxed);
 	/* Live objects' counters on top of the retired ones. */
 	std::shared_lock lk(table_lock_);
 	for (const auto &[n, qp] : qps_) {

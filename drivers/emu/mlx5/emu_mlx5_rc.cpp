@@ -222,8 +222,9 @@ uint8_t EmuDataPath::Exec::wire_write()
 	RcWire &r = *qp.rc;
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	Translator local(keys, dma, qp.attr.pd, qp.qpn);
+	arm_faults(local);
 	if (uint8_t s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
-		return s;
+		return local_fault(s, Access::local_read);
 	uint32_t n = 0;
 	if (uint8_t s = message_packets(src, local, r.next_psn, 0, &n); s != kOk)
 		return s;
@@ -250,9 +251,10 @@ uint8_t EmuDataPath::Exec::wire_read()
 	{
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
+		arm_faults(local);
 		s = validate_list(local, segs, nseg, Access::local_write);
 		if (s != kOk)
-			return s;
+			return local_fault(s, Access::local_write);
 	}
 	if (s = read_request(ra, total, r.next_psn, 0); s != kOk)
 		return s;
@@ -297,9 +299,10 @@ uint8_t EmuDataPath::Exec::wire_atomic()
 	{
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
+		arm_faults(local);
 		uint8_t s = local.validate(d.lkey, d.addr, 8, Access::local_write);
 		if (s != kOk)
-			return s;
+			return local_fault(s, Access::local_write);
 	}
 	if (uint8_t s = atomic_request(r.next_psn); s != kOk)
 		return s;
@@ -820,6 +823,23 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		rc_nak(dma, qp, roce::aeth::nak::remote_access_error, psn,
 		       prm::event_type::wq_access_error);
 	};
+	/* On-demand paging (emu_mlx5_odp.cpp): while the page fault of the request at epsn is
+	 * out, every retry gets an RNR NAK again; once it was resumed with an error, the retry
+	 * is refused (a remote access error NAK, the QP to ERR) and nothing is written. */
+	if (qp.rpf == Qp::Pf::pending) {
+		bump(qp.n_rnr);
+		rc_ack(qp,
+		       roce::aeth::make_syndrome(roce::aeth::type::rnr_nak,
+						 static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
+		       psn);
+		return;
+	}
+	const bool fault_failed = qp.rpf == Qp::Pf::failed;
+	qp.rpf = Qp::Pf::none;
+	if (fault_failed) {
+		refused();
+		return;
+	}
 	const uint8_t o = pk.opcode;
 	if (is_write(o)) {
 		const size_t plen = pk.payload.size();
@@ -863,8 +883,16 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			/* A zero-length WRITE with immediate: no key is checked (IBTA 9.7.4.1.4:
 			 * a zero-length RDMA WRITE touches no memory). */
 		} else if (first) {
-			/* The whole message's range, before one byte moves. */
-			if (t.validate(r.w_rkey, r.w_va, r.w_left, Access::remote_write) != kOk ||
+			/* The whole message's range, before one byte moves; a page not present
+			 * raises a page fault and this packet waits (RNR NAK). */
+			if (cfg_.odp)
+				t.report_not_present();
+			const uint8_t v =
+				t.validate(r.w_rkey, r.w_va, r.w_left, Access::remote_write);
+			if (v == kNotPresent &&
+			    rc_fault(dma, qp, psn, r.w_rkey, r.w_va, r.w_left, true))
+				return;
+			if (v != kOk ||
 			    !ext_admits(keys.find(prm::mkey::index(r.w_rkey)), true, &counter)) {
 				refused(r.w_rkey, KeyRefusal::write);
 				return;
@@ -955,7 +983,12 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			MkeyTable::Hold keys(mkeys_, qp.held);
 			Translator t(keys, dma, qp.attr.pd, qp.qpn);
 			uint64_t no_counter = 0; /* reads are not counted */
-			if (t.validate(rkey, va, dlen, Access::remote_read) != kOk ||
+			if (cfg_.odp)
+				t.report_not_present();
+			const uint8_t v = t.validate(rkey, va, dlen, Access::remote_read);
+			if (v == kNotPresent && rc_fault(dma, qp, psn, rkey, va, dlen, false))
+				return;
+			if (v != kOk ||
 			    !ext_admits(keys.find(prm::mkey::index(rkey)), false, &no_counter)) {
 				refused(rkey, KeyRefusal::read);
 				return;
@@ -982,8 +1015,12 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		Translator t(keys, dma, qp.attr.pd, qp.qpn);
 		uint64_t counter = 0;
 		IovaRun run;
-		if (t.validate(rkey, va, 8, Access::remote_atomic) != kOk ||
-		    !ext_admits(keys.find(prm::mkey::index(rkey)), true, &counter) ||
+		if (cfg_.odp)
+			t.report_not_present();
+		const uint8_t v = t.validate(rkey, va, 8, Access::remote_atomic);
+		if (v == kNotPresent && rc_fault(dma, qp, psn, rkey, va, 8, true))
+			return;
+		if (v != kOk || !ext_admits(keys.find(prm::mkey::index(rkey)), true, &counter) ||
 		    t.resolve(rkey, va, 8, Access::remote_atomic, &run) != kOk) {
 			refused(rkey, KeyRefusal::atomic);
 			return;

@@ -267,9 +267,10 @@ uint8_t EmuDataPath::Exec::send()
 	{
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
+		arm_faults(local);
 		s = validate_list(local, src.segs, src.nseg, Access::local_read);
 		if (s != kOk)
-			return s;
+			return local_fault(s, Access::local_read);
 		s = deliver(r, keys, local, src, resp_opcode(c.opcode), c.imm);
 		if (s != kOk || rnr)
 			return s;
@@ -410,8 +411,9 @@ uint8_t EmuDataPath::Exec::wire_send()
 	RcWire &r = *qp.rc;
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	Translator local(keys, dma, qp.attr.pd, qp.qpn);
+	arm_faults(local);
 	if (s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
-		return s;
+		return local_fault(s, Access::local_read);
 	uint32_t n = 0;
 	if (s = message_packets(src, local, r.next_psn, 0, &n); s != kOk)
 		return s;

@@ -115,7 +115,8 @@ uint8_t Translator::resolve_at(uint32_t key, uint64_t addr, uint64_t max, Access
 			return bad;
 		const uint8_t *ent = e->translations.data() + idx * prm::mtt::size;
 		if (e->pg_access && !page_ok(ent, a))
-			return fail_syndrome(a, a == Access::local_write);
+			return not_present_ ? kNotPresent
+					    : fail_syndrome(a, a == Access::local_write);
 		const uint64_t pa = prm::mtt_page_address(ent);
 		const uint64_t off = addr & (page - 1);
 		const uint64_t iova = pa + off;

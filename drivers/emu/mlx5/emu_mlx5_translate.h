@@ -17,6 +17,10 @@
  * scatter, rr / rw / a remote), 6 the range within [start_addr, start_addr + len) (or
  * length64), overflow-safe, 7 the page enables. A failure gives LOCAL_PROT_ERR (local;
  * LOCAL_ACCESS_ERR for a scatter into an mkey without lw) or REMOTE_ACCESS_ERR (remote).
+ * On-demand paging (doc/odp.md): a translator told to report_not_present() answers
+ * kNotPresent instead when check 7 fails on an mkey made with pg_access (a page not present,
+ * or present without the right the access needs), so that the WQE engine can raise a page
+ * fault; by default it answers the syndrome above, as a device without on-demand paging does.
  *
  * A Translator looks keys up through one WQE's MkeyTable::Hold: every key it touches stays held
  * (shared) until the WQE is done, so validate() followed by the copy loop sees the same keys (a
@@ -41,6 +45,10 @@ enum class Access : uint8_t {
 	remote_write,  /* rw */
 	remote_atomic, /* a; the pages need rd_en and wr_en */
 };
+
+/* Not a CQE syndrome (those end at 0x22): a page of an on-demand mkey is not present for the
+ * access (Translator::report_not_present). Never written to a CQE. */
+inline constexpr uint8_t kNotPresent = 0xfe;
 
 /* IOVA-contiguous piece of a translated range. */
 struct IovaRun {
@@ -70,6 +78,9 @@ public:
 	uint8_t resolve(uint32_t key, uint64_t addr, uint64_t max, Access a,
 			IovaRun *run) const noexcept;
 
+	/* Check 7 failing on a pg_access mkey gives kNotPresent from now on (on-demand paging). */
+	void report_not_present() noexcept { not_present_ = true; }
+
 	/* The syndrome of a failed check for access a (exported for the engine's own checks). */
 	static uint8_t fail_syndrome(Access a, bool missing_write) noexcept;
 
@@ -81,6 +92,7 @@ private:
 	const DmaSection &dma_;
 	uint32_t pd_;
 	uint32_t qpn_;
+	bool not_present_ = false;
 };
 
 } // namespace nicmr::emu

@@ -235,16 +235,19 @@ uint8_t EmuDataPath::Exec::rdma_write()
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	return [&]() -> uint8_t {
 		Translator local(keys, dma, pd, qp.qpn);
+		arm_faults(local);
 		uint8_t s = validate_list(local, src.segs, src.nseg, Access::local_read);
 		if (s != kOk)
-			return s;
+			return local_fault(s, Access::local_read);
 		s = connect(Access::remote_write);
 		if (s != kOk)
 			return s;
 		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
+		arm_faults(remote);
 		s = remote.validate(src.ra.rkey, src.ra.addr, src.total, Access::remote_write);
 		if (s != kOk)
-			return responder_fail(s, prm::event_type::wq_access_error);
+			return remote_fault(s, src.ra.rkey, src.ra.addr, src.total,
+					    Access::remote_write);
 		uint64_t counter = 0;
 		s = ext_admit(keys, src.ra.rkey, true, &counter);
 		if (s != kOk)
@@ -292,16 +295,18 @@ uint8_t EmuDataPath::Exec::rdma_read()
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	return [&]() -> uint8_t {
 		Translator local(keys, dma, pd, qp.qpn);
+		arm_faults(local);
 		uint8_t r = validate_list(local, segs, nseg, Access::local_write);
 		if (r != kOk)
-			return r;
+			return local_fault(r, Access::local_write);
 		r = connect(Access::remote_read);
 		if (r != kOk)
 			return r;
 		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
+		arm_faults(remote);
 		r = remote.validate(ra.rkey, ra.addr, total, Access::remote_read);
 		if (r != kOk)
-			return responder_fail(r, prm::event_type::wq_access_error);
+			return remote_fault(r, ra.rkey, ra.addr, total, Access::remote_read);
 		uint64_t no_counter = 0; /* reads are not counted */
 		r = ext_admit(keys, ra.rkey, false, &no_counter);
 		if (r != kOk)
@@ -334,9 +339,10 @@ uint8_t EmuDataPath::Exec::atomic()
 	MkeyTable::Hold keys(dp.mkeys_, qp.held);
 	return [&]() -> uint8_t {
 		Translator local(keys, dma, pd, qp.qpn);
+		arm_faults(local);
 		uint8_t r = local.validate(d.lkey, d.addr, 8, Access::local_write);
 		if (r != kOk)
-			return r;
+			return local_fault(r, Access::local_write);
 		r = connect(Access::remote_atomic);
 		if (r != kOk)
 			return r;
@@ -346,9 +352,10 @@ uint8_t EmuDataPath::Exec::atomic()
 			return responder_fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
 					      prm::event_type::wq_inval_req_error);
 		Translator remote(keys, dma, responder->attr.pd, responder->qpn);
+		arm_faults(remote);
 		r = remote.validate(ra.rkey, ra.addr, 8, Access::remote_atomic);
 		if (r != kOk)
-			return responder_fail(r, prm::event_type::wq_access_error);
+			return remote_fault(r, ra.rkey, ra.addr, 8, Access::remote_atomic);
 		uint64_t counter = 0;
 		r = ext_admit(keys, ra.rkey, true, &counter);
 		if (r != kOk)
@@ -706,6 +713,13 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 		const uint16_t ci = qp.ci;
 		const auto avail = static_cast<uint16_t>(pi - ci);
 		st = qp.get_state();
+		/* On-demand paging: the WQE at the head waits for its page fault's resume
+		 * (emu_mlx5_odp.cpp); in ERR it is flushed like the rest. */
+		if (qp.pf == Qp::Pf::pending) {
+			if (st != QpState::err)
+				break;
+			qp.pf = Qp::Pf::none;
+		}
 		/* The wire: a WQE failed before it went out, or every entry is outstanding; the
 		 * rest waits for the responses (rc_retire runs this again in ERR). */
 		if (qp.rc && st != QpState::err &&
@@ -763,13 +777,47 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 		}
 		qp.ci = static_cast<uint16_t>(ci + nbb);
 		if (st == QpState::err) {
+			qp.pf = Qp::Pf::none;
 			complete(dma, qp, ci, c.opcode, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 			continue;
 		}
 		uint8_t syn = MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 		Exec ex{*this, dma, qp, wqe, size_t{c.ds} * 16, c};
-		if (!malformed)
+		if (qp.pf == Qp::Pf::failed) {
+			/* Its page fault was resumed with an error: it completes with the
+			 * access's syndrome, nothing moved; a loopback responder goes to ERR
+			 * with its event, as for any remote access error. */
+			syn = qp.pf_syndrome;
+			if (Qp *r = qp.pf_responder != 0 ? find_qp(qp.pf_responder) : nullptr) {
+				ex.responder = r;
+				r->set_state(QpState::err);
+				ex.event = prm::event_type::wq_access_error;
+			}
+		} else if (!malformed) {
 			syn = qp.rc ? ex.run_wire() : ex.run();
+		}
+		qp.pf = Qp::Pf::none;
+		if (syn == kFaultHeld) {
+			uint32_t token = 0;
+			if (raise_fault(dma, qp, ci, ex.fault, false, &token)) {
+				/* Held: this WQE runs again once the fault is resumed. */
+				qp.pf = Qp::Pf::pending;
+				qp.pf_token = token;
+				qp.pf_syndrome = ex.fault.syndrome;
+				qp.pf_responder = ex.fault.responder;
+				qp.ci = ci;
+				break;
+			}
+			/* No fault could be raised: the access fails as without on-demand
+			 * paging. */
+			syn = ex.fault.syndrome;
+			if (Qp *r = ex.fault.responder != 0 ? find_qp(ex.fault.responder)
+							    : nullptr) {
+				ex.responder = r;
+				r->set_state(QpState::err);
+				ex.event = prm::event_type::wq_access_error;
+			}
+		}
 		if (ex.rnr) {
 			/* No receive WQE at the responder (IBTA 9.7.5.2.8): the requester retries
 			 * up to rnr_retry times (7: without end). The loopback has no RNR timer:
