@@ -452,6 +452,71 @@ int Device::comp_eqn(uint32_t *eqn)
 	return 0;
 }
 
+int Device::enable_page_faults()
+{
+	if (!caps_.odp)
+		return -EOPNOTSUPP;
+	std::lock_guard<std::mutex> lock(pf_mu_);
+	if (pf_eq_)
+		return 0;
+	std::unique_ptr<Uar> uar;
+	std::unique_ptr<Eq> eq;
+	EqParams p;
+	p.event_bitmask = prm::event_bit(prm::event_type::page_fault);
+	int rc = Uar::alloc(*this, &uar);
+	if (rc == 0)
+		rc = Eq::create(*this, *uar, p, &eq);
+	if (rc != 0) {
+		NICMR_LOG(error, kLog, "%s: cannot create the page-fault EQ (%d)",
+			  fn_.name().c_str(), rc);
+		return rc;
+	}
+	pf_uar_ = std::move(uar);
+	pf_eq_ = std::move(eq);
+	/* Release: the EQ's ring and fields before a poller that sees the pointer. */
+	pf_eq_ptr_.store(pf_eq_.get(), std::memory_order_release);
+	return 0;
+}
+
+bool Device::eq_pending(const Eq &eq) noexcept
+{
+	return eq.pending();
+}
+
+int Device::page_faults(Event *out, int max)
+{
+	if (out == nullptr || max < 1)
+		return -EINVAL;
+	std::lock_guard<std::mutex> lock(pf_mu_);
+	if (!pf_eq_)
+		return 0;
+	int got = 0;
+	while (got < max) {
+		const int n = pf_eq_->poll(out + got, max - got);
+		if (n <= 0)
+			break;
+		/* The EQ takes nothing else; keep page faults only, in order. */
+		const int room = max - got;
+		int k = 0;
+		for (int i = 0; i < n; i++)
+			if (out[got + i].type == prm::event_type::page_fault)
+				out[got + k++] = out[got + i];
+		got += k;
+		if (n < room)
+			break;
+	}
+	return got;
+}
+
+int Device::page_fault_resume(const Event &ev, bool error)
+{
+	/* Linux odp.c mlx5_ib_page_fault_resume: the WQ number of a WQE fault, the token in
+	 * its place for an RDMA fault. */
+	const bool wqe = ev.sub_type == prm::eqe_page_fault::subtype_wqe;
+	return mlx5::page_fault_resume(*cmdq_, ev.pf.token, error, ev.pf.flags,
+				       wqe ? ev.pf.wq_number : ev.pf.token);
+}
+
 int Device::comp_event_fd()
 {
 	uint32_t eqn = 0;
@@ -716,6 +781,9 @@ void Device::teardown()
 	 * hold their device). */
 	comp_eq_.reset();
 	comp_uar_.reset();
+	pf_eq_ptr_.store(nullptr, std::memory_order_relaxed);
+	pf_eq_.reset();
+	pf_uar_.reset();
 	{
 		/* rdma-core mlx5_vfio_free_context: the async EQ and its UAR go first. */
 		std::lock_guard<std::mutex> lk(eq_mu_);

@@ -34,6 +34,7 @@
 #ifndef NICMR_MLX5_DEVICE_H
 #define NICMR_MLX5_DEVICE_H
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -54,6 +55,7 @@ inline constexpr std::chrono::milliseconds kFwPreInitTimeout{120000};
 inline constexpr std::chrono::milliseconds kFwInitWait{2};
 
 class Eq;
+struct Event;
 class Uar;
 
 struct DeviceOptions {
@@ -264,8 +266,31 @@ public:
 	 */
 	int comp_events(uint32_t *cqns, int max);
 
+	/*
+	 * On-demand paging's page faults (doc/odp.md), on an EQ of their own whose mask is the
+	 * page-fault event only, as Linux's mlx5_ib takes them (odp.c mlx5r_odp_create_eq),
+	 * made on the first call (Linux makes it with the first ODP MR), in poll mode.
+	 * enable_page_faults: makes it; -EOPNOTSUPP without Caps::odp; those of Uar::alloc and
+	 * Eq::create. Thread-safe.
+	 */
+	int enable_page_faults();
+	/* Whether a page-fault EQE waits: no lock, no allocation, no system call (one relaxed
+	 * and, once the EQ exists, one acquire load). Any thread; a stale true is harmless. */
+	bool page_fault_pending() const noexcept
+	{
+		const Eq *eq = pf_eq_ptr_.load(std::memory_order_acquire);
+		return eq != nullptr && eq_pending(*eq);
+	}
+	/* Takes up to max page-fault events (type page_fault) into out; how many. -EINVAL for
+	 * out null or max < 1. Slow path (a mutex): one caller serves at a time. */
+	int page_faults(Event *out, int max);
+	/* PAGE_FAULT_RESUME for the fault ev (an event page_faults gave), error when its pages
+	 * could not be made present. The command's errors. */
+	int page_fault_resume(const Event &ev, bool error);
+
 private:
 	Device(bus::PciFunction &fn, mem::DmaSpace &space);
+	static bool eq_pending(const Eq &eq) noexcept;
 	int bring_up(const DeviceOptions &opts);
 	int wait_ready(std::chrono::milliseconds timeout);
 	int query_caps(const DeviceOptions &opts);
@@ -308,6 +333,12 @@ private:
 	mutable std::mutex pages_mu_; /* guards the page arenas and pages_ */
 	std::vector<std::unique_ptr<mem::DmaArena>> page_arenas_;
 	std::unordered_map<uint64_t, GivenPage> pages_; /* given to the device, by IOVA */
+
+	std::mutex pf_mu_; /* guards the page-fault EQ's creation and its polling */
+	std::unique_ptr<Uar> pf_uar_;
+	std::unique_ptr<Eq> pf_eq_;
+	/* pf_eq_ once made (release after creation, acquire in page_fault_pending). */
+	std::atomic<const Eq *> pf_eq_ptr_{nullptr};
 
 	std::mutex comp_mu_; /* guards the completion EQ's creation and comp_events */
 	std::unique_ptr<Uar> comp_uar_;

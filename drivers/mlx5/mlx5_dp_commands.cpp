@@ -103,6 +103,19 @@ int destroy_eq(CmdTransport &t, uint32_t eqn)
 	return run_small(t, prm::opcode::destroy_eq, prm::destroy_eq_in::eq_number, eqn, out);
 }
 
+int page_fault_resume(CmdTransport &t, uint32_t token, bool error, uint8_t type, uint32_t wq_number)
+{
+	namespace m = prm::page_fault_resume_in;
+	uint8_t in[m::size] = {};
+	uint8_t out[prm::page_fault_resume_out::size] = {};
+	header(in, prm::opcode::page_fault_resume);
+	prm::set(in, m::error, error ? 1 : 0);
+	prm::set(in, m::page_fault_type, type & prm::value_mask(m::page_fault_type));
+	prm::set(in, m::wq_number, wq_number & prm::value_mask(m::wq_number));
+	prm::set(in, m::token, token & prm::value_mask(m::token));
+	return t.exec(in, sizeof(in), out, sizeof(out));
+}
+
 int encode_create_cq(const CqCreate &c, std::vector<uint8_t> *in)
 {
 	if (c.log_size > 24 || c.eqn > 0xff)

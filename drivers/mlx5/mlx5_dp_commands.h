@@ -101,6 +101,13 @@ int dealloc_uar(CmdTransport &t, uint32_t uar);
 /* -EINVAL: log_size above 24, empty pas. */
 int create_eq(CmdTransport &t, const EqCreate &c, uint32_t *eqn);
 int destroy_eq(CmdTransport &t, uint32_t eqn);
+/* PAGE_FAULT_RESUME (on-demand paging, doc/odp.md): ends the page fault token names; error:
+ * the pages could not be made present (the faulting access completes in error). type and
+ * wq_number echo the fault's (Linux odp.c mlx5_ib_page_fault_resume: the WQ number of a WQE
+ * fault, the token of an RDMA fault). The command's errors (an unknown token: BAD_PARAM,
+ * -EINVAL). */
+int page_fault_resume(CmdTransport &t, uint32_t token, bool error, uint8_t type,
+		      uint32_t wq_number);
 /* -EINVAL: log_size above 24, empty pas. */
 int create_cq(CmdTransport &t, const CqCreate &c, uint32_t *cqn);
 int destroy_cq(CmdTransport &t, uint32_t cqn);

@@ -85,6 +85,17 @@ void Eq::arm() noexcept
 	dev_.function().bar0_write32(arm_doorbell_, db);
 }
 
+/* Hot path of nicmr_cq_poll's empty branch: one relaxed and one acquire load. */
+bool Eq::pending() const noexcept
+{
+	const uint32_t ci = ci_seen_.load(std::memory_order_relaxed);
+	uint8_t *e = const_cast<uint8_t *>(ring_.va()) + size_t{ci & mask_} * prm::eqe::size;
+	/* Acquire: pairs with the device's release store of the owner byte, as in poll(). */
+	const uint8_t own =
+		std::atomic_ref<uint8_t>(e[prm::eqe::owner_byte]).load(std::memory_order_acquire);
+	return (own & 1) == ((ci >> log_size_) & 1);
+}
+
 /* Hot path: no lock, no allocation, no system call. */
 int Eq::poll(Event *out, int max) noexcept
 {
@@ -105,10 +116,26 @@ int Eq::poll(Event *out, int max) noexcept
 			static_cast<uint16_t>(prm::get(e, prm::eqe_page_req::function_id));
 		out[n].num_pages = static_cast<int32_t>(
 			static_cast<uint32_t>(prm::get(e, prm::eqe_page_req::num_pages)));
+		if (out[n].type == prm::event_type::page_fault) {
+			namespace pf = prm::eqe_page_fault;
+			Event::PageFault &f = out[n].pf;
+			f.flags = static_cast<uint8_t>(prm::get(e, pf::pftype));
+			if (out[n].sub_type == pf::subtype_wqe) {
+				f.token = static_cast<uint32_t>(prm::get(e, pf::wqe_token));
+				f.wq_number = static_cast<uint32_t>(prm::get(e, pf::wq_number));
+				f.wqe_index = static_cast<uint16_t>(prm::get(e, pf::wqe_index));
+			} else {
+				f.token = static_cast<uint32_t>(prm::get(e, pf::rdma_token));
+				f.rkey = static_cast<uint32_t>(prm::get(e, pf::r_key));
+				f.va = prm::get(e, pf::rdma_va);
+				f.len = static_cast<uint32_t>(prm::get(e, pf::rdma_op_len));
+			}
+		}
 		ci_++;
 		n++;
 	}
 	if (n != 0) {
+		ci_seen_.store(ci_, std::memory_order_relaxed);
 		/* The consumer index back to the device (rdma-core mlx5_vfio.c eq_update_ci,
 		 * without arming: nothing here waits for an interrupt). Full I/O barrier: the
 		 * EQE loads above must be done before the device sees their slots freed by this

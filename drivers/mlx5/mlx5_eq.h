@@ -16,6 +16,7 @@
 #ifndef NICMR_MLX5_EQ_H
 #define NICMR_MLX5_EQ_H
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -33,6 +34,17 @@ struct Event {
 	/* PAGE_REQUEST: the function the pages are for and how many (negative: take back). */
 	uint16_t function_id = 0;
 	int32_t num_pages = 0;
+	/* PAGE_FAULT (prm::eqe_page_fault): sub_type WQE (wqe_index of QP wq_number) or RDMA
+	 * (rkey, va, len); the type flags, and the token PAGE_FAULT_RESUME names. */
+	struct PageFault {
+		uint8_t flags = 0;
+		uint32_t token = 0;
+		uint32_t wq_number = 0;
+		uint16_t wqe_index = 0;
+		uint32_t rkey = 0;
+		uint64_t va = 0;
+		uint32_t len = 0;
+	} pf;
 };
 
 struct EqParams {
@@ -62,6 +74,9 @@ public:
 	 * time. */
 	int poll(Event *out, int max) noexcept;
 	uint32_t consumer_index() const noexcept { return ci_; }
+	/* Whether an EQE waits at the consumer index: one acquire load, no lock, no system call;
+	 * any thread (a stale answer is only ever true: the next poll() finds nothing). */
+	bool pending() const noexcept;
 	/* The eventfd the EQ's vector signals (nonblocking; read 8 bytes to consume), or -1 in
 	 * poll mode. */
 	int event_fd() const noexcept { return efd_; }
@@ -83,6 +98,9 @@ private:
 	uint32_t log_size_ = 0;
 	uint32_t mask_ = 0;
 	uint32_t ci_ = 0;
+	/* ci_ as last written by poll(), for pending() on other threads (relaxed: a stale value
+	 * only makes pending() say true for an EQE already taken). */
+	std::atomic<uint32_t> ci_seen_{0};
 };
 
 } // namespace nicmr::mlx5

@@ -216,6 +216,55 @@ int Qp::query_state(uint32_t *state)
 }
 
 /* Hot path: no lock, no allocation, no system call. */
+int Qp::wqe_sges(uint16_t wqe_index, Sge *out, int max, bool *scatter) const noexcept
+{
+	const uint32_t mask = sq_size_ - 1;
+	const auto bb = [&](uint32_t i) {
+		return sq_ + size_t{(wqe_index + i) & mask} * prm::wq::wqebb_size;
+	};
+	const uint8_t *ctrl = bb(0);
+	if (static_cast<uint16_t>(prm::get(ctrl, prm::wqe_ctrl::wqe_index)) != wqe_index)
+		return -EINVAL;
+	const auto opcode = static_cast<uint8_t>(prm::get(ctrl, prm::wqe_ctrl::opcode));
+	const auto ds = static_cast<uint32_t>(prm::get(ctrl, prm::wqe_ctrl::ds));
+	size_t at = prm::wqe_ctrl::size;
+	*scatter = false;
+	switch (opcode) {
+	case MLX5_OPCODE_RDMA_WRITE:
+	case MLX5_OPCODE_RDMA_WRITE_IMM:
+		at += prm::wqe_raddr::size;
+		break;
+	case MLX5_OPCODE_RDMA_READ:
+		at += prm::wqe_raddr::size;
+		*scatter = true;
+		break;
+	case MLX5_OPCODE_ATOMIC_CS:
+	case MLX5_OPCODE_ATOMIC_FA:
+		at += prm::wqe_raddr::size + prm::wqe_atomic::size;
+		*scatter = true;
+		break;
+	case MLX5_OPCODE_SEND:
+	case MLX5_OPCODE_SEND_IMM:
+	case MLX5_OPCODE_SEND_INVAL:
+		break;
+	default:
+		return 0; /* no data segments */
+	}
+	int n = 0;
+	for (; at + prm::wqe_data::size <= size_t{ds} * 16 && n < max; at += prm::wqe_data::size) {
+		/* 16-byte segments never straddle a WQEBB; the WQE may wrap at the ring's end. */
+		const uint8_t *seg = bb(static_cast<uint32_t>(at / prm::wq::wqebb_size)) +
+				     at % prm::wq::wqebb_size;
+		if (prm::get(seg, prm::wqe_inline::inline_flag) != 0)
+			break; /* inline data: nothing to fault in */
+		Sge &g = out[n++];
+		g.addr = prm::get(seg, prm::wqe_data::addr);
+		g.length = static_cast<uint32_t>(prm::get(seg, prm::wqe_data::byte_count));
+		g.lkey = static_cast<uint32_t>(prm::get(seg, prm::wqe_data::lkey));
+	}
+	return n;
+}
+
 int Qp::begin(uint32_t ds, WqeSlot *w) noexcept
 {
 	if (ds == 0 || ds > kMaxWqeDs)

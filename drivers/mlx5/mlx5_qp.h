@@ -228,6 +228,16 @@ public:
 		c.wr_id = c.recv() ? retire_recv(c.wqe_index) : retire(c.wqe_index);
 	}
 
+	/*
+	 * On-demand paging: the data segments of the send WQE at wqe_index, read back from the
+	 * SQ (Linux odp.c reads the faulting WQE the same way: mlx5_ib_read_wqe_sq, then
+	 * pagefault_data_segments), for a WQE page fault. Skips the remote-address and atomic
+	 * segments and inline data. *scatter: the segments receive data (RDMA READ, atomics).
+	 * Returns how many went into out (at most max); -EINVAL when the slot holds no WQE of
+	 * that index (it completed). Slow path; call while the WQE is outstanding.
+	 */
+	int wqe_sges(uint16_t wqe_index, Sge *out, int max, bool *scatter) const noexcept;
+
 	/* WQEBBs free now; WQEBBs in the ring. */
 	uint32_t sq_room() const noexcept { return sq_size_ - (sq_pi_ - sq_ci_); }
 	uint32_t sq_size() const noexcept { return sq_size_; }
