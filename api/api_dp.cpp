@@ -342,6 +342,8 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 {
 	/* HOT PATH: no lock, no allocation, no system call. The driver's CQEs land in a batch on
 	 * the stack and are routed to their QP by a scan of at most NICMR_MAX_QPS_PER_CQ entries.
+	 * The one exception is out of line: a drained CQ while a page fault waits calls the
+	 * fault service (nicmr_odp_serve_from_poll), which locks and makes system calls.
 	 */
 	if (cq == nullptr || n < 0 || (wc == nullptr && n > 0))
 		return -EINVAL;
@@ -393,6 +395,10 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 		if (got < want)
 			break;
 	}
+	/* The CQ is drained: a WQE may wait for a page fault (doc/odp.md). One relaxed and one
+	 * acquire load when none waits; serving it is the slow path, out of line. */
+	if (done < n && cq->dev->drv->page_fault_pending()) [[unlikely]]
+		nicmr_odp_serve_from_poll(cq->dev);
 	return done;
 }
 

@@ -422,6 +422,8 @@ struct nicmr_device {
 	/* On-demand MRs' unmap watch (api_odp.cpp), made on the first ODP registration. */
 	std::once_flag odp_once;
 	std::unique_ptr<nicmr_odp_watch> odp_watch;
+	/* One thread serves page faults at a time (api_odp_fault.cpp); the others go on. */
+	std::mutex pf_mu;
 
 	~nicmr_device();
 };
@@ -492,6 +494,11 @@ int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t 
 		  uint64_t requested_key, nicmr_mr **out);
 void nicmr_odp_release(nicmr_device *dev, nicmr_odp *odp);
 int nicmr_klm_programmer(nicmr_device *dev);
+/* Page faults (api_odp_fault.cpp, doc/odp.md "Page faults"): serve resumes every fault the
+ * device raised (nicmr_device_progress); serve_from_poll is nicmr_cq_poll's branch for an empty CQ
+ * while a fault waits, kept out of line. */
+int nicmr_odp_serve(nicmr_device *dev);
+void nicmr_odp_serve_from_poll(nicmr_device *dev) noexcept;
 
 /* Device-model extensions (api_ext.cpp). check: before registering with nicmr_mr_reg flags
  * and access: 0; -EOPNOTSUPP (the device lacks an extension a flag needs); -EINVAL (an extension

@@ -311,6 +311,10 @@ int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t 
 		return -EINVAL;
 	if (int rc = nicmr_klm_programmer(dev); rc != 0)
 		return rc;
+	/* The page-fault EQ, made with the first on-demand MR as Linux's mlx5_ib does
+	 * (api_odp_fault.cpp): without it the device fails accesses to pages not present. */
+	if (int rc = dev->drv->enable_page_faults(); rc != 0)
+		return rc;
 	std::unique_ptr<nicmr_mr_holdings> rare(new (std::nothrow) nicmr_mr_holdings);
 	if (!rare)
 		return -ENOMEM;

@@ -428,6 +428,21 @@ enum nicmr_advise_mr_advice {
 int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t flags,
 		    const struct nicmr_sge *sg_list, uint32_t num_sge);
 
+/**
+ * Serves the device's outstanding page faults (doc/odp.md, "Page faults"): an RDMA access or a
+ * local SGE that touched a page of an on-demand MR that is not present waits in the device
+ * until the driver makes the page present (as nicmr_advise_mr does) and resumes it; a fault on
+ * memory the process does not map (or cannot be made present) is resumed with an error and
+ * the access completes in error. nicmr_cq_poll does the same when it finds its CQ empty and a
+ * fault waits; call this from the poll loop of a process that polls no CQ (a passive target
+ * of RDMA WRITE and READ). Slow path when a fault waits (locks, system calls, a UMR and a
+ * command per fault); one thread serves at a time, others return 0 meanwhile.
+ * @return the number of faults resumed (0: none waited);
+ *   -EINVAL      null dev;
+ *   the error of a PAGE_FAULT_RESUME the device refused (logged; the others still run).
+ */
+int nicmr_device_progress(struct nicmr_device *dev);
+
 /* ---- Raw keys ----------------------------------------------------------------------------- */
 
 /** Size of a raw key blob (format: doc/registration.md). */

@@ -12,9 +12,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
+#include "api_wiring.h"
+#include "mlx5_dp_commands.h"
 #include "test_api_util.h"
 
 namespace nicmr::test {
@@ -81,6 +84,8 @@ protected:
 		EXPECT_EQ(nicmr_device_get_stats(dev, &s), 0);
 		return s;
 	}
+	/* The device model's data-path counters (page faults raised and resumed). */
+	emu::DpStats dp() { return dev->emu->device().data_path().stats(); }
 	/* The device's MTT entries 0 .. n - 1 of key. */
 	std::vector<mlx5::MttEntry> entries(uint32_t key, size_t n)
 	{
@@ -196,16 +201,198 @@ TEST_F(Odp, OtherRegistrationFlagsAreRefused)
 	EXPECT_EQ(mr, nullptr);
 }
 
-TEST_F(Odp, RdmaIntoPagesNotPresentIsRefusedAndWritesNothing)
+TEST_F(Odp, RdmaWriteIntoPagesNeverAdvisedIsServedByAPageFault)
 {
 	Untouched m(4 * kPage);
-	std::memset(m.get(), 0x11, 4 * kPage);
 	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
 		  0);
-	std::memset(a, 0x77, 256);
-	EXPECT_EQ(write_to(u(m.get()), nicmr_mr_key(odp), 256), NICMR_WC_REMOTE_ACCESS);
-	for (size_t i = 0; i < 256; i++)
-		ASSERT_EQ(m.get()[i], 0x11) << i;
+	const uint32_t key = nicmr_mr_key(odp);
+	const auto before = stats();
+	const auto f0 = dp();
+	for (size_t i = 0; i < 2 * kPage; i++)
+		a[i] = char(i * 13 + 5);
+	/* Pages 1 and 2: the responder's RDMA fault names the rkey and the range; the poll that
+	 * finds the CQ empty serves it, and the held WQE then completes. */
+	EXPECT_EQ(write_to(u(m.get()) + kPage + 100, key, 2 * kPage - 200), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(m.get() + kPage + 100, a, 2 * kPage - 200), 0);
+	const auto f1 = dp();
+	EXPECT_EQ(f1.page_faults, f0.page_faults + 1);
+	EXPECT_EQ(f1.pf_resumes, f0.pf_resumes + 1);
+	EXPECT_EQ(f1.pf_errors, f0.pf_errors);
+	EXPECT_EQ(dev->emu->device().data_path().page_faults_outstanding(), 0u);
+	/* Exactly the two pages became present, writable, pinned. */
+	const auto e = entries(key, 4);
+	for (size_t i = 0; i < 4; i++) {
+		EXPECT_EQ(e[i].rd_en, i == 1 || i == 2) << i;
+		EXPECT_EQ(e[i].wr_en, i == 1 || i == 2) << i;
+	}
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 2);
+	/* Present now: the same write raises no fault. */
+	EXPECT_EQ(write_to(u(m.get()) + kPage, key, 64), NICMR_WC_SUCCESS);
+	EXPECT_EQ(dp().page_faults, f1.page_faults);
+}
+
+TEST_F(Odp, RdmaReadOfPagesNeverAdvisedIsServedByAPageFault)
+{
+	Untouched m(4 * kPage);
+	for (size_t i = 0; i < 4 * kPage; i++)
+		m.get()[i] = char(i * 3 + 1);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	const uint32_t key = nicmr_mr_key(odp);
+	const auto f0 = dp();
+	std::memset(a, 0, 4 * kPage);
+	EXPECT_EQ(read_from(u(m.get()), key, 4 * kPage), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(a, m.get(), 4 * kPage), 0);
+	EXPECT_EQ(dp().page_faults, f0.page_faults + 1);
+	/* A read fault asks for reads only. */
+	for (const auto &x : entries(key, 4)) {
+		EXPECT_TRUE(x.rd_en);
+		EXPECT_FALSE(x.wr_en);
+	}
+}
+
+TEST_F(Odp, AtomicsOnPagesNeverAdvisedAreServedByAPageFault)
+{
+	Untouched m(2 * kPage);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 2 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	const uint32_t key = nicmr_mr_key(odp);
+	auto *word = reinterpret_cast<uint64_t *>(m.get() + kPage + 64);
+	*word = 40;
+	const auto f0 = dp();
+	ASSERT_EQ(nicmr_post_atomic_fadd(qa, u(a), ka, u(word), key, 2, 1, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait_wc(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(*word, 42u);
+	uint64_t old = 0;
+	std::memcpy(&old, a, 8);
+	EXPECT_EQ(old, 40u);
+	ASSERT_EQ(
+		nicmr_post_atomic_cswap(qa, u(a), ka, u(word), key, 42, 7, 2, NICMR_SEND_SIGNALED),
+		0);
+	EXPECT_EQ(wait_wc(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(*word, 7u);
+	/* One fault: an atomic needs the page readable and writable at once. */
+	EXPECT_EQ(dp().page_faults, f0.page_faults + 1);
+	const auto e = entries(key, 2);
+	EXPECT_TRUE(e[1].rd_en && e[1].wr_en);
+	EXPECT_FALSE(e[0].rd_en || e[0].wr_en);
+}
+
+TEST_F(Odp, LocalSgesNeverAdvisedAreServedByWqePageFaults)
+{
+	/* The requester's own buffers are on-demand: a WRITE gathers from them, a READ scatters
+	 * into them. */
+	Untouched m(4 * kPage);
+	for (size_t i = 0; i < kPage; i++)
+		m.get()[i] = char(i * 11 + 2);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	const uint32_t key = nicmr_mr_key(odp);
+	char *b = a + 8 * kPage;
+	std::memset(b, 0, 2 * kPage);
+	const auto f0 = dp();
+	ASSERT_EQ(nicmr_post_write(qa, u(m.get()), kPage, key, u(b), ka, 1, NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(wait_wc(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(b, m.get(), kPage), 0);
+	for (size_t i = 0; i < kPage; i++)
+		b[kPage + i] = char(i * 5 + 9);
+	ASSERT_EQ(nicmr_post_read(qa, u(m.get()) + 2 * kPage, kPage, key, u(b) + kPage, ka, 2,
+				  NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(wait_wc(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(m.get() + 2 * kPage, b + kPage, kPage), 0);
+	EXPECT_EQ(dp().page_faults, f0.page_faults + 2);
+	const auto e = entries(key, 4);
+	EXPECT_TRUE(e[0].rd_en);
+	EXPECT_FALSE(e[0].wr_en);	       /* gathered: read */
+	EXPECT_TRUE(e[2].rd_en && e[2].wr_en); /* scattered: write */
+	EXPECT_FALSE(e[1].rd_en || e[3].rd_en);
+}
+
+TEST_F(Odp, AFaultOnUnmappedMemoryCompletesInErrorAndWritesNothing)
+{
+	if (kSanitizedMlock)
+		GTEST_SKIP() << "AddressSanitizer's allocator maps its own memory into the freed "
+				"range, so the range cannot be kept unmapped";
+	void *p = mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
+	ASSERT_NE(p, MAP_FAILED);
+	ASSERT_EQ(nicmr_mr_reg(pd, p, 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	ASSERT_EQ(munmap(p, 4 * kPage), 0);
+	const uint32_t key = nicmr_mr_key(odp);
+	const auto f0 = dp();
+	/* The responder's side: the fault is resumed with an error, the requester gets the
+	 * remote access error and the responder goes to ERR with its event. */
+	std::memset(a, 0x55, 64);
+	EXPECT_EQ(write_to(u(p), key, 64), NICMR_WC_REMOTE_ACCESS);
+	uint32_t st = 0;
+	ASSERT_EQ(nicmr_qp_state(qb, &st), 0);
+	EXPECT_EQ(st, uint32_t{NICMR_QP_ERR});
+	auto f1 = dp();
+	EXPECT_EQ(f1.page_faults, f0.page_faults + 1);
+	EXPECT_EQ(f1.pf_errors, f0.pf_errors + 1);
+	/* The requester's side: an unmapped gather source completes with LOCAL_PROT_ERR and
+	 * the target is not written. */
+	reconnect();
+	char *b = a + 8 * kPage;
+	std::memset(b, 0x66, 64);
+	ASSERT_EQ(nicmr_post_write(qa, u(p), 64, key, u(b), ka, 3, NICMR_SEND_SIGNALED), 0);
+	const nicmr_wc wc = wait_wc(cqa);
+	EXPECT_EQ(wc.status, NICMR_WC_LOCAL_PROT);
+	EXPECT_EQ(wc.syndrome, 0x04);
+	for (size_t i = 0; i < 64; i++)
+		ASSERT_EQ(b[i], 0x66) << i;
+	const auto f2 = dp();
+	EXPECT_EQ(f2.page_faults, f1.page_faults + 1);
+	EXPECT_EQ(f2.pf_errors, f1.pf_errors + 1);
+	/* Nothing was made present. */
+	for (const auto &x : entries(key, 4))
+		EXPECT_FALSE(x.rd_en || x.wr_en);
+}
+
+TEST_F(Odp, FaultsAreServedByDeviceProgressWithoutAPoll)
+{
+	Untouched m(2 * kPage);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 2 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  0);
+	std::memset(a, 0x5a, 128);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 128, ka, u(m.get()), nicmr_mr_key(odp), 1,
+				   NICMR_SEND_SIGNALED),
+		  0);
+	/* The fault waits until someone serves it (the device model may run on its own
+	 * thread: give it the time to raise it). */
+	int served = 0;
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (served == 0 && std::chrono::steady_clock::now() < end)
+		served = nicmr_device_progress(dev);
+	EXPECT_EQ(served, 1);
+	EXPECT_EQ(nicmr_device_progress(dev), 0); /* nothing more waits */
+	EXPECT_EQ(wait_wc(cqa).status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(m.get()[127], 0x5a);
+	EXPECT_EQ(nicmr_device_progress(nullptr), -EINVAL);
+}
+
+TEST_F(Odp, PageFaultResumeOfAnUnknownTokenIsABadParameter)
+{
+	/* What a ConnectX's firmware answers for a token no outstanding fault has: BAD_PARAM,
+	 * which the driver reports as -EINVAL. */
+	for (uint32_t token : {0u, 1u, 0xffffffu}) {
+		EXPECT_EQ(mlx5::page_fault_resume(dev->drv->cmdq(), token, false, 0, 0), -EINVAL)
+			<< token;
+		EXPECT_EQ(dev->drv->last_status(), mlx5::prm::status::bad_param);
+		EXPECT_EQ(dev->drv->last_syndrome(),
+			  static_cast<uint32_t>(emu::Syndrome::page_fault_token));
+	}
+	/* A token already resumed is unknown too. */
+	Untouched m(kPage);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const auto f0 = dp();
+	EXPECT_EQ(write_to(u(m.get()), nicmr_mr_key(odp), 8), NICMR_WC_SUCCESS);
+	ASSERT_EQ(dp().page_faults, f0.page_faults + 1);
+	EXPECT_EQ(mlx5::page_fault_resume(dev->drv->cmdq(), 1, true, 0, 0), -EINVAL);
+	EXPECT_EQ(dev->drv->last_status(), mlx5::prm::status::bad_param);
 }
 
 TEST_F(Odp, PrefetchWriteMakesPagesPresentAndRdmaMovesData)
@@ -240,8 +427,13 @@ TEST_F(Odp, PrefetchWriteMakesPagesPresentAndRdmaMovesData)
 	EXPECT_EQ(read_from(u(m.get()) + 3 * kPage, key, kPage), NICMR_WC_SUCCESS);
 	for (size_t i = 0; i < kPage; i++)
 		ASSERT_EQ(a[i], 0x3c) << i;
-	/* A page outside the advice is still not present. */
-	EXPECT_EQ(write_to(u(m.get()) + 6 * kPage, key, 64), NICMR_WC_REMOTE_ACCESS);
+	/* A page outside the advice is still not present: a write there is served by a page
+	 * fault, which makes that page (and no other) present. */
+	EXPECT_FALSE(entries(key, 7)[6].wr_en);
+	EXPECT_EQ(write_to(u(m.get()) + 6 * kPage, key, 64), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(m.get() + 6 * kPage, a, 64), 0);
+	EXPECT_TRUE(entries(key, 7)[6].wr_en);
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 5);
 
 	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
 	odp = nullptr;
@@ -264,16 +456,21 @@ TEST_F(Odp, PrefetchGivesTheDeviceReadsOnly)
 	EXPECT_EQ(read_from(u(m.get()), key, 4 * kPage), NICMR_WC_SUCCESS);
 	for (size_t i = 0; i < 4 * kPage; i++)
 		ASSERT_EQ(a[i], 0x42) << i;
-	std::memset(a, 0x99, 64);
-	EXPECT_EQ(write_to(u(m.get()), key, 64), NICMR_WC_REMOTE_ACCESS);
-	EXPECT_EQ(m.get()[0], 0x42);
-	/* Write presence is added to what is there, without a new pin. */
-	reconnect();
+	/* A write to a page present for reads only faults; the fault adds write presence to
+	 * what is there, without a new pin. */
 	const auto pinned = stats().pinned_pages;
-	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()), kPage, key), 0);
-	EXPECT_EQ(stats().pinned_pages, pinned);
+	const auto f0 = dp();
+	std::memset(a, 0x99, 64);
 	EXPECT_EQ(write_to(u(m.get()), key, 64), NICMR_WC_SUCCESS);
 	EXPECT_EQ(std::memcmp(m.get(), a, 64), 0);
+	EXPECT_EQ(dp().page_faults, f0.page_faults + 1);
+	EXPECT_EQ(stats().pinned_pages, pinned);
+	EXPECT_TRUE(entries(key, 1)[0].wr_en);
+	/* PREFETCH_WRITE does the same for another page, ahead of the access. */
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()) + kPage, kPage, key), 0);
+	EXPECT_EQ(stats().pinned_pages, pinned);
+	EXPECT_EQ(write_to(u(m.get()) + kPage, key, 64), NICMR_WC_SUCCESS);
+	EXPECT_EQ(dp().page_faults, f0.page_faults + 1);
 }
 
 TEST_F(Odp, NoFaultMakesOnlyResidentPagesPresent)
@@ -299,7 +496,11 @@ TEST_F(Odp, NoFaultMakesOnlyResidentPagesPresent)
 		EXPECT_EQ(v[i] & 1, (i == 0 || i == 5) ? 1 : 0) << i;
 	EXPECT_EQ(read_from(u(m.get()) + 5 * kPage, key, 8), NICMR_WC_SUCCESS);
 	EXPECT_EQ(a[0], 2);
-	EXPECT_EQ(read_from(u(m.get()) + kPage, key, 8), NICMR_WC_REMOTE_ACCESS);
+	/* A page that was not resident is faulted in by the read. */
+	const auto f0 = dp();
+	EXPECT_EQ(read_from(u(m.get()) + kPage, key, 8), NICMR_WC_SUCCESS);
+	EXPECT_EQ(dp().page_faults, f0.page_faults + 1);
+	EXPECT_TRUE(entries(key, 2)[1].rd_en);
 }
 
 TEST_F(Odp, ZeroLengthElementDoesNothing)
