@@ -313,6 +313,10 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.set_state(QpState::rst);
 		qp.ci = 0;
 		qp.rnr_tries = 0;
+		/* A fault still out names a WQE or request that is gone: its resume finds nothing
+		 * waiting (emu_mlx5_odp.cpp). */
+		qp.pf = Qp::Pf::none;
+		qp.rpf = Qp::Pf::none;
 		qp.rq_ci = 0;
 		qp.path = QpPath{};
 		qp.rc.reset();
