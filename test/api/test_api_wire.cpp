@@ -11,16 +11,22 @@
  * both atomics move data through nicmr_post_* and nicmr_cq_poll only; the parent asks the child
  * for its memory over the pair and checks it byte for byte. A wrong rkey completes with
  * NICMR_WC_REMOTE_ACCESS, writes nothing, leaves both QPs in ERR, and nicmr_qp_recover on both
- * sides brings the remote connection back.
+ * sides brings the remote connection back. The child also exposes an on-demand region whose
+ * pages it never advises: the parent's requests to it page-fault in the child's device, which
+ * answers RNR NAK until the child serves the fault with nicmr_device_progress (it polls no CQ),
+ * and a fault on memory the child unmapped ends in a remote access error.
  */
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -48,7 +54,7 @@ uint16_t port_base()
 
 std::string wire_spec(uint16_t mine, uint16_t peer)
 {
-	return "emu:mkeys=1024,addr=127.0.0.1,udp_port=" + std::to_string(mine) +
+	return "emu:mkeys=1024,mkey_by_name=1,addr=127.0.0.1,udp_port=" + std::to_string(mine) +
 	       ",peer_udp_port=" + std::to_string(peer);
 }
 
@@ -58,13 +64,25 @@ using nicmr::test::full_write;
 /* What each side tells the other. */
 struct Hello {
 	nicmr_qp_addr addr;
-	uint64_t region; /* the responder's region (its VA: the keys' address space) */
-	uint32_t rkey;	 /* every remote right over the region */
-	uint32_t ro_key; /* remote read only, same region */
+	uint64_t region;     /* the responder's region (its VA: the keys' address space) */
+	uint32_t rkey;	     /* every remote right over the region */
+	uint32_t ro_key;     /* remote read only, same region */
+	uint64_t odp_region; /* an on-demand region of kOdpLen, never advised */
+	uint32_t odp_key;
 };
 
 /* The parent's requests to the child. */
-enum Op : uint32_t { op_dump = 1, op_state, op_recover, op_refusals, op_exit };
+enum Op : uint32_t {
+	op_dump = 1,
+	op_state,
+	op_recover,
+	op_refusals, /* the responder's nicmr_key_refusals: the count, then 4 entries */
+	op_exit,
+	op_serve,    /* nicmr_device_progress until a fault is served (5 s at most): the count */
+	op_dump_odp, /* as op_dump, of the on-demand region */
+	op_unmap_odp /* munmap the on-demand region's memory: 0 */
+};
+constexpr size_t kOdpLen = 16 * 4096;
 struct Req {
 	uint32_t op;
 	uint32_t off, len;
@@ -146,6 +164,17 @@ int responder(int fd, uint16_t mine, uint16_t peer)
 	if (nicmr_qp_local(s.qp, 0, &h.addr) != 0)
 		return 12;
 	h.region = u(s.base);
+	/* The on-demand region: resident in the CPU (the pattern), not present to the device. */
+	void *om =
+		mmap(nullptr, kOdpLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (om == MAP_FAILED)
+		return 20;
+	auto *odp = static_cast<uint8_t *>(om);
+	for (size_t i = 0; i < kOdpLen; i++)
+		odp[i] = pattern(i);
+	if (s.reg(odp, kOdpLen, kAll | NICMR_ACCESS_ON_DEMAND, &h.odp_key) != 0)
+		return 21;
+	h.odp_region = u(odp);
 	Hello theirs{};
 	if (!full_write(fd, &h, sizeof(h)) || !full_read(fd, &theirs, sizeof(theirs)))
 		return 13;
@@ -188,6 +217,26 @@ int responder(int fd, uint16_t mine, uint16_t peer)
 			const int cnt = nicmr_key_refusals(s.dev, rr, 4, nullptr);
 			if (!full_write(fd, &cnt, sizeof(cnt)) || !full_write(fd, rr, sizeof(rr)))
 				return 20;
+			break;
+		}
+		case op_serve: {
+			int served = 0;
+			const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+			while (served == 0 && std::chrono::steady_clock::now() < end)
+				served = nicmr_device_progress(s.dev);
+			if (!full_write(fd, &served, sizeof(served)))
+				return 22;
+			break;
+		}
+		case op_dump_odp:
+			if (q.off > kOdpLen || q.len > kOdpLen - q.off ||
+			    !full_write(fd, odp + q.off, q.len))
+				return 23;
+			break;
+		case op_unmap_odp: {
+			const int urc = munmap(odp, kOdpLen) == 0 ? 0 : -errno;
+			if (!full_write(fd, &urc, sizeof(urc)))
+				return 24;
 			break;
 		}
 		case op_exit:
@@ -269,6 +318,28 @@ protected:
 		Req q{op_dump, off, len};
 		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, v.data(), len));
 		return v;
+	}
+	std::vector<uint8_t> dump_odp(uint32_t off, uint32_t len)
+	{
+		std::vector<uint8_t> v(len);
+		Req q{op_dump_odp, off, len};
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, v.data(), len));
+		return v;
+	}
+	/* The child serves the page fault its device raised; how many it resumed. */
+	int peer_serve()
+	{
+		Req q{op_serve, 0, 0};
+		int n = -1;
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &n, sizeof(n)));
+		return n;
+	}
+	int peer_unmap_odp()
+	{
+		Req q{op_unmap_odp, 0, 0};
+		int rc = -1;
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &rc, sizeof(rc)));
+		return rc;
 	}
 	uint32_t peer_state()
 	{
@@ -406,6 +477,71 @@ TEST_F(ApiWire, WriteReadAndAtomicsMoveExactBytes)
 		EXPECT_EQ(got[i], pattern(kAtomicOff - 8 + i));
 		EXPECT_EQ(got[16 + i], pattern(kAtomicOff + 8 + i));
 	}
+}
+
+TEST_F(ApiWire, RequestsToPagesNeverAdvisedWaitForTheRespondersPageFault)
+{
+	/* WRITE of three packets into pages 1 and 2 of the child's on-demand region: its device
+	 * faults and answers RNR NAK until the child serves the fault, then takes the retry. */
+	const uint32_t off = 4096 + 100, len = 3000;
+	for (uint32_t i = 0; i < len; i++)
+		me_.base[i] = static_cast<uint8_t>(0x31 + i * 7);
+	ASSERT_EQ(nicmr_post_write(me_.qp, u(me_.base), len, lkey_, peer_.odp_region + off,
+				   peer_.odp_key, 1, NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(peer_serve(), 1);
+	nicmr_wc wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	std::vector<uint8_t> got = dump_odp(0, 3 * 4096);
+	for (size_t i = 0; i < got.size(); i++) {
+		const uint8_t want = i >= off && i < off + len
+					     ? static_cast<uint8_t>(0x31 + (i - off) * 7)
+					     : pattern(i);
+		ASSERT_EQ(got[i], want) << "responder byte " << i;
+	}
+	/* READ of pages 5 and 6, never touched by the device. */
+	uint8_t *dst = me_.base + 16384;
+	ASSERT_EQ(nicmr_post_read(me_.qp, u(dst), 8192, lkey_, peer_.odp_region + 5 * 4096,
+				  peer_.odp_key, 2, NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(peer_serve(), 1);
+	wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	for (size_t i = 0; i < 8192; i++)
+		ASSERT_EQ(dst[i], pattern(5 * 4096 + i)) << "read byte " << i;
+	/* Fetch-and-add on page 9. */
+	uint64_t before = 0;
+	std::memcpy(&before, dump_odp(9 * 4096, 8).data(), 8);
+	auto *res = reinterpret_cast<uint64_t *>(me_.base + 60000);
+	*res = 0;
+	ASSERT_EQ(nicmr_post_atomic_fadd(me_.qp, u(res), lkey_, peer_.odp_region + 9 * 4096,
+					 peer_.odp_key, 3, 3, NICMR_SEND_SIGNALED),
+		  0);
+	EXPECT_EQ(peer_serve(), 1);
+	wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(*res, before);
+	uint64_t after = 0;
+	std::memcpy(&after, dump_odp(9 * 4096, 8).data(), 8);
+	EXPECT_EQ(after, before + 3);
+	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_RTS});
+}
+
+TEST_F(ApiWire, AFaultOnMemoryTheResponderUnmappedIsARemoteAccessError)
+{
+	ASSERT_EQ(peer_unmap_odp(), 0);
+	std::memset(me_.base, 0x44, 256);
+	ASSERT_EQ(nicmr_post_write(me_.qp, u(me_.base), 256, lkey_, peer_.odp_region, peer_.odp_key,
+				   1, NICMR_SEND_SIGNALED),
+		  0);
+	/* The child's fault service finds the memory gone and resumes with an error: the retry
+	 * is refused with a remote access error NAK. */
+	EXPECT_EQ(peer_serve(), 1);
+	const nicmr_wc wc = wait();
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(wc.syndrome, 0x13);
+	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_ERR});
+	EXPECT_EQ(state(), uint32_t{NICMR_QP_ERR});
 }
 
 TEST_F(ApiWire, WrongRkeyIsARemoteAccessErrorAndRecoveryReconnects)
