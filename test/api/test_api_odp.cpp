@@ -395,6 +395,35 @@ TEST_F(Odp, PageFaultResumeOfAnUnknownTokenIsABadParameter)
 	EXPECT_EQ(dev->drv->last_status(), mlx5::prm::status::bad_param);
 }
 
+/* A device whose firmware refuses every PAGE_FAULT_RESUME (the emu option fail_opcode). */
+class OdpResumeRefused : public Odp {
+protected:
+	const char *spec() const override
+	{
+		return "emu:mkeys=1024,mkey_by_name=1,fail_opcode=0x204";
+	}
+};
+
+TEST_F(OdpResumeRefused, ProgressReportsTheRefusedResumeAndTheWqeStaysHeld)
+{
+	Untouched m(kPage);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	ASSERT_EQ(nicmr_post_write(qa, u(a), 64, ka, u(m.get()), nicmr_mr_key(odp), 1,
+				   NICMR_SEND_SIGNALED),
+		  0);
+	int rc = 0;
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (rc == 0 && std::chrono::steady_clock::now() < end)
+		rc = nicmr_device_progress(dev);
+	/* The command's INTERNAL_ERR, as the driver reports it. */
+	EXPECT_EQ(rc, -EIO);
+	EXPECT_EQ(dev->drv->last_status(), mlx5::prm::status::internal_err);
+	/* Nothing resumed it: the WQE still waits and nothing completed. */
+	EXPECT_EQ(dev->emu->device().data_path().page_faults_outstanding(), 1u);
+	nicmr_wc wc{};
+	EXPECT_EQ(nicmr_cq_poll(cqa, &wc, 1), 0);
+}
+
 TEST_F(Odp, PrefetchWriteMakesPagesPresentAndRdmaMovesData)
 {
 	constexpr size_t kLen = 16 * kPage;
