@@ -837,7 +837,9 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 	const bool fault_failed = qp.rpf == Qp::Pf::failed;
 	qp.rpf = Qp::Pf::none;
 	if (fault_failed) {
-		refused();
+		/* The key admitted it; its memory is gone: not a refusal of the key. */
+		rc_nak(dma, qp, roce::aeth::nak::remote_access_error, psn,
+		       prm::event_type::wq_access_error);
 		return;
 	}
 	const uint8_t o = pk.opcode;
