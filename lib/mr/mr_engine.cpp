@@ -48,6 +48,8 @@ int Engine::create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 		std::lock_guard lk(e->grow_mu_);
 		rc = e->grow_locked(std::min(initial - e->pool_size(), e->pool_grow_));
 	}
+	if (rc == 0 && cfg.odp.enabled)
+		rc = e->odp_create(cfg.odp);
 	if (rc) {
 		NICMR_LOG(error, "mr", "engine for device %#llx with %u keys (pool of %u): %d",
 			  static_cast<unsigned long long>(cfg.device_id), n, initial, rc);
@@ -61,6 +63,194 @@ Engine::~Engine()
 {
 	if (created_ != nullptr)
 		munmap(created_, created_len_);
+	if (odp_bucket_of_ != nullptr)
+		munmap(odp_bucket_of_, odp_bucket_of_len_);
+}
+
+/* The buckets, and the prefill of the small ones. A programmer without on-demand paging
+ * leaves the engine without a cache (odp_bucket_count() 0); a prefill that fails is logged
+ * and leaves its bucket to be filled by the registrations that miss. */
+int Engine::odp_create(const OdpCacheConfig &c) noexcept
+{
+	if (c.min_log_pages < 1 || c.min_log_pages > c.max_log_pages || c.max_log_pages > 40 ||
+	    c.refill == 0 || c.refill > kOdpMaxRefill || c.bucket_max == 0 ||
+	    c.bucket_max > (1u << 16) || c.prefill > c.bucket_max)
+		return -EINVAL;
+	const uint64_t most = prog_.odp_max_pages();
+	uint32_t max_log = c.max_log_pages;
+	while (max_log >= c.min_log_pages && (uint64_t{1} << max_log) > most)
+		max_log--;
+	if (max_log < c.min_log_pages)
+		return 0; /* no on-demand paging, or too little of it for one bucket */
+	const uint32_t buckets = max_log - c.min_log_pages + 1;
+	odp_.reset(new (std::nothrow) OdpBucket[buckets]);
+	if (!odp_)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < buckets; b++) {
+		odp_[b].ring.reset(new (std::nothrow) OdpCached[c.bucket_max]);
+		if (!odp_[b].ring)
+			return -ENOMEM;
+	}
+	odp_bucket_of_len_ = keys_->index_count();
+	void *m = mmap(nullptr, odp_bucket_of_len_, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	odp_bucket_of_ = static_cast<uint8_t *>(m);
+	odp_min_log_ = c.min_log_pages;
+	odp_refill_ = c.refill;
+	odp_bucket_max_ = c.bucket_max;
+	odp_buckets_ = buckets;
+	/* Only into indices the pool leaves (a device whose pool takes every index makes its
+	 * on-demand mkeys on the registrations' misses, if it can). */
+	uint64_t room = keys_->index_count() - 1 - pool_size();
+	for (uint32_t b = 0; b < buckets && c.min_log_pages + b <= c.prefill_log_pages; b++) {
+		std::lock_guard lk(odp_[b].mu);
+		for (uint32_t done = 0; done < c.prefill && room != 0;) {
+			const uint32_t n = static_cast<uint32_t>(
+				std::min<uint64_t>({c.prefill - done, kOdpMaxRefill, room}));
+			room -= n;
+			if (const int rc = odp_fill_locked(b, n, nullptr); rc != 0) {
+				NICMR_LOG(warn, "mr",
+					  "on-demand mkey cache: %u of %u mkeys of 2^%u pages "
+					  "made: %d",
+					  done, c.prefill, c.min_log_pages + b, rc);
+				break;
+			}
+			done += n;
+		}
+	}
+	return 0;
+}
+
+/* Under bucket b's mutex: count more mkeys (at most kOdpMaxRefill) into it; with taken, the
+ * last one is not queued but returned there. Slow path: count commands. */
+int Engine::odp_fill_locked(uint32_t b, uint32_t count, uint32_t *taken) noexcept
+{
+	OdpBucket &k = odp_[b];
+	uint32_t idx[kOdpMaxRefill];
+	const uint64_t pages = uint64_t{1} << (odp_min_log_ + b);
+	int rc = prog_.create_odp_mkeys(pages, count, idx);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t mk = 0;
+		if (keys_->adopt(idx[i], &mk) != 0) {
+			NICMR_LOG(error, "mr",
+				  "the device gave on-demand mkey index %#x, which the engine "
+				  "cannot use (0, beyond %#x, or given before)",
+				  idx[i], keys_->index_count());
+			return -EIO;
+		}
+		odp_bucket_of_[idx[i]] = static_cast<uint8_t>(b + 1);
+		k.made++;
+		if (taken != nullptr && i + 1 == count) {
+			*taken = mk;
+			break;
+		}
+		k.ring[(k.head + k.count++) % odp_bucket_max_] = OdpCached{mk, 0};
+	}
+	return 0;
+}
+
+/* A free mkey of bucket b; when none is ready there, one made for b (a miss) or, once b has
+ * made all it may, one ready in a larger bucket (Linux's alloc_cached_mr looks upwards the
+ * same way; larger buckets make nothing for a smaller region, whose miss would otherwise
+ * reserve translation for far more pages than it has). The head of a bucket is its oldest
+ * entry: when its grace period is not over, neither is any other's. */
+int Engine::odp_take(uint32_t b, uint32_t *mkey) noexcept
+{
+	for (uint32_t j = b; j < odp_buckets_; j++) {
+		OdpBucket &k = odp_[j];
+		std::lock_guard lk(k.mu);
+		if (k.count != 0) {
+			const OdpCached &c = k.ring[k.head];
+			if (c.token == 0 || keys_->grace_done(c.token)) {
+				*mkey = c.mkey;
+				k.head = (k.head + 1) % odp_bucket_max_;
+				k.count--;
+				k.hits++;
+				return 0;
+			}
+		}
+		if (j == b && k.made < odp_bucket_max_) {
+			k.misses++;
+			return odp_fill_locked(b, std::min(odp_refill_, odp_bucket_max_ - k.made),
+					       mkey);
+		}
+	}
+	return -ENOSPC;
+}
+
+void Engine::odp_put(uint32_t mkey, uint64_t token) noexcept
+{
+	OdpBucket &k = odp_[odp_bucket_of_[mkey_index(mkey)] - 1];
+	std::lock_guard lk(k.mu);
+	/* Never full: a bucket holds no more than it made. */
+	k.ring[(k.head + k.count++) % odp_bucket_max_] = OdpCached{mkey, token};
+}
+
+int Engine::odp_stats(uint32_t bucket, OdpBucketStats *out) const noexcept
+{
+	if (bucket >= odp_buckets_ || out == nullptr)
+		return -EINVAL;
+	OdpBucket &k = odp_[bucket];
+	std::lock_guard lk(k.mu);
+	out->pages = uint64_t{1} << (odp_min_log_ + bucket);
+	out->made = k.made;
+	out->cached = k.count;
+	out->hits = k.hits;
+	out->misses = k.misses;
+	return 0;
+}
+
+/* reg_odp with the cache: a bucket's mkey and one UMR. */
+int Engine::reg_odp_cached(const RegRequest &req, uint32_t *mkey) noexcept
+{
+	const uint64_t first = req.addr & ~uint64_t{4095};
+	const uint64_t pages = (req.addr + req.len - first + 4095) >> 12;
+	if (pages > odp_max_pages())
+		return -EINVAL;
+	uint32_t b = 0;
+	while ((uint64_t{1} << (odp_min_log_ + b)) < pages)
+		b++;
+	const int slot = table_->alloc_slot();
+	if (slot < 0)
+		return slot;
+	uint32_t k = 0;
+	int rc = odp_take(b, &k);
+	if (rc == 0) {
+		rc = prog_.bind_odp(k, OdpParams{req.addr, req.len, req.access, req.pd, pages});
+		if (rc) {
+			/* Never published, and left free by the device: the same key may go
+			 * again at once. */
+			odp_put(k, 0);
+			NICMR_LOG(warn, "mr", "on-demand bind of mkey %#x (%llu bytes) failed: %d",
+				  k, static_cast<unsigned long long>(req.len), rc);
+		}
+	}
+	if (rc) {
+		table_->free_slot(uint32_t(slot));
+		return rc;
+	}
+	SegSlot &s = table_->slot(uint32_t(slot));
+	s.nheld = 0;
+	s.indirect = nullptr;
+	const Run run{req.len, req.addr};
+	table_->publish_runs(uint32_t(slot), k, &run, 1);
+	EntryFields f;
+	f.mkey = k;
+	f.state = EntryState::live;
+	f.access = req.access;
+	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryOdp);
+	f.pd = req.pd;
+	f.start = req.addr;
+	f.len = req.len;
+	f.iova = uint32_t(slot);
+	table_->publish(mkey_index(k), f);
+	keys_->activate(k);
+	*mkey = k;
+	return 0;
 }
 
 int Engine::grow() noexcept
@@ -325,6 +515,8 @@ int Engine::reg_odp(const RegRequest &req, IndirectProgrammer &ip, KeyCache *cac
 		return -EOPNOTSUPP;
 	if (!range_valid(req.addr, req.len) || !access_valid(req.access) || req.pd > 0xffffff)
 		return -EINVAL;
+	if (odp_buckets_ != 0 && !(req.flags & kRegRequestedKey))
+		return reg_odp_cached(req, mkey);
 	/* The slot keeps ip for the deregistration (dereg calls revoke_indirect, as for a KLM
 	 * region) and the one run that makes lookups give the VA. */
 	const int slot = table_->alloc_slot();
@@ -455,7 +647,7 @@ int Engine::install(const RegRequest &req, EntryFields f, KeyCache *cache, uint3
 	return 0;
 }
 
-int Engine::dereg(uint32_t mkey, KeyCache *cache) noexcept
+int Engine::dereg(uint32_t mkey, KeyCache *cache, const DeregHook *odp_zap) noexcept
 {
 	int rc = keys_->begin_retire(mkey);
 	if (rc)
@@ -468,7 +660,11 @@ int Engine::dereg(uint32_t mkey, KeyCache *cache) noexcept
 	const auto slot = static_cast<uint32_t>(saved.iova);
 	IndirectProgrammer *ip =
 		(saved.flags & kEntryIndirect) ? table_->slot(slot).indirect : nullptr;
-	rc = ip != nullptr ? ip->revoke_indirect(mkey) : prog_.revoke(mkey);
+	/* A cached on-demand mkey goes back to its bucket: nothing it made present may stay. */
+	const bool odp_cached = (saved.flags & (kEntryOdp | kEntryIndirect)) == kEntryOdp;
+	rc = odp_cached && odp_zap != nullptr ? odp_zap->fn(odp_zap->ctx, mkey) : 0;
+	if (rc == 0)
+		rc = ip != nullptr ? ip->revoke_indirect(mkey) : prog_.revoke(mkey);
 	if (rc) {
 		table_->publish(index, saved);
 		keys_->abort_retire(mkey);
@@ -485,6 +681,12 @@ int Engine::dereg(uint32_t mkey, KeyCache *cache) noexcept
 		table_->clear_slot(slot);
 		table_->free_slot(slot);
 		unhold_keys(held, nheld);
+	}
+	if (odp_cached) {
+		/* Its next variant, reusable once readers have stopped seeing the old entry. */
+		const uint32_t next = keys_->recycle(mkey);
+		odp_put(next, keys_->grace_start());
+		return 0;
 	}
 	keys_->retire(cache, mkey);
 	if (saved.flags & kEntrySub)

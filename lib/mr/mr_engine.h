@@ -44,6 +44,44 @@ namespace nicmr::mr {
 inline constexpr uint32_t kDefaultPoolInitial = 1024;
 inline constexpr uint32_t kDefaultPoolGrow = 256;
 
+/*
+ * The cache of on-demand mkeys (doc/odp.md, "The on-demand mkey cache"), as Linux's mlx5 keeps
+ * free mkeys for ODP MRs (drivers/infiniband/hw/mlx5/mr.c: cache entries by translation size,
+ * filled by a work queue; alloc_cached_mr takes from the entry of the MR's order or a larger
+ * one; mlx5_revoke_mr revokes with a UMR and stores the mkey back): free MTT mkeys of 4 KiB
+ * pages with pg_access, made ahead by the programmer, in buckets of 2^k pages. A registration
+ * takes one of the smallest bucket that holds its pages and binds it with one UMR; a
+ * deregistration zaps what was present, revokes it with a UMR and puts it back at its next
+ * variant behind a grace period.
+ */
+struct OdpCacheConfig {
+	bool enabled = false;	     /* off: on-demand regions go through the indirect programmer */
+	uint32_t min_log_pages = 3;  /* the smallest bucket: 8 pages (32 KiB); 1..max_log_pages */
+	uint32_t max_log_pages = 18; /* the largest: 2^18 pages (1 GiB); clamped to the device's */
+	uint32_t prefill = 16;	     /* made per bucket at creation (0..bucket_max) ... */
+	uint32_t prefill_log_pages = 9; /* ... for the buckets up to 2^9 pages (2 MiB) */
+	uint32_t refill = 4;	   /* made at once when a registration finds its bucket empty */
+	uint32_t bucket_max = 256; /* mkeys one bucket makes at most (1..65536) */
+};
+inline constexpr uint32_t kOdpMaxRefill = 64;
+
+/* One bucket's state (Engine::odp_stats). */
+struct OdpBucketStats {
+	uint64_t pages = 0;  /* translation entries of each of its mkeys */
+	uint32_t made = 0;   /* mkeys made for it */
+	uint32_t cached = 0; /* free in it now (some may wait for their grace period) */
+	uint64_t hits = 0;   /* registrations that found one */
+	uint64_t misses = 0; /* registrations that had to make some (the slow path) */
+};
+
+/* Called by dereg for a cached on-demand region after the host stopped accepting its key and
+ * before the device revokes it: makes every translation not present again (0, or an error that
+ * leaves the region registered). */
+struct DeregHook {
+	int (*fn)(void *ctx, uint32_t mkey) noexcept;
+	void *ctx;
+};
+
 struct EngineConfig {
 	/* The device's mkey index space: indices 1..index_count-1 (2..2^24). */
 	uint32_t index_count = 1u << 16;
@@ -58,6 +96,7 @@ struct EngineConfig {
 	uint32_t pool_max = 0;
 	/* Nonzero: reproducible keys (KeySpaceConfig::seed); 0: a secret from getrandom(2). */
 	uint64_t key_seed = 0;
+	OdpCacheConfig odp;
 };
 
 enum RegFlag : uint32_t {
@@ -173,14 +212,20 @@ public:
 			 uint32_t *mkey) noexcept;
 
 	/*
-	 * Registers an on-demand-paging region [req.addr, req.addr + req.len) (doc/odp.md): ip
-	 * makes the key's mkey with every translation not present (bind_odp) and takes it back
-	 * at deregistration (revoke_indirect), so it must outlive the region. Lookups accept the
-	 * key over the whole range and give the VA as its IOVA (the device translates). No sub-MR,
-	 * window or refresh may use it (they say -EOPNOTSUPP). req.iova, log_page_size, runs and
-	 * mtt are ignored. Returns 0; -EOPNOTSUPP (a flag other than requested key, or ip's);
-	 * -EINVAL (len 0, wrap, access invalid, pd above 24 bits); -ENOSPC (no segment slot or
-	 * key); reg's key errors; ip's bind error.
+	 * Registers an on-demand-paging region [req.addr, req.addr + req.len) (doc/odp.md).
+	 * Lookups accept the key over the whole range and give the VA as its IOVA (the device
+	 * translates). No sub-MR, window or refresh may use it (they say -EOPNOTSUPP). req.iova,
+	 * log_page_size, runs and mtt are ignored.
+	 * With the on-demand mkey cache (EngineConfig::odp) and no requested key, the key is a
+	 * cached mkey bound with the programmer's bind_odp (one UMR), made first on a miss;
+	 * otherwise ip makes the key's mkey with every translation not present (bind_odp, by
+	 * commands) and takes it back at deregistration (revoke_indirect), so it must outlive
+	 * the region. Returns 0; -EOPNOTSUPP (a flag other than requested key, or ip's);
+	 * -EINVAL (len 0, wrap, access invalid, pd above 24 bits, more pages than the largest
+	 * bucket with the cache); -ENOSPC (no segment slot or key; with the cache: the bucket and
+	 * every larger one made bucket_max mkeys, all in use or in their grace period); reg's key
+	 * errors; -EIO (the device gave an index the engine cannot use); the programmer's bind or
+	 * create error, or ip's bind error.
 	 */
 	int reg_odp(const RegRequest &req, IndirectProgrammer &ip, KeyCache *cache,
 		    uint32_t *mkey) noexcept;
@@ -189,9 +234,19 @@ public:
 	 * Deregisters: when it returns 0, no lookup accepts mkey any more and the device refuses
 	 * it. Returns 0, -ENOKEY (not a registered key: stale, unknown, or being (de)registered),
 	 * -EBUSY (sub-MRs of it are registered; fi_close says -FI_EBUSY), or the programmer's
-	 * revoke error (the region stays registered).
+	 * revoke error or odp_zap's (the region stays registered). A cached on-demand region's
+	 * mkey goes back to its bucket (odp_zap is called first, when given).
 	 */
-	int dereg(uint32_t mkey, KeyCache *cache) noexcept;
+	int dereg(uint32_t mkey, KeyCache *cache, const DeregHook *odp_zap = nullptr) noexcept;
+
+	/* The on-demand mkey cache: buckets (0 without it), the most pages a cached region may
+	 * span, and one bucket's figures (-EINVAL beyond the buckets). */
+	uint32_t odp_bucket_count() const noexcept { return odp_buckets_; }
+	uint64_t odp_max_pages() const noexcept
+	{
+		return odp_buckets_ == 0 ? 0 : uint64_t{1} << (odp_min_log_ + odp_buckets_ - 1);
+	}
+	int odp_stats(uint32_t bucket, OdpBucketStats *out) const noexcept;
 	/*
 	 * Re-points a live region's key at new translations (iova of its start, log_page_size)
 	 * with the programmer's modify: the key stays valid throughout, lookups see the old IOVA
@@ -290,6 +345,29 @@ private:
 	size_t created_len_ = 0;
 	/* grow_locked's index list (pool_grow entries). */
 	std::unique_ptr<uint32_t[]> grow_buf_;
+
+	/* The on-demand mkey cache (slow path too: registrations of on-demand regions). */
+	struct OdpCached {
+		uint32_t mkey;
+		uint64_t token; /* grace-period token of its last revoke; 0: never used */
+	};
+	struct alignas(64) OdpBucket {
+		std::mutex mu;			   /* everything below */
+		std::unique_ptr<OdpCached[]> ring; /* bucket_max entries, FIFO from head */
+		uint32_t head = 0, count = 0, made = 0;
+		uint64_t hits = 0, misses = 0;
+	};
+	int odp_create(const OdpCacheConfig &c) noexcept;
+	int odp_fill_locked(uint32_t b, uint32_t count, uint32_t *taken) noexcept;
+	int odp_take(uint32_t b, uint32_t *mkey) noexcept;
+	void odp_put(uint32_t mkey, uint64_t token) noexcept;
+	int reg_odp_cached(const RegRequest &req, uint32_t *mkey) noexcept;
+	std::unique_ptr<OdpBucket[]> odp_;
+	uint32_t odp_buckets_ = 0, odp_min_log_ = 0, odp_refill_ = 0, odp_bucket_max_ = 0;
+	/* Per index: its bucket + 1 for the cache's mkeys, else 0 (written before the mkey is
+	 * first taken; lazily populated, like created_). */
+	uint8_t *odp_bucket_of_ = nullptr;
+	size_t odp_bucket_of_len_ = 0;
 };
 
 } // namespace nicmr::mr

@@ -522,6 +522,48 @@ void KeySpace::retire(KeyCache *c, uint32_t mkey) noexcept
 	reclaim(nullptr);
 }
 
+int KeySpace::adopt(uint32_t index, uint32_t *mkey) noexcept
+{
+	if (index == 0 || index >= n_)
+		return -EINVAL;
+	const uint8_t v = first_variant(secret_, index);
+	uint32_t zero = 0;
+	/* Relaxed: the index was never handed out, so no earlier owner's writes need ordering;
+	 * the adopter hands it on under its own lock. */
+	if (!slots_[index].compare_exchange_strong(zero, slot_word(KeyState::binding, v),
+						   std::memory_order_relaxed,
+						   std::memory_order_relaxed))
+		return -EEXIST;
+	*mkey = make_mkey(index, v);
+	return 0;
+}
+
+uint32_t KeySpace::recycle(uint32_t mkey) noexcept
+{
+	const uint32_t index = mkey_index(mkey);
+	const uint8_t next = next_variant(secret_, index, mkey_variant(mkey));
+	std::atomic<uint32_t> &slot = slots_[index];
+	uint32_t w = slot.load(std::memory_order_relaxed);
+	/* Retiring with no holds (begin_retire refused those), and never in the free structures:
+	 * no ghost bit either. Release: the invalidated entry is written before whoever takes the
+	 * key next (through the owner's lock, which orders it anyway) sees binding. */
+	while (!slot.compare_exchange_weak(w, slot_word(KeyState::binding, next),
+					   std::memory_order_release, std::memory_order_relaxed))
+		;
+	return make_mkey(index, next);
+}
+
+uint64_t KeySpace::grace_start() noexcept
+{
+	/* rte_rcu_qsbr_start orders the caller's invalidation before the token (release). */
+	return rte_rcu_qsbr_start(qsbr_);
+}
+
+bool KeySpace::grace_done(uint64_t token) const noexcept
+{
+	return rte_rcu_qsbr_check(qsbr_, token, false) == 1;
+}
+
 unsigned KeySpace::reclaim(KeyCache *c, bool wait) noexcept
 {
 	std::unique_lock<std::mutex> lk(reclaim_lock_, std::defer_lock);

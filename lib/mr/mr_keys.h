@@ -219,6 +219,22 @@ public:
 	 */
 	void retire(KeyCache *cache, uint32_t mkey) noexcept;
 
+	/*
+	 * Indices the owner keeps out of the free structures (the engine's cache of on-demand
+	 * mkeys, mr_engine.h): never in the free ring, a cache or the retire ring.
+	 * adopt: a never-used index (its slot word still zero) becomes binding at its first
+	 * variant, owned by the caller: 0, -EINVAL (0 or out of range), -EEXIST (used before).
+	 * recycle: a retiring key (begin_retire, then the device revoked it) becomes binding again
+	 * at the next variant of its cycle and is returned; the owner keeps it and may publish it
+	 * again only once grace_done(t) holds for a token t = grace_start() taken after the old
+	 * entry was invalidated (what retire does for the free structures). Any thread; no lock.
+	 */
+	int adopt(uint32_t index, uint32_t *mkey) noexcept;
+	uint32_t recycle(uint32_t mkey) noexcept;
+	uint64_t grace_start() noexcept;
+	/* Non-blocking: whether every reader has reported a quiescent state since token. */
+	bool grace_done(uint64_t token) const noexcept;
+
 	/* Frees every retired index whose grace period is over, one retire batch at a time:
 	 * into cache (may be null; the caller's) when the batch fits there whole, else into the
 	 * global ring as one bulk. Returns how many. Any thread. With wait false, returns 0 at

@@ -29,6 +29,16 @@ struct BindParams {
 	uint32_t mtt_count;
 };
 
+/* An on-demand-paging region's mkey (Engine::reg_odp, doc/odp.md): an MTT mkey of 4 KiB pages
+ * with pg_access whose entries all start not present (no rd_en, no wr_en). */
+struct OdpParams {
+	uint64_t start; /* mkc start_addr: the region's VA */
+	uint64_t len;	/* > 0 */
+	uint8_t access; /* MkeyAccess bits */
+	uint32_t pd;
+	uint64_t pages; /* 4 KiB pages from start & ~4095 that cover [start, start + len) */
+};
+
 class MkeyProgrammer {
 public:
 	virtual ~MkeyProgrammer() = default;
@@ -64,6 +74,28 @@ public:
 	 * on failure the mkey is left as it was. -EOPNOTSUPP where the device cannot do that
 	 * in place. */
 	virtual int modify(uint32_t /*mkey*/, const BindParams & /*params*/) { return -EOPNOTSUPP; }
+
+	/*
+	 * On-demand-paging mkeys made ahead for UMR (the engine's cache, doc/odp.md, as Linux's
+	 * mlx5 mkey cache keeps them): count free MTT mkeys (free=1, umr_en=1) of 4 KiB pages with
+	 * pg_access and room for pages entries (even, 2..odp_max_pages()), none written, so every
+	 * entry is not present; at indices the device chooses, written to indices[0..count).
+	 * Slow path. 0; -EOPNOTSUPP (the device does not page on demand); -EINVAL (pages odd, 0
+	 * or above odp_max_pages()); the device's error. On failure nothing of this call stays.
+	 */
+	virtual int create_odp_mkeys(uint64_t /*pages*/, uint32_t /*count*/, uint32_t * /*indices*/)
+	{
+		return -EOPNOTSUPP;
+	}
+	/* The most pages one such mkey may hold (0: no on-demand paging). */
+	virtual uint64_t odp_max_pages() const noexcept { return 0; }
+	/* Binds one of them with one UMR: start, len, access, PD and the variant, free cleared;
+	 * its translations are left as they are (all not present: the engine zaps what was
+	 * present before it revokes). 0 or negative errno; on failure the mkey is left free. */
+	virtual int bind_odp(uint32_t /*mkey*/, const OdpParams & /*params*/)
+	{
+		return -EOPNOTSUPP;
+	}
 };
 
 /* One entry of an indirect (KLM) mkey: byte_count bytes of mkey's address space from address,
@@ -81,16 +113,6 @@ struct IndirectParams {
 	uint32_t pd;
 	const KlmPart *parts;
 	uint32_t count; /* 1..kMaxRuns */
-};
-
-/* An on-demand-paging region's mkey (Engine::reg_odp, doc/odp.md): an MTT mkey of 4 KiB pages
- * with pg_access whose entries all start not present (no rd_en, no wr_en). */
-struct OdpParams {
-	uint64_t start; /* mkc start_addr: the region's VA */
-	uint64_t len;	/* > 0 */
-	uint8_t access; /* MkeyAccess bits */
-	uint32_t pd;
-	uint64_t pages; /* 4 KiB pages from start & ~4095 that cover [start, start + len) */
 };
 
 /*
@@ -152,6 +174,14 @@ public:
 	int bind(uint32_t, const BindParams &) override { return 0; }
 	int revoke(uint32_t) override { return 0; }
 	int modify(uint32_t, const BindParams &) override { return 0; }
+	int create_odp_mkeys(uint64_t pages, uint32_t count, uint32_t *indices) override
+	{
+		if (pages == 0 || pages % 2 != 0 || pages > odp_max_pages())
+			return -EINVAL;
+		return create_free_mkeys(count, indices);
+	}
+	uint64_t odp_max_pages() const noexcept override { return uint64_t{1} << 18; }
+	int bind_odp(uint32_t, const OdpParams &) override { return 0; }
 
 private:
 	void mark(uint32_t index)

@@ -450,3 +450,308 @@ TEST_F(MrOdp, NoSubMrWindowOrRefreshOnIt)
 }
 
 } // namespace
+
+namespace {
+
+/* A device with on-demand paging for the engine's cache: indices from 1 upwards, binds and
+ * revokes counted, each step able to fail with a chosen code. */
+class OdpProgrammer final : public MkeyProgrammer {
+public:
+	int create_free_mkeys(uint32_t count, uint32_t *indices) override
+	{
+		for (uint32_t i = 0; i < count; i++)
+			indices[i] = next++;
+		return 0;
+	}
+	bool chosen_indices() const noexcept override { return true; }
+	int create_free_mkey_at(uint32_t) override { return 0; }
+	int bind(uint32_t, const BindParams &) override { return 0; }
+	int revoke(uint32_t) override
+	{
+		if (fail_revoke)
+			return fail_revoke;
+		revokes++;
+		return 0;
+	}
+	int create_odp_mkeys(uint64_t pages, uint32_t count, uint32_t *indices) override
+	{
+		if (fail_create)
+			return fail_create;
+		created += count;
+		last_pages = pages;
+		return create_free_mkeys(count, indices);
+	}
+	uint64_t odp_max_pages() const noexcept override { return max_pages; }
+	int bind_odp(uint32_t mkey, const OdpParams &p) override
+	{
+		if (fail_bind)
+			return fail_bind;
+		binds++;
+		last_mkey = mkey;
+		last = p;
+		return 0;
+	}
+	uint32_t next = 1;
+	uint64_t max_pages = 64, last_pages = 0;
+	int fail_create = 0, fail_bind = 0, fail_revoke = 0;
+	uint32_t created = 0, binds = 0, revokes = 0, last_mkey = 0;
+	OdpParams last{};
+};
+
+/* Buckets of 8, 16, 32 and 64 pages (the device's 64 clamps the configured 2^6.. 2^10); the
+ * first two made ahead, two each; a miss makes two; three at most per bucket. */
+class MrOdpCache : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		EngineConfig c;
+		c.index_count = 256;
+		c.pool_initial = 16;
+		c.odp.enabled = true;
+		c.odp.min_log_pages = 3;
+		c.odp.max_log_pages = 10;
+		c.odp.prefill = 2;
+		c.odp.prefill_log_pages = 4;
+		c.odp.refill = 2;
+		c.odp.bucket_max = 3;
+		ASSERT_EQ(Engine::create(c, prog, &e), 0);
+	}
+	RegRequest request(uint64_t pages = 3)
+	{
+		RegRequest r;
+		r.addr = kVa + 0x100;
+		r.len = pages * 4096 - 0x100;
+		r.access = kRw;
+		r.pd = 3;
+		return r;
+	}
+	OdpBucketStats stats(uint32_t b)
+	{
+		OdpBucketStats s;
+		EXPECT_EQ(e->odp_stats(b, &s), 0);
+		return s;
+	}
+	static int zap(void *ctx, uint32_t mkey) noexcept
+	{
+		auto *t = static_cast<MrOdpCache *>(ctx);
+		t->zapped = mkey;
+		t->revokes_at_zap = t->prog.revokes;
+		return t->fail_zap;
+	}
+	int dereg(uint32_t k)
+	{
+		const DeregHook h{zap, this};
+		return e->dereg(k, nullptr, &h);
+	}
+	OdpProgrammer prog;
+	RecordingIndirect ind;
+	std::unique_ptr<Engine> e;
+	uint32_t zapped = 0, revokes_at_zap = ~0u;
+	int fail_zap = 0;
+};
+
+} // namespace
+
+TEST_F(MrOdpCache, MakesTheSmallBucketsAheadAndNoMore)
+{
+	EXPECT_EQ(e->odp_bucket_count(), 4u);
+	EXPECT_EQ(e->odp_max_pages(), 64u) << "clamped to what the device holds";
+	EXPECT_EQ(prog.created, 4u);
+	EXPECT_EQ(stats(0).pages, 8u);
+	EXPECT_EQ(stats(0).made, 2u);
+	EXPECT_EQ(stats(0).cached, 2u);
+	EXPECT_EQ(stats(1).made, 2u);
+	EXPECT_EQ(stats(2).made, 0u);
+	EXPECT_EQ(stats(3).pages, 64u);
+	EXPECT_EQ(stats(3).made, 0u);
+	OdpBucketStats s;
+	EXPECT_EQ(e->odp_stats(4, &s), -EINVAL);
+}
+
+TEST_F(MrOdpCache, RegistrationBindsACachedMkeyAndMakesNone)
+{
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &k), 0);
+	EXPECT_EQ(prog.created, 4u) << "a hit: no mkey made";
+	EXPECT_EQ(prog.binds, 1u);
+	EXPECT_EQ(prog.last_mkey, k);
+	EXPECT_EQ(prog.last.start, kVa + 0x100);
+	EXPECT_EQ(prog.last.pages, 3u);
+	EXPECT_EQ(prog.last.pd, 3u);
+	EXPECT_EQ(ind.live, 0) << "the indirect programmer is not used";
+	EXPECT_EQ(stats(0).cached, 1u);
+	EXPECT_EQ(stats(0).hits, 1u);
+	EntryFields f;
+	ASSERT_EQ(e->table().snapshot(k, &f), 0);
+	EXPECT_EQ(f.flags & (kEntryOdp | kEntryIndirect), kEntryOdp);
+	LookupRequest r{k, kVa + 0x1234, 1, kAccessRemoteWrite, kAnyPd};
+	LookupResult res{};
+	ASSERT_EQ(e->lookup(r, &res), 0);
+	EXPECT_EQ(res.iova, kVa + 0x1234);
+	ASSERT_EQ(dereg(k), 0);
+}
+
+TEST_F(MrOdpCache, DeregZapsThenRevokesAndTheIndexComesBackAtItsNextVariant)
+{
+	uint32_t a = 0, b = 0, c = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &a), 0);
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &b), 0);
+	ASSERT_EQ(dereg(a), 0);
+	EXPECT_EQ(zapped, a);
+	EXPECT_EQ(revokes_at_zap, 0u) << "the zap comes before the revoke";
+	EXPECT_EQ(prog.revokes, 1u);
+	EXPECT_EQ(stats(0).cached, 1u);
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &c), 0);
+	EXPECT_EQ(mkey_index(c), mkey_index(a));
+	EXPECT_EQ(mkey_variant(c), e->keys().next_variant_of(mkey_index(a), mkey_variant(a)));
+	EXPECT_EQ(dereg(a), -ENOKEY) << "the stale key";
+	LookupRequest r{a, kVa + 0x1234, 1, kAccessRemoteWrite, kAnyPd};
+	LookupResult res{};
+	EXPECT_EQ(e->lookup(r, &res), -ENOKEY);
+	EXPECT_EQ(prog.created, 4u);
+	ASSERT_EQ(dereg(b), 0);
+	ASSERT_EQ(dereg(c), 0);
+	EXPECT_EQ(stats(0).cached, 2u) << "nothing lost";
+}
+
+TEST_F(MrOdpCache, AMissMakesMoreAndAFullBucketBorrowsFromALargerOne)
+{
+	uint32_t k[4] = {};
+	for (uint32_t &x : k)
+		ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &x), 0);
+	EXPECT_EQ(stats(0).made, 3u) << "one miss made one more: the bucket's most";
+	EXPECT_EQ(stats(0).misses, 1u);
+	EXPECT_EQ(prog.last_pages, 8u);
+	EXPECT_EQ(stats(1).cached, 1u) << "the fourth came from the 16-page bucket";
+	for (uint32_t x : k)
+		ASSERT_EQ(dereg(x), 0);
+	EXPECT_EQ(stats(0).cached, 3u);
+	EXPECT_EQ(stats(1).cached, 2u) << "back to the bucket it came from";
+}
+
+TEST_F(MrOdpCache, ENOSPCWhenItsBucketMadeItsMostAndLargerOnesHoldNoneAndNothingLeaks)
+{
+	/* Three of the 8-page bucket (one made on a miss), then the two the 16-page bucket
+	 * holds; larger buckets make nothing for a small region. */
+	std::vector<uint32_t> keys;
+	for (int i = 0; i < 5; i++) {
+		uint32_t k = 0;
+		ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &k), 0) << i;
+		keys.push_back(k);
+	}
+	uint32_t k = 0;
+	EXPECT_EQ(e->reg_odp(request(), ind, nullptr, &k), -ENOSPC);
+	EXPECT_EQ(stats(2).made, 0u);
+	for (uint32_t x : keys)
+		ASSERT_EQ(dereg(x), 0);
+	EXPECT_EQ(stats(0).cached, 3u);
+	EXPECT_EQ(stats(1).cached, 2u);
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &k), 0) << "slots and keys came back";
+	ASSERT_EQ(dereg(k), 0);
+}
+
+TEST_F(MrOdpCache, EINVALAboveTheLargestBucket)
+{
+	uint32_t k = 0;
+	EXPECT_EQ(e->reg_odp(request(65), ind, nullptr, &k), -EINVAL);
+	ASSERT_EQ(e->reg_odp(request(64), ind, nullptr, &k), 0);
+	EXPECT_EQ(prog.last_pages, 64u) << "made on the miss";
+	ASSERT_EQ(dereg(k), 0);
+	EXPECT_EQ(stats(0).cached, 2u);
+}
+
+TEST_F(MrOdpCache, AFailedBindGivesTheKeyBackToItsBucket)
+{
+	prog.fail_bind = -EIO;
+	uint32_t k = 0;
+	EXPECT_EQ(e->reg_odp(request(), ind, nullptr, &k), -EIO);
+	EXPECT_EQ(stats(0).cached, 2u);
+	prog.fail_bind = 0;
+	uint32_t a = 0, b = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &a), 0);
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &b), 0);
+	EXPECT_EQ(prog.created, 4u) << "both cached keys still there";
+	ASSERT_EQ(dereg(a), 0);
+	ASSERT_EQ(dereg(b), 0);
+}
+
+TEST_F(MrOdpCache, AFailedMakeOnAMissGivesItsCodeAndLeavesNothing)
+{
+	prog.fail_create = -ENOMEM;
+	uint32_t k = 0;
+	EXPECT_EQ(e->reg_odp(request(20), ind, nullptr, &k), -ENOMEM);
+	EXPECT_EQ(stats(2).made, 0u);
+	EXPECT_EQ(stats(2).misses, 1u);
+	prog.fail_create = 0;
+	ASSERT_EQ(e->reg_odp(request(20), ind, nullptr, &k), 0);
+	EXPECT_EQ(stats(2).made, 2u);
+	ASSERT_EQ(dereg(k), 0);
+}
+
+TEST_F(MrOdpCache, AFailedZapOrRevokeLeavesTheRegionRegistered)
+{
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &k), 0);
+	LookupRequest r{k, kVa + 0x1234, 1, kAccessRemoteWrite, kAnyPd};
+	LookupResult res{};
+	fail_zap = -EIO;
+	EXPECT_EQ(dereg(k), -EIO);
+	EXPECT_EQ(prog.revokes, 0u) << "no revoke after a failed zap";
+	EXPECT_EQ(e->lookup(r, &res), 0);
+	fail_zap = 0;
+	prog.fail_revoke = -EIO;
+	EXPECT_EQ(dereg(k), -EIO);
+	EXPECT_EQ(e->lookup(r, &res), 0);
+	EXPECT_EQ(stats(0).cached, 1u);
+	prog.fail_revoke = 0;
+	ASSERT_EQ(dereg(k), 0);
+	EXPECT_EQ(stats(0).cached, 2u);
+}
+
+TEST_F(MrOdpCache, AKeyIsReusedOnlyAfterItsGracePeriod)
+{
+	ASSERT_EQ(e->reader_register(0), 0); /* online, and reports nothing yet */
+	uint32_t a = 0, b = 0, c = 0, d = 0;
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &a), 0);
+	ASSERT_EQ(dereg(a), 0);
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &b), 0);
+	EXPECT_NE(mkey_index(b), mkey_index(a)) << "the never-used one first";
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &c), 0);
+	EXPECT_NE(mkey_index(c), mkey_index(a)) << "a's index waits: a new mkey is made";
+	EXPECT_EQ(stats(0).made, 3u);
+	e->reader_quiescent(0);
+	ASSERT_EQ(e->reg_odp(request(), ind, nullptr, &d), 0);
+	EXPECT_EQ(mkey_index(d), mkey_index(a)) << "past the grace period";
+	for (uint32_t x : {b, c, d})
+		ASSERT_EQ(dereg(x), 0);
+	e->reader_unregister(0);
+}
+
+TEST_F(MrOdpCache, RequestedKeysTakeTheIndirectProgrammer)
+{
+	RegRequest r = request();
+	r.flags = kRegRequestedKey;
+	r.requested_key = make_mkey(200, 7);
+	uint32_t k = 0;
+	ASSERT_EQ(e->reg_odp(r, ind, nullptr, &k), 0);
+	EXPECT_EQ(k, make_mkey(200, 7));
+	EXPECT_EQ(ind.live, 1);
+	EXPECT_EQ(prog.binds, 0u);
+	ASSERT_EQ(dereg(k), 0);
+	EXPECT_EQ(ind.live, 0);
+	EXPECT_EQ(zapped, 0u) << "no zap: the indirect programmer's mkey is destroyed";
+}
+
+TEST_F(MrOdpCache, AdoptTakesOnlyIndicesNeverUsed)
+{
+	uint32_t k = 0;
+	EXPECT_EQ(e->keys().adopt(0, &k), -EINVAL);
+	EXPECT_EQ(e->keys().adopt(256, &k), -EINVAL);
+	EXPECT_EQ(e->keys().adopt(1, &k), -EEXIST) << "a pool index";
+	ASSERT_EQ(e->keys().adopt(250, &k), 0);
+	EXPECT_EQ(mkey_index(k), 250u);
+	uint8_t v = 0;
+	EXPECT_EQ(e->keys().state_of(250, &v), KeyState::binding);
+	EXPECT_EQ(v, mkey_variant(k));
+	EXPECT_EQ(e->keys().adopt(250, &k), -EEXIST);
+}
