@@ -98,9 +98,11 @@ int KlmProgrammer::bind_odp(uint32_t mkey, const mr::OdpParams &p)
 	if (!dev_.caps().mkey_by_index || !dev_.caps().odp)
 		return -EOPNOTSUPP;
 	const uint32_t index = mr::mkey_index(mkey);
-	/* Two MTT entries per octword; the UMR's translation offset is 16 bits of octwords. */
+	/* Two MTT entries per octword; the UMR's translation offset is 16 bits of octwords
+	 * without the extended offset. */
 	const uint64_t octwords = (p.pages + 1) / 2;
-	if (index == 0 || p.pages == 0 || octwords > 0xffff)
+	if (index == 0 || p.pages == 0 ||
+	    octwords > (dev_.caps().umr_extended_translation_offset ? 0xffffffffu : 0xffffu))
 		return -EINVAL;
 	std::lock_guard lk(mu_);
 	std::optional<MkeyContext> saved;
@@ -145,10 +147,9 @@ int KlmProgrammer::write_odp(uint32_t mkey, uint64_t first, std::span<const MttE
 		b.mkey = mkey;
 		b.log_page_size = 12;
 		b.mtt = entries.subspan(done, std::min(kChunk, entries.size() - done));
-		const uint64_t off = (first + done) / 2; /* octwords */
-		if (off > 0xffff)
-			return -EINVAL;
-		b.xlt_offset = static_cast<uint16_t>(off);
+		/* Octwords: 48 bits with the extended offset, else post_umr_bind refuses what
+		 * 16 bits do not reach (-EINVAL). */
+		b.xlt_offset = (first + done) / 2;
 		const int rc = umr_->modify(b);
 		if (rc) {
 			NICMR_LOG(warn, "mlx5", "on-demand translations of %#x at %llu: %d", mkey,

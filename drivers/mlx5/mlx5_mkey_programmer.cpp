@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <algorithm>
 #include <cerrno>
 #include <new>
 #include <utility>
@@ -186,6 +187,11 @@ MkeyCreate Mlx5MkeyProgrammer::free_mkey() const
 
 int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t count, uint32_t *indices)
 {
+	return create_many(free_mkey(), count, indices); /* index 0: the device chooses */
+}
+
+int Mlx5MkeyProgrammer::create_many(const MkeyCreate &c, uint32_t count, uint32_t *indices)
+{
 	if (count == 0 || indices == nullptr)
 		return -EINVAL;
 	std::lock_guard<std::mutex> lk(mu_);
@@ -195,7 +201,6 @@ int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t count, uint32_t *indices)
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	}
-	const MkeyCreate c = free_mkey(); /* index 0: the device chooses */
 	int rc = 0;
 	for (uint32_t i = 0; i < count; i++) {
 		MkeyHandle h;
@@ -211,6 +216,37 @@ int Mlx5MkeyProgrammer::create_free_mkeys(uint32_t count, uint32_t *indices)
 		mkeys_.resize(before); /* destroys this call's mkeys */
 	}
 	return rc;
+}
+
+uint64_t Mlx5MkeyProgrammer::odp_max_pages() const noexcept
+{
+	const Caps &c = dev_.caps();
+	if (!c.odp)
+		return 0;
+	uint64_t most = uint64_t{1} << std::min<uint32_t>(c.log_max_klm_list_size, 40);
+	/* The largest even count whose last octword a 16-bit offset still reaches. */
+	if (!c.umr_extended_translation_offset)
+		most = std::min<uint64_t>(most, uint64_t{0x10000} * 2);
+	return most;
+}
+
+/*
+ * The on-demand mkeys of the engine's cache: the pool's free mkey (above), plus pg_access at
+ * CREATE_MKEY and a translation size of pages entries that no command writes, so every entry
+ * lacks rd_en and wr_en (not present: Linux odp.c, MLX5_IB_MTT_PRESENT). Linux's cache makes
+ * its ODP entries the same way, with their size fixed at creation (mr.c, set_cache_mkc).
+ */
+int Mlx5MkeyProgrammer::create_odp_mkeys(uint64_t pages, uint32_t count, uint32_t *indices)
+{
+	if (!dev_.caps().odp)
+		return -EOPNOTSUPP;
+	if (pages == 0 || pages % 2 != 0 || pages > odp_max_pages())
+		return -EINVAL;
+	MkeyCreate c = free_mkey();
+	c.ctx.log_page_size = 12;
+	c.ctx.translations_octword_size = static_cast<uint32_t>(pages / 2);
+	c.pg_access = true;
+	return create_many(c, count, indices);
 }
 
 bool Mlx5MkeyProgrammer::chosen_indices() const noexcept
@@ -290,6 +326,21 @@ int Mlx5MkeyProgrammer::bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p,
 		l.scratch[i] = MttEntry{l.pages[i], true, true};
 	b.mtt = std::span<const MttEntry>(l.scratch.data(), n);
 	return modify ? l.umr->modify(b) : l.umr->bind(b);
+}
+
+/* An on-demand region's bind: the context only (no translations: the entries stay not
+ * present), so the UMR is the same size whatever the region's. Hot path on an exclusive
+ * lane, as bind. */
+int Mlx5MkeyProgrammer::bind_odp(uint32_t mkey, const mr::OdpParams &p)
+{
+	UmrBind b;
+	b.mkey = mkey;
+	set_mkey_access(b, p.access);
+	b.pd = p.pd;
+	b.start = p.start;
+	b.len = p.len;
+	b.log_page_size = 12;
+	return on_my_lane([&](Lane &l) { return l.umr->bind(b); });
 }
 
 /* Hot path on an exclusive lane, as bind. */

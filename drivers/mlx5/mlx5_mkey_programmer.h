@@ -82,6 +82,18 @@ public:
 	/* A UMR modify (UmrBind::modify): bind's argument errors, or UmrQueue::modify's (-ENOENT:
 	 * the mkey is free). Any thread. */
 	int modify(uint32_t mkey, const mr::BindParams &p) override;
+	/* On-demand mkeys made ahead (mr_programmer.h; doc/odp.md): count CREATE_MKEYs of free
+	 * MTT mkeys with pg_access, 4 KiB pages and room for pages entries, none written, in the
+	 * programmer's PD. 0; -EOPNOTSUPP (no Caps::odp); -EINVAL (count 0, pages odd, 0 or above
+	 * odp_max_pages()); -ENOMEM; the command's (the device's translation limits). */
+	int create_odp_mkeys(uint64_t pages, uint32_t count, uint32_t *indices) override;
+	/* 2^log_max_klm_list_size entries, and no more than a 16-bit translation offset reaches
+	 * without Caps::umr_extended_translation_offset (Linux umr.h, mlx5r_umr_can_load_pas:
+	 * MLX5_MAX_UMR_PAGES); 0 without Caps::odp. */
+	uint64_t odp_max_pages() const noexcept override;
+	/* One UMR on the caller's lane, as bind, with no translations: start, len, access, PD,
+	 * variant. bind's errors. */
+	int bind_odp(uint32_t mkey, const mr::OdpParams &p) override;
 
 	/* The shared lane's queue (lane 0). */
 	UmrQueue &umr() noexcept { return *lanes_[0].umr; }
@@ -107,6 +119,8 @@ private:
 	int bind_on(Lane &l, uint32_t mkey, const mr::BindParams &p, bool modify);
 	/* The CREATE_MKEY of a free mkey (index 0: the device's choice). */
 	MkeyCreate free_mkey() const;
+	/* count CREATE_MKEYs of c into mkeys_ (mu_ taken), their indices to indices. */
+	int create_many(const MkeyCreate &c, uint32_t count, uint32_t *indices);
 	/* Runs f on the calling thread's lane (lane 0 under shared_mu_). */
 	template <class F> int on_my_lane(F &&f);
 	Device &dev_;

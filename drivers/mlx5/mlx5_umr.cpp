@@ -21,7 +21,7 @@ namespace mm = prm::umr_mkey_mask;
 constexpr uint64_t kRevokeMask = mm::pd | mm::free;
 
 /* Every byte of the 48: the reserved ones zero (a ring slot is reused). */
-void set_umr_ctrl(void *u, bool inl, uint8_t check, uint16_t octwords, uint16_t offset,
+void set_umr_ctrl(void *u, bool inl, uint8_t check, uint16_t octwords, uint64_t offset,
 		  uint64_t mask) noexcept
 {
 	std::memset(u, 0, prm::umr_ctrl::size);
@@ -29,7 +29,10 @@ void set_umr_ctrl(void *u, bool inl, uint8_t check, uint16_t octwords, uint16_t 
 	prm::set(u, prm::umr_ctrl::check, check);
 	prm::set(u, prm::umr_ctrl::translation_offset_en, offset != 0);
 	prm::set(u, prm::umr_ctrl::klm_octowords, octwords);
-	prm::set(u, prm::umr_ctrl::translation_offset, offset);
+	/* Low 16 bits here, bits 47:16 in xlt_offset_47_16 (Linux umr.c,
+	 * mlx5r_umr_set_update_xlt_ctrl_seg); the caller checked the cap. */
+	prm::set(u, prm::umr_ctrl::translation_offset, offset & 0xffff);
+	prm::set(u, prm::umr_ctrl::xlt_offset_47_16, offset >> 16);
 	prm::set(u, prm::umr_ctrl::mkey_mask, mask);
 }
 
@@ -109,7 +112,8 @@ int post_umr_bind(Qp &qp, const UmrBind &b, uint64_t wr_id, unsigned flags) noex
 	const size_t xlt_padded = prm::umr_xlt_padded(umr_xlt_bytes(b));
 	const bool inl = b.xlt_iova == 0;
 	if ((inl && xlt_padded > kMaxInlineXltBytes) ||
-	    !prm::fits(prm::umr_ctrl::klm_octowords, xlt_padded / 16))
+	    !prm::fits(prm::umr_ctrl::klm_octowords, xlt_padded / 16) ||
+	    b.xlt_offset >> (caps.umr_extended_translation_offset ? 48 : 16) != 0)
 		return -EINVAL;
 	uint32_t ds = 1 + 3 + 4 + static_cast<uint32_t>(inl ? xlt_padded / 16 : 1);
 	WqeSlot w;

@@ -57,8 +57,8 @@ struct UmrBind {
 	 */
 	uint64_t xlt_iova = 0;
 	/* Octwords into the mkey's translation table to start writing at (TRANSLATION_OFFSET_EN
-	 * when non-zero). */
-	uint16_t xlt_offset = 0;
+	 * when non-zero): 16 bits, 48 with Caps::umr_extended_translation_offset. */
+	uint64_t xlt_offset = 0;
 	/*
 	 * Modify a live mkey instead of binding a free one: check field "fail if free", mkey_mask
 	 * PAGE_SIZE only, so the device rewrites the translations and the page size and keeps
@@ -84,7 +84,8 @@ uint64_t umr_modify_mask(const Caps &c) noexcept;
 /*
  * Posting (hot path: no lock, no allocation, no system call; the QP's thread). Errors: those
  * of Qp::begin, -EINVAL (both mtt and klm given, inline translations above
- * kMaxInlineXltBytes, log_page_size above 31, a list above 2^16 - 1 octwords), -EOPNOTSUPP
+ * kMaxInlineXltBytes, log_page_size above 31, a list above 2^16 - 1 octwords, an offset
+ * above 16 bits without Caps::umr_extended_translation_offset, above 48 with it), -EOPNOTSUPP
  * (a bind with a set where umr_bind_mask has no A: the mkey keeps the A it was created with).
  * post_umr_revoke gives the mkey to qp's PD: the UMR QP's, where free mkeys are created.
  * With umr_modify_entity_size_disabled the mkey keeps the page size it was created with:

@@ -1275,6 +1275,10 @@ inline constexpr Field check_qpn{0x04, 1};
 inline constexpr Field klm_octowords{0x20, 16};	     /* translation octwords */
 inline constexpr Field translation_offset{0x30, 16}; /* octwords into the mkey's table */
 inline constexpr Field mkey_mask{0x40, 64};	     /* umr_mkey_mask bits */
+/* Bits 47:16 of the translation offset, read with the cap umr_extended_translation_offset
+ * (Linux include/linux/mlx5/qp.h, struct mlx5_wqe_umr_ctrl_seg: xlt_offset_47_16 after
+ * mkey_mask; umr.c, mlx5r_umr_set_update_xlt_ctrl_seg splits the offset there). */
+inline constexpr Field xlt_offset_47_16{0x80, 32};
 } // namespace umr_ctrl
 
 /*

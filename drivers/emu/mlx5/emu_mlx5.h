@@ -178,7 +178,7 @@ struct EmuConfig {
 	 * that powers on with it off. */
 	uint32_t cmdif_checksum = 1;
 	uint32_t max_pages = 1u << 18;	     /* pages the device accepts in all (1 GiB) */
-	uint32_t log_max_klm_list_size = 16; /* translations per mkey (MTT or KLM), 1..30 */
+	uint32_t log_max_klm_list_size = 18; /* translations per mkey (MTT or KLM), 1..30 */
 	uint64_t translation_budget = uint64_t{64} << 20; /* bytes of MTT/KLM across all mkeys */
 	/* CREATE_MKEY at a chosen index (the max and current cap mkey_by_name). Off, as on a
 	 * stock ConnectX: the device chooses every index. The native API's emu spec option

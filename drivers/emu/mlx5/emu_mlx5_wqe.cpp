@@ -455,8 +455,11 @@ uint8_t EmuDataPath::Exec::umr()
 	const uint64_t oct = prm::get(u, prm::umr_ctrl::klm_octowords);
 	if (oct % (prm::umr_xlt_align / 16) != 0)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	/* The model reports umr_extended_translation_offset: bits 47:16 count too. */
 	const uint64_t xoff = prm::get(u, prm::umr_ctrl::translation_offset_en) != 0
-				      ? prm::get(u, prm::umr_ctrl::translation_offset) * 16
+				      ? (prm::get(u, prm::umr_ctrl::translation_offset) |
+					 prm::get(u, prm::umr_ctrl::xlt_offset_47_16) << 16) *
+						16
 				      : 0;
 	const auto check = static_cast<uint8_t>(prm::get(u, prm::umr_ctrl::check));
 	if (check == 3)
