@@ -59,6 +59,11 @@ struct EmuOptions {
 	/* msix_vectors=N: the function's MSI-X table, 0 to 256 (0: a bus without interrupts, so
 	 * no completion events; doc/device-model.md). */
 	unsigned msix_vectors = 64;
+	/* odp_prefill=N: on-demand mkeys the engine makes per small bucket at open
+	 * (mr::OdpCacheConfig::prefill, doc/odp.md); odp_cache=0: no on-demand mkey cache (ODP
+	 * MRs then need mkey_by_name=1, as requested keys always do). */
+	uint32_t odp_prefill = mr::OdpCacheConfig{}.prefill;
+	bool odp_cache = true;
 	/* The engine's mkey pool (doc/registration.md): mkey_pool= mkeys created at open
 	 * (default mr::kDefaultPoolInitial, clamped to the cap), mkey_max= the cap (default
 	 * mkeys - 1). */
@@ -83,6 +88,9 @@ struct PoolOptions {
 	uint32_t initial = mr::kDefaultPoolInitial;
 	uint32_t max = 0; /* 0: the device's mkey count - 1 */
 	uint64_t key_seed = 0;
+	/* The engine's on-demand mkey cache (made only where the device pages on demand). */
+	bool odp_cache = true;
+	uint32_t odp_prefill = mr::OdpCacheConfig{}.prefill;
 };
 
 bool parse_u32(std::string_view v, uint32_t *out)
@@ -196,6 +204,21 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			o->msix_vectors = x;
+		} else if (k == "odp_cache") {
+			if (v != "0" && v != "1") {
+				NICMR_LOG(error, "api", "emu odp_cache=%.*s: 0 or 1", int(v.size()),
+					  v.data());
+				return -EINVAL;
+			}
+			o->odp_cache = v == "1";
+		} else if (k == "odp_prefill") {
+			uint32_t x = 0;
+			if (!parse_u32(v, &x) || x > mr::OdpCacheConfig{}.bucket_max) {
+				NICMR_LOG(error, "api", "emu odp_prefill=%.*s: 0 to %u",
+					  int(v.size()), v.data(), mr::OdpCacheConfig{}.bucket_max);
+				return -EINVAL;
+			}
+			o->odp_prefill = x;
 		} else if (k == "mkey_pool" || k == "mkey_max") {
 			uint32_t x = 0;
 			if (!parse_u32(v, &x) || x < 1 || x >= (1u << 24)) {
@@ -281,7 +304,7 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 			NICMR_LOG(error, "api",
 				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
 				  "ext, atomic_endian, trace, fail_opcode, mkey_by_name, odp, "
-				  "msix_vectors, mkey_pool, "
+				  "msix_vectors, odp_cache, odp_prefill, mkey_pool, "
 				  "mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
 				  "dup, reorder, delay_us, fault_seed)",
 				  int(k.size()), k.data());
@@ -372,6 +395,8 @@ int bring_up(nicmr_device *dev, bool umr, const PoolOptions &pool = {})
 	cfg.pool_max = pool.max != 0 ? pool.max : cfg.index_count - 1;
 	cfg.pool_initial = pool.initial;
 	cfg.key_seed = pool.key_seed;
+	cfg.odp.enabled = pool.odp_cache;
+	cfg.odp.prefill = pool.odp_prefill;
 	rc = make_programmer(dev, umr, cfg.index_count, cfg.pool_max);
 	if (rc)
 		return rc;
@@ -421,7 +446,9 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 		return rc;
 	}
 	dev->fn = &dev->emu->function();
-	return bring_up(dev, o.umr, PoolOptions{o.pool_initial, o.pool_max, o.key_seed});
+	return bring_up(
+		dev, o.umr,
+		PoolOptions{o.pool_initial, o.pool_max, o.key_seed, o.odp_cache, o.odp_prefill});
 }
 
 int open_vfio(nicmr_device *dev, std::string_view addr)

@@ -256,8 +256,10 @@ struct nicmr_odp {
 	uint64_t iova = 0;  /* reserved for va .. va + pages * 4096 */
 	uint32_t mkey = 0;
 	std::mutex mu;
-	uint8_t *state = nullptr; /* pages bytes; mu */
-	uint64_t mapped = 0;	  /* pages with kOdpMapped; mu */
+	/* pages bytes (nullptr until the first advice: odp_ready; iova is reserved then too); mu */
+	uint8_t *state = nullptr;
+	bool watched = false; /* in the device's nicmr_odp_watch::live; the watch's mu */
+	uint64_t mapped = 0;  /* pages with kOdpMapped; mu */
 	/* The IOMMU mappings of the mapped pages: first page -> page count (an IOMMU unmaps only
 	 * whole mappings). mu */
 	std::map<uint64_t, uint64_t> runs;
@@ -485,14 +487,21 @@ int nicmr_piece_map(nicmr_device *dev, uintptr_t a, size_t len, bool write,
 void nicmr_piece_release(nicmr_device *dev, nicmr_mr_piece *piece);
 /* NICMR_ACCESS_* to mkey bits (api_mr.cpp): 0 or -EINVAL. */
 int nicmr_access_bits(uint64_t access, uint8_t *bits);
-/* On-demand paging (api_odp.cpp). offered: the device has on-demand paging and creates mkeys
- * at chosen indices (nicmr_device_attr.odp). reg: nicmr_mr_reg with NICMR_ACCESS_ON_DEMAND
- * (bits: the other access bits, granted). release: after the engine deregistered the key,
- * unmaps and unpins its pages and frees its IOVA range. The KLM/ODP programmer, made once. */
+/* On-demand paging (api_odp.cpp). offered: the engine has its on-demand mkey cache, or the
+ * device has on-demand paging and creates mkeys at chosen indices (nicmr_device_attr.odp). reg:
+ * nicmr_mr_reg with NICMR_ACCESS_ON_DEMAND (bits: the other access bits, granted). release: after
+ * the engine deregistered the key, unmaps and unpins its pages and frees its IOVA range. The
+ * KLM/ODP programmer, made once. */
 bool nicmr_odp_offered(const nicmr_device *dev) noexcept;
 int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t flags,
 		  uint64_t requested_key, nicmr_mr **out);
 void nicmr_odp_release(nicmr_device *dev, nicmr_odp *odp);
+/* The most bytes of pages an on-demand MR may cover on dev (0: none), with a requested key or
+ * without. */
+uint64_t nicmr_odp_max_len(const nicmr_device *dev, bool requested) noexcept;
+/* The engine's dereg of an on-demand MR's key, with the hook that makes its present entries
+ * not present first (a cached mkey goes back to the cache). */
+int nicmr_odp_dereg(nicmr_device *dev, nicmr_odp *odp, uint32_t mkey, nicmr::mr::KeyCache *cache);
 int nicmr_klm_programmer(nicmr_device *dev);
 /* Page faults (api_odp_fault.cpp, doc/odp.md "Page faults"): serve resumes every fault the
  * device raised (nicmr_device_progress); serve_from_poll is nicmr_cq_poll's branch for an empty CQ

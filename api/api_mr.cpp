@@ -405,7 +405,9 @@ int nicmr_mr_dereg(struct nicmr_mr *mr)
 	const uint32_t mkey = mr->mkey();
 	api::ThreadCache *tc = api::thread_cache(dev);
 	nicmr_mr_unpublish(dev, tc, mr);
-	int rc = dev->engine->dereg(mkey, api::key_cache(tc));
+	int rc = rare != nullptr && rare->odp
+			 ? nicmr_odp_dereg(dev, rare->odp.get(), mkey, api::key_cache(tc))
+			 : dev->engine->dereg(mkey, api::key_cache(tc));
 	api::note_cache_size(tc);
 	if (rc) {
 		if (rc != -EBUSY)

@@ -3,17 +3,19 @@
  * On-demand-paging MRs and nicmr_advise_mr (doc/odp.md).
  *
  *   nicmr_mr_reg(NICMR_ACCESS_ON_DEMAND)
- *     -> reserve an IOVA range for the region's pages (SlowMaps::odp_reserve; nothing mapped)
- *     -> the page-state bytes (anonymous memory, zero until touched)
- *     -> Engine::reg_odp: the key, and the KLM/ODP programmer's mkey at its index: MTT, 4 KiB
- *        pages, pg_access, every entry without rd_en / wr_en (not present)
+ *     -> Engine::reg_odp: a free on-demand mkey from the engine's cache (MTT, 4 KiB pages,
+ *        pg_access, every entry without rd_en / wr_en: not present), bound with one UMR;
+ *        with a requested key, the indirect programmer's mkey made by commands at its index
  *   nicmr_advise_mr(advice, sges)
  *     -> every element checked, its key held (a dereg meanwhile says -EBUSY)
+ *     -> the region's first advice: the unmap watch, the page-state bytes (anonymous memory,
+ *        zero until touched) and an IOVA range for its pages (odp_ready)
  *     -> per element: fault in (PREFETCH*) or ask mincore (NO_FAULT) -> under the region's
  *        lock, pin and map the pages not mapped yet, run by run -> one UMR per 4096 entries
  *        rewrites the 8-entry groups that changed -> translations in the device on return
- *   nicmr_mr_dereg -> the engine's dereg (the mkey goes: the device refuses the key)
- *     -> nicmr_odp_release: unmap and unpin the mapped runs, free the IOVA range
+ *   nicmr_mr_dereg -> nicmr_odp_dereg: the engine's dereg (odp_zap writes the present entries
+ *        not present, then the UMR revoke: the device refuses the key; the mkey goes back to
+ *        the cache) -> nicmr_odp_release: unmap and unpin the mapped runs, free the IOVA range
  *
  * Slow paths throughout: locks, allocations and system calls.
  */
@@ -34,8 +36,8 @@ namespace {
 constexpr uint64_t kPage = 4096;
 
 /* The MTT entries of pages [lo, hi) (a multiple of 8 apart, or up to the table's end) from
- * the page states. */
-int odp_write(nicmr_device *dev, nicmr_odp &o, uint64_t lo, uint64_t hi)
+ * the page states, or all not present (zero). */
+int odp_write(nicmr_device *dev, nicmr_odp &o, uint64_t lo, uint64_t hi, bool zero = false)
 {
 	/* The device's table holds an even count of entries (two per octword). */
 	const uint64_t table = (o.pages + 1) & ~uint64_t{1};
@@ -48,7 +50,7 @@ int odp_write(nicmr_device *dev, nicmr_odp &o, uint64_t lo, uint64_t hi)
 		return -ENOMEM;
 	}
 	for (uint64_t i = lo; i < hi; i++) {
-		const uint8_t st = i < o.pages ? o.state[i] : 0;
+		const uint8_t st = i < o.pages && !zero ? o.state[i] : 0;
 		mlx5::MttEntry &m = e[i - lo];
 		if (st & nicmr_odp::kOdpMapped) {
 			m.iova = o.iova + i * kPage;
@@ -150,6 +152,8 @@ int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool w
  * the mapping mapped again. Under o.mu. Returns how many pages were revoked. */
 uint64_t odp_revoke(nicmr_device *dev, nicmr_odp &o, uint64_t first, uint64_t end)
 {
+	if (o.state == nullptr)
+		return 0; /* never advised: nothing present */
 	uint64_t lo = end, hi = first;
 	for (uint64_t i = first; i < end; i++)
 		if (o.state[i] & nicmr_odp::kOdpMapped) {
@@ -215,6 +219,26 @@ uint64_t odp_revoke(nicmr_device *dev, nicmr_odp &o, uint64_t first, uint64_t en
 	return n;
 }
 
+/* What a region needs once pages become present (its first advice; under o.mu): the
+ * page-state bytes (anonymous memory, zero pages until written) and the IOVA range of its
+ * pages. Registration makes neither, so that it costs the same whatever the size and makes
+ * no system call. 0, -ENOMEM, odp_reserve's -ENOSPC. */
+int odp_ready(nicmr_device *dev, nicmr_odp &o)
+{
+	if (o.state != nullptr)
+		return 0;
+	void *st = mmap(nullptr, o.pages, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (st == MAP_FAILED)
+		return -ENOMEM;
+	if (const int rc = dev->slow_maps->odp_reserve(o.va, o.pages * kPage, &o.iova); rc) {
+		munmap(st, o.pages);
+		return rc;
+	}
+	o.state = static_cast<uint8_t *>(st);
+	return 0;
+}
+
 /* The device's watch, made and subscribed once (a refused userfaultfd leaves mon null). */
 nicmr_odp_watch *odp_watch(nicmr_device *dev)
 {
@@ -256,7 +280,30 @@ int check_sge(const nicmr_device *dev, const nicmr_pd *pd, const nicmr_sge &g, b
 	return 0;
 }
 
+/* Engine::dereg's hook for a cached mkey (mr::DeregHook): every entry the region made
+ * present is written not present before the mkey goes back to the cache, where the next
+ * region would otherwise find another process's pages. Pins and mappings go after the dereg
+ * (nicmr_odp_release). The engine has begun retiring the key: no advice holds it. */
+int odp_zap(void *ctx, uint32_t /*mkey*/) noexcept
+{
+	auto *z = static_cast<std::pair<nicmr_device *, nicmr_odp *> *>(ctx);
+	nicmr_odp &o = *z->second;
+	std::lock_guard lk(o.mu);
+	if (o.runs.empty())
+		return 0;
+	const uint64_t lo = o.runs.begin()->first;
+	const uint64_t hi = o.runs.rbegin()->first + o.runs.rbegin()->second;
+	return odp_write(z->first, o, lo, hi, true);
+}
+
 } // namespace
+
+int nicmr_odp_dereg(nicmr_device *dev, nicmr_odp *o, uint32_t mkey, nicmr::mr::KeyCache *cache)
+{
+	std::pair<nicmr_device *, nicmr_odp *> ctx{dev, o};
+	const mr::DeregHook hook{odp_zap, &ctx};
+	return dev->engine->dereg(mkey, cache, &hook);
+}
 
 void nicmr_odp_watch::invalidate(uintptr_t start, uintptr_t end) noexcept
 {
@@ -282,8 +329,25 @@ nicmr_odp_watch::~nicmr_odp_watch()
 
 bool nicmr_odp_offered(const nicmr_device *dev) noexcept
 {
+	/* The engine's on-demand mkey cache (UMR-made mkeys), or mkeys made by command at the
+	 * engine's index (the indirect programmer; requested keys take that way too). */
 	const mlx5::Caps &c = dev->drv->caps();
-	return c.odp && c.mkey_by_index;
+	return dev->engine->odp_bucket_count() != 0 || (c.odp && c.mkey_by_index);
+}
+
+uint64_t nicmr_odp_max_len(const nicmr_device *dev, bool requested) noexcept
+{
+	const mlx5::Caps &c = dev->drv->caps();
+	if (!requested && dev->engine->odp_bucket_count() != 0)
+		return std::min<uint64_t>(dev->engine->odp_max_pages() * kPage, NICMR_ODP_MAX_LEN);
+	if (!(c.odp && c.mkey_by_index))
+		return 0;
+	/* The indirect programmer's mkey: 2^log_max_klm_list_size entries, and what a 16-bit
+	 * translation offset reaches without the extended one. */
+	uint64_t pages = uint64_t{1} << std::min<uint32_t>(c.log_max_klm_list_size, 40);
+	if (!c.umr_extended_translation_offset)
+		pages = std::min<uint64_t>(pages, uint64_t{0xffff} * 2 - 1);
+	return std::min<uint64_t>(pages * kPage, NICMR_ODP_MAX_LEN);
 }
 
 int nicmr_klm_programmer(nicmr_device *dev)
@@ -305,9 +369,13 @@ int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t 
 	nicmr_device *dev = pd->dev;
 	if (!nicmr_odp_offered(dev) || (flags & ~uint64_t(NICMR_MR_REQUESTED_KEY)))
 		return -EOPNOTSUPP;
+	const bool requested = flags & NICMR_MR_REQUESTED_KEY;
+	/* Requested keys need an mkey at the engine's index: the indirect programmer's. */
+	if (requested && !dev->drv->caps().mkey_by_index)
+		return -EOPNOTSUPP;
 	const uintptr_t va = a & ~(kPage - 1);
 	const uint64_t bytes = ((a + len - 1) & ~(kPage - 1)) + kPage - va;
-	if (bytes > NICMR_ODP_MAX_LEN)
+	if (bytes > nicmr_odp_max_len(dev, requested))
 		return -EINVAL;
 	if (int rc = nicmr_klm_programmer(dev); rc != 0)
 		return rc;
@@ -324,45 +392,24 @@ int nicmr_odp_reg(nicmr_pd *pd, uintptr_t a, size_t len, uint8_t bits, uint64_t 
 	nicmr_odp &o = *rare->odp;
 	o.va = va;
 	o.pages = bytes / kPage;
-	/* Zero pages until written: the cost does not grow with the region. */
-	void *st = mmap(nullptr, o.pages, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (st == MAP_FAILED)
-		return -ENOMEM;
-	o.state = static_cast<uint8_t *>(st);
-	int rc = dev->slow_maps->odp_reserve(va, bytes, &o.iova);
-	if (rc) {
-		munmap(o.state, o.pages);
-		return rc;
-	}
+	/* Page states, IOVA range and the unmap watch wait for the first advice (odp_ready). */
 	mr::RegRequest req;
 	req.addr = a;
 	req.len = len;
 	req.access = bits;
 	req.pd = pd->handle.pd();
 	req.requested_key = requested_key;
-	req.flags = (flags & NICMR_MR_REQUESTED_KEY) ? uint32_t(mr::kRegRequestedKey) : 0u;
+	req.flags = requested ? uint32_t(mr::kRegRequestedKey) : 0u;
 	api::ThreadCache *tc = api::thread_cache(dev);
 	uint32_t mkey = 0;
-	rc = dev->engine->reg_odp(req, *dev->klm, api::key_cache(tc), &mkey);
+	const int rc = dev->engine->reg_odp(req, *dev->klm, api::key_cache(tc), &mkey);
 	api::note_cache_size(tc);
 	if (rc) {
 		NICMR_LOG(warn, "api", "%s: on-demand reg [%#lx, +%zu) failed: %d",
 			  dev->spec.c_str(), (unsigned long)a, len, rc);
-		dev->slow_maps->odp_release(o.iova, bytes);
-		munmap(o.state, o.pages);
 		return rc;
 	}
 	o.mkey = mkey;
-	if (nicmr_odp_watch *w = odp_watch(dev); w != nullptr) {
-		std::lock_guard lk(w->mu);
-		try {
-			w->live.push_back(&o);
-		} catch (...) {
-			NICMR_LOG(warn, "api", "%s: on-demand MR %#x not watched (no memory)",
-				  dev->spec.c_str(), mkey);
-		}
-	}
 	nicmr_mr m{};
 	m.pd = pd;
 	m.addr = a;
@@ -376,10 +423,14 @@ void nicmr_odp_release(nicmr_device *dev, nicmr_odp *o)
 	if (nicmr_odp_watch *w = dev->odp_watch.get(); w != nullptr) {
 		/* Waits for an invalidation inside the region: none starts after. */
 		std::lock_guard wl(w->mu);
-		std::erase(w->live, o);
+		if (o->watched)
+			std::erase(w->live, o);
 	}
 	std::lock_guard lk(o->mu);
-	/* The mkey is gone: nothing of the device uses the pages any more. */
+	if (o->state == nullptr)
+		return; /* never advised */
+	/* The mkey is gone or back in the cache with no entry present: nothing of the device
+	 * uses the pages any more. */
 	for (const auto &[first, n] : o->runs)
 		dev->slow_maps->odp_unmap(o->va + first * kPage, o->iova + first * kPage,
 					  n * kPage);
@@ -427,7 +478,7 @@ extern "C" int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t fl
 	std::vector<unsigned char> resident;
 	/* Unmaps whose calls returned are invalidated before pages are looked at
 	 * (mem_monitor.h); never under a region's lock, which an invalidation takes. */
-	nicmr_odp_watch *w = dev->odp_watch.get();
+	nicmr_odp_watch *w = rc == 0 ? odp_watch(dev) : nullptr;
 	if (rc == 0 && w != nullptr && w->mon)
 		w->mon->wait_idle();
 	for (uint32_t i = 0; i < num_sge && rc == 0; i++) {
@@ -456,6 +507,20 @@ extern "C" int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t fl
 			if (rc)
 				break;
 		}
+		/* In the watch's list before any page is present (and before o.mu: an
+		 * invalidation takes the list's lock, then the region's). */
+		if (w != nullptr && !o.watched) {
+			std::lock_guard wl(w->mu);
+			if (!o.watched) {
+				try {
+					w->live.push_back(&o);
+					o.watched = true;
+				} catch (...) {
+					rc = -ENOMEM;
+					break;
+				}
+			}
+		}
 		/* Ask for the range's unmap events before its pages become present. A range
 		 * the kernel cannot watch (a file mapping other than shmem or hugetlbfs, a hole
 		 * for NO_FAULT) is not invalidated (doc/odp.md). */
@@ -467,6 +532,9 @@ extern "C" int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t fl
 					  wr);
 		}
 		std::lock_guard lk(o.mu);
+		rc = odp_ready(dev, o);
+		if (rc)
+			break;
 		rc = odp_present(dev, o, g.addr, g.length, write,
 				 advice == NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT
 					 ? resident.data()

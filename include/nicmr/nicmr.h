@@ -378,10 +378,11 @@ int nicmr_mr_in_pool(const struct nicmr_mr *mr);
 
 /* ---- On-demand paging: advice ------------------------------------------------------------ */
 
-/** Bytes of pages an on-demand MR may cover at most: 2^16 - 1 MTT octwords of two 4 KiB pages
- *  (the UMR's 16-bit translation offset) less one page; a device may allow less
- *  (log_max_klm_list_size: 2^16 pages, 256 MiB, on the emulated one). */
-#define NICMR_ODP_MAX_LEN (((size_t)0xffff * 2 - 1) << 12)
+/** Bytes of pages an on-demand MR may cover at most: 1 GiB, the largest bucket of the
+ *  on-demand mkey cache (2^18 MTT entries of 4 KiB; UMRs reach them with the extended
+ *  translation offset). A device may allow less: 2^log_max_klm_list_size pages (2^18 on the
+ *  emulated one), and 2^17 - 2 pages without umr_extended_translation_offset (doc/odp.md). */
+#define NICMR_ODP_MAX_LEN ((size_t)1 << 30)
 
 /** A scatter/gather element, as ibv_sge: [addr, addr + length) in the address space of the MR
  * whose lkey it names (nicmr_advise_mr, nicmr_post_recv). */

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api_wiring.h"
+#include "emu_mlx5.h"
 #include "mlx5_dp_commands.h"
 #include "test_api_util.h"
 
@@ -32,7 +33,7 @@ constexpr bool kSanitizedMlock = false;
 #endif
 
 constexpr size_t kPage = 4096;
-constexpr const char *kOdpSpec = "emu:mkeys=1024,mkey_by_name=1";
+constexpr const char *kOdpSpec = "emu:mkeys=1024,mkey_pool=512,mkey_by_name=1";
 
 /* Anonymous memory that nothing has touched yet (no page resident). */
 class Untouched {
@@ -666,7 +667,9 @@ TEST_F(OdpErrors, EOPNOTSUPPForAnAdviceNotKnown)
 
 TEST(OdpDevice, EOPNOTSUPPWhereTheDeviceLacksOnDemandPaging)
 {
-	for (const char *spec : {"emu:mkeys=1024,mkey_by_name=1,odp=0", "emu:mkeys=1024"}) {
+	/* No on-demand paging; or neither the on-demand mkey cache nor mkeys at chosen indices. */
+	for (const char *spec :
+	     {"emu:mkeys=1024,mkey_by_name=1,odp=0", "emu:mkeys=1024,odp_cache=0"}) {
 		nicmr_device *dev = nullptr;
 		ASSERT_EQ(nicmr_device_open(spec, &dev), 0) << spec;
 		nicmr_device_attr at{};
@@ -689,6 +692,111 @@ TEST(OdpDevice, EOPNOTSUPPWhereTheDeviceLacksOnDemandPaging)
 	}
 	nicmr_device *dev = nullptr;
 	EXPECT_EQ(nicmr_device_open("emu:odp=2", &dev), -EINVAL);
+	EXPECT_EQ(nicmr_device_open("emu:odp_cache=2", &dev), -EINVAL);
+	EXPECT_EQ(nicmr_device_open("emu:odp_prefill=257", &dev), -EINVAL);
+	EXPECT_EQ(nicmr_device_open("emu:odp_prefill=x", &dev), -EINVAL);
+}
+
+TEST(OdpDevice, RequestedKeysNeedMkeysAtChosenIndices)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,mkey_pool=512", &dev), 0);
+	nicmr_device_attr at{};
+	ASSERT_EQ(nicmr_device_query(dev, &at), 0);
+	EXPECT_EQ(at.odp, 1u) << "the on-demand mkey cache";
+	nicmr_pd *pd = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+	Untouched m(4 * kPage);
+	nicmr_mr *mr = nullptr;
+	EXPECT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND,
+			       NICMR_MR_REQUESTED_KEY, 0x12345, &mr),
+		  -EOPNOTSUPP);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr),
+		  0);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pd_free(pd), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+}
+
+/* The on-demand mkey cache (doc/odp.md): a registration binds a cached mkey with one UMR and
+ * sends no command; a deregistration writes what was present not present, revokes, and the
+ * index comes back at its next variant. */
+TEST_F(Odp, RegistrationAndDeregistrationSendNoCommand)
+{
+	for (size_t len : {kPage, size_t{2} << 20}) {
+		Untouched m(len);
+		const uint64_t cmds = dev->emu->device().stats().commands;
+		const int64_t mkeys = stats().dev_mkeys;
+		ASSERT_EQ(nicmr_mr_reg(pd, m.get(), len, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+			  0);
+		EXPECT_EQ(stats().dev_mkeys, mkeys) << "no mkey made or destroyed";
+		EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+		odp = nullptr;
+		EXPECT_EQ(dev->emu->device().stats().commands, cmds) << len;
+	}
+}
+
+TEST_F(Odp, AReusedMkeyHasNothingPresentAndTheOldKeyIsRefused)
+{
+	constexpr size_t kLen = 8 * kPage;
+	Untouched m(kLen);
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kLen, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const uint32_t old = nicmr_mr_key(odp);
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()), kLen, old), 0);
+	for (const auto &e : entries(old, 8))
+		ASSERT_TRUE(e.rd_en && e.wr_en);
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
+	/* In the cache: free, and every entry not present. */
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(dev->drv->query_mkey(mr::mkey_index(old), 8, &q), 0);
+	EXPECT_TRUE(q.ctx.free);
+	for (size_t i = 0; i < 8; i++)
+		EXPECT_FALSE(q.mtt[i].rd_en || q.mtt[i].wr_en) << i;
+	EXPECT_EQ(write_to(u(m.get()), old, 64), NICMR_WC_REMOTE_ACCESS) << "the old key";
+	reconnect();
+	/* Registrations of the same size take the bucket's mkeys in turn until the index comes
+	 * back: at another variant, with nothing present. */
+	std::vector<nicmr_mr *> held;
+	uint32_t again = 0;
+	for (int i = 0; i < 64 && again == 0; i++) {
+		nicmr_mr *mr = nullptr;
+		ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kLen, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr),
+			  0);
+		held.push_back(mr);
+		if (mr::mkey_index(nicmr_mr_key(mr)) == mr::mkey_index(old))
+			again = nicmr_mr_key(mr);
+	}
+	ASSERT_NE(again, 0u);
+	EXPECT_NE(again, old);
+	for (const auto &e : entries(again, 8))
+		EXPECT_FALSE(e.rd_en || e.wr_en);
+	EXPECT_EQ(write_to(u(m.get()), again, 64), NICMR_WC_REMOTE_ACCESS) << "not present";
+	for (nicmr_mr *mr : held)
+		EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+}
+
+TEST_F(Odp, OneGibRegistersAndServesPagesPastTheSixteenBitOffset)
+{
+	constexpr size_t kGib = size_t{1} << 30;
+	Untouched m(kGib);
+	ASSERT_NE(m.get(), nullptr);
+	EXPECT_EQ(nicmr_mr_reg(pd, m.get(), kGib + 1, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp),
+		  -EINVAL)
+		<< "above NICMR_ODP_MAX_LEN";
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kGib, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const uint32_t key = nicmr_mr_key(odp);
+	/* The last page: entry 2^18 - 1, octword 2^17 - 1, past a 16-bit translation offset. */
+	const uint64_t last = u(m.get()) + kGib - kPage;
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, last, kPage, key), 0);
+	for (size_t i = 0; i < 256; i++)
+		a[i] = char(i ^ 0x5a);
+	EXPECT_EQ(write_to(last, key, 256), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(m.get() + kGib - kPage, a, 256), 0);
+	EXPECT_EQ(write_to(u(m.get()) + (600u << 20), key, 64), NICMR_WC_REMOTE_ACCESS)
+		<< "a page not advised";
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
 }
 
 TEST_F(OdpErrors, EFAULTForRangesOutsideTheRegion)
