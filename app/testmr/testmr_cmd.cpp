@@ -75,6 +75,8 @@ constexpr CommandSpec kCommands[] = {
 	 Verb::mr_fill},
 	{"mr", "mr dump KEY OFFSET LEN", "MR bytes in hex, at most 4096 (what a peer wrote)",
 	 Verb::mr_dump},
+	{"mr", "mr advise KEY OFFSET LEN ADVICE [flush]",
+	 "make pages of an odp MR present to the device (nicmr_advise_mr)", Verb::mr_advise},
 	{"key", "key lookup KEY ACCESS [offset OFFSET] [len LEN]",
 	 "the lockless lookup: granted (and the IOVA) or refused (and why)", Verb::key_lookup},
 	{"key", "key raw KEY", "the MR's raw key, in hex (nicmr_mr_raw_attr)", Verb::key_raw},
@@ -155,7 +157,8 @@ constexpr ParamSpec kParams[] = {
 	{"INDEX", "an mkey index, as 'mkey create' printed it"},
 	{"KEY", "a key, as 'mr reg' printed it (0x-hex or decimal)"},
 	{"WINDOW", "a window number, as 'window bind' printed it"},
-	{"ACCESS", "none, or rights a,b,c (Tab lists them)"},
+	{"ACCESS", "none, or rights a,b,c (Tab lists them; odp: on-demand paging)"},
+	{"ADVICE", "prefetch, prefetch_write or no_fault (ibv_advise_mr(3)'s advices)"},
 	{"SEGMENTS", "OFFSET:LEN[,OFFSET:LEN...], at most 64"},
 	{"RAW", "a raw key in hex, as 'key raw' printed it"},
 	{"CQ", "a CQ number, as 'cq create' printed it"},
@@ -181,7 +184,7 @@ constexpr ParamSpec kParams[] = {
 
 constexpr const char *kMrAccessNames[] = {
 	"send",		"recv",	       "read",		"write",   "remote_read",
-	"remote_write", "local_write", "remote_atomic", "mw_bind",
+	"remote_write", "local_write", "remote_atomic", "mw_bind", "odp",
 };
 
 /* Splits a line into at most kMaxWords words without allocating. */
@@ -429,10 +432,20 @@ bool parse_param(const CommandSpec &spec, std::string_view name, std::string_vie
 	} else if (name == "ACCESS") {
 		if (!parse_mr_access(w, &cmd->mr_access)) {
 			*msg = "ACCESS: expected none or a comma list of send, recv, read, write, "
-			       "remote_read, remote_write, local_write, remote_atomic, mw_bind";
+			       "remote_read, remote_write, local_write, remote_atomic, mw_bind, "
+			       "odp";
 			return false;
 		}
 		return true;
+	} else if (name == "ADVICE") {
+		constexpr std::string_view kAdvice[] = {"prefetch", "prefetch_write", "no_fault"};
+		for (uint32_t i = 0; i < std::size(kAdvice); i++)
+			if (w == kAdvice[i]) {
+				cmd->advice = i; /* NICMR_ADVISE_MR_ADVICE_* values */
+				return true;
+			}
+		*msg = "ADVICE: expected prefetch, prefetch_write or no_fault";
+		return false;
 	} else if (name == "SEGMENTS") {
 		if (!parse_segments(w, &cmd->segments)) {
 			*msg = "SEGMENTS: expected OFFSET:LEN[,OFFSET:LEN...], lengths above 0, at "
@@ -484,7 +497,7 @@ bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string
 	if (o == "access" && opt.value == "ACCESS")
 		return parse_mr_access(w, &cmd->filter_access) ||
 		       bad("access: expected none or a comma list of send, recv, read, write, "
-			   "remote_read, remote_write, local_write, remote_atomic, mw_bind");
+			   "remote_read, remote_write, local_write, remote_atomic, mw_bind, odp");
 	if (o == "access")
 		return parse_access(w, &cmd->access) || bad("access: a list of lr, lw, rr, rw, a");
 	if (o == "pool") {
@@ -533,6 +546,8 @@ bool parse_option(const Item &opt, std::string_view w, Command *cmd, std::string
 		return cmd->unsignaled = true;
 	if (o == "rma_event")
 		return cmd->rma_event = true;
+	if (o == "flush")
+		return cmd->flush = true;
 	if (o == "count")
 		return (parse_number(w, &cmd->count) && cmd->count != 0 &&
 			cmd->count <= kMaxBenchCount) ||

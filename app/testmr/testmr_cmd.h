@@ -76,6 +76,7 @@ enum class Verb {
 	show_cntrs,
 	mr_fill,
 	mr_dump,
+	mr_advise,
 	/* nicmr inside DPDK (EAL mode): the attached memory, mempools. */
 	show_dpdk,
 	mempool_create,
@@ -181,6 +182,8 @@ struct Command {
 	bool has_exchange_mr = false;		/* qp exchange: mr KEY given */
 	uint32_t exchange_mr = 0;		/* qp exchange: the MR offered to the peer */
 	uint8_t byte = 0;			/* mr fill */
+	uint32_t advice = 0; /* mr advise: NICMR_ADVISE_MR_ADVICE_* (prefetch, _write, no_fault) */
+	bool flush = false;  /* mr advise: NICMR_ADVISE_MR_FLAG_FLUSH */
 };
 
 /* mkey access bits as testmr spells them (mkey create: the device's own rights). */
@@ -206,6 +209,7 @@ enum MrAccess : uint64_t {
 	mr_local_write = 1ull << 6,
 	mr_remote_atomic = 1ull << 7,
 	mr_mw_bind = 1ull << 8,
+	mr_odp = 1ull << 9, /* NICMR_ACCESS_ON_DEMAND: an on-demand-paging MR (doc/odp.md) */
 };
 /* "read,remote_read" for MrAccess bits; "none" for 0. */
 std::string format_mr_access(uint64_t bits);

@@ -32,7 +32,10 @@ static_assert(mr_send == NICMR_ACCESS_SEND && mr_recv == NICMR_ACCESS_RECV &&
 	      mr_remote_read == NICMR_ACCESS_REMOTE_READ &&
 	      mr_remote_write == NICMR_ACCESS_REMOTE_WRITE &&
 	      mr_local_write == NICMR_ACCESS_LOCAL_WRITE &&
-	      mr_remote_atomic == NICMR_ACCESS_REMOTE_ATOMIC && mr_mw_bind == NICMR_ACCESS_MW_BIND);
+	      mr_remote_atomic == NICMR_ACCESS_REMOTE_ATOMIC &&
+	      mr_mw_bind == NICMR_ACCESS_MW_BIND && mr_odp == NICMR_ACCESS_ON_DEMAND);
+static_assert(NICMR_ADVISE_MR_ADVICE_PREFETCH == 0 && NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE == 1 &&
+	      NICMR_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT == 2);
 static_assert(kMaxSegments == NICMR_MAX_IOV && kMaxRawKey == NICMR_RAW_KEY_SIZE);
 
 namespace {
@@ -165,12 +168,14 @@ const char *layout_name(int layout)
 /*
  * The registration path: nicmr_mr_in_pool's answer for regions of one range (reg, sub). A
  * vectored MR has no single pool, whatever nicmr_mr_in_pool says of its segments:
- * "segmented".
+ * "segmented"; an on-demand MR is "on-demand".
  */
 const char *path_name(const MrRec &m)
 {
 	if (m.segments > 1 || std::strcmp(m.kind, "regv") == 0)
 		return "segmented";
+	if (m.access & mr_odp)
+		return "on-demand"; /* translations come and go with advice (doc/odp.md) */
 	return nicmr_mr_in_pool(m.mr) == 1 ? "fast" : "slow";
 }
 
@@ -264,6 +269,7 @@ struct Engine::State {
 	int qp_pingpong(const Command &c);
 	int mr_fill(const Command &c);
 	int mr_dump(const Command &c);
+	int mr_advise(const Command &c);
 	/* The MR of key, its bytes [offset, offset + len) checked: the address, or null (printed
 	 * error in *rc). */
 	uint8_t *mr_bytes(uint32_t key, uint64_t offset, uint64_t len, int *rc);
@@ -432,6 +438,8 @@ int Engine::run(const Command &c)
 		return s.mr_fill(c);
 	case Verb::mr_dump:
 		return s.mr_dump(c);
+	case Verb::mr_advise:
+		return s.mr_advise(c);
 	case Verb::qp_recover:
 		return s.qp_recover(c.id);
 	case Verb::qp_destroy:
@@ -1416,6 +1424,25 @@ int Engine::State::mr_fill(const Command &c)
 	std::memset(p, c.byte, c.len);
 	std::fprintf(f(), "MR 0x%08x: %" PRIu64 " bytes at offset 0x%" PRIx64 " set to 0x%02x\n",
 		     c.key, c.len, c.offset, c.byte);
+	return 0;
+}
+
+/* The range is the API's to check: outside the MR, ibv_advise_mr(3)'s -EFAULT. */
+int Engine::State::mr_advise(const Command &c)
+{
+	auto m = mrs.find(c.key);
+	if (m == mrs.end())
+		return no_mr(c.key);
+	if (c.len > UINT32_MAX)
+		return out.error(-EINVAL, "mr advise: LEN is at most 4 GiB - 1 (an SGE's length)");
+	constexpr const char *kAdvice[] = {"prefetch", "prefetch_write", "no_fault"};
+	const uint64_t addr = reinterpret_cast<uintptr_t>(nicmr_mr_addr(m->second.mr)) + c.offset;
+	const nicmr_sge g{addr, static_cast<uint32_t>(c.len), c.key};
+	if (int rc = nicmr_advise_mr(pd, c.advice, c.flush ? NICMR_ADVISE_MR_FLAG_FLUSH : 0, &g, 1);
+	    rc != 0)
+		return api_error("nicmr_advise_mr", rc);
+	std::fprintf(f(), "MR 0x%08x: %" PRIu64 " bytes at offset 0x%" PRIx64 " advised %s%s\n",
+		     c.key, c.len, c.offset, kAdvice[c.advice], c.flush ? " (flush)" : "");
 	return 0;
 }
 

@@ -132,6 +132,7 @@ int Session::run(const Command &cmd)
 	case Verb::show_cntrs:
 	case Verb::mr_fill:
 	case Verb::mr_dump:
+	case Verb::mr_advise:
 	case Verb::show_dpdk:
 	case Verb::mempool_create:
 	case Verb::mempool_destroy:

@@ -7,6 +7,10 @@
 #include "testmr_cmd.h"
 
 using nicmr::testmr::Command;
+using nicmr::testmr::format_mr_access;
+using nicmr::testmr::mr_local_write;
+using nicmr::testmr::mr_odp;
+using nicmr::testmr::mr_read;
 using nicmr::testmr::parse_command;
 using nicmr::testmr::parse_node;
 using nicmr::testmr::parse_page_size;
@@ -312,7 +316,7 @@ TEST(TestmrCmd, BadRegistrationCommandsSayWhatIsWrong)
 {
 	const std::string access = "ACCESS: expected none or a comma list of send, recv, read, "
 				   "write, remote_read, remote_write, local_write, remote_atomic, "
-				   "mw_bind";
+				   "mw_bind, odp";
 	EXPECT_EQ(parse_error("mr reg 0 0 4k rwx"), access);
 	EXPECT_EQ(parse_error("mr reg 0 0 4k read,"), access);
 	EXPECT_EQ(parse_error("mr reg 0 0 4k read extra"), "mr reg: unknown word 'extra'");
@@ -338,7 +342,7 @@ TEST(TestmrCmd, BadRegistrationCommandsSayWhatIsWrong)
 		  "offset: expected a byte offset (0, 0x1000, 4k)");
 	EXPECT_EQ(parse_error("show mrs access rwx"),
 		  "access: expected none or a comma list of send, recv, read, write, "
-		  "remote_read, remote_write, local_write, remote_atomic, mw_bind");
+		  "remote_read, remote_write, local_write, remote_atomic, mw_bind, odp");
 	EXPECT_EQ(parse_error("show mr 1 --yaml"), "show mr: unknown word '--yaml'");
 }
 
@@ -463,6 +467,44 @@ TEST(TestmrCmd, BadRemoteConnectAndExchangeCommandsSayWhatIsWrong)
 		Command c;
 		std::string err;
 		EXPECT_EQ(parse_command(line, &c, &err), -EINVAL) << line;
+		EXPECT_NE(err.find(want), std::string::npos) << line << ": " << err;
+	}
+}
+
+TEST(TestmrCmd, OnDemandRegistrationAndAdvice)
+{
+	Command c;
+	std::string err;
+	ASSERT_EQ(parse_command("mr reg 0 0 64k read,local_write,odp", &c, &err), 0) << err;
+	EXPECT_EQ(c.verb, Verb::mr_reg);
+	EXPECT_EQ(c.mr_access, uint64_t(mr_read | mr_local_write | mr_odp));
+	EXPECT_EQ(format_mr_access(c.mr_access), "read,local_write,odp");
+	const std::pair<const char *, uint32_t> advices[] = {
+		{"prefetch", 0}, {"prefetch_write", 1}, {"no_fault", 2}};
+	for (const auto &[word, value] : advices) {
+		Command a;
+		ASSERT_EQ(parse_command(std::string("mr advise 0x1581 4k 8k ") + word, &a, &err), 0)
+			<< err;
+		EXPECT_EQ(a.verb, Verb::mr_advise);
+		EXPECT_EQ(a.key, 0x1581u);
+		EXPECT_EQ(a.offset, 4096u);
+		EXPECT_EQ(a.len, 8192u);
+		EXPECT_EQ(a.advice, value);
+		EXPECT_FALSE(a.flush);
+	}
+	ASSERT_EQ(parse_command("mr advise 0x1581 0 4k prefetch_write flush", &c, &err), 0) << err;
+	EXPECT_TRUE(c.flush);
+	const std::pair<const char *, const char *> bad[] = {
+		{"mr advise 0x1581 0 4k prefetch_read",
+		 "ADVICE: expected prefetch, prefetch_write or no_fault"},
+		{"mr advise 0x1581 0 4k", "usage: mr advise KEY OFFSET LEN ADVICE [flush]"},
+		{"mr advise 0x1581 0 0 prefetch", "usage: mr advise KEY OFFSET LEN ADVICE [flush]"},
+		{"mr advise 0x1581 0 4k prefetch sync", "mr advise: unknown word 'sync'"},
+		{"mr reg 0 0 4k read,ondemand", "ACCESS: expected none or a comma list"},
+	};
+	for (const auto &[line, want] : bad) {
+		Command b;
+		EXPECT_EQ(parse_command(line, &b, &err), -EINVAL) << line;
 		EXPECT_NE(err.find(want), std::string::npos) << line << ": " << err;
 	}
 }

@@ -182,7 +182,7 @@ def check_telemetry(testmr, client, env, prefix, rundir):
                                         acc["remote_write"], acc["none"]) == (2, 1, 1, 0, 0), acc)
         expect("/nicmr/mrs by_access: every right named", list(acc) == [
             "send", "recv", "read", "write", "remote_read", "remote_write", "local_write",
-            "remote_atomic", "mw_bind", "none"], acc)
+            "remote_atomic", "mw_bind", "odp", "none"], acc)
 
         pools = a["/nicmr/pools"]
         expect("/nicmr/pools count", pools["count"] == 1, pools)
