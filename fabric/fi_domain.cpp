@@ -467,6 +467,7 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	dom->ext = attr.extensions ? attr.ext_flags : 0;
 	/* Atomics only with host-order semantics (fi_atomic(3)): nicmr.h, nicmr_atomic_mode. */
 	dom->atomics = attr.atomic_mode == NICMR_ATOMIC_HOST;
+	dom->odp = attr.odp != 0;
 	/* A device that chooses every mkey index takes no requested key: an info edited to
 	 * leave FI_MR_PROV_KEY out is refused, as fi_getinfo would not have offered it. */
 	if (mr_mode_of(info->domain_attr->mr_mode, dom->ext, attr.requested_keys != 0, &mr_mode) !=

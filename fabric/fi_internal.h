@@ -161,6 +161,9 @@ struct Domain {
 	/* The device's atomics work on host-order words (nicmr_device_attr.atomic_mode is
 	 * NICMR_ATOMIC_HOST): FI_ATOMIC is offered; else every atomic is -FI_EOPNOTSUPP. */
 	bool atomics = false;
+	/* The device offers on-demand-paging MRs (nicmr_device_attr.odp): FI_NICMR_MR_ON_DEMAND
+	 * and the ops extension's advise; else both are -FI_EOPNOTSUPP. */
+	bool odp = false;
 	/* Guards the binding state (Mr::cntr, Mr::enabled) of the domain's RMA-event MRs:
 	 * fi_mr_bind, fi_mr_enable and the close of such an MR (slow paths only). */
 	std::mutex ext_mu;

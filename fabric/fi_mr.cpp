@@ -13,6 +13,11 @@
  *   fi_mr_enable(mr)                        nicmr_mr_enable
  *   fi_close(mr) with a counter bound       nicmr_mr_unbind_cntr, then nicmr_mr_dereg
  *   regattr(FI_NICMR_MR_SINGLE_USE)         nicmr_mr_reg(NICMR_MR_SINGLE_USE)
+ *
+ * On-demand paging is a device feature (nicmr_device_attr.odp, Domain::odp):
+ *
+ *   fi_mr_reg / regattr(FI_NICMR_MR_ON_DEMAND)  nicmr_mr_reg(access | NICMR_ACCESS_ON_DEMAND)
+ *   fi_nicmr_mr_ops.advise                      nicmr_advise_mr
  */
 #include <sys/mman.h>
 
@@ -266,11 +271,17 @@ int key_flags(Domain *dom, uint64_t requested_key, uint64_t *nflags, uint64_t *k
  * other flag. */
 int ext_flags(const Domain *dom, uint64_t flags, uint64_t *nflags)
 {
-	uint64_t known = kSingleUse;
+	uint64_t known = kSingleUse | FI_NICMR_MR_ON_DEMAND;
 	if (dom->mr_mode & FI_MR_RMA_EVENT)
 		known |= FI_RMA_EVENT;
 	if (flags & ~known)
 		return -FI_EBADFLAGS;
+	/* On-demand MRs take no other flag, and their addresses are virtual (doc/odp.md). */
+	if ((flags & FI_NICMR_MR_ON_DEMAND) &&
+	    ((flags & (kSingleUse | FI_RMA_EVENT)) || !(dom->mr_mode & FI_MR_VIRT_ADDR)))
+		return -FI_EBADFLAGS;
+	if ((flags & FI_NICMR_MR_ON_DEMAND) && !dom->odp)
+		return -FI_EOPNOTSUPP;
 	if ((flags & kSingleUse) && !(dom->ext & NICMR_EXT_SINGLE_USE))
 		return -FI_EOPNOTSUPP;
 	*nflags |= (flags & FI_RMA_EVENT) ? NICMR_MR_RMA_EVENT : 0;
@@ -325,6 +336,9 @@ int reg_one(Domain *dom, const void *buf, size_t len, uint64_t access, uint64_t 
 	/* page_size is only checked: the native registration translates with the largest page
 	 * the placement allows, which the checks above make at least page_size. */
 	nicmr_mr *n = nullptr;
+	/* The on-demand flag is an access bit of the native API. */
+	if (flags & FI_NICMR_MR_ON_DEMAND)
+		naccess |= NICMR_ACCESS_ON_DEMAND;
 	ret = nicmr_mr_reg(dom->pd, const_cast<void *>(buf), len, naccess, nflags, key, &n);
 	if (ret != 0)
 		return fi_code(ret);
@@ -440,10 +454,25 @@ int ext_regattr(struct fid_domain *domain, const struct fi_mr_attr *attr, struct
 	return mr_regattr_ext(&domain->fid, attr, base_mr, page_size, flags, mr);
 }
 
+/* fi_nicmr_mr_ops.advise: one element of the native nicmr_advise_mr, under the MR's key. */
+int advise(struct fid_mr *fmr, uint32_t advice, uint32_t flags, uint64_t addr, size_t len)
+{
+	Mr *mr = mr_of(fmr);
+	if (!mr || len > UINT32_MAX)
+		return -FI_EINVAL;
+	if (!mr->domain->odp)
+		return -FI_EOPNOTSUPP;
+	const nicmr_sge g{addr, static_cast<uint32_t>(len), nicmr_mr_key(mr->mr)};
+	const int ret = nicmr_advise_mr(mr->domain->pd, advice, flags, &g, 1);
+	/* ibv_advise_mr(3)'s EOPNOTSUPP is an unknown advice here, not a flag. */
+	return ret == -EOPNOTSUPP ? -FI_EOPNOTSUPP : fi_code(ret);
+}
+
 struct fi_nicmr_mr_ops mr_ext_ops = {
 	.size = sizeof(struct fi_nicmr_mr_ops),
 	.regattr = ext_regattr,
 	.mr_is_sub = is_sub,
+	.advise = advise,
 };
 
 } // namespace

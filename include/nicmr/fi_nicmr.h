@@ -111,6 +111,18 @@ struct fi_nicmr_pool_ops {
  */
 #define FI_NICMR_MR_SINGLE_USE (1ull << 60)
 
+/**
+ * fi_mr_reg / fi_mr_regattr / fi_nicmr_mr_ops.regattr flag: an on-demand-paging MR (ibv_reg_mr(3)'s
+ * IBV_ACCESS_ON_DEMAND, which libfabric 1.17 has no flag for; the native
+ * NICMR_ACCESS_ON_DEMAND, doc/odp.md): nothing is pinned or mapped at registration and every
+ * page starts not present to the device; fi_nicmr_mr_ops.advise makes pages present. One range
+ * in a domain with FI_MR_VIRT_ADDR: with base_mr, iov_count above 1, FI_RMA_EVENT or
+ * FI_NICMR_MR_SINGLE_USE it is -FI_EBADFLAGS; without FI_MR_VIRT_ADDR -FI_EBADFLAGS; on a
+ * device without on-demand paging -FI_EOPNOTSUPP; more than 1 GiB of pages -FI_EINVAL. A bit of
+ * libfabric's provider-specific range (60 .. 63).
+ */
+#define FI_NICMR_MR_ON_DEMAND (1ull << 61)
+
 struct fi_nicmr_mr_ops {
 	size_t size; /**< sizeof(struct fi_nicmr_mr_ops) of the provider */
 
@@ -149,6 +161,23 @@ struct fi_nicmr_mr_ops {
 		       struct fid_mr **mr);
 	/** 1: mr is a sub-MR; 0: not; -FI_EINVAL: null or not a nicmr MR. */
 	int (*mr_is_sub)(struct fid_mr *mr);
+
+	/**
+	 * ibv_advise_mr(3) on an FI_NICMR_MR_ON_DEMAND MR (the native nicmr_advise_mr, doc/odp.md):
+	 * makes the pages of [addr, addr + len) present to the device. Slow path; any thread.
+	 * Present when size covers it (providers before it lack it).
+	 * @param advice 0 prefetch, 1 prefetch for writing, 2 no fault (NICMR_ADVISE_MR_ADVICE_*)
+	 * @param flags 0 or 1 (NICMR_ADVISE_MR_FLAG_FLUSH)
+	 * @param addr, len the range, in the MR's address space; len below 4 GiB, 0 does nothing
+	 * @return 0; -FI_EINVAL (null or not a nicmr MR; len of 4 GiB or more; an unknown flag);
+	 *   -FI_EOPNOTSUPP (the device lacks on-demand paging; an unknown advice); -FI_ENOENT
+	 *   (mr is not on-demand); -FI_EFAULT (the range outside the MR or not mapped in the
+	 *   process); -FI_EPERM (prefetch for writing without FI_WRITE/FI_RECV/FI_REMOTE_WRITE
+	 *   access); -FI_ENOMEM (pages could not be pinned or mapped); -FI_EBUSY (the MR is being
+	 *   closed meanwhile).
+	 */
+	int (*advise)(struct fid_mr *mr, uint32_t advice, uint32_t flags, uint64_t addr,
+		      size_t len);
 };
 
 #ifdef __cplusplus

@@ -715,7 +715,7 @@ TEST_F(SingleUse, FlagBelongsToTheExtensionAndToOneRange)
 	/* FI_RMA_EVENT needs the domain's FI_MR_RMA_EVENT, which this one lacks. */
 	EXPECT_EQ(ops->regattr(d, &attr, nullptr, 0, FI_NICMR_MR_SINGLE_USE | FI_RMA_EVENT, &bad),
 		  -FI_EBADFLAGS);
-	EXPECT_EQ(ops->regattr(d, &attr, nullptr, 0, FI_NICMR_MR_SINGLE_USE << 1, &bad),
+	EXPECT_EQ(ops->regattr(d, &attr, nullptr, 0, FI_NICMR_MR_SINGLE_USE << 2, &bad),
 		  -FI_EBADFLAGS);
 	EXPECT_EQ(bad, nullptr);
 	expect_same(before, stats(d));
