@@ -100,8 +100,9 @@ struct nicmr_device_attr {
 	 *  0: only keys the device chose, requested keys are -EOPNOTSUPP. */
 	uint32_t requested_keys;
 	/** 1: on-demand-paging MRs (NICMR_ACCESS_ON_DEMAND) and nicmr_advise_mr are offered: the
-	 *  device pages on demand (cmd_hca_cap.pg; emu spec option odp=0 turns it off) and creates
-	 *  mkeys at chosen indices (requested_keys); 0: both say -EOPNOTSUPP. */
+	 *  device pages on demand (cmd_hca_cap.pg; emu spec option odp=0 turns it off) and the
+	 *  engine keeps its on-demand mkey cache (emu odp_cache=0 turns it off) or the device
+	 *  creates mkeys at chosen indices (requested_keys); 0: both say -EOPNOTSUPP. */
 	uint32_t odp;
 };
 
@@ -327,10 +328,14 @@ struct nicmr_mr;
  *   -E2BIG         more translations than a pre-created mkey holds (UMR programmer);
  *   -ENOMEM, and the device's or IOMMU's errors.
  * With NICMR_ACCESS_ON_DEMAND (doc/odp.md) the range need not be mapped yet and nothing is
- * pinned, mapped or faulted in; flags may hold NICMR_MR_REQUESTED_KEY only. Also:
- *   -EOPNOTSUPP    the device lacks on-demand paging (nicmr_device_attr.odp 0), or another flag;
- *   -EINVAL        more than NICMR_ODP_MAX_LEN bytes of pages;
- *   -ENOSPC        no IOVA space for the region, or no segment slot (NICMR_MAX_SEGMENTED_MRS).
+ * pinned, mapped or faulted in: a cached on-demand mkey bound with one UMR; flags may hold
+ * NICMR_MR_REQUESTED_KEY only. Also:
+ *   -EOPNOTSUPP    the device lacks on-demand paging (nicmr_device_attr.odp 0), another flag,
+ *                  or a requested key on a device without mkeys at chosen indices;
+ *   -EINVAL        more than NICMR_ODP_MAX_LEN bytes of pages (or than the device holds);
+ *   -ENOSPC        no segment slot (NICMR_MAX_SEGMENTED_MRS), or the on-demand mkey cache's
+ *                  bucket made its most and none is free (doc/odp.md);
+ *   -ENOMEM        the device refused more on-demand mkeys (its translation memory).
  */
 int nicmr_mr_reg(struct nicmr_pd *pd, void *addr, size_t len, uint64_t access, uint64_t flags,
 		 uint64_t requested_key, struct nicmr_mr **out);
@@ -424,6 +429,7 @@ enum nicmr_advise_mr_advice {
  *   -EPERM       an lkey of another PD; PREFETCH_WRITE on an MR without local write;
  *   -ENOENT      an lkey of an MR that is not on-demand;
  *   -ENOMEM      pages could not be pinned (RLIMIT_MEMLOCK) or mapped for DMA, or no memory;
+ *   -ENOSPC      (a region's first advice) no IOVA space for the region's pages;
  *   -EIO         the device refused the translations.
  */
 int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t flags,
