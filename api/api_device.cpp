@@ -392,12 +392,13 @@ int bring_up(nicmr_device *dev, bool umr, const PoolOptions &pool = {})
 			  dev->spec.c_str(), pool.max, cfg.index_count - 1);
 		return -EINVAL;
 	}
-	cfg.pool_max = pool.max != 0 ? pool.max : cfg.index_count - 1;
+	cfg.pool_max = pool.max; /* 0: the engine's default, what the on-demand cache leaves */
 	cfg.pool_initial = pool.initial;
 	cfg.key_seed = pool.key_seed;
 	cfg.odp.enabled = pool.odp_cache;
 	cfg.odp.prefill = pool.odp_prefill;
-	rc = make_programmer(dev, umr, cfg.index_count, cfg.pool_max);
+	rc = make_programmer(dev, umr, cfg.index_count,
+			     cfg.pool_max != 0 ? cfg.pool_max : cfg.index_count - 1);
 	if (rc)
 		return rc;
 	rc = mr::Engine::create(cfg, *dev->prog, &dev->engine);

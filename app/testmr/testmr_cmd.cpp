@@ -157,7 +157,7 @@ constexpr ParamSpec kParams[] = {
 	{"INDEX", "an mkey index, as 'mkey create' printed it"},
 	{"KEY", "a key, as 'mr reg' printed it (0x-hex or decimal)"},
 	{"WINDOW", "a window number, as 'window bind' printed it"},
-	{"ACCESS", "none, or rights a,b,c (Tab lists them; odp: on-demand paging)"},
+	{"ACCESS", "none, or rights a,b,c (Tab lists them)"},
 	{"ADVICE", "prefetch, prefetch_write or no_fault (ibv_advise_mr(3)'s advices)"},
 	{"SEGMENTS", "OFFSET:LEN[,OFFSET:LEN...], at most 64"},
 	{"RAW", "a raw key in hex, as 'key raw' printed it"},

@@ -11,8 +11,8 @@ using namespace nicmr::test;
 namespace {
 
 /* The smallest key space that registers through per-thread caches. */
-const std::string kCachedSpec =
-	"emu:mkeys=" + std::to_string(nicmr::api::kMinKeysForCaches) + ",delivery=inline";
+const std::string kCachedSpec = "emu:mkeys=" + std::to_string(nicmr::api::kMinKeysForCaches) +
+				",delivery=inline,odp_cache=0"; /* the pool owns every index */
 
 struct Open {
 	nicmr_device *dev = nullptr;

@@ -372,7 +372,7 @@ TEST_F(EmuMlx5Caps, GeneralCapsReportTheConfiguredLimits)
 	EXPECT_EQ(cap(r, prm::hca_cap::mkey_by_name), 0u) << "off, as on a stock ConnectX";
 	EXPECT_EQ(cap(r, prm::hca_cap::atomic), 1u);
 	EXPECT_EQ(cap(r, prm::hca_cap::umr_extended_translation_offset), 1u);
-	EXPECT_EQ(cap(r, prm::hca_cap::log_max_klm_list_size), 16u);
+	EXPECT_EQ(cap(r, prm::hca_cap::log_max_klm_list_size), 18u);
 	/* Checksums on at power-on (EmuConfig::cmdif_checksum); 4 KiB UAR pages only. */
 	EXPECT_EQ(cap(r, prm::hca_cap::cmdif_checksum), 1u);
 	EXPECT_EQ(cap(r, prm::hca_cap_setup::log_uar_page_sz), 0u);
