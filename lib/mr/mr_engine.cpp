@@ -50,14 +50,6 @@ int Engine::create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 	}
 	if (rc == 0 && cfg.odp.enabled)
 		rc = e->odp_create(cfg.odp);
-	/* The default cap is every index the on-demand mkeys made at creation left, so that
-	 * the pool says -ENOSPC at its cap rather than the device's refusal (doc/odp.md). */
-	if (rc == 0 && cfg.pool_max == 0 && e->odp_buckets_ != 0) {
-		uint32_t made = 0;
-		for (uint32_t b = 0; b < e->odp_buckets_; b++)
-			made += e->odp_[b].made;
-		e->pool_max_ = std::max(e->pool_size(), n - 1 - made);
-	}
 	if (rc) {
 		NICMR_LOG(error, "mr", "engine for device %#llx with %u keys (pool of %u): %d",
 			  static_cast<unsigned long long>(cfg.device_id), n, initial, rc);
