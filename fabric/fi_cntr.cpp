@@ -180,14 +180,7 @@ int cntr_control(struct fid *fid, int command, void *arg)
 	Cntr *c = cntr_of(fid);
 	if (!c)
 		return -FI_EINVAL;
-	if (command != FI_GETWAIT)
-		return -FI_ENOSYS;
-	if (!arg)
-		return -FI_EINVAL;
-	if (c->wait_obj != FI_WAIT_FD)
-		return -FI_ENODATA;
-	*static_cast<int *>(arg) = c->wait.fd;
-	return 0;
+	return waiter_control(c->wait_obj, c->wait, command, arg);
 }
 
 int cntr_close(struct fid *fid)
@@ -303,15 +296,6 @@ int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_c
 	if (attr) {
 		if (attr->events != FI_CNTR_EVENTS_COMP)
 			return -FI_ENOSYS;
-		switch (attr->wait_obj) {
-		case FI_WAIT_NONE:
-		case FI_WAIT_UNSPEC:
-		case FI_WAIT_FD:
-		case FI_WAIT_YIELD:
-			break;
-		default:
-			return -FI_ENOSYS; /* wait sets and mutex/cond pairs are not offered */
-		}
 		if (attr->flags)
 			return -FI_EBADFLAGS;
 	}
@@ -322,10 +306,8 @@ int cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_c
 	c->domain = dom;
 	/* fi_cntr_open(3): a null attr is the defaults (FI_WAIT_NONE). */
 	c->wait_obj = attr ? attr->wait_obj : FI_WAIT_NONE;
-	if (c->wait_obj == FI_WAIT_FD || c->wait_obj == FI_WAIT_UNSPEC) {
-		if (int ret = waiter_open(dom, &c->wait, c->wait_obj == FI_WAIT_FD); ret != 0)
-			return ret;
-	}
+	if (int ret = waiter_setup(dom, c->wait_obj, &c->wait); ret != 0)
+		return ret;
 	c->bind_mu.set_noop(dom->serialized);
 	c->fid.fid.fclass = FI_CLASS_CNTR;
 	c->fid.fid.context = context;

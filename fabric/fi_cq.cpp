@@ -190,15 +190,7 @@ int cq_control(struct fid *fid, int command, void *arg)
 	Cq *cq = cq_of(fid);
 	if (!cq)
 		return -FI_EINVAL;
-	if (command != FI_GETWAIT)
-		return -FI_ENOSYS;
-	if (!arg)
-		return -FI_EINVAL;
-	/* Only FI_WAIT_FD hands out its descriptor (FI_WAIT_UNSPEC's is the CQ's own). */
-	if (cq->wait_obj != FI_WAIT_FD)
-		return -FI_ENODATA;
-	*static_cast<int *>(arg) = cq->wait.fd;
-	return 0;
+	return waiter_control(cq->wait_obj, cq->wait, command, arg);
 }
 
 const char *cq_strerror(struct fid_cq *, int prov_errno, const void *, char *buf, size_t len)
@@ -317,15 +309,6 @@ int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **
 	default:
 		return -FI_ENOSYS; /* tagged: no tagged messages */
 	}
-	switch (attr->wait_obj) {
-	case FI_WAIT_NONE:
-	case FI_WAIT_UNSPEC:
-	case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
-		break;
-	default:
-		return -FI_ENOSYS; /* wait sets and mutex/cond pairs are not offered */
-	}
 	if (attr->wait_cond != FI_CQ_COND_NONE)
 		return -FI_ENOSYS;
 	Domain *dom = reinterpret_cast<Domain *>(domain);
@@ -339,10 +322,8 @@ int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **
 	}
 	cq->domain = dom;
 	cq->wait_obj = attr->wait_obj;
-	if (cq->wait_obj == FI_WAIT_FD || cq->wait_obj == FI_WAIT_UNSPEC) {
-		if (int ret = waiter_open(dom, &cq->wait, cq->wait_obj == FI_WAIT_FD); ret != 0)
-			return ret;
-	}
+	if (int ret = waiter_setup(dom, cq->wait_obj, &cq->wait); ret != 0)
+		return ret;
 	cq->bind_mu.set_noop(dom->serialized);
 	cq->mu.set_noop(dom->serialized);
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;

@@ -345,6 +345,12 @@ void ep_wake(Endpoint *ep);
  * not required, w stays without a descriptor. */
 int waiter_open(Domain *dom, Waiter *w, bool fd_required);
 void waiter_close(Waiter *w);
+/* A CQ's or counter's wait_obj at open: FI_WAIT_NONE and FI_WAIT_YIELD need nothing, FD and
+ * UNSPEC open w (waiter_open); 0, waiter_open's codes, or -FI_ENOSYS for any other. */
+int waiter_setup(Domain *dom, int wait_obj, Waiter *w);
+/* fi_control on a CQ or counter: FI_GETWAIT gives w's descriptor under FI_WAIT_FD (0);
+ * -FI_ENODATA for other wait objects, -FI_EINVAL (null arg), -FI_ENOSYS (other commands). */
+int waiter_control(int wait_obj, const Waiter &w, int command, void *arg);
 /* Makes w readable (sig). */
 void waiter_wake(Waiter *w);
 /* Empties sig. */

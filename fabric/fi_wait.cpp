@@ -60,6 +60,33 @@ int waiter_open(Domain *dom, Waiter *w, bool fd_required)
 	return 0;
 }
 
+int waiter_setup(Domain *dom, int wait_obj, Waiter *w)
+{
+	switch (wait_obj) {
+	case FI_WAIT_NONE:
+	case FI_WAIT_YIELD:
+		return 0;
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+		return waiter_open(dom, w, wait_obj == FI_WAIT_FD);
+	default:
+		return -FI_ENOSYS; /* wait sets and mutex/cond pairs are not offered */
+	}
+}
+
+int waiter_control(int wait_obj, const Waiter &w, int command, void *arg)
+{
+	if (command != FI_GETWAIT)
+		return -FI_ENOSYS;
+	if (!arg)
+		return -FI_EINVAL;
+	/* Only FI_WAIT_FD hands out its descriptor (FI_WAIT_UNSPEC's is the object's own). */
+	if (wait_obj != FI_WAIT_FD)
+		return -FI_ENODATA;
+	*static_cast<int *>(arg) = w.fd;
+	return 0;
+}
+
 void waiter_close(Waiter *w)
 {
 	if (w->fd >= 0)

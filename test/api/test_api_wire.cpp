@@ -529,6 +529,12 @@ TEST_F(ApiWire, RequestsToPagesNeverAdvisedWaitForTheRespondersPageFault)
 
 TEST_F(ApiWire, AFaultOnMemoryTheResponderUnmappedIsARemoteAccessError)
 {
+#if defined(__SANITIZE_ADDRESS__)
+	/* As api_odp's unmapped-range case: the sanitizer's allocator maps its own memory into
+	 * the range the child freed before the fault is served, so the service finds it mapped.
+	 * The normal build runs it. */
+	GTEST_SKIP() << "AddressSanitizer's allocator maps its own memory into the freed range";
+#endif
 	ASSERT_EQ(peer_unmap_odp(), 0);
 	std::memset(me_.base, 0x44, 256);
 	ASSERT_EQ(nicmr_post_write(me_.qp, u(me_.base), 256, lkey_, peer_.odp_region, peer_.odp_key,

@@ -760,30 +760,14 @@ TEST(WireConfig, RefusedAddresses)
 	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EADDRINUSE);
 }
 
-/* A free UDP port of 127.0.0.1 (the kernel's choice a moment ago). */
-uint16_t free_udp_port()
-{
-	const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t sl = sizeof(a);
-	uint16_t port = 0;
-	if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
-	    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &sl) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		::close(fd);
-	return port;
-}
-
 /* What a port's receive reports of a datagram sent with an IPv4 ID: its sender, its length,
  * its ID and DF (raw socket); ID 0 and DF with raw_rx off (the UDP socket cannot see them). */
 TEST(WireRawReceive, ReportsTheIpv4IdAndSender)
 {
 	for (const bool raw : {true, false}) {
 		SCOPED_TRACE(raw ? "raw socket" : "UDP socket");
-		emu::WirePortConfig cfg{"127.0.0.1", free_udp_port(), roce::udp_port, {}, raw};
+		emu::WirePortConfig cfg{
+			"127.0.0.1", wire_rig::free_udp_port(), roce::udp_port, {}, raw};
 		emu::WirePort port;
 		ASSERT_EQ(port.open(cfg), 0);
 		if (raw && !port.raw_rx())
@@ -838,7 +822,8 @@ TEST(WireRawReceive, WithoutCapNetRawFallsBackToTheUdpSocket)
 		if (::syscall(SYS_capset, &hdr, data) != 0)
 			::_exit(3);
 		emu::WirePort port;
-		if (port.open({"127.0.0.1", free_udp_port(), roce::udp_port, {}, true}) != 0)
+		if (port.open({"127.0.0.1", wire_rig::free_udp_port(), roce::udp_port, {}, true}) !=
+		    0)
 			::_exit(4);
 		::_exit(!port.raw_rx() && port.rx_fd() == port.fd() ? 0 : 5);
 	}

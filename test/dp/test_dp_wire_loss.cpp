@@ -40,29 +40,11 @@ uint64_t now_ns()
 	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
-/* A UDP port of 127.0.0.1 free a moment ago (the kernel's choice): tests running in parallel
- * do not meet on a port. */
-uint16_t free_port_once()
-{
-	const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t sl = sizeof(a);
-	uint16_t port = 0;
-	if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
-	    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &sl) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		::close(fd);
-	return port;
-}
-
 /* Another one than other. */
 uint16_t free_port(uint16_t other = 0)
 {
 	for (;;) {
-		const uint16_t p = free_port_once();
+		const uint16_t p = wire_rig::free_udp_port();
 		if (p != 0 && p != other)
 			return p;
 	}

@@ -13,7 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <endian.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -76,6 +78,24 @@ using nicmr::test::full_read;
 using nicmr::test::full_write;
 
 /* The byte the responder's region holds at offset i before anything is written. */
+/* A UDP port of 127.0.0.1 free a moment ago (the kernel's choice): tests running in parallel
+ * do not meet on a port. 0 when none could be had. */
+inline uint16_t free_udp_port()
+{
+	const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t sl = sizeof(a);
+	uint16_t port = 0;
+	if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
+	    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &sl) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		::close(fd);
+	return port;
+}
+
 inline uint8_t pattern(size_t i)
 {
 	return static_cast<uint8_t>(i * 7 + (i >> 8) + 3);

@@ -559,7 +559,9 @@ int WirePort::recv_raw(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens,
 {
 	/* The headers land apart, the datagram where the caller wants it: one recvmmsg, two
 	 * iovecs a datagram. */
-	uint8_t hdr[kRecvBatch][kRawHdr];
+	/* Zeroed (896 bytes, beside a system call): a datagram shorter than the headers leaves
+	 * the rest as it was. */
+	uint8_t hdr[kRecvBatch][kRawHdr] = {};
 	mmsghdr msgs[kRecvBatch];
 	iovec iov[kRecvBatch][2];
 	for (int i = 0; i < n; i++) {
@@ -575,15 +577,16 @@ int WirePort::recv_raw(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens,
 	for (int i = 0; i < got; i++) {
 		const uint8_t *ip = hdr[i];
 		const uint8_t *u = ip + roce::ipv4::size;
-		size_t len = msgs[i].msg_len > kRawHdr ? msgs[i].msg_len - kRawHdr : 0;
-		/* The UDP length bounds the datagram (IP may carry padding); a UDP length longer
-		 * than what came leaves the datagram short, and its ICRC (which covers that length)
-		 * then refuses it. */
-		const auto ulen = static_cast<size_t>(prm::get(u, roce::udp::length));
-		if (msgs[i].msg_len < kRawHdr)
-			len = 0; /* too short for parse */
-		else if (ulen >= roce::udp::size && ulen - roce::udp::size < len)
-			len = ulen - roce::udp::size;
+		size_t len = 0; /* too short for the headers: too short for parse */
+		if (msgs[i].msg_len >= kRawHdr) {
+			/* The UDP length bounds the datagram (IP may carry padding); a UDP length
+			 * longer than what came leaves the datagram short, and its ICRC (which
+			 * covers that length) then refuses it. */
+			len = msgs[i].msg_len - kRawHdr;
+			const auto ulen = static_cast<size_t>(prm::get(u, roce::udp::length));
+			if (ulen >= roce::udp::size && ulen - roce::udp::size < len)
+				len = ulen - roce::udp::size;
+		}
 		lens[i] = len;
 		auto &sa = reinterpret_cast<sockaddr_in &>(peers[i]);
 		sa = {};
