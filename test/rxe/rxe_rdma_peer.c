@@ -315,5 +315,12 @@ int main(int argc, char **argv)
 		printf("RESULT rdma-bad-rkey FAIL rkey 0x%08x: status %d (%s)\n", stale, st,
 		       st >= 0 ? ibv_wc_status_str(st) : "no completion");
 	fflush(stdout);
-	return 0;
+	/* Everything back, in reverse (a sanitized build checks for leaks at exit). */
+	int freed = ibv_destroy_qp(qp) | ibv_dereg_mr(mr) | ibv_destroy_cq(cq) |
+		    ibv_dealloc_pd(pd) | ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	free(buf);
+	if (freed != 0)
+		printf("RESULT rdma-teardown FAIL a verbs object would not go\n");
+	return freed != 0;
 }
