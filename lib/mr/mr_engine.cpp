@@ -204,6 +204,31 @@ int Engine::odp_stats(uint32_t bucket, OdpBucketStats *out) const noexcept
 	return 0;
 }
 
+/* The last step of both on-demand registrations: the slot's one run (lookups give the VA), the
+ * entry, the key live. ip: the indirect programmer the deregistration revokes through (null
+ * for a cached mkey). Registration path: no lock, no allocation, no system call. */
+void Engine::publish_odp(const RegRequest &req, uint32_t slot, uint32_t k, IndirectProgrammer *ip,
+			 uint32_t *mkey) noexcept
+{
+	SegSlot &s = table_->slot(slot);
+	s.nheld = 0;
+	s.indirect = ip;
+	const Run run{req.len, req.addr};
+	table_->publish_runs(slot, k, &run, 1);
+	EntryFields f;
+	f.mkey = k;
+	f.state = EntryState::live;
+	f.access = req.access;
+	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryOdp | (ip ? kEntryIndirect : 0));
+	f.pd = req.pd;
+	f.start = req.addr;
+	f.len = req.len;
+	f.iova = slot;
+	table_->publish(mkey_index(k), f);
+	keys_->activate(k);
+	*mkey = k;
+}
+
 /* reg_odp with the cache: a bucket's mkey and one UMR. */
 int Engine::reg_odp_cached(const RegRequest &req, uint32_t *mkey) noexcept
 {
@@ -233,23 +258,7 @@ int Engine::reg_odp_cached(const RegRequest &req, uint32_t *mkey) noexcept
 		table_->free_slot(uint32_t(slot));
 		return rc;
 	}
-	SegSlot &s = table_->slot(uint32_t(slot));
-	s.nheld = 0;
-	s.indirect = nullptr;
-	const Run run{req.len, req.addr};
-	table_->publish_runs(uint32_t(slot), k, &run, 1);
-	EntryFields f;
-	f.mkey = k;
-	f.state = EntryState::live;
-	f.access = req.access;
-	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryOdp);
-	f.pd = req.pd;
-	f.start = req.addr;
-	f.len = req.len;
-	f.iova = uint32_t(slot);
-	table_->publish(mkey_index(k), f);
-	keys_->activate(k);
-	*mkey = k;
+	publish_odp(req, uint32_t(slot), k, nullptr, mkey);
 	return 0;
 }
 
@@ -538,23 +547,7 @@ int Engine::reg_odp(const RegRequest &req, IndirectProgrammer &ip, KeyCache *cac
 		table_->free_slot(uint32_t(slot));
 		return rc;
 	}
-	SegSlot &s = table_->slot(uint32_t(slot));
-	s.nheld = 0;
-	s.indirect = &ip;
-	const Run run{req.len, req.addr};
-	table_->publish_runs(uint32_t(slot), k, &run, 1);
-	EntryFields f;
-	f.mkey = k;
-	f.state = EntryState::live;
-	f.access = req.access;
-	f.flags = static_cast<uint16_t>(kEntrySegmented | kEntryIndirect | kEntryOdp);
-	f.pd = req.pd;
-	f.start = req.addr;
-	f.len = req.len;
-	f.iova = uint32_t(slot);
-	table_->publish(mkey_index(k), f);
-	keys_->activate(k);
-	*mkey = k;
+	publish_odp(req, uint32_t(slot), k, &ip, mkey);
 	return 0;
 }
 

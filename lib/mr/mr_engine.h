@@ -362,6 +362,8 @@ private:
 	int odp_take(uint32_t b, uint32_t *mkey) noexcept;
 	void odp_put(uint32_t mkey, uint64_t token) noexcept;
 	int reg_odp_cached(const RegRequest &req, uint32_t *mkey) noexcept;
+	void publish_odp(const RegRequest &req, uint32_t slot, uint32_t k, IndirectProgrammer *ip,
+			 uint32_t *mkey) noexcept;
 	std::unique_ptr<OdpBucket[]> odp_;
 	uint32_t odp_buckets_ = 0, odp_min_log_ = 0, odp_refill_ = 0, odp_bucket_max_ = 0;
 	/* Per index: its bucket + 1 for the cache's mkeys, else 0 (written before the mkey is
