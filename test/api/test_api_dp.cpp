@@ -365,6 +365,16 @@ TEST_F(DataPath, RefusedRemoteKeysAreRecordedWithRightCountAndPeer)
 	EXPECT_EQ(nicmr_key_violations(dev, nullptr, 0, nullptr), 2);
 	EXPECT_EQ(nicmr_key_violations(nullptr, v, 4, nullptr), -EINVAL);
 	EXPECT_EQ(nicmr_key_violations(dev, nullptr, 1, nullptr), -EINVAL);
+	/* The responder's record (nicmr_key_refusals) holds wire refusals only: the loopback's
+	 * are not in it; and its argument errors. (-EOPNOTSUPP needs a device that is not
+	 * emulated, which no machine without a NIC opens.) */
+	nicmr_key_refusal r[2]{};
+	uint64_t refused_dropped = 1;
+	EXPECT_EQ(nicmr_key_refusals(dev, r, 2, &refused_dropped), 0);
+	EXPECT_EQ(refused_dropped, 0u);
+	EXPECT_EQ(nicmr_key_refusals(nullptr, r, 2, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_key_refusals(dev, nullptr, 1, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_key_refusals(dev, nullptr, 0, nullptr), 0);
 }
 
 /* The record holds NICMR_MAX_KEY_VIOLATIONS keys; refusals of further keys are counted as
