@@ -21,6 +21,7 @@
 #include <rte_mempool.h>
 #include <rte_memzone.h>
 
+#include "eal_env.h"
 #include "hugepage_need.h"
 #ifdef NICMR_TEST_LOCK_COUNT
 #include "lock_count.h"
@@ -34,56 +35,12 @@ namespace {
 using nicmr::mem::hugepages_free;
 using nicmr::mem::kPage2M;
 
-constexpr size_t kEalPages = 32; /* -m 64 */
 constexpr size_t kGrowBytes = size_t{96} << 20;
 constexpr uint64_t kAll = NICMR_ACCESS_READ | NICMR_ACCESS_WRITE | NICMR_ACCESS_LOCAL_WRITE |
 			  NICMR_ACCESS_REMOTE_READ | NICMR_ACCESS_REMOTE_WRITE;
 
-class Eal : public testing::Environment {
-public:
-	void SetUp() override
-	{
-		size_t free_pages = hugepages_free(kPage2M);
-		if (free_pages < kEalPages) {
-			why_ = "EAL needs " + std::to_string(kEalPages) +
-			       " free 2 MiB hugepages, " + std::to_string(free_pages) + " free";
-			return;
-		}
-		std::vector<std::string> args = {"nicmr-test", "--in-memory", "--no-pci",
-						 "-l",	       "0",	      "--log-level=3",
-						 "-m",	       "64",	      "--iova-mode=va"};
-		std::vector<char *> argv;
-		for (std::string &a : args)
-			argv.push_back(a.data());
-		if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
-			why_ = std::string("rte_eal_init failed: ") + rte_strerror(rte_errno);
-			return;
-		}
-		up_ = true;
-	}
-	void TearDown() override
-	{
-		if (up_)
-			rte_eal_cleanup();
-	}
-	static bool up() { return up_; }
-	static const std::string &why() { return why_; }
-
-private:
-	static inline bool up_ = false;
-	static inline std::string why_;
-};
-
-[[maybe_unused]] testing::Environment *const eal_env = testing::AddGlobalTestEnvironment(new Eal);
-
-#define NEED_EAL()                                                                                 \
-	do {                                                                                       \
-		if (!Eal::up()) {                                                                  \
-			if (nicmr::test::hugepages_required(kPage2M))                              \
-				FAIL() << Eal::why() << " (2 MiB hugepages are required here)";    \
-			GTEST_SKIP() << Eal::why();                                                \
-		}                                                                                  \
-	} while (0)
+[[maybe_unused]] testing::Environment *const eal_env =
+	testing::AddGlobalTestEnvironment(new nicmr::test::EalEnv("va"));
 
 #define NEED_GROWTH()                                                                              \
 	do {                                                                                       \
@@ -113,7 +70,7 @@ protected:
 	}
 	void SetUp() override
 	{
-		NEED_EAL();
+		NICMR_NEED_EAL();
 		open("emu", true);
 	}
 	void TearDown() override
@@ -383,7 +340,7 @@ TEST_F(Dpdk, MempoolRegErrorsAreExactAndLeaveNothing)
  * -ENOSPC, and the first is deregistered again. */
 TEST(DpdkMempool, SecondRangeWithoutAKeyIsENOSPCAndTheFirstIsUndone)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	nicmr_device *dev = nullptr;
 	ASSERT_EQ(nicmr_device_open("emu:mkeys=4096,mkey_pool=1,mkey_max=1", &dev), 0);
 	nicmr_pd *pd = nullptr;

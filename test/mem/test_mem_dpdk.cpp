@@ -20,6 +20,7 @@
 #include <rte_mempool.h>
 #include <rte_memzone.h>
 
+#include "eal_env.h"
 #include "mem_dpdk.h"
 #include "mem_test_mapper.h"
 #include "mem_test_util.h"
@@ -33,60 +34,11 @@ using nicmr::mem::test::RecordingMapper;
 
 namespace {
 
-/* EAL needs 32 x 2 MiB for -m 64; the event test grows the heap by 96 MiB more. */
-constexpr size_t kEalPages = 32;
+/* The event test grows the heap by 96 MiB beyond the EAL's 64 (eal_env.h). */
 constexpr size_t kGrowBytes = size_t{96} << 20;
 
-class Eal : public testing::Environment {
-public:
-	void SetUp() override
-	{
-		if (std::string(NICMR_TEST_IOVA_MODE) == "pa" && geteuid() != 0) {
-			why_ = "IOVA as PA needs root";
-			return;
-		}
-		size_t free_pages = hugepages_free(kPage2M);
-		if (free_pages < kEalPages) {
-			why_ = "EAL needs " + std::to_string(kEalPages) +
-			       " free 2 MiB hugepages, " + std::to_string(free_pages) + " free";
-			return;
-		}
-		std::string mode = "--iova-mode=" NICMR_TEST_IOVA_MODE;
-		std::vector<std::string> args = {"nicmr-test", "--in-memory", "--no-pci",
-						 "-l",	       "0",	      "--log-level=3",
-						 "-m",	       "64",	      mode};
-		std::vector<char *> argv;
-		for (std::string &a : args)
-			argv.push_back(a.data());
-		if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
-			why_ = std::string("rte_eal_init failed: ") + rte_strerror(rte_errno);
-			return;
-		}
-		up_ = true;
-	}
-	void TearDown() override
-	{
-		if (up_)
-			rte_eal_cleanup();
-	}
-	static bool up() { return up_; }
-	static const std::string &why() { return why_; }
-
-private:
-	static inline bool up_ = false;
-	static inline std::string why_;
-};
-
-[[maybe_unused]] testing::Environment *const eal_env = testing::AddGlobalTestEnvironment(new Eal);
-
-#define NEED_EAL()                                                                                 \
-	do {                                                                                       \
-		if (!Eal::up()) {                                                                  \
-			if (nicmr::test::hugepages_required(kPage2M))                              \
-				FAIL() << Eal::why() << " (2 MiB hugepages are required here)";    \
-			GTEST_SKIP() << Eal::why();                                                \
-		}                                                                                  \
-	} while (0)
+[[maybe_unused]] testing::Environment *const eal_env =
+	testing::AddGlobalTestEnvironment(new nicmr::test::EalEnv(NICMR_TEST_IOVA_MODE));
 
 struct Seg {
 	const void *addr;
@@ -124,14 +76,14 @@ size_t contig_runs()
 
 TEST(MemDpdk, EalRunsInTheRequestedIovaMode)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	EXPECT_EQ(rte_eal_iova_mode(),
 		  std::string(NICMR_TEST_IOVA_MODE) == "pa" ? RTE_IOVA_PA : RTE_IOVA_VA);
 }
 
 TEST(MemDpdk, EveryMemsegRunBecomesAnExternalPool)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	RecordingMapper mapper;
 	DmaSpace space(mapper);
 	std::unique_ptr<DpdkMemSync> sync;
@@ -154,7 +106,7 @@ TEST(MemDpdk, EveryMemsegRunBecomesAnExternalPool)
 /* IOVA as VA: the memseg IOVA is its address. IOVA as PA: it is what pagemap says. */
 TEST(MemDpdk, MemsegIovaIsTheAddressOrThePagePhysicalAddress)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	RecordingMapper mapper;
 	DmaSpace space(mapper);
 	std::unique_ptr<DpdkMemSync> sync;
@@ -175,7 +127,7 @@ TEST(MemDpdk, MemsegIovaIsTheAddressOrThePagePhysicalAddress)
 
 TEST(MemDpdk, AllocEventsAddPoolsAndFreeEventsRemoveThem)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	size_t pages = kGrowBytes / kPage2M + 2;
 	if (hugepages_free(kPage2M) < pages) {
 		if (nicmr::test::hugepages_required(kPage2M))
@@ -220,7 +172,7 @@ TEST(MemDpdk, AllocEventsAddPoolsAndFreeEventsRemoveThem)
 
 TEST(MemDpdk, DestroyRemovesEveryPoolItAdded)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	RecordingMapper mapper;
 	DmaSpace space(mapper);
 	std::unique_ptr<DpdkMemSync> sync;
@@ -233,7 +185,7 @@ TEST(MemDpdk, DestroyRemovesEveryPoolItAdded)
 
 TEST(MemDpdk, SecondSyncOnTheSameSpaceIsEEXISTAndLeavesNothing)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	RecordingMapper mapper;
 	DmaSpace space(mapper);
 	std::unique_ptr<DpdkMemSync> first, second;
@@ -272,7 +224,7 @@ private:
 
 TEST(MemDpdk, FreedPoolThatIsBusyIsKeptMappedUntilItsUsersAreGone)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	size_t pages = kGrowBytes / kPage2M + 2;
 	if (hugepages_free(kPage2M) < pages) {
 		if (nicmr::test::hugepages_required(kPage2M))
@@ -319,7 +271,7 @@ TEST(MemDpdk, FreedPoolThatIsBusyIsKeptMappedUntilItsUsersAreGone)
 
 TEST(MemDpdk, MempoolRangesCoverEveryObjectAndMergeTouchingChunks)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	struct rte_mempool *mp = rte_mempool_create("nicmr-ranges", 1023, 2048, 0, 0, nullptr,
 						    nullptr, nullptr, nullptr, SOCKET_ID_ANY, 0);
 	ASSERT_NE(mp, nullptr) << rte_strerror(rte_errno);
@@ -355,7 +307,7 @@ TEST(MemDpdk, MempoolRangesCoverEveryObjectAndMergeTouchingChunks)
 
 TEST(MemDpdk, MempoolRangesOfAnUnpopulatedMempoolIsENOENTAndNullIsEINVAL)
 {
-	NEED_EAL();
+	NICMR_NEED_EAL();
 	struct rte_mempool *mp =
 		rte_mempool_create_empty("nicmr-empty", 63, 64, 0, 0, SOCKET_ID_ANY, 0);
 	ASSERT_NE(mp, nullptr) << rte_strerror(rte_errno);
