@@ -7,24 +7,22 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 TIMEOUT = 30  # seconds for any one command's answer
 PROCS = []  # every Testmr started, killed by fail()
 
 
-class Testmr:
-    """A testmr reading commands from a pipe; its output lines in a queue."""
+class LineProc:
+    """A process reading commands from a pipe; its output lines in a queue, read by a thread.
+    Its log keeps every command sent ("> cmd") and every line read."""
 
-    def __init__(self, testmr, name, engine, prefix=()):
-        """testmr -i --engine ENGINE, run under prefix (e.g. ip netns exec NS)."""
+    def __init__(self, name, cmd):
         self.name = name
-        self.p = subprocess.Popen(list(prefix) + [testmr, "-i", "--engine", engine],
-                                  stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  bufsize=1)
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, bufsize=1)
         self.lines = queue.Queue()
         self.log = []
-        PROCS.append(self)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -37,22 +35,40 @@ class Testmr:
         self.p.stdin.write(cmd + "\n")
         self.p.stdin.flush()
 
-    def expect(self, pattern, what):
-        """The first line matching pattern; fails on an error line, EOF or the timeout."""
+    def search(self, pattern, what, timeout=TIMEOUT):
+        """(match, None) for the first line matching pattern within timeout seconds, else
+        (None, why): an error line (unless the pattern looks for one), EOF or the timeout."""
         rx = re.compile(pattern)
+        end = time.monotonic() + timeout
         while True:
             try:
-                line = self.lines.get(timeout=TIMEOUT)
+                line = self.lines.get(timeout=max(0.1, end - time.monotonic()))
             except queue.Empty:
-                fail(f"{self.name}: no '{what}' within {TIMEOUT} s")
+                return None, f"{self.name}: no '{what}' within {timeout} s"
             if line is None:
-                fail(f"{self.name}: exited before '{what}'")
+                return None, f"{self.name}: exited before '{what}'"
             self.log.append(line)
             if line.startswith("error:") and not pattern.lstrip("^").startswith("error:"):
-                fail(f"{self.name}: {line} (waiting for '{what}')")
+                return None, f"{self.name}: {line} (waiting for '{what}')"
             m = rx.search(line)
             if m:
-                return m
+                return m, None
+
+
+class Testmr(LineProc):
+    """A testmr reading commands from a pipe, whose every wait fails the test (fail())."""
+
+    def __init__(self, testmr, name, engine, prefix=()):
+        """testmr -i --engine ENGINE, run under prefix (e.g. ip netns exec NS)."""
+        super().__init__(name, list(prefix) + [testmr, "-i", "--engine", engine])
+        PROCS.append(self)
+
+    def expect(self, pattern, what):
+        """The first line matching pattern; fails on an error line, EOF or the timeout."""
+        m, why = self.search(pattern, what)
+        if m is None:
+            fail(why)
+        return m
 
     def run(self, cmd, pattern, what=None):
         self.send(cmd)

@@ -30,18 +30,19 @@ usage: run_rxe_test.py --source-root DIR --workdir DIR --peer PATH [--iters N] [
 import argparse
 import collections
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "devtools", "vfio-guest"))
 import guest_image  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "app"))
+from testmr_proc import LineProc  # noqa: E402
 
 EXPECTED = ["guest-modules", "guest-hostroot", "guest-net", "rxe-link", "rc-pingpong-client",
             "rc-pingpong-server"]
@@ -119,46 +120,17 @@ def quarters(values, n):
     return bytes(values[j * 4 // n] for j in range(n))
 
 
-class Testmr:
-    """testmr reading commands from a pipe (it flushes each answer); its lines in a queue."""
+class Testmr(LineProc):
+    """testmr on a pipe whose waits give None and leave the reason in self.why."""
 
     def __init__(self, cmd):
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True, bufsize=1)
-        self.lines = queue.Queue()
-        self.log = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def send(self, cmd):
-        self.log.append("> " + cmd)
-        self.p.stdin.write(cmd + "\n")
-        self.p.stdin.flush()
+        super().__init__("testmr", cmd)
+        self.why = None
 
     def expect(self, pattern, what, timeout=30):
         """The first line matching pattern; None (and the reason in self.why) otherwise."""
-        rx = re.compile(pattern)
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.1, end - time.monotonic()))
-            except queue.Empty:
-                self.why = "testmr: no '%s' within %d s" % (what, timeout)
-                return None
-            if line is None:
-                self.why = "testmr exited before '%s'" % what
-                return None
-            self.log.append(line)
-            if line.startswith("error:"):
-                self.why = "testmr: %s (waiting for '%s')" % (line, what)
-                return None
-            m = rx.search(line)
-            if m:
-                return m
+        m, self.why = self.search(pattern, what, timeout)
+        return m
 
     def run(self, cmd, pattern, timeout=30):
         self.send(cmd)
