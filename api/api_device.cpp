@@ -80,6 +80,9 @@ struct EmuOptions {
 	/* Fault injection on the wire ports' sends: loss=, dup=, reorder= (percent), delay_us=,
 	 * fault_seed= (emu::WireFaults). */
 	emu::WireFaults faults;
+	/* gro=0: the wire ports receive one datagram per message, without UDP GRO
+	 * (emu::WirePortConfig::gro). */
+	bool gro = true;
 };
 
 /* The pool sizes a device spec gives the engine (vfio and devx specs take the defaults), and
@@ -211,6 +214,13 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			o->odp_cache = v == "1";
+		} else if (k == "gro") {
+			if (v != "0" && v != "1") {
+				NICMR_LOG(error, "api", "emu gro=%.*s: 0 or 1", int(v.size()),
+					  v.data());
+				return -EINVAL;
+			}
+			o->gro = v == "1";
 		} else if (k == "odp_prefill") {
 			uint32_t x = 0;
 			if (!parse_u32(v, &x) || x > mr::OdpCacheConfig{}.bucket_max) {
@@ -306,7 +316,7 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				  "ext, atomic_endian, trace, fail_opcode, mkey_by_name, odp, "
 				  "msix_vectors, odp_cache, odp_prefill, mkey_pool, "
 				  "mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
-				  "dup, reorder, delay_us, fault_seed)",
+				  "dup, reorder, delay_us, fault_seed, gro)",
 				  int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -439,8 +449,10 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.odp = o.odp;
 	cfg.msix_vectors = o.msix_vectors;
 	for (size_t p = 0; p < 2; p++)
-		if (!o.addr[p].empty())
+		if (!o.addr[p].empty()) {
 			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port, o.faults};
+			cfg.wire[p].gro = o.gro;
+		}
 	rc = emu::emu_mlx5_create(cfg, &dev->emu);
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);

@@ -83,11 +83,12 @@ TEST(ApiDevice, WireAddressIsBoundAtOpen)
 	EXPECT_EQ(nicmr_device_open(spec.c_str(), &second), -EADDRINUSE);
 	EXPECT_EQ(nicmr_device_close(dev), 0);
 	/* Closed, the address is free again; fault injection is a part of the spec. */
-	ASSERT_EQ(nicmr_device_open(
-			  (spec + ",loss=5,dup=100,reorder=0,delay_us=1000000,fault_seed=0x17")
-				  .c_str(),
-			  &dev),
-		  0);
+	ASSERT_EQ(
+		nicmr_device_open(
+			(spec + ",loss=5,dup=100,reorder=0,delay_us=1000000,fault_seed=0x17,gro=0")
+				.c_str(),
+			&dev),
+		0);
 	EXPECT_EQ(nicmr_device_close(dev), 0);
 }
 
@@ -130,6 +131,8 @@ TEST(ApiDevice, BadSpecsAreEinval)
 			      "emu:reorder=-1",
 			      "emu:delay_us=1000001",
 			      "emu:fault_seed=x",
+			      "emu:gro=2",
+			      "emu:gro=",
 			      "emu:msix_vectors=257",
 			      "emu:msix_vectors=x"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;

@@ -77,17 +77,17 @@ struct PortPair {
 	std::vector<uint8_t> received(std::chrono::milliseconds wait)
 	{
 		std::vector<uint8_t> got;
-		auto bufs = std::make_unique<uint8_t[][roce::max_datagram + 1]>(32);
-		size_t lens[32];
-		sockaddr_storage peers[32];
 		const auto end = std::chrono::steady_clock::now() + wait;
 		while (std::chrono::steady_clock::now() < end) {
 			tx.release_held(now_ns());
-			const int n = rx.recv(bufs.get(), lens, peers, 32);
-			for (int i = 0; i < n; i++)
-				if (lens[i] == 1)
-					got.push_back(bufs[i][0]);
-			if (n == 0)
+			const emu::WireRx &r = rx.recv();
+			for (uint32_t i = 0; i < r.size(); i++) {
+				const emu::GroSplit d = r.datagrams(i);
+				for (uint32_t k = 0; k < d.count(); k++)
+					if (d[k].size() == 1)
+						got.push_back(d[k][0]);
+			}
+			if (r.size() == 0)
 				std::this_thread::sleep_for(100us);
 		}
 		return got;
@@ -239,7 +239,7 @@ struct BatchPair {
 	emu::Gid to{};
 	bool v6 = false;
 	/* 0, or the skip reason's code 1 (no ::1). */
-	int open(bool ipv6, const emu::WireFaults &f = {}, int gso_errno = 0)
+	int open(bool ipv6, const emu::WireFaults &f = {}, int gso_errno = 0, bool rx_gro = true)
 	{
 		v6 = ipv6;
 		const uint16_t pa = free_port_of(v6), pb = free_port_of(v6, pa);
@@ -249,6 +249,7 @@ struct BatchPair {
 		emu::WirePortConfig a{addr, pa, pb, f};
 		a.test_gso_errno = gso_errno;
 		emu::WirePortConfig b{addr, pb, pa, {}};
+		b.gro = rx_gro;
 		int rc = tx.open(a);
 		if (rc == 0)
 			rc = rx.open(b);
@@ -276,20 +277,21 @@ struct BatchPair {
 	std::vector<std::pair<size_t, int>> received(std::chrono::milliseconds wait)
 	{
 		std::vector<std::pair<size_t, int>> got;
-		auto bufs = std::make_unique<uint8_t[][roce::max_datagram + 1]>(32);
-		size_t lens[32];
-		sockaddr_storage peers[32];
 		const auto end = std::chrono::steady_clock::now() + wait;
 		while (std::chrono::steady_clock::now() < end) {
 			tx.release_held(now_ns());
-			const int n = rx.recv(bufs.get(), lens, peers, 32);
-			for (int i = 0; i < n; i++) {
-				const uint8_t *d = bufs[i];
-				const bool same = std::all_of(d, d + lens[i],
-							      [&](uint8_t c) { return c == d[0]; });
-				got.emplace_back(lens[i], same ? d[0] : -1);
+			const emu::WireRx &r = rx.recv();
+			for (uint32_t i = 0; i < r.size(); i++) {
+				const emu::GroSplit g = r.datagrams(i);
+				for (uint32_t k = 0; k < g.count(); k++) {
+					const std::span<const uint8_t> d = g[k];
+					const bool same =
+						std::all_of(d.begin(), d.end(),
+							    [&](uint8_t c) { return c == d[0]; });
+					got.emplace_back(d.size(), same && !d.empty() ? d[0] : -1);
+				}
 			}
-			if (n == 0)
+			if (r.size() == 0)
 				std::this_thread::sleep_for(100us);
 		}
 		return got;
@@ -349,6 +351,82 @@ TEST(WireSend, EqualDatagramsGoAsGsoSendsOnIpv6)
 	EXPECT_EQ(c.gso_refused, 0u);
 }
 
+/* The splitter of a coalesced message: datagrams of the segment size, the last shorter. */
+TEST(WireReceive, GroSplitCutsAtTheSegmentSizeWithAShorterLast)
+{
+	/* Three datagrams of 100 bytes and one of 37, back to back, each filled with its
+	 * number, as the kernel hands a GRO socket a coalesced message. */
+	std::vector<uint8_t> buf;
+	for (int k = 0; k < 3; k++)
+		buf.insert(buf.end(), 100, static_cast<uint8_t>(k + 1));
+	buf.insert(buf.end(), 37, 4);
+	const emu::GroSplit g{buf.data(), buf.size(), 100};
+	ASSERT_EQ(g.count(), 4u);
+	for (uint32_t k = 0; k < 4; k++) {
+		const std::span<const uint8_t> d = g[k];
+		EXPECT_EQ(d.data(), buf.data() + k * 100) << k;
+		ASSERT_EQ(d.size(), k < 3 ? 100u : 37u) << k;
+		EXPECT_TRUE(std::all_of(d.begin(), d.end(), [&](uint8_t c) { return c == k + 1; }))
+			<< k;
+	}
+	/* A whole multiple: no empty datagram at the end. */
+	const emu::GroSplit even{buf.data(), 300, 100};
+	ASSERT_EQ(even.count(), 3u);
+	EXPECT_EQ(even[2].size(), 100u);
+	/* No segment size (no UDP_GRO control message), or one not below the length: the
+	 * message is one datagram, an empty one included. */
+	for (const size_t seg : {size_t{0}, buf.size(), buf.size() + 1}) {
+		const emu::GroSplit one{buf.data(), buf.size(), seg};
+		ASSERT_EQ(one.count(), 1u) << seg;
+		EXPECT_EQ(one[0].data(), buf.data());
+		EXPECT_EQ(one[0].size(), buf.size());
+	}
+	const emu::GroSplit empty{buf.data(), 0, 100};
+	ASSERT_EQ(empty.count(), 1u);
+	EXPECT_EQ(empty[0].size(), 0u);
+}
+
+/* What this kernel does (checked on Linux 6.18, and the rule since UDP_GRO came in 5.0,
+ * net/ipv4/udp.c udp_unexpected_gso): a UDP GSO send over the loopback reaches a socket with
+ * UDP_GRO as one message with its segment size, and a socket without it as its datagrams.
+ * Datagrams sent one by one are never coalesced on the loopback (no NAPI GRO there). Either
+ * way the port gives the same datagrams; only the counters and the slots tell. */
+TEST(WireReceive, GsoSendArrivesCoalescedWithGroAndAsDatagramsWithout)
+{
+	for (const bool gro : {true, false}) {
+		SCOPED_TRACE(gro ? "GRO" : "no GRO");
+		BatchPair bp;
+		const int rc = bp.open(true, {}, 0, gro);
+		SKIP_WITHOUT_IPV6(rc);
+		ASSERT_EQ(rc, 0);
+		EXPECT_EQ(bp.rx.gro_active(), gro);
+		const emu::WireRx &empty = bp.rx.recv();
+		EXPECT_EQ(empty.size(), 0u);
+		EXPECT_EQ(empty.slot_bytes(), gro ? emu::WireRx::kGroSlot : emu::WireRx::kSlot);
+		/* A WRITE's shape at MTU 4096: FIRST, 14 MIDDLEs (one GSO run), a short LAST. */
+		std::vector<size_t> lens{4128};
+		lens.insert(lens.end(), 14, 4112);
+		lens.push_back(700);
+		uint32_t sent = 0, errors = 0;
+		bp.send(lens, &sent, &errors);
+		EXPECT_EQ(sent, lens.size());
+		EXPECT_EQ(errors, 0u);
+		EXPECT_EQ(bp.received(100ms), expected(lens));
+		ASSERT_EQ(bp.tx.tx_counts().gso_sends, 1u);
+		const emu::WireRxCounts c = bp.rx.rx_counts();
+		EXPECT_EQ(c.gro_batches, gro ? 1u : 0u);
+		EXPECT_EQ(c.gro_datagrams, gro ? 15u : 0u);
+		/* Datagrams sent alone stay alone (no GSO on the sender: faults off, IPv6, but
+		 * one datagram per message). */
+		for (int i = 0; i < 4; i++) {
+			const uint8_t b[64] = {};
+			ASSERT_EQ(bp.tx.send(bp.to, b, sizeof(b)), 0);
+		}
+		EXPECT_EQ(bp.received(100ms).size(), 4u);
+		EXPECT_EQ(bp.rx.rx_counts().gro_batches, c.gro_batches);
+	}
+}
+
 TEST(WireSend, GsoRunsStopAtTheSegmentAndByteLimitsAndALongerDatagram)
 {
 	BatchPair bp;
@@ -364,6 +442,7 @@ TEST(WireSend, GsoRunsStopAtTheSegmentAndByteLimitsAndALongerDatagram)
 	uint32_t sent = 0, errors = 0;
 	for (const auto *lens : {&small, &big, &grow}) {
 		const emu::WireTxCounts before = bp.tx.tx_counts();
+		const emu::WireRxCounts rx_before = bp.rx.rx_counts();
 		bp.send(*lens, &sent, &errors);
 		EXPECT_EQ(sent, lens->size());
 		EXPECT_EQ(errors, 0u);
@@ -373,6 +452,14 @@ TEST(WireSend, GsoRunsStopAtTheSegmentAndByteLimitsAndALongerDatagram)
 		EXPECT_EQ(after.gso_sends - before.gso_sends, lens == &small ? 3u
 							      : lens == &big ? 2u
 									     : 2u);
+		/* Over the loopback each GSO send reaches the GRO socket whole, split by the
+		 * receiver into what was sent (above). */
+		const emu::WireRxCounts rxc = bp.rx.rx_counts();
+		EXPECT_EQ(rxc.gro_batches - rx_before.gro_batches,
+			  after.gso_sends - before.gso_sends);
+		EXPECT_EQ(rxc.gro_datagrams - rx_before.gro_datagrams, lens == &small ? 150u
+								       : lens == &big ? 30u
+										      : 4u);
 	}
 	static_assert(emu::WirePort::kGsoSegments == 64);
 	static_assert(emu::WirePort::kGsoBytes / 4112 == 15);

@@ -239,6 +239,9 @@ struct WireStats {
 	uint64_t tx_syscalls = 0;    /* send system calls: tx_packets / tx_syscalls per call */
 	uint64_t tx_gso_sends = 0;   /* buffers the kernel cut into datagrams (UDP_SEGMENT) */
 	uint64_t tx_gso_refused = 0; /* ports whose kernel refused GSO (then off there) */
+	/* The receive path (WireRxCounts), summed over the ports. */
+	uint64_t rx_gro_batches = 0;   /* messages that held several datagrams (UDP GRO) */
+	uint64_t rx_gro_datagrams = 0; /* the datagrams they held (each counts in rx_packets) */
 	/* Requester reliability. */
 	uint64_t retransmits = 0;	/* request packets sent again */
 	uint64_t timeouts = 0;		/* local ACK timeouts */
@@ -404,9 +407,9 @@ private:
 		     const Exec &ex, uint8_t syndrome);
 	void rc_retire(const DmaSection &dma, Qp &qp);
 	void rc_flush(const DmaSection &dma, Qp &qp);
-	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port, const uint8_t *buf,
-		       size_t len, const sockaddr_storage &peer, const WireRxIp &ip, Qp **acks,
-		       int *nacks);
+	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
+		       std::span<const uint8_t> datagram, const sockaddr_storage &peer,
+		       const WireRxIp &ip, Qp **acks, int *nacks);
 	void rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &pk, Qp **acks,
 			int *nacks);
 	void rc_response(const DmaSection &dma, Qp &qp, const roce::Parsed &pk);
@@ -515,12 +518,9 @@ private:
 	std::atomic<bool> atomic_host_endianness_{false};
 	CmdTrace *trace_ = nullptr; /* set before any QP: read without ordering by the WQE engine */
 	std::array<std::unique_ptr<WirePort>, 2> wire_; /* by port - 1; null: loopback */
-	/* poll_wire's receive batch (one caller at a time). */
-	static constexpr int kRxBatch = 32;
-	std::unique_ptr<uint8_t[][roce::max_datagram + 1]> rx_buf_;
-	size_t rx_len_[kRxBatch] = {};
-	sockaddr_storage rx_peer_[kRxBatch] = {};
-	WireRxIp rx_ip_[kRxBatch] = {};	  /* the IPv4 ID and DF the ICRC covers */
+	/* QPs one receive batch (a port's WireRx, received by poll_wire) owes a coalesced ACK;
+	 * beyond them an ACK goes at once. */
+	static constexpr int kRxAcks = 64;
 	uint64_t next_timer_scan_ns_ = 0; /* poll_wire's timer scan (one caller at a time) */
 	static constexpr uint64_t kTimerScanNs = 20000; /* the timers' granularity: 20 us */
 	struct WireCounters {

@@ -494,8 +494,6 @@ void EmuDataPath::set_wire_port(uint32_t port, std::unique_ptr<WirePort> w)
 	std::unique_lock lk(table_lock_);
 	if (port < 1 || port > wire_.size())
 		return;
-	if (!rx_buf_)
-		rx_buf_.reset(new uint8_t[kRxBatch][roce::max_datagram + 1]);
 	wire_[port - 1] = std::move(w);
 }
 
@@ -529,6 +527,9 @@ WireStats EmuDataPath::wire_stats() const
 		s.tx_syscalls += t.syscalls;
 		s.tx_gso_sends += t.gso_sends;
 		s.tx_gso_refused += t.gso_refused;
+		const WireRxCounts r = w->rx_counts();
+		s.rx_gro_batches += r.gro_batches;
+		s.rx_gro_datagrams += r.gro_datagrams;
 	}
 	return s;
 }

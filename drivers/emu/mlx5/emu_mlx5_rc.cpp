@@ -591,18 +591,25 @@ bool EmuDataPath::poll_wire()
 				wctr_.tx_errors.fetch_add(errs, std::memory_order_relaxed);
 			any = any || w->holding(); /* come back soon: they are due shortly */
 		}
-		const int n = w->recv(rx_buf_.get(), rx_len_, rx_peer_, kRxBatch, rx_ip_);
-		if (n == 0)
+		const WireRx &rx = w->recv();
+		if (rx.size() == 0)
 			continue;
 		any = true;
-		wctr_.rx_packets.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
 		std::shared_lock lk(table_lock_);
 		const DmaSection dma(mmu_);
-		Qp *acks[kRxBatch];
+		Qp *acks[kRxAcks];
 		int nacks = 0;
-		for (int i = 0; i < n; i++)
-			rc_packet(dma, *w, p + 1, rx_buf_[i], rx_len_[i], rx_peer_[i], rx_ip_[i],
-				  acks, &nacks);
+		uint64_t datagrams = 0;
+		for (uint32_t m = 0; m < rx.size(); m++) {
+			/* A message the kernel coalesced (UDP GRO) is its datagrams, each parsed
+			 * and checked (ICRC included) as if it had come alone. */
+			const GroSplit d = rx.datagrams(m);
+			const uint32_t k = d.count();
+			datagrams += k;
+			for (uint32_t j = 0; j < k; j++)
+				rc_packet(dma, *w, p + 1, d[j], rx.peer(m), rx.ip(m), acks, &nacks);
+		}
+		wctr_.rx_packets.fetch_add(datagrams, std::memory_order_relaxed);
 		/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed; the
 		 * batch's ACKs (QPs of one port) go out in one sendmmsg. */
 		TxBatch tx(*this, *w);
@@ -636,11 +643,11 @@ bool EmuDataPath::poll_wire()
 
 /* Table lock held shared. */
 void EmuDataPath::rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
-			    const uint8_t *buf, size_t len, const sockaddr_storage &peer,
+			    std::span<const uint8_t> datagram, const sockaddr_storage &peer,
 			    const WireRxIp &ip, Qp **acks, int *nacks)
 {
 	roce::Parsed pk;
-	const roce::Error e = roce::parse(w.rx_path(peer, ip), {buf, len}, &pk);
+	const roce::Error e = roce::parse(w.rx_path(peer, ip), datagram, &pk);
 	if (e != roce::Error::ok) {
 		(e == roce::Error::bad_icrc ? wctr_.rx_bad_icrc : wctr_.rx_malformed)
 			.fetch_add(1, std::memory_order_relaxed);
@@ -755,10 +762,21 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 	const auto psn = static_cast<uint32_t>(prm::get(pk.bth, roce::bth::psn));
 	const int32_t d = psn_diff(psn, r.epsn);
 	const auto owe_ack = [&] {
-		r.ack_due = true;
 		for (int i = 0; i < *nacks; i++)
-			if (acks[i] == &qp)
+			if (acks[i] == &qp) {
+				r.ack_due = true;
 				return;
+			}
+		if (*nacks == kRxAcks) {
+			/* More QPs in this batch than the list holds (a batch of coalesced
+			 * messages): this one's ACK goes now, for the PSN just executed. */
+			rc_ack(qp,
+			       roce::aeth::make_syndrome(roce::aeth::type::ack,
+							 roce::aeth::credit_invalid),
+			       (r.epsn - 1) & kPsnMask);
+			return;
+		}
+		r.ack_due = true;
 		acks[(*nacks)++] = &qp;
 	};
 	if (d > 0) {

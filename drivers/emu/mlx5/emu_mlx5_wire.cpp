@@ -143,6 +143,29 @@ int WirePort::open(const WirePortConfig &cfg)
 				cfg.addr.c_str(), port_, std::strerror(-r),
 				r == -EPERM || r == -EACCES ? ": CAP_NET_RAW needed" : "");
 	}
+	/* UDP GRO where the UDP socket receives (udp(7), UDP_GRO; Linux 5.0 on: ENOPROTOOPT
+	 * before, and the port then receives one datagram a message). On this path the
+	 * kernel hands a GRO socket a UDP GSO send over loopback or veth whole, with its
+	 * segment size, instead of cutting it up first (net/ipv4/udp.c, udp_unexpected_gso and
+	 * udp_rcv_segment); a NIC's GRO coalesces datagrams of one flow the same way. */
+	if (raw_fd_ < 0 && cfg.gro) {
+		const int on = 1;
+		gro_ = ::setsockopt(fd_, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
+		if (!gro_)
+			NICMR_LOG(info, "emu-mlx5",
+				  "wire %s:%u: no UDP GRO (%s): one datagram per received message",
+				  cfg.addr.c_str(), port_, std::strerror(errno));
+	}
+	/* The receive batch: slots of 64 KiB with GRO (a coalesced message), of one datagram
+	 * without (2 MiB against 134 KiB: the common case touches no more than it fills). The
+	 * sockets close with the port (the destructor) when this fails. */
+	rx_.reset(new (std::nothrow) WireRx);
+	if (!rx_)
+		return -ENOMEM;
+	rx_->slot_ = gro_ ? WireRx::kGroSlot : WireRx::kSlot;
+	rx_->buf_.reset(new (std::nothrow) uint8_t[WireRx::kMessages * rx_->slot_]);
+	if (!rx_->buf_)
+		return -ENOMEM;
 	return 0;
 }
 
@@ -545,85 +568,119 @@ int WirePort::open_raw_rx() noexcept
 	return 0;
 }
 
-int WirePort::recv(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
-		   int n, WireRxIp *ips) const noexcept
+const WireRx &WirePort::recv(int n) noexcept
 {
-	if (n > kRecvBatch)
-		n = kRecvBatch;
-	return raw_fd_ >= 0 ? recv_raw(bufs, lens, peers, n, ips)
-			    : recv_udp(bufs, lens, peers, n, ips);
+	WireRx &rx = *rx_;
+	rx.n_ = 0;
+	if (n > WireRx::kMessages)
+		n = WireRx::kMessages;
+	if (n <= 0)
+		return rx;
+	if (raw_fd_ >= 0)
+		recv_raw(rx, n);
+	else
+		recv_udp(rx, n);
+	return rx;
 }
 
-int WirePort::recv_raw(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens,
-		       sockaddr_storage *peers, int n, WireRxIp *ips) const noexcept
+WireRxCounts WirePort::rx_counts() const noexcept
 {
-	/* The headers land apart, the datagram where the caller wants it: one recvmmsg, two
-	 * iovecs a datagram. */
-	/* Zeroed (896 bytes, beside a system call): a datagram shorter than the headers leaves
-	 * the rest as it was. */
-	uint8_t hdr[kRecvBatch][kRawHdr] = {};
-	mmsghdr msgs[kRecvBatch];
-	iovec iov[kRecvBatch][2];
+	return {gro_batches_.load(std::memory_order_relaxed),
+		gro_datagrams_.load(std::memory_order_relaxed)};
+}
+
+void WirePort::recv_raw(WireRx &rx, int n) noexcept
+{
+	static_assert(WireRx::kRawHdr == kRawHdr);
+	/* The headers land apart, the datagram in its slot: one recvmmsg, two iovecs a
+	 * datagram. No GRO here (gro_active): one datagram per message. */
 	for (int i = 0; i < n; i++) {
-		iov[i][0] = {hdr[i], kRawHdr};
-		iov[i][1] = {bufs[i], roce::max_datagram + 1};
-		msgs[i] = {};
-		msgs[i].msg_hdr.msg_iov = iov[i];
-		msgs[i].msg_hdr.msg_iovlen = 2;
+		/* Zeroed: a datagram shorter than the headers leaves the rest as it was. */
+		std::memset(rx.hdr_[i], 0, kRawHdr);
+		rx.iov_[i][0] = {rx.hdr_[i], kRawHdr};
+		rx.iov_[i][1] = {rx.buf_.get() + size_t(i) * rx.slot_, rx.slot_};
+		rx.msgs_[i] = {};
+		rx.msgs_[i].msg_hdr.msg_iov = rx.iov_[i];
+		rx.msgs_[i].msg_hdr.msg_iovlen = 2;
 	}
-	const int got = ::recvmmsg(raw_fd_, msgs, static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+	const int got =
+		::recvmmsg(raw_fd_, rx.msgs_, static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
 	if (got <= 0)
-		return 0;
+		return;
 	for (int i = 0; i < got; i++) {
-		const uint8_t *ip = hdr[i];
+		const uint8_t *ip = rx.hdr_[i];
 		const uint8_t *u = ip + roce::ipv4::size;
 		size_t len = 0; /* too short for the headers: too short for parse */
-		if (msgs[i].msg_len >= kRawHdr) {
+		if (rx.msgs_[i].msg_len >= kRawHdr) {
 			/* The UDP length bounds the datagram (IP may carry padding); a UDP length
 			 * longer than what came leaves the datagram short, and its ICRC (which
 			 * covers that length) then refuses it. */
-			len = msgs[i].msg_len - kRawHdr;
+			len = rx.msgs_[i].msg_len - kRawHdr;
 			const auto ulen = static_cast<size_t>(prm::get(u, roce::udp::length));
 			if (ulen >= roce::udp::size && ulen - roce::udp::size < len)
 				len = ulen - roce::udp::size;
 		}
-		lens[i] = len;
-		auto &sa = reinterpret_cast<sockaddr_in &>(peers[i]);
+		rx.len_[i] = len;
+		rx.seg_[i] = 0;
+		auto &sa = reinterpret_cast<sockaddr_in &>(rx.peers_[i]);
 		sa = {};
 		sa.sin_family = AF_INET;
 		std::memcpy(&sa.sin_addr.s_addr, ip + prm::byte_offset(roce::ipv4::src), 4);
 		sa.sin_port = htons(static_cast<uint16_t>(prm::get(u, roce::udp::src_port)));
-		if (ips != nullptr) {
-			ips[i].ipv4_id = static_cast<uint16_t>(prm::get(ip, roce::ipv4::id));
-			ips[i].ipv4_df =
-				(prm::get(ip, roce::ipv4::flags_frag) & roce::ipv4::flag_df) != 0;
-		}
+		rx.ips_[i].ipv4_id = static_cast<uint16_t>(prm::get(ip, roce::ipv4::id));
+		rx.ips_[i].ipv4_df =
+			(prm::get(ip, roce::ipv4::flags_frag) & roce::ipv4::flag_df) != 0;
 	}
-	return got;
+	rx.n_ = static_cast<uint32_t>(got);
 }
 
-int WirePort::recv_udp(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens,
-		       sockaddr_storage *peers, int n, WireRxIp *ips) const noexcept
+void WirePort::recv_udp(WireRx &rx, int n) noexcept
 {
-	mmsghdr msgs[kRecvBatch];
-	iovec iov[kRecvBatch];
 	for (int i = 0; i < n; i++) {
-		iov[i] = {bufs[i], roce::max_datagram + 1};
-		msgs[i] = {};
-		msgs[i].msg_hdr.msg_iov = &iov[i];
-		msgs[i].msg_hdr.msg_iovlen = 1;
-		msgs[i].msg_hdr.msg_name = &peers[i];
-		msgs[i].msg_hdr.msg_namelen = sizeof(peers[i]);
+		rx.iov_[i][0] = {rx.buf_.get() + size_t(i) * rx.slot_, rx.slot_};
+		msghdr &h = rx.msgs_[i].msg_hdr;
+		h = {};
+		h.msg_iov = rx.iov_[i];
+		h.msg_iovlen = 1;
+		h.msg_name = &rx.peers_[i];
+		h.msg_namelen = sizeof(rx.peers_[i]);
+		if (gro_) {
+			/* The kernel sets msg_controllen to what it wrote: set again each call. */
+			h.msg_control = rx.cmsg_[i];
+			h.msg_controllen = sizeof(rx.cmsg_[i]);
+		}
 	}
-	const int got = ::recvmmsg(fd_, msgs, static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+	const int got = ::recvmmsg(fd_, rx.msgs_, static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
 	if (got <= 0)
-		return 0;
+		return;
+	uint64_t batches = 0, datagrams = 0;
 	for (int i = 0; i < got; i++) {
-		lens[i] = msgs[i].msg_len;
-		if (ips != nullptr)
-			ips[i] = {}; /* what the UDP socket cannot show: ID 0 and DF, as sent */
+		rx.len_[i] = rx.msgs_[i].msg_len;
+		rx.ips_[i] = {}; /* what the UDP socket cannot show: ID 0 and DF, as sent */
+		size_t seg = 0;
+		if (gro_) {
+			/* udp(7): a coalesced message carries SOL_UDP / UDP_GRO with the segment
+			 * size as an int (net/ipv4/udp.c, udp_cmsg_recv); a lone datagram none. */
+			msghdr &h = rx.msgs_[i].msg_hdr;
+			for (cmsghdr *c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c))
+				if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
+				    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+					int v = 0;
+					std::memcpy(&v, CMSG_DATA(c), sizeof(v));
+					seg = v > 0 ? static_cast<size_t>(v) : 0;
+				}
+		}
+		rx.seg_[i] = seg;
+		if (const uint32_t k = rx.datagrams(static_cast<uint32_t>(i)).count(); k > 1) {
+			batches++;
+			datagrams += k;
+		}
 	}
-	return got;
+	if (batches != 0) {
+		gro_batches_.fetch_add(batches, std::memory_order_relaxed);
+		gro_datagrams_.fetch_add(datagrams, std::memory_order_relaxed);
+	}
+	rx.n_ = static_cast<uint32_t>(got);
 }
 
 } // namespace nicmr::emu

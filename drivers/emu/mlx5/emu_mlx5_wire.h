@@ -12,7 +12,9 @@
  * socket stays bound, so the kernel answers no ICMP port unreachable, and takes nothing
  * (a drop-all filter). Without CAP_NET_RAW, or with WirePortConfig::raw_rx off, it receives
  * through the UDP socket and assumes ID 0. An IPv6 port always receives through its UDP socket
- * (IPv6 has no ID).
+ * (IPv6 has no ID). A port that receives through its UDP socket asks for UDP GRO: the kernel
+ * may hand it several datagrams of one flow as one message, which WireRx splits (GroSplit)
+ * before each datagram is parsed and checked.
  *
  * The RC transport over it (emu_mlx5_rc.cpp) builds and parses packets with
  * drivers/common/roce only; this file moves datagrams and addresses. doc/device-model.md
@@ -29,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "roce_packet.h"
@@ -62,6 +65,10 @@ struct WirePortConfig {
 	 * segments of an IPv4 GSO send carry IP IDs 0, 1, 2 ..., which the ICRC covers and a
 	 * UDP socket's reader cannot see: doc/device-model.md, "Send path"). */
 	bool gso = true;
+	/* UDP GRO (UDP_GRO) on the UDP receive socket: coalesced datagrams in one message,
+	 * split before parsing. Not on the raw IPv4 receive path (WirePort::gro_active). Off:
+	 * one datagram per message, in slots of roce::max_datagram + 1 bytes. */
+	bool gro = true;
 	/* Tests only: a GSO send answers this errno (EIO, EINVAL) as a kernel that refuses GSO
 	 * does, instead of reaching the kernel; 0 (the default) reaches it. */
 	int test_gso_errno = 0;
@@ -72,6 +79,38 @@ struct WirePortConfig {
 struct WireRxIp {
 	uint16_t ipv4_id = 0;
 	bool ipv4_df = true;
+};
+
+/*
+ * The datagrams of one received message. A message the kernel coalesced (udp(7), UDP_GRO: the
+ * control message gives the segment size) holds datagrams of seg bytes each but the last,
+ * which may be shorter (Linux net/ipv4/udp_offload.c, udp_gro_receive_segment: a shorter
+ * datagram ends the aggregate). seg 0 (no UDP_GRO control message) or seg >= len: the message
+ * is one datagram. No datagram is dropped or merged here: each goes to the parser, which checks
+ * it (ICRC included) as if it had come alone.
+ */
+struct GroSplit {
+	const uint8_t *data = nullptr;
+	size_t len = 0;
+	size_t seg = 0;
+	uint32_t count() const noexcept
+	{
+		return seg == 0 || len <= seg ? 1 : static_cast<uint32_t>((len + seg - 1) / seg);
+	}
+	/* Datagram k < count(). */
+	std::span<const uint8_t> operator[](uint32_t k) const noexcept
+	{
+		if (seg == 0 || len <= seg)
+			return {data, len};
+		const size_t off = size_t{k} * seg;
+		return {data + off, len - off < seg ? len - off : seg};
+	}
+};
+
+/* What a port's receive path did (WireStats sums the ports). */
+struct WireRxCounts {
+	uint64_t gro_batches = 0;   /* messages that held several datagrams (UDP GRO) */
+	uint64_t gro_datagrams = 0; /* the datagrams those messages held */
 };
 
 /* A GID as the PRM and the wire carry it: 16 bytes, network order. */
@@ -137,6 +176,48 @@ struct WireFaultCounts {
 
 /* IPv4-mapped (::ffff:a.b.c.d): what RoCEv2 calls an IPv4 GID. */
 bool gid_is_ipv4(const Gid &g) noexcept;
+
+/*
+ * A port's receive batch (WirePort::recv): up to kMessages messages from one recvmmsg, each in
+ * a slot of its own, with its sender, its IPv4 ID and DF (raw socket) and its datagrams
+ * (GroSplit). Slots are kSlot bytes without GRO and kGroSlot with it; made when the port opens.
+ */
+class WireRx {
+public:
+	static constexpr int kMessages = 32;
+	/* One datagram, and a byte more so that a longer one shows (the parser refuses it). */
+	static constexpr size_t kSlot = roce::max_datagram + 1;
+	/* A coalesced message at most: Linux's GRO stops an aggregate below 64 KiB (the
+	 * device's gro_max_size, 65536 by default: net/core/gro.c, skb_gro_receive). A longer
+	 * one (a larger gro_max_size) is cut (MSG_TRUNC): its cut datagram fails the parser
+	 * and the RC transport resends. */
+	static constexpr size_t kGroSlot = 64 * 1024;
+	/* Messages received. */
+	uint32_t size() const noexcept { return n_; }
+	GroSplit datagrams(uint32_t i) const noexcept
+	{
+		return {buf_.get() + size_t{i} * slot_, len_[i], seg_[i]};
+	}
+	const sockaddr_storage &peer(uint32_t i) const noexcept { return peers_[i]; }
+	const WireRxIp &ip(uint32_t i) const noexcept { return ips_[i]; }
+	size_t slot_bytes() const noexcept { return slot_; }
+
+private:
+	friend class WirePort;
+	/* A raw socket's message: the IPv4 and UDP headers apart (recv_raw). */
+	static constexpr size_t kRawHdr = 28;
+	uint32_t n_ = 0;
+	size_t slot_ = kSlot;
+	std::unique_ptr<uint8_t[]> buf_; /* kMessages slots */
+	size_t len_[kMessages] = {};
+	size_t seg_[kMessages] = {};
+	sockaddr_storage peers_[kMessages] = {};
+	WireRxIp ips_[kMessages] = {};
+	mmsghdr msgs_[kMessages] = {};
+	iovec iov_[kMessages][2] = {};
+	uint8_t hdr_[kMessages][kRawHdr] = {};
+	alignas(cmsghdr) uint8_t cmsg_[kMessages][CMSG_SPACE(sizeof(int))] = {};
+};
 
 class WirePort {
 public:
@@ -224,22 +305,25 @@ public:
 	/* How long a reordered datagram waits at most for a later one to pass it. */
 	static constexpr uint32_t kReorderHoldUs = 200;
 
-	/* Receives up to n (at most kRecvBatch) datagrams without blocking, with one recvmmsg,
-	 * into bufs (each roce::max_datagram + 1 bytes, so that a longer one shows); lens and
-	 * peers get their lengths and senders, ips (when not null) their IPv4 ID and DF (the
-	 * defaults without the raw socket). Returns the count (0: none). */
-	int recv(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
-		 int n, WireRxIp *ips = nullptr) const noexcept;
-	static constexpr int kRecvBatch = 32;
+	/* Receives up to n (at most WireRx::kMessages) messages without blocking, with one
+	 * recvmmsg, into the port's receive batch, and returns it (size 0: none). A coalesced
+	 * message (UDP GRO) is counted in rx_counts(). No allocation; one caller at a time (the
+	 * device thread). */
+	const WireRx &recv(int n = WireRx::kMessages) noexcept;
+	/* Whether the port asked the kernel for UDP GRO: it receives through its UDP socket
+	 * (IPv6, or IPv4 without the raw socket), WirePortConfig::gro is on and setsockopt
+	 * took UDP_GRO. Never with the raw socket: a raw socket sees an aggregate as one IPv4
+	 * datagram, its segments' own headers (and IP IDs, which the ICRC covers) gone, and
+	 * gets no control message with the segment size. */
+	bool gro_active() const noexcept { return gro_; }
+	WireRxCounts rx_counts() const noexcept;
 
 private:
 	/* The raw receive socket of an IPv4 port (open, after the UDP socket is bound): 0,
 	 * -EPERM / -EACCES without CAP_NET_RAW, another socket call's -errno. */
 	int open_raw_rx() noexcept;
-	int recv_udp(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
-		     int n, WireRxIp *ips) const noexcept;
-	int recv_raw(uint8_t (*bufs)[roce::max_datagram + 1], size_t *lens, sockaddr_storage *peers,
-		     int n, WireRxIp *ips) const noexcept;
+	void recv_udp(WireRx &rx, int n) noexcept;
+	void recv_raw(WireRx &rx, int n) noexcept;
 	int raw_send(const Gid &remote, const uint8_t *data, size_t len) const noexcept;
 	/* tx_flush's messages for datagrams from..: GSO runs when gso; their count. */
 	uint32_t tx_messages(WireTx &b, uint32_t from, bool gso) const noexcept;
@@ -291,6 +375,10 @@ private:
 	int test_gso_errno_ = 0;
 	std::atomic<bool> gso_off_{false};
 	mutable std::atomic<uint64_t> syscalls_{0}, gso_sends_{0}, gso_refused_{0};
+	/* The receive path: its batch, made at open, and GRO (set at open). */
+	std::unique_ptr<WireRx> rx_;
+	bool gro_ = false;
+	std::atomic<uint64_t> gro_batches_{0}, gro_datagrams_{0};
 };
 
 } // namespace nicmr::emu
