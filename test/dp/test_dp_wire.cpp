@@ -35,6 +35,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emu_mlx5.h"
@@ -173,6 +174,7 @@ protected:
 		WireOptions mine{addr, pa, pb, p.mtu, p.delivery};
 		WireOptions theirs{peer_addr, pb, pa, p.mtu, emu::DoorbellDelivery::inline_call};
 		mine.test_gso_errno = theirs.test_gso_errno = p.gso_errno;
+		options(&mine, &theirs);
 		int sv[2];
 		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 		child_ = ::fork();
@@ -216,6 +218,13 @@ protected:
 		ASSERT_EQ(peer_state(), static_cast<uint32_t>(emu::QpState::rts));
 		ASSERT_EQ(me_->mr(0, kRegion * 2, true, true, false, false, false, false, &lkey_),
 			  0);
+	}
+
+	/* A fixture's changes to the options of this side and of the responder. */
+	virtual void options(WireOptions *mine, WireOptions *theirs)
+	{
+		(void)mine;
+		(void)theirs;
 	}
 
 	void TearDown() override
@@ -747,6 +756,117 @@ INSTANTIATE_TEST_SUITE_P(
 			  Param{"ipv6_mtu256_gso_refused", true, prm::qp_mtu::mtu_256,
 				emu::DoorbellDelivery::inline_call, false, EIO}),
 	[](const ::testing::TestParamInfo<Param> &i) { return std::string(i.param.name); });
+
+/*
+ * The responder's own limit on READ and atomic requests (its 2^log_rra_max resources, set at
+ * INIT2RTR): this side's QP may have 8 in flight (log_sra_max 3), the responder offers 2
+ * (log_rra_max 1). The responder process is stopped while the requests go out, so that they
+ * wait for it together, as requests wait for a busy responder's resources: two are answered,
+ * a third is NAKed as an invalid request, executes nothing, and fails with
+ * REMOTE_INVAL_REQ_ERR here.
+ */
+class WireResponderResources : public Wire {
+protected:
+	void options(WireOptions *mine, WireOptions *theirs) override
+	{
+		mine->log_sra_max = 3;
+		theirs->log_rra_max = 1;
+	}
+	/* Posts the WQEs that post() posts with the responder stopped, waits until their
+	 * count of datagrams left this side, then lets the responder run. */
+	template <class Post> void while_stopped(uint64_t datagrams, Post post)
+	{
+		const auto sent = [&] {
+			return me_->hw->device().data_path().wire_stats().tx_packets;
+		};
+		ASSERT_EQ(::kill(child_, SIGSTOP), 0);
+		int st = 0;
+		ASSERT_EQ(::waitpid(child_, &st, WUNTRACED), child_);
+		ASSERT_TRUE(WIFSTOPPED(st));
+		const uint64_t before = sent();
+		post();
+		const auto deadline = std::chrono::steady_clock::now() + 2s;
+		while (sent() < before + datagrams && std::chrono::steady_clock::now() < deadline)
+			std::this_thread::sleep_for(100us);
+		EXPECT_EQ(sent(), before + datagrams);
+		ASSERT_EQ(::kill(child_, SIGCONT), 0);
+	}
+	uint64_t word(uint32_t off)
+	{
+		const std::vector<uint8_t> b = dump(off, 8);
+		uint64_t v = 0;
+		std::memcpy(&v, b.data(), 8);
+		return v;
+	}
+};
+
+TEST_P(WireResponderResources, RequestsBeyondTheResponderLimitAreInvalid)
+{
+	const uint32_t fa_off = 64; /* the fetch-add's word */
+	const uint64_t w0 = word(fa_off);
+	/* As many as the responder offers (a READ and a fetch-add): both executed. */
+	mlx5::Sge r1 = sge(0, 16), a1 = sge(32, 8);
+	while_stopped(2, [&] {
+		ASSERT_EQ(me_->qp->post_read({&r1, 1}, raddr(0), peer_.keys[k_rw], 1, 0), 0);
+		ASSERT_EQ(me_->qp->post_atomic_fa(a1, raddr(fa_off), peer_.keys[k_rw], 5, 2,
+						  mlx5::kSignaled),
+			  0);
+	});
+	mlx5::Completion c;
+	ASSERT_TRUE(me_->wait(&c));
+	EXPECT_TRUE(c.ok()) << "syndrome " << int(c.syndrome) << " " << stats_text();
+	EXPECT_EQ(c.wr_id, 2u);
+	EXPECT_EQ(std::memcmp(local(), dump(0, 16).data(), 16), 0);
+	const uint64_t w1 = word(fa_off);
+	EXPECT_NE(w1, w0) << "the fetch-add executed";
+	const emu::WireStats s0 = peer_stats();
+	EXPECT_EQ(s0.rra_exceeded, 0u);
+
+	/* One more than it offers (two READs and a fetch-add): the third is NAKed. */
+	mlx5::Sge r2 = sge(100, 16), r3 = sge(200, 16), a2 = sge(300, 8);
+	while_stopped(3, [&] {
+		ASSERT_EQ(me_->qp->post_read({&r2, 1}, raddr(0), peer_.keys[k_rw], 3,
+					     mlx5::kSignaled),
+			  0);
+		ASSERT_EQ(me_->qp->post_read({&r3, 1}, raddr(16), peer_.keys[k_rw], 4,
+					     mlx5::kSignaled),
+			  0);
+		ASSERT_EQ(me_->qp->post_atomic_fa(a2, raddr(fa_off), peer_.keys[k_rw], 5, 6,
+						  mlx5::kSignaled),
+			  0);
+	});
+	for (const uint64_t id : {3u, 4u}) {
+		ASSERT_TRUE(me_->wait(&c));
+		EXPECT_EQ(c.wr_id, id);
+		EXPECT_TRUE(c.ok()) << "wr " << id << " syndrome " << int(c.syndrome);
+	}
+	ASSERT_TRUE(me_->wait(&c));
+	EXPECT_EQ(c.wr_id, 6u);
+	EXPECT_EQ(c.opcode, MLX5_CQE_REQ_ERR);
+	EXPECT_EQ(c.syndrome, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
+	EXPECT_EQ(word(fa_off), w1) << "the refused fetch-add executed nothing";
+	uint32_t st = 0;
+	ASSERT_EQ(me_->qp->query_state(&st), 0);
+	EXPECT_EQ(st, static_cast<uint32_t>(emu::QpState::err));
+	EXPECT_EQ(peer_state(), static_cast<uint32_t>(emu::QpState::err));
+	const emu::WireStats s1 = peer_stats();
+	EXPECT_EQ(s1.rra_exceeded - s0.rra_exceeded, 1u);
+	EXPECT_EQ(s1.naks_sent - s0.naks_sent, 1u);
+	/* Recovered, one request at a time stays within the limit. */
+	recover_both();
+	const mlx5::Completion ok =
+		run(me_->qp->post_read({&r1, 1}, raddr(0), peer_.keys[k_rw], 7, mlx5::kSignaled));
+	EXPECT_TRUE(ok.ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, WireResponderResources,
+			 ::testing::Values(Param{"ipv4", false, prm::qp_mtu::mtu_1024,
+						 emu::DoorbellDelivery::inline_call},
+					   Param{"ipv6", true, prm::qp_mtu::mtu_1024,
+						 emu::DoorbellDelivery::inline_call}),
+			 [](const ::testing::TestParamInfo<Param> &i) {
+				 return std::string(i.param.name);
+			 });
 
 /* A wire port the model cannot bind, and a wire for a port the device has not. */
 TEST(WireConfig, RefusedAddresses)

@@ -117,6 +117,9 @@ struct WireOptions {
 	 * fail as a refusing kernel's do (WirePortConfig::test_gso_errno). */
 	bool gso = true;
 	int test_gso_errno = 0;
+	/* The QP's READ/atomic limits: as requester (2^log_sra_max in flight) and as
+	 * responder (2^log_rra_max resources). */
+	uint32_t log_sra_max = 3, log_rra_max = 3;
 };
 
 /* One side: a device with port 1 on the wire, a PD, one RC QP (with a receive queue when the
@@ -216,6 +219,8 @@ struct Side {
 		q.rnr_retry = o.rnr_retry;
 		q.ack_timeout = o.ack_timeout;
 		q.min_rnr_timer = o.min_rnr_timer;
+		q.log_sra_max = o.log_sra_max;
+		q.log_rra_max = o.log_rra_max;
 		q.max_recv_sge = o.max_recv_sge;
 		q.log_rq_size = o.log_rq_size;
 		q.recv_cq = rcq.get();

@@ -230,6 +230,8 @@ struct WireStats {
 	uint64_t acks_sent = 0;	    /* ACKNOWLEDGE packets with an ACK */
 	uint64_t naks_sent = 0;	    /* ... with a NAK */
 	uint64_t naks_received = 0; /* NAKs that completed a request in error */
+	uint64_t rra_exceeded = 0;  /* READ/atomic requests beyond the responder's resources
+				       (2^log_rra_max), NAKed as invalid requests */
 	/* Fault injection on send (WireFaults), summed over the ports. */
 	uint64_t tx_lost = 0;	    /* datagrams not sent */
 	uint64_t tx_duplicated = 0; /* datagrams sent twice */
@@ -521,13 +523,14 @@ private:
 	/* QPs one receive batch (a port's WireRx, received by poll_wire) owes a coalesced ACK;
 	 * beyond them an ACK goes at once. */
 	static constexpr int kRxAcks = 64;
+	uint64_t rx_batch_ = 0; /* receive batches taken (poll_wire; one caller at a time) */
 	uint64_t next_timer_scan_ns_ = 0; /* poll_wire's timer scan (one caller at a time) */
 	static constexpr uint64_t kTimerScanNs = 20000; /* the timers' granularity: 20 us */
 	struct WireCounters {
 		std::atomic<uint64_t> tx_packets{0}, tx_errors{0}, rx_packets{0}, rx_bad_icrc{0},
 			rx_malformed{0}, rx_dropped{0}, duplicates{0}, acks_sent{0}, naks_sent{0},
 			naks_received{0}, retransmits{0}, timeouts{0}, seq_naks_received{0},
-			rnr_naks_received{0}, retry_exceeded{0};
+			rnr_naks_received{0}, retry_exceeded{0}, rra_exceeded{0};
 	};
 	mutable WireCounters wctr_;
 	/* The wire responder's refusals (emu_mlx5_refusals.cpp): refusal_mu_ guards them; taken

@@ -323,6 +323,10 @@ struct EmuDataPath::RcWire {
 	};
 	std::vector<SavedAtomic> atomics;
 	uint32_t atomic_next = 0;
+	/* The responder resources (2^log_rra_max) new READ and atomic requests of receive
+	 * batch rra_batch took (emu_mlx5_rc.cpp, rc_request). */
+	uint64_t rra_batch = 0;
+	uint32_t rra_used = 0;
 
 	uint32_t outstanding() const noexcept { return tail - head; }
 	/* The first request still owed a response, or null. */

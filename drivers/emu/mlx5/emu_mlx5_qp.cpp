@@ -510,6 +510,7 @@ WireStats EmuDataPath::wire_stats() const
 	s.acks_sent = wctr_.acks_sent.load(std::memory_order_relaxed);
 	s.naks_sent = wctr_.naks_sent.load(std::memory_order_relaxed);
 	s.naks_received = wctr_.naks_received.load(std::memory_order_relaxed);
+	s.rra_exceeded = wctr_.rra_exceeded.load(std::memory_order_relaxed);
 	s.retransmits = wctr_.retransmits.load(std::memory_order_relaxed);
 	s.timeouts = wctr_.timeouts.load(std::memory_order_relaxed);
 	s.seq_naks_received = wctr_.seq_naks_received.load(std::memory_order_relaxed);

@@ -595,6 +595,7 @@ bool EmuDataPath::poll_wire()
 		if (rx.size() == 0)
 			continue;
 		any = true;
+		rx_batch_++; /* a new batch: the responders' READ/atomic resources are free */
 		std::shared_lock lk(table_lock_);
 		const DmaSection dma(mmu_);
 		Qp *acks[kRxAcks];
@@ -835,6 +836,36 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		rc_nak(dma, qp, roce::aeth::nak::invalid_request, psn,
 		       prm::event_type::wq_inval_req_error);
 	};
+	/*
+	 * The responder's resources for READ and atomic requests (IBTA vol. 1: the responder
+	 * resources a QP offers, max_dest_rd_atomic in verbs; the qpc's log_rra_max, set at
+	 * INIT2RTR: Linux mlx5 qp.c maps IB_QP_MAX_DEST_RD_ATOMIC to MLX5_QP_OPTPAR_RRA_MAX). A
+	 * request takes one from its arrival until its response has left; here a response leaves
+	 * while the receive batch that brought the request is processed, so the requests that wait
+	 * together are the new ones of one batch. A requester that keeps its own limit (log_sra_max
+	 * <= the responder's log_rra_max) can never put more than 2^log_rra_max of them in one
+	 * batch: request N + 1 goes only once the response to request 1 arrived, which leaves after
+	 * the whole batch was received. One more is the error IBTA's responder error behaviour
+	 * (vol. 1, chapter 9, responder class B errors) calls "too many RDMA READ or ATOMIC
+	 * requests": an Invalid Request NAK (NAK code 1, 9.7.5.2.4's table of NAK codes),
+	 * nothing executed, the QP to ERR (as a ConnectX does: spdk/spdk issue 2261 shows the
+	 * NAK on the ninth READ against eight resources; Linux rxe, rxe_resp.c check_resource,
+	 * NAKs only with no resource at all and otherwise recycles its queue). Duplicates
+	 * replay a resource and take none.
+	 */
+	const auto no_resource = [&] {
+		if (r.rra_batch != rx_batch_) {
+			r.rra_batch = rx_batch_;
+			r.rra_used = 0;
+		}
+		if (r.rra_used >= (uint32_t{1} << qp.path.log_rra_max)) {
+			wctr_.rra_exceeded.fetch_add(1, std::memory_order_relaxed);
+			invalid();
+			return true;
+		}
+		r.rra_used++;
+		return false;
+	};
 	/* A key of this device refused the request: NAKed, counted under (key, peer). */
 	const auto refused = [&](uint32_t rkey, uint32_t rights) {
 		record_refusal(qp, rkey, rights);
@@ -996,6 +1027,8 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			invalid();
 			return;
 		}
+		if (no_resource())
+			return;
 		const uint64_t va = prm::get(pk.reth, roce::reth::va);
 		const auto rkey = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::r_key));
 		const auto dlen = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::dma_len));
@@ -1031,6 +1064,8 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			invalid();
 			return;
 		}
+		if (no_resource())
+			return;
 		MkeyTable::Hold keys(mkeys_, qp.held);
 		Translator t(keys, dma, qp.attr.pd, qp.qpn);
 		uint64_t counter = 0;
