@@ -73,6 +73,7 @@ struct Options {
 	bool smoke = false;
 	bool ipv4 = false;
 	bool no_pin = false;
+	bool no_gro = false; /* the wire ports receive without UDP GRO (gro=0) */
 };
 Options g_opt;
 
@@ -157,7 +158,8 @@ struct Side {
 		const char *a = g_opt.ipv4 ? "127.0.0.1" : "::1";
 		const std::string spec = std::string("emu:mkeys=1024,addr=") + a +
 					 ",udp_port=" + std::to_string(wire_mine) +
-					 ",peer_udp_port=" + std::to_string(wire_peer);
+					 ",peer_udp_port=" + std::to_string(wire_peer) +
+					 (g_opt.no_gro ? ",gro=0" : "");
 		int rc = nicmr_device_open(spec.c_str(), &dev);
 		if (rc == 0)
 			rc = nicmr_pd_alloc(dev, &pd);
@@ -440,20 +442,31 @@ bool peer_udp_pp(Side &s)
 	}
 }
 
-/* Receives the stream; acknowledges every 64 KiB (16 datagrams); ends at an 8-byte kStop. */
+/* Receives the stream; acknowledges every 64 KiB (16 datagrams); ends at an 8-byte kStop. With
+ * the wire's UDP GRO on (no --no-gro) the floor's socket takes GRO too, as the wire's ports do,
+ * and counts the datagrams of a coalesced message by its segment size (udp(7), UDP_GRO). */
 bool peer_udp_stream(Side &s)
 {
-	static uint8_t bufs[32][kGsoSeg];
+	constexpr size_t kSlot = 64 * 1024;
+	static uint8_t bufs[32][kSlot];
+	alignas(cmsghdr) static uint8_t ctl[32][CMSG_SPACE(sizeof(int))];
+	const int on = 1;
+	const bool gro =
+		!g_opt.no_gro && ::setsockopt(s.udp, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
 	mmsghdr m[32];
 	iovec iov[32];
 	uint64_t got = 0;
 	auto last = std::chrono::steady_clock::now();
 	for (;;) {
 		for (int i = 0; i < 32; i++) {
-			iov[i] = {bufs[i], kGsoSeg};
+			iov[i] = {bufs[i], gro ? kSlot : kGsoSeg};
 			m[i] = {};
 			m[i].msg_hdr.msg_iov = &iov[i];
 			m[i].msg_hdr.msg_iovlen = 1;
+			if (gro) {
+				m[i].msg_hdr.msg_control = ctl[i];
+				m[i].msg_hdr.msg_controllen = sizeof(ctl[i]);
+			}
 		}
 		const int n = ::recvmmsg(s.udp, m, 32, MSG_DONTWAIT, nullptr);
 		if (n <= 0) {
@@ -469,11 +482,23 @@ bool peer_udp_stream(Side &s)
 				if (v == kStop)
 					return true;
 			}
-			if (++got % kSegsPer64K == 0) {
-				const uint64_t ack = got / kSegsPer64K;
-				if (s.udp_send(&ack, sizeof(ack)) != 0)
-					return false;
-			}
+			size_t seg = 0;
+			if (gro)
+				for (cmsghdr *c = CMSG_FIRSTHDR(&m[i].msg_hdr); c != nullptr;
+				     c = CMSG_NXTHDR(&m[i].msg_hdr, c))
+					if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+						int v = 0;
+						std::memcpy(&v, CMSG_DATA(c), sizeof(v));
+						seg = v > 0 ? size_t(v) : 0;
+					}
+			const size_t len = m[i].msg_len;
+			const size_t k = seg == 0 || len <= seg ? 1 : (len + seg - 1) / seg;
+			for (size_t j = 0; j < k; j++)
+				if (++got % kSegsPer64K == 0) {
+					const uint64_t ack = got / kSegsPer64K;
+					if (s.udp_send(&ack, sizeof(ack)) != 0)
+						return false;
+				}
 		}
 	}
 }
@@ -841,6 +866,8 @@ int main(int argc, char **argv)
 			g_opt.ipv4 = true;
 		else if (std::strcmp(argv[i], "--no-pin") == 0)
 			g_opt.no_pin = true;
+		else if (std::strcmp(argv[i], "--no-gro") == 0)
+			g_opt.no_gro = true;
 		else
 			argv[kept++] = argv[i];
 	}
@@ -871,7 +898,8 @@ int main(int argc, char **argv)
 		"WRITE and SEND ping-pong against a UDP ping-pong, 64 KiB RDMA WRITE bandwidth\n"
 		"against a UDP GSO stream, 8-byte WRITE rate. Medians of 10 repetitions, ratio\n"
 		"lines at the end. Options: --ipv4; --no-pin (leave both processes to the\n"
-		"scheduler); --smoke (few iterations, for CI).");
+		"scheduler); --no-gro (the wire ports receive without UDP GRO); --smoke (few\n"
+		"iterations, for CI).");
 
 	std::vector<uint16_t> taken;
 	uint16_t ports[4]; /* wire: parent, peer; UDP: parent, peer */
