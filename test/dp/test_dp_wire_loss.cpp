@@ -387,7 +387,7 @@ TEST(WireReceive, GroSplitCutsAtTheSegmentSizeWithAShorterLast)
 }
 
 /* What this kernel does (checked on Linux 6.18, and the rule since UDP_GRO came in 5.0,
- * net/ipv4/udp.c udp_unexpected_gso): a UDP GSO send over the loopback reaches a socket with
+ * include/linux/udp.h udp_unexpected_gso): a UDP GSO send over the loopback reaches a socket with
  * UDP_GRO as one message with its segment size, and a socket without it as its datagrams.
  * Datagrams sent one by one are never coalesced on the loopback (no NAPI GRO there). Either
  * way the port gives the same datagrams; only the counters and the slots tell. */

@@ -146,8 +146,9 @@ int WirePort::open(const WirePortConfig &cfg)
 	/* UDP GRO where the UDP socket receives (udp(7), UDP_GRO; Linux 5.0 on: ENOPROTOOPT
 	 * before, and the port then receives one datagram a message). On this path the
 	 * kernel hands a GRO socket a UDP GSO send over loopback or veth whole, with its
-	 * segment size, instead of cutting it up first (net/ipv4/udp.c, udp_unexpected_gso and
-	 * udp_rcv_segment); a NIC's GRO coalesces datagrams of one flow the same way. */
+	 * segment size, instead of cutting it up first (include/linux/udp.h, udp_unexpected_gso,
+	 * and include/net/udp.h, udp_rcv_segment); a NIC's GRO coalesces datagrams of one flow the
+	 * same way. */
 	if (raw_fd_ < 0 && cfg.gro) {
 		const int on = 1;
 		gro_ = ::setsockopt(fd_, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
@@ -660,7 +661,8 @@ void WirePort::recv_udp(WireRx &rx, int n) noexcept
 		size_t seg = 0;
 		if (gro_) {
 			/* udp(7): a coalesced message carries SOL_UDP / UDP_GRO with the segment
-			 * size as an int (net/ipv4/udp.c, udp_cmsg_recv); a lone datagram none. */
+			 * size as an int (include/linux/udp.h, udp_cmsg_recv); a lone datagram
+			 * none. */
 			msghdr &h = rx.msgs_[i].msg_hdr;
 			for (cmsghdr *c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c))
 				if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
