@@ -1002,3 +1002,64 @@ TEST(WireConfig, Init2RtrNeedsEntryZeroAndTheSameFamily)
 }
 
 } // namespace
+
+/* EmuDataPath::wire_inject (the fuzzer's way in, fuzz/fuzz_roce_datagram.cpp) runs what
+ * poll_wire runs for a received datagram: a WRITE from the QP's peer lands and is ACKed, a bad
+ * ICRC is counted and writes nothing; a port that is not on the wire is -ENODEV. */
+TEST(WireInject, RunsTheReceivePathWithoutTheSocket)
+{
+	WireOptions o;
+	o.addr = "127.0.0.1";
+	o.port = free_udp_port();
+	o.peer_port = 9; /* the ACK goes nowhere */
+	Side s;
+	ASSERT_EQ(s.open(o), 0);
+	for (size_t i = 0; i < kRegion; i++)
+		s.region()[i] = pattern(i);
+	uint32_t key = 0;
+	ASSERT_EQ(s.mr(0, kRegion, true, true, true, true, true, false, &key), 0);
+	const uint8_t peer_gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2};
+	ASSERT_EQ(s.make_qp(peer_gid), 0);
+	ASSERT_EQ(s.qp->connect(0x4242), 0);
+	emu::EmuDataPath &dp = s.hw->device().data_path();
+	const emu::WirePort *wp = dp.wire_port(1);
+	ASSERT_NE(wp, nullptr);
+
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_port = htons(49152);
+	ASSERT_EQ(inet_pton(AF_INET, "127.0.0.2", &a.sin_addr), 1);
+	sockaddr_storage peer{};
+	std::memcpy(&peer, &a, sizeof(a));
+	roce::Headers h;
+	h.opcode = roce::opcode::write_only;
+	h.dest_qp = s.qp->qpn();
+	h.psn = 0; /* the QP's first expected PSN */
+	h.ack_req = true;
+	const uint8_t payload[8] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4};
+	h.reth = {s.addr(16), key, sizeof(payload)};
+	uint8_t d[128];
+	size_t len = 0;
+	ASSERT_EQ(roce::build(wp->rx_path(peer), h, payload, d, &len), roce::Error::ok);
+
+	EXPECT_EQ(dp.wire_inject(0, d, len, peer), -ENODEV);
+	EXPECT_EQ(dp.wire_inject(2, d, len, peer), -ENODEV); /* the device has one port */
+	const emu::WireStats before = dp.wire_stats();
+	ASSERT_EQ(dp.wire_inject(1, d, len, peer), 0);
+	EXPECT_EQ(std::memcmp(s.region() + 16, payload, sizeof(payload)), 0);
+	emu::WireStats ws = dp.wire_stats();
+	EXPECT_EQ(ws.rx_packets, before.rx_packets + 1);
+	EXPECT_EQ(ws.acks_sent, before.acks_sent + 1);
+
+	/* The next PSN, its ICRC broken: dropped as bad_icrc, nothing written. */
+	h.psn = 1;
+	h.reth.va = s.addr(64);
+	ASSERT_EQ(roce::build(wp->rx_path(peer), h, payload, d, &len), roce::Error::ok);
+	d[len - 1] ^= 1;
+	ASSERT_EQ(dp.wire_inject(1, d, len, peer), 0);
+	ws = dp.wire_stats();
+	EXPECT_EQ(ws.rx_packets, before.rx_packets + 2);
+	EXPECT_EQ(ws.rx_bad_icrc, before.rx_bad_icrc + 1);
+	for (size_t i = 64; i < 64 + sizeof(payload); i++)
+		EXPECT_EQ(s.region()[i], pattern(i));
+}

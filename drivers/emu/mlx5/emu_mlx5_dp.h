@@ -319,6 +319,16 @@ public:
 	/* The device thread's progress work: receives what the wire ports hold, executes it and
 	 * answers. true when a datagram came. Thread-safe (one caller at a time). */
 	bool poll_wire();
+	/*
+	 * Tests and fuzzing only (fuzz/fuzz_roce_datagram.cpp), never the device's own path:
+	 * hands len bytes to wire port `port` as if its socket had received them from peer
+	 * (with the IPv4 ID and DF of ip, which the ICRC covers), and runs them through what
+	 * poll_wire runs for a received batch of one (parse, checks, execution, the coalesced
+	 * ACK). Counted in rx_packets like a received datagram. 0, or -ENODEV when the port is
+	 * not on the wire. Thread-safe (it shares no buffer with poll_wire).
+	 */
+	int wire_inject(uint32_t port, const uint8_t *buf, size_t len, const sockaddr_storage &peer,
+			const WireRxIp &ip = {});
 	WireStats wire_stats() const;
 	/* The most (key, peer) pairs the refusal record holds; one more is counted as dropped. */
 	static constexpr size_t kMaxKeyRefusals = 256;
@@ -409,6 +419,10 @@ private:
 		     const Exec &ex, uint8_t syndrome);
 	void rc_retire(const DmaSection &dma, Qp &qp);
 	void rc_flush(const DmaSection &dma, Qp &qp);
+	/* poll_wire's and wire_inject's work on one batch: each datagram parsed, checked and
+	 * executed, then the batch's ACKs. for_each(deliver) calls deliver(datagram, peer, ip)
+	 * for every datagram of the batch and returns how many there were. */
+	template <typename ForEach> void rc_batch(WirePort &w, uint32_t port, ForEach &&for_each);
 	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
 		       std::span<const uint8_t> datagram, const sockaddr_storage &peer,
 		       const WireRxIp &ip, Qp **acks, int *nacks);

@@ -576,6 +576,34 @@ void EmuDataPath::rc_flush(const DmaSection &dma, Qp &qp)
 
 /* ---- Receive ----------------------------------------------------------------------------- */
 
+template <typename ForEach>
+void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each)
+{
+	rx_batch_++; /* a new batch: the responders' READ/atomic resources are free */
+	std::shared_lock lk(table_lock_);
+	const DmaSection dma(mmu_);
+	Qp *acks[kRxAcks];
+	int nacks = 0;
+	const uint64_t datagrams = for_each([&](std::span<const uint8_t> datagram,
+						const sockaddr_storage &peer, const WireRxIp &ip) {
+		rc_packet(dma, w, port, datagram, peer, ip, acks, &nacks);
+	});
+	wctr_.rx_packets.fetch_add(datagrams, std::memory_order_relaxed);
+	/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed; the batch's
+	 * ACKs (QPs of one port) go out in one sendmmsg. */
+	TxBatch tx(*this, w);
+	for (int i = 0; i < nacks; i++) {
+		std::lock_guard ql(acks[i]->lock);
+		RcWire *r = acks[i]->rc.get();
+		if (r == nullptr || !r->ack_due)
+			continue;
+		r->ack_due = false;
+		rc_ack(*acks[i],
+		       roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
+		       (r->epsn - 1) & kPsnMask, &tx);
+	}
+}
+
 /* Device thread: one batch per wire port and call. */
 bool EmuDataPath::poll_wire()
 {
@@ -595,36 +623,19 @@ bool EmuDataPath::poll_wire()
 		if (rx.size() == 0)
 			continue;
 		any = true;
-		rx_batch_++; /* a new batch: the responders' READ/atomic resources are free */
-		std::shared_lock lk(table_lock_);
-		const DmaSection dma(mmu_);
-		Qp *acks[kRxAcks];
-		int nacks = 0;
-		uint64_t datagrams = 0;
-		for (uint32_t m = 0; m < rx.size(); m++) {
-			/* A message the kernel coalesced (UDP GRO) is its datagrams, each parsed
-			 * and checked (ICRC included) as if it had come alone. */
-			const GroSplit d = rx.datagrams(m);
-			const uint32_t k = d.count();
-			datagrams += k;
-			for (uint32_t j = 0; j < k; j++)
-				rc_packet(dma, *w, p + 1, d[j], rx.peer(m), rx.ip(m), acks, &nacks);
-		}
-		wctr_.rx_packets.fetch_add(datagrams, std::memory_order_relaxed);
-		/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed; the
-		 * batch's ACKs (QPs of one port) go out in one sendmmsg. */
-		TxBatch tx(*this, *w);
-		for (int i = 0; i < nacks; i++) {
-			std::lock_guard ql(acks[i]->lock);
-			RcWire *r = acks[i]->rc.get();
-			if (r == nullptr || !r->ack_due)
-				continue;
-			r->ack_due = false;
-			rc_ack(*acks[i],
-			       roce::aeth::make_syndrome(roce::aeth::type::ack,
-							 roce::aeth::credit_invalid),
-			       (r->epsn - 1) & kPsnMask, &tx);
-		}
+		rc_batch(*w, p + 1, [&rx](auto &&deliver) {
+			uint64_t datagrams = 0;
+			for (uint32_t m = 0; m < rx.size(); m++) {
+				/* A message the kernel coalesced (UDP GRO) is its datagrams, each
+				 * parsed and checked (ICRC included) as if it had come alone. */
+				const GroSplit d = rx.datagrams(m);
+				const uint32_t k = d.count();
+				datagrams += k;
+				for (uint32_t j = 0; j < k; j++)
+					deliver(d[j], rx.peer(m), rx.ip(m));
+			}
+			return datagrams;
+		});
 	}
 	/* The requesters' timers, every kTimerScanNs at most: the scan walks every QP. */
 	if (now >= next_timer_scan_ns_) {
@@ -640,6 +651,19 @@ bool EmuDataPath::poll_wire()
 		}
 	}
 	return any;
+}
+
+int EmuDataPath::wire_inject(uint32_t port, const uint8_t *buf, size_t len,
+			     const sockaddr_storage &peer, const WireRxIp &ip)
+{
+	WirePort *w = port >= 1 && port <= wire_.size() ? wire_[port - 1].get() : nullptr;
+	if (w == nullptr)
+		return -ENODEV;
+	rc_batch(*w, port, [&](auto &&deliver) {
+		deliver(std::span<const uint8_t>(buf, len), peer, ip);
+		return uint64_t{1};
+	});
+	return 0;
 }
 
 /* Table lock held shared. */
