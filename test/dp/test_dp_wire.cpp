@@ -1063,3 +1063,50 @@ TEST(WireInject, RunsTheReceivePathWithoutTheSocket)
 	for (size_t i = 64; i < 64 + sizeof(payload); i++)
 		EXPECT_EQ(s.region()[i], pattern(i));
 }
+
+/* udp_port 0 asks the kernel for a port: the port then reports the bound one, and its ICRC
+ * paths carry it (source port on send, destination on receive) on every receive path: the raw
+ * socket, the UDP socket, IPv6. Before, only the raw socket's path read it back, and a UDP or
+ * IPv6 port computed every ICRC over port 0, so that all it received was a bad ICRC. */
+TEST(WireConfig, PortZeroTakesTheKernelsPortOnEveryReceivePath)
+{
+	struct Case {
+		const char *addr;
+		bool raw;
+	};
+	for (const Case c :
+	     {Case{"127.0.0.1", true}, Case{"127.0.0.1", false}, Case{"::1", true}}) {
+		SCOPED_TRACE(std::string(c.addr) + (c.raw ? " raw_rx" : " no raw_rx"));
+		emu::WirePortConfig cfg{c.addr, 0, roce::udp_port, {}, c.raw};
+		emu::WirePort port;
+		const int rc = port.open(cfg);
+		if (rc == -EADDRNOTAVAIL && port.ipv6())
+			continue; /* no IPv6 loopback on this host */
+		ASSERT_EQ(rc, 0);
+		sockaddr_storage bound{};
+		socklen_t bl = sizeof(bound);
+		ASSERT_EQ(::getsockname(port.fd(), reinterpret_cast<sockaddr *>(&bound), &bl), 0);
+		const uint16_t kernel =
+			ntohs(port.ipv6() ? reinterpret_cast<const sockaddr_in6 &>(bound).sin6_port
+					  : reinterpret_cast<const sockaddr_in &>(bound).sin_port);
+		EXPECT_NE(kernel, 0);
+		EXPECT_EQ(port.udp_port(), kernel);
+		emu::Gid remote{};
+		sockaddr_storage peer{};
+		if (port.ipv6()) {
+			remote[15] = 1;
+			auto &p6 = reinterpret_cast<sockaddr_in6 &>(peer);
+			p6.sin6_family = AF_INET6;
+			p6.sin6_addr = in6addr_loopback;
+			p6.sin6_port = htons(4791);
+		} else {
+			remote = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2};
+			auto &p4 = reinterpret_cast<sockaddr_in &>(peer);
+			p4.sin_family = AF_INET;
+			p4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			p4.sin_port = htons(4791);
+		}
+		EXPECT_EQ(port.tx_path(remote).src_port, kernel);
+		EXPECT_EQ(port.rx_path(peer).dst_port, kernel);
+	}
+}

@@ -126,6 +126,18 @@ int WirePort::open(const WirePortConfig &cfg)
 		::close(fd);
 		return rc;
 	}
+	/* The bound port: with udp_port 0 the kernel chose it, and it is what the ICRC of every
+	 * datagram this port sends (source port) and receives (destination port) covers, on
+	 * every receive path (the raw socket's filter, the UDP socket, IPv6). */
+	sockaddr_storage bound{};
+	socklen_t bl = sizeof(bound);
+	if (::getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &bl) < 0) {
+		rc = -errno;
+		::close(fd);
+		return rc;
+	}
+	port_ = ntohs(v6_ ? reinterpret_cast<const sockaddr_in6 &>(bound).sin6_port
+			  : reinterpret_cast<const sockaddr_in &>(bound).sin_port);
 	/* A send batch puts a 64 KiB message, and a window of them, on the link at once: room
 	 * for kSocketBuffer bytes in both buffers (socket(7): the kernel caps it at rmem_max /
 	 * wmem_max, and a smaller buffer is no error: the RC transport resends what it lost). */
@@ -526,13 +538,7 @@ constexpr size_t kRawHdr = roce::ipv4::size + roce::udp::size;
 
 int WirePort::open_raw_rx() noexcept
 {
-	/* The bound port (a port of 0 asked the kernel for one): the filter's, and the one the
-	 * ICRC of what this port sends and receives covers. */
-	sockaddr_in bound{};
-	socklen_t bl = sizeof(bound);
-	if (::getsockname(fd_, reinterpret_cast<sockaddr *>(&bound), &bl) < 0)
-		return -errno;
-	port_ = ntohs(bound.sin_port);
+	/* The filter takes the bound port (open read it back: a port of 0 asked the kernel). */
 	const int fd = ::socket(AF_INET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
 	if (fd < 0)
 		return -errno;
@@ -551,7 +557,7 @@ int WirePort::open_raw_rx() noexcept
 	/* Bound to the port's address: raw_v4_input delivers only datagrams to it. */
 	sockaddr_in sa{};
 	sa.sin_family = AF_INET;
-	sa.sin_addr = bound.sin_addr;
+	std::memcpy(&sa.sin_addr.s_addr, local_.data(), 4); /* the UDP socket's address */
 	if (rc == 0 && ::bind(fd, reinterpret_cast<const sockaddr *>(&sa), sizeof(sa)) < 0)
 		rc = -errno;
 	/* The UDP socket keeps the port (no ICMP port unreachable for what arrives) and takes
