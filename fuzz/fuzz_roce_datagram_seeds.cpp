@@ -278,6 +278,16 @@ int main(int argc, char **argv)
 	t.psn = 5; /* ahead: a PSN sequence error NAK */
 	ok &= one(dir, "write_psn_ahead", t);
 
+	/* Zero-length WRITE and READ: no key checked (C9-88), nothing may be written. */
+	t = Tpl{};
+	t.opcode = o::write_only;
+	t.flags = kHdrAckReq | kHdrRawKey;
+	t.word = 0xdeadbe00;
+	t.va = -0x1010; /* the data area's start: a guard */
+	ok &= one(dir, "write_zero_length_any_key", t);
+	t.opcode = o::read_request;
+	ok &= one(dir, "read_zero_length_any_key", t);
+
 	/* Responses no request waits for. */
 	t = Tpl{};
 	t.opcode = o::read_response_only;

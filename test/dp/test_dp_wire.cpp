@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1003,65 +1004,129 @@ TEST(WireConfig, Init2RtrNeedsEntryZeroAndTheSameFamily)
 
 } // namespace
 
+/* A device whose QP is connected to a peer that does not exist (127.0.0.2), reached through
+ * EmuDataPath::wire_inject: packets "from" the peer without a socket. */
+struct InjectRig {
+	Side s;
+	uint32_t key = 0;
+	sockaddr_storage peer{};
+	const emu::WirePort *wp = nullptr;
+
+	void open()
+	{
+		WireOptions o;
+		o.addr = "127.0.0.1";
+		o.port = free_udp_port();
+		o.peer_port = 9; /* what the device answers goes nowhere */
+		ASSERT_EQ(s.open(o), 0);
+		for (size_t i = 0; i < kRegion; i++)
+			s.region()[i] = pattern(i);
+		ASSERT_EQ(s.mr(0, kRegion, true, true, true, true, true, false, &key), 0);
+		const uint8_t peer_gid[16] = {0, 0, 0,	  0,	0,   0, 0, 0,
+					      0, 0, 0xff, 0xff, 127, 0, 0, 2};
+		ASSERT_EQ(s.make_qp(peer_gid), 0);
+		ASSERT_EQ(s.qp->connect(0x4242), 0);
+		wp = dp().wire_port(1);
+		ASSERT_NE(wp, nullptr);
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_port = htons(49152);
+		ASSERT_EQ(inet_pton(AF_INET, "127.0.0.2", &a.sin_addr), 1);
+		std::memcpy(&peer, &a, sizeof(a));
+	}
+	emu::EmuDataPath &dp() { return s.hw->device().data_path(); }
+	emu::WireStats stats() { return dp().wire_stats(); }
+	/* Builds h (to the QP) with payload and injects it; false when build refused it. */
+	bool inject(roce::Headers h, std::span<const uint8_t> payload, bool break_icrc = false)
+	{
+		h.dest_qp = s.qp->qpn();
+		uint8_t d[roce::max_datagram];
+		size_t len = 0;
+		if (roce::build(wp->rx_path(peer), h, payload, d, &len) != roce::Error::ok)
+			return false;
+		if (break_icrc)
+			d[len - 1] ^= 1;
+		return dp().wire_inject(1, d, len, peer) == 0;
+	}
+};
+
 /* EmuDataPath::wire_inject (the fuzzer's way in, fuzz/fuzz_roce_datagram.cpp) runs what
  * poll_wire runs for a received datagram: a WRITE from the QP's peer lands and is ACKed, a bad
  * ICRC is counted and writes nothing; a port that is not on the wire is -ENODEV. */
 TEST(WireInject, RunsTheReceivePathWithoutTheSocket)
 {
-	WireOptions o;
-	o.addr = "127.0.0.1";
-	o.port = free_udp_port();
-	o.peer_port = 9; /* the ACK goes nowhere */
-	Side s;
-	ASSERT_EQ(s.open(o), 0);
-	for (size_t i = 0; i < kRegion; i++)
-		s.region()[i] = pattern(i);
-	uint32_t key = 0;
-	ASSERT_EQ(s.mr(0, kRegion, true, true, true, true, true, false, &key), 0);
-	const uint8_t peer_gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2};
-	ASSERT_EQ(s.make_qp(peer_gid), 0);
-	ASSERT_EQ(s.qp->connect(0x4242), 0);
-	emu::EmuDataPath &dp = s.hw->device().data_path();
-	const emu::WirePort *wp = dp.wire_port(1);
-	ASSERT_NE(wp, nullptr);
-
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_port = htons(49152);
-	ASSERT_EQ(inet_pton(AF_INET, "127.0.0.2", &a.sin_addr), 1);
-	sockaddr_storage peer{};
-	std::memcpy(&peer, &a, sizeof(a));
+	InjectRig r;
+	ASSERT_NO_FATAL_FAILURE(r.open());
+	const uint8_t payload[8] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4};
+	uint8_t d[64];
+	EXPECT_EQ(r.dp().wire_inject(0, d, sizeof(d), r.peer), -ENODEV);
+	EXPECT_EQ(r.dp().wire_inject(2, d, sizeof(d), r.peer), -ENODEV); /* one port */
 	roce::Headers h;
 	h.opcode = roce::opcode::write_only;
-	h.dest_qp = s.qp->qpn();
 	h.psn = 0; /* the QP's first expected PSN */
 	h.ack_req = true;
-	const uint8_t payload[8] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4};
-	h.reth = {s.addr(16), key, sizeof(payload)};
-	uint8_t d[128];
-	size_t len = 0;
-	ASSERT_EQ(roce::build(wp->rx_path(peer), h, payload, d, &len), roce::Error::ok);
-
-	EXPECT_EQ(dp.wire_inject(0, d, len, peer), -ENODEV);
-	EXPECT_EQ(dp.wire_inject(2, d, len, peer), -ENODEV); /* the device has one port */
-	const emu::WireStats before = dp.wire_stats();
-	ASSERT_EQ(dp.wire_inject(1, d, len, peer), 0);
-	EXPECT_EQ(std::memcmp(s.region() + 16, payload, sizeof(payload)), 0);
-	emu::WireStats ws = dp.wire_stats();
+	h.reth = {r.s.addr(16), r.key, sizeof(payload)};
+	const emu::WireStats before = r.stats();
+	ASSERT_TRUE(r.inject(h, payload));
+	EXPECT_EQ(std::memcmp(r.s.region() + 16, payload, sizeof(payload)), 0);
+	emu::WireStats ws = r.stats();
 	EXPECT_EQ(ws.rx_packets, before.rx_packets + 1);
 	EXPECT_EQ(ws.acks_sent, before.acks_sent + 1);
 
 	/* The next PSN, its ICRC broken: dropped as bad_icrc, nothing written. */
 	h.psn = 1;
-	h.reth.va = s.addr(64);
-	ASSERT_EQ(roce::build(wp->rx_path(peer), h, payload, d, &len), roce::Error::ok);
-	d[len - 1] ^= 1;
-	ASSERT_EQ(dp.wire_inject(1, d, len, peer), 0);
-	ws = dp.wire_stats();
+	h.reth.va = r.s.addr(64);
+	ASSERT_TRUE(r.inject(h, payload, true));
+	ws = r.stats();
 	EXPECT_EQ(ws.rx_packets, before.rx_packets + 2);
 	EXPECT_EQ(ws.rx_bad_icrc, before.rx_bad_icrc + 1);
 	for (size_t i = 64; i < 64 + sizeof(payload); i++)
-		EXPECT_EQ(s.region()[i], pattern(i));
+		EXPECT_EQ(r.s.region()[i], pattern(i));
+}
+
+/* A zero-length RDMA WRITE or READ touches no memory, so the responder checks no key or
+ * address (IBTA C9-88; Linux rxe_resp.c, check_rkey, does the same): a WRITE ONLY and a READ
+ * REQUEST of DMA length 0 with rkey 0 and address 0 are executed (an ACK; one READ RESPONSE
+ * ONLY), not NAKed with a remote access error, and the QP stays in RTS. Before, both were
+ * refused, so a peer that sends them (rxe does for a WRITE of no SGE) lost its connection. */
+TEST(WireInject, ZeroLengthWriteAndReadCheckNoKey)
+{
+	InjectRig r;
+	ASSERT_NO_FATAL_FAILURE(r.open());
+	roce::Headers h;
+	h.opcode = roce::opcode::write_only;
+	h.psn = 0;
+	h.ack_req = true;
+	h.reth = {0, 0, 0};
+	emu::WireStats before = r.stats();
+	ASSERT_TRUE(r.inject(h, {}));
+	emu::WireStats ws = r.stats();
+	EXPECT_EQ(ws.acks_sent, before.acks_sent + 1);
+	EXPECT_EQ(ws.naks_sent, before.naks_sent);
+	uint32_t st = 0;
+	ASSERT_EQ(r.s.qp->query_state(&st), 0);
+	EXPECT_EQ(st, prm::qp_state::rts);
+
+	h.opcode = roce::opcode::read_request;
+	h.psn = 1;
+	before = r.stats();
+	ASSERT_TRUE(r.inject(h, {}));
+	ws = r.stats();
+	EXPECT_EQ(ws.naks_sent, before.naks_sent);
+	EXPECT_EQ(ws.tx_packets, before.tx_packets + 1) << "one READ RESPONSE ONLY";
+	ASSERT_EQ(r.s.qp->query_state(&st), 0);
+	EXPECT_EQ(st, prm::qp_state::rts);
+
+	/* With a length, the same key and address are refused: a remote access error NAK. */
+	h.opcode = roce::opcode::write_only;
+	h.psn = 2;
+	h.reth = {0, 0, 4};
+	const uint8_t four[4] = {1, 2, 3, 4};
+	before = r.stats();
+	ASSERT_TRUE(r.inject(h, four));
+	EXPECT_EQ(r.stats().naks_sent, before.naks_sent + 1);
+	ASSERT_EQ(r.s.qp->query_state(&st), 0);
+	EXPECT_EQ(st, prm::qp_state::err);
 }
 
 /* udp_port 0 asks the kernel for a port: the port then reports the bound one, and its ICRC

@@ -736,14 +736,15 @@ void EmuDataPath::rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t p
 }
 
 /* READ responses for [va, va + len) of rkey, PSNs from psn; nothing when the key refuses the
- * range (a duplicate READ is checked again: the key may have changed since). */
+ * range (a duplicate READ is checked again: the key may have changed since). A zero-length
+ * READ checks no key and gets one READ RESPONSE ONLY without payload (C9-88). */
 void EmuDataPath::rc_read_respond(const DmaSection &dma, Qp &qp, uint32_t psn, uint64_t va,
 				  uint32_t rkey, uint32_t len)
 {
 	RcWire &r = *qp.rc;
 	MkeyTable::Hold keys(mkeys_, qp.held);
 	Translator t(keys, dma, qp.attr.pd, qp.qpn);
-	if (t.validate(rkey, va, len, Access::remote_read) != kOk)
+	if (len != 0 && t.validate(rkey, va, len, Access::remote_read) != kOk)
 		return;
 	const uint32_t n = packets_of(len, r.mtu);
 	/* The responses in few system calls (a batch; GSO runs of MIDDLEs). */
@@ -954,9 +955,11 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		MkeyTable::Hold keys(mkeys_, qp.held);
 		Translator t(keys, dma, qp.attr.pd, qp.qpn);
 		uint64_t counter = 0;
-		if (first && r.w_left == 0 && imm) {
-			/* A zero-length WRITE with immediate: no key is checked (IBTA 9.7.4.1.4:
-			 * a zero-length RDMA WRITE touches no memory). */
+		if (first && r.w_left == 0) {
+			/* A zero-length WRITE, with or without immediate: no key or address is
+			 * checked (IBTA 9.7.4.1.4: a zero-length RDMA WRITE touches no memory;
+			 * C9-88: it need not carry a valid R_Key or VA; Linux rxe_resp.c,
+			 * check_rkey, executes it without a lookup). */
 		} else if (first) {
 			/* The whole message's range, before one byte moves; a page not present
 			 * raises a page fault and this packet waits (RNR NAK). */
@@ -1062,11 +1065,15 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			uint64_t no_counter = 0; /* reads are not counted */
 			if (cfg_.odp)
 				t.report_not_present();
-			const uint8_t v = t.validate(rkey, va, dlen, Access::remote_read);
+			/* A zero-length READ touches no memory: no key or address is checked
+			 * (C9-88, as for a zero-length WRITE; Linux rxe_resp.c, check_rkey), and
+			 * one READ RESPONSE ONLY without payload answers it. */
+			const uint8_t v =
+				dlen == 0 ? kOk : t.validate(rkey, va, dlen, Access::remote_read);
 			if (v == kNotPresent && rc_fault(dma, qp, psn, rkey, va, dlen, false))
 				return;
-			if (v != kOk ||
-			    !ext_admits(keys.find(prm::mkey::index(rkey)), false, &no_counter)) {
+			if (v != kOk || (dlen != 0 && !ext_admits(keys.find(prm::mkey::index(rkey)),
+								  false, &no_counter))) {
 				refused(rkey, KeyRefusal::read);
 				return;
 			}
