@@ -14,24 +14,29 @@
  * around each (regions start and end inside pages, so that the guards share pages with them):
  *
  *   data: | guard | rw (inv inside) | guard | ro | guard | local | guard | other PD | guard |
- *         | recv | guard page |
+ *         | recv | guard | sink | guard page |
  *
  * Each input is a few datagrams (fuzz_roce_datagram_format.h): built from a template by
  * roce::build (a right ICRC, live rkeys and addresses moved by the input, any opcode and PSN,
  * then byte patches and an optional reseal) or raw bytes. They go in through
  * EmuDataPath::wire_inject, the receive path of poll_wire without the socket.
  *
+ * When the input asks, QP 0 first posts an RDMA READ into the sink (to the peer that does not
+ * exist), so that READ RESPONSEs, ACKs and NAKs from the input meet a request waiting: the
+ * requester's side of untrusted bytes.
+ *
  * Properties checked after every input: every byte of the data area outside the rw and recv
- * regions is what it was (guards, the read-only, local-only and other-PD regions: a refused
- * request writes nothing, a READ or an atomic on the read-only key writes nothing); the device's
- * invariants hold; the QPs are in RTS or ERR; every CQE written names one of the QPs with a
- * responder opcode, and a SEND's byte count fits its receive WQE. ASan finds reads and writes
- * outside the mapping, crashes and leaks.
+ * regions and the READ's SGE is what it was (guards, the read-only, local-only and other-PD
+ * regions: a refused request writes nothing, a READ or an atomic on the read-only key writes
+ * nothing); the device's invariants hold; the QPs are in RTS or ERR; every CQE written names one of
+ * the QPs with a responder opcode (or is QP 0's READ's), and a SEND's byte count fits its receive
+ * WQE. ASan finds reads and writes outside the mapping, crashes and leaks.
  *
  * Inputs are independent: after each one the rw and recv regions are restored, each QP goes
  * 2RST -> INIT -> RTR -> RTS (its PSNs, its RQ, the state of a half-received message and its
  * saved atomics start again), its RQ is filled again, the CQ's consumer index catches up, and
- * the en_rinval key, which a SEND with invalidate may have invalidated, is made again.
+ * the en_rinval key, which a SEND with invalidate may have invalidated, is made again. (2RST
+ * also forgets QP 0's READ.)
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -78,7 +83,7 @@ constexpr uint32_t kLogCq = 8; /* 256 CQEs: 16 KiB */
 constexpr size_t kRecords = 28 * 1024;
 constexpr size_t kQpBuf = 32 * 1024;
 constexpr size_t kData = 64 * 1024;
-constexpr size_t kDataLen = 0x11000;
+constexpr size_t kDataLen = 0x13000;
 constexpr size_t kLen = kData + kDataLen;
 constexpr uint32_t kLogRq = 3; /* 8 receive WQEs per QP */
 constexpr uint32_t kRqSlots = 1u << kLogRq;
@@ -93,13 +98,16 @@ struct Region {
 	size_t off, len;
 };
 constexpr Region kRegion[kKeys] = {
-	{0x1010, 0x3fe0}, /* rw: not page-aligned at either end */
-	{0x6008, 0x1ff0}, /* ro */
-	{0x9000, 0x2000}, /* local */
-	{0xc004, 0x1000}, /* other PD */
-	{0xe000, 0x2000}, /* recv: kQps * kRqSlots * 2 SGEs of kSgeLen */
-	{0x2000, 0x1000}, /* inv: inside rw */
+	{0x1010, 0x3fe0},  /* rw: not page-aligned at either end */
+	{0x6008, 0x1ff0},  /* ro */
+	{0x9000, 0x2000},  /* local */
+	{0xc004, 0x1000},  /* other PD */
+	{0xe000, 0x2000},  /* recv: kQps * kRqSlots * 2 SGEs of kSgeLen */
+	{0x2000, 0x1000},  /* inv: inside rw */
+	{0x10010, 0x1fe0}, /* sink */
 };
+/* Where QP 0's READ lands: kReadLen bytes from this offset of the sink region. */
+constexpr size_t kReadAt = 16;
 static_assert(kQps * kRqSlots * 2 * kSgeLen == 0x2000);
 
 uint64_t va_of(Key k)
@@ -107,13 +115,15 @@ uint64_t va_of(Key k)
 	return kIova + kData + kRegion[k].off;
 }
 
-/* Whether data-area byte i may change: it lies in the rw or the recv region. */
-bool writable(size_t i)
+/* Whether data-area byte i may change: it lies in the rw or the recv region, or (read: a READ
+ * was posted) under the READ's SGE. */
+bool writable(size_t i, bool read)
 {
 	for (Key k : {key_rw, key_recv})
 		if (i >= kRegion[k].off && i < kRegion[k].off + kRegion[k].len)
 			return true;
-	return false;
+	const size_t at = kRegion[key_sink].off + kReadAt;
+	return read && i >= at && i < at + kReadLen;
 }
 
 class Reader {
@@ -248,16 +258,39 @@ struct Rig {
 				prm::set(qpc, prm::qpc::log_rra_max, i);
 			}
 			if (op == prm::opcode::rtr2rts_qp) {
-				prm::set(qpc, prm::qpc::next_send_psn, 0x200);
+				prm::set(qpc, prm::qpc::next_send_psn, kFirstSendPsn);
+				prm::set(qpc, prm::qpc::log_sra_max, 2);
 				prm::set(qpc, prm::qpc::retry_count, 7);
 				prm::set(qpc, prm::qpc::rnr_retry, 7);
 				prm::set(qpc, prm::qpc::primary_ack_timeout, 14);
 			}
 			FUZZ_CHECK(exec(t, 16) == prm::status::ok);
 		}
-		/* RST set the device's RQ counter to 0: kRqSlots WQEs are posted again. */
-		const uint32_t be = htobe32(kRqSlots);
-		std::memcpy(base + kRecords + 0x100 * (i + 1), &be, 4);
+		/* RST set the device's counters to 0: kRqSlots receive WQEs are posted again,
+		 * no send WQE. */
+		const uint32_t be[2] = {htobe32(kRqSlots), 0};
+		std::memcpy(base + kRecords + 0x100 * (i + 1), be, sizeof(be));
+	}
+
+	/* QP 0 posts an RDMA READ of kReadLen bytes into the sink (remote address and key made
+	 * up: the request goes to a peer that does not exist) and runs its SQ. */
+	void post_read()
+	{
+		uint8_t *w = base + kQpBuf + (kRqSlots << (4 + kLogRqStride));
+		std::memset(w, 0, 64);
+		prm::set(w, prm::wqe_ctrl::opcode, MLX5_OPCODE_RDMA_READ);
+		prm::set(w, prm::wqe_ctrl::wqe_index, 0);
+		prm::set(w, prm::wqe_ctrl::qpn, qp[0]);
+		prm::set(w, prm::wqe_ctrl::ds, 3);
+		prm::set(w, prm::wqe_ctrl::fm_ce_se, MLX5_WQE_CTRL_CQ_UPDATE);
+		prm::set(w + 16, prm::wqe_raddr::raddr, 0x10000);
+		prm::set(w + 16, prm::wqe_raddr::rkey, 0x1234);
+		prm::set(w + 32, prm::wqe_data::byte_count, kReadLen);
+		prm::set(w + 32, prm::wqe_data::lkey, keys[key_sink]);
+		prm::set(w + 32, prm::wqe_data::addr, va_of(key_sink) + kReadAt);
+		const uint32_t pi = htobe32(1);
+		std::memcpy(base + kRecords + 0x100 + 4, &pi, 4);
+		FUZZ_CHECK(dev().data_path().process_qp(qp[0]) == 0);
 	}
 
 	bool set_up()
@@ -344,6 +377,7 @@ struct Rig {
 		keys[key_other_pd] =
 			create_mkey(key_other_pd, pd2, true, true, true, true, true, 0x44);
 		keys[key_recv] = create_mkey(key_recv, pd, true, false, false, false, false, 0x55);
+		keys[key_sink] = create_mkey(key_sink, pd, true, false, false, false, false, 0x66);
 		make_inv_key();
 		pristine.assign(base + kData, base + kData + kDataLen);
 
@@ -408,6 +442,11 @@ struct Rig {
 			n++;
 			const auto qpn = static_cast<uint32_t>(prm::get(c, prm::cqe::qpn));
 			FUZZ_CHECK(qpn == qp[0] || qpn == qp[1]);
+			/* A requester's CQE: QP 0's READ, the one send WQE there is. */
+			if (op == MLX5_CQE_REQ || op == MLX5_CQE_REQ_ERR) {
+				FUZZ_CHECK(qpn == qp[0] && prm::get(c, prm::cqe::wqe_counter) == 0);
+				continue;
+			}
 			FUZZ_CHECK(op == MLX5_CQE_RESP_SEND || op == MLX5_CQE_RESP_SEND_IMM ||
 				   op == MLX5_CQE_RESP_SEND_INV || op == MLX5_CQE_RESP_WR_IMM ||
 				   op == MLX5_CQE_RESP_ERR);
@@ -428,6 +467,8 @@ struct Rig {
 			    pristine.data() + kRegion[key_rw].off, kRegion[key_rw].len);
 		std::memcpy(base + kData + kRegion[key_recv].off,
 			    pristine.data() + kRegion[key_recv].off, kRegion[key_recv].len);
+		std::memcpy(base + kData + kRegion[key_sink].off,
+			    pristine.data() + kRegion[key_sink].off, kRegion[key_sink].len);
 		for (uint32_t i = 0; i < kQps; i++)
 			connect(i, false);
 		auto d = cmd(prm::opcode::destroy_mkey, prm::destroy_mkey_in::size);
@@ -447,7 +488,11 @@ void template_packet(Reader &rd, uint8_t kind, const roce::IpPath &path,
 {
 	roce::Headers h;
 	h.opcode = static_cast<uint8_t>(rd.u8() % roce::opcode::rc_count);
-	h.psn = (kFirstPsn + static_cast<uint32_t>(static_cast<int8_t>(rd.u8()))) & 0xffffff;
+	const bool response = h.opcode >= roce::opcode::read_response_first &&
+			      h.opcode <= roce::opcode::atomic_acknowledge;
+	h.psn = ((response ? kFirstSendPsn : kFirstPsn) +
+		 static_cast<uint32_t>(static_cast<int8_t>(rd.u8()))) &
+		0xffffff;
 	const uint8_t flags = rd.u8();
 	const uint8_t key = rd.u8();
 	const auto va_off = static_cast<int32_t>(rd.u32());
@@ -521,7 +566,11 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***)
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	Reader rd(data, size);
-	const uint32_t packets = (rd.u8() & 3) + 1;
+	const uint8_t first = rd.u8();
+	const uint32_t packets = (first & 3) + 1;
+	const bool read = (first & kInRead) != 0;
+	if (read)
+		rig->post_read();
 	const WirePort *w = rig->dev().data_path().wire_port(1);
 	FUZZ_CHECK(w != nullptr);
 	for (uint32_t p = 0; p < packets && rd.left() != 0; p++) {
@@ -538,7 +587,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * other-PD memory. */
 	const uint8_t *now = rig->base + kData;
 	for (size_t i = 0; i < kDataLen; i++)
-		FUZZ_CHECK(writable(i) || now[i] == rig->pristine[i]);
+		FUZZ_CHECK(writable(i, read) || now[i] == rig->pristine[i]);
 	FUZZ_CHECK(rig->dev().check_invariants());
 	for (uint32_t i = 0; i < kQps; i++) {
 		QpState s;

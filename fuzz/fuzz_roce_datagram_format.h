@@ -4,7 +4,9 @@
  * up to kMaxPackets datagrams handed one after the other to a wire port with live RC QPs.
  * Multi-byte fields are big-endian; bytes missing at the end read as zero.
  *
- *   byte 0: (packets - 1) in its low 2 bits
+ *   byte 0: (packets - 1) in its low 2 bits; kInRead: QP 0 posts an RDMA READ of kReadLen
+ *           bytes into the sink key's region first (it goes out to nobody), so that READ
+ *           RESPONSEs from the input find a request waiting
  *   then per packet:
  *     u8 kind   kKindRaw: the datagram follows as is (u16 length, bytes); else a template:
  *               the packet is built by roce::build with the fields below, so that its ICRC
@@ -15,7 +17,9 @@
  *               kKindStranger: from another address than the QPs' peer
  *   template:
  *     u8 opcode (modulo roce::opcode::rc_count; 0x15 is reserved: the packet is skipped)
- *     i8 psn    the PSN, as a distance from the QPs' first expected PSN (kFirstPsn)
+ *     i8 psn    the PSN, as a distance from the QPs' first expected PSN (kFirstPsn), or
+ *               for a response (READ RESPONSE, ACKNOWLEDGE, ATOMIC ACKNOWLEDGE) from the
+ *               first PSN they send (kFirstSendPsn)
  *     u8 flags  kHdrAckReq, kHdrSe, kHdrBadPkey, kHdrRawKey (rkey: the u32 key below as
  *               is; else one of the live keys, chosen by the key byte)
  *     u8 key    low 3 bits: which live key (modulo kKeys: fuzz_roce_datagram.cpp, Key);
@@ -48,9 +52,14 @@ inline constexpr uint8_t kHdrSe = 1u << 1;
 inline constexpr uint8_t kHdrBadPkey = 1u << 2;
 inline constexpr uint8_t kHdrRawKey = 1u << 3;
 
+inline constexpr uint8_t kInRead = 1u << 2;
+inline constexpr uint32_t kReadLen = 3000; /* three responses at QP 0's MTU 1024 */
+
 inline constexpr uint32_t kMaxPatches = 8;
 /* The PSN both QPs expect first after every reset. */
 inline constexpr uint32_t kFirstPsn = 0x100;
+/* The PSN both QPs send first after every reset. */
+inline constexpr uint32_t kFirstSendPsn = 0x200;
 
 /* The live keys a template may name (the key byte's low 3 bits, modulo kKeys). */
 enum Key : uint8_t {
@@ -60,6 +69,7 @@ enum Key : uint8_t {
 	key_other_pd, /* every right, in another PD than the QPs' */
 	key_recv,     /* local write: the receive buffers */
 	key_inv,      /* every remote right and en_rinval, inside the writable region */
+	key_sink,     /* local write: where QP 0's READ (kInRead) lands */
 	kKeys
 };
 

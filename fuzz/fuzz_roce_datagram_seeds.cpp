@@ -6,7 +6,8 @@
  * (WRITE and SEND FIRST/LAST), requests the responder must refuse (the read-only key written,
  * a key of another PD, past a region's end, a QP without remote read, a SEND longer than its
  * receive WQE), responses nothing
- * waits for, and raw datagrams (resealed, and one left as built). The fuzzer starts from
+ * waits for, a READ of QP 0 answered (whole, by one packet too long, by a NAK), and raw
+ * datagrams (resealed, and one left as built). The fuzzer starts from
  * packets that reach the deepest checks.
  *
  *   fuzz_roce_datagram_seeds <dir>
@@ -98,10 +99,10 @@ void put_raw(std::vector<uint8_t> &in, uint8_t opcode, bool reseal)
 }
 
 bool write_seed(const std::string &dir, const char *name, const std::vector<uint8_t> &body,
-		uint32_t packets)
+		uint32_t packets, uint8_t first = 0)
 {
 	std::vector<uint8_t> in;
-	in.push_back(static_cast<uint8_t>(packets - 1));
+	in.push_back(static_cast<uint8_t>((packets - 1) | first));
 	in.insert(in.end(), body.begin(), body.end());
 	const std::string file = dir + "/" + name;
 	FILE *f = std::fopen(file.c_str(), "wb");
@@ -277,6 +278,38 @@ int main(int argc, char **argv)
 	t.kind = 0;
 	t.psn = 5; /* ahead: a PSN sequence error NAK */
 	ok &= one(dir, "write_psn_ahead", t);
+
+	/* QP 0's READ of kReadLen bytes answered: FIRST, MIDDLE, LAST; and one answered by a
+	 * response longer than what it asked for (a LAST of a full MTU). */
+	{
+		std::vector<uint8_t> in;
+		Tpl r;
+		r.opcode = o::read_response_first;
+		r.payload = 1024;
+		r.flags = 0;
+		put(in, r);
+		r.opcode = o::read_response_middle;
+		r.psn = 1;
+		put(in, r);
+		r.opcode = o::read_response_last;
+		r.psn = 2;
+		r.payload = kReadLen - 2048;
+		r.word = 0x1f000000; /* AETH: an ACK, MSN 0 */
+		put(in, r);
+		ok &= write_seed(dir, "read_answered", in, 3, kInRead);
+		in.clear();
+		r.opcode = o::read_response_only;
+		r.psn = 0;
+		r.payload = 1024;
+		put(in, r);
+		ok &= write_seed(dir, "read_answered_by_one_packet", in, 1, kInRead);
+		in.clear();
+		r.opcode = o::acknowledge;
+		r.payload = 0;
+		r.word = 0x61000000; /* NAK: invalid request */
+		put(in, r);
+		ok &= write_seed(dir, "read_naked", in, 1, kInRead);
+	}
 
 	/* Zero-length WRITE and READ: no key checked (C9-88), nothing may be written. */
 	t = Tpl{};
