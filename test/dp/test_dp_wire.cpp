@@ -1129,6 +1129,37 @@ TEST(WireInject, ZeroLengthWriteAndReadCheckNoKey)
 	EXPECT_EQ(st, prm::qp_state::err);
 }
 
+/* A WRITE or READ whose RETH DMA length is above the device's message size (2^log_max_msg,
+ * 2^30 by default) is an invalid request NAK before its key is looked at (IBTA C9-94; rxe
+ * refuses above 2^31): the QP goes to ERR and no key refusal is recorded. Before, the length
+ * went to the key check, which refused it as a remote access error charged to the key. */
+TEST(WireInject, DmaLengthAboveTheMessageSizeIsAnInvalidRequest)
+{
+	for (const uint8_t opcode : {roce::opcode::write_first, roce::opcode::read_request}) {
+		SCOPED_TRACE(opcode == roce::opcode::read_request ? "READ" : "WRITE FIRST");
+		InjectRig r;
+		ASSERT_NO_FATAL_FAILURE(r.open());
+		const uint32_t max_msg = 1u << r.dp().config().log_max_msg;
+		roce::Headers h;
+		h.opcode = opcode;
+		h.psn = 0;
+		h.reth = {r.s.addr(0), r.key, max_msg + 1};
+		std::vector<uint8_t> mtu(1024, 0x5a); /* the QP's path MTU (WireOptions) */
+		const emu::WireStats before = r.stats();
+		ASSERT_TRUE(r.inject(h, opcode == roce::opcode::write_first
+						? std::span<const uint8_t>(mtu)
+						: std::span<const uint8_t>()));
+		EXPECT_EQ(r.stats().naks_sent, before.naks_sent + 1);
+		EXPECT_EQ(r.dp().key_refusals(nullptr, 0, nullptr), 0u)
+			<< "an invalid request, not the key's refusal";
+		uint32_t st = 0;
+		ASSERT_EQ(r.s.qp->query_state(&st), 0);
+		EXPECT_EQ(st, prm::qp_state::err);
+		for (size_t i = 0; i < 1024; i++)
+			ASSERT_EQ(r.s.region()[i], pattern(i));
+	}
+}
+
 /* udp_port 0 asks the kernel for a port: the port then reports the bound one, and its ICRC
  * paths carry it (source port on send, destination on receive) on every receive path: the raw
  * socket, the UDP socket, IPv6. Before, only the raw socket's path read it back, and a UDP or

@@ -857,6 +857,10 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		return;
 	}
 	r.nak_sent = false;
+	/* The RETH's DMA length above the device's message size (2^log_max_msg, what
+	 * HCA_CAP.log_max_msg advertises) is an invalid request before any key is looked at
+	 * (IBTA C9-94; Linux rxe_resp.c, rxe_resp_check_length, refuses above its 2^31). */
+	const auto max_msg = [&] { return uint64_t{1} << cfg_.log_max_msg; };
 	const auto invalid = [&] {
 		rc_nak(dma, qp, roce::aeth::nak::invalid_request, psn,
 		       prm::event_type::wq_inval_req_error);
@@ -931,6 +935,10 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		if (first) {
 			if (r.w_active) {
 				invalid(); /* the previous message did not end */
+				return;
+			}
+			if (prm::get(pk.reth, roce::reth::dma_len) > max_msg()) {
+				invalid(); /* longer than a message may be (C9-94) */
 				return;
 			}
 			r.w_va = prm::get(pk.reth, roce::reth::va);
@@ -1059,6 +1067,10 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		const uint64_t va = prm::get(pk.reth, roce::reth::va);
 		const auto rkey = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::r_key));
 		const auto dlen = static_cast<uint32_t>(prm::get(pk.reth, roce::reth::dma_len));
+		if (dlen > max_msg()) {
+			invalid(); /* longer than a message may be (C9-94) */
+			return;
+		}
 		{
 			MkeyTable::Hold keys(mkeys_, qp.held);
 			Translator t(keys, dma, qp.attr.pd, qp.qpn);
