@@ -5,7 +5,7 @@
  * right PSN, a live key, an address inside its region), the messages of several packets
  * (WRITE and SEND FIRST/LAST), requests the responder must refuse (the read-only key written,
  * a key of another PD, past a region's end, a QP without remote read, a SEND longer than its
- * receive WQE), responses nothing
+ * receive WQE, a WRITE longer than a message may be), responses nothing
  * waits for, a READ of QP 0 answered (whole, by one packet too long, by a NAK), and raw
  * datagrams (resealed, and one left as built). The fuzzer starts from
  * packets that reach the deepest checks.
@@ -259,6 +259,11 @@ int main(int argc, char **argv)
 	t.va = 0;
 	t.key = key_rw | 0x08; /* another variant */
 	ok &= one(dir, "write_stale_variant", t);
+	t.key = key_rw;
+	t.opcode = o::write_first;
+	t.len = (1u << 30) + 1; /* above the device's message size: an invalid request */
+	t.payload = 1024;
+	ok &= one(dir, "write_longer_than_a_message", t);
 	t = Tpl{};
 	t.opcode = o::compare_swap;
 	t.key = key_ro;
