@@ -193,5 +193,106 @@ TEST_F(EmuDpOdp, WithoutAPageFaultEqTheAccessFailsAtOnce)
 	EXPECT_EQ(b.dp().page_faults_outstanding(), 0u);
 }
 
+/* A receive WQE's scatter entry on a page not present (Linux odp.c: a WQE fault without
+ * MLX5_PFAULT_REQUESTOR, type MLX5_WQE_PF_TYPE_RESP, names the QP's RQ and the receive WQE's
+ * index; mlx5_eqe_page_fault's packet_length the packet's size). */
+TEST_F(EmuDpOdp, ReceiveWqeNotPresentRaisesAResponderWqeFault)
+{
+	bed(true);
+	ASSERT_FALSE(HasFatalFailure());
+	/* A requester (QP 2, port 1) and a receiver with an RQ of 4 slots of 64 bytes (QP 3,
+	 * port 2, receives on cqb): RQ at the start of its buffer, the SQ after it. */
+	TestQp qr, qd;
+	ASSERT_EQ(b.create_qp(&qr, 2, &b.cqa, b.uar).status(), prm::status::ok);
+	qd.sq_off = kSqOff + 3 * 0x40000;
+	qd.dbr_off = kDbrOff + 0x8000 + 3 * 64;
+	std::memset(b.at(qd.dbr_off), 0, 8);
+	Cmd c(prm::opcode::create_qp, prm::create_qp_in::size + 8 * 2, prm::create_qp_out::size);
+	const size_t q = prm::create_qp_in::qpc_offset;
+	c.set_at(q, prm::qpc::st, prm::qp_st::rc);
+	c.set_at(q, prm::qpc::pd, b.pd);
+	c.set_at(q, prm::qpc::cqn_snd, b.cqb.cqn);
+	c.set_at(q, prm::qpc::cqn_rcv, b.cqb.cqn);
+	c.set_at(q, prm::qpc::uar_page, b.uar);
+	c.set_at(q, prm::qpc::log_sq_size, 6);
+	c.set_at(q, prm::qpc::rq_type, prm::qp_rq_type::regular);
+	c.set_at(q, prm::qpc::log_rq_size, 2);
+	c.set_at(q, prm::qpc::log_rq_stride, 2);
+	c.set_at(q, prm::qpc::dbr_addr, DpBed::iova(qd.dbr_off));
+	for (size_t k = 0; k < 2; k++)
+		c.set_at(prm::create_qp_in::pas_offset + 8 * k, prm::pas_entry,
+			 DpBed::iova(qd.sq_off + k * 4096));
+	Reply r = b.h().run(c);
+	ASSERT_EQ(r.status(), prm::status::ok);
+	qd.qpn = static_cast<uint32_t>(r.get(prm::create_qp_out::qpn));
+	b.connect(qr, 1, qd.qpn);
+	b.connect(qd, 2, qr.qpn);
+	/* Receive WQE 0: the two pages of the odp mkey, then the terminator. */
+	uint8_t *slot = b.at(qd.sq_off);
+	prm::set(slot, prm::wqe_data::byte_count, 8192);
+	prm::set(slot, prm::wqe_data::lkey, odp);
+	prm::set(slot, prm::wqe_data::addr, DpBed::iova(dst));
+	prm::set(slot + 16, prm::wqe_data::lkey, MLX5_INVALID_LKEY);
+	prm::set(b.at(qd.dbr_off), prm::dbr::rq_counter, 1);
+
+	b.post(qr, Wqe(MLX5_OPCODE_SEND, qr.qpn).data(3000, lkey, DpBed::iova(src)).done());
+	EXPECT_FALSE(b.poll(b.cqa)); /* the requester waits, as for a responder's RDMA fault */
+	auto e = eqe();
+	ASSERT_TRUE(e);
+	const uint8_t *p = e->data();
+	EXPECT_EQ(prm::get(p, prm::eqe::event_type), prm::event_type::page_fault);
+	EXPECT_EQ(prm::get(p, prm::eqe::event_sub_type), pf::subtype_wqe);
+	EXPECT_EQ(prm::get(p, pf::pftype), uint64_t{pf::flag_write}); /* RESP: no REQUESTOR */
+	EXPECT_EQ(prm::get(p, pf::wq_number), qd.qpn);
+	EXPECT_EQ(prm::get(p, pf::wqe_index), 0u);
+	EXPECT_EQ(prm::get(p, pf::packet_length), 3000u);
+	EXPECT_EQ(prm::get(p, pf::bytes_committed), 0u);
+	const auto token = static_cast<uint32_t>(prm::get(p, pf::wqe_token));
+	EXPECT_NE(token, 0u);
+	/* The EQE's raw bytes, at the offsets of Linux's struct mlx5_eqe_page_fault (data at
+	 * byte 0x20 of the EQE): wqe_index be16 at 0x26, packet_length be16 at 0x2a, token be32
+	 * at 0x2c, pftype_wq be32 at 0x38 (type in its top byte). */
+	EXPECT_EQ(p[0x26] << 8 | p[0x27], 0);
+	EXPECT_EQ(p[0x2a] << 8 | p[0x2b], 3000);
+	EXPECT_EQ(uint32_t(p[0x2d]) << 16 | p[0x2e] << 8 | p[0x2f], token);
+	EXPECT_EQ(p[0x38], pf::flag_write);
+	EXPECT_EQ(uint32_t(p[0x39]) << 16 | p[0x3a] << 8 | p[0x3b], qd.qpn);
+	/* The receive WQE was not consumed: resumed while its pages are still not present, the
+	 * retry faults on the same WQE again, with a new token. */
+	EXPECT_EQ(resume(token, false, pf::flag_write, qd.qpn).status(), prm::status::ok);
+	auto e2 = eqe();
+	ASSERT_TRUE(e2);
+	EXPECT_EQ(prm::get(e2->data(), pf::wqe_index), 0u);
+	EXPECT_EQ(prm::get(e2->data(), pf::wq_number), qd.qpn);
+	const auto token2 = static_cast<uint32_t>(prm::get(e2->data(), pf::wqe_token));
+	EXPECT_NE(token2, token);
+	EXPECT_FALSE(b.poll(b.cqa));
+	EXPECT_FALSE(b.poll(b.cqb));
+	/* Resumed with an error: the receive completes with LOCAL_ACCESS_ERR (WQE 0), the
+	 * receiver goes to ERR, the requester gets the remote operational error, and nothing is
+	 * written. */
+	EXPECT_EQ(resume(token2, true, pf::flag_write, qd.qpn).status(), prm::status::ok);
+	auto rc = b.wait(b.cqb);
+	ASSERT_TRUE(rc);
+	EXPECT_EQ(cqe_opcode(*rc), MLX5_CQE_RESP_ERR);
+	EXPECT_EQ(cqe_syndrome(*rc), MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR);
+	EXPECT_EQ(cqe_counter(*rc), 0u);
+	EXPECT_EQ(cqe_qpn(*rc), qd.qpn);
+	auto sc = b.wait(b.cqa);
+	ASSERT_TRUE(sc);
+	EXPECT_EQ(cqe_opcode(*sc), MLX5_CQE_REQ_ERR);
+	EXPECT_EQ(cqe_syndrome(*sc), MLX5_CQE_SYNDROME_REMOTE_OP_ERR);
+	for (size_t i = 0; i < 8192; i++)
+		ASSERT_EQ(b.at(dst)[i], 0xcc) << i;
+	QpState st;
+	ASSERT_EQ(b.dp().qp_state(qd.qpn, &st), 0);
+	EXPECT_EQ(st, QpState::err);
+	const DpStats ds = b.dp().stats();
+	EXPECT_EQ(ds.page_faults, 2u);
+	EXPECT_EQ(ds.pf_resumes, 2u);
+	EXPECT_EQ(ds.pf_errors, 1u);
+	EXPECT_EQ(b.dp().page_faults_outstanding(), 0u);
+}
+
 } // namespace
 } // namespace nicmr::emu::test

@@ -513,6 +513,21 @@ private:
 	 * RNR NAK for psn; false when no fault could be raised (the caller refuses it). */
 	bool rc_fault(const DmaSection &dma, Qp &qp, uint32_t psn, uint32_t rkey, uint64_t va,
 		      uint64_t len, bool write);
+	/* A receive WQE's scatter list touched a page not present (emu_mlx5_odp.cpp). The
+	 * loopback (Exec::deliver): recv_fault fills f for the responder r's WQE rw and gives
+	 * the WQE back to r's RQ; false when no fault can be raised. The wire (rc_recv_send):
+	 * rc_recv_fault raises it for the packet psn of plen bytes and answers RNR NAK; false
+	 * when it cannot. rq_lock of the QP held. */
+	bool recv_fault(Qp &r, const RecvWqe &rw, uint64_t packet_len, Fault *f);
+	bool rc_recv_fault(const DmaSection &dma, Qp &qp, uint32_t psn, const RecvWqe &rw,
+			   uint64_t plen);
+	/* A receive fault resumed with an error: the receive WQE at the head of r's RQ (or the
+	 * wire's SEND in progress) completes with syndrome, r goes to ERR and the rest of its RQ
+	 * is flushed; nothing was written. Takes r.rq_lock. */
+	void recv_fault_failed(const DmaSection &dma, Qp &r, uint8_t syndrome);
+	/* Gives back the receive WQE rq_take took last (a receive held for a page fault: the
+	 * retry takes it again). rq_lock held. */
+	void rq_untake(Qp &qp);
 	Qp *find_qp(uint32_t qpn) const;
 	void retire_qp(const Qp &qp);
 	void retire_cq(const Cq &cq);

@@ -400,9 +400,10 @@ struct EmuDataPath::TxBatch {
 };
 
 /* What a page fault names (the PRM's page-fault EQE, emu_mlx5_odp.cpp): subtype WQE (a local
- * SGE of the requester's WQE) or RDMA (the responder's rkey, VA and length), the type flags
- * (prm::eqe_page_fault::flag_*), and the syndrome the access gets if the fault is resumed with
- * an error (what a device without on-demand paging would have answered). */
+ * SGE of the requester's WQE, or the scatter list of the responder's receive WQE) or RDMA (the
+ * responder's rkey, VA and length), the type flags (prm::eqe_page_fault::flag_*), and the
+ * syndrome the access gets if the fault is resumed with an error (what a device without
+ * on-demand paging would have answered). */
 struct EmuDataPath::Fault {
 	uint8_t subtype = 0;
 	uint8_t flags = 0;
@@ -410,7 +411,16 @@ struct EmuDataPath::Fault {
 	uint64_t va = 0;
 	uint32_t len = 0;
 	uint8_t syndrome = 0;
-	uint32_t responder = 0; /* loopback RDMA fault: the responder QP's number */
+	uint32_t responder = 0; /* loopback RDMA or receive fault: the responder QP's number */
+	/* A receive WQE's fault (WQE subtype, type MLX5_WQE_PF_TYPE_RESP): the QP whose RQ holds
+	 * it, its index, the packet's length (the EQE's packet_length), and the syndrome its
+	 * receive completes with if the fault is resumed with an error (syndrome above is the
+	 * requester's). */
+	bool recv = false;
+	uint32_t wq = 0;
+	uint16_t wqe_index = 0;
+	uint16_t packet_len = 0;
+	uint8_t recv_syndrome = 0;
 };
 
 /* The requester's WQE is held for a page fault (not a syndrome: never in a CQE). */
@@ -538,6 +548,11 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	uint32_t pf_responder = 0;
 	Pf rpf = Pf::none;
 	uint32_t rpf_token = 0;
+	/* The fault is a receive WQE's (pf: of the loopback responder pf_responder's RQ; rpf:
+	 * of this QP's RQ on the wire): failed, that receive completes with recv_syndrome. */
+	bool pf_recv = false;
+	bool rpf_recv = false;
+	uint8_t recv_syndrome = 0;
 	/* mkc byte masks of the last two UMR mkey_masks seen; guarded by lock. */
 	struct UmrMask {
 		uint64_t of = 0;

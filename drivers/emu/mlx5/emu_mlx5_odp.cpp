@@ -8,6 +8,10 @@
  *                                         (+ WRITE for a scatter)
  *     the responder's rkey range       -> fault RDMA (subtype 1): rkey, VA, length, RDMA
  *                                         (+ WRITE for a write or an atomic)
+ *     the responder's receive WQE      -> fault WQE (subtype 0), type WRITE alone (Linux
+ *       (a SEND's scatter list)           MLX5_WQE_PF_TYPE_RESP): the RQ's QPN, the receive
+ *                                         WQE's index, the packet's length; the receive
+ *                                         WQE stays posted (the retry takes it again)
  *   -> token (24 bits) in a slot of pf_slots_, EQE type 0x0c on the first EQ that takes it
  *   -> the requester's WQE stays at the head of its SQ (nothing behind it runs); the wire's
  *      responder answers RNR NAK to the request and to every retry while the fault is out
@@ -17,7 +21,10 @@
  *     error:    the held WQE completes with the syndrome the access would have had without
  *               on-demand paging (LOCAL_PROT_ERR / LOCAL_ACCESS_ERR for a local SGE,
  *               REMOTE_ACCESS_ERR and the responder to ERR for an RDMA fault); the wire's
- *               responder NAKs the retry with a remote access error. Nothing is written.
+ *               responder NAKs the retry with a remote access error. A receive WQE's fault:
+ *               the receive completes with LOCAL_ACCESS_ERR, its QP to ERR (RQ flushed),
+ *               the requester REMOTE_OP_ERR (wire: NAK remote operational error), as a
+ *               receive key refused without on-demand paging. Nothing is written.
  *     unknown token: BAD_PARAM (the command handler)
  *
  * Linux (drivers/infiniband/hw/mlx5/odp.c, mlx5_ib_eq_pf_process and mlx5_ib_page_fault_resume)
@@ -26,6 +33,7 @@
  * off, EmuConfig::odp) the model fails the access as before; so it does when
  * kMaxPageFaults are out.
  */
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -113,9 +121,14 @@ bool EmuDataPath::raise_fault(const DmaSection &dma, Qp &qp, uint16_t index, con
 	prm::set(buf, pf::bytes_committed, 0);
 	prm::set(buf, pf::pftype, f.flags);
 	if (f.subtype == pf::subtype_wqe) {
-		prm::set(buf, pf::wqe_index, index);
+		/* A receive WQE's fault names the RQ's QP and the receive WQE's index, and the
+		 * length of the packet that met it (Linux odp.c, mlx5_ib_eq_pf_process: the
+		 * responder's packet_size). */
+		prm::set(buf, pf::wqe_index, f.recv ? f.wqe_index : index);
 		prm::set(buf, pf::wqe_token, tok);
-		prm::set(buf, pf::wq_number, qp.qpn);
+		prm::set(buf, pf::wq_number, f.recv ? f.wq : qp.qpn);
+		if (f.recv)
+			prm::set(buf, pf::packet_length, f.packet_len);
 	} else {
 		prm::set(buf, pf::r_key, f.rkey);
 		prm::set(buf, pf::rdma_op_len, f.len);
@@ -157,6 +170,84 @@ bool EmuDataPath::rc_fault(const DmaSection &dma, Qp &qp, uint32_t psn, uint32_t
 					 static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
 	       psn);
 	return true;
+}
+
+/*
+ * The responder's receive WQE (Linux odp.c, mlx5_ib_mr_wqe_pfault_handler: a WQE fault whose
+ * type lacks MLX5_PFAULT_REQUESTOR is a responder's; MLX5_WQE_PF_TYPE_RESP = 2, the WRITE bit
+ * alone, names the QP's own RQ, whose WQE the driver reads back with mlx5_ib_read_wqe_rq and
+ * parses with mlx5_ib_mr_responder_pfault_handler_rq). The receive WQE is not consumed: the
+ * request that met it is retried (RNR) and takes it again.
+ */
+bool EmuDataPath::recv_fault(Qp &r, const RecvWqe &rw, uint64_t packet_len, Fault *f)
+{
+	if (!can_fault())
+		return false;
+	*f = Fault{};
+	f->subtype = pf::subtype_wqe;
+	f->flags = pf::flag_write; /* MLX5_WQE_PF_TYPE_RESP */
+	f->recv = true;
+	f->wq = r.qpn;
+	f->wqe_index = rw.index;
+	f->packet_len = static_cast<uint16_t>(std::min<uint64_t>(packet_len, 0xffff));
+	/* What the model answers without on-demand paging for a receive WQE whose page refuses
+	 * the write (emu_mlx5_recv.cpp, deliver): the responder's local access error, a remote
+	 * operational error to the requester. */
+	f->recv_syndrome = Translator::fail_syndrome(Access::local_write, true);
+	f->syndrome = MLX5_CQE_SYNDROME_REMOTE_OP_ERR;
+	f->responder = r.qpn;
+	rq_untake(r);
+	return true;
+}
+
+bool EmuDataPath::rc_recv_fault(const DmaSection &dma, Qp &qp, uint32_t psn, const RecvWqe &rw,
+				uint64_t plen)
+{
+	Fault f;
+	if (!can_fault())
+		return false;
+	/* The caller gives the receive WQE back when this packet took it (FIRST or ONLY). */
+	f.subtype = pf::subtype_wqe;
+	f.flags = pf::flag_write;
+	f.recv = true;
+	f.wq = qp.qpn;
+	f.wqe_index = rw.index;
+	f.packet_len = static_cast<uint16_t>(std::min<uint64_t>(plen, 0xffff));
+	f.recv_syndrome = Translator::fail_syndrome(Access::local_write, true);
+	uint32_t tok = 0;
+	if (!raise_fault(dma, qp, rw.index, f, true, &tok))
+		return false;
+	qp.rpf = Qp::Pf::pending;
+	qp.rpf_token = tok;
+	qp.rpf_recv = true;
+	qp.recv_syndrome = f.recv_syndrome;
+	/* Not executed: the requester sends this packet again after the RNR timer, as for an
+	 * RDMA fault (rc_fault). */
+	bump(qp.n_rnr);
+	rc_ack(qp,
+	       roce::aeth::make_syndrome(roce::aeth::type::rnr_nak,
+					 static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
+	       psn);
+	return true;
+}
+
+void EmuDataPath::recv_fault_failed(const DmaSection &dma, Qp &r, uint8_t syndrome)
+{
+	std::lock_guard rl(r.rq_lock);
+	if (r.rc && r.rc->s_active) {
+		/* The wire's SEND met the fault after its first packet: its WQE is taken. */
+		r.rc->s_active = false;
+		rq_fail(dma, r, r.rc->s_wqe.index, syndrome);
+		return;
+	}
+	RecvWqe rw;
+	if (rq_take(dma, r, &rw) == RqTake::ok) {
+		rq_fail(dma, r, rw.index, syndrome);
+		return;
+	}
+	/* Flushed or unreadable meanwhile: the QP goes to ERR all the same. */
+	r.set_state(QpState::err);
+	rq_flush(dma, r);
 }
 
 int EmuDataPath::page_fault_resume(uint32_t token, bool error)

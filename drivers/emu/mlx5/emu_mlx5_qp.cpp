@@ -317,6 +317,8 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		 * waiting (emu_mlx5_odp.cpp). */
 		qp.pf = Qp::Pf::none;
 		qp.rpf = Qp::Pf::none;
+		qp.pf_recv = false;
+		qp.rpf_recv = false;
 		qp.rq_ci = 0;
 		qp.path = QpPath{};
 		qp.rc.reset();

@@ -914,6 +914,18 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 	}
 	const bool fault_failed = qp.rpf == Qp::Pf::failed;
 	qp.rpf = Qp::Pf::none;
+	if (fault_failed && qp.rpf_recv) {
+		/* A receive WQE's fault (emu_mlx5_odp.cpp): the receive completes in error, the
+		 * retry is NAKed as a receive key refused without on-demand paging. */
+		qp.rpf_recv = false;
+		rc_ack(qp,
+		       roce::aeth::make_syndrome(roce::aeth::type::nak,
+						 roce::aeth::nak::remote_operational_error),
+		       psn);
+		recv_fault_failed(dma, qp, qp.recv_syndrome);
+		return;
+	}
+	qp.rpf_recv = false;
 	if (fault_failed) {
 		/* The key admitted it; its memory is gone: not a refusal of the key. */
 		rc_nak(dma, qp, roce::aeth::nak::remote_access_error, psn,

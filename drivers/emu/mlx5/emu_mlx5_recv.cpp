@@ -159,6 +159,12 @@ EmuDataPath::RqTake EmuDataPath::rq_take(const DmaSection &dma, Qp &qp, RecvWqe 
 	return RqTake::ok;
 }
 
+void EmuDataPath::rq_untake(Qp &qp)
+{
+	qp.rq_ci--;
+	qp.n_recvs.store(qp.n_recvs.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
 void EmuDataPath::rq_complete(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t cqe_opcode,
 			      uint32_t byte_cnt, uint32_t imm, uint8_t syndrome)
 {
@@ -298,9 +304,15 @@ uint8_t EmuDataPath::Exec::deliver(Qp &r, MkeyTable::Hold &keys, const Translato
 	const bool wimm = cqe_opcode == MLX5_CQE_RESP_WR_IMM;
 	uint64_t counter = 0;
 	if (wimm && src.total != 0) {
-		/* The rkey before a receive WQE is taken: a refusal consumes none. */
-		uint8_t s =
-			remote.validate(src.ra.rkey, src.ra.addr, src.total, Access::remote_write);
+		/* The rkey before a receive WQE is taken: a refusal consumes none, and a page
+		 * not present is the responder's RDMA fault, as for an RDMA WRITE
+		 * (emu_mlx5_odp.cpp). */
+		Translator wt(keys, dma, r.attr.pd, r.qpn);
+		arm_faults(wt);
+		uint8_t s = wt.validate(src.ra.rkey, src.ra.addr, src.total, Access::remote_write);
+		if (s == kNotPresent)
+			return remote_fault(s, src.ra.rkey, src.ra.addr, src.total,
+					    Access::remote_write);
 		if (s != kOk)
 			return responder_fail(s, prm::event_type::wq_access_error);
 		s = ext_admit(keys, src.ra.rkey, true, &counter);
@@ -353,11 +365,24 @@ uint8_t EmuDataPath::Exec::deliver(Qp &r, MkeyTable::Hold &keys, const Translato
 		dp.rq_fail(dma, r, rw.index, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR);
 		return MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR;
 	}
-	if (uint8_t s = validate_used(remote, rw.segs, rw.nseg, src.total); s != kOk) {
-		/* The receive WQE's key refused: its syndrome on the responder, a remote
-		 * operational error to the requester (rxe: RESPST_ERR_MALFORMED_WQE). */
-		dp.rq_fail(dma, r, rw.index, s);
-		return MLX5_CQE_SYNDROME_REMOTE_OP_ERR;
+	{
+		/* On-demand paging: a used page not present is a receive WQE's page fault
+		 * (emu_mlx5_odp.cpp, recv_fault); the requester's WQE waits for its resume, as
+		 * for a responder's RDMA fault, and the receive WQE stays posted. */
+		Translator rt(keys, dma, r.attr.pd, r.qpn);
+		arm_faults(rt);
+		uint8_t s = validate_used(rt, rw.segs, rw.nseg, src.total);
+		if (s == kNotPresent) {
+			if (dp.recv_fault(r, rw, src.total, &fault))
+				return kFaultHeld;
+			s = Translator::fail_syndrome(Access::local_write, true);
+		}
+		if (s != kOk) {
+			/* The receive WQE's key refused: its syndrome on the responder, a remote
+			 * operational error to the requester (rxe: RESPST_ERR_MALFORMED_WQE). */
+			dp.rq_fail(dma, r, rw.index, s);
+			return MLX5_CQE_SYNDROME_REMOTE_OP_ERR;
+		}
 	}
 	if (cqe_opcode == MLX5_CQE_RESP_SEND_INV)
 		if (uint8_t s = dp.rinval_check(keys, r, imm); s != kOk) {
@@ -558,6 +583,9 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 	{
 		MkeyTable::Hold keys(mkeys_, qp.held);
 		Translator t(keys, dma, qp.attr.pd, qp.qpn);
+		/* A page not present is a receive WQE's page fault (below). */
+		if (cfg_.odp)
+			t.report_not_present();
 		/* This packet's part of the list. */
 		uint8_t s = kOk;
 		{
@@ -575,6 +603,19 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 				left -= use;
 				off = 0;
 			}
+		}
+		if (s == kNotPresent) {
+			/* On-demand paging (emu_mlx5_odp.cpp): the fault and an RNR NAK; this
+			 * packet is not executed (ePSN unchanged) and the requester sends it again.
+			 * A FIRST or ONLY gives its receive WQE back: the retry takes it again. */
+			if (rc_recv_fault(dma, qp, psn, rw, plen)) {
+				if (first) {
+					rq_untake(qp);
+					r.s_active = false;
+				}
+				return;
+			}
+			s = Translator::fail_syndrome(Access::local_write, true);
 		}
 		if (s == kOk && last && (o == op::send_last_inv || o == op::send_only_inv)) {
 			imm = static_cast<uint32_t>(prm::get(pk.ieth, roce::ieth::r_key));

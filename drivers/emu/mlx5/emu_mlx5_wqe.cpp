@@ -791,7 +791,11 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 			 * access's syndrome, nothing moved; a loopback responder goes to ERR
 			 * with its event, as for any remote access error. */
 			syn = qp.pf_syndrome;
-			if (Qp *r = qp.pf_responder != 0 ? find_qp(qp.pf_responder) : nullptr) {
+			Qp *r = qp.pf_responder != 0 ? find_qp(qp.pf_responder) : nullptr;
+			if (r != nullptr && qp.pf_recv) {
+				/* A receive WQE's fault: that receive completes in error. */
+				recv_fault_failed(dma, *r, qp.recv_syndrome);
+			} else if (r != nullptr) {
 				ex.responder = r;
 				r->set_state(QpState::err);
 				ex.event = prm::event_type::wq_access_error;
@@ -808,14 +812,18 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 				qp.pf_token = token;
 				qp.pf_syndrome = ex.fault.syndrome;
 				qp.pf_responder = ex.fault.responder;
+				qp.pf_recv = ex.fault.recv;
+				qp.recv_syndrome = ex.fault.recv_syndrome;
 				qp.ci = ci;
 				break;
 			}
 			/* No fault could be raised: the access fails as without on-demand
 			 * paging. */
 			syn = ex.fault.syndrome;
-			if (Qp *r = ex.fault.responder != 0 ? find_qp(ex.fault.responder)
-							    : nullptr) {
+			Qp *r = ex.fault.responder != 0 ? find_qp(ex.fault.responder) : nullptr;
+			if (r != nullptr && ex.fault.recv) {
+				recv_fault_failed(dma, *r, ex.fault.recv_syndrome);
+			} else if (r != nullptr) {
 				ex.responder = r;
 				r->set_state(QpState::err);
 				ex.event = prm::event_type::wq_access_error;
