@@ -10,10 +10,10 @@
  *     Device::page_faults: the page-fault EQ's events
  *       RDMA fault: [va, va + len) of the rkey                   \
  *       WQE fault: the data segments of the QP's WQE at wqe_index  > fault_in, per range:
- *                  (Qp::wqe_sges, read back from the SQ)          /  nicmr_advise_mr's work
- *                                                                   (PREFETCH, or _WRITE for a
- *                                                                   write): populate, pin, map,
- *                                                                   UMR, FLUSH
+ *                  (Qp::wqe_sges, read back from the SQ; for a    /  nicmr_advise_mr's work
+ *                  receive WQE, Qp::rq_wqe_sges from the RQ)        (PREFETCH, or _WRITE for
+ *                                                                   a write): populate, pin,
+ *                                                                   map, UMR, FLUSH
  *     Device::page_fault_resume(error = a range could not be made present)
  *
  * Linux's mlx5_ib (drivers/infiniband/hw/mlx5/odp.c: mlx5_ib_mr_rdma_pfault_handler,
@@ -23,6 +23,7 @@
  * on-demand need nothing (their pages are always present).
  * Slow path throughout: locks, allocations, system calls, commands.
  */
+#include <algorithm>
 #include <cerrno>
 #include <mutex>
 
@@ -63,10 +64,23 @@ int fault_in(nicmr_device *dev, uint32_t key, uint64_t va, uint64_t len, bool wr
 	return rc;
 }
 
-/* The data segments of a WQE fault's WQE, each faulted in. */
+/*
+ * The data segments of a WQE fault's WQE, each faulted in. The fault's type says which queue
+ * holds it (Linux odp.c, mlx5_ib_mr_wqe_pfault_handler and odp_get_rsc): REQUESTOR set, the
+ * QP's SQ (MLX5_WQE_PF_TYPE_REQ_SEND_OR_WRITE 1, _REQ_READ_OR_ATOMIC 3); WRITE alone, the QP's
+ * RQ (MLX5_WQE_PF_TYPE_RESP 2: a SEND met the receive WQE's scatter list, every segment made
+ * present for writing, as mlx5_ib_mr_responder_pfault_handler_rq leaves the whole WQE to
+ * pagefault_data_segments); 0 an SRQ's (MLX5_WQE_PF_TYPE_RMP), which nicmr does not make.
+ */
 int serve_wqe(nicmr_device *dev, const mlx5::Event &ev)
 {
-	mlx5::Sge sges[mlx5::Qp::max_send_sge()];
+	namespace pf = mlx5::prm::eqe_page_fault;
+	constexpr int kMax = std::max<int>(mlx5::Qp::max_send_sge(), NICMR_MAX_RECV_SGE);
+	mlx5::Sge sges[kMax];
+	const bool requestor = (ev.pf.flags & pf::flag_requestor) != 0;
+	const bool recv = !requestor && (ev.pf.flags & pf::flag_write) != 0;
+	if (!requestor && !recv)
+		return -EOPNOTSUPP; /* an SRQ's WQE: resumed with an error */
 	bool scatter = false;
 	int n = 0;
 	{
@@ -75,12 +89,12 @@ int serve_wqe(nicmr_device *dev, const mlx5::Event &ev)
 		auto it = dev->dp_qps.find(ev.pf.wq_number);
 		if (it == dev->dp_qps.end())
 			return -ENOENT;
-		n = it->second->qp->wqe_sges(ev.pf.wqe_index, sges,
-					     static_cast<int>(std::size(sges)), &scatter);
+		n = recv ? it->second->qp->rq_wqe_sges(ev.pf.wqe_index, sges, kMax)
+			 : it->second->qp->wqe_sges(ev.pf.wqe_index, sges, kMax, &scatter);
 	}
 	if (n < 0)
 		return n;
-	const bool write = scatter || (ev.pf.flags & mlx5::prm::eqe_page_fault::flag_write);
+	const bool write = recv || scatter || (ev.pf.flags & pf::flag_write);
 	for (int i = 0; i < n; i++)
 		if (int rc = fault_in(dev, sges[i].lkey, sges[i].addr, sges[i].length, write);
 		    rc != 0)

@@ -265,6 +265,28 @@ int Qp::wqe_sges(uint16_t wqe_index, Sge *out, int max, bool *scatter) const noe
 	return n;
 }
 
+int Qp::rq_wqe_sges(uint16_t wqe_index, Sge *out, int max) const noexcept
+{
+	if (rq_size_ == 0)
+		return -ENOTSUP;
+	/* Outstanding: between the oldest receive not completed and the last posted. */
+	if (static_cast<uint16_t>(wqe_index - rq_ci_) >= rq_pi_ - rq_ci_)
+		return -EINVAL;
+	const uint8_t *slot = rq_ + (size_t{wqe_index & (rq_size_ - 1u)} << rq_shift_);
+	int n = 0;
+	for (uint32_t i = 0; i < rq_max_gs_ && n < max; i++) {
+		const uint8_t *seg = slot + size_t{i} * prm::wqe_data::size;
+		const auto lkey = static_cast<uint32_t>(prm::get(seg, prm::wqe_data::lkey));
+		if (lkey == MLX5_INVALID_LKEY)
+			break;
+		Sge &g = out[n++];
+		g.addr = prm::get(seg, prm::wqe_data::addr);
+		g.length = static_cast<uint32_t>(prm::get(seg, prm::wqe_data::byte_count));
+		g.lkey = lkey;
+	}
+	return n;
+}
+
 int Qp::begin(uint32_t ds, WqeSlot *w) noexcept
 {
 	if (ds == 0 || ds > kMaxWqeDs)

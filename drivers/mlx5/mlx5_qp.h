@@ -237,6 +237,16 @@ public:
 	 * that index (it completed). Slow path; call while the WQE is outstanding.
 	 */
 	int wqe_sges(uint16_t wqe_index, Sge *out, int max, bool *scatter) const noexcept;
+	/*
+	 * On-demand paging: the data segments of the receive WQE at wqe_index (the RQ's 16-bit
+	 * counter), read back from the RQ up to the MLX5_INVALID_LKEY terminator or the slot's
+	 * end (Linux odp.c: mlx5_ib_read_wqe_rq, then mlx5_ib_mr_responder_pfault_handler_rq
+	 * bounds the WQE to the RQ's stride and pagefault_data_segments walks it), for a
+	 * responder's receive WQE fault. How many went into out (at most max); -ENOTSUP without
+	 * an RQ; -EINVAL when wqe_index is not a posted receive that has not completed. Slow
+	 * path.
+	 */
+	int rq_wqe_sges(uint16_t wqe_index, Sge *out, int max) const noexcept;
 
 	/* WQEBBs free now; WQEBBs in the ring. */
 	uint32_t sq_room() const noexcept { return sq_size_ - (sq_pi_ - sq_ci_); }
