@@ -14,7 +14,9 @@
  * sides brings the remote connection back. The child also exposes an on-demand region whose
  * pages it never advises: the parent's requests to it page-fault in the child's device, which
  * answers RNR NAK until the child serves the fault with nicmr_device_progress (it polls no CQ),
- * and a fault on memory the child unmapped ends in a remote access error.
+ * and a fault on memory the child unmapped ends in a remote access error. SENDs into receive
+ * buffers of that region (the child's QP has a receive queue) raise the receive WQE's fault
+ * and land once the child served it; into memory it unmapped, the receive completes in error.
  */
 #include <arpa/inet.h>
 #include <signal.h>
@@ -78,9 +80,11 @@ enum Op : uint32_t {
 	op_recover,
 	op_refusals, /* the responder's nicmr_key_refusals: the count, then 4 entries */
 	op_exit,
-	op_serve,    /* nicmr_device_progress until a fault is served (5 s at most): the count */
-	op_dump_odp, /* as op_dump, of the on-demand region */
-	op_unmap_odp /* munmap the on-demand region's memory: 0 */
+	op_serve,     /* nicmr_device_progress until a fault is served (5 s at most): the count */
+	op_dump_odp,  /* as op_dump, of the on-demand region */
+	op_unmap_odp, /* munmap the on-demand region's memory: 0 */
+	op_post_recv, /* a receive of [off, off + len) of the on-demand region, wr_id off: rc */
+	op_recv_wc    /* the next completion of the child's CQ (5 s at most): a nicmr_wc */
 };
 constexpr size_t kOdpLen = 16 * 4096;
 struct Req {
@@ -131,8 +135,17 @@ struct Side {
 			base = static_cast<uint8_t *>(nicmr_pool_addr(pool));
 			rc = nicmr_cq_create(dev, 64, &cq);
 		}
-		if (rc == 0)
-			rc = nicmr_qp_create(pd, 1, cq, 16, &qp);
+		if (rc == 0) {
+			/* A receive queue too, on the same CQ: SENDs land in the child's
+			 * on-demand region. */
+			nicmr_qp_attr at{};
+			at.port = 1;
+			at.send_cq = cq;
+			at.depth = 16;
+			at.recv_depth = 16;
+			at.max_recv_sge = 2;
+			rc = nicmr_qp_create_attr(pd, &at, &qp);
+		}
 		return rc;
 	}
 
@@ -239,6 +252,26 @@ int responder(int fd, uint16_t mine, uint16_t peer)
 				return 24;
 			break;
 		}
+		case op_post_recv: {
+			nicmr_sge sg{h.odp_region + q.off, q.len, h.odp_key};
+			const int prc = q.off > kOdpLen || q.len > kOdpLen - q.off
+						? -ERANGE
+						: nicmr_post_recv(s.qp, &sg, 1, q.off);
+			if (!full_write(fd, &prc, sizeof(prc)))
+				return 25;
+			break;
+		}
+		case op_recv_wc: {
+			nicmr_wc wc{};
+			wc.status = 99; /* none came */
+			const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+			while (std::chrono::steady_clock::now() < end)
+				if (nicmr_cq_poll(s.cq, &wc, 1) != 0)
+					break;
+			if (!full_write(fd, &wc, sizeof(wc)))
+				return 26;
+			break;
+		}
 		case op_exit:
 			return 0;
 		default:
@@ -340,6 +373,22 @@ protected:
 		int rc = -1;
 		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &rc, sizeof(rc)));
 		return rc;
+	}
+	/* The child posts a receive of [off, off + len) of its on-demand region (wr_id off). */
+	int peer_post_recv(uint32_t off, uint32_t len)
+	{
+		Req q{op_post_recv, off, len};
+		int rc = -1;
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &rc, sizeof(rc)));
+		return rc;
+	}
+	/* The child's next completion (status 99 when none came in 5 s). */
+	nicmr_wc peer_wc()
+	{
+		Req q{op_recv_wc, 0, 0};
+		nicmr_wc wc{};
+		EXPECT_TRUE(full_write(fd_, &q, sizeof(q)) && full_read(fd_, &wc, sizeof(wc)));
+		return wc;
 	}
 	uint32_t peer_state()
 	{
@@ -546,6 +595,79 @@ TEST_F(ApiWire, AFaultOnMemoryTheResponderUnmappedIsARemoteAccessError)
 	const nicmr_wc wc = wait();
 	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_ACCESS) << nicmr_wc_syndrome_str(wc.syndrome);
 	EXPECT_EQ(wc.syndrome, 0x13);
+	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_ERR});
+	EXPECT_EQ(state(), uint32_t{NICMR_QP_ERR});
+}
+
+TEST_F(ApiWire, SendsIntoReceiveBuffersNeverAdvisedWaitForTheReceiversPageFault)
+{
+	/* A SEND of three packets (MTU 1024) into a receive buffer over pages 2 and 3 of the
+	 * child's on-demand region: its device raises the receive WQE's fault at the first
+	 * packet and answers RNR NAK until the child serves it (the receive WQE read back from
+	 * its RQ, both pages made present), then takes the retries. */
+	const uint32_t off = 2 * 4096 + 100, len = 3000;
+	ASSERT_EQ(peer_post_recv(off, 5000), 0);
+	for (uint32_t i = 0; i < len; i++)
+		me_.base[i] = static_cast<uint8_t>(0x52 + i * 11);
+	ASSERT_EQ(nicmr_post_send(me_.qp, u(me_.base), len, lkey_, 0, 1, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(peer_serve(), 1);
+	nicmr_wc wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(wc.opcode, NICMR_WC_SEND);
+	nicmr_wc r = peer_wc();
+	ASSERT_EQ(r.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(r.syndrome);
+	EXPECT_EQ(r.opcode, NICMR_WC_RECV);
+	EXPECT_EQ(r.wr_id, off);
+	EXPECT_EQ(r.byte_len, len);
+	std::vector<uint8_t> got = dump_odp(0, 5 * 4096);
+	for (size_t i = 0; i < got.size(); i++) {
+		const uint8_t want = i >= off && i < off + len
+					     ? static_cast<uint8_t>(0x52 + (i - off) * 11)
+					     : pattern(i);
+		ASSERT_EQ(got[i], want) << "receiver byte " << i;
+	}
+	/* A SEND with immediate of two packets into page 12. */
+	const uint32_t off2 = 12 * 4096 + 8, len2 = 1500;
+	ASSERT_EQ(peer_post_recv(off2, 2048), 0);
+	for (uint32_t i = 0; i < len2; i++)
+		me_.base[i] = static_cast<uint8_t>(0x17 + i * 5);
+	ASSERT_EQ(nicmr_post_send(me_.qp, u(me_.base), len2, lkey_, 0x1234abcd, 2,
+				  NICMR_SEND_SIGNALED | NICMR_SEND_IMM),
+		  0);
+	EXPECT_EQ(peer_serve(), 1);
+	wc = wait();
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(wc.syndrome);
+	r = peer_wc();
+	ASSERT_EQ(r.status, NICMR_WC_SUCCESS) << nicmr_wc_syndrome_str(r.syndrome);
+	EXPECT_EQ(r.opcode, NICMR_WC_RECV_IMM);
+	EXPECT_EQ(r.imm, 0x1234abcdu);
+	EXPECT_EQ(r.byte_len, len2);
+	got = dump_odp(off2, len2);
+	for (uint32_t i = 0; i < len2; i++)
+		ASSERT_EQ(got[i], static_cast<uint8_t>(0x17 + i * 5)) << "receiver byte " << i;
+	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_RTS});
+}
+
+TEST_F(ApiWire, AReceiveIntoMemoryTheReceiverUnmappedCompletesInError)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	GTEST_SKIP() << "AddressSanitizer's allocator maps its own memory into the freed range";
+#endif
+	ASSERT_EQ(peer_unmap_odp(), 0);
+	ASSERT_EQ(peer_post_recv(4096, 512), 0);
+	std::memset(me_.base, 0x44, 256);
+	ASSERT_EQ(nicmr_post_send(me_.qp, u(me_.base), 256, lkey_, 0, 1, NICMR_SEND_SIGNALED), 0);
+	/* The child's service finds the memory gone and resumes with an error: the retry is
+	 * NAKed as a receive key refused (remote operational error), the receive completes with
+	 * the local access error. */
+	EXPECT_EQ(peer_serve(), 1);
+	const nicmr_wc wc = wait();
+	EXPECT_EQ(wc.status, NICMR_WC_REMOTE_OP) << nicmr_wc_syndrome_str(wc.syndrome);
+	EXPECT_EQ(wc.syndrome, 0x14);
+	const nicmr_wc r = peer_wc();
+	EXPECT_EQ(r.status, NICMR_WC_LOCAL_ACCESS) << nicmr_wc_syndrome_str(r.syndrome);
+	EXPECT_EQ(r.syndrome, 0x11);
+	EXPECT_EQ(r.wr_id, 4096u);
 	EXPECT_EQ(peer_state(), uint32_t{NICMR_QP_ERR});
 	EXPECT_EQ(state(), uint32_t{NICMR_QP_ERR});
 }
