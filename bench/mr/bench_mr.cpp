@@ -20,6 +20,12 @@
  *                                   (1 GiB: its bucket's mkey made on the first miss)
  *   BM_OdpFirstTouch/<pages>        nicmr_advise_mr(PREFETCH_WRITE, FLUSH) of <pages> fresh
  *                                   pages: fault in, pin, DMA-map, UMR; per page in the ratios
+ *   BM_OdpFaultRoundTrip/<present>  an RDMA WRITE of 64 bytes through a loopback QP into a page
+ *                                   of an on-demand MR, from the post until its completion is
+ *                                   polled (inline): present:0 a fresh page, never advised
+ *                                   (the page fault raised, served by the poll, resumed, the
+ *                                   data written), present:1 the same page each time, advised
+ *                                   once (no fault)
  *   BM_Lookup/<live>/<same|random>  nicmr_key_lookup with <live> MRs registered: one key (the
  *                                   lookup's own cost, its entry in cache: the flat <= 5 ns
  *                                   target), or a different key each call in random order
@@ -272,6 +278,122 @@ void BM_OdpFirstTouch(benchmark::State &st)
 		}
 	}
 	st.SetItemsProcessed(int64_t(st.iterations() * pages));
+}
+
+/* A loopback QP pair on d (port 1 -> port 2) with the requester's CQ, and a 4 KiB source in
+ * d's small pool; released with the benchmark. */
+struct Loopback {
+	nicmr_cq *cqa = nullptr, *cqb = nullptr;
+	nicmr_qp *qa = nullptr, *qb = nullptr;
+	nicmr_mr *src = nullptr;
+	bool ok = false;
+
+	explicit Loopback(Dev &d)
+	{
+		nicmr_pool *p = d.for_size(4096);
+		ok = p != nullptr && nicmr_cq_create(d.dev, 64, &cqa) == 0 &&
+		     nicmr_cq_create(d.dev, 64, &cqb) == 0 &&
+		     nicmr_qp_create(d.pd, 1, cqa, 16, &qa) == 0 &&
+		     nicmr_qp_create(d.pd, 2, cqb, 16, &qb) == 0 &&
+		     nicmr_qp_connect(qa, 2, nicmr_qp_num(qb)) == 0 &&
+		     nicmr_qp_connect(qb, 1, nicmr_qp_num(qa)) == 0 &&
+		     nicmr_mr_reg(d.pd, nicmr_pool_addr(p), 4096, NICMR_ACCESS_LOCAL_WRITE, 0, 0,
+				  &src) == 0;
+	}
+	~Loopback()
+	{
+		if (src)
+			nicmr_mr_dereg(src);
+		for (nicmr_qp *q : {qa, qb})
+			if (q)
+				nicmr_qp_destroy(q);
+		for (nicmr_cq *c : {cqa, cqb})
+			if (c)
+				nicmr_cq_destroy(c);
+	}
+	/* 64 bytes of the source into raddr (rkey), polled to its completion: its status. The
+	 * poll that finds the CQ empty serves a page fault (doc/odp.md, "Page faults"). */
+	int write(uint64_t raddr, uint32_t rkey)
+	{
+		if (nicmr_post_write(qa, reinterpret_cast<uintptr_t>(nicmr_mr_addr(src)), 64,
+				     nicmr_mr_key(src), raddr, rkey, 1, NICMR_SEND_SIGNALED) != 0)
+			return -1;
+		nicmr_wc wc{};
+		for (;;) {
+			const int n = nicmr_cq_poll(cqa, &wc, 1);
+			if (n < 0)
+				return n;
+			if (n == 1)
+				return int(wc.status);
+		}
+	}
+};
+
+/* The page fault's round trip against a WRITE into a present page, timed alike (manual time
+ * of post + poll to the completion; the mapping and registration of a fresh page are not
+ * timed). */
+void BM_OdpFaultRoundTrip(benchmark::State &st)
+{
+	const bool present = st.range(0) != 0;
+	Dev &d = device(odp_spec());
+	Loopback lb(d);
+	if (!lb.ok) {
+		st.SkipWithError("loopback QPs or source MR failed");
+		return;
+	}
+	constexpr uint64_t kOdpAccess =
+		NICMR_ACCESS_LOCAL_WRITE | NICMR_ACCESS_REMOTE_WRITE | NICMR_ACCESS_ON_DEMAND;
+	void *kept = nullptr;
+	nicmr_mr *kept_mr = nullptr;
+	if (present) {
+		kept = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			    0);
+		if (kept == MAP_FAILED ||
+		    nicmr_mr_reg(d.pd, kept, 4096, kOdpAccess, 0, 0, &kept_mr) != 0) {
+			st.SkipWithError("on-demand registration failed");
+			if (kept != MAP_FAILED)
+				munmap(kept, 4096);
+			return;
+		}
+		nicmr_sge g{reinterpret_cast<uintptr_t>(kept), 4096, nicmr_mr_key(kept_mr)};
+		if (nicmr_advise_mr(d.pd, NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+				    NICMR_ADVISE_MR_FLAG_FLUSH, &g, 1) != 0) {
+			st.SkipWithError("advice failed");
+			nicmr_mr_dereg(kept_mr);
+			munmap(kept, 4096);
+			return;
+		}
+	}
+	for (auto _ : st) {
+		void *a = kept;
+		nicmr_mr *mr = kept_mr;
+		if (!present) {
+			a = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				 -1, 0);
+			if (a == MAP_FAILED ||
+			    nicmr_mr_reg(d.pd, a, 4096, kOdpAccess, 0, 0, &mr) != 0) {
+				st.SkipWithError("on-demand registration failed");
+				break;
+			}
+		}
+		const auto t0 = std::chrono::steady_clock::now();
+		const int rc = lb.write(reinterpret_cast<uintptr_t>(a), nicmr_mr_key(mr));
+		st.SetIterationTime(
+			std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+				.count());
+		if (!present) {
+			nicmr_mr_dereg(mr);
+			munmap(a, 4096);
+		}
+		if (rc != NICMR_WC_SUCCESS) {
+			st.SkipWithError("the WRITE did not complete successfully");
+			break;
+		}
+	}
+	if (kept_mr) {
+		nicmr_mr_dereg(kept_mr);
+		munmap(kept, 4096);
+	}
 }
 
 /* A registration cache on d's PD (userfaultfd monitor) of max_count entries, or null. */
@@ -676,6 +798,13 @@ BENCHMARK(BM_OdpFirstTouch)
 	->UseManualTime()
 	->Repetitions(kReps)
 	->ReportAggregatesOnly(true);
+BENCHMARK(BM_OdpFaultRoundTrip)
+	->ArgName("present")
+	->Arg(0)
+	->Arg(1)
+	->UseManualTime()
+	->Repetitions(kReps)
+	->ReportAggregatesOnly(true);
 BENCHMARK(BM_CacheHit4K)->Repetitions(kReps)->ReportAggregatesOnly(true);
 BENCHMARK(BM_CacheMiss4K)->Repetitions(kReps)->ReportAggregatesOnly(true);
 BENCHMARK(BM_CacheInvalidate4K)
@@ -755,6 +884,19 @@ int main(int argc, char **argv)
 		else
 			std::printf("cost   %-58s    n/a   (skipped)\n", what);
 	}
+	const std::string rt = "BM_OdpFaultRoundTrip/present:";
+	const double fault_rt = rep.ns(rt + "0/repeats:5/manual_time");
+	if (fault_rt > 0)
+		std::printf("cost   %-58s %7.0f ns\n",
+			    "page fault round trip: WRITE of 64 B into a page not present",
+			    fault_rt);
+	else
+		std::printf("cost   %-58s    n/a   (skipped)\n",
+			    "page fault round trip: WRITE of 64 B into a page not present");
+	rep.ratio("WRITE into a page not present / into a present page", fault_rt,
+		  rep.ns(rt + "1/repeats:5/manual_time"), "");
+	rep.ratio("page fault round trip / advise of 1 page", fault_rt,
+		  rep.ns("BM_OdpFirstTouch/pages:1/repeats:5/manual_time"), "");
 	const std::string inv = "BM_CacheInvalidate4K/cached:";
 	rep.ratio("registration cache: hit / miss, 4 KiB mmap'd (inline)",
 		  rep.ns("BM_CacheHit4K/repeats:5"), rep.ns("BM_CacheMiss4K/repeats:5"),
