@@ -549,10 +549,12 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	Pf rpf = Pf::none;
 	uint32_t rpf_token = 0;
 	/* The fault is a receive WQE's (pf: of the loopback responder pf_responder's RQ; rpf:
-	 * of this QP's RQ on the wire): failed, that receive completes with recv_syndrome. */
+	 * of this QP's RQ on the wire): failed, that receive completes with pf_recv_syndrome
+	 * (rpf_recv_syndrome). Apart: a wire QP may wait as a requester and as a responder. */
 	bool pf_recv = false;
+	uint8_t pf_recv_syndrome = 0;
 	bool rpf_recv = false;
-	uint8_t recv_syndrome = 0;
+	uint8_t rpf_recv_syndrome = 0;
 	/* mkc byte masks of the last two UMR mkey_masks seen; guarded by lock. */
 	struct UmrMask {
 		uint64_t of = 0;

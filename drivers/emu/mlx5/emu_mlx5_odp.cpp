@@ -220,7 +220,7 @@ bool EmuDataPath::rc_recv_fault(const DmaSection &dma, Qp &qp, uint32_t psn, con
 	qp.rpf = Qp::Pf::pending;
 	qp.rpf_token = tok;
 	qp.rpf_recv = true;
-	qp.recv_syndrome = f.recv_syndrome;
+	qp.rpf_recv_syndrome = f.recv_syndrome;
 	/* Not executed: the requester sends this packet again after the RNR timer, as for an
 	 * RDMA fault (rc_fault). */
 	bump(qp.n_rnr);

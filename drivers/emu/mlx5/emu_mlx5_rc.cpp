@@ -922,7 +922,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		       roce::aeth::make_syndrome(roce::aeth::type::nak,
 						 roce::aeth::nak::remote_operational_error),
 		       psn);
-		recv_fault_failed(dma, qp, qp.recv_syndrome);
+		recv_fault_failed(dma, qp, qp.rpf_recv_syndrome);
 		return;
 	}
 	qp.rpf_recv = false;

@@ -794,7 +794,7 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 			Qp *r = qp.pf_responder != 0 ? find_qp(qp.pf_responder) : nullptr;
 			if (r != nullptr && qp.pf_recv) {
 				/* A receive WQE's fault: that receive completes in error. */
-				recv_fault_failed(dma, *r, qp.recv_syndrome);
+				recv_fault_failed(dma, *r, qp.pf_recv_syndrome);
 			} else if (r != nullptr) {
 				ex.responder = r;
 				r->set_state(QpState::err);
@@ -813,7 +813,7 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 				qp.pf_syndrome = ex.fault.syndrome;
 				qp.pf_responder = ex.fault.responder;
 				qp.pf_recv = ex.fault.recv;
-				qp.recv_syndrome = ex.fault.recv_syndrome;
+				qp.pf_recv_syndrome = ex.fault.recv_syndrome;
 				qp.ci = ci;
 				break;
 			}
