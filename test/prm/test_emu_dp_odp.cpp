@@ -196,13 +196,12 @@ TEST_F(EmuDpOdp, WithoutAPageFaultEqTheAccessFailsAtOnce)
 /* A receive WQE's scatter entry on a page not present (Linux odp.c: a WQE fault without
  * MLX5_PFAULT_REQUESTOR, type MLX5_WQE_PF_TYPE_RESP, names the QP's RQ and the receive WQE's
  * index; mlx5_eqe_page_fault's packet_length the packet's size). */
-TEST_F(EmuDpOdp, ReceiveWqeNotPresentRaisesAResponderWqeFault)
+/* A requester qr (QP 2, port 1) and a receiver qd with an RQ of 4 slots of 64 bytes (QP 3,
+ * port 2, receives on cqb; RQ at the start of its buffer, the SQ after it), connected, and
+ * receive WQE 0 posted: the two pages of the odp mkey, then the terminator. */
+void rq_pair(DpBed &b, uint32_t odp, size_t dst, TestQp *qr_out, TestQp *qd_out)
 {
-	bed(true);
-	ASSERT_FALSE(HasFatalFailure());
-	/* A requester (QP 2, port 1) and a receiver with an RQ of 4 slots of 64 bytes (QP 3,
-	 * port 2, receives on cqb): RQ at the start of its buffer, the SQ after it. */
-	TestQp qr, qd;
+	TestQp &qr = *qr_out, &qd = *qd_out;
 	ASSERT_EQ(b.create_qp(&qr, 2, &b.cqa, b.uar).status(), prm::status::ok);
 	qd.sq_off = kSqOff + 3 * 0x40000;
 	qd.dbr_off = kDbrOff + 0x8000 + 3 * 64;
@@ -227,14 +226,21 @@ TEST_F(EmuDpOdp, ReceiveWqeNotPresentRaisesAResponderWqeFault)
 	qd.qpn = static_cast<uint32_t>(r.get(prm::create_qp_out::qpn));
 	b.connect(qr, 1, qd.qpn);
 	b.connect(qd, 2, qr.qpn);
-	/* Receive WQE 0: the two pages of the odp mkey, then the terminator. */
 	uint8_t *slot = b.at(qd.sq_off);
 	prm::set(slot, prm::wqe_data::byte_count, 8192);
 	prm::set(slot, prm::wqe_data::lkey, odp);
 	prm::set(slot, prm::wqe_data::addr, DpBed::iova(dst));
 	prm::set(slot + 16, prm::wqe_data::lkey, MLX5_INVALID_LKEY);
 	prm::set(b.at(qd.dbr_off), prm::dbr::rq_counter, 1);
+}
 
+TEST_F(EmuDpOdp, ReceiveWqeNotPresentRaisesAResponderWqeFault)
+{
+	bed(true);
+	ASSERT_FALSE(HasFatalFailure());
+	TestQp qr, qd;
+	rq_pair(b, odp, dst, &qr, &qd);
+	ASSERT_FALSE(HasFatalFailure());
 	b.post(qr, Wqe(MLX5_OPCODE_SEND, qr.qpn).data(3000, lkey, DpBed::iova(src)).done());
 	EXPECT_FALSE(b.poll(b.cqa)); /* the requester waits, as for a responder's RDMA fault */
 	auto e = eqe();
@@ -291,6 +297,31 @@ TEST_F(EmuDpOdp, ReceiveWqeNotPresentRaisesAResponderWqeFault)
 	EXPECT_EQ(ds.page_faults, 2u);
 	EXPECT_EQ(ds.pf_resumes, 2u);
 	EXPECT_EQ(ds.pf_errors, 1u);
+	EXPECT_EQ(b.dp().page_faults_outstanding(), 0u);
+}
+
+TEST_F(EmuDpOdp, ReceiveWqeNotPresentWithoutAPageFaultEqFailsAtOnce)
+{
+	/* As a receive key refused without on-demand paging: the receive's local access error,
+	 * the requester's remote operational error, nothing held, nothing written. */
+	bed(false);
+	ASSERT_FALSE(HasFatalFailure());
+	TestQp qr, qd;
+	rq_pair(b, odp, dst, &qr, &qd);
+	ASSERT_FALSE(HasFatalFailure());
+	b.post(qr, Wqe(MLX5_OPCODE_SEND, qr.qpn).data(3000, lkey, DpBed::iova(src)).done());
+	auto sc = b.wait(b.cqa);
+	ASSERT_TRUE(sc);
+	EXPECT_EQ(cqe_opcode(*sc), MLX5_CQE_REQ_ERR);
+	EXPECT_EQ(cqe_syndrome(*sc), MLX5_CQE_SYNDROME_REMOTE_OP_ERR);
+	auto rc = b.wait(b.cqb);
+	ASSERT_TRUE(rc);
+	EXPECT_EQ(cqe_opcode(*rc), MLX5_CQE_RESP_ERR);
+	EXPECT_EQ(cqe_syndrome(*rc), MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR);
+	EXPECT_EQ(cqe_counter(*rc), 0u);
+	for (size_t i = 0; i < 8192; i++)
+		ASSERT_EQ(b.at(dst)[i], 0xcc) << i;
+	EXPECT_EQ(b.dp().stats().page_faults, 0u);
 	EXPECT_EQ(b.dp().page_faults_outstanding(), 0u);
 }
 
