@@ -59,7 +59,9 @@ ThreadCache *thread_cache_create(nicmr_device *dev) noexcept
 {
 	/* Slow path: the calling thread's first registration on dev (thread_cache's miss). */
 	const SlotClaim c = thread_claim();
-	if (dev->engine->pool_max() + 1 < kMinKeysForCaches)
+	/* The cap the device would have without the on-demand cache's reserve: the reserve of a
+	 * default cap does not make a large device small (doc/odp.md, "Indices"). */
+	if (dev->engine->pool_max() + dev->engine->odp_reserved() + 1 < kMinKeysForCaches)
 		return nullptr;
 	/* First registration by this thread on this device (slow path). */
 	std::unique_ptr<ThreadCache> tc(new (std::nothrow) ThreadCache);

@@ -69,8 +69,9 @@ inline uint32_t atomic_mode(const mlx5::Caps &c) noexcept
 		return NICMR_ATOMIC_NONE;
 	return c.atomic_host_endianness ? NICMR_ATOMIC_HOST : NICMR_ATOMIC_BIG_ENDIAN;
 }
-/* Devices whose mkey pool is capped below this (pool_max + 1, so that a device of 4096 mkeys
- * with the default cap counts) register without per-thread key caches: a cache may keep up to
+/* Devices whose mkey pool is capped below this (pool_max + 1 + the indices a default cap left
+ * to the on-demand cache, so that a device of 4096 mkeys with the default cap counts) register
+ * without per-thread key caches: a cache may keep up to
  * mr::kCacheSize free keys out of other threads' reach, which only a large key space can afford
  * (64 keys in 4,096 is 1.6 %), and small devices keep an exact -ENOSPC. */
 inline constexpr uint32_t kMinKeysForCaches = 4096;

@@ -9,6 +9,7 @@
  * (fi_loader.cpp), which loads this module and calls it. While the provider is loaded,
  * libnicmr.so's log lines go to libfabric's log as the provider's, at FI_LOG_LEVEL.
  */
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -339,11 +340,31 @@ int device_spec(DeviceSpec *out)
 		return -FI_ENODATA;
 	}
 	size_t mr_cnt = mkeys - 1; /* index 0 is never a key */
+	/* The default cap leaves the on-demand mkey cache its indices (mr::odp_default_reserve,
+	 * doc/odp.md "Indices"): 16 mkeys (odp_prefill=) in each of the 7 buckets up to 2 MiB
+	 * plus a headroom of 64, at most half of the keys; none without the cache (odp=0,
+	 * odp_cache=0, programmer=cmd). FabricOdpDomain.MrCntIsThePoolCapOfTheOpenedDevice checks
+	 * that this is the opened device's mkey_pool_max. */
+	if (spec_option(spec, "odp") != "0" && spec_option(spec, "odp_cache") != "0" &&
+	    spec_option(spec, "programmer") != "cmd") {
+		size_t prefill = 16;
+		const std::string pf = spec_option(spec, "odp_prefill");
+		if (!pf.empty()) {
+			char *end = nullptr;
+			prefill = std::strtoull(pf.c_str(), &end, 0);
+			if (!end || *end || prefill > 256) {
+				FI_WARN(&provider, FI_LOG_CORE,
+					"FI_NICMR_DEVICE=%s: bad odp_prefill\n", spec.c_str());
+				return -FI_ENODATA;
+			}
+		}
+		mr_cnt -= std::min(prefill * 7 + 64, (mkeys - 1) / 2);
+	}
 	const std::string mmax = spec_option(spec, "mkey_max");
 	if (!mmax.empty()) {
 		char *end = nullptr;
 		unsigned long long v = std::strtoull(mmax.c_str(), &end, 0);
-		if (!end || *end || v < 1 || v > mr_cnt) {
+		if (!end || *end || v < 1 || v > mkeys - 1) {
 			FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: bad mkey_max\n",
 				spec.c_str());
 			return -FI_ENODATA;

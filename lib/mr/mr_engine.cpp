@@ -21,7 +21,20 @@ int Engine::create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 	if (!e)
 		return -ENOMEM;
 	e->device_id_ = cfg.device_id;
-	e->pool_max_ = cfg.pool_max != 0 ? cfg.pool_max : n - 1;
+	/* The on-demand cache's buckets are known before the pool fills, so that the default cap
+	 * leaves the cache the indices of its prefill and of its first misses (a pool that took
+	 * every index left it none: every on-demand registration was the device's -ENOMEM). */
+	uint32_t odp_max_log = 0;
+	if (cfg.odp.enabled) {
+		if (!odp_config_valid(cfg.odp))
+			return -EINVAL;
+		odp_max_log = e->odp_plan(cfg.odp);
+	}
+	if (odp_max_log != 0 && cfg.pool_max == 0)
+		e->odp_reserved_ = odp_default_reserve(n, cfg.odp);
+	e->pool_max_ = cfg.pool_max != 0 ? cfg.pool_max : n - 1 - e->odp_reserved_;
+	if (odp_max_log != 0)
+		e->odp_limit_ = n - 1 - e->pool_max_;
 	e->pool_grow_ = cfg.pool_grow;
 	e->grow_buf_.reset(new (std::nothrow) uint32_t[cfg.pool_grow]);
 	e->created_len_ = (size_t{n} + 63) / 64 * sizeof(uint64_t);
@@ -48,8 +61,8 @@ int Engine::create(const EngineConfig &cfg, MkeyProgrammer &programmer,
 		std::lock_guard lk(e->grow_mu_);
 		rc = e->grow_locked(std::min(initial - e->pool_size(), e->pool_grow_));
 	}
-	if (rc == 0 && cfg.odp.enabled)
-		rc = e->odp_create(cfg.odp);
+	if (rc == 0 && odp_max_log != 0)
+		rc = e->odp_create(cfg.odp, odp_max_log);
 	if (rc) {
 		NICMR_LOG(error, "mr", "engine for device %#llx with %u keys (pool of %u): %d",
 			  static_cast<unsigned long long>(cfg.device_id), n, initial, rc);
@@ -67,21 +80,30 @@ Engine::~Engine()
 		munmap(odp_bucket_of_, odp_bucket_of_len_);
 }
 
-/* The buckets, and the prefill of the small ones. A programmer without on-demand paging
- * leaves the engine without a cache (odp_bucket_count() 0); a prefill that fails is logged
- * and leaves its bucket to be filled by the registrations that miss. */
-int Engine::odp_create(const OdpCacheConfig &c) noexcept
+bool Engine::odp_config_valid(const OdpCacheConfig &c) noexcept
 {
-	if (c.min_log_pages < 1 || c.min_log_pages > c.max_log_pages || c.max_log_pages > 40 ||
-	    c.refill == 0 || c.refill > kOdpMaxRefill || c.bucket_max == 0 ||
-	    c.bucket_max > (1u << 16) || c.prefill > c.bucket_max)
-		return -EINVAL;
+	return c.min_log_pages >= 1 && c.min_log_pages <= c.max_log_pages &&
+	       c.max_log_pages <= 40 && c.refill != 0 && c.refill <= kOdpMaxRefill &&
+	       c.bucket_max != 0 && c.bucket_max <= (1u << 16) && c.prefill <= c.bucket_max &&
+	       c.headroom <= (1u << 24);
+}
+
+/* The largest bucket's 2^k pages that the programmer's mkeys hold, or 0 when they hold too
+ * little for one bucket (no on-demand paging: the engine has no cache). */
+uint32_t Engine::odp_plan(const OdpCacheConfig &c) const noexcept
+{
 	const uint64_t most = prog_.odp_max_pages();
 	uint32_t max_log = c.max_log_pages;
 	while (max_log >= c.min_log_pages && (uint64_t{1} << max_log) > most)
 		max_log--;
-	if (max_log < c.min_log_pages)
-		return 0; /* no on-demand paging, or too little of it for one bucket */
+	return max_log < c.min_log_pages ? 0 : max_log;
+}
+
+/* The buckets up to 2^max_log pages (odp_plan's), and the prefill of the small ones, within
+ * odp_limit_; a prefill that fails is logged and leaves its bucket to be filled by the
+ * registrations that miss. */
+int Engine::odp_create(const OdpCacheConfig &c, uint32_t max_log) noexcept
+{
 	const uint32_t buckets = max_log - c.min_log_pages + 1;
 	odp_.reset(new (std::nothrow) OdpBucket[buckets]);
 	if (!odp_)
@@ -101,15 +123,14 @@ int Engine::odp_create(const OdpCacheConfig &c) noexcept
 	odp_refill_ = c.refill;
 	odp_bucket_max_ = c.bucket_max;
 	odp_buckets_ = buckets;
-	/* Only into indices the pool leaves (a device whose pool takes every index makes its
-	 * on-demand mkeys on the registrations' misses, if it can). */
-	uint64_t room = keys_->index_count() - 1 - pool_size();
+	/* Only into the indices the pool's cap leaves (odp_limit_: the default cap leaves the
+	 * prefill's; a cap given as mkey_max= may leave fewer, and the small buckets first get
+	 * what there is). */
 	for (uint32_t b = 0; b < buckets && c.min_log_pages + b <= c.prefill_log_pages; b++) {
 		std::lock_guard lk(odp_[b].mu);
-		for (uint32_t done = 0; done < c.prefill && room != 0;) {
-			const uint32_t n = static_cast<uint32_t>(
-				std::min<uint64_t>({c.prefill - done, kOdpMaxRefill, room}));
-			room -= n;
+		for (uint32_t done = 0; done < c.prefill && odp_made() < odp_limit_;) {
+			const uint32_t n = std::min(
+				{c.prefill - done, kOdpMaxRefill, odp_limit_ - odp_made()});
 			if (const int rc = odp_fill_locked(b, n, nullptr); rc != 0) {
 				NICMR_LOG(warn, "mr",
 					  "on-demand mkey cache: %u of %u mkeys of 2^%u pages "
@@ -130,9 +151,21 @@ int Engine::odp_fill_locked(uint32_t b, uint32_t count, uint32_t *taken) noexcep
 	OdpBucket &k = odp_[b];
 	uint32_t idx[kOdpMaxRefill];
 	const uint64_t pages = uint64_t{1} << (odp_min_log_ + b);
+	/* Claim count of the cache's indices (fewer when fewer are left; -ENOSPC when none):
+	 * the pool's cap is reachable because the cache never makes more than the cap leaves.
+	 * Relaxed: the counter orders nothing else; the buckets' mutexes guard their own. */
+	uint32_t made = odp_made_.load(std::memory_order_relaxed);
+	do {
+		if (made >= odp_limit_)
+			return -ENOSPC;
+		count = std::min(count, odp_limit_ - made);
+	} while (!odp_made_.compare_exchange_weak(made, made + count, std::memory_order_relaxed,
+						  std::memory_order_relaxed));
 	int rc = prog_.create_odp_mkeys(pages, count, idx);
-	if (rc)
+	if (rc) {
+		odp_made_.fetch_sub(count, std::memory_order_relaxed);
 		return rc;
+	}
 	for (uint32_t i = 0; i < count; i++) {
 		uint32_t mk = 0;
 		if (keys_->adopt(idx[i], &mk) != 0) {
@@ -175,8 +208,12 @@ int Engine::odp_take(uint32_t b, uint32_t *mkey) noexcept
 		}
 		if (j == b && k.made < odp_bucket_max_) {
 			k.misses++;
-			return odp_fill_locked(b, std::min(odp_refill_, odp_bucket_max_ - k.made),
-					       mkey);
+			const int rc = odp_fill_locked(
+				b, std::min(odp_refill_, odp_bucket_max_ - k.made), mkey);
+			/* -ENOSPC: the cache made all the indices it has; a larger bucket's
+			 * ready mkey may still serve, as when this bucket made its most. */
+			if (rc != -ENOSPC)
+				return rc;
 		}
 	}
 	return -ENOSPC;

@@ -62,8 +62,32 @@ struct OdpCacheConfig {
 	uint32_t prefill_log_pages = 9; /* ... for the buckets up to 2^9 pages (2 MiB) */
 	uint32_t refill = 4;	   /* made at once when a registration finds its bucket empty */
 	uint32_t bucket_max = 256; /* mkeys one bucket makes at most (1..65536) */
+	/* Indices the pool's default cap leaves for misses beyond the prefill (0..2^24): 64, a
+	 * first miss (refill 4) in each of 16 buckets. */
+	uint32_t headroom = 64;
 };
 inline constexpr uint32_t kOdpMaxRefill = 64;
+
+/*
+ * The indices a device of index_count mkeys keeps from the pool for the on-demand cache when
+ * the pool's cap is the default (doc/odp.md, "Indices"): the prefill (prefill mkeys in each
+ * bucket from 2^min_log_pages up to 2^prefill_log_pages pages) and the headroom, at most half
+ * of the indices 1..index_count-1. The pool's default cap is index_count - 1 less this; the
+ * provider's fi_getinfo says the same mr_cnt from the spec (fabric/fi_prov.cpp, device_spec),
+ * and a test compares the two. 0 when c.enabled is false.
+ */
+constexpr uint32_t odp_default_reserve(uint32_t index_count, const OdpCacheConfig &c) noexcept
+{
+	if (!c.enabled || index_count < 2)
+		return 0;
+	const uint32_t top =
+		c.prefill_log_pages < c.max_log_pages ? c.prefill_log_pages : c.max_log_pages;
+	const uint64_t prefilled =
+		top >= c.min_log_pages ? uint64_t{c.prefill} * (top - c.min_log_pages + 1) : 0;
+	const uint64_t want = prefilled + c.headroom;
+	const uint64_t half = (uint64_t{index_count} - 1) / 2;
+	return static_cast<uint32_t>(want < half ? want : half);
+}
 
 /* One bucket's state (Engine::odp_stats). */
 struct OdpBucketStats {
@@ -90,7 +114,9 @@ struct EngineConfig {
 	/* Segmented regions live at once (clamped to index_count; 0: none). */
 	uint32_t segment_slots = kDefaultSegmentSlots;
 	/* mkeys created at engine creation (clamped to pool_max), per growth (1..2^16), and at
-	 * most (1..index_count-1; 0: index_count - 1). */
+	 * most (1..index_count-1; 0: index_count - 1, less odp_default_reserve when the device
+	 * has an on-demand cache). The on-demand cache makes at most the indices the cap leaves:
+	 * index_count - 1 - pool_max. */
 	uint32_t pool_initial = kDefaultPoolInitial;
 	uint32_t pool_grow = kDefaultPoolGrow;
 	uint32_t pool_max = 0;
@@ -223,7 +249,8 @@ public:
 	 * the region. Returns 0; -EOPNOTSUPP (a flag other than requested key, or ip's);
 	 * -EINVAL (len 0, wrap, access invalid, pd above 24 bits, more pages than the largest
 	 * bucket with the cache); -ENOSPC (no segment slot or key; with the cache: the bucket and
-	 * every larger one made bucket_max mkeys, all in use or in their grace period); reg's key
+	 * every larger one made bucket_max mkeys, or the cache made odp_limit() in all, and none
+	 * of them is ready: in use or in their grace period); reg's key
 	 * errors; -EIO (the device gave an index the engine cannot use); the programmer's bind or
 	 * create error, or ip's bind error.
 	 */
@@ -247,6 +274,12 @@ public:
 		return odp_buckets_ == 0 ? 0 : uint64_t{1} << (odp_min_log_ + odp_buckets_ - 1);
 	}
 	int odp_stats(uint32_t bucket, OdpBucketStats *out) const noexcept;
+	/* The indices the pool's default cap left to the cache (odp_default_reserve; 0 when the
+	 * cap was given or there is no cache), the most mkeys the cache makes in all buckets
+	 * (index_count - 1 - pool_max with a cache, else 0), and how many it made. */
+	uint32_t odp_reserved() const noexcept { return odp_reserved_; }
+	uint32_t odp_limit() const noexcept { return odp_limit_; }
+	uint32_t odp_made() const noexcept { return odp_made_.load(std::memory_order_relaxed); }
 	/*
 	 * Re-points a live region's key at new translations (iova of its start, log_page_size)
 	 * with the programmer's modify: the key stays valid throughout, lookups see the old IOVA
@@ -357,7 +390,9 @@ private:
 		uint32_t head = 0, count = 0, made = 0;
 		uint64_t hits = 0, misses = 0;
 	};
-	int odp_create(const OdpCacheConfig &c) noexcept;
+	static bool odp_config_valid(const OdpCacheConfig &c) noexcept;
+	uint32_t odp_plan(const OdpCacheConfig &c) const noexcept;
+	int odp_create(const OdpCacheConfig &c, uint32_t max_log) noexcept;
 	int odp_fill_locked(uint32_t b, uint32_t count, uint32_t *taken) noexcept;
 	int odp_take(uint32_t b, uint32_t *mkey) noexcept;
 	void odp_put(uint32_t mkey, uint64_t token) noexcept;
@@ -366,6 +401,11 @@ private:
 			 uint32_t *mkey) noexcept;
 	std::unique_ptr<OdpBucket[]> odp_;
 	uint32_t odp_buckets_ = 0, odp_min_log_ = 0, odp_refill_ = 0, odp_bucket_max_ = 0;
+	uint32_t odp_reserved_ = 0, odp_limit_ = 0;
+	/* mkeys the cache made in all buckets (each bucket's fill claims its share before its
+	 * commands, under its own mutex only: a compare-and-swap keeps the sum within
+	 * odp_limit_). */
+	std::atomic<uint32_t> odp_made_{0};
 	/* Per index: its bucket + 1 for the cache's mkeys, else 0 (written before the mkey is
 	 * first taken; lazily populated, like created_). */
 	uint8_t *odp_bucket_of_ = nullptr;

@@ -56,8 +56,8 @@ uint16_t port_base()
 
 std::string wire_spec(uint16_t mine, uint16_t peer)
 {
-	return "emu:mkeys=1024,mkey_pool=512,mkey_by_name=1,addr=127.0.0.1,udp_port=" +
-	       std::to_string(mine) + ",peer_udp_port=" + std::to_string(peer);
+	return "emu:mkeys=1024,mkey_by_name=1,addr=127.0.0.1,udp_port=" + std::to_string(mine) +
+	       ",peer_udp_port=" + std::to_string(peer);
 }
 
 using nicmr::test::full_read;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <vector>
 
 #include <rdma/fi_rma.h>
 
@@ -49,8 +50,9 @@ fi_mr_attr attr_of(iovec *iov, void *buf, size_t len, uint64_t access)
 
 class FabricOdp : public FabricFixture {
 protected:
-	/* A device whose pool leaves mkey indices to the on-demand mkey cache. */
-	DeviceSpecScope spec_{"emu:mkeys=1024,mkey_pool=512"};
+	/* A device of 1024 keys with the default pool: its cap leaves the on-demand mkey cache
+	 * its indices (doc/odp.md, "Indices"). */
+	DeviceSpecScope spec_{"emu:mkeys=1024"};
 	void SetUp() override
 	{
 		FabricFixture::SetUp();
@@ -172,7 +174,7 @@ TEST(FabricOdpDomain, WithoutVirtualAddressesOrOnDemandPagingItIsRefused)
 	const fi_mr_attr a = attr_of(&iov, m.p, 8192, FI_REMOTE_WRITE);
 	{
 		/* Offsets as addresses: on-demand MRs are at their virtual addresses. */
-		DeviceSpecScope s("emu:mkeys=1024,mkey_pool=512");
+		DeviceSpecScope s("emu:mkeys=1024");
 		Info info;
 		Hints h(kAppMrMode & ~FI_MR_VIRT_ADDR);
 		ASSERT_EQ(info.get(h), 0);
@@ -184,7 +186,7 @@ TEST(FabricOdpDomain, WithoutVirtualAddressesOrOnDemandPagingItIsRefused)
 		EXPECT_EQ(fi_mr_regattr(dom.get(), &a, FI_NICMR_MR_ON_DEMAND, &mr), -FI_EBADFLAGS);
 	}
 	{
-		DeviceSpecScope s("emu:mkeys=1024,mkey_pool=512,odp=0");
+		DeviceSpecScope s("emu:mkeys=1024,odp=0");
 		Info info;
 		Hints h(kAppMrMode);
 		ASSERT_EQ(info.get(h), 0);
@@ -199,6 +201,71 @@ TEST(FabricOdpDomain, WithoutVirtualAddressesOrOnDemandPagingItIsRefused)
 		EXPECT_EQ(mr_ops(dom.get())->advise(plain.get(), 0, 0, uintptr_t(m.p), 4096),
 			  -FI_EOPNOTSUPP);
 	}
+}
+
+/* fi_getinfo's mr_cnt is read from the spec (fi_prov.cpp, device_spec) without opening the
+ * device: it must be the opened device's pool cap, which leaves the on-demand mkey cache its
+ * reserve by default (doc/libfabric.md, doc/odp.md "Indices"). */
+TEST(FabricOdpDomain, MrCntIsThePoolCapOfTheOpenedDevice)
+{
+	const struct {
+		const char *spec;
+		size_t mr_cnt;
+	} cases[] = {
+		{"emu:mkeys=1024", 1023 - (16 * 7 + 64)},
+		{"emu:mkeys=4096", 4095 - 176},
+		{"emu:mkeys=256", 255 - 127}, /* the reserve is at most half */
+		{"emu:mkeys=1024,odp_prefill=0", 1023 - 64},
+		{"emu:mkeys=1024,odp_prefill=32", 1023 - (32 * 7 + 64)},
+		{"emu:mkeys=1024,odp=0", 1023},
+		{"emu:mkeys=1024,odp_cache=0", 1023},
+		{"emu:mkeys=1024,programmer=cmd,mkey_by_name=1", 1023},
+		{"emu:mkeys=1024,mkey_max=1023", 1023},
+		{"emu:mkeys=1024,mkey_max=300", 300},
+	};
+	for (const auto &c : cases) {
+		DeviceSpecScope s(c.spec);
+		Info info;
+		Hints h(kAppMrMode);
+		ASSERT_EQ(info.get(h), 0) << c.spec;
+		EXPECT_EQ(info->domain_attr->mr_cnt, c.mr_cnt) << c.spec;
+		Fid<fid_fabric> fab;
+		Fid<fid_domain> dom;
+		ASSERT_EQ(fi_fabric(info->fabric_attr, fab.out(), nullptr), 0) << c.spec;
+		ASSERT_EQ(fi_domain(fab.get(), info.p(), dom.out(), nullptr), 0) << c.spec;
+		nicmr_device_attr at{};
+		ASSERT_EQ(pool_ops(dom.get())->device_query(dom.get(), &at), 0);
+		EXPECT_EQ(at.mkey_pool_max, c.mr_cnt) << c.spec;
+	}
+	/* A spec the device refuses is refused by fi_getinfo too. */
+	DeviceSpecScope bad("emu:mkeys=1024,odp_prefill=257");
+	Info info;
+	Hints h(kAppMrMode);
+	EXPECT_EQ(info.get(h), -FI_ENODATA);
+}
+
+/* mr_cnt is reachable: as many MRs register on the default 1024-key device, the next is
+ * -FI_ENOSPC, and on-demand MRs still register beside them (the cache's own indices). */
+TEST_F(FabricOdp, MrCntMrsRegisterAndOnDemandOnesStillDo)
+{
+	const size_t n = info_->domain_attr->mr_cnt;
+	ASSERT_EQ(n, 1023u - 176);
+	Buf b(4096);
+	std::vector<fid_mr *> mrs;
+	fid_mr *mr = nullptr;
+	int ret = 0;
+	while ((ret = fi_mr_reg(domain_.get(), b.get(), 4096, FI_REMOTE_READ, 0, 0, 0, &mr,
+				nullptr)) == 0)
+		mrs.push_back(mr);
+	EXPECT_EQ(ret, -FI_ENOSPC);
+	EXPECT_EQ(mrs.size(), n);
+	Fid<fid_mr> odp;
+	ASSERT_EQ(reg(mem_.p, kLen, FI_REMOTE_WRITE | FI_WRITE, FI_NICMR_MR_ON_DEMAND, odp.out()),
+		  0);
+	EXPECT_EQ(ops_->advise(odp.get(), 1, 1, uintptr_t(mem_.p), 4096), 0);
+	odp.reset();
+	for (fid_mr *m : mrs)
+		ASSERT_EQ(fi_close(&m->fid), 0);
 }
 
 } // namespace

@@ -459,6 +459,8 @@ class OdpProgrammer final : public MkeyProgrammer {
 public:
 	int create_free_mkeys(uint32_t count, uint32_t *indices) override
 	{
+		if (uint64_t{next} + count > limit)
+			return -ENOMEM;
 		for (uint32_t i = 0; i < count; i++)
 			indices[i] = next++;
 		return 0;
@@ -492,6 +494,8 @@ public:
 		return 0;
 	}
 	uint32_t next = 1;
+	/* Indices below limit exist: beyond, the device refuses (as EXCEED_LIM, -ENOMEM). */
+	uint32_t limit = ~0u;
 	uint64_t max_pages = 64, last_pages = 0;
 	int fail_create = 0, fail_bind = 0, fail_revoke = 0;
 	uint32_t created = 0, binds = 0, revokes = 0, last_mkey = 0;
@@ -754,4 +758,136 @@ TEST_F(MrOdpCache, AdoptTakesOnlyIndicesNeverUsed)
 	EXPECT_EQ(e->keys().state_of(250, &v), KeyState::binding);
 	EXPECT_EQ(v, mkey_variant(k));
 	EXPECT_EQ(e->keys().adopt(250, &k), -EEXIST);
+}
+
+/* The pool's default cap leaves the on-demand cache the indices of its prefill and headroom
+ * (doc/odp.md, "Indices"): 16 in each of the 7 buckets up to 2^9 pages, and 64, at most half
+ * of the indices. */
+TEST(MrOdpReserve, TheDefaultReserveIsThePrefillAndTheHeadroomAtMostHalf)
+{
+	OdpCacheConfig c;
+	EXPECT_EQ(odp_default_reserve(1024, c), 0u) << "no cache, no reserve";
+	c.enabled = true;
+	EXPECT_EQ(odp_default_reserve(1024, c), 16u * 7 + 64);
+	EXPECT_EQ(odp_default_reserve(1u << 16, c), 176u);
+	EXPECT_EQ(odp_default_reserve(256, c), 127u) << "half of 1..255";
+	EXPECT_EQ(odp_default_reserve(2, c), 0u);
+	c.prefill = 0;
+	EXPECT_EQ(odp_default_reserve(1024, c), 64u);
+	c.prefill = 16;
+	c.prefill_log_pages = 2; /* below the smallest bucket: no prefill */
+	EXPECT_EQ(odp_default_reserve(1024, c), 64u);
+	c.prefill_log_pages = 20; /* clamped to the largest bucket, 2^18 */
+	EXPECT_EQ(odp_default_reserve(1024, c), 16u * 16 + 64);
+}
+
+namespace {
+
+/* A device of 1024 indices whose pool, by default, would take all of them (pool_initial 1024
+ * clamped to the cap): the bug the reserve fixes. */
+struct SmallDevice {
+	explicit SmallDevice(uint32_t pool_max = 0)
+	{
+		prog.limit = 1024;
+		prog.max_pages = uint64_t{1} << 18;
+		EngineConfig c;
+		c.index_count = 1024;
+		c.pool_max = pool_max;
+		c.odp.enabled = true;
+		rc = Engine::create(c, prog, &e);
+	}
+	RegRequest pool_request() const
+	{
+		RegRequest r;
+		r.addr = kVa;
+		r.iova = kVa;
+		r.len = 4096;
+		r.access = kRw;
+		r.pd = 3;
+		return r;
+	}
+	RegRequest odp_request() const
+	{
+		RegRequest r;
+		r.addr = kVa;
+		r.len = 3 * 4096;
+		r.access = kRw;
+		r.pd = 3;
+		return r;
+	}
+	OdpProgrammer prog;
+	RecordingIndirect ind;
+	std::unique_ptr<Engine> e;
+	int rc = 0;
+};
+
+} // namespace
+
+TEST(MrOdpReserve, TheDefaultCapLeavesThePrefillItsIndicesAndBothFillExactly)
+{
+	SmallDevice d;
+	ASSERT_EQ(d.rc, 0);
+	Engine &e = *d.e;
+	EXPECT_EQ(e.odp_reserved(), 176u);
+	EXPECT_EQ(e.pool_max(), 1023u - 176);
+	EXPECT_EQ(e.pool_size(), 1023u - 176) << "the initial pool, clamped to the cap";
+	EXPECT_EQ(e.odp_limit(), 176u);
+	EXPECT_EQ(e.odp_made(), 112u) << "the whole prefill, made at creation";
+	for (uint32_t b = 0; b < 7; b++) {
+		OdpBucketStats s;
+		ASSERT_EQ(e.odp_stats(b, &s), 0);
+		EXPECT_EQ(s.made, 16u) << b;
+	}
+	/* The pool registers up to its cap, then -ENOSPC (not the device's -ENOMEM). */
+	std::vector<uint32_t> keys;
+	uint32_t k = 0;
+	while (e.reg(d.pool_request(), nullptr, &k) == 0)
+		keys.push_back(k);
+	EXPECT_EQ(keys.size(), 1023u - 176);
+	EXPECT_EQ(e.reg(d.pool_request(), nullptr, &k), -ENOSPC);
+	/* The cache serves from its 176: the 8-page bucket's 16 and its misses' 64 (the
+	 * headroom), then the 96 ready in the larger buckets; then -ENOSPC. The device never
+	 * refused a command. */
+	std::vector<uint32_t> odp;
+	int rc = 0;
+	while ((rc = e.reg_odp(d.odp_request(), d.ind, nullptr, &k)) == 0)
+		odp.push_back(k);
+	EXPECT_EQ(rc, -ENOSPC);
+	EXPECT_EQ(odp.size(), 176u);
+	EXPECT_EQ(e.odp_made(), 176u);
+	OdpBucketStats s;
+	ASSERT_EQ(e.odp_stats(0, &s), 0);
+	EXPECT_EQ(s.made, 16u + 64);
+	EXPECT_EQ(d.prog.next, 1024u) << "every index of the device, none refused";
+	for (uint32_t x : odp)
+		ASSERT_EQ(e.dereg(x, nullptr), 0);
+	for (uint32_t x : keys)
+		ASSERT_EQ(e.dereg(x, nullptr), 0);
+	ASSERT_EQ(e.reg_odp(d.odp_request(), d.ind, nullptr, &k), 0) << "they came back";
+	ASSERT_EQ(e.dereg(k, nullptr), 0);
+}
+
+TEST(MrOdpReserve, AGivenCapLeavesTheCacheWhatItDoesNotTake)
+{
+	{
+		SmallDevice d(1023);
+		ASSERT_EQ(d.rc, 0);
+		EXPECT_EQ(d.e->odp_reserved(), 0u) << "no reserve behind a given cap";
+		EXPECT_EQ(d.e->odp_limit(), 0u);
+		EXPECT_EQ(d.e->odp_made(), 0u) << "no prefill: the pool may take every index";
+		uint32_t k = 0;
+		EXPECT_EQ(d.e->reg_odp(d.odp_request(), d.ind, nullptr, &k), -ENOSPC);
+		EXPECT_EQ(d.prog.created, 0u) << "nothing asked of the device";
+	}
+	SmallDevice d(1000);
+	ASSERT_EQ(d.rc, 0);
+	EXPECT_EQ(d.e->odp_limit(), 23u);
+	EXPECT_EQ(d.e->odp_made(), 23u) << "the smallest buckets' prefill first";
+	OdpBucketStats s;
+	ASSERT_EQ(d.e->odp_stats(0, &s), 0);
+	EXPECT_EQ(s.made, 16u);
+	ASSERT_EQ(d.e->odp_stats(1, &s), 0);
+	EXPECT_EQ(s.made, 7u);
+	ASSERT_EQ(d.e->odp_stats(2, &s), 0);
+	EXPECT_EQ(s.made, 0u);
 }
