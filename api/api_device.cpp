@@ -50,6 +50,13 @@ struct EmuOptions {
 	/* fail_opcode=OP: the model fails every command of that opcode (fault injection for
 	 * tools' tests, EmuConfig::fail_opcode); 0 none. */
 	uint16_t fail_opcode = 0;
+	/* fail_umr=N: the model refuses the Nth UMR work request since power-on
+	 * (EmuConfig::fail_umr, fault injection for tests); 0 none. */
+	uint64_t fail_umr = 0;
+	/* iova_bits=N: the emulated IOMMU's IOVA width, 32..48 (48, a VT-d's, by default); the
+	 * slow-path IOVA window is the top quarter of its highest range (mem::SlowMaps::window),
+	 * 4 MiB at 32 bits. */
+	uint32_t iova_bits = emu::kMaxIovaBits;
 	/* mkey_by_name=1: the device creates mkeys at chosen indices (requested keys, the
 	 * command programmer, indirect regions); 0 (default): it chooses, as a stock ConnectX. */
 	bool mkey_by_name = false;
@@ -310,10 +317,25 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			o->fail_opcode = uint16_t(op);
+		} else if (k == "fail_umr") {
+			if (!parse_number(v, &o->fail_umr)) {
+				NICMR_LOG(error, "api", "emu fail_umr=%.*s: a count (0: none)",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+		} else if (k == "iova_bits") {
+			if (!parse_u32(v, &o->iova_bits) || o->iova_bits < emu::kMinIovaBits ||
+			    o->iova_bits > emu::kMaxIovaBits) {
+				NICMR_LOG(error, "api", "emu iova_bits=%.*s: %u to %u",
+					  int(v.size()), v.data(), emu::kMinIovaBits,
+					  emu::kMaxIovaBits);
+				return -EINVAL;
+			}
 		} else {
 			NICMR_LOG(error, "api",
 				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
-				  "ext, atomic_endian, trace, fail_opcode, mkey_by_name, odp, "
+				  "ext, atomic_endian, trace, fail_opcode, fail_umr, iova_bits, "
+				  "mkey_by_name, odp, "
 				  "msix_vectors, odp_cache, odp_prefill, mkey_pool, "
 				  "mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
 				  "dup, reorder, delay_us, fault_seed, gro)",
@@ -445,6 +467,9 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.atomic_host_endianness = o.atomic_host_endianness;
 	cfg.trace_capacity = o.trace;
 	cfg.fail_opcode = o.fail_opcode;
+	cfg.fail_umr = o.fail_umr;
+	if (o.iova_bits != emu::kMaxIovaBits)
+		cfg.iommu.ranges = emu::emu_iommu_ranges(o.iova_bits);
 	cfg.mkey_by_name = o.mkey_by_name;
 	cfg.odp = o.odp;
 	cfg.msix_vectors = o.msix_vectors;

@@ -93,7 +93,9 @@ struct nicmr_device_attr {
 	char name[64];	      /**< the spec it was opened with, truncated */
 	uint32_t atomic_mode; /**< enum nicmr_atomic_mode */
 	/** The most mkeys the device creates for registrations (the pool's cap: the emu spec's
-	 *  mkey_max, else mkey_count - 1); more live MRs than this give -ENOSPC. */
+	 *  mkey_max, else mkey_count - 1 less the indices the on-demand mkey cache keeps, 176
+	 *  by default, at most half: doc/odp.md, "Indices"); more live MRs than this give
+	 *  -ENOSPC. */
 	uint32_t mkey_pool_max;
 	/** 1: NICMR_MR_REQUESTED_KEY is offered (the device creates mkeys at chosen indices:
 	 *  ConnectX's mkey_by_name, off on a stock card; emu spec option mkey_by_name=1);
@@ -134,7 +136,9 @@ struct nicmr_device_stats {
  *     mkey_by_name: 0 (default: the device chooses every mkey index, as a stock ConnectX) or
  *     1 (it creates mkeys at chosen indices: requested keys, programmer=cmd, which needs it);
  *     mkey_pool: mkeys created at open (default 1024); mkey_max: the pool's cap, 1 ..
- *     mkeys - 1 (default mkeys - 1).
+ *     mkeys - 1 (default mkeys - 1 less the on-demand mkey cache's reserve, doc/odp.md);
+ *     iova_bits: the emulated IOMMU's IOVA width, 32 .. 48 (default 48); fail_umr=N: the
+ *     Nth UMR fails (fault injection for tests; doc/native-api.md).
  *   - "vfio:<PCI address>" — a ConnectX bound to vfio-pci, e.g. "vfio:0000:03:00.0".
  *   - "devx:<ib device>" — a ConnectX owned by the kernel, e.g. "devx:mlx5_0".
  * Slow path; any thread.

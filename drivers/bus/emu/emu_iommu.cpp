@@ -43,6 +43,13 @@ std::vector<mem::IovaRange> emu_iommu_default_ranges()
 	return {{0, kMsiFirst - 1}, {kMsiLast + 1, kIova48Last}};
 }
 
+std::vector<mem::IovaRange> emu_iommu_ranges(unsigned bits)
+{
+	if (bits < kMinIovaBits || bits > kMaxIovaBits)
+		return {};
+	return {{0, kMsiFirst - 1}, {kMsiLast + 1, (uint64_t{1} << bits) - 1}};
+}
+
 int EmuIommu::create(const EmuIommuConfig &cfg, std::unique_ptr<EmuIommu> *out)
 {
 	if (out == nullptr || !is_pow2(cfg.page_size) || cfg.page_size < 4096 ||

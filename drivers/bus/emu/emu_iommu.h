@@ -72,6 +72,12 @@ struct EmuIommuConfig {
 
 /* The VT-d-like default ranges: [0, 0xfedfffff] and [0xfef00000, 2^48 - 1]. */
 std::vector<mem::IovaRange> emu_iommu_default_ranges();
+/* The same for an IOMMU of bits-bit IOVAs (kMinIovaBits..48): [0, 0xfedfffff] and
+ * [0xfef00000, 2^bits - 1] (a VT-d reports its width as the capability's MGAW); {} for a width
+ * out of range. */
+inline constexpr unsigned kMinIovaBits = 32;
+inline constexpr unsigned kMaxIovaBits = 48;
+std::vector<mem::IovaRange> emu_iommu_ranges(unsigned bits);
 
 class EmuIommu;
 

@@ -226,6 +226,11 @@ struct EmuConfig {
 	 * INTERNAL_ERR / Syndrome::injected before its handler runs. 0 = none (the default). A
 	 * ConnectX has no such thing. */
 	uint16_t fail_opcode = 0;
+	/* Fault injection for tests: the fail_umr-th UMR work request since power-on (1-based,
+	 * counting every QP's) completes in error with LOCAL_QP_OP_ERR before any of it is
+	 * read, the mkey untouched; the ones before and after run. 0 = none (the default). A
+	 * ConnectX has no such thing. */
+	uint64_t fail_umr = 0;
 	/* RoCE caps (cap_type::roce; the general cap roce says they exist). Defaults: a
 	 * ConnectX-6 Dx's: force loopback allowed on RC QPs whether RoCE is enabled or not, free
 	 * running and real-time timestamps, 256 GID entries. RoCE counts as enabled (the state

@@ -81,6 +81,7 @@ DpConfig dp_config(const EmuConfig &cfg)
 	d.log_max_msg = 30;
 	d.resd_lkey = cfg.resd_lkey;
 	d.odp = cfg.odp;
+	d.fail_umr = cfg.fail_umr;
 	d.umr_modify_entity_size_disabled = cfg.umr_modify_entity_size_disabled;
 	d.umr_modify_atomic_disabled = cfg.umr_modify_atomic_disabled;
 	return d;

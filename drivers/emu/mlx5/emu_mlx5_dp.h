@@ -76,6 +76,8 @@ struct DpConfig {
 	/* On-demand paging (EmuConfig::odp): a page of an on-demand mkey that is not present
 	 * raises a page fault (emu_mlx5_odp.cpp) when an EQ takes page-fault events. */
 	bool odp = false;
+	/* Fault injection (EmuConfig::fail_umr): the Nth UMR work request completes in error. */
+	uint64_t fail_umr = 0;
 };
 /* create_cq: the CQ names an EQ that does not exist. */
 inline constexpr int kNoSuchEq = -ENODEV;
@@ -588,6 +590,8 @@ private:
 		uint32_t qpn = 0;
 		bool wire_responder = false;
 	};
+	/* UMR work requests executed, counted only with cfg_.fail_umr (fault injection). */
+	std::atomic<uint64_t> umrs_{0};
 	mutable std::mutex pf_lock_;
 	std::array<FaultSlot, kMaxPageFaults> pf_slots_{};
 	uint32_t pf_next_ = 0; /* tokens handed out; pf_lock_ */

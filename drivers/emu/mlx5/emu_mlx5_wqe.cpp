@@ -442,6 +442,14 @@ uint8_t EmuDataPath::Exec::local_inval()
  */
 uint8_t EmuDataPath::Exec::umr()
 {
+	/* Fault injection (EmuConfig::fail_umr): the Nth UMR since power-on is refused before
+	 * anything of it is read, as a device that cannot execute it (LOCAL_QP_OP_ERR: the
+	 * driver recovers its queue and says -EIO). Off, it costs one predictable branch.
+	 * Relaxed: a count, ordering nothing. */
+	if (dp.cfg_.fail_umr != 0) [[unlikely]] {
+		if (dp.umrs_.fetch_add(1, std::memory_order_relaxed) + 1 == dp.cfg_.fail_umr)
+			return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	}
 	if (len < kCtrl + kUmrCtrl + kMkeyCtx)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
 	if (!qp.attr.fre)
