@@ -76,7 +76,9 @@ int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool w
 	const uint64_t end = last / kPage + 1;
 	const uint8_t want = nicmr_odp::kOdpRead | (write ? nicmr_odp::kOdpWrite : 0);
 	uint64_t lo = end, hi = first; /* pages whose entries change */
-	/* Pin and map the runs of pages not mapped yet. */
+	/* Pin and map the runs of pages not mapped yet; this call's runs are given back when
+	 * the device refuses their entries. */
+	std::vector<std::pair<uint64_t, uint64_t>> fresh; /* first page, pages */
 	uint64_t run = first, n = 0;
 	const char *const fn = __func__; /* the log line in the lambda */
 	auto flush = [&]() -> int {
@@ -92,7 +94,13 @@ int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool w
 			return -ENOMEM;
 		}
 		try {
-			o.runs.emplace(run, n);
+			fresh.emplace_back(run, n);
+			try {
+				o.runs.emplace(run, n);
+			} catch (...) {
+				fresh.pop_back();
+				throw;
+			}
 		} catch (...) {
 			dev->slow_maps->odp_unmap(o.va + run * kPage, o.iova + run * kPage,
 						  n * kPage);
@@ -137,9 +145,23 @@ int odp_present(nicmr_device *dev, nicmr_odp &o, uintptr_t a, size_t len, bool w
 	if (lo < hi) {
 		const int w = odp_write(dev, o, lo, hi);
 		if (w != 0) {
-			/* The device kept its old entries: so do the states. */
+			/* The device kept its old entries: so do the states, and the pages this
+			 * call mapped are unmapped and unpinned again (the device has no entry
+			 * of them). write_odp sends one UMR per 4096 entries: when a later one
+			 * is refused, an earlier one's entries stay present over IOVAs now
+			 * unmapped, which the IOMMU refuses before a byte moves, and the next
+			 * advice of those pages writes them again. */
 			for (const auto &[i, before] : changed)
 				o.state[i] = before;
+			for (const auto &[r, cnt] : fresh) {
+				dev->slow_maps->odp_unmap(o.va + r * kPage, o.iova + r * kPage,
+							  cnt * kPage);
+				o.runs.erase(r);
+				for (uint64_t i = r; i < r + cnt; i++)
+					o.state[i] = static_cast<uint8_t>(o.state[i] &
+									  ~nicmr_odp::kOdpMapped);
+				o.mapped -= cnt;
+			}
 			if (rc == 0)
 				rc = w;
 		}

@@ -33,7 +33,7 @@ constexpr bool kSanitizedMlock = false;
 #endif
 
 constexpr size_t kPage = 4096;
-constexpr const char *kOdpSpec = "emu:mkeys=1024,mkey_pool=512,mkey_by_name=1";
+constexpr const char *kOdpSpec = "emu:mkeys=1024,mkey_by_name=1";
 
 /* Anonymous memory that nothing has touched yet (no page resident). */
 class Untouched {
@@ -401,7 +401,7 @@ class OdpResumeRefused : public Odp {
 protected:
 	const char *spec() const override
 	{
-		return "emu:mkeys=1024,mkey_pool=512,mkey_by_name=1,fail_opcode=0x204";
+		return "emu:mkeys=1024,mkey_by_name=1,fail_opcode=0x204";
 	}
 };
 
@@ -700,7 +700,7 @@ TEST(OdpDevice, EOPNOTSUPPWhereTheDeviceLacksOnDemandPaging)
 TEST(OdpDevice, RequestedKeysNeedMkeysAtChosenIndices)
 {
 	nicmr_device *dev = nullptr;
-	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,mkey_pool=512", &dev), 0);
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024", &dev), 0);
 	nicmr_device_attr at{};
 	ASSERT_EQ(nicmr_device_query(dev, &at), 0);
 	EXPECT_EQ(at.odp, 1u) << "the on-demand mkey cache";
@@ -967,6 +967,178 @@ TEST(OdpDevice, ENOMEMWhenPagesCannotBePinned)
 	if (kSanitizedMlock)
 		GTEST_SKIP() << "AddressSanitizer's mlock never fails";
 	EXPECT_EXIT(std::exit(enomem_child()), ::testing::ExitedWithCode(ENOMEM), "");
+}
+
+/* A device of the default kind: its pool would have taken every index (mkey_pool 1024 on
+ * 1024 keys); the default cap leaves the on-demand cache its prefill and headroom (doc/odp.md,
+ * "Indices"), so on-demand registration, advice and RDMA work without any pool option. */
+class OdpDefaultDevice : public Odp {
+protected:
+	const char *spec() const override { return "emu:mkeys=1024"; }
+};
+
+TEST_F(OdpDefaultDevice, RegistersAdvisesAndTakesAnRdmaWrite)
+{
+	nicmr_device_attr at{};
+	ASSERT_EQ(nicmr_device_query(dev, &at), 0);
+	EXPECT_EQ(at.odp, 1u);
+	EXPECT_EQ(at.mkey_pool_max, 1023u - (16 * 7 + 64));
+	EXPECT_EQ(dev->engine->odp_made(), 16u * 7) << "the prefill had its indices";
+	constexpr size_t kLen = 4 * kPage;
+	Untouched m(kLen);
+	const auto before = stats();
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kLen, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const uint32_t key = nicmr_mr_key(odp);
+	ASSERT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(m.get()), kLen, key), 0);
+	EXPECT_TRUE(entries(key, 4)[3].wr_en);
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 4);
+	for (size_t i = 0; i < 2 * kPage; i++)
+		a[i] = char(i * 5 + 1);
+	EXPECT_EQ(write_to(u(m.get()) + kPage + 100, key, 2 * kPage), NICMR_WC_SUCCESS);
+	EXPECT_EQ(std::memcmp(m.get() + kPage + 100, a, 2 * kPage), 0);
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
+	expect_released(stats(), before);
+}
+
+TEST_F(OdpDefaultDevice, ThePoolFillsToItsCapAndTheCacheToItsReserve)
+{
+	nicmr_device_attr at{};
+	ASSERT_EQ(nicmr_device_query(dev, &at), 0);
+	/* The fixture's MR holds one key of the pool. */
+	std::vector<nicmr_mr *> mrs;
+	nicmr_mr *mr = nullptr;
+	int rc = 0;
+	while ((rc = nicmr_mr_reg(pd, a, kPage, kAll, 0, 0, &mr)) == 0)
+		mrs.push_back(mr);
+	EXPECT_EQ(rc, -ENOSPC) << "the cap, not the device's refusal";
+	EXPECT_EQ(mrs.size() + 1, at.mkey_pool_max);
+	EXPECT_EQ(stats().mkey_pool, at.mkey_pool_max);
+	/* On-demand MRs still register, from the cache's own indices, up to all of them. */
+	Untouched m(kPage);
+	std::vector<nicmr_mr *> odps;
+	while ((rc = nicmr_mr_reg(pd, m.get(), kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr)) ==
+	       0)
+		odps.push_back(mr);
+	EXPECT_EQ(rc, -ENOSPC);
+	EXPECT_EQ(odps.size(), 16u * 7 + 64);
+	EXPECT_EQ(stats().dev_mkeys, 1023) << "every index of the device, and no refusal";
+	for (nicmr_mr *x : odps)
+		ASSERT_EQ(nicmr_mr_dereg(x), 0);
+	for (nicmr_mr *x : mrs)
+		ASSERT_EQ(nicmr_mr_dereg(x), 0);
+}
+
+/* -ENOSPC of a region's first advice: the slow-path IOVA window (the top quarter of the
+ * IOMMU's highest range, mem::SlowMaps::window) is 4 MiB with 32-bit IOVAs (emu option
+ * iova_bits=32), so an 8 MiB region finds no range of its size. */
+class OdpSmallIovaWindow : public Odp {
+protected:
+	const char *spec() const override { return "emu:mkeys=1024,iova_bits=32"; }
+};
+
+TEST_F(OdpSmallIovaWindow, ENOSPCWhenTheFirstAdviceFindsNoIovaRangeOfTheRegionsSize)
+{
+	constexpr size_t kBig = size_t{8} << 20;
+	Untouched m(kBig);
+	const auto before = stats();
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), kBig, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	const uint32_t key = nicmr_mr_key(odp);
+	for (uint32_t adv : {uint32_t(NICMR_ADVISE_MR_ADVICE_PREFETCH),
+			     uint32_t(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE)})
+		EXPECT_EQ(advise(adv, u(m.get()) + kPage, kPage, key), -ENOSPC) << adv;
+	EXPECT_FALSE(entries(key, 2)[1].rd_en) << "nothing of the region was made present";
+	auto now = stats();
+	EXPECT_EQ(now.pinned_pages, before.pinned_pages);
+	EXPECT_EQ(now.slow_mappings, before.slow_mappings);
+	EXPECT_EQ(now.iommu_mappings, before.iommu_mappings);
+	/* A region that fits the window is served: the refusal was about the size. */
+	Untouched small(4 * kPage);
+	nicmr_mr *fits = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, small.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0,
+			       &fits),
+		  0);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE, u(small.get()), 4 * kPage,
+			 nicmr_mr_key(fits)),
+		  0);
+	EXPECT_EQ(stats().pinned_pages, before.pinned_pages + 4);
+	EXPECT_EQ(nicmr_mr_dereg(fits), 0);
+	EXPECT_EQ(advise(NICMR_ADVISE_MR_ADVICE_PREFETCH, u(m.get()), kPage, key), -ENOSPC)
+		<< "still no room, and no range leaked";
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	odp = nullptr;
+	expect_released(stats(), before);
+	nicmr_device *bad = nullptr;
+	EXPECT_EQ(nicmr_device_open("emu:iova_bits=31", &bad), -EINVAL);
+	EXPECT_EQ(nicmr_device_open("emu:iova_bits=49", &bad), -EINVAL);
+	EXPECT_EQ(nicmr_device_open("emu:iova_bits=x", &bad), -EINVAL);
+}
+
+/* -EIO: the device refuses the translations' UMR (emu option fail_umr=N refuses the Nth UMR
+ * work request since power-on; bring-up sends none, the registration's bind is the first). */
+TEST(OdpDevice, EIOWhenTheDeviceRefusesTheTranslationsUmr)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,fail_umr=2", &dev), 0);
+	nicmr_pd *pd = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+	nicmr_device_stats before{};
+	ASSERT_EQ(nicmr_device_get_stats(dev, &before), 0);
+	Untouched m(4 * kPage);
+	nicmr_mr *mr = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr), 0)
+		<< "UMR 1, the bind";
+	const uint32_t key = nicmr_mr_key(mr);
+	nicmr_sge g{u(m.get()), uint32_t(4 * kPage), key};
+	EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+				  NICMR_ADVISE_MR_FLAG_FLUSH, &g, 1),
+		  -EIO)
+		<< "UMR 2, refused";
+	nicmr_device_stats after{};
+	ASSERT_EQ(nicmr_device_get_stats(dev, &after), 0);
+	EXPECT_EQ(after.pinned_pages, before.pinned_pages) << "nothing left pinned";
+	EXPECT_EQ(after.slow_mappings, before.slow_mappings);
+	EXPECT_EQ(after.iommu_mappings, before.iommu_mappings) << "nothing left mapped";
+	mlx5::MkeyQuery q;
+	ASSERT_EQ(dev->drv->query_mkey(mr::mkey_index(key), 4, &q), 0);
+	for (size_t i = 0; i < 4; i++)
+		EXPECT_FALSE(q.mtt[i].rd_en || q.mtt[i].wr_en) << i;
+	/* The page states were put back: the same advice, now accepted, makes the pages
+	 * present (a host that still thought them present would send no UMR). */
+	EXPECT_EQ(nicmr_advise_mr(pd, NICMR_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+				  NICMR_ADVISE_MR_FLAG_FLUSH, &g, 1),
+		  0);
+	ASSERT_EQ(dev->drv->query_mkey(mr::mkey_index(key), 4, &q), 0);
+	for (size_t i = 0; i < 4; i++)
+		EXPECT_TRUE(q.mtt[i].rd_en && q.mtt[i].wr_en) << i;
+	ASSERT_EQ(nicmr_device_get_stats(dev, &after), 0);
+	EXPECT_EQ(after.pinned_pages, before.pinned_pages + 4);
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pd_free(pd), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
+	EXPECT_EQ(nicmr_device_open("emu:fail_umr=x", &dev), -EINVAL);
+}
+
+/* The registration's bind is a UMR too: refused, the registration says -EIO and its cached
+ * mkey goes back; the next registration takes it. */
+TEST(OdpDevice, EIOWhenTheDeviceRefusesTheRegistrationsBind)
+{
+	nicmr_device *dev = nullptr;
+	ASSERT_EQ(nicmr_device_open("emu:mkeys=1024,fail_umr=1", &dev), 0);
+	nicmr_pd *pd = nullptr;
+	ASSERT_EQ(nicmr_pd_alloc(dev, &pd), 0);
+	Untouched m(4 * kPage);
+	nicmr_mr *mr = nullptr;
+	EXPECT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr),
+		  -EIO);
+	EXPECT_EQ(mr, nullptr);
+	const uint32_t made = dev->engine->odp_made();
+	ASSERT_EQ(nicmr_mr_reg(pd, m.get(), 4 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &mr),
+		  0);
+	EXPECT_EQ(dev->engine->odp_made(), made) << "the refused bind's mkey served again";
+	EXPECT_EQ(nicmr_mr_dereg(mr), 0);
+	EXPECT_EQ(nicmr_pd_free(pd), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
 }
 
 } // namespace
