@@ -377,7 +377,10 @@ TEST_F(FabricMrRequested, RequestedKeyIsTheKeyAndDuplicatesAreRefused)
 		-FI_ENOKEY);
 	EXPECT_EQ(fi_mr_reg(domain_.get(), buf.get(), 4096, kRw, 0, 1ull << 32, 0, &bad, nullptr),
 		  -FI_EKEYREJECTED);
-	const uint64_t beyond = uint64_t(info_->domain_attr->mr_cnt + 1) << 8;
+	/* The first key past the device's indices (mr_cnt is the pool's cap, below them). */
+	nicmr_device_attr at{};
+	ASSERT_EQ(pool_ops(domain_.get())->device_query(domain_.get(), &at), 0);
+	const uint64_t beyond = uint64_t(at.mkey_count) << 8;
 	EXPECT_EQ(fi_mr_reg(domain_.get(), buf.get(), 4096, kRw, 0, beyond, 0, &bad, nullptr),
 		  -FI_EKEYREJECTED);
 	EXPECT_EQ(bad, nullptr);
