@@ -35,26 +35,6 @@ constexpr bool kSanitizedMlock = false;
 constexpr size_t kPage = 4096;
 constexpr const char *kOdpSpec = "emu:mkeys=1024,mkey_by_name=1";
 
-/* Anonymous memory that nothing has touched yet (no page resident). */
-class Untouched {
-public:
-	explicit Untouched(size_t len, int prot = PROT_READ | PROT_WRITE) : len_(len)
-	{
-		void *p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		p_ = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
-	}
-	~Untouched()
-	{
-		if (p_)
-			munmap(p_, len_);
-	}
-	char *get() const { return p_; }
-
-private:
-	char *p_ = nullptr;
-	size_t len_;
-};
-
 class Odp : public ApiFixture {
 protected:
 	const char *spec() const override { return kOdpSpec; }

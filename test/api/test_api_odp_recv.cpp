@@ -31,31 +31,10 @@ constexpr bool kSanitizedMlock = false;
 constexpr size_t kPage = 4096;
 constexpr size_t kLen = 64 << 10;
 
-/* Anonymous memory nothing has touched (no page resident), unmapped when it goes. */
-class Untouched {
-public:
-	explicit Untouched(size_t len) : len_(len)
-	{
-		void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			       -1, 0);
-		p_ = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
-	}
-	~Untouched()
-	{
-		if (p_)
-			munmap(p_, len_);
-	}
-	char *get() const { return p_; }
-
-private:
-	char *p_ = nullptr;
-	size_t len_;
-};
-
 /* QP a (port 1) sends to QP b (port 2), whose receives complete on rcq. */
 class OdpRecv : public ApiFixture {
 protected:
-	const char *spec() const override { return "emu:mkeys=1024,mkey_pool=512,mkey_by_name=1"; }
+	const char *spec() const override { return "emu:mkeys=1024,mkey_by_name=1"; }
 	void SetUp() override
 	{
 		ApiFixture::SetUp();

@@ -127,6 +127,28 @@ private:
 	size_t len_;
 };
 
+/* Anonymous memory that nothing has touched yet (no page resident), unmapped when it goes. */
+class Untouched {
+public:
+	explicit Untouched(size_t len, int prot = PROT_READ | PROT_WRITE) : len_(len)
+	{
+		void *p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		p_ = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
+	}
+	~Untouched()
+	{
+		if (p_)
+			munmap(p_, len_);
+	}
+	Untouched(const Untouched &) = delete;
+	Untouched &operator=(const Untouched &) = delete;
+	char *get() const { return p_; }
+
+private:
+	char *p_ = nullptr;
+	size_t len_;
+};
+
 /* A device with one PD and one pool (2 MiB pages, 4 KiB when none is free). */
 class ApiFixture : public ::testing::Test {
 protected:
