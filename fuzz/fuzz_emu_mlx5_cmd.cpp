@@ -21,6 +21,7 @@
 
 #include "emu_mlx5.h"
 #include "fuzz_emu_format.h"
+#include "fuzz_reader.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
 
@@ -65,29 +66,7 @@ bool is_query(uint16_t op)
 }
 
 /* Reads fuzz bytes; past the end it yields zeros, so every input is a valid program. */
-class Reader {
-public:
-	Reader(const uint8_t *d, size_t n) : d_(d), n_(n) {}
-	bool done() const { return at_ >= n_; }
-	uint8_t u8() { return at_ < n_ ? d_[at_++] : 0; }
-	uint16_t u16()
-	{
-		uint16_t hi = u8();
-		return static_cast<uint16_t>(hi << 8 | u8());
-	}
-	void bytes(uint8_t *dst, size_t len)
-	{
-		const size_t take = at_ < n_ ? std::min(len, n_ - at_) : 0;
-		std::memcpy(dst, d_ + at_, take);
-		std::memset(dst + take, 0, len - take);
-		at_ += take;
-	}
-
-private:
-	const uint8_t *d_;
-	size_t n_;
-	size_t at_ = 0;
-};
+using nicmr::fuzz::Reader;
 
 class Mapped {
 public:

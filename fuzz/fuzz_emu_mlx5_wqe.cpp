@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "emu_mlx5.h"
+#include "fuzz_reader.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
 
@@ -74,24 +75,7 @@ struct Mem {
 	uint8_t *base;
 };
 
-class Reader {
-public:
-	Reader(const uint8_t *d, size_t n) : d_(d), n_(n) {}
-	uint8_t u8() { return at_ < n_ ? d_[at_++] : 0; }
-	void bytes(uint8_t *dst, size_t len)
-	{
-		const size_t take = at_ < n_ ? std::min(len, n_ - at_) : 0;
-		std::memcpy(dst, d_ + at_, take);
-		std::memset(dst + take, 0, len - take);
-		at_ += take;
-	}
-	size_t left() const { return at_ < n_ ? n_ - at_ : 0; }
-
-private:
-	const uint8_t *d_;
-	size_t n_;
-	size_t at_ = 0;
-};
+using nicmr::fuzz::Reader;
 
 /* One command through the flat decoder; the status. */
 uint8_t exec(EmuMlx5Device &d, std::vector<uint8_t> &in, size_t out_len,

@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "emu_mlx5.h"
+#include "fuzz_reader.h"
 #include "fuzz_roce_datagram_format.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
@@ -126,27 +127,7 @@ bool writable(size_t i, bool read)
 	return read && i >= at && i < at + kReadLen;
 }
 
-class Reader {
-public:
-	Reader(const uint8_t *d, size_t n) : d_(d), n_(n) {}
-	uint8_t u8() { return at_ < n_ ? d_[at_++] : 0; }
-	uint16_t u16() { return static_cast<uint16_t>(u8() << 8 | u8()); }
-	uint32_t u32() { return uint32_t{u16()} << 16 | u16(); }
-	uint64_t u64() { return uint64_t{u32()} << 32 | u32(); }
-	void bytes(uint8_t *dst, size_t len)
-	{
-		const size_t take = at_ < n_ ? std::min(len, n_ - at_) : 0;
-		std::memcpy(dst, d_ + at_, take);
-		std::memset(dst + take, 0, len - take);
-		at_ += take;
-	}
-	size_t left() const { return at_ < n_ ? n_ - at_ : 0; }
-
-private:
-	const uint8_t *d_;
-	size_t n_;
-	size_t at_ = 0;
-};
+using nicmr::fuzz::Reader;
 
 std::vector<uint8_t> cmd(uint16_t op, size_t len, uint16_t op_mod = 0)
 {
