@@ -436,6 +436,7 @@ private:
 	/* Sends an ACKNOWLEDGE (syndrome: roce::aeth::make_syndrome) for psn; into tx when
 	 * given (sent with the batch), else at once. */
 	void rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn, TxBatch *tx = nullptr);
+	void rc_rnr_nak(Qp &qp, uint32_t psn);
 	/* A refused request: NAK (code), the responder QP to ERR and its event. */
 	void rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t psn, uint8_t event);
 	void rc_send(const RcWire &r, const uint8_t *pkt, size_t len);

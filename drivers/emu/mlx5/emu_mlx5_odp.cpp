@@ -164,11 +164,7 @@ bool EmuDataPath::rc_fault(const DmaSection &dma, Qp &qp, uint32_t psn, uint32_t
 	qp.rpf_token = tok;
 	/* The request is not executed: the requester retries it after the RNR timer (IBTA
 	 * 9.7.5.2.8), as a ConnectX's responder does while a page fault is served. */
-	bump(qp.n_rnr);
-	rc_ack(qp,
-	       roce::aeth::make_syndrome(roce::aeth::type::rnr_nak,
-					 static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
-	       psn);
+	rc_rnr_nak(qp, psn);
 	return true;
 }
 
@@ -223,11 +219,7 @@ bool EmuDataPath::rc_recv_fault(const DmaSection &dma, Qp &qp, uint32_t psn, con
 	qp.rpf_recv_syndrome = f.recv_syndrome;
 	/* Not executed: the requester sends this packet again after the RNR timer, as for an
 	 * RDMA fault (rc_fault). */
-	bump(qp.n_rnr);
-	rc_ack(qp,
-	       roce::aeth::make_syndrome(roce::aeth::type::rnr_nak,
-					 static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
-	       psn);
+	rc_rnr_nak(qp, psn);
 	return true;
 }
 

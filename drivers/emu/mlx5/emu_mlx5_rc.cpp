@@ -701,6 +701,17 @@ void EmuDataPath::rc_packet(const DmaSection &dma, const WirePort &w, uint32_t p
 		rc_request(dma, *qp, pk, acks, nacks);
 }
 
+/* An RNR NAK for psn with the QP's minimum RNR timer (IBTA 9.7.5.2.8): nothing of the request
+ * was executed, and the requester sends it again from psn once the timer has run. */
+void EmuDataPath::rc_rnr_nak(Qp &qp, uint32_t psn)
+{
+	bump(qp.n_rnr);
+	rc_ack(qp,
+	       roce::aeth::make_syndrome(roce::aeth::type::rnr_nak,
+					 static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
+	       psn);
+}
+
 void EmuDataPath::rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn, TxBatch *tx)
 {
 	RcWire &r = *qp.rc;
@@ -905,11 +916,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 	 * out, every retry gets an RNR NAK again; once it was resumed with an error, the retry
 	 * is refused (a remote access error NAK, the QP to ERR) and nothing is written. */
 	if (qp.rpf == Qp::Pf::pending) {
-		bump(qp.n_rnr);
-		rc_ack(qp,
-		       roce::aeth::make_syndrome(roce::aeth::type::rnr_nak,
-						 static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
-		       psn);
+		rc_rnr_nak(qp, psn);
 		return;
 	}
 	const bool fault_failed = qp.rpf == Qp::Pf::failed;
@@ -1006,12 +1013,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 		if (imm) {
 			const RqTake got = rq_take(dma, qp, &rw);
 			if (got == RqTake::empty) {
-				bump(qp.n_rnr);
-				rc_ack(qp,
-				       roce::aeth::make_syndrome(
-					       roce::aeth::type::rnr_nak,
-					       static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
-				       psn);
+				rc_rnr_nak(qp, psn);
 				r.w_active = !first; /* FIRST ... still waits for its LAST */
 				return;
 			}

@@ -555,12 +555,7 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 		case RqTake::empty:
 			/* RNR NAK with the QP's minimum RNR timer (IBTA 9.7.5.2.8); the
 			 * requester sends the message again from this PSN. */
-			bump(qp.n_rnr);
-			rc_ack(qp,
-			       roce::aeth::make_syndrome(
-				       roce::aeth::type::rnr_nak,
-				       static_cast<uint8_t>(qp.path.min_rnr_nak & 0x1f)),
-			       psn);
+			rc_rnr_nak(qp, psn);
 			return;
 		case RqTake::fault:
 			nak(roce::aeth::nak::remote_operational_error);
