@@ -21,7 +21,7 @@
 
 #include "emu_mlx5.h"
 #include "fuzz_emu_format.h"
-#include "fuzz_reader.h"
+#include "fuzz_util.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
 
@@ -31,12 +31,6 @@ using namespace nicmr;
 using namespace nicmr::emu;
 using namespace nicmr::emu::fuzz;
 namespace prm = nicmr::mlx5::prm;
-
-#define FUZZ_CHECK(cond)                                                                           \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			__builtin_trap();                                                          \
-	} while (0)
 
 struct Snapshot {
 	HcaState state;

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "emu_mlx5.h"
-#include "fuzz_reader.h"
+#include "fuzz_util.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
 
@@ -39,12 +39,6 @@ namespace {
 using namespace nicmr;
 using namespace nicmr::emu;
 namespace prm = nicmr::mlx5::prm;
-
-#define FUZZ_CHECK(cond)                                                                           \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			__builtin_trap();                                                          \
-	} while (0)
 
 /* Memory (mapped at kIova, one guard page after it unmapped):
  *   [0, 64K) pages given to the device   [64K, 128K) queues and records

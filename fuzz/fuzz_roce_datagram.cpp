@@ -54,8 +54,8 @@
 #include <vector>
 
 #include "emu_mlx5.h"
-#include "fuzz_reader.h"
 #include "fuzz_roce_datagram_format.h"
+#include "fuzz_util.h"
 #include "mlx5_prm.h"
 #include "nicmr_log.h"
 #include "roce_packet.h"
@@ -67,12 +67,6 @@ using namespace nicmr::emu;
 using namespace nicmr::roce::fuzz_dgram;
 namespace prm = nicmr::mlx5::prm;
 namespace roce = nicmr::roce;
-
-#define FUZZ_CHECK(cond)                                                                           \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			__builtin_trap();                                                          \
-	} while (0)
 
 /* Memory, mapped at kIova (and one more page after it, mapped to nothing):
  *   [0, 8K) pages given to the device  [8K, 12K) EQ  [12K, 28K) CQ  [28K, 32K) records

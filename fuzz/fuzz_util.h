@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The structured fuzz targets' input reader: big-endian integers and byte runs taken in order
- * from the front of the input, zeros once it is spent (so every input decodes to something).
- * The targets' seed writers lay their inputs out in this order; libFuzzer's FuzzedDataProvider
- * takes integers from the end of the input instead, which those seeds do not follow.
+ * What the structured fuzz targets share.
+ *   FUZZ_CHECK  a broken invariant stops the run as a crash, which libFuzzer reports with
+ *               its input.
+ *   Reader      big-endian integers and byte runs taken in order from the front of the
+ *               input, zeros once it is spent (so every input decodes to something). The
+ *               targets' seed writers lay their inputs out in this order; libFuzzer's
+ *               FuzzedDataProvider takes integers from the end of the input instead.
  */
-#ifndef NICMR_FUZZ_READER_H
-#define NICMR_FUZZ_READER_H
+#ifndef NICMR_FUZZ_UTIL_H
+#define NICMR_FUZZ_UTIL_H
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#define FUZZ_CHECK(cond)                                                                           \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			__builtin_trap();                                                          \
+	} while (0)
 
 namespace nicmr::fuzz {
 
