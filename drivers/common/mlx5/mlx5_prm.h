@@ -379,6 +379,11 @@ inline constexpr uint16_t rtr2rts_qp = 0x504;
 inline constexpr uint16_t qp_2err = 0x507;
 inline constexpr uint16_t qp_2rst = 0x50a;
 inline constexpr uint16_t query_qp = 0x50b;
+/* Shared receive queues (Linux mlx5_ifc.h MLX5_CMD_OP_CREATE_SRQ ... _ARM_RQ). */
+inline constexpr uint16_t create_srq = 0x700;
+inline constexpr uint16_t destroy_srq = 0x701;
+inline constexpr uint16_t query_srq = 0x702;
+inline constexpr uint16_t arm_rq = 0x703;
 inline constexpr uint16_t alloc_pd = 0x800;
 inline constexpr uint16_t dealloc_pd = 0x801;
 inline constexpr uint16_t alloc_uar = 0x802;
@@ -703,8 +708,10 @@ inline constexpr size_t size = 16;
 /* General device capabilities (cmd_hca_cap), relative to the capability area. */
 namespace hca_cap {
 inline constexpr size_t size = 256;
+inline constexpr Field log_max_srq_sz{0x080, 8}; /* receive WQEs per SRQ */
 inline constexpr Field log_max_qp_sz{0x088, 8};
 inline constexpr Field log_max_qp{0x09b, 5};
+inline constexpr Field log_max_srq{0x0bb, 5}; /* SRQ numbers */
 inline constexpr Field log_max_cq_sz{0x0c8, 8};
 inline constexpr Field log_max_cq{0x0db, 5};
 inline constexpr Field log_max_eq_sz{0x0e0, 8};
@@ -895,6 +902,9 @@ inline constexpr uint8_t wq_inval_req_error = 0x10;
 inline constexpr uint8_t wq_access_error = 0x11;
 /* On-demand paging: a translation not present (Linux device.h MLX5_EVENT_TYPE_PAGE_FAULT). */
 inline constexpr uint8_t page_fault = 0x0c;
+/* An armed SRQ's WQEs fell below its limit (MLX5_EVENT_TYPE_SRQ_RQ_LIMIT; mlx5_eqe_qp_srq with
+ * type 1 and the SRQ's number). */
+inline constexpr uint8_t srq_limit = 0x14;
 } // namespace event_type
 constexpr uint64_t event_bit(uint8_t type) noexcept
 {
@@ -1191,6 +1201,79 @@ inline constexpr size_t pas_offset = 0x110; /* bytes */
 inline constexpr size_t size = pas_offset;  /* the pas entries are not asked for */
 } // namespace query_qp_out
 
+/*
+ * Shared receive queues. SRQ context (Linux mlx5_ifc.h struct mlx5_ifc_srqc_bits, 64 bytes):
+ * 2^log_srq_size WQEs of 16 << log_rq_stride bytes in pages of 4 KiB << log_page_size, the
+ * doorbell record (dword 0: the driver's WQE counter, low 16 bits), the limit (lwm) and the
+ * PD. Linux drivers/infiniband/hw/mlx5/srq_cmd.c (set_srqc, create_srq_cmd) fills it.
+ */
+namespace srqc {
+inline constexpr size_t size = 64;
+inline constexpr Field state{0x000, 4}; /* 0 good, 1 error */
+inline constexpr Field log_srq_size{0x004, 4};
+inline constexpr Field wq_signature{0x020, 1};
+inline constexpr Field cont_srq{0x021, 1};
+inline constexpr Field rlky{0x023, 1};
+inline constexpr Field log_rq_stride{0x025, 3};
+inline constexpr Field xrcd{0x028, 24};
+inline constexpr Field page_offset{0x040, 6};
+inline constexpr Field cqn{0x048, 24};
+inline constexpr Field log_page_size{0x082, 6};
+inline constexpr Field pd{0x0c8, 24};
+inline constexpr Field lwm{0x0e0, 16};
+inline constexpr Field wqe_cnt{0x0f0, 16};
+inline constexpr Field dbr_addr{0x140, 64};
+} // namespace srqc
+
+/* CREATE_SRQ (mlx5_ifc_create_srq_in_bits): srqc at byte 0x10, pas from byte 0x110. */
+namespace create_srq_in {
+inline constexpr size_t srqc_offset = 0x10; /* bytes; bit 0x080 */
+inline constexpr size_t pas_offset = 0x110; /* bytes; bit 0x880 */
+inline constexpr size_t size = pas_offset;  /* followed by the pas entries */
+} // namespace create_srq_in
+namespace create_srq_out {
+inline constexpr size_t size = 16;
+inline constexpr Field srqn{0x048, 24};
+} // namespace create_srq_out
+/* DESTROY_SRQ and QUERY_SRQ (mlx5_ifc_destroy_srq_in_bits, _query_srq_in_bits). */
+namespace destroy_srq_in {
+inline constexpr size_t size = 16;
+inline constexpr Field srqn{0x048, 24};
+} // namespace destroy_srq_in
+namespace destroy_srq_out {
+inline constexpr size_t size = 16;
+}
+namespace query_srq_in {
+inline constexpr size_t size = 16;
+inline constexpr Field srqn{0x048, 24};
+} // namespace query_srq_in
+/* mlx5_ifc_query_srq_out_bits: srqc at byte 0x10, pas from 0x110 (not asked for). */
+namespace query_srq_out {
+inline constexpr size_t srqc_offset = 0x10;
+inline constexpr size_t size = 0x110;
+} // namespace query_srq_out
+/* ARM_RQ (mlx5_ifc_arm_rq_in_bits) with op_mod 1 (MLX5_ARM_RQ_IN_OP_MOD_SRQ): the SRQ's limit
+ * event fires once its WQEs fall below lwm (Linux srq_cmd.c, arm_srq_cmd). */
+namespace arm_rq_in {
+inline constexpr size_t size = 16;
+inline constexpr Field srq_number{0x048, 24};
+inline constexpr Field lwm{0x070, 16};
+inline constexpr uint16_t op_mod_srq = 1;
+} // namespace arm_rq_in
+namespace arm_rq_out {
+inline constexpr size_t size = 16;
+}
+
+/* The next segment that begins every SRQ WQE (<infiniband/mlx5dv.h> struct
+ * mlx5_wqe_srq_next_seg): the index of the WQE after it in the SRQ's free list, then the WQE's
+ * data segments up to MLX5_INVALID_LKEY or the stride's end (rdma-core providers/mlx5/srq.c,
+ * mlx5_post_srq_recv; Linux mlx5_ib srq.c, mlx5_ib_post_srq_recv). */
+namespace wqe_srq_next {
+inline constexpr size_t size = 16;
+inline constexpr Field next_wqe_index{0x010, 16};
+inline constexpr Field signature{0x020, 8};
+} // namespace wqe_srq_next
+
 /* Work queue geometry. */
 namespace wq {
 inline constexpr size_t wqebb_size = 64; /* send WQE basic block */
@@ -1316,6 +1399,8 @@ inline constexpr size_t size = 64;
  * cq.c, handle_responder: imm_data, invalidated_rkey). */
 inline constexpr Field imm_inval_pkey{0x120, 32};
 inline constexpr Field byte_cnt{0x160, 32}; /* bytes moved (success) */
+inline constexpr Field srqn{0x108, 24};	    /* responder CQEs of an SRQ: its number
+						       (mlx5_cqe64 srqn_uidx, low 24 bits) */
 inline constexpr Field qpn{0x1c8, 24};	    /* the QP, in success and error CQEs */
 inline constexpr Field wqe_counter{0x1e0, 16};
 inline constexpr Field signature{0x1f0, 8};
