@@ -106,8 +106,8 @@ TEST_F(EmuDpRecv, AReceiveOnlyQpTakesNoSqMemory)
 TEST_F(EmuDpRecv, RefusesWhatItDoesNotModel)
 {
 	RqFields g = f;
-	g.rq_type = prm::qp_rq_type::srq; /* a shared RQ */
-	expect_cmd(create(b, g), prm::status::bad_param, Syndrome::qp_type);
+	g.rq_type = prm::qp_rq_type::srq; /* a shared RQ without its SRQ (test_emu_dp_srq.cpp) */
+	expect_cmd(create(b, g), prm::status::bad_resource, Syndrome::qp_srq_not_found);
 	g.rq_type = 2;
 	expect_cmd(create(b, g), prm::status::bad_param, Syndrome::qp_type);
 }

@@ -107,6 +107,12 @@ enum class Syndrome : uint32_t {
 	qp_bad_state = 0x0e0000a2,  /* BAD_QP_STATE: transition not from this state */
 	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, or a UMEM */
 	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports */
+	/* Shared receive queues (emu_mlx5_srq.cpp). */
+	qp_srq_not_found = 0x0e0000a5, /* BAD_RESOURCE: CREATE_QP's srqn names no SRQ of its PD */
+	srq_table_full = 0x0e0000a8,   /* EXCEED_LIM */
+	srq_not_found = 0x0e0000a9,    /* BAD_RES_STATE */
+	srq_in_use = 0x0e0000aa,       /* RESOURCE_BUSY: a QP takes from it */
+	srq_params = 0x0e0000ab,       /* BAD_PARAM: ARM_RQ op_mod not SRQ, lwm above the size */
 	/* The RC connection (INIT2RTR, RTR2RTS, CREATE_QP ts_format). */
 	cq_eq_not_found = 0x0e0000d0,	/* BAD_RESOURCE: CREATE_CQ's c_eqn names no EQ */
 	qp_opt_param = 0x0e0000d1,	/* BAD_PARAM: opt_param_mask bit the transition lacks */
@@ -384,6 +390,11 @@ private:
 	CmdResult cmd_destroy_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	CmdResult cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	/* Shared receive queues (emu_mlx5_srq.cpp). */
+	CmdResult cmd_create_srq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_destroy_srq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_query_srq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult cmd_arm_rq(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
 	/* On-demand paging (emu_mlx5_dp_cmd.cpp). */
 	CmdResult cmd_page_fault_resume(const uint8_t *in, size_t in_len, uint8_t *out,
 					size_t out_len);

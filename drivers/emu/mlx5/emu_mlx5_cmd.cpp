@@ -132,6 +132,18 @@ CmdResult EmuMlx5Device::execute_locked(const uint8_t *in, size_t in_len, uint8_
 		case prm::opcode::query_qp:
 			h = &EmuMlx5Device::cmd_query_qp;
 			break;
+		case prm::opcode::create_srq:
+			h = &EmuMlx5Device::cmd_create_srq;
+			break;
+		case prm::opcode::destroy_srq:
+			h = &EmuMlx5Device::cmd_destroy_srq;
+			break;
+		case prm::opcode::query_srq:
+			h = &EmuMlx5Device::cmd_query_srq;
+			break;
+		case prm::opcode::arm_rq:
+			h = &EmuMlx5Device::cmd_arm_rq;
+			break;
 		case prm::opcode::page_fault_resume:
 			h = &EmuMlx5Device::cmd_page_fault_resume;
 			break;

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "emu_mlx5.h"
+#include "emu_mlx5_dp.h"
 #include "mlx5_prm.h"
 
 namespace nicmr::emu::cmd {
@@ -34,6 +35,12 @@ inline bool lengths(size_t in_len, size_t in_min, size_t out_len, size_t out_min
 	}
 	return true;
 }
+
+/* The pas list after a create command's context (bytes pas_offset on, as many entries as the
+ * input holds), and the status of a data path error for a queue's memory (-ENOSPC: full; -EFAULT
+ * not mapped; else BAD_PARAM queue_params). emu_mlx5_dp_cmd.cpp. */
+QueueMem queue_mem(const uint8_t *in, size_t in_len, size_t pas_offset, uint32_t log_page_size);
+CmdResult queue_error(int rc, Syndrome full);
 
 } // namespace nicmr::emu::cmd
 

@@ -284,6 +284,9 @@ void EmuMlx5Device::publish_init_segment()
 	prm::set(g, hc::log_max_atomic_size_qp, 3);
 	prm::set(g, hc::log_max_qp, cfg_.log_max_qp);
 	prm::set(g, hc::log_max_qp_sz, cfg_.log_max_qp_sz);
+	/* SRQs: as many and as deep as QPs (emu_mlx5_srq.cpp). */
+	prm::set(g, hc::log_max_srq, cfg_.log_max_qp);
+	prm::set(g, hc::log_max_srq_sz, cfg_.log_max_qp_sz);
 	prm::set(g, hc::log_max_cq, cfg_.log_max_cq);
 	prm::set(g, hc::log_max_cq_sz, cfg_.log_max_cq_sz);
 	prm::set(g, hc::log_max_eq, cfg_.log_max_eq);

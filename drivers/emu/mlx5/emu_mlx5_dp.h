@@ -81,6 +81,8 @@ struct DpConfig {
 };
 /* create_cq: the CQ names an EQ that does not exist. */
 inline constexpr int kNoSuchEq = -ENODEV;
+/* create_qp: the SRQ it names does not exist or belongs to another PD. */
+inline constexpr int kNoSuchSrq = -ESRCH;
 
 /* A queue's memory: pages of 4 KiB << log_page_size at the IOVAs in pas. */
 struct QueueMem {
@@ -123,7 +125,12 @@ struct QpAttr {
 	bool rq = false;
 	uint32_t log_rq_size = 0;
 	uint32_t log_rq_stride = 0;
-	uint32_t rcqn = 0; /* qpc.cqn_rcv: receive CQ (with rq) */
+	uint32_t rcqn = 0; /* qpc.cqn_rcv: receive CQ (with rq or srqn) */
+	/* qpc.rq_type srq: receive WQEs come from SRQ srqn (qpc.srqn_rmpn_xrqn; 0: none, SRQ
+	 * numbers start at 1). rq is false then: the QP's buffer holds the SQ alone. */
+	uint32_t srqn = 0;
+	/* Whether a SEND or a WRITE with immediate finds a receive queue (own or shared). */
+	bool receives() const noexcept { return rq || srqn != 0; }
 	QueueMem mem;
 	uint64_t dbr = 0;  /* IOVA of the doorbell record (dbr[0]: RQ producer, dbr[1]: SQ producer
 			      in WQEBBs) */
@@ -142,6 +149,31 @@ struct QpAttr {
 	{
 		return mem.iova(uint64_t{i & ((1u << log_rq_size) - 1)} << (4 + log_rq_stride));
 	}
+};
+
+/* A shared receive queue (CREATE_SRQ, emu_mlx5_srq.cpp): 2^log_size WQEs of 16 << log_stride
+ * bytes, each a next segment (prm::wqe_srq_next) and data segments. */
+struct SrqAttr {
+	uint32_t pd = 0;
+	uint32_t log_size = 0;
+	uint32_t log_stride = 0;
+	uint32_t lwm = 0; /* srqc.lwm: the limit an ARM_RQ arms (0: not armed) */
+	QueueMem mem;
+	uint64_t dbr = 0; /* dword 0: the driver's WQE counter (low 16 bits) */
+	/* IOVA of WQE i (modulo the SRQ's size). */
+	uint64_t wqe_iova(uint32_t i) const noexcept
+	{
+		return mem.iova(uint64_t{i & ((1u << log_size) - 1)} << (4 + log_stride));
+	}
+};
+
+/* What QUERY_SRQ reports. */
+struct SrqInfo {
+	SrqAttr attr;
+	uint16_t taken = 0; /* WQEs the device has taken (wqe_cnt) */
+	uint16_t head = 0;  /* the index of the next WQE it takes */
+	bool armed = false; /* the limit event is armed (lwm above 0) */
+	uint32_t users = 0; /* QPs attached */
 };
 
 /* The parameters a transition may set (the rest keep their value): the QP context. */
@@ -287,6 +319,17 @@ public:
 	/* -ENOENT or 0 with *state / *info. */
 	int qp_state(uint32_t qpn, QpState *state) const;
 	int query_qp(uint32_t qpn, QpInfo *info) const;
+	/*
+	 * Shared receive queues (emu_mlx5_srq.cpp). create_srq: -EINVAL (size or stride out of
+	 * range, too few or misaligned pages, record misaligned), -EFAULT (memory not mapped),
+	 * -ENOSPC (table full). destroy_srq: -ENOENT, -EBUSY (a QP takes from it). query_srq:
+	 * -ENOENT. arm_srq: the limit event (prm::event_type::srq_limit) once fewer than lwm
+	 * WQEs are posted; -ENOENT, -EINVAL (lwm above the SRQ's size).
+	 */
+	int create_srq(const SrqAttr &a, uint32_t *srqn);
+	int destroy_srq(uint32_t srqn);
+	int query_srq(uint32_t srqn, SrqInfo *info) const;
+	int arm_srq(uint32_t srqn, uint32_t lwm);
 	/* QPs and CQs naming a PD / EQs named by CQs: for DEALLOC_PD and DESTROY_EQ checks. */
 	bool pd_in_use(uint32_t pd) const;
 	size_t qps() const;
@@ -407,6 +450,7 @@ private:
 	struct Cq;
 	struct Eq;
 	struct Qp;
+	struct Srq;
 	struct Exec;
 	struct RcWire;
 	struct TxBatch;
@@ -453,11 +497,14 @@ private:
 	void complete(const DmaSection &dma, Qp &qp, uint16_t wqe_counter, uint8_t opcode,
 		      uint32_t byte_cnt, uint8_t syndrome);
 	void post_event(const DmaSection &dma, uint8_t type, uint32_t qpn);
+	/* An SRQ's event (mlx5_eqe_qp_srq type 1): emu_mlx5_srq.cpp. */
+	void post_srq_event(const DmaSection &dma, uint8_t type, uint32_t srqn);
 	/* A CQE of any kind on cq (emu_mlx5_wqe.cpp): cqe_opcode MLX5_CQE_*; syndrome and
 	 * s_wqe_opcode for the error kinds. Table lock held (either way); cq's writers
 	 * serialised by the caller when cq.users is 1. */
 	struct CqeFields {
 		uint32_t qpn = 0;
+		uint32_t srqn = 0; /* a receive WQE of an SRQ: its number */
 		uint16_t wqe_counter = 0;
 		uint8_t opcode = 0; /* MLX5_CQE_* */
 		uint32_t byte_cnt = 0;
@@ -470,6 +517,9 @@ private:
 	struct RecvWqe;
 	enum class RqTake { ok, empty, fault };
 	RqTake rq_take(const DmaSection &dma, Qp &qp, RecvWqe *out);
+	/* rq_take of a QP attached to an SRQ (emu_mlx5_srq.cpp): the WQE it holds for a page
+	 * fault, else the SRQ's head WQE (the SRQ's lock taken inside the QP's rq_lock). */
+	RqTake srq_take(const DmaSection &dma, Qp &qp, RecvWqe *out);
 	void rq_complete(const DmaSection &dma, Qp &qp, uint16_t index, uint8_t cqe_opcode,
 			 uint32_t byte_cnt, uint32_t imm, uint8_t syndrome);
 	/* Every receive WQE posted and not consumed completes with WR_FLUSH_ERR (QP in ERR). */
@@ -544,6 +594,8 @@ private:
 	std::map<uint32_t, std::unique_ptr<Cq>> cqs_;
 	std::map<uint32_t, std::unique_ptr<Eq>> eqs_;
 	std::map<uint32_t, std::unique_ptr<Qp>> qps_;
+	std::map<uint32_t, std::unique_ptr<Srq>> srqs_;
+	uint32_t next_srqn_ = 1;
 	std::vector<std::vector<uint32_t>> uar_qps_; /* QPs bound to each UAR index */
 	std::vector<bool> uar_allocated_;
 	std::vector<Qp *> qp_index_; /* by QP number, for the doorbell path; as qps_ */

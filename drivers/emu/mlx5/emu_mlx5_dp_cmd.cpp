@@ -22,8 +22,10 @@ namespace {
 using cmd::fail;
 using cmd::kOk;
 
+} // namespace
+
 /* The pas list after a create command's context: as many entries as the input holds. */
-QueueMem queue_mem(const uint8_t *in, size_t in_len, size_t pas_offset, uint32_t log_page_size)
+QueueMem cmd::queue_mem(const uint8_t *in, size_t in_len, size_t pas_offset, uint32_t log_page_size)
 {
 	QueueMem m;
 	m.log_page_size = log_page_size;
@@ -36,7 +38,7 @@ QueueMem queue_mem(const uint8_t *in, size_t in_len, size_t pas_offset, uint32_t
 }
 
 /* A data path error for a queue's memory. */
-CmdResult queue_error(int rc, Syndrome full)
+CmdResult cmd::queue_error(int rc, Syndrome full)
 {
 	switch (rc) {
 	case -ENOSPC:
@@ -48,7 +50,8 @@ CmdResult queue_error(int rc, Syndrome full)
 	}
 }
 
-} // namespace
+using cmd::queue_error;
+using cmd::queue_mem;
 
 bool EmuMlx5Device::dp_ready(size_t in_len, size_t in_min, size_t out_len, size_t out_min,
 			     CmdResult *r, bool needs_pages)
@@ -197,10 +200,11 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	if (prm::get(qpc, prm::qpc::st) != prm::qp_st::rc || prm::get(in, m::wq_umem_valid) != 0 ||
 	    prm::get(qpc, prm::qpc::dbr_umem_valid) != 0)
 		return fail(prm::status::bad_param, Syndrome::qp_type);
-	/* The QP's own RQ (rq_type regular) or none (zero_len); a shared RQ (srq) or another
-	 * kind is not modelled. */
+	/* The QP's own RQ (rq_type regular), none (zero_len) or a shared one (srq, named by
+	 * srqn_rmpn_xrqn: emu_mlx5_srq.cpp); another kind is not modelled. */
 	const uint64_t rq_type = prm::get(qpc, prm::qpc::rq_type);
-	if (rq_type != prm::qp_rq_type::regular && rq_type != prm::qp_rq_type::zero_len)
+	if (rq_type != prm::qp_rq_type::regular && rq_type != prm::qp_rq_type::zero_len &&
+	    rq_type != prm::qp_rq_type::srq)
 		return fail(prm::status::bad_param, Syndrome::qp_type);
 	if (prm::get(qpc, prm::qpc::page_offset) != 0)
 		return fail(prm::status::bad_param, Syndrome::queue_params);
@@ -234,6 +238,12 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 		a.log_rq_stride = static_cast<uint32_t>(prm::get(qpc, prm::qpc::log_rq_stride));
 		a.rcqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_rcv));
 	}
+	if (rq_type == prm::qp_rq_type::srq) {
+		a.srqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::srqn_rmpn_xrqn));
+		a.rcqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_rcv));
+		if (a.srqn == 0)
+			return fail(prm::status::bad_resource, Syndrome::qp_srq_not_found);
+	}
 	a.dbr = prm::get(qpc, prm::qpc::dbr_addr);
 	a.fre = prm::get(qpc, prm::qpc::fre) != 0;
 	a.rlky = prm::get(qpc, prm::qpc::rlky) != 0;
@@ -245,6 +255,9 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 		return fail(prm::status::bad_res_state, Syndrome::cq_not_found);
 	if (rc == -ENXIO)
 		return fail(prm::status::bad_res_state, Syndrome::uar_not_allocated);
+	/* As a CQ that does not exist (the PRM's example of BAD_RESOURCE). */
+	if (rc == kNoSuchSrq)
+		return fail(prm::status::bad_resource, Syndrome::qp_srq_not_found);
 	if (rc < 0)
 		return queue_error(rc, Syndrome::qp_table_full);
 	prm::set(out, prm::create_qp_out::qpn, qpn);
@@ -402,7 +415,10 @@ CmdResult EmuMlx5Device::cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t 
 	prm::set(qpc, prm::qpc::cqn_snd, q.attr.cqn);
 	prm::set(qpc, prm::qpc::no_sq, q.attr.no_sq ? 1 : 0);
 	prm::set(qpc, prm::qpc::rq_type,
-		 q.attr.rq ? prm::qp_rq_type::regular : prm::qp_rq_type::zero_len);
+		 q.attr.rq	    ? prm::qp_rq_type::regular
+		 : q.attr.srqn != 0 ? prm::qp_rq_type::srq
+				    : prm::qp_rq_type::zero_len);
+	prm::set(qpc, prm::qpc::srqn_rmpn_xrqn, q.attr.srqn);
 	prm::set(qpc, prm::qpc::log_rq_size, q.attr.log_rq_size);
 	prm::set(qpc, prm::qpc::log_rq_stride, q.attr.log_rq_stride);
 	prm::set(qpc, prm::qpc::cqn_rcv, q.attr.rcqn);

@@ -238,6 +238,28 @@ struct EmuDataPath::RecvWqe {
 	uint64_t capacity = 0;
 };
 
+/*
+ * A shared receive queue: a linked list of WQEs in its buffer (each WQE's next segment names
+ * the one after it). The driver posts at the list's head and counts in the doorbell record;
+ * the device takes from its own head, follows next_wqe_index, and the driver links every
+ * completed WQE back at the list's tail (rdma-core providers/mlx5/srq.c, mlx5_free_srq_wqe).
+ * lock guards head, taken and armed: several QPs take from one SRQ; it nests inside a QP's
+ * rq_lock. users changes under table_lock_ exclusive.
+ */
+struct EmuDataPath::Srq {
+	uint32_t srqn = 0;
+	SrqAttr attr;
+	uint32_t users = 0;
+	SpinLock lock;
+	uint16_t head = 0;
+	uint16_t taken = 0;
+	bool armed = false;
+};
+
+/* Queue memory: whole pages cover need bytes, every page 4 KiB-aligned and reachable through
+ * the IOMMU. 0, -EINVAL or -EFAULT (emu_mlx5_qp.cpp). */
+int check_queue(const EmuIommu &mmu, const QueueMem &m, uint64_t need);
+
 /* PSNs are 24 bits (IBTA 9.7.1). */
 inline constexpr uint32_t kPsnMask = 0xffffff;
 /* The packets of a message of len bytes at path MTU mtu (a zero-length message is one). */
@@ -528,6 +550,12 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	uint16_t rq_ci = 0;
 	Cq *rcq = nullptr;
 	std::atomic<uint64_t> n_recvs{0}, n_rnr{0}; /* bumped under rq_lock */
+	/* attr.srqn's SRQ (null: none), held like cq. srq_wqe: the last WQE this QP took from
+	 * it; srq_held: given back for a page fault (rq_untake), the retry takes it again (an
+	 * SRQ's WQE cannot go back into the list: other QPs take behind it). rq_lock. */
+	Srq *srq = nullptr;
+	bool srq_held = false;
+	RecvWqe srq_wqe;
 	std::vector<uint8_t> scratch; /* UMR translation lists by pointer; guarded by lock */
 	/* Keys a WQE holds beyond MkeyTable::Hold::kInline; grows once to the largest set;
 	 * guarded by lock. */

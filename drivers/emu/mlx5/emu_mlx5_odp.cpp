@@ -183,7 +183,11 @@ bool EmuDataPath::recv_fault(Qp &r, const RecvWqe &rw, uint64_t packet_len, Faul
 	f->subtype = pf::subtype_wqe;
 	f->flags = pf::flag_write; /* MLX5_WQE_PF_TYPE_RESP */
 	f->recv = true;
-	f->wq = r.qpn;
+	/* An SRQ's WQE: type 0 (MLX5_WQE_PF_TYPE_RMP) and the SRQ's number, which Linux odp.c
+	 * (odp_get_rsc, mlx5_ib_read_wqe_srq) looks the SRQ up by. */
+	if (r.srq != nullptr)
+		f->flags = 0;
+	f->wq = r.srq != nullptr ? r.srq->srqn : r.qpn;
 	f->wqe_index = rw.index;
 	f->packet_len = static_cast<uint16_t>(std::min<uint64_t>(packet_len, 0xffff));
 	/* What the model answers without on-demand paging for a receive WQE whose page refuses
@@ -206,7 +210,9 @@ bool EmuDataPath::rc_recv_fault(const DmaSection &dma, Qp &qp, uint32_t psn, con
 	f.subtype = pf::subtype_wqe;
 	f.flags = pf::flag_write;
 	f.recv = true;
-	f.wq = qp.qpn;
+	if (qp.srq != nullptr)
+		f.flags = 0; /* MLX5_WQE_PF_TYPE_RMP, as recv_fault */
+	f.wq = qp.srq != nullptr ? qp.srq->srqn : qp.qpn;
 	f.wqe_index = rw.index;
 	f.packet_len = static_cast<uint16_t>(std::min<uint64_t>(plen, 0xffff));
 	f.recv_syndrome = Translator::fail_syndrome(Access::local_write, true);

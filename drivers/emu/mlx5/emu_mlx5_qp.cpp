@@ -28,8 +28,6 @@ namespace nicmr::emu {
 
 namespace prm = nicmr::mlx5::prm;
 
-namespace {
-
 /* Queue memory: whole pages cover need bytes, every page reachable through the IOMMU. */
 int check_queue(const EmuIommu &mmu, const QueueMem &m, uint64_t need)
 {
@@ -46,8 +44,6 @@ int check_queue(const EmuIommu &mmu, const QueueMem &m, uint64_t need)
 	}
 	return 0;
 }
-
-} // namespace
 
 EmuDataPath::EmuDataPath(EmuIommu &mmu, MkeyTable &mkeys, const DpConfig &cfg)
     : mmu_(mmu), mkeys_(mkeys), cfg_(cfg), uar_qps_(cfg.uars + 1), uar_allocated_(cfg.uars + 1),
@@ -164,7 +160,8 @@ int EmuDataPath::destroy_eq(uint32_t eqn)
 
 int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 {
-	if ((!a.no_sq && a.log_sq_size > cfg_.log_max_qp_sz) || (a.no_sq && !a.rq))
+	if ((!a.no_sq && a.log_sq_size > cfg_.log_max_qp_sz) || (a.no_sq && !a.receives()) ||
+	    (a.rq && a.srqn != 0))
 		return -EINVAL;
 	if (a.rq &&
 	    (a.log_rq_size > cfg_.log_max_qp_sz || a.log_rq_stride > cfg_.log_max_rq_stride))
@@ -185,9 +182,15 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 	auto cq = cqs_.find(a.cqn);
 	if (cq == cqs_.end())
 		return -ENOENT;
-	auto rcq = a.rq ? cqs_.find(a.rcqn) : cqs_.end();
-	if (a.rq && rcq == cqs_.end())
+	auto rcq = a.receives() ? cqs_.find(a.rcqn) : cqs_.end();
+	if (a.receives() && rcq == cqs_.end())
 		return -ENOENT;
+	/* An SRQ of another PD serves no QP (IBTA 10.2.9.1: the QP's and the SRQ's PDs). */
+	auto srq = a.srqn != 0 ? srqs_.find(a.srqn) : srqs_.end();
+	if (a.srqn != 0 && srq == srqs_.end())
+		return kNoSuchSrq;
+	if (a.srqn != 0 && srq->second->attr.pd != a.pd)
+		return kNoSuchSrq;
 	if (a.uar == 0 || a.uar > cfg_.uars || !uar_allocated_[a.uar])
 		return -ENXIO;
 	const uint32_t cap = uint32_t{1} << cfg_.log_max_qp;
@@ -205,9 +208,13 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 	uar_qps_[a.uar].push_back(n);
 	/* Each use counts: a CQ that is both queues' (or two QPs') takes its lock per CQE. */
 	cq->second->users++;
-	if (a.rq) {
+	if (a.receives()) {
 		qp->rcq = rcq->second.get();
 		rcq->second->users++;
+	}
+	if (a.srqn != 0) {
+		qp->srq = srq->second.get();
+		srq->second->users++;
 	}
 	qp_index_[n] = qp.get();
 	qps_.emplace(n, std::move(qp));
@@ -225,12 +232,14 @@ int EmuDataPath::destroy_qp(uint32_t qpn)
 	auto &users = uar_qps_[qp.attr.uar];
 	users.erase(std::remove(users.begin(), users.end(), qpn), users.end());
 	for (const bool recv : {false, true}) {
-		if (recv && !qp.attr.rq)
+		if (recv && !qp.attr.receives())
 			continue;
 		auto cq = cqs_.find(recv ? qp.attr.rcqn : qp.attr.cqn);
 		if (cq != cqs_.end() && cq->second->users > 0)
 			cq->second->users--;
 	}
+	if (qp.srq != nullptr && qp.srq->users > 0)
+		qp.srq->users--;
 	/* The exclusive table lock waits for every data-path thread that could hold the QP. */
 	retire_qp(qp);
 	qp_index_[qpn] = nullptr;
@@ -320,6 +329,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.pf_recv = false;
 		qp.rpf_recv = false;
 		qp.rq_ci = 0;
+		qp.srq_held = false; /* a WQE held for a fault that is gone: lost, as on reset */
 		qp.path = QpPath{};
 		qp.rc.reset();
 		return 0;
@@ -359,6 +369,9 @@ bool EmuDataPath::pd_in_use(uint32_t pd) const
 	for (const auto &[n, qp] : qps_)
 		if (qp->attr.pd == pd)
 			return true;
+	for (const auto &[n, srq] : srqs_)
+		if (srq->attr.pd == pd)
+			return true;
 	return false;
 }
 
@@ -383,12 +396,13 @@ void EmuDataPath::clear()
 		retire_cq(*cq);
 	std::fill(qp_index_.begin(), qp_index_.end(), nullptr);
 	qps_.clear();
+	srqs_.clear();
 	cqs_.clear();
 	eqs_.clear();
 	for (auto &u : uar_qps_)
 		u.clear();
 	std::fill(uar_allocated_.begin(), uar_allocated_.end(), false);
-	next_qpn_ = next_cqn_ = 1;
+	next_qpn_ = next_cqn_ = next_srqn_ = 1;
 }
 
 /* Table lock held (either way). A direct index: no search on the doorbell path. */
@@ -540,17 +554,23 @@ WireStats EmuDataPath::wire_stats() const
 bool EmuDataPath::check_invariants() const
 {
 	std::shared_lock lk(table_lock_);
-	std::map<uint32_t, uint32_t> users;
+	std::map<uint32_t, uint32_t> users, srq_users;
 	size_t bound = 0;
 	for (const auto &[n, qp] : qps_) {
 		if (cqs_.count(qp->attr.cqn) == 0 || qp->attr.uar == 0 ||
 		    qp->attr.uar > cfg_.uars || !uar_allocated_[qp->attr.uar])
 			return false;
 		users[qp->attr.cqn]++;
-		if (qp->attr.rq) {
+		if (qp->attr.receives()) {
 			if (cqs_.count(qp->attr.rcqn) == 0)
 				return false;
 			users[qp->attr.rcqn]++;
+		}
+		if (qp->attr.srqn != 0) {
+			auto it = srqs_.find(qp->attr.srqn);
+			if (it == srqs_.end() || it->second.get() != qp->srq)
+				return false;
+			srq_users[qp->attr.srqn]++;
 		}
 		const auto &u = uar_qps_[qp->attr.uar];
 		if (std::count(u.begin(), u.end(), n) != 1)
@@ -563,6 +583,11 @@ bool EmuDataPath::check_invariants() const
 	for (const auto &[n, cq] : cqs_) {
 		auto it = users.find(n);
 		if (cq->users != (it == users.end() ? 0 : it->second))
+			return false;
+	}
+	for (const auto &[n, srq] : srqs_) {
+		auto it = srq_users.find(n);
+		if (srq->users != (it == srq_users.end() ? 0 : it->second))
 			return false;
 	}
 	return true;

@@ -946,7 +946,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 			o == op::write_first || o == op::write_only || o == op::write_only_imm;
 		const bool last = o != op::write_first && o != op::write_middle;
 		const bool imm = o == op::write_last_imm || o == op::write_only_imm;
-		if (!qp.path.rwe || (imm && !qp.attr.rq) || r.s_active) {
+		if (!qp.path.rwe || (imm && !qp.attr.receives()) || r.s_active) {
 			invalid(); /* writes not enabled; an immediate needs a receive queue; or
 				      inside a SEND */
 			return;

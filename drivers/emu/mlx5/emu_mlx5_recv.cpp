@@ -9,6 +9,8 @@
  *   receive WQE: data segments (byte_count, lkey, addr), ended by lkey MLX5_INVALID_LKEY or
  *                the slot's end (rdma-core providers/mlx5/qp.c, mlx5_post_recv)
  *   dbr[0]: the driver's RQ producer counter (low 16 bits); rq_ci: the device's consumer
+ *   a QP of rq_type SRQ takes its WQE from the SRQ instead (emu_mlx5_srq.cpp, srq_take): the
+ *   CQE's wqe_counter is the SRQ WQE's index, and the QP flushes only the WQE it holds
  *
  *   request --> responder QP: RQ empty? ---yes--> RNR (wire: RNR NAK, min_rnr_nak timer;
  *                  |                                loopback: the requester's WQE waits)
@@ -123,6 +125,8 @@ uint8_t resp_opcode(uint8_t wqe_opcode) noexcept
 
 EmuDataPath::RqTake EmuDataPath::rq_take(const DmaSection &dma, Qp &qp, RecvWqe *out)
 {
+	if (qp.srq != nullptr)
+		return srq_take(dma, qp, out);
 	uint8_t rec[prm::dbr::size] = {};
 	uint32_t raw = 0;
 	/* Acquire: the WQE the driver wrote before it raised the counter. */
@@ -161,7 +165,10 @@ EmuDataPath::RqTake EmuDataPath::rq_take(const DmaSection &dma, Qp &qp, RecvWqe 
 
 void EmuDataPath::rq_untake(Qp &qp)
 {
-	qp.rq_ci--;
+	if (qp.srq != nullptr)
+		qp.srq_held = true; /* srq_wqe: the retry takes it again */
+	else
+		qp.rq_ci--;
 	qp.n_recvs.store(qp.n_recvs.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
@@ -172,6 +179,7 @@ void EmuDataPath::rq_complete(const DmaSection &dma, Qp &qp, uint16_t index, uin
 		return;
 	CqeFields f;
 	f.qpn = qp.qpn;
+	f.srqn = qp.srq != nullptr ? qp.srq->srqn : 0;
 	f.wqe_counter = index;
 	f.opcode = syndrome == kOk ? cqe_opcode : uint8_t{MLX5_CQE_RESP_ERR};
 	f.byte_cnt = byte_cnt;
@@ -182,6 +190,12 @@ void EmuDataPath::rq_complete(const DmaSection &dma, Qp &qp, uint16_t index, uin
 
 void EmuDataPath::rq_flush(const DmaSection &dma, Qp &qp)
 {
+	/* An SRQ's WQEs stay in the SRQ for its other QPs; only the one this QP holds for a
+	 * page fault is its own to flush. */
+	if (qp.srq_held) {
+		qp.srq_held = false;
+		rq_complete(dma, qp, qp.srq_wqe.index, 0, 0, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	}
 	if (!qp.attr.rq)
 		return;
 	uint8_t rec[prm::dbr::size] = {};
@@ -264,7 +278,7 @@ uint8_t EmuDataPath::Exec::send()
 		return l != kOk ? l : s;
 	}
 	Qp &r = *responder;
-	if (!r.attr.rq) /* a zero-length RQ takes no message (an invalid request) */
+	if (!r.attr.receives()) /* a zero-length RQ takes no message (an invalid request) */
 		return responder_fail(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR,
 				      prm::event_type::wq_inval_req_error);
 	std::lock_guard rl(r.rq_lock);
@@ -281,7 +295,7 @@ uint8_t EmuDataPath::Exec::send()
 		if (s != kOk || rnr)
 			return s;
 		inval = c.opcode == MLX5_OPCODE_SEND_INVAL;
-		index = static_cast<uint16_t>(r.rq_ci - 1);
+		index = r.srq != nullptr ? r.srq_wqe.index : static_cast<uint16_t>(r.rq_ci - 1);
 	}
 	/* After the keys are released: the invalidated key may be one of them. */
 	if (inval && dp.rinval_apply(r, c.imm) != kOk) {
@@ -541,7 +555,8 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 		rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::nak, code), psn);
 		r.s_active = false;
 	};
-	if (!qp.attr.rq || first == r.s_active || (!last && plen != r.mtu) || plen > r.mtu) {
+	if (!qp.attr.receives() || first == r.s_active || (!last && plen != r.mtu) ||
+	    plen > r.mtu) {
 		/* No RQ, a SEND inside another, a MIDDLE/LAST without FIRST, or a packet of the
 		 * wrong size (FIRST and MIDDLE carry one MTU, 9.7.6.1.3). */
 		nak(roce::aeth::nak::invalid_request);

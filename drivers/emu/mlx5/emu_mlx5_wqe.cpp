@@ -638,6 +638,7 @@ void EmuDataPath::write_cqe(const DmaSection &dma, Cq &cq, const CqeFields &f)
 	 * the new owner bit with acquire sees the whole CQE. */
 	std::memset(host, 0, prm::cqe::op_own_byte);
 	prm::set(host, prm::cqe::qpn, f.qpn);
+	prm::set(host, prm::cqe::srqn, f.srqn);
 	prm::set(host, prm::cqe::wqe_counter, f.wqe_counter);
 	const bool error = f.opcode == MLX5_CQE_REQ_ERR || f.opcode == MLX5_CQE_RESP_ERR;
 	if (!error) {
@@ -691,7 +692,7 @@ void EmuDataPath::run_qp(Qp &qp, bool count_doorbell)
 		return; /* WQEs wait until RTS (or are flushed in ERR) */
 	/* One IOMMU section for the whole doorbell: the record, the WQEs, the data, the CQEs. */
 	const DmaSection dma(mmu_);
-	if (st == QpState::err && qp.attr.rq) {
+	if (st == QpState::err && qp.attr.receives()) {
 		/* Receive WQEs posted in ERR are flushed when the QP next runs. */
 		std::lock_guard rl(qp.rq_lock);
 		rq_flush(dma, qp);
