@@ -100,6 +100,7 @@ int Cq::poll(Completion *out, int max) noexcept
 		c.opcode = opcode;
 		c.wqe_index = static_cast<uint16_t>(prm::get(cqe, prm::cqe::wqe_counter));
 		c.qpn = static_cast<uint32_t>(prm::get(cqe, prm::cqe::qpn));
+		c.srqn = static_cast<uint32_t>(prm::get(cqe, prm::cqe::srqn));
 		if (opcode == MLX5_CQE_REQ_ERR || opcode == MLX5_CQE_RESP_ERR) {
 			c.syndrome = static_cast<uint8_t>(prm::get(cqe, prm::err_cqe::syndrome));
 			c.vendor_syndrome =

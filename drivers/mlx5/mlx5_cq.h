@@ -49,6 +49,9 @@ struct Completion {
 	/* Receive completions: the immediate (RESP_SEND_IMM, RESP_WR_IMM) or the invalidated
 	 * rkey (RESP_SEND_INV), host order (the CQE's imm_inval_pkey). */
 	uint32_t imm = 0;
+	/* Receive completions of a QP attached to an SRQ: the SRQ's number (the CQE's srqn;
+	 * wqe_index is then the SRQ WQE's index); 0 otherwise. */
+	uint32_t srqn = 0;
 	bool ok() const noexcept
 	{
 		return syndrome == 0 && opcode != MLX5_CQE_REQ_ERR && opcode != MLX5_CQE_RESP_ERR;

@@ -371,6 +371,7 @@ int Device::query_caps(const DeviceOptions &opts)
 	caps_.log_max_atomic_size_qp = u(prm::hca_cap::log_max_atomic_size_qp);
 	caps_.odp = u(prm::hca_cap::pg);
 	caps_.log_max_msg = u(prm::hca_cap::log_max_msg);
+	caps_.log_max_srq_sz = u(prm::hca_cap::log_max_srq_sz);
 	caps_.roce = u(prm::hca_cap::roce);
 	/* Atomic capabilities exist only on devices that do atomics, RoCE ones on RoCE ports. */
 	rc = caps_.atomic ? query_atomic_caps(opts) : 0;

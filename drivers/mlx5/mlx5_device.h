@@ -121,7 +121,8 @@ struct Caps {
 	bool atomic_host_endianness_supported = false;
 	bool atomic_host_endianness = false;
 	bool odp = false;
-	uint32_t log_max_msg = 0; /* largest message: 2^n bytes (QpParams::log_msg_max) */
+	uint32_t log_max_msg = 0;    /* largest message: 2^n bytes (QpParams::log_msg_max) */
+	uint32_t log_max_srq_sz = 0; /* WQEs per SRQ: 2^n (mlx5_srq.h) */
 	/* RoCE (prm::cap_type::roce, queried when the general cap roce is set; all zero
 	 * otherwise). rdma-core's VFIO provider turns RoCE on for an Ethernet port after
 	 * INIT_HCA (mlx5_vfio.c, mlx5_vfio_setup_function); nicmr takes a port with the roce cap

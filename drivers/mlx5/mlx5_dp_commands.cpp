@@ -160,7 +160,8 @@ int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 	if (c.log_sq_size < 1 || c.log_sq_size > 15 || !prm::fits(prm::qpc::pd, c.pd) ||
 	    !prm::fits(prm::qpc::ts_format, c.ts_format) ||
 	    (c.rq && (!prm::fits(prm::qpc::log_rq_size, c.log_rq_size) ||
-		      !prm::fits(prm::qpc::log_rq_stride, c.log_rq_stride))))
+		      !prm::fits(prm::qpc::log_rq_stride, c.log_rq_stride))) ||
+	    (c.rq && c.srqn != 0) || !prm::fits(prm::qpc::srqn_rmpn_xrqn, c.srqn))
 		return -EINVAL;
 	int rc = with_pas(prm::create_qp_in::pas_offset, c.mem, in);
 	if (rc != 0)
@@ -176,7 +177,12 @@ int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 	prm::set(q, prm::qpc::no_sq, 0);
 	/* As Linux mlx5_ib's create_qp_common: a regular RQ with its size and stride
 	 * (wqe_shift - 4), or a zero-length one (drivers/infiniband/hw/mlx5/qp.c). */
-	prm::set(q, prm::qpc::rq_type, c.rq ? prm::qp_rq_type::regular : prm::qp_rq_type::zero_len);
+	prm::set(q, prm::qpc::rq_type,
+		 c.rq	       ? prm::qp_rq_type::regular
+		 : c.srqn != 0 ? prm::qp_rq_type::srq
+			       : prm::qp_rq_type::zero_len);
+	/* An SRQ's QP (Linux qp.c, create_qp_common: rq_type SRQ and the SRQ's number). */
+	prm::set(q, prm::qpc::srqn_rmpn_xrqn, c.srqn);
 	prm::set(q, prm::qpc::log_rq_size, c.rq ? c.log_rq_size : 0);
 	prm::set(q, prm::qpc::log_rq_stride, c.rq ? c.log_rq_stride : 0);
 	prm::set(q, prm::qpc::cqn_snd, c.cqn_snd);

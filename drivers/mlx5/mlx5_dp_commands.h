@@ -55,6 +55,8 @@ struct QpCreate {
 	bool rq = false;
 	uint32_t log_rq_size = 0;
 	uint32_t log_rq_stride = 0;
+	/* Not 0 (and rq false): rq_type SRQ, receive WQEs from this SRQ (mlx5_srq.h). */
+	uint32_t srqn = 0;
 	uint64_t dbr_iova = 0;
 	QueueMemory mem;
 	/* qpc.fre and qpc.rlky: the QP may post UMRs and use the reserved lkey (a UMR's

@@ -9,6 +9,7 @@
 #include <rte_io.h>
 
 #include "mlx5_qp.h"
+#include "mlx5_srq.h"
 #include "nicmr_log.h"
 
 namespace nicmr::mlx5 {
@@ -35,7 +36,7 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	if (p.log_sq_size < 1 || p.log_sq_size > 15 || p.port < 1 || p.port > 2 ||
 	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7 ||
 	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p) || p.max_recv_sge > 32 ||
-	    p.log_rq_size > 15)
+	    p.log_rq_size > 15 || (p.srq != nullptr && p.max_recv_sge != 0))
 		return -EINVAL;
 	/* The RQ's geometry as rdma-core's mlx5 provider sizes it (providers/mlx5/verbs.c,
 	 * mlx5_calc_rq_size): a slot of 16 bytes per SGE, rounded up to a power of two. */
@@ -55,6 +56,7 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	if (!qp)
 		return -ENOMEM;
 	qp->rcq_ = &rcq;
+	qp->srq_ = p.srq;
 	qp->sq_size_ = 1u << p.log_sq_size;
 	qp->rq_size_ = rq_size;
 	qp->rq_shift_ = rq_shift;
@@ -105,6 +107,7 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	c.rq = rq_size != 0;
 	c.log_rq_size = log_rq;
 	c.log_rq_stride = rq_shift - 4;
+	c.srqn = p.srq != nullptr ? p.srq->srqn() : 0;
 	c.dbr_iova = qp->dbr_.iova();
 	c.mem.pas = qp->ring_.pas();
 	c.fre = p.umr;

@@ -49,6 +49,8 @@ struct Sge {
 	uint32_t lkey = 0;
 };
 
+class Srq;
+
 struct QpParams {
 	uint32_t pd = 0;
 	uint32_t log_sq_size = 8; /* 2^n WQEBBs, 1..15; the CQ must have at least as many CQEs */
@@ -69,6 +71,10 @@ struct QpParams {
 	uint32_t log_rq_size = 0;
 	uint32_t max_recv_sge = 0;
 	Cq *recv_cq = nullptr;
+	/* A shared receive queue (mlx5_srq.h) instead of an RQ of its own (max_recv_sge must be
+	 * 0 then): receive completions go to recv_cq (or the send CQ) with the SRQ WQE's index
+	 * and the SRQ's number; it must outlive the QP. */
+	Srq *srq = nullptr;
 
 	/*
 	 * The RC connection (INIT2RTR, RTR2RTS). Defaults are the values of the loopback QPs of
@@ -132,6 +138,8 @@ public:
 	/* Where receive completions go (the send CQ unless QpParams::recv_cq). */
 	Cq &recv_cq() noexcept { return *rcq_; }
 	bool has_rq() const noexcept { return rq_size_ != 0; }
+	/* The SRQ its receives come from (QpParams::srq), or null. */
+	Srq *srq() const noexcept { return srq_; }
 	Device &device() noexcept { return dev_; }
 
 	/* Transitions (slow path). Errors: the command's; BAD_QP_STATE gives -EINVAL. to_rtr
@@ -298,6 +306,7 @@ private:
 	uint32_t rq_pi_ = 0;	 /* receive WQEs posted, ever */
 	uint32_t rq_ci_ = 0;	 /* receive WQEs completed */
 	std::vector<uint64_t> rq_wr_ids_;
+	Srq *srq_ = nullptr;
 };
 
 } // namespace nicmr::mlx5
