@@ -359,9 +359,15 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 			nicmr_wc &w = wc[done++];
 			const bool ok = c[i].ok();
 			if (c[i].recv()) {
-				/* A receive: its wr_id by the receive counter. */
-				const uint64_t counter = qp->qp->retire_recv(c[i].wqe_index);
-				w.wr_id = qp->rslots[counter & qp->rmask];
+				/* A receive: its wr_id by the receive counter, or by the SRQ WQE's
+				 * index, which goes back on the SRQ's free list. */
+				if (qp->srq != nullptr) {
+					w.wr_id = qp->srq->srq->retire(c[i].wqe_index);
+				} else {
+					const uint64_t counter =
+						qp->qp->retire_recv(c[i].wqe_index);
+					w.wr_id = qp->rslots[counter & qp->rmask];
+				}
 				w.qp_num = qp->qpn;
 				w.opcode = recv_opcode(c[i].opcode);
 				w.syndrome = ok ? 0 : c[i].syndrome;
@@ -424,6 +430,15 @@ int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 	    port > 2 || depth < 2 || depth > NICMR_MAX_QP_DEPTH ||
 	    (uint32_t{1} << log2_up(depth)) > send_cq->cq->size())
 		return -EINVAL;
+	/* An SRQ of the same PD, instead of the QP's own receive queue; recv_cq holds its
+	 * completions as it would an RQ's. */
+	nicmr_srq *srq = attr->srq;
+	if (srq != nullptr &&
+	    (srq->pd != pd || rdepth != 0 || attr->max_recv_sge != 0 ||
+	     srq->srq->capacity() + 1 + (recv_cq == send_cq ? uint32_t{1} << log2_up(depth) : 0) >
+		     recv_cq->cq->size()))
+		return -EINVAL;
+	const bool receives = rdepth != 0 || srq != nullptr;
 	if (rdepth != 0 &&
 	    (rdepth < 2 || rdepth > NICMR_MAX_QP_DEPTH || attr->max_recv_sge < 1 ||
 	     attr->max_recv_sge > NICMR_MAX_RECV_SGE ||
@@ -436,7 +451,7 @@ int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 	if (slot < 0)
 		return -ENOSPC;
 	int rslot = -1;
-	if (rdepth != 0 && recv_cq != send_cq && (rslot = free_slot(recv_cq)) < 0)
+	if (receives && recv_cq != send_cq && (rslot = free_slot(recv_cq)) < 0)
 		return -ENOSPC;
 	std::unique_ptr<nicmr_qp> qp(new (std::nothrow) nicmr_qp);
 	if (!qp)
@@ -454,7 +469,8 @@ int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 	qp->rmask = rdepth != 0 ? (uint32_t{1} << rlog) - 1 : 0;
 	qp->pd = pd;
 	qp->cq = send_cq;
-	qp->rcq = rdepth != 0 ? recv_cq : nullptr;
+	qp->rcq = receives ? recv_cq : nullptr;
+	qp->srq = srq;
 	qp->port = port;
 	mlx5::QpParams p;
 	p.pd = pd->handle.pd();
@@ -465,6 +481,10 @@ int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 	if (rdepth != 0) {
 		p.max_recv_sge = attr->max_recv_sge;
 		p.log_rq_size = rlog;
+		p.recv_cq = recv_cq->cq.get();
+	}
+	if (srq != nullptr) {
+		p.srq = srq->srq.get();
 		p.recv_cq = recv_cq->cq.get();
 	}
 	int rc = mlx5::Qp::create(*dev->drv, *send_cq->uar, *send_cq->cq, p, &qp->qp);
@@ -496,6 +516,8 @@ int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 	/* The PD's user count keeps nicmr_pd_free from freeing the PD under the QP (relaxed:
 	 * a count, as for MRs). */
 	pd->users.fetch_add(1, std::memory_order_relaxed);
+	if (srq != nullptr)
+		srq->users.fetch_add(1, std::memory_order_relaxed); /* a count, as the PD's */
 	dev->dp_objs.fetch_add(1, std::memory_order_relaxed);
 	*out = qp.release();
 	return 0;
@@ -522,6 +544,8 @@ int nicmr_qp_destroy(struct nicmr_qp *qp)
 	qp->qp.reset();
 	/* release: the QP is gone before pd_free or device close may see the counts drop. */
 	qp->pd->users.fetch_sub(1, std::memory_order_release);
+	if (qp->srq != nullptr) /* release: as the PD's, for nicmr_srq_destroy */
+		qp->srq->users.fetch_sub(1, std::memory_order_release);
 	delete qp;
 	dev->dp_objs.fetch_sub(1, std::memory_order_release);
 	return 0;
@@ -766,7 +790,7 @@ int nicmr_post_recv(struct nicmr_qp *qp, const struct nicmr_sge *sgl, uint32_t n
 	/* HOT PATH: no lock, no allocation, no system call. */
 	if (qp == nullptr || (sgl == nullptr && n > 0))
 		return -EINVAL;
-	if (qp->rcq == nullptr)
+	if (qp->rcq == nullptr || qp->srq != nullptr) /* none, or a shared one (its own call) */
 		return -ENOTSUP;
 	if (n > qp->qp->max_recv_sge())
 		return -EINVAL;

@@ -38,6 +38,7 @@
 #include "mlx5_device.h"
 #include "mlx5_klm_programmer.h"
 #include "mlx5_qp.h"
+#include "mlx5_srq.h"
 #include "mlx5_uar.h"
 #include "mr_engine.h"
 #include "nicmr/nicmr.h"
@@ -415,6 +416,8 @@ struct nicmr_device {
 	std::unique_ptr<nicmr::api::KeyViolations> violations;
 	std::mutex dp_mu;
 	std::unordered_map<uint32_t, struct nicmr_qp *> dp_qps; /* dp_mu */
+	/* Shared receive queues by number (api_srq.cpp), for the page-fault service. */
+	std::unordered_map<uint32_t, struct nicmr_srq *> dp_srqs; /* dp_mu */
 
 	/* Vectored registration (api_mr_vec.cpp): slow-path mappings by IOVA, so that IOVA-list
 	 * and page-vector MRs can find the MR whose mapping they use; the KLM programmer. */
@@ -580,6 +583,18 @@ struct nicmr_qp {
 	std::vector<uint64_t> rslots;
 	uint32_t rmask = 0;
 	uint64_t rposted = 0;
+	/* The shared receive queue its receives come from (api_srq.cpp), or null. */
+	nicmr_srq *srq = nullptr;
+};
+
+/* A shared receive queue (api_srq.cpp): the driver's Srq keeps the wr_ids by WQE index. */
+struct nicmr_srq {
+	nicmr_pd *pd = nullptr;
+	std::unique_ptr<nicmr::mlx5::Srq> srq;
+	uint32_t depth = 0;   /* nicmr_srq_attr::depth: posted and not polled at most */
+	uint32_t max_sge = 0; /* nicmr_srq_attr::max_sge (the driver's WQE may hold more) */
+	/* QPs made with it (nicmr_srq_destroy's -EBUSY); changed by QP create and destroy. */
+	std::atomic<uint32_t> users{0};
 };
 
 namespace nicmr::api {

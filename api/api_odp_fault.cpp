@@ -11,7 +11,8 @@
  *       RDMA fault: [va, va + len) of the rkey                   \
  *       WQE fault: the data segments of the QP's WQE at wqe_index  > fault_in, per range:
  *                  (Qp::wqe_sges, read back from the SQ; for a    /  nicmr_advise_mr's work
- *                  receive WQE, Qp::rq_wqe_sges from the RQ)        (PREFETCH, or _WRITE for
+ *                  receive WQE, Qp::rq_wqe_sges from the RQ or      (PREFETCH, or _WRITE for
+ *                  Srq::wqe_sges from the SRQ)
  *                                                                   a write): populate, pin,
  *                                                                   map, UMR, FLUSH
  *     Device::page_fault_resume(error = a range could not be made present)
@@ -70,7 +71,8 @@ int fault_in(nicmr_device *dev, uint32_t key, uint64_t va, uint64_t len, bool wr
  * QP's SQ (MLX5_WQE_PF_TYPE_REQ_SEND_OR_WRITE 1, _REQ_READ_OR_ATOMIC 3); WRITE alone, the QP's
  * RQ (MLX5_WQE_PF_TYPE_RESP 2: a SEND met the receive WQE's scatter list, every segment made
  * present for writing, as mlx5_ib_mr_responder_pfault_handler_rq leaves the whole WQE to
- * pagefault_data_segments); 0 an SRQ's (MLX5_WQE_PF_TYPE_RMP), which nicmr does not make.
+ * pagefault_data_segments); 0 an SRQ's (MLX5_WQE_PF_TYPE_RMP), read from the SRQ its
+ * wq_number names and made present for writing as an RQ's.
  */
 int serve_wqe(nicmr_device *dev, const mlx5::Event &ev)
 {
@@ -79,11 +81,19 @@ int serve_wqe(nicmr_device *dev, const mlx5::Event &ev)
 	mlx5::Sge sges[kMax];
 	const bool requestor = (ev.pf.flags & pf::flag_requestor) != 0;
 	const bool recv = !requestor && (ev.pf.flags & pf::flag_write) != 0;
-	if (!requestor && !recv)
-		return -EOPNOTSUPP; /* an SRQ's WQE: resumed with an error */
 	bool scatter = false;
 	int n = 0;
-	{
+	if (!requestor && !recv) {
+		/* An SRQ's WQE (MLX5_WQE_PF_TYPE_RMP): wq_number is the SRQ's number, the WQE is
+		 * read back from it past its next segment (Linux odp.c, mlx5_ib_read_wqe_srq and
+		 * mlx5_ib_mr_responder_pfault_handler_srq) and made present for writing. The SRQ
+		 * cannot go while dp_mu is held (nicmr_srq_destroy takes it). */
+		std::lock_guard lk(dev->dp_mu);
+		auto it = dev->dp_srqs.find(ev.pf.wq_number);
+		if (it == dev->dp_srqs.end())
+			return -ENOENT;
+		n = it->second->srq->wqe_sges(ev.pf.wqe_index, sges, kMax);
+	} else {
 		/* The QP cannot go while dp_mu is held (nicmr_qp_destroy takes it). */
 		std::lock_guard lk(dev->dp_mu);
 		auto it = dev->dp_qps.find(ev.pf.wq_number);
@@ -94,7 +104,7 @@ int serve_wqe(nicmr_device *dev, const mlx5::Event &ev)
 	}
 	if (n < 0)
 		return n;
-	const bool write = recv || scatter || (ev.pf.flags & pf::flag_write);
+	const bool write = !requestor || scatter || (ev.pf.flags & pf::flag_write);
 	for (int i = 0; i < n; i++)
 		if (int rc = fault_in(dev, sges[i].lkey, sges[i].addr, sges[i].length, write);
 		    rc != 0)

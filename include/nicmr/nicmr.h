@@ -892,6 +892,9 @@ struct nicmr_qp_attr {
 				       NICMR_MAX_QP_DEPTH, at most recv_cq's depth (with the send
 				       depth when recv_cq is send_cq) */
 	uint32_t max_recv_sge;	  /**< with recv_depth: 1 .. NICMR_MAX_RECV_SGE */
+	struct nicmr_srq *srq;	  /**< receive work requests from this shared receive queue
+				       (nicmr_srq_create, same PD) instead of a queue of the QP's
+				       own: recv_depth and max_recv_sge 0; null: none */
 };
 
 /**
@@ -903,6 +906,57 @@ struct nicmr_qp_attr {
  */
 int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 			 struct nicmr_qp **out);
+
+/*
+ * Shared receive queues. A QP made with nicmr_qp_attr::srq takes the receive work request of
+ * every SEND (or RDMA WRITE with immediate) it gets from the SRQ, whichever QP that is: the
+ * completion goes to that QP's recv_cq (qp_num is that QP) with the wr_id given to
+ * nicmr_srq_post_recv. An empty SRQ gives the sender RNR as an empty receive queue does
+ * (doc/native-api.md, "Shared receive queues"). A work request's room comes back when its
+ * completion is polled. Posting on an SRQ and polling the receive CQs of its QPs happen on one
+ * thread at a time.
+ */
+/** A shared receive queue. */
+struct nicmr_srq;
+/** Largest depth and scatter list of an SRQ (nicmr_srq_create; the device may allow fewer). */
+#define NICMR_MAX_SRQ_DEPTH 32767u
+#define NICMR_MAX_SRQ_SGE   31u
+
+/** What nicmr_srq_create makes. */
+struct nicmr_srq_attr {
+	uint32_t depth;	  /**< receive work requests posted at once: 1 .. NICMR_MAX_SRQ_DEPTH and
+			       below the device's SRQ size (depth + 1 rounded up to a power of two
+			       at most 2^log_max_srq_sz) */
+	uint32_t max_sge; /**< scatter entries per work request: 1 .. NICMR_MAX_SRQ_SGE */
+};
+
+/**
+ * Creates a shared receive queue of pd. Slow path; any thread.
+ * @return 0; -EINVAL (null argument, depth or max_sge out of range); -ENOMEM; the device's
+ *   errors (nothing is left behind on failure).
+ */
+int nicmr_srq_create(struct nicmr_pd *pd, const struct nicmr_srq_attr *attr,
+		     struct nicmr_srq **out);
+
+/**
+ * Destroys srq. Slow path.
+ * @return 0; -EINVAL (null); -EBUSY (a QP made with it still exists: destroy it first).
+ */
+int nicmr_srq_destroy(struct nicmr_srq *srq);
+
+/** The SRQ's number (the device's srqn), 0 for null. */
+uint32_t nicmr_srq_num(const struct nicmr_srq *srq);
+
+/**
+ * Posts a receive work request of n scatter entries on srq (each checked with the lockless key
+ * lookup for local write; zero-length ones skipped). HOT PATH as the posting calls; one thread
+ * at a time with the polls of its QPs' receive CQs.
+ * @return 0; -EINVAL (null srq, null sgl with n > 0, n above the SRQ's max_sge); -ENOSPC
+ *   (depth work requests are posted and not polled: poll first); the key lookup's codes as
+ *   the posting calls.
+ */
+int nicmr_srq_post_recv(struct nicmr_srq *srq, const struct nicmr_sge *sgl, uint32_t n,
+			uint64_t wr_id);
 
 /**
  * Posts a receive work request of n scatter entries (each checked with the lockless key
