@@ -17,8 +17,7 @@
 
 using namespace nicmr;
 
-int nicmr_srq_create(struct nicmr_pd *pd, const struct nicmr_srq_attr *attr,
-		     struct nicmr_srq **out)
+int nicmr_srq_create(struct nicmr_pd *pd, const struct nicmr_srq_attr *attr, struct nicmr_srq **out)
 {
 	if (pd == nullptr || attr == nullptr || out == nullptr || attr->depth < 1 ||
 	    attr->depth > NICMR_MAX_SRQ_DEPTH || attr->max_sge < 1 ||

@@ -115,8 +115,7 @@ TEST_F(Srq, WqesComeBackForNewPostsOnceTheirCompletionsArePolled)
 	for (int m = 0; m < 40; m++) {
 		const int s = m % kQps;
 		const uint32_t len = 10u + static_cast<uint32_t>(m);
-		ASSERT_EQ(nicmr_post_send(snd[s], u(a) + m, len, ka, 0, m, NICMR_SEND_SIGNALED),
-			  0);
+		ASSERT_EQ(nicmr_post_send(snd[s], u(a) + m, len, ka, 0, m, NICMR_SEND_SIGNALED), 0);
 		EXPECT_EQ(wait_wc(scq).status, NICMR_WC_SUCCESS);
 		const nicmr_wc wc = wait_wc(rcq);
 		ASSERT_EQ(wc.status, NICMR_WC_SUCCESS) << m;

@@ -74,8 +74,7 @@ TEST(DpSrqEncode, DestroyQueryAndArmNameTheSrq)
 	EXPECT_EQ(prm::get(t.last_in.data(), prm::destroy_srq_in::srqn), 0x42u);
 	ASSERT_EQ(mlx5::arm_srq(t, 0x42, 17), 0);
 	EXPECT_EQ(prm::get(t.last_in.data(), prm::cmd_hdr_in::opcode), prm::opcode::arm_rq);
-	EXPECT_EQ(prm::get(t.last_in.data(), prm::cmd_hdr_in::op_mod),
-		  prm::arm_rq_in::op_mod_srq);
+	EXPECT_EQ(prm::get(t.last_in.data(), prm::cmd_hdr_in::op_mod), prm::arm_rq_in::op_mod_srq);
 	EXPECT_EQ(prm::get(t.last_in.data(), prm::arm_rq_in::srq_number), 0x42u);
 	EXPECT_EQ(prm::get(t.last_in.data(), prm::arm_rq_in::lwm), 17u);
 	uint32_t cnt = 1, lwm = 1;

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
+#include <thread>
 
 #include "test_emu_dp_harness.h"
 
@@ -48,8 +50,7 @@ Reply create_srq(DpBed &b, const SrqFields &f)
 }
 
 /* CREATE_QP of QP i with rq_type SRQ srqn, its CQ cq for both queues. */
-Reply create_srq_qp(DpBed &b, TestQp *qp, uint32_t i, TestCq *cq, uint32_t srqn,
-		    uint32_t qp_pd = 0)
+Reply create_srq_qp(DpBed &b, TestQp *qp, uint32_t i, TestCq *cq, uint32_t srqn, uint32_t qp_pd = 0)
 {
 	qp->log_sq = 6;
 	qp->sq_off = kSqOff + i * 0x40000;
@@ -102,11 +103,12 @@ protected:
 	{
 		ASSERT_TRUE(b.ok());
 		b.uar = b.alloc_uar();
-		ASSERT_EQ(b.create_eq(6, prm::event_bit(prm::event_type::wq_access_error) |
-					     prm::event_bit(prm::event_type::wq_inval_req_error) |
-					     prm::event_bit(prm::event_type::srq_limit))
-				  .status(),
-			  prm::status::ok);
+		ASSERT_EQ(
+			b.create_eq(6, prm::event_bit(prm::event_type::wq_access_error) |
+					       prm::event_bit(prm::event_type::wq_inval_req_error) |
+					       prm::event_bit(prm::event_type::srq_limit))
+				.status(),
+			prm::status::ok);
 		ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
 		ASSERT_EQ(b.create_cq(&b.cqb, 1, 6).status(), prm::status::ok);
 		std::memset(b.at(kSrqDbr), 0, 8);
@@ -276,6 +278,97 @@ TEST_F(EmuDpSrq, SendsTakeWqesAlongTheListWithTheirIndexAndTheLimitEventOnce)
 	const Reply q = run_srqn(b, prm::opcode::query_srq, srqn);
 	EXPECT_EQ(q.get_at(prm::query_srq_out::srqc_offset, prm::srqc::wqe_cnt), 3u);
 	EXPECT_TRUE(b.dp().check_invariants());
+}
+
+/* Senders on their own threads SEND to receivers that share one SRQ: the device takes every
+ * WQE exactly once (the SRQ's lock), whichever thread executes the request. */
+void concurrent_takes(DoorbellDelivery mode)
+{
+	EmuConfig cfg;
+	cfg.delivery = mode;
+	DpBed b(cfg);
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	constexpr int kPairs = 2, kOps = 128;
+	SrqFields f;
+	f.log_size = 8; /* 256 WQEs of 32 bytes: two pages */
+	f.log_stride = 1;
+	f.pages = 2;
+	std::memset(b.at(kSrqDbr), 0, 8);
+	const Reply r = create_srq(b, f);
+	ASSERT_EQ(r.status(), prm::status::ok);
+	const auto srqn = static_cast<uint32_t>(r.get(prm::create_srq_out::srqn));
+	TestCq scq[kPairs], rcq[kPairs];
+	TestQp snd[kPairs], rcv[kPairs];
+	for (uint32_t i = 0; i < kPairs; i++) {
+		ASSERT_EQ(b.create_cq(&scq[i], 2 * i, 8).status(), prm::status::ok);
+		ASSERT_EQ(b.create_cq(&rcq[i], 2 * i + 1, 8).status(), prm::status::ok);
+		ASSERT_EQ(b.create_qp(&snd[i], 2 * i, &scq[i], b.uar).status(), prm::status::ok);
+		ASSERT_EQ(create_srq_qp(b, &rcv[i], 2 * i + 1, &rcq[i], srqn).status(),
+			  prm::status::ok);
+		b.connect(snd[i], 1, rcv[i].qpn);
+		b.connect(rcv[i], 2, snd[i].qpn);
+	}
+	const uint32_t lkey = b.mr(kSrc, 0x20000, Perm{});
+	for (uint32_t i = 0; i < 256; i++) {
+		uint8_t *w = b.at(kSrqOff + i * 32);
+		std::memset(w, 0, 32);
+		prm::set(w, prm::wqe_srq_next::next_wqe_index, (i + 1) & 255);
+		prm::set(w + 16, prm::wqe_data::byte_count, 16);
+		prm::set(w + 16, prm::wqe_data::lkey, lkey);
+		prm::set(w + 16, prm::wqe_data::addr, DpBed::iova(kDst + i * 16));
+	}
+	b.store_dbr(kSrqDbr, prm::dbr::rq_counter, 256);
+	/* Message (i, k): 8 bytes i << 32 | k from the sender's own source slot. */
+	for (uint32_t i = 0; i < kPairs; i++)
+		for (uint32_t k = 0; k < kOps; k++) {
+			const uint64_t v = uint64_t{i} << 32 | k;
+			std::memcpy(b.at(kSrc + (i * kOps + k) * 8), &v, 8);
+		}
+	auto worker = [&](uint32_t i) {
+		for (uint32_t k = 0; k < kOps; k++) {
+			b.post(snd[i],
+			       Wqe(MLX5_OPCODE_SEND, snd[i].qpn)
+				       .data(8, lkey, DpBed::iova(kSrc + (i * kOps + k) * 8))
+				       .done());
+			std::optional<std::vector<uint8_t>> c;
+			while (!(c = b.poll(scq[i])))
+				std::this_thread::yield();
+			ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_REQ);
+		}
+	};
+	std::thread t0(worker, 0u), t1(worker, 1u);
+	t0.join();
+	t1.join();
+	std::set<uint16_t> taken;
+	for (uint32_t i = 0; i < kPairs; i++) {
+		std::set<uint32_t> seqs;
+		for (int n = 0; n < kOps; n++) {
+			auto c = b.poll(rcq[i]);
+			ASSERT_TRUE(c) << "receiver " << i << " CQE " << n;
+			ASSERT_EQ(cqe_opcode(*c), MLX5_CQE_RESP_SEND);
+			const uint16_t idx = cqe_counter(*c);
+			EXPECT_TRUE(taken.insert(idx).second) << "WQE " << idx << " taken twice";
+			uint64_t v = 0;
+			std::memcpy(&v, b.at(kDst + idx * 16), 8);
+			EXPECT_EQ(v >> 32, i) << "WQE " << idx;
+			seqs.insert(static_cast<uint32_t>(v));
+		}
+		EXPECT_EQ(seqs.size(), size_t{kOps});
+		EXPECT_FALSE(b.poll(rcq[i]));
+	}
+	EXPECT_EQ(taken.size(), 256u);
+	EXPECT_TRUE(b.dp().check_invariants());
+}
+
+TEST(EmuDpSrqConcurrent, SendersOnTwoThreadsTakeEveryWqeOnceInline)
+{
+	concurrent_takes(DoorbellDelivery::inline_call);
+}
+
+TEST(EmuDpSrqConcurrent, SendersOnTwoThreadsTakeEveryWqeOncePollThread)
+{
+	concurrent_takes(DoorbellDelivery::poll_thread);
 }
 
 TEST(EmuDpSrqCaps, RefusesAnSrqAboveLogMaxQpSz)

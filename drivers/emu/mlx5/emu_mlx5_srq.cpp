@@ -197,7 +197,6 @@ void EmuDataPath::post_srq_event(const DmaSection &dma, uint8_t type, uint32_t s
 
 using cmd::fail;
 
-
 /* CREATE_SRQ (Linux srq_cmd.c, create_srq_cmd and set_srqc): a basic SRQ (no XRC domain, no
  * signature, no reserved lkey, no page offset). */
 CmdResult EmuMlx5Device::cmd_create_srq(const uint8_t *in, size_t in_len, uint8_t *out,
