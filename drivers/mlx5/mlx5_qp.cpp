@@ -542,6 +542,9 @@ uint64_t Qp::retire(uint16_t wqe_index) noexcept
 /* Hot path: no lock, no allocation, no system call. */
 uint64_t Qp::retire_recv(uint16_t index) noexcept
 {
+	/* A receive of the SRQ: its WQE goes back on the SRQ's list (mlx5_srq.h). */
+	if (srq_ != nullptr)
+		return srq_->retire(index);
 	const uint32_t slot = index & (rq_size_ - 1);
 	auto ahead = static_cast<uint16_t>(index - static_cast<uint16_t>(rq_ci_));
 	rq_ci_ += ahead + 1u;

@@ -227,7 +227,8 @@ public:
 	int poll_recv(Completion *out, int max) noexcept;
 	/* Frees the WQEBBs up to and including the WQE at wqe_index; returns its wr_id. */
 	uint64_t retire(uint16_t wqe_index) noexcept;
-	/* Frees the receive WQEs up to and including index; returns its wr_id. */
+	/* Frees the receive WQEs up to and including index; returns its wr_id. With an SRQ
+	 * (QpParams::srq): Srq::retire(index), the WQE back on the SRQ's list. */
 	uint64_t retire_recv(uint16_t index) noexcept;
 	/* Routes one completion of this QP (Completion::recv() or not) to retire or
 	 * retire_recv and fills its wr_id. */
