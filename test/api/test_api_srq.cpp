@@ -129,6 +129,24 @@ TEST_F(Srq, WqesComeBackForNewPostsOnceTheirCompletionsArePolled)
 	}
 }
 
+TEST_F(Srq, WriteWithImmediateTakesAnSrqReceiveForItsImmediate)
+{
+	ASSERT_EQ(post(0, 41), 0);
+	ASSERT_EQ(nicmr_post_write_imm(snd[2], u(a), 3000, ka, u(b) + 20000, kb, 0xfeed, 5,
+				       NICMR_SEND_SIGNALED),
+		  0);
+	const nicmr_wc wc = wait_wc(rcq);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, NICMR_WC_RECV_RDMA_WITH_IMM);
+	EXPECT_EQ(wc.wr_id, 41u);
+	EXPECT_EQ(wc.imm, 0xfeedu);
+	EXPECT_EQ(wc.byte_len, 3000u);
+	EXPECT_EQ(wc.qp_num, nicmr_qp_num(rcv[2]));
+	EXPECT_EQ(std::memcmp(b + 20000, a, 3000), 0);
+	EXPECT_EQ(b[0], 0) << "the receive's buffer takes nothing";
+	EXPECT_EQ(wait_wc(scq).status, NICMR_WC_SUCCESS);
+}
+
 TEST_F(Srq, AnEmptySrqHoldsTheSenderUntilAReceiveIsPosted)
 {
 	ASSERT_EQ(nicmr_post_send(snd[0], u(a), 64, ka, 0, 1, NICMR_SEND_SIGNALED), 0);
