@@ -5,6 +5,8 @@
  * once their completions are polled, an empty SRQ holds the sender (RNR) until a receive is
  * posted, and every refused argument has its code.
  */
+#include <sys/mman.h>
+
 #include <cstring>
 
 #include "api_wiring.h"
@@ -311,6 +313,58 @@ TEST_F(SrqOdp, ASendIntoPagesNeverAdvisedIsServedFromTheSrqsWqe)
 	EXPECT_EQ(f1.pf_errors, f0.pf_errors) << "served, not resumed with an error";
 	EXPECT_EQ(dev->emu->device().data_path().page_faults_outstanding(), 0u);
 	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+}
+
+TEST_F(SrqOdp, AnSrqReceiveIntoUnmappedMemoryFailsItsQpAloneAndWritesNothing)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	GTEST_SKIP() << "AddressSanitizer's allocator maps its own memory into the freed range, "
+			"so the range cannot be kept unmapped";
+#endif
+	constexpr size_t kPage = 4096;
+	/* A one-page hole between mapped pages: pages 0 and 2 stay mapped, page 1 is gone. */
+	void *p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
+	ASSERT_NE(p, MAP_FAILED);
+	char *c = static_cast<char *>(p);
+	nicmr_mr *odp = nullptr;
+	ASSERT_EQ(nicmr_mr_reg(pd, c, 3 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
+	ASSERT_EQ(munmap(c + kPage, kPage), 0);
+	std::memset(c, 0x3c, kPage);
+	const auto f0 = dp();
+	const nicmr_sge sg{u(c) + kPage + 64, 512, nicmr_mr_key(odp)};
+	ASSERT_EQ(nicmr_srq_post_recv(srq, &sg, 1, 0x99), 0);
+	ASSERT_EQ(post(1, 0x9a), 0);
+	ASSERT_EQ(nicmr_post_send(snd[0], u(a), 256, ka, 0, 5, NICMR_SEND_SIGNALED), 0);
+	/* The sender: the receiver's remote operational error (a receive key refused). */
+	const nicmr_wc s = wait_wc(scq);
+	EXPECT_EQ(s.status, NICMR_WC_REMOTE_OP);
+	EXPECT_EQ(s.syndrome, 0x14);
+	/* The receiver that took the WQE: the local access error, its QP in ERR. */
+	nicmr_wc r = wait_wc(rcq);
+	EXPECT_EQ(r.wr_id, 0x99u);
+	EXPECT_EQ(r.qp_num, nicmr_qp_num(rcv[0]));
+	EXPECT_EQ(r.status, NICMR_WC_LOCAL_ACCESS);
+	EXPECT_EQ(r.syndrome, 0x11);
+	uint32_t st = 0;
+	ASSERT_EQ(nicmr_qp_state(rcv[0], &st), 0);
+	EXPECT_EQ(st, uint32_t{NICMR_QP_ERR});
+	const auto f1 = dp();
+	EXPECT_EQ(f1.page_faults, f0.page_faults + 1);
+	EXPECT_EQ(f1.pf_errors, f0.pf_errors + 1);
+	for (size_t i = 0; i < kPage; i++)
+		ASSERT_EQ(c[i], 0x3c) << i;
+	/* The SRQ's next WQE is not flushed with that QP: another QP takes it. */
+	ASSERT_EQ(nicmr_post_send(snd[1], u(a), 100, ka, 0, 6, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait_wc(scq).status, NICMR_WC_SUCCESS);
+	r = wait_wc(rcq);
+	EXPECT_EQ(r.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(r.wr_id, 0x9au);
+	EXPECT_EQ(r.qp_num, nicmr_qp_num(rcv[1]));
+	EXPECT_EQ(std::memcmp(b + 1024, a, 100), 0);
+	EXPECT_EQ(nicmr_mr_dereg(odp), 0);
+	munmap(c, kPage);
+	munmap(c + 2 * kPage, kPage);
 }
 
 } // namespace
