@@ -280,6 +280,116 @@ TEST_F(EmuDpSrq, SendsTakeWqesAlongTheListWithTheirIndexAndTheLimitEventOnce)
 	EXPECT_TRUE(b.dp().check_invariants());
 }
 
+/* An SRQ WQE whose receive buffer is an on-demand mkey with no page present: qa sends to qb
+ * (attached to the SRQ, WQE 0 posted). The fault's EQE is returned (its token in *token). */
+std::vector<uint8_t> srq_fault(DpBed &b, uint32_t *srqn, uint32_t *token)
+{
+	namespace pf = prm::eqe_page_fault;
+	b.uar = b.alloc_uar();
+	EXPECT_EQ(b.create_eq(6, prm::event_bit(prm::event_type::page_fault)).status(),
+		  prm::status::ok);
+	EXPECT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	EXPECT_EQ(b.create_cq(&b.cqb, 1, 6).status(), prm::status::ok);
+	std::memset(b.at(kSrqDbr), 0, 8);
+	const Reply r = create_srq(b, SrqFields{});
+	EXPECT_EQ(r.status(), prm::status::ok);
+	*srqn = static_cast<uint32_t>(r.get(prm::create_srq_out::srqn));
+	EXPECT_EQ(b.create_qp(&b.qa, 0, &b.cqa, b.uar).status(), prm::status::ok);
+	EXPECT_EQ(create_srq_qp(b, &b.qb, 1, &b.cqb, *srqn).status(), prm::status::ok);
+	b.connect(b.qa, 1, b.qb.qpn);
+	b.connect(b.qb, 2, b.qa.qpn);
+	const uint32_t lkey = b.mr(kSrc, 8192, Perm{});
+	std::memset(b.at(kDst), 0xcc, 8192);
+	MkeyOpts o;
+	o.acc = Perm{true, true, true, true, true};
+	o.start = DpBed::iova(kDst);
+	o.len = 8192;
+	o.mtt = {DpBed::iova(kDst), DpBed::iova(kDst) + 4096};
+	o.pg_access = true; /* no entry with its enables: nothing present */
+	const uint32_t odp = b.mkey(o);
+	uint8_t *w = b.at(kSrqOff);
+	std::memset(w, 0, 64);
+	prm::set(w, prm::wqe_srq_next::next_wqe_index, 1);
+	prm::set(w + 16, prm::wqe_data::byte_count, 8192);
+	prm::set(w + 16, prm::wqe_data::lkey, odp);
+	prm::set(w + 16, prm::wqe_data::addr, DpBed::iova(kDst));
+	prm::set(w + 32, prm::wqe_data::lkey, MLX5_INVALID_LKEY);
+	b.store_dbr(kSrqDbr, prm::dbr::rq_counter, 1);
+	b.post(b.qa, Wqe(MLX5_OPCODE_SEND, b.qa.qpn).data(3000, lkey, DpBed::iova(kSrc)).done());
+	EXPECT_FALSE(b.poll(b.cqa)) << "the sender waits for the fault";
+	const uint32_t ci = b.eq_ci();
+	if (!b.poll_eq()) {
+		ADD_FAILURE() << "no page-fault EQE";
+		return {};
+	}
+	const uint8_t *e = b.at(kEqOff + (ci & 63) * 64);
+	*token = static_cast<uint32_t>(prm::get(e, pf::wqe_token));
+	return std::vector<uint8_t>(e, e + 64);
+}
+
+TEST_F(EmuDpSrq, AReceiveIntoPagesNotPresentRaisesTheSrqWqesFaultAndAnErrorResumeFailsIt)
+{
+	namespace pf = prm::eqe_page_fault;
+	uint32_t srqn = 0, token = 0;
+	const std::vector<uint8_t> e = srq_fault(b, &srqn, &token);
+	ASSERT_EQ(e.size(), 64u);
+	/* Linux odp.c: type 0 is MLX5_WQE_PF_TYPE_RMP, the WQ number the SRQ's. */
+	EXPECT_EQ(prm::get(e.data(), prm::eqe::event_type), prm::event_type::page_fault);
+	EXPECT_EQ(prm::get(e.data(), prm::eqe::event_sub_type), pf::subtype_wqe);
+	EXPECT_EQ(prm::get(e.data(), pf::pftype), 0u);
+	EXPECT_EQ(prm::get(e.data(), pf::wq_number), srqn);
+	EXPECT_EQ(prm::get(e.data(), pf::wqe_index), 0u);
+	EXPECT_EQ(prm::get(e.data(), pf::packet_length), 3000u);
+	/* A resume without error runs the SEND again into the WQE the QP kept (test_api_srq's
+	 * SrqOdp, through the driver's fault service). */
+	Cmd c(prm::opcode::page_fault_resume, prm::page_fault_resume_in::size,
+	      prm::page_fault_resume_out::size);
+	c.set(prm::page_fault_resume_in::token, token);
+	c.set(prm::page_fault_resume_in::wq_number, srqn);
+	/* Resumed with an error: the receive completes with the local access error on the QP
+	 * that took it, nothing written, the sender a remote operational error. */
+	c.set(prm::page_fault_resume_in::error, 1);
+	ASSERT_EQ(b.h().run(c).status(), prm::status::ok);
+	auto rc = b.wait(b.cqb);
+	ASSERT_TRUE(rc);
+	EXPECT_EQ(cqe_opcode(*rc), MLX5_CQE_RESP_ERR);
+	EXPECT_EQ(cqe_syndrome(*rc), MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR);
+	EXPECT_EQ(cqe_counter(*rc), 0u);
+	EXPECT_EQ(prm::get(rc->data(), prm::cqe::srqn), srqn);
+	auto sc = b.wait(b.cqa);
+	ASSERT_TRUE(sc);
+	EXPECT_EQ(cqe_syndrome(*sc), MLX5_CQE_SYNDROME_REMOTE_OP_ERR);
+	EXPECT_EQ(b.at(kDst)[0], 0xcc);
+	const Reply q = run_srqn(b, prm::opcode::query_srq, srqn);
+	EXPECT_EQ(q.get_at(prm::query_srq_out::srqc_offset, prm::srqc::wqe_cnt), 1u)
+		<< "taken once, held across the fault";
+}
+
+TEST_F(EmuDpSrq, A2errFlushesTheSrqWqeHeldForAFaultAndOnlyIt)
+{
+	uint32_t srqn = 0, token = 0;
+	ASSERT_EQ(srq_fault(b, &srqn, &token).size(), 64u);
+	b.store_dbr(kSrqDbr, prm::dbr::rq_counter, 2); /* WQE 1 posted too */
+	Cmd e(prm::opcode::qp_2err, prm::qp_2err_in::size, prm::qp_2err_out::size);
+	e.set(prm::qp_2err_in::qpn, b.qb.qpn);
+	ASSERT_EQ(b.h().run(e).status(), prm::status::ok);
+	auto rc = b.wait(b.cqb);
+	ASSERT_TRUE(rc);
+	EXPECT_EQ(cqe_opcode(*rc), MLX5_CQE_RESP_ERR);
+	EXPECT_EQ(cqe_syndrome(*rc), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	EXPECT_EQ(cqe_counter(*rc), 0u) << "the WQE it held";
+	EXPECT_FALSE(b.poll(b.cqb)) << "WQE 1 stays in the SRQ for other QPs";
+	const Reply q = run_srqn(b, prm::opcode::query_srq, srqn);
+	EXPECT_EQ(q.get_at(prm::query_srq_out::srqc_offset, prm::srqc::wqe_cnt), 1u);
+	/* The late resume finds nothing waiting. */
+	Cmd c(prm::opcode::page_fault_resume, prm::page_fault_resume_in::size,
+	      prm::page_fault_resume_out::size);
+	c.set(prm::page_fault_resume_in::token, token);
+	EXPECT_EQ(b.h().run(c).status(), prm::status::ok);
+	EXPECT_FALSE(b.poll(b.cqb));
+	EXPECT_TRUE(b.dp().check_invariants());
+}
+
 /* Senders on their own threads SEND to receivers that share one SRQ: the device takes every
  * WQE exactly once (the SRQ's lock), whichever thread executes the request. */
 void concurrent_takes(DoorbellDelivery mode)

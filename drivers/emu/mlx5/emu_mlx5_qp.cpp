@@ -329,7 +329,14 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.pf_recv = false;
 		qp.rpf_recv = false;
 		qp.rq_ci = 0;
-		qp.srq_held = false; /* a WQE held for a fault that is gone: lost, as on reset */
+		if (qp.srq != nullptr) {
+			/* An SRQ WQE this QP took and did not complete (held for a fault, or a wire
+			 * SEND's in progress): flushed, so that the driver can link it back (the
+			 * SRQ's indices outlive this QP's numbering). */
+			const DmaSection dma(mmu_);
+			std::lock_guard rl(qp.rq_lock);
+			rq_flush(dma, qp);
+		}
 		qp.path = QpPath{};
 		qp.rc.reset();
 		return 0;

@@ -196,6 +196,11 @@ void EmuDataPath::rq_flush(const DmaSection &dma, Qp &qp)
 		qp.srq_held = false;
 		rq_complete(dma, qp, qp.srq_wqe.index, 0, 0, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
 	}
+	/* So is the one a wire SEND in progress took (its LAST never came). */
+	if (qp.srq != nullptr && qp.rc && qp.rc->s_active) {
+		qp.rc->s_active = false;
+		rq_complete(dma, qp, qp.rc->s_wqe.index, 0, 0, 0, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+	}
 	if (!qp.attr.rq)
 		return;
 	uint8_t rec[prm::dbr::size] = {};
