@@ -99,6 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	check(p.info != nullptr && p.info == opcode_info(p.opcode) && p.info->name != nullptr);
 	check(p.bth == d.data() && p.opcode == d[0]);
+	check_view(p, d.data(), p.deth, ext::deth);
 	check_view(p, d.data(), p.reth, ext::reth);
 	check_view(p, d.data(), p.aeth, ext::aeth);
 	check_view(p, d.data(), p.atomic_eth, ext::atomic_eth);

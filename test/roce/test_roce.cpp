@@ -136,6 +136,7 @@ TEST(RoceLayout, HeaderSizesAreIbtas)
 	EXPECT_EQ(roce::atomic_ack_eth::size, 8u);
 	EXPECT_EQ(roce::immdt::size, 4u);
 	EXPECT_EQ(roce::ieth::size, 4u);
+	EXPECT_EQ(roce::deth::size, 8u);
 	EXPECT_EQ(roce::max_header_length, 40u);
 }
 
@@ -144,6 +145,14 @@ TEST(RoceLayout, OpcodeTableIsTable35)
 	for (unsigned op = 0; op < 256; op++) {
 		SCOPED_TRACE(op);
 		const auto o = static_cast<uint8_t>(op);
+		if (op == roce::opcode::ud_send_only || op == roce::opcode::ud_send_only_imm) {
+			/* UD SEND ONLY [with ImmDt]: BTH + DETH [+ ImmDt] (test_roce_ud.cpp). */
+			ASSERT_NE(roce::opcode_info(o), nullptr);
+			EXPECT_EQ(roce::header_length(o),
+				  op == roce::opcode::ud_send_only ? 20u : 24u);
+			EXPECT_TRUE(roce::opcode_info(o)->payload);
+			continue;
+		}
 		if (op >= roce::opcode::rc_count || kTable35[op].hdr_len < 0) {
 			EXPECT_EQ(roce::opcode_info(o), nullptr);
 			EXPECT_EQ(roce::header_length(o), 0u);

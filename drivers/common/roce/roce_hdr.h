@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The RoCEv2 header layout table: the IBTA transport headers an RC packet carries, field by
+ * The RoCEv2 header layout table: the IBTA transport headers RC and UD packets carry, field by
  * field, and the opcode table that says which of them follow the BTH. Shared by every sender
  * and receiver of the wire (the device model's ports); doc/roce.md is its page.
  *
  * A RoCEv2 packet is a UDP datagram to port 4791 (IBTA annex A17) whose payload is
  *
- *   +-----+------+------+-----------+--------------+-------+------+---------+-----+-------+
- *   | BTH | RETH | AETH | AtomicETH | AtomicAckETH | ImmDt | IETH | payload | pad | ICRC  |
- *   | 12  |  16  |  4   |    28     |      8       |   4   |  4   | 0..4096 | 0-3 | 4, LE |
- *   +-----+------+------+-----------+--------------+-------+------+---------+-----+-------+
- *           \______ only those the opcode names (opcode_info), in this order ______/
+ *   +-----+------+------+------+-----------+--------------+-------+------+---------+-----+-------+
+ *   | BTH | DETH | RETH | AETH | AtomicETH | AtomicAckETH | ImmDt | IETH | payload | pad | ICRC  |
+ *   | 12  |  8   |  16  |  4   |    28     |      8       |   4   |  4   | 0..4096 | 0-3 | 4, LE |
+ *   +-----+------+------+------+-----------+--------------+-------+------+---------+-----+-------+
+ *           \_________ only those the opcode names (opcode_info), in this order _________/
+ *
+ * RC opcodes never carry a DETH; the two UD opcodes carry it and nothing of RETH .. AtomicAckETH
+ * or IETH (IBTA 9.2, table 35: DETH is the Datagram ETH, right after the BTH).
  *
  * Fields use the PRM table's mechanism (drivers/common/mlx5/mlx5_prm.h): a Field is a bit
  * offset from the most significant bit of the header and a width, every header is big-endian
@@ -18,9 +21,9 @@
  * The ICRC alone is little-endian (Linux rxe_icrc.c stores the CRC in CPU order on x86, as
  * hardware sends it): roce_packet.h's load_icrc()/store_icrc() convert it.
  *
- * Sources: IBTA vol. 1, 9.2 (BTH), 9.3 (extended transport headers), 9.7.5.2 (AETH syndrome),
- * table 35 (opcodes); Linux drivers/infiniband/sw/rxe/rxe_hdr.h (the same fields and masks) and
- * rxe_opcode.c (rxe_opcode[]: which headers each opcode carries).
+ * Sources: IBTA vol. 1, 9.2 (BTH), 9.3 (extended transport headers; 9.3.3 DETH), 9.7.5.2 (AETH
+ * syndrome), table 35 (opcodes); Linux drivers/infiniband/sw/rxe/rxe_hdr.h (the same fields and
+ * masks) and rxe_opcode.c (rxe_opcode[]: which headers each opcode carries).
  */
 #ifndef NICMR_ROCE_HDR_H
 #define NICMR_ROCE_HDR_H
@@ -71,6 +74,20 @@ inline constexpr uint32_t tver_supported = 0;
 inline constexpr size_t resv8a_byte = 4;
 inline constexpr uint8_t resv8a_icrc_mask = 0xff;
 } // namespace bth
+
+/*
+ * Datagram Extended Transport Header (IBTA 9.3.3; rxe_hdr.h struct rxe_deth): the Q_Key the
+ * receiving UD QP checks and the sending QP's number.
+ */
+namespace deth {
+inline constexpr size_t size = 8;
+inline constexpr Field q_key{0, 32};
+inline constexpr Field resv{32, 8};
+inline constexpr Field src_qp{40, 24};
+/* A Q_Key with this bit set in a UD send work request means "the sending QP's own Q_Key"
+ * (IBTA 10.2.5, C10-15; rxe_req.c init_req_packet, ibv_post_send(3) "remote_qkey"). */
+inline constexpr uint32_t q_key_use_qp = 0x80000000u;
+} // namespace deth
 
 /* RDMA Extended Transport Header (IBTA 9.3): RDMA WRITE first/only and READ request. */
 namespace reth {
@@ -265,20 +282,26 @@ inline constexpr uint8_t send_last_inv = 0x16;
 inline constexpr uint8_t send_only_inv = 0x17;
 /* One past the last RC opcode: the opcode table's size. */
 inline constexpr size_t rc_count = 0x18;
+/* UD opcodes (IBTA table 35, transport bits 7:5 = 011; rxe IB_OPCODE_UD_*): the only two a UD
+ * QP sends, one packet per message. */
+inline constexpr uint8_t ud_send_only = 0x64;
+inline constexpr uint8_t ud_send_only_imm = 0x65;
 } // namespace opcode
 
 /* The extension headers, as bits of OpcodeInfo::ext; they follow the BTH in this order. */
 namespace ext {
-inline constexpr uint8_t reth = 1u << 0;
-inline constexpr uint8_t aeth = 1u << 1;
-inline constexpr uint8_t atomic_eth = 1u << 2;
-inline constexpr uint8_t atomic_ack_eth = 1u << 3;
-inline constexpr uint8_t immdt = 1u << 4;
-inline constexpr uint8_t ieth = 1u << 5;
-inline constexpr size_t count = 6;
+inline constexpr uint8_t deth = 1u << 0;
+inline constexpr uint8_t reth = 1u << 1;
+inline constexpr uint8_t aeth = 1u << 2;
+inline constexpr uint8_t atomic_eth = 1u << 3;
+inline constexpr uint8_t atomic_ack_eth = 1u << 4;
+inline constexpr uint8_t immdt = 1u << 5;
+inline constexpr uint8_t ieth = 1u << 6;
+inline constexpr size_t count = 7;
 /* Sizes in the order of the bits. */
 inline constexpr std::array<uint8_t, count> sizes{
-	reth::size, aeth::size, atomic_eth::size, atomic_ack_eth::size, immdt::size, ieth::size};
+	deth::size,	      reth::size,  aeth::size, atomic_eth::size,
+	atomic_ack_eth::size, immdt::size, ieth::size};
 } // namespace ext
 
 /* What an opcode's packet holds after its BTH. */
@@ -339,15 +362,29 @@ inline constexpr std::array<OpcodeInfo, opcode::rc_count> rc_opcodes{
 	op("SEND_LAST_WITH_INVALIDATE", ext::ieth, true),
 	op("SEND_ONLY_WITH_INVALIDATE", ext::ieth, true),
 };
+
+/* IBTA table 35's UD rows (0x64, 0x65); rxe_opcode.c's IB_OPCODE_UD_SEND_ONLY entries. */
+inline constexpr std::array<OpcodeInfo, 2> ud_opcodes{
+	op("UD_SEND_ONLY", ext::deth, true),
+	op("UD_SEND_ONLY_WITH_IMMEDIATE", ext::deth | ext::immdt, true),
+};
 } // namespace detail
 
-/* The opcode's row, or nullptr for an opcode that is not an RC opcode of table 35 (UC, RD, UD,
- * CNP, reserved, vendor). */
+/* The opcode's row, or nullptr for an opcode that is not an RC or UD opcode of table 35 (UC,
+ * RD, CNP, reserved, vendor). */
 constexpr const OpcodeInfo *opcode_info(uint8_t op) noexcept
 {
+	if (op == opcode::ud_send_only || op == opcode::ud_send_only_imm)
+		return &detail::ud_opcodes[op - opcode::ud_send_only];
 	if (op >= opcode::rc_count || detail::rc_opcodes[op].name == nullptr)
 		return nullptr;
 	return &detail::rc_opcodes[op];
+}
+
+/* Whether op is one of the UD opcodes (a datagram: DETH, no transport acknowledgement). */
+constexpr bool is_ud(uint8_t op) noexcept
+{
+	return op == opcode::ud_send_only || op == opcode::ud_send_only_imm;
 }
 
 /* BTH plus the opcode's extension headers, in bytes; 0 for an opcode opcode_info() refuses. */

@@ -219,7 +219,8 @@ Error build(const IpPath &path, const Headers &h, std::span<const uint8_t> paylo
 	if (payload.size() > max_payload)
 		return Error::payload_too_long;
 	if (!prm::fits(bth::dest_qp, h.dest_qp) || !prm::fits(bth::psn, h.psn) ||
-	    (info->has(ext::aeth) && !prm::fits(aeth::msn, h.aeth.msn)))
+	    (info->has(ext::aeth) && !prm::fits(aeth::msn, h.aeth.msn)) ||
+	    (info->has(ext::deth) && !prm::fits(deth::src_qp, h.deth.src_qp)))
 		return Error::field_range;
 	const uint32_t pad = pad_count(payload.size());
 	const size_t total = info->hdr_len + payload.size() + pad + icrc_size;
@@ -238,6 +239,11 @@ Error build(const IpPath &path, const Headers &h, std::span<const uint8_t> paylo
 	prm::set(p, bth::dest_qp, h.dest_qp);
 	prm::set(p, bth::ack_req, h.ack_req);
 	prm::set(p, bth::psn, h.psn);
+	if (info->has(ext::deth)) {
+		uint8_t *d = p + info->offset(ext::deth);
+		prm::set(d, deth::q_key, h.deth.q_key);
+		prm::set(d, deth::src_qp, h.deth.src_qp);
+	}
 	if (info->has(ext::reth)) {
 		uint8_t *r = p + info->offset(ext::reth);
 		prm::set(r, reth::va, h.reth.va);
@@ -309,6 +315,7 @@ Error parse(const IpPath &path, std::span<const uint8_t> datagram, Parsed *out) 
 	auto view = [&](uint8_t bit) -> const uint8_t * {
 		return info->has(bit) ? d + info->offset(bit) : nullptr;
 	};
+	r.deth = view(ext::deth);
 	r.reth = view(ext::reth);
 	r.aeth = view(ext::aeth);
 	r.atomic_eth = view(ext::atomic_eth);

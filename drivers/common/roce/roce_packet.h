@@ -36,13 +36,13 @@ enum class Error : uint8_t {
 	too_long,	    /* parse: more bytes than the largest packet (max_datagram) */
 	bad_icrc,	    /* parse: the ICRC does not match the masked headers and payload */
 	bad_tver,	    /* parse: BTH TVer is not 0 */
-	unknown_opcode,	    /* parse, build: not an RC opcode of IBTA table 35 */
+	unknown_opcode,	    /* parse, build: not an RC or UD opcode of IBTA table 35 */
 	truncated,	    /* parse: shorter than the opcode's headers and the ICRC */
 	bad_length,	    /* parse: the bytes after the headers are not a multiple of 4 */
 	bad_pad,	    /* parse: PadCnt larger than the bytes after the headers */
 	unexpected_payload, /* parse, build: a payload on an opcode that carries none */
 	payload_too_long,   /* parse, build: a payload above max_payload (4096) */
-	field_range,	    /* build: DestQP, PSN or MSN does not fit its 24 bits */
+	field_range,	    /* build: DestQP, PSN, MSN or DETH SrcQP does not fit 24 bits */
 	no_room,	    /* build: the output buffer is smaller than the packet */
 };
 
@@ -109,6 +109,10 @@ struct Aeth {
 	uint8_t syndrome = 0; /* aeth::make_syndrome() */
 	uint32_t msn = 0;     /* 24 bits */
 };
+struct Deth {
+	uint32_t q_key = 0;
+	uint32_t src_qp = 0; /* 24 bits */
+};
 struct AtomicEth {
 	uint64_t va = 0;
 	uint32_t r_key = 0;
@@ -125,6 +129,7 @@ struct Headers {
 	uint32_t dest_qp = 0; /* 24 bits */
 	bool ack_req = false;
 	uint32_t psn = 0; /* 24 bits */
+	Deth deth;
 	Reth reth;
 	Aeth aeth;
 	AtomicEth atomic;
@@ -138,7 +143,7 @@ struct Headers {
  * and the ICRC over path at the start of out; *len = the datagram's length. The payload may
  * already lie at its place in out (out.data() + header_length(h.opcode)): it is then not
  * copied. On an error out and *len are left alone. Errors: unknown_opcode, unexpected_payload,
- * payload_too_long, field_range, no_room. Hot path.
+ * payload_too_long, field_range (DestQP, PSN, MSN or the DETH's source QP), no_room. Hot path.
  */
 Error build(const IpPath &path, const Headers &h, std::span<const uint8_t> payload,
 	    std::span<uint8_t> out, size_t *len) noexcept;
@@ -149,6 +154,7 @@ struct Parsed {
 	uint8_t opcode = 0;
 	const OpcodeInfo *info = nullptr;
 	const uint8_t *bth = nullptr;
+	const uint8_t *deth = nullptr;
 	const uint8_t *reth = nullptr;
 	const uint8_t *aeth = nullptr;
 	const uint8_t *atomic_eth = nullptr;
