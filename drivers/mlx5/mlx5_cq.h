@@ -52,6 +52,12 @@ struct Completion {
 	/* Receive completions of a QP attached to an SRQ: the SRQ's number (the CQE's srqn;
 	 * wqe_index is then the SRQ WQE's index); 0 otherwise. */
 	uint32_t srqn = 0;
+	/* UD receive completions: the sending QP, whether the buffer starts with the 40-byte
+	 * GRH (always on RoCE) and the network header it holds (MLX5_CQE_L3_HDR_TYPE_IPV4:
+	 * bytes 20..39 are the IPv4 header; _IPV6: the IPv6 header). */
+	uint32_t src_qpn = 0;
+	bool grh = false;
+	uint8_t l3_hdr_type = 0;
 	bool ok() const noexcept
 	{
 		return syndrome == 0 && opcode != MLX5_CQE_REQ_ERR && opcode != MLX5_CQE_RESP_ERR;

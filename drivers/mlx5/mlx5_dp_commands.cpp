@@ -169,7 +169,7 @@ int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 	uint8_t *b = in->data();
 	header(b, prm::opcode::create_qp);
 	uint8_t *q = b + prm::create_qp_in::qpc_offset;
-	prm::set(q, prm::qpc::st, prm::qp_st::rc);
+	prm::set(q, prm::qpc::st, c.ud ? prm::qp_st::ud : prm::qp_st::rc);
 	prm::set(q, prm::qpc::pm_state, prm::qp_pm_state::migrated);
 	prm::set(q, prm::qpc::pd, c.pd);
 	prm::set(q, prm::qpc::uar_page, c.uar);
@@ -238,8 +238,9 @@ int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector
 	prm::set(b, prm::modify_qp_in::qpn, qpn);
 	prm::set(b, prm::modify_qp_in::opt_param_mask, a.opt_param_mask);
 	uint8_t *c = b + prm::modify_qp_in::qpc_offset;
-	prm::set(c, q::st, prm::qp_st::rc);
+	prm::set(c, q::st, a.ud ? prm::qp_st::ud : prm::qp_st::rc);
 	prm::set(c, q::pm_state, prm::qp_pm_state::migrated);
+	prm::set(c, q::q_key, a.q_key);
 	prm::set(c, q::pd, a.pd);
 	prm::set(c, q::primary_vhca_port_num, a.port);
 	prm::set(c, q::remote_qpn, a.remote_qpn);

@@ -67,6 +67,8 @@ struct QpCreate {
 	/* qpc.ts_format (prm::qp_ts_format): what the device's RoCE caps accept (Qp::create
 	 * derives it from Caps::roce_qp_ts_format). */
 	uint32_t ts_format = prm::qp_ts_format::free_running;
+	/* qpc.st UD (unreliable datagram) instead of RC. */
+	bool ud = false;
 };
 
 /*
@@ -96,6 +98,8 @@ struct QpAttr {
 	uint32_t min_rnr_nak = 0;    /* 0..31 */
 	uint32_t atomic_mode = 0;    /* prm::qp_atomic_mode, with rae */
 	uint32_t opt_param_mask = 0; /* prm::qp_optpar bits the transition changes */
+	bool ud = false;	     /* qpc.st UD, as the QP was created */
+	uint32_t q_key = 0;	     /* UD: qpc.q_key */
 };
 
 int alloc_uar(CmdTransport &t, uint32_t *uar);

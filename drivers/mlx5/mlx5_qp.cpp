@@ -36,7 +36,8 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	if (p.log_sq_size < 1 || p.log_sq_size > 15 || p.port < 1 || p.port > 2 ||
 	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7 ||
 	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p) || p.max_recv_sge > 32 ||
-	    p.log_rq_size > 15 || (p.srq != nullptr && p.max_recv_sge != 0))
+	    p.log_rq_size > 15 || (p.srq != nullptr && p.max_recv_sge != 0) ||
+	    (p.ud && (p.rre || p.rwe || p.rae || p.umr)))
 		return -EINVAL;
 	/* The RQ's geometry as rdma-core's mlx5 provider sizes it (providers/mlx5/verbs.c,
 	 * mlx5_calc_rq_size): a slot of 16 bytes per SGE, rounded up to a power of two. */
@@ -87,6 +88,8 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	qp->attr_.rae = p.rae;
 	qp->attr_.log_sra_max = p.log_sra_max;
 	qp->attr_.log_rra_max = p.log_rra_max;
+	qp->attr_.ud = p.ud;
+	qp->attr_.q_key = p.q_key;
 	/* No more than the device carries: a larger log_msg_max is refused (BAD_PARAM). */
 	qp->attr_.log_msg_max = std::min(p.log_msg_max, caps.log_max_msg);
 	(void)qp->set_connection(p); /* checked above */
@@ -112,6 +115,7 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	c.mem.pas = qp->ring_.pas();
 	c.fre = p.umr;
 	c.rlky = p.umr;
+	c.ud = p.ud;
 	c.ts_format = caps.roce_qp_ts_format == prm::ts_format_cap::free_running
 			      ? prm::qp_ts_format::free_running
 			      : prm::qp_ts_format::device_default;
@@ -141,8 +145,8 @@ int Qp::to_init()
 int Qp::to_rtr(uint32_t remote_qpn)
 {
 	static constexpr std::array<uint8_t, prm::qpc::rgid_size> kNoGid{};
-	if (!attr_.fl && attr_.remote_gid == kNoGid)
-		return -EINVAL; /* a RoCE path needs the peer's GID */
+	if (!attr_.ud && !attr_.fl && attr_.remote_gid == kNoGid)
+		return -EINVAL; /* a RoCE path needs the peer's GID (UD: none, per WQE) */
 	QpAttr a = attr_;
 	a.remote_qpn = remote_qpn;
 	int rc = init2rtr_qp(dev_.cmdq(), qpn_, a);

@@ -101,6 +101,25 @@ struct QpParams {
 	uint32_t ack_timeout =
 		14; /* local ACK timeout 4.096 us * 2^n, 0..31 (0: none); 14 = 67 ms */
 	uint32_t min_rnr_timer = 12; /* min_rnr_nak, IB encoding 0..31; 12 = 0.64 ms */
+	/*
+	 * UD (unreliable datagram, mlx5_qp_ud.cpp): ud makes qpc.st UD. q_key: the Q_Key its
+	 * receives must carry (IBTA 10.2.5), set at RST2INIT. A UD QP has no connection: connect()
+	 * takes the remote QPN 0, every send names its destination (post_ud_send), mtu is the
+	 * largest datagram (mtu_bytes()), and the address path and PSN fields above except sq_psn
+	 * are unused. The responder enables and umr must be false.
+	 */
+	bool ud = false;
+	uint32_t q_key = 0;
+};
+
+/* Where a UD send goes (post_ud_send). */
+struct UdDest {
+	std::array<uint8_t, 16> gid{}; /* the peer port's GID (IPv4-mapped for IPv4) */
+	uint32_t qpn = 0;	       /* the peer UD QP, 24 bits */
+	/* The Q_Key the peer QP has; bit 31 set: this QP's own (IBTA 10.2.5). */
+	uint32_t q_key = 0;
+	uint16_t udp_sport = 0; /* RoCEv2 UDP source port hint (the emulated port ignores it) */
+	bool force_loopback = false; /* the device's own loopback, whatever the port */
 };
 
 /* A WQE being built: its ctrl segment, the cursor after it, its index and size. */
@@ -198,6 +217,20 @@ public:
 			    unsigned flags) noexcept;
 	int post_write_imm(std::span<const Sge> sgl, uint64_t raddr, uint32_t rkey, uint32_t imm,
 			   uint64_t wr_id, unsigned flags) noexcept;
+	/*
+	 * UD QPs (mlx5_qp_ud.cpp): one datagram of sgl's bytes to `to`, with the immediate imm
+	 * (host order) when with_imm. The receiver gets a 40-byte GRH before the data. Hot path
+	 * as the others. Errors: -ENOTSUP (not a UD QP), -EINVAL (more than max_ud_sge() SGEs,
+	 * a QPN above 24 bits), -EMSGSIZE (more bytes than mtu_bytes(): IBTA C10-93.1.1 lets
+	 * nothing be sent), -ENOSPC.
+	 */
+	int post_ud_send(std::span<const Sge> sgl, const UdDest &to, bool with_imm, uint32_t imm,
+			 uint64_t wr_id, unsigned flags) noexcept;
+	bool ud() const noexcept { return attr_.ud; }
+	/* The path MTU in bytes (QpParams::mtu): a UD QP's largest datagram. */
+	uint32_t mtu_bytes() const noexcept { return 128u << attr_.mtu; }
+	/* UD: data segments after the ctrl and datagram segments. */
+	static constexpr uint32_t max_ud_sge() noexcept { return kMaxWqeDs - 4; }
 	/*
 	 * A receive WQE of sgl (zero-length entries are skipped). Hot path: no lock, no
 	 * allocation, no system call; one thread at a time (it may be another than the

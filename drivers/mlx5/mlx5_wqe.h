@@ -130,6 +130,21 @@ inline void set_data(mlx5_wqe_data_seg *d, uint64_t addr, uint32_t len, uint32_t
 	prm::set(d, prm::wqe_data::addr, addr);
 }
 
+/* The datagram segment of a UD send WQE (prm::wqe_datagram, mlx5dv.h struct mlx5_wqe_av): every
+ * byte written, as mlx5dv_set_dgram_seg writes a whole AV. q_key with bit 31 set: the QP's own
+ * (IBTA 10.2.5). udp_sport goes where rdma-core's mlx5_create_ah puts RoCEv2's (rlid). */
+inline void set_datagram(void *seg, const uint8_t *rgid, uint32_t dqpn, uint32_t q_key,
+			 uint16_t udp_sport) noexcept
+{
+	namespace f = prm::wqe_datagram;
+	std::memset(seg, 0, f::size);
+	prm::set(seg, f::q_key, q_key);
+	prm::set(seg, f::dqpn, dqpn);
+	prm::set(seg, f::rlid_udp_sport, udp_sport);
+	prm::set(seg, f::grh, 1);
+	std::memcpy(static_cast<uint8_t *>(seg) + f::rgid_byte, rgid, f::rgid_size);
+}
+
 /* The 4-byte header of an inline data segment carrying len bytes. */
 inline void set_inline_header(void *h, uint32_t len) noexcept
 {

@@ -1392,8 +1392,9 @@ TEST(EmuDpCmd, QueueMemoryMustBeMappedAndLargeEnough)
 	big.set_at(prm::create_cq_in::cqc_offset, prm::cqc::dbr_addr, DpBed::iova(kDbrOff));
 	big.set_at(prm::create_cq_in::pas_offset, prm::pas_entry, DpBed::iova(kCqOff));
 	EXPECT_CMD(b.h().run(big), prm::status::bad_param, Syndrome::queue_params);
+	/* UC (and XRC) are not modelled; UD is (emu_mlx5_ud.cpp). */
 	Cmd qp(prm::opcode::create_qp, prm::create_qp_in::size + 8, prm::create_qp_out::size);
-	qp.set_at(prm::create_qp_in::qpc_offset, prm::qpc::st, prm::qp_st::ud);
+	qp.set_at(prm::create_qp_in::qpc_offset, prm::qpc::st, prm::qp_st::uc);
 	EXPECT_CMD(b.h().run(qp), prm::status::bad_param, Syndrome::qp_type);
 }
 

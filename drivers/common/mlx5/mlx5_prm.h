@@ -1329,6 +1329,33 @@ inline constexpr Field lkey{0x20, 32};
 inline constexpr Field addr{0x40, 64};
 } // namespace wqe_data
 
+/*
+ * Datagram segment of a UD send WQE (mlx5dv.h struct mlx5_wqe_datagram_seg / mlx5_wqe_av, 48
+ * bytes, right after the ctrl segment): where the datagram goes. On RoCE, rdma-core's
+ * mlx5_create_ah (providers/mlx5/verbs.c) puts the RoCEv2 UDP source port in rlid (between
+ * RROCE_UDP_SPORT_MIN and _MAX) and the peer's GID in rgid with grh set; mlx5dv_set_dgram_seg
+ * writes the Q_Key and dqp_dct with MLX5_EXTENDED_UD_AV in the top bit when the extended AV is
+ * used.
+ */
+namespace wqe_datagram {
+inline constexpr size_t size = 48;
+inline constexpr Field q_key{0x00, 32};
+inline constexpr Field ext{0x40, 1}; /* MLX5_EXTENDED_UD_AV */
+inline constexpr Field dqpn{0x48, 24};
+inline constexpr Field stat_rate_sl{0x60, 8};
+inline constexpr Field fl{0x68, 1}; /* force loopback */
+inline constexpr Field mlid{0x69, 7};
+inline constexpr Field rlid_udp_sport{0x70, 16};
+inline constexpr size_t rmac_byte = 20; /* 6 bytes */
+inline constexpr Field tclass{0xd0, 8};
+inline constexpr Field hop_limit{0xd8, 8};
+inline constexpr Field grh{0xe1, 1}; /* bit 30 of grh_gid_fl (Linux ah.c create_ib_ah) */
+inline constexpr Field sgid_index{0xe4, 8};
+inline constexpr Field flow_label{0xec, 20};
+inline constexpr size_t rgid_byte = 32; /* 16 bytes, network order */
+inline constexpr size_t rgid_size = 16;
+} // namespace wqe_datagram
+
 /* Inline data segment: a 4-byte header, then the payload (padded to 16 bytes). Its header
  * overlays a data segment's byte_count: the top bit (MLX5_INLINE_SEG) tells them apart. */
 namespace wqe_inline {
@@ -1398,6 +1425,15 @@ inline constexpr size_t size = 64;
  * wire and here), or the rkey a SEND with invalidate invalidated (rdma-core providers/mlx5/
  * cq.c, handle_responder: imm_data, invalidated_rkey). */
 inline constexpr Field imm_inval_pkey{0x120, 32};
+/* flags_rqpn (byte 24) of a UD responder CQE: the sender's QP (rdma-core providers/mlx5/cq.c
+ * handle_responder: src_qp = flags_rqpn & 0xffffff), whether the receive buffer starts with a
+ * GRH (g, bits 29:28: IBV_WC_GRH when not 0) and, on RoCE, the network header type
+ * (bits 25:24, MLX5_CQE_L3_HDR_TYPE_IPV6 / _IPV4; Linux mlx5 cq.c handle_responder:
+ * roce_packet_type). */
+inline constexpr Field grh{0xc2, 2};
+inline constexpr Field l3_hdr_type{0xc6, 2};
+inline constexpr Field src_qpn{0xc8, 24};
+inline constexpr uint32_t grh_present = 1;
 inline constexpr Field byte_cnt{0x160, 32}; /* bytes moved (success) */
 inline constexpr Field srqn{0x108, 24};	    /* responder CQEs of an SRQ: its number
 						       (mlx5_cqe64 srqn_uidx, low 24 bits) */
@@ -1712,6 +1748,9 @@ inline constexpr uint32_t ack_timeout = 1u << 14;
 inline constexpr uint32_t pri_port = 1u << 16;
 inline constexpr uint32_t rc_init2rtr = alt_addr_path | rre | rae | rwe | pkey_index;
 inline constexpr uint32_t rc_rtr2rts = alt_addr_path | rre | rae | rwe | pm_state | rnr_timeout;
+/* A UD QP's (Linux qp.c opt_mask[..][..][MLX5_QP_ST_UD]). */
+inline constexpr uint32_t ud_init2rtr = pkey_index | q_key;
+inline constexpr uint32_t ud_rtr2rts = q_key;
 } // namespace qp_optpar
 
 /*

@@ -137,6 +137,8 @@ struct QpAttr {
 	bool fre = false;  /* qpc.fre: UMR WQEs allowed */
 	bool rlky = false; /* qpc.rlky: the reserved lkey allowed */
 	uint32_t ts_format = 0; /* prm::qp_ts_format */
+	/* qpc.st UD (prm::qp_st::ud): an unreliable datagram QP (emu_mlx5_ud.cpp); else RC. */
+	bool ud = false;
 
 	uint64_t rq_bytes() const noexcept
 	{
@@ -197,6 +199,8 @@ struct QpPath {
 	uint32_t retry_count = 0;
 	uint32_t rnr_retry = 0;
 	uint32_t ack_timeout = 0;
+	/* UD: qpc.q_key (RST2INIT, and INIT2RTR / RTR2RTS with opt_param_mask Q_KEY). */
+	uint32_t q_key = 0;
 };
 
 /* QP states (the PRM's qpc.state values). */
@@ -233,6 +237,12 @@ struct DpStats {
 	uint64_t page_faults = 0;    /* page-fault events raised (emu_mlx5_odp.cpp) */
 	uint64_t pf_resumes = 0;     /* PAGE_FAULT_RESUMEs taken (with or without error) */
 	uint64_t pf_errors = 0;	     /* of them with the error flag */
+	/* UD QPs (emu_mlx5_ud.cpp), loopback and wire together. */
+	uint64_t ud_sent = 0;	      /* datagrams sent (one per UD SEND WQE) */
+	uint64_t ud_received = 0;     /* datagrams placed in a receive WQE */
+	uint64_t ud_qkey_dropped = 0; /* dropped: the DETH's Q_Key is not the QP's */
+	uint64_t ud_no_recv = 0;      /* dropped: no receive WQE posted */
+	uint64_t ud_dropped = 0;      /* dropped: no such UD QP, not in RTR or RTS, no RQ */
 };
 
 /*
@@ -452,6 +462,7 @@ private:
 	struct Qp;
 	struct Srq;
 	struct Exec;
+	struct UdDatagram;
 	struct RcWire;
 	struct TxBatch;
 	friend struct Exec;
@@ -511,8 +522,20 @@ private:
 		uint32_t imm = 0; /* imm_inval_pkey, host order of the big-endian field */
 		uint8_t syndrome = 0;
 		uint8_t s_wqe_opcode = 0;
+		/* UD responder CQEs (prm::cqe::src_qpn, grh, l3_hdr_type); 0 otherwise. */
+		uint32_t src_qpn = 0;
+		uint8_t grh = 0;
+		uint8_t l3_hdr_type = 0;
 	};
 	void write_cqe(const DmaSection &dma, Cq &cq, const CqeFields &f);
+	/* UD (emu_mlx5_ud.cpp). ud_receive: a datagram for UD QP r, r's lock or the sending
+	 * loopback QP's lock held (held: that QP's key list); Q_Key checked, a receive WQE
+	 * taken, GRH and payload placed, the CQE written. ud_packet: a UD opcode from the wire
+	 * (rc_packet hands it over after roce::parse). */
+	void ud_receive(const DmaSection &dma, Qp &r, std::vector<const void *> &held,
+			const UdDatagram &d);
+	void ud_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
+		       const roce::Parsed &pk, const roce::IpPath &from, size_t datagram_len);
 	/* The receive queue (emu_mlx5_recv.cpp), the QP's rq_lock held. */
 	struct RecvWqe;
 	enum class RqTake { ok, empty, fault };
@@ -632,7 +655,8 @@ private:
 		std::atomic<uint64_t> wqes{0}, cqes{0}, cqe_errors{0}, cq_overruns{0}, eqes{0},
 			events_dropped{0}, bytes{0}, doorbells{0}, dbr_faults{0}, eq_overruns{0},
 			recvs{0}, rnr{0}, cq_arms{0}, comp_events{0}, interrupts{0},
-			arms_dropped{0}, page_faults{0}, pf_resumes{0}, pf_errors{0};
+			arms_dropped{0}, page_faults{0}, pf_resumes{0}, pf_errors{0}, ud_sent{0},
+			ud_received{0}, ud_qkey_dropped{0}, ud_no_recv{0}, ud_dropped{0};
 	};
 	/* Outstanding page faults by token & (kMaxPageFaults - 1): the QP that waits (its
 	 * number), whether it waits as the wire's responder. Guarded by pf_lock_, which nests

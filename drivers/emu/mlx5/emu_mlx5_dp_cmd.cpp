@@ -197,7 +197,9 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	if (!dp_ready(in_len, m::size, out_len, prm::create_qp_out::size, &r))
 		return r;
 	const uint8_t *qpc = in + m::qpc_offset;
-	if (prm::get(qpc, prm::qpc::st) != prm::qp_st::rc || prm::get(in, m::wq_umem_valid) != 0 ||
+	/* RC and UD (unreliable datagram, emu_mlx5_ud.cpp) transports. */
+	const uint64_t st = prm::get(qpc, prm::qpc::st);
+	if ((st != prm::qp_st::rc && st != prm::qp_st::ud) || prm::get(in, m::wq_umem_valid) != 0 ||
 	    prm::get(qpc, prm::qpc::dbr_umem_valid) != 0)
 		return fail(prm::status::bad_param, Syndrome::qp_type);
 	/* The QP's own RQ (rq_type regular), none (zero_len) or a shared one (srq, named by
@@ -226,6 +228,7 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	if (!ts_ok)
 		return fail(prm::status::bad_param, Syndrome::qp_ts_format);
 	QpAttr a;
+	a.ud = st == prm::qp_st::ud;
 	a.ts_format = ts;
 	a.pd = static_cast<uint32_t>(pd);
 	a.cqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_snd));
@@ -296,10 +299,13 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 		const uint64_t port = prm::get(qpc, prm::qpc::primary_vhca_port_num);
 		const bool rst2init = op == prm::opcode::rst2init_qp;
 		const bool init2rtr = op == prm::opcode::init2rtr_qp;
-		/* Optional parameters: only those an RC QP's transition has (Linux qp.c,
+		const bool ud = cur.attr.ud;
+		/* Optional parameters: only those the QP type's transition has (Linux qp.c,
 		 * opt_mask); RST2INIT has none. */
 		const uint32_t allowed = rst2init   ? 0
-					 : init2rtr ? prm::qp_optpar::rc_init2rtr
+					 : init2rtr ? (ud ? prm::qp_optpar::ud_init2rtr
+							  : prm::qp_optpar::rc_init2rtr)
+					 : ud	    ? prm::qp_optpar::ud_rtr2rts
 						    : prm::qp_optpar::rc_rtr2rts;
 		if ((opt & ~uint64_t{allowed}) != 0)
 			return fail(prm::status::bad_param, Syndrome::qp_opt_param);
@@ -325,12 +331,13 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 			const bool fl = prm::get(qpc, q::primary_fl) != 0;
 			const bool fl_ok =
 				cfg_.roce ? cfg_.roce_fl_when_enabled : cfg_.roce_fl_when_disabled;
-			if (fl && !fl_ok)
+			if (fl && !fl_ok && !ud)
 				return fail(prm::status::bad_param, Syndrome::qp_force_loopback);
 			const auto gid =
 				static_cast<uint32_t>(prm::get(qpc, q::primary_src_addr_index));
 			const uint8_t *rgid = qpc + q::primary_rgid_rip_offset;
-			if (!fl) {
+			/* A UD QP has no address path: each send WQE names its destination. */
+			if (!fl && !ud) {
 				if (gid >= (cfg_.roce ? cfg_.roce_address_table_size : 0))
 					return fail(prm::status::bad_param, Syndrome::qp_gid_index);
 				if (std::all_of(rgid, rgid + q::rgid_size,
@@ -370,8 +377,11 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 			p.rwe = prm::get(qpc, prm::qpc::rwe) != 0;
 		if (rst2init || (opt & prm::qp_optpar::rae) != 0)
 			p.rae = prm::get(qpc, prm::qpc::rae) != 0;
-		if (op == prm::opcode::init2rtr_qp)
+		if (op == prm::opcode::init2rtr_qp && !ud)
 			p.remote_qpn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::remote_qpn));
+		/* UD: the Q_Key its receives must carry (IBTA 10.2.5). */
+		if (ud && (rst2init || (opt & prm::qp_optpar::q_key) != 0))
+			p.q_key = static_cast<uint32_t>(prm::get(qpc, prm::qpc::q_key));
 		t = rst2init			     ? QpTransition::rst2init
 		    : op == prm::opcode::init2rtr_qp ? QpTransition::init2rtr
 						     : QpTransition::rtr2rts;
@@ -405,7 +415,8 @@ CmdResult EmuMlx5Device::cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t 
 		return fail(prm::status::bad_res_state, Syndrome::qp_not_found);
 	uint8_t *qpc = out + prm::query_qp_out::qpc_offset;
 	prm::set(qpc, prm::qpc::state, static_cast<uint32_t>(q.state));
-	prm::set(qpc, prm::qpc::st, prm::qp_st::rc);
+	prm::set(qpc, prm::qpc::st, q.attr.ud ? prm::qp_st::ud : prm::qp_st::rc);
+	prm::set(qpc, prm::qpc::q_key, q.path.q_key);
 	prm::set(qpc, prm::qpc::pd, q.attr.pd);
 	prm::set(qpc, prm::qpc::log_sq_size, q.attr.log_sq_size);
 	prm::set(qpc, prm::qpc::uar_page, q.attr.uar);

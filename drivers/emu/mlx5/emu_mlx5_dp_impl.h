@@ -529,6 +529,9 @@ struct EmuDataPath::Exec {
 	 * or SEND-family WQE (n: the message's count); the first send and the resend share it. */
 	uint8_t message_packets(const WriteSource &src, const Translator &local, uint32_t first_psn,
 				uint32_t k0, uint32_t *n);
+	/* A UD QP's SEND or SEND with immediate (emu_mlx5_ud.cpp): the datagram segment's
+	 * destination, on the loopback or as one packet on the wire. */
+	uint8_t ud_send();
 };
 
 struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another object */
@@ -564,6 +567,9 @@ struct alignas(kThreadAlign) EmuDataPath::Qp { /* no line shared with another ob
 	 * null on the loopback. Made and dropped under table_lock_ exclusive; its contents are
 	 * guarded by lock. */
 	std::unique_ptr<RcWire> rc;
+	/* UD: the PSN of the next datagram (from RTR2RTS's next_send_psn; IBTA 9.7.1: a UD
+	 * receiver does not check it); guarded by lock. */
+	uint32_t ud_psn = 0;
 	/* On-demand paging (emu_mlx5_odp.cpp), guarded by lock. pf: the WQE at ci waits for
 	 * the resume of fault pf_token (pending), may run again (resumed) or completes with
 	 * pf_syndrome (failed; pf_responder: the loopback responder QP that goes to ERR with

@@ -268,6 +268,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.path.rwe = p.rwe;
 		qp.path.rae = p.rae;
 		qp.path.atomic_mode = p.atomic_mode;
+		qp.path.q_key = p.q_key;
 		qp.set_state(QpState::init);
 		return 0;
 	case QpTransition::init2rtr: {
@@ -279,7 +280,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		WirePort *w =
 			p.port >= 1 && p.port <= wire_.size() ? wire_[p.port - 1].get() : nullptr;
 		std::unique_ptr<RcWire> rc;
-		if (w != nullptr && !p.fl) {
+		if (w != nullptr && !p.fl && !qp.attr.ud) { /* UD: a destination per WQE */
 			Gid remote;
 			std::memcpy(remote.data(), p.remote_gid, remote.size());
 			if (p.gid_index != 0)
@@ -307,6 +308,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		qp.path = p;
 		if (qp.rc)
 			qp.rc->next_psn = p.next_send_psn & kPsnMask;
+		qp.ud_psn = p.next_send_psn & kPsnMask;
 		qp.set_state(QpState::rts);
 		return 0;
 	case QpTransition::to_err: {
@@ -495,6 +497,11 @@ DpStats EmuDataPath::stats() const
 	s.page_faults = ctr_.page_faults.load(std::memory_order_relaxed);
 	s.pf_resumes = ctr_.pf_resumes.load(std::memory_order_relaxed);
 	s.pf_errors = ctr_.pf_errors.load(std::memory_order_relaxed);
+	s.ud_sent = ctr_.ud_sent.load(std::memory_order_relaxed);
+	s.ud_received = ctr_.ud_received.load(std::memory_order_relaxed);
+	s.ud_qkey_dropped = ctr_.ud_qkey_dropped.load(std::memory_order_relaxed);
+	s.ud_no_recv = ctr_.ud_no_recv.load(std::memory_order_relaxed);
+	s.ud_dropped = ctr_.ud_dropped.load(std::memory_order_relaxed);
 	/* Live objects' counters on top of the retired ones. */
 	std::shared_lock lk(table_lock_);
 	for (const auto &[n, qp] : qps_) {

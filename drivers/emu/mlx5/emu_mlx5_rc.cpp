@@ -678,6 +678,10 @@ void EmuDataPath::rc_packet(const DmaSection &dma, const WirePort &w, uint32_t p
 			.fetch_add(1, std::memory_order_relaxed);
 		return;
 	}
+	if (roce::is_ud(pk.opcode)) { /* a datagram: emu_mlx5_ud.cpp */
+		ud_packet(dma, w, port, pk, w.rx_path(peer, ip), datagram.size());
+		return;
+	}
 	const auto dqp = static_cast<uint32_t>(prm::get(pk.bth, roce::bth::dest_qp));
 	Qp *qp = find_qp(dqp);
 	/* Only the QP's own peer, on the QP's port, in the default partition (rxe checks the

@@ -644,6 +644,11 @@ void EmuDataPath::write_cqe(const DmaSection &dma, Cq &cq, const CqeFields &f)
 	if (!error) {
 		prm::set(host, prm::cqe::byte_cnt, f.byte_cnt);
 		prm::set(host, prm::cqe::imm_inval_pkey, f.imm);
+		if (f.grh != 0) { /* a UD receive (emu_mlx5_ud.cpp) */
+			prm::set(host, prm::cqe::src_qpn, f.src_qpn);
+			prm::set(host, prm::cqe::grh, f.grh);
+			prm::set(host, prm::cqe::l3_hdr_type, f.l3_hdr_type);
+		}
 	} else {
 		prm::set(host, prm::err_cqe::syndrome, f.syndrome);
 		/* Vendor syndrome: the model repeats the syndrome (real values are opaque). */
@@ -810,7 +815,7 @@ void EmuDataPath::run_sq(const DmaSection &dma, Qp &qp)
 				ex.event = prm::event_type::wq_access_error;
 			}
 		} else if (!malformed) {
-			syn = qp.rc ? ex.run_wire() : ex.run();
+			syn = qp.attr.ud ? ex.ud_send() : qp.rc ? ex.run_wire() : ex.run();
 		}
 		qp.pf = Qp::Pf::none;
 		if (syn == kFaultHeld) {
