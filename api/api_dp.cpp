@@ -115,6 +115,8 @@ int post_begin(nicmr_qp *qp, unsigned flags, unsigned known = kKnownFlags)
 {
 	if (qp == nullptr || (flags & ~known))
 		return -EINVAL;
+	if (qp->ud)
+		return -ENOTSUP; /* datagrams only: nicmr_post_send_ud (api_ud.cpp) */
 	if (!qp->connected)
 		return -ENOTCONN;
 	/* Room for one WQEBB also means the slot at the post counter is free: every request
@@ -340,6 +342,20 @@ const char *nicmr_wc_syndrome_str(uint8_t syndrome)
 
 int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 {
+	return nicmr::api::cq_poll(cq, wc, nullptr, n);
+}
+
+int nicmr_cq_poll_ud(struct nicmr_cq *cq, struct nicmr_wc *wc, struct nicmr_ud_info *ud, int n)
+{
+	if (ud == nullptr && n > 0)
+		return -EINVAL;
+	return nicmr::api::cq_poll(cq, wc, ud, n);
+}
+
+} /* extern "C" */
+
+int nicmr::api::cq_poll(nicmr_cq *cq, nicmr_wc *wc, nicmr_ud_info *ud, int n)
+{
 	/* HOT PATH: no lock, no allocation, no system call. The driver's CQEs land in a batch on
 	 * the stack and are routed to their QP by a scan of at most NICMR_MAX_QPS_PER_CQ entries.
 	 * The one exception is out of line: a drained CQ while a page fault waits calls the
@@ -355,7 +371,9 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 		for (int i = 0; i < got; i++) {
 			nicmr_qp *qp = route(cq, c[i].qpn);
 			if (qp == nullptr)
-				continue; /* a QP destroyed with requests in flight */
+				continue;  /* a QP destroyed with requests in flight */
+			if (ud != nullptr) /* the datagram side (api_ud.cpp) */
+				ud[done] = ud_info(c[i]);
 			nicmr_wc &w = wc[done++];
 			const bool ok = c[i].ok();
 			if (c[i].recv()) {
@@ -408,6 +426,8 @@ int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n)
 	return done;
 }
 
+extern "C" {
+
 int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq, uint32_t depth,
 		    struct nicmr_qp **out)
 {
@@ -420,6 +440,14 @@ int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq
 
 int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 			 struct nicmr_qp **out)
+{
+	return nicmr::api::qp_create(pd, attr, nullptr, out);
+}
+
+} /* extern "C" */
+
+int nicmr::api::qp_create(nicmr_pd *pd, const nicmr_qp_attr *attr, const UdQpParams *ud,
+			  nicmr_qp **out)
 {
 	if (pd == nullptr || attr == nullptr || out == nullptr)
 		return -EINVAL;
@@ -476,8 +504,15 @@ int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 	p.pd = pd->handle.pd();
 	p.port = port;
 	p.log_sq_size = log;
-	/* The keys decide what a peer may do; the QP allows every kind of request. */
-	p.rre = p.rwe = p.rae = true;
+	/* The keys decide what a peer may do; the QP allows every kind of request. A UD QP
+	 * takes datagrams only (api_ud.cpp). */
+	p.rre = p.rwe = p.rae = ud == nullptr;
+	if (ud != nullptr) {
+		p.ud = true;
+		p.q_key = ud->q_key;
+		p.mtu = ud->mtu;
+		qp->ud = true;
+	}
 	if (rdepth != 0) {
 		p.max_recv_sge = attr->max_recv_sge;
 		p.log_rq_size = rlog;
@@ -522,6 +557,8 @@ int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 	*out = qp.release();
 	return 0;
 }
+
+extern "C" {
 
 int nicmr_qp_destroy(struct nicmr_qp *qp)
 {

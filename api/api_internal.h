@@ -574,6 +574,7 @@ struct nicmr_qp {
 	 * nicmr_qp_local, replaced by the one nicmr_qp_connect_remote is given, if any. */
 	uint32_t local_psn = 0;
 	bool connected = false;
+	bool ud = false;		  /* nicmr_qp_create_ud (api_ud.cpp): datagrams only */
 	std::vector<nicmr_dp_slot> slots; /* by post counter & mask */
 	uint32_t mask = 0;
 	uint64_t posted = 0;
@@ -598,6 +599,27 @@ struct nicmr_srq {
 };
 
 namespace nicmr::api {
+
+/* UD QPs (api_ud.cpp): what nicmr_qp_create_ud adds to an RC QP's attributes. */
+struct UdQpParams {
+	uint32_t q_key = 0;
+	uint32_t mtu = 0; /* mlx5::prm::qp_mtu */
+};
+/* nicmr_qp_create_attr's work; ud: a UD QP (null: RC). */
+int qp_create(nicmr_pd *pd, const nicmr_qp_attr *attr, const UdQpParams *ud, nicmr_qp **out);
+/* nicmr_cq_poll's work; ud (may be null): each completion's datagram side. Hot path. */
+int cq_poll(nicmr_cq *cq, nicmr_wc *wc, nicmr_ud_info *ud, int n);
+/* The datagram side of a driver completion (zeros unless a successful UD receive). Hot path. */
+inline nicmr_ud_info ud_info(const nicmr::mlx5::Completion &c) noexcept
+{
+	nicmr_ud_info u{};
+	if (c.grh && c.recv() && c.ok()) {
+		u.src_qp = c.src_qpn;
+		u.flags = NICMR_UD_GRH;
+		u.net_type = c.l3_hdr_type; /* MLX5_CQE_L3_HDR_TYPE_*: the same values */
+	}
+	return u;
+}
 
 /* Registration path, per call: this thread's slot and the device's entry for it, inline (one
  * thread-local load, two dependent loads); the thread's first registration on the device

@@ -527,7 +527,7 @@ void nicmr_thread_unregister(struct nicmr_device *dev, unsigned id);
 
 /** A completion queue (poll mode: no interrupts, no events). */
 struct nicmr_cq;
-/** An RC queue pair (send queue only). */
+/** A queue pair: RC (nicmr_qp_create, nicmr_qp_create_attr) or UD (nicmr_qp_create_ud). */
 struct nicmr_qp;
 
 /** Completion status (struct nicmr_wc::status), one per CQE syndrome nicmr knows. */
@@ -984,6 +984,99 @@ int nicmr_post_send(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lk
 int nicmr_post_write_imm(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
 			 uint64_t raddr, uint32_t rkey, uint32_t imm, uint64_t wr_id,
 			 unsigned flags);
+
+/* ---- UD (unreliable datagram) QPs ------------------------------------------------------- */
+
+/*
+ * A UD QP sends datagrams of one packet to any UD QP whose number, port GID and Q_Key it names
+ * per send, and receives them from any such QP: no connection, no acknowledgement, no
+ * retransmission (IBTA 9.8). A datagram that meets no receive work request, or a Q_Key other
+ * than the receiving QP's, is dropped silently (the device counts it); the sender's completion
+ * says only that the datagram left. Every receive buffer starts with the 40-byte GRH (for
+ * RoCEv2 over IPv4: 20 undefined bytes, then the IPv4 header; over IPv6: the IPv6 header), so a
+ * receive needs 40 bytes more than the largest datagram: one too small completes with
+ * NICMR_WC_LOCAL_LEN (the QP goes to ERR; the sender never hears of it). doc/native-api.md,
+ * "UD QPs", has the details.
+ */
+
+/** Bytes before the data of every UD receive. */
+#define NICMR_UD_GRH_BYTES 40u
+/** A Q_Key with this bit set (nicmr_ud_dest::q_key) sends the sending QP's own (IBTA 10.2.5). */
+#define NICMR_UD_QKEY_OWN 0x80000000u
+
+/** What nicmr_qp_create_ud makes. Zero it, set size to sizeof(struct nicmr_ud_qp_attr). */
+struct nicmr_ud_qp_attr {
+	uint32_t size;		   /**< sizeof(struct nicmr_ud_qp_attr) the caller knows */
+	uint32_t q_key;		   /**< the Q_Key datagrams to this QP must carry; bit 31 clear */
+	uint32_t mtu;		   /**< the largest datagram: 256, 512, 1024, 2048 or 4096 bytes;
+					0: 4096 (Linux mlx5's UD path MTU) */
+	uint32_t reserved;	   /**< 0 */
+	struct nicmr_qp_attr attr; /**< port, CQs, depths as for nicmr_qp_create_attr;
+					recv_depth 0 makes a send-only UD QP */
+};
+
+/**
+ * Creates a UD QP in pd and brings it to RTS (RESET -> INIT with q_key -> RTR -> RTS): it can
+ * send and receive at once. nicmr_qp_connect, nicmr_qp_connect_remote and the RDMA posting calls
+ * refuse it; nicmr_qp_local gives its port GID and number, what a peer sends to; nicmr_post_recv
+ * posts its receives. Slow path; any thread, not concurrently with polls of its CQs.
+ * @return 0; -EINVAL (null argument, size below sizeof(struct nicmr_ud_qp_attr), q_key with
+ *   bit 31 set, mtu not one of the five, reserved not 0, an attr field as nicmr_qp_create_attr
+ *   refuses it); -ENOSPC, -ENOMEM and the device's errors as nicmr_qp_create_attr.
+ */
+int nicmr_qp_create_ud(struct nicmr_pd *pd, const struct nicmr_ud_qp_attr *attr,
+		       struct nicmr_qp **out);
+
+/** Where a UD datagram goes (nicmr_post_send_ud). */
+struct nicmr_ud_dest {
+	uint8_t gid[16]; /**< the peer QP's port GID (nicmr_qp_local; IPv4-mapped for IPv4) */
+	uint32_t qpn;	 /**< the peer UD QP, 24 bits */
+	uint32_t q_key;	 /**< the peer QP's Q_Key, or NICMR_UD_QKEY_OWN for this QP's own */
+};
+
+/**
+ * Sends [laddr, laddr + len) (lkey; len 0 sends an empty datagram) as one datagram to dest.
+ * With NICMR_SEND_IMM, imm (host order) rides along (the peer's NICMR_WC_RECV_IMM); else it is
+ * ignored. Completes with NICMR_WC_SEND once the datagram left. HOT PATH as the posting calls.
+ * @return 0; -EINVAL (null qp or dest, a flag other than NICMR_SEND_SIGNALED, NICMR_SEND_FENCE
+ *   and NICMR_SEND_IMM, dest->qpn above 24 bits); -ENOTSUP (not a UD QP); -EMSGSIZE (len above
+ *   the QP's mtu: IBTA C10-93.1.1, nothing is sent); -ENOSPC (the send queue is full); the key
+ *   lookup's codes as the posting calls.
+ */
+int nicmr_post_send_ud(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t lkey,
+		       const struct nicmr_ud_dest *dest, uint32_t imm, uint64_t wr_id,
+		       unsigned flags);
+
+/** nicmr_ud_info::flags: the receive buffer starts with the GRH (always, on RoCEv2). */
+#define NICMR_UD_GRH (1u << 0)
+/** nicmr_ud_info::net_type: the network header the GRH holds. */
+#define NICMR_UD_NET_IPV6 1u
+#define NICMR_UD_NET_IPV4 2u
+
+/** The datagram side of a completion (nicmr_cq_poll_ud); all 0 for other completions. */
+struct nicmr_ud_info {
+	uint32_t src_qp;   /**< the QP that sent the datagram */
+	uint32_t flags;	   /**< NICMR_UD_GRH */
+	uint32_t net_type; /**< NICMR_UD_NET_IPV4 or NICMR_UD_NET_IPV6 */
+	uint32_t reserved;
+};
+
+/**
+ * nicmr_cq_poll, with ud[i] the datagram side of wc[i] (a successful receive of a UD QP: the
+ * sender's QP number and the GRH's kind; zeros for every other completion). HOT PATH as
+ * nicmr_cq_poll. @return as nicmr_cq_poll; -EINVAL also for a null ud with n > 0.
+ */
+int nicmr_cq_poll_ud(struct nicmr_cq *cq, struct nicmr_wc *wc, struct nicmr_ud_info *ud, int n);
+
+/**
+ * The sender's and receiver's GIDs from a UD receive's first NICMR_UD_GRH_BYTES bytes (net_type
+ * as nicmr_cq_poll_ud gave it): for IPv4 the IPv4-mapped GIDs of the header's addresses, for
+ * IPv6 the header's addresses (what rdma-core's ibv_init_ah_from_wc reads). Any thread.
+ * @return 0; -EINVAL (null argument, net_type not one of the two, a header whose version is not
+ *   net_type's).
+ * @param[out] dst_gid may be null
+ */
+int nicmr_ud_grh_gids(const void *grh, uint32_t net_type, uint8_t src_gid[16], uint8_t dst_gid[16]);
 
 /* ---- Key violations ------------------------------------------------------------------------ */
 
