@@ -9,9 +9,11 @@
  * no doorbell thread: the fuzzer is the only caller), a PD and a second PD, two RC QPs on port 1
  * connected to a peer that does not exist (GID ::ffff:127.0.0.2), each with a receive queue of
  * kRqSlots WQEs over the receive buffers, QP 0 with remote read, write and atomic enabled and
- * path MTU 1024, QP 1 with remote write only and path MTU 256. The data area, all of it DMA-mapped,
- * holds the regions of the keys (fuzz_roce_datagram_format.h, Key) with unregistered guard bytes
- * around each (regions start and end inside pages, so that the guards share pages with them):
+ * path MTU 1024, QP 1 with remote write only and path MTU 256, and a UD QP (Q_Key kUdQkey,
+ * MTU 1024) whose receive WQEs name the same buffers as QP 1's. The data area, all of it
+ * DMA-mapped, holds the regions of the keys (fuzz_roce_datagram_format.h, Key) with unregistered
+ * guard bytes around each (regions start and end inside pages, so that the guards share pages with
+ * them):
  *
  *   data: | guard | rw (inv inside) | guard | ro | guard | local | guard | other PD | guard |
  *         | recv | guard | sink | guard page |
@@ -87,6 +89,7 @@ constexpr uint32_t kSgeLen = 256;
 constexpr uint32_t kLogSq = 2;
 constexpr uint32_t kQps = 2;
 constexpr uint32_t kRemoteQpn[kQps] = {0x4242, 0x4243};
+constexpr uint32_t kUd = kQps; /* qp[kUd]: the UD QP, its buffer and record after the others' */
 
 /* The regions of the keys in the data area: offset and length (Key order). */
 struct Region {
@@ -135,7 +138,7 @@ struct Rig {
 	std::unique_ptr<EmuMlx5> emu;
 	uint8_t *base = nullptr; /* kLen + 4096 bytes, the last page PROT_NONE */
 	uint32_t pd = 0, pd2 = 0, uar = 0, cq = 0;
-	uint32_t qp[kQps] = {};
+	uint32_t qp[kQps + 1] = {};
 	uint32_t keys[kKeys] = {};
 	uint64_t cq_produced = 0; /* CQEs the device wrote so far */
 	sockaddr_storage peer{}, stranger{};
@@ -207,6 +210,14 @@ struct Rig {
 			auto t = cmd(op, prm::modify_qp_in::size);
 			prm::set(t.data(), prm::modify_qp_in::qpn, qp[i]);
 			uint8_t *qpc = t.data() + prm::modify_qp_in::qpc_offset;
+			if (i == kUd) {
+				/* UD: the port and Q_Key, a path MTU; no address path. */
+				prm::set(qpc, prm::qpc::primary_vhca_port_num, 1);
+				prm::set(qpc, prm::qpc::q_key, kUdQkey);
+				prm::set(qpc, prm::qpc::mtu, prm::qp_mtu::mtu_1024);
+				FUZZ_CHECK(exec(t, 16) == prm::status::ok);
+				continue;
+			}
 			if (op == prm::opcode::rst2init_qp) {
 				prm::set(qpc, prm::qpc::primary_vhca_port_num, 1);
 				/* QP 0 takes every remote operation, QP 1 writes only. */
@@ -364,14 +375,17 @@ struct Rig {
 		FUZZ_CHECK(inet_pton(AF_INET, "127.0.0.3", &a.sin_addr) == 1);
 		std::memcpy(&stranger, &a, sizeof(a));
 
-		for (uint32_t i = 0; i < kQps; i++) {
-			/* The receive WQEs: two SGEs of kSgeLen each in the recv region. */
+		for (uint32_t i = 0; i <= kUd; i++) {
+			/* The receive WQEs: two SGEs of kSgeLen each in the recv region (the UD
+			 * QP's over QP 1's buffers). */
 			uint8_t *buf = base + kQpBuf + 4096 * i;
+			const uint32_t owner = i == kUd ? 1 : i;
 			for (uint32_t s = 0; s < kRqSlots; s++) {
 				for (uint32_t g = 0; g < 2; g++) {
 					uint8_t *d = buf + (s << (4 + kLogRqStride)) + 16 * g;
-					const uint64_t at = va_of(key_recv) +
-							    ((i * kRqSlots + s) * 2 + g) * kSgeLen;
+					const uint64_t at =
+						va_of(key_recv) +
+						((owner * kRqSlots + s) * 2 + g) * kSgeLen;
 					prm::set(d, prm::wqe_data::byte_count, kSgeLen);
 					prm::set(d, prm::wqe_data::lkey, keys[key_recv]);
 					prm::set(d, prm::wqe_data::addr, at);
@@ -379,6 +393,7 @@ struct Rig {
 			}
 			auto q = cmd(prm::opcode::create_qp, prm::create_qp_in::size + 8);
 			uint8_t *qpc = q.data() + prm::create_qp_in::qpc_offset;
+			prm::set(qpc, prm::qpc::st, i == kUd ? prm::qp_st::ud : prm::qp_st::rc);
 			prm::set(qpc, prm::qpc::pd, pd);
 			prm::set(qpc, prm::qpc::cqn_snd, cq);
 			prm::set(qpc, prm::qpc::cqn_rcv, cq);
@@ -416,7 +431,11 @@ struct Rig {
 				continue;
 			n++;
 			const auto qpn = static_cast<uint32_t>(prm::get(c, prm::cqe::qpn));
-			FUZZ_CHECK(qpn == qp[0] || qpn == qp[1]);
+			FUZZ_CHECK(qpn == qp[0] || qpn == qp[1] || qpn == qp[kUd]);
+			/* A UD receive: the GRH and the payload fit the WQE, and only the UD QP's
+			 * CQEs say GRH. */
+			FUZZ_CHECK((prm::get(c, prm::cqe::grh) != 0) ==
+				   (qpn == qp[kUd] && op != MLX5_CQE_RESP_ERR));
 			/* A requester's CQE: QP 0's READ, the one send WQE there is. */
 			if (op == MLX5_CQE_REQ || op == MLX5_CQE_REQ_ERR) {
 				FUZZ_CHECK(qpn == qp[0] && prm::get(c, prm::cqe::wqe_counter) == 0);
@@ -444,7 +463,7 @@ struct Rig {
 			    pristine.data() + kRegion[key_recv].off, kRegion[key_recv].len);
 		std::memcpy(base + kData + kRegion[key_sink].off,
 			    pristine.data() + kRegion[key_sink].off, kRegion[key_sink].len);
-		for (uint32_t i = 0; i < kQps; i++)
+		for (uint32_t i = 0; i <= kUd; i++)
 			connect(i, false);
 		auto d = cmd(prm::opcode::destroy_mkey, prm::destroy_mkey_in::size);
 		prm::set(d.data(), prm::destroy_mkey_in::mkey_index,
@@ -490,6 +509,13 @@ void template_packet(Reader &rd, uint8_t kind, const roce::IpPath &path,
 	h.atomic_orig = swap_add;
 	h.imm = word;
 	h.ieth_r_key = (flags & kHdrRawKey) != 0 ? word : rkey;
+	if ((kind & kKindUd) != 0) {
+		/* A datagram to the UD QP (or next to it). */
+		h.opcode = (h.opcode & 1) != 0 ? roce::opcode::ud_send_only_imm
+					       : roce::opcode::ud_send_only;
+		h.dest_qp = (kind & kKindBadQpn) != 0 ? rig->qp[kUd] + 1 : rig->qp[kUd];
+		h.deth = {(flags & kHdrRawKey) != 0 ? word : kUdQkey, word & 0xffffff};
+	}
 	const size_t plen = std::min<size_t>(rd.u16(), roce::max_payload);
 	static uint8_t payload[roce::max_payload];
 	rd.bytes(payload, plen);
@@ -564,7 +590,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < kDataLen; i++)
 		FUZZ_CHECK(writable(i, read) || now[i] == rig->pristine[i]);
 	FUZZ_CHECK(rig->dev().check_invariants());
-	for (uint32_t i = 0; i < kQps; i++) {
+	for (uint32_t i = 0; i <= kUd; i++) {
 		QpState s;
 		FUZZ_CHECK(rig->dev().data_path().qp_state(rig->qp[i], &s) == 0);
 		FUZZ_CHECK(s == QpState::rts || s == QpState::err);

@@ -15,6 +15,10 @@
  *               kKindQp1: to the second QP (else the first)
  *               kKindBadQpn: to a QP number the device does not have
  *               kKindStranger: from another address than the QPs' peer
+ *               kKindUd: a UD SEND ONLY (opcode byte even) or with immediate (odd) to the
+ *               UD QP (kKindBadQpn: to a QP number next to it); the DETH's Q_Key is the
+ *               QP's (kUdQkey) unless kHdrRawKey (then the u32 key word), its source QP the
+ *               u32 key word's low 24 bits
  *   template:
  *     u8 opcode (modulo roce::opcode::rc_count; 0x15 is reserved: the packet is skipped)
  *     i8 psn    the PSN, as a distance from the QPs' first expected PSN (kFirstPsn), or
@@ -46,6 +50,9 @@ inline constexpr uint8_t kKindReseal = 1u << 1;
 inline constexpr uint8_t kKindQp1 = 1u << 2;
 inline constexpr uint8_t kKindBadQpn = 1u << 3;
 inline constexpr uint8_t kKindStranger = 1u << 4;
+inline constexpr uint8_t kKindUd = 1u << 5;
+/* The UD QP's Q_Key. */
+inline constexpr uint32_t kUdQkey = 0x5eed;
 
 inline constexpr uint8_t kHdrAckReq = 1u << 0;
 inline constexpr uint8_t kHdrSe = 1u << 1;

@@ -336,6 +336,23 @@ int main(int argc, char **argv)
 	t.word = 0x60000001; /* NAK: PSN sequence error */
 	ok &= one(dir, "nak_unasked", t);
 
+	/* UD datagrams to the UD QP: one that lands, one with immediate and another Q_Key
+	 * (dropped), one longer than a receive WQE holds with its GRH (LOCAL_LENGTH_ERR). */
+	t = Tpl{};
+	t.kind = kKindUd;
+	t.opcode = 0;
+	t.payload = 100;
+	t.word = 0x4242;
+	ok &= one(dir, "ud_send", t);
+	t.opcode = 1;
+	t.flags = kHdrRawKey;
+	t.word = kUdQkey + 1;
+	ok &= one(dir, "ud_send_imm_wrong_qkey", t);
+	t.opcode = 0;
+	t.flags = 0;
+	t.payload = 500; /* 540 with the GRH: above the two SGEs' 512 */
+	ok &= one(dir, "ud_send_longer_than_wqe", t);
+
 	/* Raw. */
 	{
 		std::vector<uint8_t> in;
