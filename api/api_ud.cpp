@@ -7,16 +7,14 @@
 #include <cerrno>
 #include <cstring>
 
-#include <infiniband/mlx5dv.h>
-
 #include "api_internal.h"
 #include "nicmr_log.h"
 
 namespace mlx5 = nicmr::mlx5;
 namespace prm = nicmr::mlx5::prm;
 
-static_assert(NICMR_UD_NET_IPV4 == MLX5_CQE_L3_HDR_TYPE_IPV4 &&
-	      NICMR_UD_NET_IPV6 == MLX5_CQE_L3_HDR_TYPE_IPV6);
+/* nicmr_ud_info::net_type passes the CQE's L3 header type through (api_internal.h ud_info). */
+static_assert(NICMR_UD_NET_IPV4 == mlx5::kL3HdrIpv4 && NICMR_UD_NET_IPV6 == mlx5::kL3HdrIpv6);
 
 namespace {
 

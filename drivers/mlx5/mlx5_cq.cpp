@@ -113,11 +113,14 @@ int Cq::poll(Completion *out, int max) noexcept
 			c.byte_len = static_cast<uint32_t>(prm::get(cqe, prm::cqe::byte_cnt));
 			c.imm = static_cast<uint32_t>(prm::get(cqe, prm::cqe::imm_inval_pkey));
 		}
-		/* UD receives: the sender's QP and the GRH in front of the data (rdma-core
-		 * providers/mlx5/cq.c handle_responder); 0 in every other CQE. */
-		c.src_qpn = static_cast<uint32_t>(prm::get(cqe, prm::cqe::src_qpn));
-		c.grh = prm::get(cqe, prm::cqe::grh) != 0;
-		c.l3_hdr_type = static_cast<uint8_t>(prm::get(cqe, prm::cqe::l3_hdr_type));
+		/* UD receives: the sender's QP and the GRH in front of the data, read from a
+		 * SEND's responder CQE only, as rdma-core's providers/mlx5/cq.c handle_responder
+		 * reads them (0 in every other CQE). */
+		const bool send = opcode == MLX5_CQE_RESP_SEND || opcode == MLX5_CQE_RESP_SEND_IMM;
+		c.src_qpn = send ? static_cast<uint32_t>(prm::get(cqe, prm::cqe::src_qpn)) : 0;
+		c.grh = send && prm::get(cqe, prm::cqe::grh) != 0;
+		c.l3_hdr_type =
+			send ? static_cast<uint8_t>(prm::get(cqe, prm::cqe::l3_hdr_type)) : 0;
 		ci_++;
 		n++;
 	}

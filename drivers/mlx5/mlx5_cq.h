@@ -36,6 +36,11 @@
 namespace nicmr::mlx5 {
 
 /* One completion as nicmr uses it (decoded from struct mlx5_cqe64 / mlx5_err_cqe). */
+/* Completion::l3_hdr_type values (mlx5dv.h MLX5_CQE_L3_HDR_TYPE_*), for layers that do not
+ * include mlx5dv.h. */
+inline constexpr uint8_t kL3HdrIpv6 = MLX5_CQE_L3_HDR_TYPE_IPV6;
+inline constexpr uint8_t kL3HdrIpv4 = MLX5_CQE_L3_HDR_TYPE_IPV4;
+
 struct Completion {
 	uint64_t wr_id = 0; /* filled by Qp::poll from the posting; 0 from Cq::poll */
 	uint32_t qpn = 0;

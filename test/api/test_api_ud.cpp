@@ -175,6 +175,17 @@ TEST_F(UdPath, ReceiveTooSmallIsALocalLengthErrorOnTheReceiverOnly)
 	EXPECT_EQ(st, uint32_t{NICMR_QP_ERR});
 	ASSERT_EQ(nicmr_qp_state(qa, &st), 0);
 	EXPECT_EQ(st, uint32_t{NICMR_QP_RTS});
+	/* nicmr_qp_recover brings it back to RTS, with its Q_Key: a datagram lands again. */
+	ASSERT_EQ(nicmr_qp_recover(qb), 0);
+	ASSERT_EQ(nicmr_qp_state(qb, &st), 0);
+	EXPECT_EQ(st, uint32_t{NICMR_QP_RTS});
+	const nicmr_sge big{u(b), 4096, kb};
+	ASSERT_EQ(nicmr_post_recv(qb, &big, 1, 3), 0);
+	ASSERT_EQ(nicmr_post_send_ud(qa, u(a), 100, ka, &to_b, 0, 4, 0), 0);
+	wc = wait_wc(cqb);
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.wr_id, 3u);
+	EXPECT_EQ(wc.byte_len, 100 + kGrh);
 }
 
 TEST_F(UdPath, DatagramAboveTheMtuIsRefused)
