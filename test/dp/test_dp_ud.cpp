@@ -418,6 +418,61 @@ TEST_P(DpUd, DriverRefusals)
 	EXPECT_EQ(mlx5::Qp::create(*r.dev, *r.uar, *r.cq[0], p, &q), -EINVAL);
 }
 
+/* INIT2RTR of a UD QP takes opt_param_mask Q_KEY (a new Q_Key from then on) and refuses an RC
+ * optional parameter (BAD_PARAM qp_opt_param: -EINVAL), as Linux's opt_mask for UD allows. */
+TEST_P(DpUd, Init2RtrChangesTheQkeyWithItsOptionalParameter)
+{
+	UdRig r;
+	ASSERT_EQ(r.make_ud(opts()), 0);
+	mlx5::QpParams p;
+	p.pd = r.pd.pd();
+	p.port = 2;
+	p.log_sq_size = 6;
+	p.max_recv_sge = 1;
+	p.log_rq_size = 5;
+	p.recv_cq = r.rcq[1].get();
+	p.ud = true;
+	p.q_key = 0x1234;
+	std::unique_ptr<mlx5::Qp> q;
+	ASSERT_EQ(mlx5::Qp::create(*r.dev, *r.uar, *r.cq[1], p, &q), 0);
+	ASSERT_EQ(q->to_init(), 0);
+	mlx5::QpAttr a;
+	a.port = 2;
+	a.pd = p.pd;
+	a.mtu = prm::qp_mtu::mtu_1024;
+	a.ud = true;
+	a.q_key = 0x5678;
+	a.opt_param_mask = prm::qp_optpar::rre;
+	EXPECT_EQ(mlx5::init2rtr_qp(r.dev->cmdq(), q->qpn(), a), -EINVAL);
+	a.opt_param_mask = prm::qp_optpar::q_key;
+	ASSERT_EQ(mlx5::init2rtr_qp(r.dev->cmdq(), q->qpn(), a), 0);
+	ASSERT_EQ(q->to_rts(), 0); /* RTR2RTS without Q_KEY: 0x5678 stays */
+	Buf src, dst;
+	ASSERT_EQ(r.buf(64, &src), 0);
+	ASSERT_EQ(r.buf(256, &dst), 0);
+	const mlx5::Sge rs = dst.sge(0, 256), s = src.sge(0, 16);
+	ASSERT_EQ(q->post_recv({&rs, 1}, 1), 0);
+	mlx5::UdDest d;
+	d.qpn = q->qpn();
+	d.q_key = 0x1234; /* the creation's: replaced */
+	ASSERT_EQ(r.qp[0]->post_ud_send({&s, 1}, d, false, 0, 2, 0), 0);
+	mlx5::Completion c;
+	auto deadline = std::chrono::steady_clock::now() + 50ms;
+	while (std::chrono::steady_clock::now() < deadline)
+		ASSERT_EQ(q->poll_recv(&c, 1), 0);
+	EXPECT_EQ(r.stats().ud_qkey_dropped, 1u);
+	d.q_key = 0x5678;
+	ASSERT_EQ(r.qp[0]->post_ud_send({&s, 1}, d, false, 0, 3, 0), 0);
+	deadline = std::chrono::steady_clock::now() + 5s;
+	int n = 0;
+	while (n == 0 && std::chrono::steady_clock::now() < deadline)
+		n = q->poll_recv(&c, 1);
+	ASSERT_EQ(n, 1);
+	EXPECT_TRUE(c.ok());
+	EXPECT_EQ(c.src_qpn, r.qp[0]->qpn());
+	q.reset();
+}
+
 INSTANTIATE_TEST_SUITE_P(Delivery, DpUd,
 			 ::testing::Values(emu::DoorbellDelivery::inline_call,
 					   emu::DoorbellDelivery::poll_thread));
