@@ -167,8 +167,9 @@ TEST_P(DpUd, DatagramLandsAfterTheGrhWithTheSendersQpn)
 		EXPECT_EQ(c.src_qpn, r.qp[0]->qpn());
 		EXPECT_TRUE(c.grh);
 		EXPECT_EQ(c.wr_id, 7u);
-		if (imm)
+		if (imm) {
 			EXPECT_EQ(c.imm, 0xabcd0123u);
+		}
 		EXPECT_EQ(std::memcmp(dst.p() + kGrh, src.p(), 1024), 0);
 		EXPECT_EQ(dst.p()[kGrh + 1024], kCanary) << "past the datagram";
 		ASSERT_TRUE(r.wait(0, &c));

@@ -80,8 +80,9 @@ TEST(RoceUd, ParseGivesTheDethAndImmediate)
 		EXPECT_EQ(p.reth, nullptr);
 		EXPECT_EQ(p.aeth, nullptr);
 		EXPECT_EQ(p.immdt != nullptr, op == roce::opcode::ud_send_only_imm);
-		if (p.immdt != nullptr)
+		if (p.immdt != nullptr) {
 			EXPECT_EQ(prm::get(p.immdt, roce::immdt::imm), 0xcafef00du);
+		}
 		EXPECT_EQ(p.payload.size(), sizeof(payload));
 		/* An RC opcode never has a DETH view. */
 		roce::Headers rc;
