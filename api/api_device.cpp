@@ -90,6 +90,7 @@ struct EmuOptions {
 	/* gro=0: the wire ports receive one datagram per message, without UDP GRO
 	 * (emu::WirePortConfig::gro). */
 	bool gro = true;
+	bool caller_progress = true; /* progress=caller|thread */
 };
 
 /* The pool sizes a device spec gives the engine (vfio and devx specs take the defaults), and
@@ -173,6 +174,16 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				o->delivery = emu::DoorbellDelivery::poll_thread;
 			else {
 				NICMR_LOG(error, "api", "emu delivery=%.*s: inline or thread",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+		} else if (k == "progress") {
+			if (v == "caller")
+				o->caller_progress = true;
+			else if (v == "thread")
+				o->caller_progress = false;
+			else {
+				NICMR_LOG(error, "api", "emu progress=%.*s: caller or thread",
 					  int(v.size()), v.data());
 				return -EINVAL;
 			}
@@ -333,7 +344,8 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 			}
 		} else {
 			NICMR_LOG(error, "api",
-				  "unknown emu option '%.*s' (ports, mkeys, delivery, programmer, "
+				  "unknown emu option '%.*s' (ports, mkeys, delivery, progress, "
+				  "programmer, "
 				  "ext, atomic_endian, trace, fail_opcode, fail_umr, iova_bits, "
 				  "mkey_by_name, odp, "
 				  "msix_vectors, odp_cache, odp_prefill, mkey_pool, "
@@ -463,6 +475,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.ports = o.ports;
 	cfg.log_max_mkey = uint32_t(std::countr_zero(o.mkeys));
 	cfg.delivery = o.delivery;
+	cfg.caller_progress = o.caller_progress;
 	cfg.ext_flags = o.ext;
 	cfg.atomic_host_endianness = o.atomic_host_endianness;
 	cfg.trace_capacity = o.trace;

@@ -266,6 +266,69 @@ int port_gid(nicmr_device *dev, uint32_t port, uint32_t index, uint8_t *gid)
 	return 0;
 }
 
+/* nicmr_cq_poll's work: up to n completions of cq into wc, and their datagram side into ud
+ * when not null (hot path: nicmr_cq_poll's rules). */
+int poll_cq(nicmr_cq *cq, nicmr_wc *wc, nicmr_ud_info *ud, int n)
+{
+	int done = 0;
+	mlx5::Completion c[kPollBatch];
+	while (done < n) {
+		const int want = n - done < kPollBatch ? n - done : kPollBatch;
+		const int got = cq->cq->poll(c, want);
+		for (int i = 0; i < got; i++) {
+			nicmr_qp *qp = route(cq, c[i].qpn);
+			if (qp == nullptr)
+				continue;  /* a QP destroyed with requests in flight */
+			if (ud != nullptr) /* the datagram side (api_ud.cpp) */
+				ud[done] = nicmr::api::ud_info(c[i]);
+			nicmr_wc &w = wc[done++];
+			const bool ok = c[i].ok();
+			if (c[i].recv()) {
+				/* A receive: its wr_id by the receive counter, or by the SRQ WQE's
+				 * index, which goes back on the SRQ's free list. */
+				if (qp->srq != nullptr) {
+					w.wr_id = qp->srq->srq->retire(c[i].wqe_index);
+				} else {
+					const uint64_t counter =
+						qp->qp->retire_recv(c[i].wqe_index);
+					w.wr_id = qp->rslots[counter & qp->rmask];
+				}
+				w.qp_num = qp->qpn;
+				w.opcode = recv_opcode(c[i].opcode);
+				w.syndrome = ok ? 0 : c[i].syndrome;
+				w.vendor_syndrome = ok ? 0 : c[i].vendor_syndrome;
+				w.status = ok		   ? uint8_t{NICMR_WC_SUCCESS}
+					   : c[i].syndrome ? wc_status(c[i].syndrome)
+							   : uint8_t{NICMR_WC_GENERAL};
+				w.byte_len = ok ? c[i].byte_len : 0;
+				w.imm = ok && w.opcode != NICMR_WC_RECV ? c[i].imm : 0;
+				continue;
+			}
+			const uint64_t counter = qp->qp->retire(c[i].wqe_index);
+			const nicmr_dp_slot &s = qp->slots[counter & qp->mask];
+			w.wr_id = s.wr_id;
+			w.qp_num = qp->qpn;
+			w.opcode = s.opcode;
+			w.imm = 0;
+			w.syndrome = ok ? 0 : c[i].syndrome;
+			w.vendor_syndrome = ok ? 0 : c[i].vendor_syndrome;
+			/* An error CQE always carries a syndrome; one without is GENERAL. */
+			w.status = ok		   ? uint8_t{NICMR_WC_SUCCESS}
+				   : c[i].syndrome ? wc_status(c[i].syndrome)
+						   : uint8_t{NICMR_WC_GENERAL};
+			w.byte_len = ok ? c[i].byte_len : 0;
+			/* The requester's view of a refused key (nicmr.h, "Key violations"). */
+			if (!ok && c[i].syndrome == MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
+				[[unlikely]]
+				cq->dev->violations->record(s.rkey, remote_right(s.opcode), qp->qpn,
+							    qp->remote_port, qp->remote_qpn);
+		}
+		if (got < want)
+			break;
+	}
+	return done;
+}
+
 } // namespace
 
 extern "C" {
@@ -358,67 +421,18 @@ int nicmr::api::cq_poll(nicmr_cq *cq, nicmr_wc *wc, nicmr_ud_info *ud, int n)
 {
 	/* HOT PATH: no lock, no allocation, no system call. The driver's CQEs land in a batch on
 	 * the stack and are routed to their QP by a scan of at most NICMR_MAX_QPS_PER_CQ entries.
-	 * The one exception is out of line: a drained CQ while a page fault waits calls the
-	 * fault service (nicmr_odp_serve_from_poll), which locks and makes system calls.
+	 * Two exceptions, both when the CQ is drained: the device's progress work on this thread
+	 * (bus::PciFunction::progress: nothing on hardware; on the emulated device's wire, its
+	 * socket I/O, the wire itself), and, out of line, the fault service when a page fault
+	 * waits (nicmr_odp_serve_from_poll), which locks and makes system calls.
 	 */
 	if (cq == nullptr || n < 0 || (wc == nullptr && n > 0))
 		return -EINVAL;
-	int done = 0;
-	mlx5::Completion c[kPollBatch];
-	while (done < n) {
-		const int want = n - done < kPollBatch ? n - done : kPollBatch;
-		const int got = cq->cq->poll(c, want);
-		for (int i = 0; i < got; i++) {
-			nicmr_qp *qp = route(cq, c[i].qpn);
-			if (qp == nullptr)
-				continue;  /* a QP destroyed with requests in flight */
-			if (ud != nullptr) /* the datagram side (api_ud.cpp) */
-				ud[done] = ud_info(c[i]);
-			nicmr_wc &w = wc[done++];
-			const bool ok = c[i].ok();
-			if (c[i].recv()) {
-				/* A receive: its wr_id by the receive counter, or by the SRQ WQE's
-				 * index, which goes back on the SRQ's free list. */
-				if (qp->srq != nullptr) {
-					w.wr_id = qp->srq->srq->retire(c[i].wqe_index);
-				} else {
-					const uint64_t counter =
-						qp->qp->retire_recv(c[i].wqe_index);
-					w.wr_id = qp->rslots[counter & qp->rmask];
-				}
-				w.qp_num = qp->qpn;
-				w.opcode = recv_opcode(c[i].opcode);
-				w.syndrome = ok ? 0 : c[i].syndrome;
-				w.vendor_syndrome = ok ? 0 : c[i].vendor_syndrome;
-				w.status = ok		   ? uint8_t{NICMR_WC_SUCCESS}
-					   : c[i].syndrome ? wc_status(c[i].syndrome)
-							   : uint8_t{NICMR_WC_GENERAL};
-				w.byte_len = ok ? c[i].byte_len : 0;
-				w.imm = ok && w.opcode != NICMR_WC_RECV ? c[i].imm : 0;
-				continue;
-			}
-			const uint64_t counter = qp->qp->retire(c[i].wqe_index);
-			const nicmr_dp_slot &s = qp->slots[counter & qp->mask];
-			w.wr_id = s.wr_id;
-			w.qp_num = qp->qpn;
-			w.opcode = s.opcode;
-			w.imm = 0;
-			w.syndrome = ok ? 0 : c[i].syndrome;
-			w.vendor_syndrome = ok ? 0 : c[i].vendor_syndrome;
-			/* An error CQE always carries a syndrome; one without is GENERAL. */
-			w.status = ok		   ? uint8_t{NICMR_WC_SUCCESS}
-				   : c[i].syndrome ? wc_status(c[i].syndrome)
-						   : uint8_t{NICMR_WC_GENERAL};
-			w.byte_len = ok ? c[i].byte_len : 0;
-			/* The requester's view of a refused key (nicmr.h, "Key violations"). */
-			if (!ok && c[i].syndrome == MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR)
-				[[unlikely]]
-				cq->dev->violations->record(s.rkey, remote_right(s.opcode), qp->qpn,
-							    qp->remote_port, qp->remote_qpn);
-		}
-		if (got < want)
-			break;
-	}
+	int done = poll_cq(cq, wc, ud, n);
+	/* Drained: run to completion (doc/native-api.md, "Progress"): the emulated wire's
+	 * packets are received and answered here, and the CQEs they made are taken at once. */
+	if (done < n && cq->dev->fn->progress())
+		done += poll_cq(cq, wc + done, ud != nullptr ? ud + done : nullptr, n - done);
 	/* The CQ is drained: a WQE may wait for a page fault (doc/odp.md). One relaxed and one
 	 * acquire load when none waits; serving it is the slow path, out of line. */
 	if (done < n && cq->dev->drv->page_fault_pending()) [[unlikely]]

@@ -173,6 +173,10 @@ extern "C" int nicmr_device_progress(struct nicmr_device *dev)
 {
 	if (dev == nullptr)
 		return -EINVAL;
+	/* Run to completion (doc/native-api.md, "Progress"): the emulated wire's packets are
+	 * received and executed on this thread (a passive target's poll loop); a page fault
+	 * they raised is served just below. Nothing on hardware. */
+	dev->fn->progress();
 	if (!dev->drv->page_fault_pending())
 		return 0;
 	return nicmr_odp_serve(dev);

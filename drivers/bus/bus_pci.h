@@ -61,6 +61,17 @@ public:
 		return -ENOTSUP;
 	}
 
+	/*
+	 * Runs, on the calling thread, device work that no hardware runs by itself: on the
+	 * emulated bus, the device model's progress work (a wire port's received packets, its
+	 * timers), the way a DPDK poll-mode driver's receive burst runs in the polling thread.
+	 * Returns whether there was any. A real function does its work itself: false at once
+	 * (the default). The driver's poll loops call it when they find nothing; hot path: no
+	 * lock and no allocation in any implementation, and no system call but the emulated
+	 * device's own socket I/O.
+	 */
+	virtual bool progress() { return false; }
+
 	/* The function's IOMMU: pools are mapped through it before the device may touch them. */
 	virtual mem::DmaMapper &dma() = 0;
 

@@ -448,6 +448,11 @@ int nicmr_advise_mr(struct nicmr_pd *pd, uint32_t advice, uint32_t flags,
  * fault waits; call this from the poll loop of a process that polls no CQ (a passive target
  * of RDMA WRITE and READ). Slow path when a fault waits (locks, system calls, a UMR and a
  * command per fault); one thread serves at a time, others return 0 meanwhile.
+ * On the emulated device's UDP wire it first runs the device's receive work on the calling
+ * thread (received packets executed and answered, the transport's timers), as nicmr_cq_poll
+ * does when it finds its CQ drained (doc/native-api.md, "Progress"): a passive target's
+ * loop that polls memory calls it so that the RDMA WRITEs it waits for land without a
+ * hand-off to the device's thread. Nothing on hardware.
  * @return the number of faults resumed (0: none waited);
  *   -EINVAL      null dev;
  *   the error of a PAGE_FAULT_RESUME the device refused (logged; the others still run).
@@ -623,7 +628,11 @@ uint32_t nicmr_cq_num(const struct nicmr_cq *cq);
 /**
  * Takes up to n completions, in the order the device wrote them, of every QP that reports to
  * cq. Completions of unsignalled successful work requests are not reported.
- * HOT PATH: no lock, no allocation, no system call. One thread at a time per CQ.
+ * HOT PATH: no lock, no allocation, no system call. One thread at a time per CQ. On the
+ * emulated device's UDP wire, a call that finds the CQ drained runs the device's receive
+ * work on this thread (its socket I/O, the wire itself, and no lock waited for; another
+ * thread running it meanwhile is not waited for) and takes the completions it made
+ * (doc/native-api.md, "Progress").
  * @return the number taken (0: none yet); -EINVAL (null cq, null wc with n > 0, n < 0).
  */
 int nicmr_cq_poll(struct nicmr_cq *cq, struct nicmr_wc *wc, int n);

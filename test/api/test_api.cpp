@@ -105,6 +105,8 @@ TEST(ApiDevice, BadSpecsAreEinval)
 			      "emu:mkeys=1",
 			      "emu:mkeys=33554432",
 			      "emu:delivery=fast",
+			      "emu:progress=fast",
+			      "emu:progress=",
 			      "emu:color=red",
 			      "emu:ports",
 			      "emu:ports=1,",
@@ -140,6 +142,20 @@ TEST(ApiDevice, BadSpecsAreEinval)
 	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
 	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);
 	EXPECT_EQ(dev, nullptr);
+}
+
+/* progress=caller (the default) and progress=thread open (doc/native-api.md, "Progress");
+ * the driver's progress call on a device without a wire port has no work to run. */
+TEST(ApiDevice, ProgressOptionOpens)
+{
+	for (const char *s : {"emu:progress=caller", "emu:progress=thread",
+			      "emu:delivery=thread,progress=caller"}) {
+		nicmr_device *dev = nullptr;
+		ASSERT_EQ(nicmr_device_open(s, &dev), 0) << s;
+		EXPECT_FALSE(dev->fn->progress()) << s;
+		EXPECT_EQ(nicmr_device_progress(dev), 0) << s;
+		EXPECT_EQ(nicmr_device_close(dev), 0) << s;
+	}
 }
 
 /* The spec option mkey_by_name=1 gives the device ConnectX's mkey_by_name: requested keys are

@@ -350,6 +350,161 @@ TEST(EmuFunction, ProgressWorkRunsOnTheDeviceThread)
 	}
 }
 
+/* Run to completion: in inline delivery a caller's progress() runs the progress work on the
+ * caller's thread, and while the caller keeps polling the device thread stands down (it
+ * sleeps its nap, 100 ms here), so every byte is taken by the caller. Before start() and after
+ * stop() the caller runs nothing. */
+TEST(EmuFunction, CallerRunsTheProgressWorkInInlineDelivery)
+{
+	EmuFunctionConfig c;
+	c.poll_idle_sleep = 100ms;
+	std::unique_ptr<EmuFunction> f;
+	ASSERT_EQ(EmuFunction::create(c, &f), 0);
+	int p[2];
+	ASSERT_EQ(::pipe(p), 0);
+	ASSERT_EQ(::fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	const std::thread::id me = std::this_thread::get_id();
+	std::atomic<uint64_t> mine{0}, by_caller{0}, by_device{0};
+	ASSERT_EQ(f->set_progress(
+			  [&] {
+				  const bool here = std::this_thread::get_id() == me;
+				  if (here)
+					  mine.fetch_add(1);
+				  char b;
+				  if (::read(p[0], &b, 1) != 1)
+					  return false;
+				  (here ? by_caller : by_device).fetch_add(1);
+				  return true;
+			  },
+			  {p[0]}),
+		  0);
+	EXPECT_FALSE(f->progress()); /* not started: nothing runs */
+	EXPECT_EQ(mine.load(), 0u);
+	ASSERT_EQ(f->start(), 0);
+	/* The caller polls for 50 ms: the device thread sees it and goes to sleep. */
+	const auto until = std::chrono::steady_clock::now() + 50ms;
+	while (std::chrono::steady_clock::now() < until)
+		f->progress();
+	EXPECT_GT(mine.load(), 0u);
+	for (int i = 0; i < 20; i++) {
+		ASSERT_EQ(::write(p[1], "x", 1), 1);
+		const uint64_t want = by_caller.load() + by_device.load() + 1;
+		const auto end = std::chrono::steady_clock::now() + 5s;
+		while (by_caller.load() + by_device.load() < want &&
+		       std::chrono::steady_clock::now() < end)
+			f->progress();
+	}
+	EXPECT_EQ(by_caller.load(), 20u);
+	EXPECT_EQ(by_device.load(), 0u);
+	f->stop();
+	const uint64_t before = mine.load();
+	ASSERT_EQ(::write(p[1], "x", 1), 1);
+	EXPECT_FALSE(f->progress()); /* stopped: the token stays with stop() */
+	EXPECT_EQ(mine.load(), before);
+	::close(p[0]);
+	::close(p[1]);
+}
+
+/* A caller that stops polling hands the work back: the device thread takes the next byte
+ * after at most a nap. */
+TEST(EmuFunction, DeviceThreadTakesTheWorkBackWhenTheCallerStops)
+{
+	auto f = make(); /* 20 us naps: 640 us at most */
+	int p[2];
+	ASSERT_EQ(::pipe(p), 0);
+	ASSERT_EQ(::fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	const std::thread::id me = std::this_thread::get_id();
+	std::atomic<uint64_t> by_device{0};
+	ASSERT_EQ(f->set_progress(
+			  [&] {
+				  char b;
+				  if (::read(p[0], &b, 1) != 1)
+					  return false;
+				  if (std::this_thread::get_id() != me)
+					  by_device.fetch_add(1);
+				  return true;
+			  },
+			  {p[0]}),
+		  0);
+	ASSERT_EQ(f->start(), 0);
+	for (int i = 0; i < 1000; i++)
+		f->progress();
+	ASSERT_EQ(::write(p[1], "x", 1), 1);
+	EXPECT_TRUE(eventually([&] { return by_device.load() == 1; }));
+	f->stop();
+	::close(p[0]);
+	::close(p[1]);
+}
+
+/* progress() runs nothing on the caller's thread in poll-thread delivery (the device thread is
+ * the device) or with caller_progress off, and never without progress work. */
+TEST(EmuFunction, CallerProgressOnlyInInlineDeliveryAndWhenAsked)
+{
+	for (int k = 0; k < 3; k++) {
+		EmuFunctionConfig c;
+		c.delivery = k == 0 ? DoorbellDelivery::poll_thread : DoorbellDelivery::inline_call;
+		c.caller_progress = k != 1;
+		c.poll_idle_sleep = 20us;
+		std::unique_ptr<EmuFunction> f;
+		ASSERT_EQ(EmuFunction::create(c, &f), 0);
+		const std::thread::id me = std::this_thread::get_id();
+		std::atomic<uint64_t> mine{0}, runs{0};
+		if (k != 2) {
+			ASSERT_EQ(f->set_progress(
+					  [&] {
+						  runs.fetch_add(1);
+						  if (std::this_thread::get_id() == me)
+							  mine.fetch_add(1);
+						  return true;
+					  },
+					  {}),
+				  0);
+		}
+		ASSERT_EQ(f->start(), 0);
+		for (int i = 0; i < 100; i++)
+			EXPECT_FALSE(f->progress()) << k;
+		EXPECT_EQ(mine.load(), 0u) << k;
+		if (k != 2) {
+			EXPECT_TRUE(eventually([&] { return runs.load() > 0; })) << k;
+		}
+		f->stop();
+	}
+}
+
+/* The progress work is never run by two threads at once: two callers and the device thread
+ * race for it; the work's own state (a plain counter) is handed from one runner to the next
+ * by the token (ThreadSanitizer checks the hand-off in the tsan build). */
+TEST(EmuFunction, ProgressWorkRunsOnOneThreadAtATime)
+{
+	auto f = make();
+	std::atomic<int> inside{0};
+	std::atomic<bool> overlap{false};
+	uint64_t plain = 0; /* the work's state: no atomics, ordered by the token only */
+	ASSERT_EQ(f->set_progress(
+			  [&] {
+				  if (inside.fetch_add(1) != 0)
+					  overlap.store(true);
+				  plain++;
+				  inside.fetch_sub(1);
+				  return (plain & 1) != 0;
+			  },
+			  {}),
+		  0);
+	ASSERT_EQ(f->start(), 0);
+	std::atomic<uint64_t> ran{0};
+	const auto caller = [&] {
+		for (int i = 0; i < 20000; i++)
+			if (f->progress())
+				ran.fetch_add(1);
+	};
+	std::thread a(caller), b(caller);
+	a.join();
+	b.join();
+	f->stop();
+	EXPECT_FALSE(overlap.load());
+	EXPECT_GT(plain, 0u);
+}
+
 TEST(EmuFunction, SetProgressErrors)
 {
 	auto f = make();

@@ -40,6 +40,7 @@ int EmuFunction::create(const EmuFunctionConfig &cfg, std::unique_ptr<EmuFunctio
 	f->id_ = cfg.id;
 	f->delivery_ = cfg.delivery;
 	f->idle_sleep_ = cfg.poll_idle_sleep;
+	f->caller_progress_ = cfg.caller_progress && cfg.delivery == DoorbellDelivery::inline_call;
 	f->msix_vectors_ = cfg.msix_vectors;
 	f->msix_fd_.assign(cfg.msix_vectors, -1);
 	*out = std::move(f);
@@ -317,15 +318,32 @@ int EmuFunction::start()
 		running_.store(false, std::memory_order_release);
 	}
 	thread_stop_.store(false, std::memory_order_relaxed);
+	/* The progress work's token out (release: the work's state as set up before start). */
+	if (progress_) {
+		progress_held_.store(false, std::memory_order_release);
+		progress_open_ = true;
+	}
 	try {
 		thread_ = std::thread([this] { poll_loop(); });
 	} catch (const std::system_error &e) {
 		NICMR_LOG(error, "emu-bus", "%s: cannot start the device thread: %s", name_.c_str(),
 			  e.what());
+		take_back_progress();
 		return -EAGAIN;
 	}
 	running_.store(true, std::memory_order_release);
 	return 0;
+}
+
+void EmuFunction::take_back_progress()
+{
+	if (!progress_open_)
+		return;
+	/* A caller inside progress() gives the token back when its turn ends (a batch: short);
+	 * acquire pairs with its release, so its work is done before the model may go. */
+	while (progress_held_.exchange(true, std::memory_order_acquire))
+		std::this_thread::yield();
+	progress_open_ = false;
 }
 
 void EmuFunction::stop()
@@ -336,6 +354,8 @@ void EmuFunction::stop()
 		thread_stop_.store(true, std::memory_order_relaxed);
 		thread_.join();
 	}
+	/* Kept until start(): no caller runs the work of a stopped function. */
+	take_back_progress();
 }
 
 int EmuFunction::set_progress(std::function<bool()> poll, std::vector<int> fds)
@@ -352,6 +372,29 @@ int EmuFunction::set_progress(std::function<bool()> poll, std::vector<int> fds)
 	return 0;
 }
 
+/* Hot path (a caller's poll loop): one exchange, the work, one store; never waits. */
+bool EmuFunction::run_progress()
+{
+	/* Acquire pairs with the release below of the last runner (the device thread or another
+	 * caller): the receive batch, timers and sockets' state it left are seen here. */
+	if (progress_held_.exchange(true, std::memory_order_acquire))
+		return false; /* another thread runs it now */
+	const bool busy = progress_();
+	progress_held_.store(false, std::memory_order_release);
+	return busy;
+}
+
+bool EmuFunction::progress()
+{
+	if (!caller_progress_ || !progress_)
+		return false;
+	/* Tell the device thread a caller drives the work (a hint, relaxed; stored only when it
+	 * changes, so a polling caller does not keep taking the line from the device thread). */
+	if (!caller_polled_.load(std::memory_order_relaxed))
+		caller_polled_.store(true, std::memory_order_relaxed);
+	return run_progress(); /* a stopped function holds the token: false */
+}
+
 void EmuFunction::poll_loop()
 {
 	/* A short spin keeps command latency low; then the thread sleeps so that an idle device
@@ -365,7 +408,20 @@ void EmuFunction::poll_loop()
 	auto nap = idle_sleep_;
 	while (!thread_stop_.load(std::memory_order_relaxed)) {
 		bool busy = drain();
-		if (progress_ && progress_())
+		/* Run to completion: a caller polled since the last turn, so it runs the work;
+		 * sleep instead of taking packets from under it or its core (a plain sleep, not
+		 * ppoll on the sockets, whose packets would wake this thread for nothing). */
+		if (caller_progress_ && caller_polled_.load(std::memory_order_relaxed) &&
+		    caller_polled_.exchange(false, std::memory_order_relaxed)) {
+			if (busy)
+				continue;
+			std::this_thread::sleep_for(nap);
+			if (nap < idle_sleep_ * kMaxNapFactor)
+				nap *= 2;
+			idle = kSpins; /* when the caller stops: wait in ppoll at once */
+			continue;
+		}
+		if (progress_ && run_progress())
 			busy = true;
 		if (busy) {
 			idle = 0;

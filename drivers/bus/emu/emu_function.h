@@ -49,6 +49,21 @@
  * for the callback alone (doorbells stay inline); without a callback inline delivery has no
  * thread, as before.
  *
+ * Run to completion. In inline delivery the driver's poll loops may run the progress work
+ * themselves (progress(), the bus::PciFunction call), on the application's thread, as a DPDK
+ * poll-mode driver's receive burst does: a packet is then received, executed and answered
+ * by the thread that waits for it, with no hand-off to the device thread and no wake-up
+ * (EmuFunctionConfig::caller_progress, on by default). The work is never run by two threads
+ * at once: one token (progress_held_), taken with one exchange and never waited for, goes
+ * to whoever asks first, the device thread or a caller; a caller that finds it taken
+ * returns false at once. While callers run it, the device thread keeps out of their way:
+ * each of its turns that finds a caller has polled since the last one sleeps (the idle nap,
+ * doubling up to 32 times) instead of polling the sockets, so it neither takes a packet
+ * from under the caller nor competes for its core. Once no caller has polled for a nap it
+ * takes the work back (and waits in ppoll on the descriptors as before): a process that
+ * stops polling has its packets handled after at most one nap (1.6 ms by default). stop()
+ * takes the token and keeps it, so no caller runs the work of a stopped function.
+ *
  * Interrupts. The function has an MSI-X table of EmuFunctionConfig::msix_vectors vectors. The
  * driver attaches an eventfd to a vector (set_msix_eventfd, the emulated VFIO_DEVICE_SET_IRQS)
  * and the device model raises the vector (raise_msix): the function adds 1 to that eventfd, as
@@ -109,6 +124,10 @@ struct EmuFunctionConfig {
 	std::chrono::microseconds poll_idle_sleep{50};
 	/* MSI-X table size (vectors 0 .. n - 1), at most EmuFunction::kMaxMsix. */
 	unsigned msix_vectors = 64;
+	/* Inline delivery: progress() runs the progress work on the caller's thread (see "Run to
+	 * completion" above). false: only the device thread runs it. Poll-thread delivery never
+	 * does (the device thread is the device there). */
+	bool caller_progress = true;
 };
 
 class EmuFunction final : public bus::PciFunction {
@@ -151,6 +170,15 @@ public:
 	/* See "Interrupts" above: -EINVAL (vector >= msix_vectors, fd < -1), -ENOTSUP (a table
 	 * of 0 vectors: no MSI-X). */
 	int set_msix_eventfd(unsigned vector, int fd) override;
+
+	/*
+	 * Run to completion (see the top of this file): runs the progress work on the calling
+	 * thread when the function delivers inline, has progress work, runs and caller_progress
+	 * is on, and no other thread runs it at that moment; whether it found work. Hot path: one
+	 * exchange to take the work and a store to give it back, no allocation, no lock waited
+	 * for; the system calls are the progress work's own (a wire port's recvmmsg, its ACKs).
+	 */
+	bool progress() override;
 
 	/* Device side: raises MSI-X vector `vector` (see "Interrupts"); false when no eventfd is
 	 * attached to it or the vector is out of range. Thread-safe; not for hot paths. */
@@ -239,6 +267,10 @@ private:
 	bool drain();
 	void drain_word(size_t w, uint64_t mask);
 	void poll_loop();
+	/* The progress work once, if the token is free (see "Run to completion"). */
+	bool run_progress();
+	/* Takes the token back for good (stop, a failed start); control_ held. */
+	void take_back_progress();
 
 	std::string name_;
 	bus::PciId id_{};
@@ -266,6 +298,15 @@ private:
 	/* set_progress(): written before start() only. */
 	std::function<bool()> progress_;
 	std::vector<int> progress_fds_;
+	bool caller_progress_ = false; /* set at create (inline delivery and the config) */
+	/* Run to completion: the token of the progress work (true: a thread runs it, or the
+	 * function is stopped; taken with an acquire exchange, given back with a release
+	 * store, so the work's state passes from one runner to the next), and whether a
+	 * caller polled since the device thread last looked (a hint: relaxed). Each on a line
+	 * of its own: the token moves between runners, the hint is written by callers. */
+	alignas(64) std::atomic<bool> progress_held_{true};
+	bool progress_open_ = false; /* start() gave the token out; control_ */
+	alignas(64) std::atomic<bool> caller_polled_{false};
 	std::thread thread_;
 	/* MSI-X: the eventfd of each vector (-1: none). irq_mu_ serialises attach and raise, so a
 	 * descriptor the driver detached (and may close) is never written after the detach. */

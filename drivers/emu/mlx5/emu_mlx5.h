@@ -155,6 +155,10 @@ struct EmuConfig {
 	EmuIommuConfig iommu;
 	DoorbellDelivery delivery = DoorbellDelivery::inline_call;
 	std::chrono::microseconds poll_idle_sleep{50};
+	/* Inline delivery: the driver's poll loops run the wire's receive work on their own
+	 * thread (EmuFunctionConfig::caller_progress, "Run to completion" in emu_function.h);
+	 * false: the device thread alone does. */
+	bool caller_progress = true;
 	/* The function's MSI-X table (EmuFunctionConfig::msix_vectors): 0 models a bus without
 	 * interrupts (set_msix_eventfd answers -ENOTSUP). */
 	unsigned msix_vectors = 64;

@@ -659,6 +659,7 @@ int emu_mlx5_create(const EmuConfig &cfg, std::unique_ptr<EmuMlx5> *out)
 		fc.iommu.name = cfg.name + "-iommu";
 	fc.delivery = cfg.delivery;
 	fc.poll_idle_sleep = cfg.poll_idle_sleep;
+	fc.caller_progress = cfg.caller_progress;
 	fc.msix_vectors = cfg.msix_vectors;
 	std::unique_ptr<EmuMlx5> e(new (std::nothrow) EmuMlx5());
 	if (!e)

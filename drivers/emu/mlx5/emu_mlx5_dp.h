@@ -371,8 +371,10 @@ public:
 	{
 		return port >= 1 && port <= wire_.size() ? wire_[port - 1].get() : nullptr;
 	}
-	/* The device thread's progress work: receives what the wire ports hold, executes it and
-	 * answers. true when a datagram came. Thread-safe (one caller at a time). */
+	/* The function's progress work: receives what the wire ports hold, executes it and
+	 * answers. true when a datagram came. One caller at a time: the device thread or a
+	 * polling application thread holding the function's progress token (emu_function.h,
+	 * "Run to completion"). */
 	bool poll_wire();
 	/*
 	 * Tests and fuzzing only (fuzz/fuzz_roce_datagram.cpp), never the device's own path:
