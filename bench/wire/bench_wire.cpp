@@ -74,6 +74,8 @@ struct Options {
 	bool ipv4 = false;
 	bool no_pin = false;
 	bool no_gro = false; /* the wire ports receive without UDP GRO (gro=0) */
+	/* progress=thread: the device threads receive, the polling loops only poll */
+	bool thread_progress = false;
 };
 Options g_opt;
 
@@ -159,7 +161,8 @@ struct Side {
 		const std::string spec = std::string("emu:mkeys=1024,addr=") + a +
 					 ",udp_port=" + std::to_string(wire_mine) +
 					 ",peer_udp_port=" + std::to_string(wire_peer) +
-					 (g_opt.no_gro ? ",gro=0" : "");
+					 (g_opt.no_gro ? ",gro=0" : "") +
+					 (g_opt.thread_progress ? ",progress=thread" : "");
 		int rc = nicmr_device_open(spec.c_str(), &dev);
 		if (rc == 0)
 			rc = nicmr_pd_alloc(dev, &pd);
@@ -330,7 +333,9 @@ struct Side {
 		return nicmr_post_recv(qp, &s, 1, slot);
 	}
 
-	/* The word the peer wrote at off once it equals want (or kStop); false on timeout. */
+	/* The word the peer wrote at off once it equals want (or kStop); false on timeout. A
+	 * passive target's loop: it polls no CQ, so it runs the device's progress itself
+	 * (nicmr_device_progress: the WRITE is received and lands on this thread). */
 	bool wait_word(size_t off, uint64_t want, uint64_t *got)
 	{
 		std::atomic_ref<uint64_t> w(*reinterpret_cast<uint64_t *>(base + off));
@@ -342,8 +347,11 @@ struct Side {
 				*got = v;
 				return true;
 			}
+			if (!g_opt.thread_progress && nicmr_device_progress(dev) < 0)
+				return false;
 			/* Give the core to this process's device thread now and then (it shares
-			 * the core when the processes are pinned). */
+			 * the core when the processes are pinned; with progress=thread it is the
+			 * one that receives). */
 			if (spins % 64 == 63) {
 				std::this_thread::yield();
 				if (std::chrono::steady_clock::now() > end)
@@ -868,6 +876,8 @@ int main(int argc, char **argv)
 			g_opt.no_pin = true;
 		else if (std::strcmp(argv[i], "--no-gro") == 0)
 			g_opt.no_gro = true;
+		else if (std::strcmp(argv[i], "--thread-progress") == 0)
+			g_opt.thread_progress = true;
 		else
 			argv[kept++] = argv[i];
 	}
@@ -898,8 +908,9 @@ int main(int argc, char **argv)
 		"WRITE and SEND ping-pong against a UDP ping-pong, 64 KiB RDMA WRITE bandwidth\n"
 		"against a UDP GSO stream, 8-byte WRITE rate. Medians of 10 repetitions, ratio\n"
 		"lines at the end. Options: --ipv4; --no-pin (leave both processes to the\n"
-		"scheduler); --no-gro (the wire ports receive without UDP GRO); --smoke (few\n"
-		"iterations, for CI).");
+		"scheduler); --no-gro (the wire ports receive without UDP GRO);\n"
+		"--thread-progress (progress=thread: the device threads receive, not the\n"
+		"polling loops); --smoke (few iterations, for CI).");
 
 	std::vector<uint16_t> taken;
 	uint16_t ports[4]; /* wire: parent, peer; UDP: parent, peer */
