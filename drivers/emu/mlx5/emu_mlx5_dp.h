@@ -481,7 +481,11 @@ private:
 	/* poll_wire's and wire_inject's work on one batch: each datagram parsed, checked and
 	 * executed, then the batch's ACKs. for_each(deliver) calls deliver(datagram, peer, ip)
 	 * for every datagram of the batch and returns how many there were. */
-	template <typename ForEach> void rc_batch(WirePort &w, uint32_t port, ForEach &&for_each);
+	template <typename ForEach>
+	void rc_batch(WirePort &w, uint32_t port, ForEach &&for_each, bool defer_acks);
+	/* The ACKs poll_wire's last batch of port owes (rc_batch with defer_acks), sent at the
+	 * start of its next turn. Progress token held. */
+	void rc_owed_acks(WirePort &w, uint32_t port);
 	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
 		       std::span<const uint8_t> datagram, const sockaddr_storage &peer,
 		       const WireRxIp &ip, Qp **acks, int *nacks);
@@ -633,6 +637,11 @@ private:
 	 * beyond them an ACK goes at once. */
 	static constexpr int kRxAcks = 64;
 	uint64_t rx_batch_ = 0; /* receive batches taken (poll_wire; one caller at a time) */
+	/* The QPs (numbers) poll_wire's last batch of each port owes an ACK: sent at the next
+	 * turn, so that a polling caller sees what the batch wrote before the ACK's sendmmsg
+	 * (doc/device-model.md, "ACK coalescing"). The progress token's holder's alone. */
+	std::array<std::array<uint32_t, kRxAcks>, 2> owed_acks_{};
+	std::array<int, 2> nowed_acks_{};
 	uint64_t next_timer_scan_ns_ = 0; /* poll_wire's timer scan (one caller at a time) */
 	static constexpr uint64_t kTimerScanNs = 20000; /* the timers' granularity: 20 us */
 	struct WireCounters {

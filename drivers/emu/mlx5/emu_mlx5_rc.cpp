@@ -577,7 +577,7 @@ void EmuDataPath::rc_flush(const DmaSection &dma, Qp &qp)
 /* ---- Receive ----------------------------------------------------------------------------- */
 
 template <typename ForEach>
-void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each)
+void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each, bool defer_acks)
 {
 	rx_batch_++; /* a new batch: the responders' READ/atomic resources are free */
 	std::shared_lock lk(table_lock_);
@@ -590,9 +590,18 @@ void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each)
 	});
 	wctr_.rx_packets.fetch_add(datagrams, std::memory_order_relaxed);
 	/* ACK coalescing: one ACK per QP and batch, for the last PSN it executed; the batch's
-	 * ACKs (QPs of one port) go out in one sendmmsg. */
+	 * ACKs (QPs of one port) go out in one sendmmsg. poll_wire sends them at its next turn
+	 * (rc_owed_acks): a caller that runs it sees what the batch wrote one sendmmsg sooner. */
+	int from = 0;
+	if (defer_acks) {
+		int &n = nowed_acks_[port - 1];
+		while (from < nacks && n < kRxAcks)
+			owed_acks_[port - 1][n++] = acks[from++]->qpn;
+		if (from == nacks)
+			return; /* the batch returns true: the next turn comes at once */
+	}
 	TxBatch tx(*this, w);
-	for (int i = 0; i < nacks; i++) {
+	for (int i = from; i < nacks; i++) {
 		std::lock_guard ql(acks[i]->lock);
 		RcWire *r = acks[i]->rc.get();
 		if (r == nullptr || !r->ack_due)
@@ -604,7 +613,31 @@ void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each)
 	}
 }
 
-/* Device thread: one batch per wire port and call. */
+void EmuDataPath::rc_owed_acks(WirePort &w, uint32_t port)
+{
+	int &n = nowed_acks_[port - 1];
+	if (n == 0)
+		return;
+	std::shared_lock lk(table_lock_);
+	TxBatch tx(*this, w);
+	for (int i = 0; i < n; i++) {
+		Qp *qp = find_qp(owed_acks_[port - 1][i]);
+		if (qp == nullptr)
+			continue; /* destroyed since */
+		std::lock_guard ql(qp->lock);
+		RcWire *r = qp->rc.get();
+		if (r == nullptr || !r->ack_due)
+			continue; /* reset since, or its ACK went (a NAK, a response) */
+		r->ack_due = false;
+		rc_ack(*qp,
+		       roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
+		       (r->epsn - 1) & kPsnMask, &tx);
+	}
+	n = 0;
+}
+
+/* The progress token's holder (the device thread or a polling caller): one batch per wire
+ * port and call, after the ACKs the last one owes. */
 bool EmuDataPath::poll_wire()
 {
 	bool any = false;
@@ -614,6 +647,7 @@ bool EmuDataPath::poll_wire()
 		WirePort *w = wire_[p].get();
 		if (w == nullptr)
 			continue;
+		rc_owed_acks(*w, p + 1);
 		if (w->holding()) {
 			if (const uint32_t errs = w->release_held(now); errs != 0)
 				wctr_.tx_errors.fetch_add(errs, std::memory_order_relaxed);
@@ -623,19 +657,23 @@ bool EmuDataPath::poll_wire()
 		if (rx.size() == 0)
 			continue;
 		any = true;
-		rc_batch(*w, p + 1, [&rx](auto &&deliver) {
-			uint64_t datagrams = 0;
-			for (uint32_t m = 0; m < rx.size(); m++) {
-				/* A message the kernel coalesced (UDP GRO) is its datagrams, each
-				 * parsed and checked (ICRC included) as if it had come alone. */
-				const GroSplit d = rx.datagrams(m);
-				const uint32_t k = d.count();
-				datagrams += k;
-				for (uint32_t j = 0; j < k; j++)
-					deliver(d[j], rx.peer(m), rx.ip(m));
-			}
-			return datagrams;
-		});
+		rc_batch(
+			*w, p + 1,
+			[&rx](auto &&deliver) {
+				uint64_t datagrams = 0;
+				for (uint32_t m = 0; m < rx.size(); m++) {
+					/* A message the kernel coalesced (UDP GRO) is its
+					 * datagrams, each parsed and checked (ICRC included) as if
+					 * it had come alone. */
+					const GroSplit d = rx.datagrams(m);
+					const uint32_t k = d.count();
+					datagrams += k;
+					for (uint32_t j = 0; j < k; j++)
+						deliver(d[j], rx.peer(m), rx.ip(m));
+				}
+				return datagrams;
+			},
+			true);
 	}
 	/* The requesters' timers, every kTimerScanNs at most: the scan walks every QP. */
 	if (now >= next_timer_scan_ns_) {
@@ -659,10 +697,13 @@ int EmuDataPath::wire_inject(uint32_t port, const uint8_t *buf, size_t len,
 	WirePort *w = port >= 1 && port <= wire_.size() ? wire_[port - 1].get() : nullptr;
 	if (w == nullptr)
 		return -ENODEV;
-	rc_batch(*w, port, [&](auto &&deliver) {
-		deliver(std::span<const uint8_t>(buf, len), peer, ip);
-		return uint64_t{1};
-	});
+	rc_batch(
+		*w, port,
+		[&](auto &&deliver) {
+			deliver(std::span<const uint8_t>(buf, len), peer, ip);
+			return uint64_t{1};
+		},
+		false);
 	return 0;
 }
 
