@@ -300,19 +300,9 @@ protected:
 	void SetUp() override
 	{
 		const uint16_t mine = port_base(), peer = static_cast<uint16_t>(mine + 1);
-		int sv[2];
-		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-		child_ = ::fork();
-		ASSERT_GE(child_, 0);
-		if (child_ == 0) {
-			::close(sv[0]);
-			::_exit(responder(sv[1], peer, mine));
-		}
-		::close(sv[1]);
-		fd_ = sv[0];
-		/* A peer that hangs fails the test instead of hanging it. */
-		timeval tv{20, 0};
-		ASSERT_EQ(::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+		ASSERT_EQ(nicmr::test::fork_peer([&](int fd) { return responder(fd, peer, mine); },
+						 &child_, &fd_),
+			  0);
 		ASSERT_EQ(me_.open(wire_spec(mine, peer)), 0);
 		ASSERT_EQ(me_.reg(me_.base, kRegion, kAll, &lkey_), 0);
 		ASSERT_TRUE(full_read(fd_, &peer_, sizeof(peer_)));

@@ -236,18 +236,9 @@ protected:
 	void SetUp() override
 	{
 		const uint16_t mine = port_base(), peer = static_cast<uint16_t>(mine + 1);
-		int sv[2];
-		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-		child_ = ::fork();
-		ASSERT_GE(child_, 0);
-		if (child_ == 0) {
-			::close(sv[0]);
-			::_exit(receiver(sv[1], peer, mine));
-		}
-		::close(sv[1]);
-		fd_ = sv[0];
-		timeval tv{20, 0};
-		ASSERT_EQ(::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+		ASSERT_EQ(nicmr::test::fork_peer([&](int fd) { return receiver(fd, peer, mine); },
+						 &child_, &fd_),
+			  0);
 		ASSERT_EQ(me_.open(wire_spec(mine, peer), false), 0);
 		ASSERT_EQ(me_.reg(me_.base, kRegion, kAll, &lkey_), 0);
 		for (size_t i = 0; i < kRegion; i++)

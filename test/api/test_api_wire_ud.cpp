@@ -186,18 +186,9 @@ protected:
 		ASSERT_NE(mine, 0);
 		ASSERT_NE(peer, 0);
 		ASSERT_NE(mine, peer);
-		int sv[2];
-		ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-		child_ = ::fork();
-		ASSERT_GE(child_, 0);
-		if (child_ == 0) {
-			::close(sv[0]);
-			::_exit(echo(sv[1], peer, mine));
-		}
-		::close(sv[1]);
-		fd_ = sv[0];
-		timeval tv{20, 0};
-		ASSERT_EQ(::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+		ASSERT_EQ(nicmr::test::fork_peer([&](int fd) { return echo(fd, peer, mine); },
+						 &child_, &fd_),
+			  0);
 		ASSERT_EQ(me_.open(wire_spec(mine, peer)), 0);
 		ASSERT_EQ(nicmr_qp_local(me_.qp, 0, &mine_), 0);
 		ASSERT_TRUE(full_read(fd_, &peer_, sizeof(peer_)));

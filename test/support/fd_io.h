@@ -2,13 +2,16 @@
 /*
  * Whole reads and writes on a socket or pipe, for the tests whose two processes (fork) trade
  * addresses, keys and requests over a socketpair: false when the peer is gone or the call
- * fails.
+ * fails. fork_peer starts such a peer.
  */
 #ifndef NICMR_TEST_SUPPORT_FD_IO_H
 #define NICMR_TEST_SUPPORT_FD_IO_H
 
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -38,6 +41,33 @@ inline bool full_read(int fd, void *p, size_t n)
 		n -= static_cast<size_t>(k);
 	}
 	return true;
+}
+
+/* Forks a peer process that runs body(fd) on its end of a new socketpair and exits with what
+ * body returns. The parent gets the child's pid and its own end, whose reads time out after
+ * timeout_s seconds so that a peer that hangs fails the test instead of hanging it (the caller
+ * kills and reaps the child). 0, or -errno (no child then). */
+template <typename Body> int fork_peer(Body &&body, pid_t *child, int *fd, int timeout_s = 20)
+{
+	int sv[2];
+	if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		return -errno;
+	const pid_t pid = ::fork();
+	if (pid < 0) {
+		const int e = errno;
+		::close(sv[0]);
+		::close(sv[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		::close(sv[0]);
+		::_exit(body(sv[1]));
+	}
+	::close(sv[1]);
+	*child = pid;
+	*fd = sv[0];
+	const timeval tv{timeout_s, 0};
+	return ::setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 ? 0 : -errno;
 }
 
 } // namespace nicmr::test
