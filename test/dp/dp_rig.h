@@ -61,6 +61,32 @@ struct TestMr {
 	uint32_t key = 0; /* index << 8 | variant */
 };
 
+/* A buffer of the rig's data arena, filled with a canary and registered by Rig::buf; off bytes
+ * into its block (not page aligned: a scatter crosses page boundaries). */
+struct RigBuf {
+	mem::DmaArena *arena = nullptr;
+	mem::DmaBlock block;
+	size_t off = 0;
+	size_t len = 0;
+	TestMr mr;
+	uint8_t *p() const { return static_cast<uint8_t *>(block.va) + off; }
+	uint64_t addr() const { return reinterpret_cast<uintptr_t>(block.va) + off; }
+	RigBuf() = default;
+	explicit RigBuf(size_t offset) : off(offset) {}
+	RigBuf(const RigBuf &) = delete;
+	RigBuf &operator=(const RigBuf &) = delete;
+	~RigBuf()
+	{
+		mr.handle.reset();
+		if (arena != nullptr)
+			arena->release(block);
+	}
+	mlx5::Sge sge(size_t from, size_t n) const
+	{
+		return {addr() + from, static_cast<uint32_t>(n), mr.key};
+	}
+};
+
 struct Rig {
 	std::unique_ptr<emu::EmuMlx5> hw;
 	std::unique_ptr<mem::DmaSpace> space;
@@ -212,6 +238,28 @@ struct Rig {
 			if (qp[i]->poll(c, 1) == 1)
 				return true;
 		return false;
+	}
+	/* One receive completion of QP i (up to 5 s). */
+	bool wait_recv(int i, mlx5::Completion *c)
+	{
+		auto deadline = std::chrono::steady_clock::now() + 5s;
+		while (std::chrono::steady_clock::now() < deadline)
+			if (qp[i]->poll_recv(c, 1) == 1)
+				return true;
+		return false;
+	}
+	/* len bytes of the data arena into b (b->off into its block), every byte of the block
+	 * filled with canary, registered with ctx's rights (at least one byte: an empty region
+	 * still needs its key). */
+	int buf(size_t len, const mlx5::MkeyContext &ctx, uint8_t canary, RigBuf *b)
+	{
+		b->len = len;
+		int rc = data->alloc(len + b->off + 4096, 4096, &b->block);
+		if (rc != 0)
+			return rc;
+		b->arena = data.get();
+		std::memset(b->block.va, canary, b->block.len);
+		return mtt_mr(b->block, b->off, len ? len : 1, ctx, &b->mr);
 	}
 	/* Polls the EQ for one event (up to 2 s). */
 	bool wait_event(mlx5::Event *e)

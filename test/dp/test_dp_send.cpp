@@ -40,28 +40,9 @@ bool all_of(const void *p, size_t len, uint8_t v)
 	return true;
 }
 
-/* A registered buffer filled with the canary. */
-struct Buf {
-	mem::DmaArena *arena = nullptr;
-	mem::DmaBlock block;
-	size_t off = 100; /* not page aligned: scatter crosses page boundaries */
-	size_t len = 0;
-	TestMr mr;
-	uint8_t *p() const { return static_cast<uint8_t *>(block.va) + off; }
-	uint64_t addr() const { return reinterpret_cast<uintptr_t>(block.va) + off; }
-	Buf() = default;
-	Buf(const Buf &) = delete;
-	Buf &operator=(const Buf &) = delete;
-	~Buf()
-	{
-		mr.handle.reset();
-		if (arena != nullptr)
-			arena->release(block);
-	}
-	mlx5::Sge sge(size_t from, size_t n) const
-	{
-		return {addr() + from, static_cast<uint32_t>(n), mr.key};
-	}
+/* Buffers 100 bytes into their block: a scatter crosses page boundaries. */
+struct Buf : RigBuf {
+	Buf() : RigBuf(100) {}
 };
 
 /* The rig's two QPs made again with a receive queue each, receive completions on CQs of their
@@ -112,24 +93,9 @@ struct RqRig : Rig {
 
 	int buf(size_t len, const mlx5::MkeyContext &ctx, Buf *b)
 	{
-		b->len = len;
-		int rc = data->alloc(len + b->off + 4096, 4096, &b->block);
-		if (rc != 0)
-			return rc;
-		b->arena = data.get();
-		std::memset(b->block.va, kCanary, b->block.len);
-		return mtt_mr(b->block, b->off, len ? len : 1, ctx, &b->mr);
+		return Rig::buf(len, ctx, kCanary, b);
 	}
 
-	/* One receive completion of QP i (up to 5 s). */
-	bool wait_recv(int i, mlx5::Completion *c)
-	{
-		auto deadline = std::chrono::steady_clock::now() + 5s;
-		while (std::chrono::steady_clock::now() < deadline)
-			if (qp[i]->poll_recv(c, 1) == 1)
-				return true;
-		return false;
-	}
 	/* Nothing arrives on QP i's send or receive CQ for a while. */
 	bool quiet(int i)
 	{

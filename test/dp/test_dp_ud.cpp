@@ -24,28 +24,7 @@ constexpr uint8_t kCanary = 0xc5;
 constexpr size_t kGrh = 40;
 constexpr uint32_t kQkey = 0x11110000;
 
-/* A registered buffer filled with the canary. */
-struct Buf {
-	mem::DmaArena *arena = nullptr;
-	mem::DmaBlock block;
-	size_t len = 0;
-	TestMr mr;
-	uint8_t *p() const { return static_cast<uint8_t *>(block.va); }
-	uint64_t addr() const { return reinterpret_cast<uintptr_t>(block.va); }
-	Buf() = default;
-	Buf(const Buf &) = delete;
-	Buf &operator=(const Buf &) = delete;
-	~Buf()
-	{
-		mr.handle.reset();
-		if (arena != nullptr)
-			arena->release(block);
-	}
-	mlx5::Sge sge(size_t from, size_t n) const
-	{
-		return {addr() + from, static_cast<uint32_t>(n), mr.key};
-	}
-};
+using Buf = RigBuf;
 
 /* The rig with two UD QPs (one per port) in RTS, each with an RQ and its own receive CQ. */
 struct UdRig : Rig {
@@ -92,23 +71,9 @@ struct UdRig : Rig {
 
 	int buf(size_t len, Buf *b)
 	{
-		b->len = len;
-		int rc = data->alloc(len + 4096, 4096, &b->block);
-		if (rc != 0)
-			return rc;
-		b->arena = data.get();
-		std::memset(b->block.va, kCanary, b->block.len);
-		return mtt_mr(b->block, 0, len, ctx(true, true, false, false, false), &b->mr);
+		return Rig::buf(len, ctx(true, true, false, false, false), kCanary, b);
 	}
 
-	bool wait_recv(int i, mlx5::Completion *c)
-	{
-		auto deadline = std::chrono::steady_clock::now() + 5s;
-		while (std::chrono::steady_clock::now() < deadline)
-			if (qp[i]->poll_recv(c, 1) == 1)
-				return true;
-		return false;
-	}
 	bool no_recv(int i)
 	{
 		mlx5::Completion c;
