@@ -781,14 +781,15 @@ void EmuDataPath::rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn, TxBatch *tx)
 
 void EmuDataPath::rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t psn, uint8_t event)
 {
-	rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::nak, code), psn);
 	qp.rc->w_active = false;
 	if (event != 0) {
 		/* The responder side of the loopback does the same (emu_mlx5_wqe.cpp,
-		 * responder_fail): the QP to ERR and its event. */
+		 * responder_fail): the QP to ERR and its event. Both before the NAK leaves, so
+		 * that a requester that has seen the NAK finds the responder in ERR already. */
 		qp.set_state(QpState::err);
 		post_event(dma, event, qp.qpn);
 	}
+	rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::nak, code), psn);
 }
 
 /* READ responses for [va, va + len) of rkey, PSNs from psn; nothing when the key refuses the
