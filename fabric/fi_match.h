@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The matching engine of the provider's messages (fi_msg.cpp): posted receives, untagged and
+ * tagged, and the messages that arrived before a receive matched them (unexpected), each in
+ * arrival order. Pure: no device, no libfabric object; test/fabric/test_fabric_match.cpp tests
+ * it alone.
+ *
+ * Rules (fi_tagged(3), fi_msg(3)):
+ *  - a tagged message matches the oldest tagged receive with (tag | ignore) == (recv_tag |
+ *    ignore); an untagged one the oldest untagged receive;
+ *  - a receive posted matches the oldest unexpected message of its kind that fits it;
+ *  - messages of one peer arrive in order (one RC QP), so sends to one peer match in order
+ *    (FI_ORDER_SAS).
+ *
+ * Storage is fixed at init (Queue::init): matching, posting and taking allocate nothing, take
+ * no lock and make no system call (the endpoint's lock guards a Matcher). A full queue says so
+ * (Queue::alloc gives nullptr) and the caller answers -FI_EAGAIN or holds the message.
+ */
+#ifndef NICMR_FI_MATCH_H
+#define NICMR_FI_MATCH_H
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+namespace nicmr::fabric::match {
+
+/* fi_tagged(3): "a tagged message matches a receive when (tag | ignore) == (recv_tag |
+ * ignore)". */
+inline bool tag_match(uint64_t tag, uint64_t recv_tag, uint64_t ignore) noexcept
+{
+	return (tag | ignore) == (recv_tag | ignore);
+}
+
+/*
+ * A FIFO of at most `cap` entries of T, in a slab made once (init): alloc takes a free entry,
+ * push_back queues it, take/find walk from the oldest. Indices link the entries, so nothing is
+ * allocated after init.
+ */
+template <typename T> class Queue {
+public:
+	/* Makes room for cap entries: 0, or -1 when memory is short. Slow path. */
+	int init(uint32_t cap)
+	{
+		try {
+			nodes_.resize(cap);
+		} catch (const std::bad_alloc &) {
+			return -1;
+		}
+		for (uint32_t i = 0; i < cap; i++)
+			nodes_[i].next = i + 1 < cap ? i + 1 : kNone;
+		free_ = cap ? 0 : kNone;
+		head_ = tail_ = kNone;
+		size_ = 0;
+		return 0;
+	}
+	/* A free entry (value-initialised), or nullptr when all cap are taken. */
+	T *alloc() noexcept
+	{
+		if (free_ == kNone)
+			return nullptr;
+		Node &n = nodes_[free_];
+		free_ = n.next;
+		n.v = T{};
+		n.next = n.prev = kNone;
+		return &n.v;
+	}
+	/* Gives back an entry of alloc that is not queued. */
+	void release(T *v) noexcept
+	{
+		const uint32_t i = index_of(v);
+		nodes_[i].next = free_;
+		free_ = i;
+	}
+	/* Queues an entry of alloc as the newest. */
+	void push_back(T *v) noexcept
+	{
+		const uint32_t i = index_of(v);
+		nodes_[i].prev = tail_;
+		nodes_[i].next = kNone;
+		if (tail_ != kNone)
+			nodes_[tail_].next = i;
+		else
+			head_ = i;
+		tail_ = i;
+		size_++;
+	}
+	/* The oldest queued entry pred accepts, left queued; nullptr when none. */
+	template <typename P> T *find(P pred) noexcept
+	{
+		for (uint32_t i = head_; i != kNone; i = nodes_[i].next)
+			if (pred(nodes_[i].v))
+				return &nodes_[i].v;
+		return nullptr;
+	}
+	/* Unlinks a queued entry (it stays allocated: release it, or push it again). */
+	void unlink(T *v) noexcept
+	{
+		const uint32_t i = index_of(v);
+		Node &n = nodes_[i];
+		if (n.prev != kNone)
+			nodes_[n.prev].next = n.next;
+		else
+			head_ = n.next;
+		if (n.next != kNone)
+			nodes_[n.next].prev = n.prev;
+		else
+			tail_ = n.prev;
+		n.next = n.prev = kNone;
+		size_--;
+	}
+	/* The oldest queued entry pred accepts, unlinked; nullptr when none. */
+	template <typename P> T *take(P pred) noexcept
+	{
+		T *v = find(pred);
+		if (v)
+			unlink(v);
+		return v;
+	}
+	T *front() noexcept { return head_ == kNone ? nullptr : &nodes_[head_].v; }
+	size_t size() const noexcept { return size_; }
+	size_t capacity() const noexcept { return nodes_.size(); }
+
+private:
+	static constexpr uint32_t kNone = UINT32_MAX;
+	struct Node {
+		T v{};
+		uint32_t next = kNone, prev = kNone;
+	};
+	uint32_t index_of(const T *v) const noexcept
+	{
+		/* v is the first member of its Node. */
+		return static_cast<uint32_t>(reinterpret_cast<const Node *>(v) - nodes_.data());
+	}
+	std::vector<Node> nodes_;
+	uint32_t free_ = kNone, head_ = kNone, tail_ = kNone;
+	size_t size_ = 0;
+};
+
+/* A posted receive. */
+struct Posted {
+	void *context = nullptr;
+	uint8_t *buf = nullptr;
+	size_t len = 0;
+	size_t off = 0;	     /* FI_MULTI_RECV: bytes of buf already handed out */
+	void *desc = nullptr; /* the application's descriptor (fid_mr), or null */
+	uint64_t tag = 0;
+	uint64_t ignore = 0;
+	uint64_t flags = 0; /* FI_MULTI_RECV, FI_COMPLETION */
+	bool tagged = false;
+	uint32_t busy = 0; /* FI_MULTI_RECV: rendezvous reads still landing in buf */
+	bool released = false; /* FI_MULTI_RECV: no more matches (under min_multi_recv) */
+};
+
+/* A message that came before its receive. */
+struct Unexpected {
+	bool tagged = false;
+	bool rndv = false;  /* an RTS (the payload stays at the sender) */
+	bool has_data = false;
+	uint64_t tag = 0;
+	uint64_t data = 0;
+	uint64_t len = 0; /* the message's length */
+	/* Eager: the payload, in the unexpected pool (pool >= 0) or still in its receive
+	 * buffer (bounce >= 0, reposted once matched). */
+	int32_t pool = -1;
+	int32_t bounce = -1;
+	/* Rendezvous: where the sender's buffer is and who it is. */
+	uint64_t raddr = 0;
+	uint32_t rkey = 0;
+	uint32_t id = 0;
+	uint64_t src_device = 0;
+	uint32_t src_port = 0;
+	uint32_t src_qpn = 0;
+};
+
+class Matcher {
+public:
+	/* Room for posted receives of each kind and for unexpected messages: 0 or -1. */
+	int init(uint32_t posted, uint32_t unexpected)
+	{
+		if (posted_[0].init(posted) || posted_[1].init(posted) ||
+		    unexp_.init(unexpected))
+			return -1;
+		return 0;
+	}
+	Queue<Posted> &posted(bool tagged) noexcept { return posted_[tagged ? 1 : 0]; }
+	Queue<Unexpected> &unexpected() noexcept { return unexp_; }
+
+	/* The receive an arriving message matches, left queued (a multi-receive buffer may take
+	 * more); nullptr when none. */
+	Posted *match_message(bool tagged, uint64_t tag) noexcept
+	{
+		if (!tagged)
+			return posted_[0].find([](const Posted &p) { return !p.released; });
+		return posted_[1].find([tag](const Posted &p) {
+			return !p.released && tag_match(tag, p.tag, p.ignore);
+		});
+	}
+	/* The oldest unexpected message a receive being posted matches, unlinked; nullptr when
+	 * none. */
+	Unexpected *match_receive(bool tagged, uint64_t tag, uint64_t ignore) noexcept
+	{
+		return unexp_.take([=](const Unexpected &u) {
+			return u.tagged == tagged && (!tagged || tag_match(u.tag, tag, ignore));
+		});
+	}
+
+private:
+	Queue<Posted> posted_[2];
+	Queue<Unexpected> unexp_;
+};
+
+} // namespace nicmr::fabric::match
+
+#endif
