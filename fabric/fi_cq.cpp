@@ -2,7 +2,8 @@
 /*
  * Completion queues: a ring of entries the bound endpoints' completions land in when they are
  * progressed (fi_cq_read and fi_cq_sread progress every bound endpoint first). Formats
- * CONTEXT, MSG and DATA (len, buf and data are 0: RMA and atomics as initiator report no data).
+ * CONTEXT, MSG, DATA and TAGGED (len, buf, data and tag are a received message's; 0 for RMA,
+ * atomics and sends, as fi_cq(3) allows).
  * An error at the head makes fi_cq_read say -FI_EAVAIL until fi_cq_readerr takes it: err is
  * FI_EACCES for a key or access refusal (CQE syndromes REMOTE_ACCESS, LOCAL_PROT,
  * LOCAL_ACCESS), FI_ECANCELED for a request flushed after an earlier error, FI_EINVAL for a
@@ -40,6 +41,8 @@ size_t entry_size(enum fi_cq_format f)
 		return sizeof(struct fi_cq_msg_entry);
 	case FI_CQ_FORMAT_DATA:
 		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
 	default:
 		return sizeof(struct fi_cq_entry);
 	}
@@ -49,13 +52,18 @@ void write_entry(Cq *cq, const CqEntry &e, void *out)
 {
 	switch (cq->format) {
 	case FI_CQ_FORMAT_MSG: {
-		struct fi_cq_msg_entry m = {e.context, e.flags, 0};
+		struct fi_cq_msg_entry m = {e.context, e.flags, e.len};
 		std::memcpy(out, &m, sizeof(m));
 		break;
 	}
 	case FI_CQ_FORMAT_DATA: {
-		struct fi_cq_data_entry d = {e.context, e.flags, 0, nullptr, 0};
+		struct fi_cq_data_entry d = {e.context, e.flags, e.len, e.buf, e.data};
 		std::memcpy(out, &d, sizeof(d));
+		break;
+	}
+	case FI_CQ_FORMAT_TAGGED: {
+		struct fi_cq_tagged_entry t = {e.context, e.flags, e.len, e.buf, e.data, e.tag};
+		std::memcpy(out, &t, sizeof(t));
 		break;
 	}
 	default: {
@@ -113,11 +121,11 @@ ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf, uint64_t fla
 	const CqEntry &e = cq->ring[cq->head % cq->ring.size()];
 	buf->op_context = e.context;
 	buf->flags = e.flags;
-	buf->len = 0;
-	buf->buf = nullptr;
-	buf->data = 0;
-	buf->tag = 0;
-	buf->olen = 0;
+	buf->len = e.len;
+	buf->buf = e.buf;
+	buf->data = e.data;
+	buf->tag = e.tag;
+	buf->olen = e.olen;
 	buf->err = e.err;
 	buf->prov_errno = e.prov_errno;
 	/* No provider error data: the syndrome in prov_errno says it all. */
@@ -305,9 +313,10 @@ int cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **
 	case FI_CQ_FORMAT_CONTEXT:
 	case FI_CQ_FORMAT_MSG:
 	case FI_CQ_FORMAT_DATA:
+	case FI_CQ_FORMAT_TAGGED:
 		break;
 	default:
-		return -FI_ENOSYS; /* tagged: no tagged messages */
+		return -FI_ENOSYS;
 	}
 	if (attr->wait_cond != FI_CQ_COND_NONE)
 		return -FI_ENOSYS;

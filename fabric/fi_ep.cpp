@@ -33,6 +33,7 @@
  */
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -41,6 +42,7 @@
 #include <rdma/providers/fi_log.h>
 
 #include "fi_internal.h"
+#include "fi_msg.h"
 
 namespace nicmr::fabric {
 
@@ -48,9 +50,15 @@ namespace {
 
 enum class Kind : uint8_t { write, read, atomic, fetch };
 
+/* Send queue depth of a QP that posts (requester and self QPs): the RMA requests (kEpDepth),
+ * the sends (kMsgTxOps) and the rendezvous READs and FINs share it, and an inline request
+ * (an RTS, a short eager send, an inline write) takes two of its 64-byte slots. */
+constexpr uint32_t kReqDepth = 4 * kEpDepth;
+
 struct Peer {
 	nicmr_qp *req = nullptr;
 	nicmr_qp *resp = nullptr; /* == req for the endpoint itself */
+	uint32_t qpn = 0;	  /* the peer's address QP (its key in Endpoint::peers) */
 	uint32_t inflight = 0;
 	bool broken = false;
 };
@@ -97,6 +105,15 @@ struct Endpoint {
 	uint64_t *scratch = nullptr; /* kEpDepth 8-byte atomic results */
 	nicmr_mr *scratch_mr = nullptr;
 	nicmr_mr_cache *local_cache = nullptr; /* the domain's, without FI_MR_LOCAL */
+	/* Messages hook: the messaging state (fi_msg.cpp: the SRQ every QP receiving for this
+	 * endpoint takes its buffers from, the matching engine), the CQ and counters receives
+	 * and sends complete to, and the responder QPs other endpoints made to this one (they
+	 * receive into its SRQ and report to its CQ, so they go when it goes). */
+	Msg *msg = nullptr;
+	Cq *rcq = nullptr;		 /* FI_RECV */
+	Cntr *scntr = nullptr;		 /* FI_SEND */
+	Cntr *rvcntr = nullptr;		 /* FI_RECV */
+	std::vector<nicmr_qp *> inbound; /* fabric->mu */
 };
 
 namespace {
@@ -128,23 +145,39 @@ void progress_locked(Endpoint *ep)
 	/* Completion path, ep->mu held: no allocation, no system call; the native poll takes no
 	 * lock, the CQ ring's mutex is taken once per batch. */
 	nicmr_wc wc[16];
+	/* Messages hook: the protocol's completions (receives of the SRQ, its SENDs, READs and
+	 * FINs: msg_wr) are handed to fi_msg.cpp after the CQ's lock is dropped; each makes at
+	 * most one entry in the transmit or the receive CQ, so no more are polled than both
+	 * have room for. */
+	nicmr_wc mwc[16];
 	for (;;) {
 		int want = 16;
-		if (ep->cq) {
-			std::lock_guard lk(ep->cq->mu);
-			size_t room = cq_room(ep->cq);
-			if (room < 16)
+		for (Cq *c : {ep->cq, ep->rcq}) {
+			if (!c)
+				continue;
+			std::lock_guard lk(c->mu);
+			size_t room = cq_room(c);
+			if (room < static_cast<size_t>(want))
 				want = static_cast<int>(room);
 		}
 		if (want == 0)
 			return;
 		const int n = nicmr_cq_poll(ep->ncq, wc, want);
-		if (n <= 0)
+		if (n <= 0) {
+			/* Messages hook: an empty turn (the RNR kick, fi_msg.cpp msg_idle). */
+			if (n == 0)
+				msg_idle(ep);
 			return;
+		}
+		int nm = 0;
 		std::unique_lock<FiLock> lk;
 		if (ep->cq)
 			lk = std::unique_lock(ep->cq->mu);
 		for (int i = 0; i < n; i++) {
+			if (msg_wr(wc[i].wr_id)) {
+				mwc[nm++] = wc[i];
+				continue;
+			}
 			const uint32_t idx = static_cast<uint32_t>(wc[i].wr_id);
 			Op &o = ep->ops[idx];
 			o.peer->inflight--;
@@ -176,28 +209,49 @@ void progress_locked(Endpoint *ep)
 			}
 			ep->free_ops[ep->nfree++] = idx;
 		}
+		if (lk.owns_lock())
+			lk.unlock();
+		if (nm)
+			msg_completions(ep, mwc, nm);
 		if (n < want)
 			return;
 	}
 }
 
-/* Destroys a peer's QPs (the responder first: it never posts). */
+/* Whether p's responder QP is still in its target's inbound list, i.e. not destroyed by the
+ * target's close (fab->mu held); erased from it with erase. */
+bool resp_live(Endpoint *ep, const Peer &p, bool erase)
+{
+	auto t = ep->fabric->eps.find(p.qpn);
+	if (t == ep->fabric->eps.end())
+		return false;
+	auto &in = t->second->inbound;
+	auto it = std::find(in.begin(), in.end(), p.resp);
+	if (it == in.end())
+		return false;
+	if (erase)
+		in.erase(it);
+	return true;
+}
+
+/* Destroys a peer's QPs (the responder first: it never posts). A responder reports its
+ * receives to the target's CQ: a target that closed first destroyed it already. */
 void peer_destroy(Endpoint *ep, Peer &p)
 {
-	if (p.resp && p.resp != p.req && p.resp != ep->self)
-		nicmr_qp_destroy(p.resp);
+	if (p.resp && p.resp != p.req && p.resp != ep->self) {
+		std::lock_guard lk(ep->fabric->mu);
+		if (resp_live(ep, p, true))
+			nicmr_qp_destroy(p.resp);
+	}
 	if (p.req && p.req != ep->self)
 		nicmr_qp_destroy(p.req);
 	p.req = p.resp = nullptr;
 }
 
-/* The peer for fi_addr, made on first use (slow path). ep->mu held. */
-int peer_of(Endpoint *ep, fi_addr_t fi_addr, Peer **out)
+/* The peer at address a, made on first use (slow path). ep->mu held. */
+int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 {
-	EpAddr a;
-	int ret = av_lookup_addr(ep->av, fi_addr, &a);
-	if (ret != 0)
-		return ret;
+	int ret = 0;
 	auto it = ep->peers.find(a.qpn);
 	if (it != ep->peers.end()) {
 		*out = &it->second;
@@ -212,27 +266,57 @@ int peer_of(Endpoint *ep, fi_addr_t fi_addr, Peer **out)
 		return -FI_EADDRNOTAVAIL;
 	Endpoint *target = t->second;
 	Peer p;
+	p.qpn = a.qpn;
 	/* The wire joins port 1 and port 2: the responder sits on the other port. */
 	const uint32_t rport = 3 - ep->port;
-	ret = nicmr_qp_create(ep->domain->pd, ep->port, ep->ncq, kEpDepth, &p.req);
+	/* Messages hook: the requester takes its receives from this endpoint's SRQ, the
+	 * responder (the QP a SEND to the target arrives on) from the target's, and reports
+	 * them to the target's CQ; it posts nothing, so its send CQ stays this endpoint's.
+	 * nicmr_qp_connect's RNR retry count is 7 (without end): a SEND that finds the SRQ
+	 * empty waits for a buffer, it does not fail. */
+	nicmr_qp_attr ra{ep->port, ep->ncq, kReqDepth, ep->ncq, 0, 0, msg_srq(ep->msg)};
+	nicmr_qp_attr ta{rport, ep->ncq, 2, target->ncq, 0, 0, msg_srq(target->msg)};
+	ret = nicmr_qp_create_attr(ep->domain->pd, &ra, &p.req);
 	if (ret == 0)
-		ret = nicmr_qp_create(target->domain->pd, rport, ep->ncq, 2, &p.resp);
+		ret = nicmr_qp_create_attr(target->domain->pd, &ta, &p.resp);
 	if (ret == 0)
 		ret = nicmr_qp_connect(p.req, rport, nicmr_qp_num(p.resp));
 	if (ret == 0)
 		ret = nicmr_qp_connect(p.resp, ep->port, nicmr_qp_num(p.req));
+	auto drop = [&] {
+		if (p.resp)
+			nicmr_qp_destroy(p.resp);
+		if (p.req)
+			nicmr_qp_destroy(p.req);
+	};
 	if (ret != 0) {
 		FI_WARN(&provider, FI_LOG_EP_DATA, "pair to QP 0x%x: %d\n", a.qpn, ret);
-		peer_destroy(ep, p);
+		drop();
 		return fi_code(ret); /* -FI_ENOSPC: no QP left on the CQ or the device */
 	}
 	try {
-		*out = &ep->peers.emplace(a.qpn, p).first->second;
+		target->inbound.push_back(p.resp);
+		try {
+			*out = &ep->peers.emplace(a.qpn, p).first->second;
+		} catch (const std::bad_alloc &) {
+			target->inbound.pop_back();
+			throw;
+		}
 	} catch (const std::bad_alloc &) {
-		peer_destroy(ep, p);
+		drop();
 		return -FI_ENOMEM;
 	}
 	return 0;
+}
+
+/* The peer for fi_addr, made on first use (slow path). ep->mu held. */
+int peer_of(Endpoint *ep, fi_addr_t fi_addr, Peer **out)
+{
+	EpAddr a;
+	int ret = av_lookup_addr(ep->av, fi_addr, &a);
+	if (ret != 0)
+		return ret;
+	return peer_at(ep, a, out);
 }
 
 /* Brings a broken pair back once its flushed requests are in. ep->mu held. */
@@ -244,8 +328,13 @@ int peer_ready(Endpoint *ep, Peer *p)
 	if (p->inflight)
 		return -FI_EAGAIN;
 	int ret = nicmr_qp_recover(p->req);
-	if (ret == 0 && p->resp != p->req)
+	if (ret == 0 && p->resp != p->req) {
+		/* A target that closed took its responder with it: nothing to recover. */
+		std::lock_guard lk(ep->fabric->mu);
+		if (!resp_live(ep, *p, false))
+			return -FI_EADDRNOTAVAIL;
 		ret = nicmr_qp_recover(p->resp);
+	}
 	if (ret != 0)
 		return fi_code(ret);
 	p->broken = false;
@@ -667,7 +756,7 @@ struct fi_ops_atomic atomic_ops = {
 	.compwritevalid = at_compwritevalid,
 };
 
-/* ---- fi_ops_cm, fi_ops_ep, fi_ops, and the stubs of messages and tagged messages ------------ */
+/* ---- fi_ops_cm, fi_ops_ep, fi_ops (messages and tagged messages: fi_msg.cpp) -------------- */
 
 int ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
@@ -696,45 +785,39 @@ struct fi_ops_cm cm_ops = {
 	.join = Stub<decltype(fi_ops_cm::join)>::fn,
 };
 
-struct fi_ops_msg msg_ops = {
-	.size = sizeof(struct fi_ops_msg),
-	.recv = Stub<decltype(fi_ops_msg::recv)>::fn,
-	.recvv = Stub<decltype(fi_ops_msg::recvv)>::fn,
-	.recvmsg = Stub<decltype(fi_ops_msg::recvmsg)>::fn,
-	.send = Stub<decltype(fi_ops_msg::send)>::fn,
-	.sendv = Stub<decltype(fi_ops_msg::sendv)>::fn,
-	.sendmsg = Stub<decltype(fi_ops_msg::sendmsg)>::fn,
-	.inject = Stub<decltype(fi_ops_msg::inject)>::fn,
-	.senddata = Stub<decltype(fi_ops_msg::senddata)>::fn,
-	.injectdata = Stub<decltype(fi_ops_msg::injectdata)>::fn,
-};
-
-struct fi_ops_tagged tagged_ops = {
-	.size = sizeof(struct fi_ops_tagged),
-	.recv = Stub<decltype(fi_ops_tagged::recv)>::fn,
-	.recvv = Stub<decltype(fi_ops_tagged::recvv)>::fn,
-	.recvmsg = Stub<decltype(fi_ops_tagged::recvmsg)>::fn,
-	.send = Stub<decltype(fi_ops_tagged::send)>::fn,
-	.sendv = Stub<decltype(fi_ops_tagged::sendv)>::fn,
-	.sendmsg = Stub<decltype(fi_ops_tagged::sendmsg)>::fn,
-	.inject = Stub<decltype(fi_ops_tagged::inject)>::fn,
-	.senddata = Stub<decltype(fi_ops_tagged::senddata)>::fn,
-	.injectdata = Stub<decltype(fi_ops_tagged::injectdata)>::fn,
-};
-
 ssize_t ep_cancel(fid_t, void *)
 {
 	return -FI_ENOENT; /* requests complete on their own; nothing waits to be cancelled */
 }
 
-int ep_getopt(fid_t, int, int, void *, size_t *)
+/* Messages hook: FI_OPT_MIN_MULTI_RECV is the messaging code's. */
+int ep_getopt(fid_t fid, int level, int name, void *val, size_t *len)
 {
-	return -FI_ENOPROTOOPT;
+	Endpoint *ep = ep_of(reinterpret_cast<struct fid_ep *>(fid));
+	if (!ep)
+		return -FI_EINVAL;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	return msg_getopt(ep, name, val, len);
 }
 
-int ep_setopt(fid_t, int, int, const void *, size_t)
+int ep_setopt(fid_t fid, int level, int name, const void *val, size_t len)
 {
-	return -FI_ENOPROTOOPT;
+	Endpoint *ep = ep_of(reinterpret_cast<struct fid_ep *>(fid));
+	if (!ep)
+		return -FI_EINVAL;
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	return msg_setopt(ep, name, val, len);
+}
+
+/* Messages hook: the receives that can still be posted. */
+ssize_t ep_rx_size_left(struct fid_ep *fep)
+{
+	Endpoint *ep = ep_of(fep);
+	if (!ep)
+		return -FI_EINVAL;
+	return msg_rx_size_left(ep);
 }
 
 ssize_t ep_tx_size_left(struct fid_ep *fep)
@@ -753,7 +836,7 @@ struct fi_ops_ep ep_ops = {
 	.setopt = ep_setopt,
 	.tx_ctx = Stub<decltype(fi_ops_ep::tx_ctx)>::fn,
 	.rx_ctx = Stub<decltype(fi_ops_ep::rx_ctx)>::fn,
-	.rx_size_left = Stub<decltype(fi_ops_ep::rx_size_left)>::fn,
+	.rx_size_left = ep_rx_size_left,
 	.tx_size_left = ep_tx_size_left,
 };
 
@@ -771,6 +854,16 @@ void ep_free(Endpoint *ep)
 	ep->peers.clear();
 	if (ep->self)
 		nicmr_qp_destroy(ep->self);
+	/* Messages hook: the responders other endpoints made to this one (they use its SRQ and
+	 * CQ), then the messaging state, whose SRQ no QP uses any more. */
+	{
+		std::lock_guard lk(ep->fabric->mu);
+		for (nicmr_qp *q : ep->inbound)
+			nicmr_qp_destroy(q);
+		ep->inbound.clear();
+	}
+	msg_close(ep->msg);
+	ep->msg = nullptr;
 	if (ep->ncq) {
 		/* Under ev_mu: no event of the CQ is taken and left unacknowledged between its
 		 * removal and its destruction (events_dispatch). */
@@ -797,10 +890,18 @@ int ep_close(struct fid *fid)
 	/* Unbound, nobody progresses it any more: its QPs and CQ can go. */
 	if (ep->cq)
 		cq_unbind(ep->cq, ep);
-	if (ep->wcntr)
-		cntr_unbind(ep->wcntr, ep);
-	if (ep->rcntr && ep->rcntr != ep->wcntr)
-		cntr_unbind(ep->rcntr, ep);
+	/* Messages hook: the receive CQ, and the send / receive counters beside the RMA ones
+	 * (each counter once). */
+	if (ep->rcq && ep->rcq != ep->cq)
+		cq_unbind(ep->rcq, ep);
+	Cntr *cs[] = {ep->wcntr, ep->rcntr, ep->scntr, ep->rvcntr};
+	for (size_t i = 0; i < 4; i++) {
+		bool seen = !cs[i];
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = cs[j] == cs[i];
+		if (!seen)
+			cntr_unbind(cs[i], ep);
+	}
 	/* release: the endpoint's last reads of the AV / EQ happen before their close may see
 	 * the count drop (the close's acquire load pairs with these). */
 	if (ep->av)
@@ -838,27 +939,32 @@ int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		Cq *cq = cq_of(bfid);
 		if (!cq || cq->domain != ep->domain)
 			return -FI_EINVAL;
-		/* FI_RECV is accepted: no receive ever completes. */
-		if (flags & ~(FI_TRANSMIT | FI_RECV))
+		if (!flags || (flags & ~(FI_TRANSMIT | FI_RECV)))
 			return -FI_EBADFLAGS;
-		if (!(flags & FI_TRANSMIT))
-			return 0;
-		if (ep->cq)
+		if (((flags & FI_TRANSMIT) && ep->cq) || ((flags & FI_RECV) && ep->rcq))
 			return -FI_EINVAL;
-		int ret = cq_bind_ep(cq, ep);
-		if (ret == 0)
+		/* Messages hook: received messages complete to the FI_RECV CQ. */
+		if (ep->cq != cq && ep->rcq != cq) {
+			int ret = cq_bind_ep(cq, ep);
+			if (ret != 0)
+				return ret;
+		}
+		if (flags & FI_TRANSMIT)
 			ep->cq = cq;
-		return ret;
+		if (flags & FI_RECV)
+			ep->rcq = cq;
+		return 0;
 	}
 	case FI_CLASS_CNTR: {
 		Cntr *c = cntr_of(bfid);
 		if (!c || c->domain != ep->domain)
 			return -FI_EINVAL;
-		if (!flags || (flags & ~(FI_WRITE | FI_READ)))
+		if (!flags || (flags & ~(FI_WRITE | FI_READ | FI_SEND | FI_RECV)))
 			return -FI_EBADFLAGS;
-		if (((flags & FI_WRITE) && ep->wcntr) || ((flags & FI_READ) && ep->rcntr))
+		if (((flags & FI_WRITE) && ep->wcntr) || ((flags & FI_READ) && ep->rcntr) ||
+		    ((flags & FI_SEND) && ep->scntr) || ((flags & FI_RECV) && ep->rvcntr))
 			return -FI_EINVAL;
-		if (ep->wcntr != c && ep->rcntr != c) {
+		if (ep->wcntr != c && ep->rcntr != c && ep->scntr != c && ep->rvcntr != c) {
 			int ret = cntr_bind_ep(c, ep);
 			if (ret != 0)
 				return ret;
@@ -867,6 +973,11 @@ int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			ep->wcntr = c;
 		if (flags & FI_READ)
 			ep->rcntr = c;
+		/* Messages hook: sends and receives count in FI_SEND / FI_RECV counters. */
+		if (flags & FI_SEND)
+			ep->scntr = c;
+		if (flags & FI_RECV)
+			ep->rvcntr = c;
 		return 0;
 	}
 	case FI_CLASS_EQ: {
@@ -937,10 +1048,77 @@ void ep_wake(Endpoint *ep)
 {
 	if (ep->cq)
 		waiter_wake(&ep->cq->wait);
+	if (ep->rcq && ep->rcq != ep->cq)
+		waiter_wake(&ep->rcq->wait);
 	if (ep->wcntr)
 		waiter_wake(&ep->wcntr->wait);
 	if (ep->rcntr && ep->rcntr != ep->wcntr)
 		waiter_wake(&ep->rcntr->wait);
+	for (Cntr *c : {ep->scntr, ep->rvcntr})
+		if (c)
+			waiter_wake(&c->wait);
+}
+
+/* ---- Messages hooks: what fi_msg.cpp sees of an endpoint (fi_msg.h) */
+
+Endpoint *ep_msg_of(struct fid_ep *fep)
+{
+	return ep_of(fep);
+}
+
+FiLock &ep_mu(Endpoint *ep)
+{
+	return ep->mu;
+}
+
+EpView ep_view(Endpoint *ep)
+{
+	return EpView{ep->domain,  ep->msg,
+		      ep->cq,	   ep->rcq,
+		      ep->scntr,   ep->rvcntr,
+		      ep->enabled, EpAddr{ep->device_id, ep->port, nicmr_qp_num(ep->self)}};
+}
+
+namespace {
+int peer_ref(Endpoint *ep, Peer *p, int ret, PeerRef *out)
+{
+	if (ret == 0)
+		ret = peer_ready(ep, p);
+	if (ret != 0)
+		return ret;
+	p->inflight++;
+	*out = PeerRef{p, p->req};
+	return 0;
+}
+} // namespace
+
+int ep_peer(Endpoint *ep, fi_addr_t dest, PeerRef *out)
+{
+	Peer *p = nullptr;
+	const int ret = peer_of(ep, dest, &p);
+	return peer_ref(ep, p, ret, out);
+}
+
+int ep_peer_at(Endpoint *ep, const EpAddr &a, PeerRef *out)
+{
+	Peer *p = nullptr;
+	if (a.device_id != ep->device_id)
+		return -FI_EADDRNOTAVAIL;
+	int ret = peer_at(ep, a, &p);
+	return peer_ref(ep, p, ret, out);
+}
+
+void ep_peer_done(void *peer, bool ok)
+{
+	Peer *p = static_cast<Peer *>(peer);
+	p->inflight--;
+	if (!ok)
+		p->broken = true;
+}
+
+void ep_progress_locked(Endpoint *ep)
+{
+	progress_locked(ep);
 }
 
 int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **out,
@@ -955,7 +1133,7 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	/* FI_RMA_EVENT goes with the domain's FI_MR_RMA_EVENT (the device counts into counters
 	 * bound to MRs; the endpoint itself has nothing to do for it). */
 	const uint64_t rma_event = (dom->mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0;
-	if (info->caps & ~(kEpCaps | rma_event))
+	if (info->caps & ~(kEpCaps | kMsgCaps | rma_event))
 		return -FI_EINVAL;
 	/* FI_ATOMIC on a device without host-order atomics (fi_getinfo does not offer it). */
 	if ((info->caps & FI_ATOMIC) && !dom->atomics)
@@ -995,12 +1173,27 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	};
 	ret = nicmr_mr_reg(dom->pd, ep->scratch, 4096, NICMR_ACCESS_LOCAL_WRITE, 0, 0,
 			   &ep->scratch_mr);
+	/* The native CQ takes the RMA requests, the protocol's requests (sends, rendezvous
+	 * READs and FINs, kicks) and the receives of every QP that receives for the endpoint
+	 * (its SRQ's depth): room for every completion that can be outstanding. */
 	if (ret == 0)
-		ret = nicmr_cq_create(fab->dev, kEpDepth, &ep->ncq);
+		ret = nicmr_cq_create(fab->dev,
+				      kEpDepth + kMsgTxOps + kMsgSrqDepth + kMsgRxOps + kMsgNops,
+				      &ep->ncq);
 	if (ret == 0 && events_add(fab, ep->ncq, ep.get()) != 0)
 		ret = -ENOMEM;
+	/* Messages hook: the messaging state (its SRQ) before the first QP that receives. */
+	if (ret == 0) {
+		int mret = msg_open(dom, &ep->msg);
+		if (mret != 0) {
+			FI_WARN(&provider, FI_LOG_EP_CTRL, "messages: %d\n", mret);
+			ep_free(ep.release());
+			return mret;
+		}
+	}
+	nicmr_qp_attr sa{ep->port, ep->ncq, kReqDepth, ep->ncq, 0, 0, msg_srq(ep->msg)};
 	if (ret == 0)
-		ret = nicmr_qp_create(dom->pd, ep->port, ep->ncq, kEpDepth, &ep->self);
+		ret = nicmr_qp_create_attr(dom->pd, &sa, &ep->self);
 	if (ret == 0)
 		ret = nicmr_qp_connect(ep->self, ep->port, nicmr_qp_num(ep->self));
 	if (ret != 0) {
@@ -1010,6 +1203,7 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	try {
 		Peer self;
 		self.req = self.resp = ep->self;
+		self.qpn = nicmr_qp_num(ep->self);
 		ep->peers.emplace(nicmr_qp_num(ep->self), self);
 		std::lock_guard lk(fab->mu);
 		fab->eps.emplace(nicmr_qp_num(ep->self), ep.get());

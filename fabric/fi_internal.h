@@ -228,14 +228,19 @@ inline int mr_local_addr(const Mr *mr, const void *buf, size_t len, uint64_t *ad
  * a device with host-order atomics: Domain::atomics). */
 inline constexpr uint64_t kEpCaps =
 	FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/* Messages and tagged messages (fi_msg.cpp), both ways. */
+inline constexpr uint64_t kMsgCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV;
 /* The order of an endpoint's RMA and atomics to one peer (fi_endpoint(3) msg_order): they go
  * out on that peer's one RC QP, whose responder executes requests in the order they were sent;
  * a WRITE after a READ is not promised (IBTA 10.8.3: a responder may run it before the READ's
  * data is read), nor is anything between different peers (different QPs). Completions of
- * different peers come in any order (comp_order FI_ORDER_NONE). */
-inline constexpr uint64_t kMsgOrder =
-	FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW |
-	FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+ * different peers come in any order (comp_order FI_ORDER_NONE). Messages to one peer go out
+ * on that QP too and are matched in arrival order (FI_ORDER_SAS, fi_msg.cpp); a rendezvous's
+ * data moves later (the receiver's READ), so no order of sends against RMA is promised. */
+inline constexpr uint64_t kMsgOrder = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAW |
+				      FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW |
+				      FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW |
+				      FI_ORDER_ATOMIC_WAW | FI_ORDER_SAS;
 /* Requests in flight per endpoint (tx_attr->size), the depth of every QP and CQ it makes. */
 inline constexpr uint32_t kEpDepth = 64;
 /* Largest fi_inject_write / inline write (the device's inline WRITE payload). */
@@ -263,12 +268,18 @@ struct Av {
 /* The address behind fi_addr, or -FI_EINVAL (no such live entry). */
 int av_lookup_addr(Av *av, fi_addr_t fi_addr, EpAddr *out);
 
-/* One completion as a CQ holds it until read. */
+/* One completion as a CQ holds it until read. RMA and atomics fill the first four; a
+ * received message (fi_msg.cpp) the rest too, for FI_CQ_FORMAT_MSG, _DATA and _TAGGED. */
 struct CqEntry {
 	void *context;
 	uint64_t flags;
 	int err;	/* 0 or a positive FI_E* */
 	int prov_errno; /* the CQE syndrome */
+	void *buf = nullptr;
+	size_t len = 0;
+	uint64_t data = 0;
+	uint64_t tag = 0;
+	size_t olen = 0; /* FI_ETRUNC: the bytes that did not fit */
 };
 
 struct Cq {

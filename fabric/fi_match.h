@@ -119,6 +119,10 @@ public:
 		return v;
 	}
 	T *front() noexcept { return head_ == kNone ? nullptr : &nodes_[head_].v; }
+	/* An entry's number (below capacity), and the entry of a number: how a work request's
+	 * wr_id names it. */
+	uint32_t index(const T *v) const noexcept { return index_of(v); }
+	T *at(uint32_t i) noexcept { return i < nodes_.size() ? &nodes_[i].v : nullptr; }
 	size_t size() const noexcept { return size_; }
 	size_t capacity() const noexcept { return nodes_.size(); }
 
@@ -143,20 +147,21 @@ struct Posted {
 	void *context = nullptr;
 	uint8_t *buf = nullptr;
 	size_t len = 0;
-	size_t off = 0;	     /* FI_MULTI_RECV: bytes of buf already handed out */
+	size_t off = 0;	      /* FI_MULTI_RECV: bytes of buf already handed out */
 	void *desc = nullptr; /* the application's descriptor (fid_mr), or null */
 	uint64_t tag = 0;
 	uint64_t ignore = 0;
 	uint64_t flags = 0; /* FI_MULTI_RECV, FI_COMPLETION */
 	bool tagged = false;
-	uint32_t busy = 0; /* FI_MULTI_RECV: rendezvous reads still landing in buf */
+	uint32_t busy = 0;     /* FI_MULTI_RECV: rendezvous reads still landing in buf */
 	bool released = false; /* FI_MULTI_RECV: no more matches (under min_multi_recv) */
+	bool queued = false;   /* in its posted queue (else being matched as it is posted) */
 };
 
 /* A message that came before its receive. */
 struct Unexpected {
 	bool tagged = false;
-	bool rndv = false;  /* an RTS (the payload stays at the sender) */
+	bool rndv = false; /* an RTS (the payload stays at the sender) */
 	bool has_data = false;
 	uint64_t tag = 0;
 	uint64_t data = 0;
@@ -179,8 +184,7 @@ public:
 	/* Room for posted receives of each kind and for unexpected messages: 0 or -1. */
 	int init(uint32_t posted, uint32_t unexpected)
 	{
-		if (posted_[0].init(posted) || posted_[1].init(posted) ||
-		    unexp_.init(unexpected))
+		if (posted_[0].init(posted) || posted_[1].init(posted) || unexp_.init(unexpected))
 			return -1;
 		return 0;
 	}

@@ -18,6 +18,7 @@
 #include <rdma/providers/fi_log.h>
 
 #include "fi_internal.h"
+#include "fi_msg.h"
 
 namespace nicmr::fabric {
 
@@ -105,7 +106,7 @@ void cleanup()
  * MRs registered with FI_RMA_EVENT can have a counter; FI_ATOMIC with host-order atomics. */
 uint64_t ep_caps_of(int mr_mode, bool atomics)
 {
-	return (kEpCaps & ~(atomics ? 0 : FI_ATOMIC)) |
+	return (kEpCaps & ~(atomics ? 0 : FI_ATOMIC)) | kMsgCaps |
 	       ((mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0);
 }
 
@@ -119,7 +120,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 			      (hints->rx_attr ? hints->rx_attr->caps : 0);
 	/* FI_LOCAL_COMM / FI_REMOTE_COMM are kept out: the device is one node's. FI_RMA_EVENT
 	 * is checked against the mr_mode below. */
-	if (caps & ~(kEpCaps | FI_RMA_EVENT))
+	if (caps & ~(kEpCaps | kMsgCaps | FI_RMA_EVENT))
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC)
 		return false;
@@ -189,16 +190,26 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->ep_attr->max_msg_size = size_t{1} << 31;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
-	fi->tx_attr->caps = (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE) & fi->caps;
+	fi->tx_attr->caps =
+		(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_MSG | FI_TAGGED | FI_SEND) & fi->caps;
+	/* One inject size for fi_inject_write (the device's inline WRITE) and fi_inject (which
+	 * could take a whole bounce buffer, but the attribute is one number). */
 	fi->tx_attr->inject_size = kInjectSize;
 	fi->tx_attr->size = kEpDepth;
 	fi->tx_attr->iov_limit = 1;
 	fi->tx_attr->rma_iov_limit = 1;
 	fi->tx_attr->msg_order = kMsgOrder;
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
-	fi->rx_attr->caps =
-		(FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT) & fi->caps;
+	fi->rx_attr->caps = (FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT |
+			     FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV) &
+			    fi->caps;
 	fi->rx_attr->iov_limit = 1;
+	/* Posted receives of each kind, and what holds unexpected eager payloads: the copies'
+	 * pool and, when it is full, the SRQ's buffers themselves (doc/libfabric.md). */
+	fi->rx_attr->size = kMsgPosted;
+	fi->rx_attr->total_buffered_recv = (size_t{kMsgUnexpPool} + kMsgSrqDepth) * kMsgBounce;
+	/* All 64 tag bits are matched (fi_tagged(3)); ignore bits say which are not. */
+	fi->ep_attr->mem_tag_format = ~uint64_t{0};
 	fi->rx_attr->msg_order = kMsgOrder;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
 	/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ

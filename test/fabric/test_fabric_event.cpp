@@ -52,7 +52,8 @@ TEST(FabricEventInfo, RmaEventModeIsKeptOnlyWhenTheApplicationAllowsIt)
 	ASSERT_EQ(info.get(h), 0);
 	EXPECT_EQ(info->domain_attr->mr_mode, kAppMrMode | FI_MR_RMA_EVENT);
 	EXPECT_EQ(info->caps, FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
-				      FI_REMOTE_WRITE | FI_RMA_EVENT);
+				      FI_REMOTE_WRITE | FI_RMA_EVENT | FI_MSG | FI_TAGGED |
+				      FI_SEND | FI_RECV | FI_MULTI_RECV);
 	EXPECT_EQ(info->rx_attr->caps & FI_RMA_EVENT, FI_RMA_EVENT) << "a target's capability";
 	EXPECT_EQ(info->tx_attr->caps & FI_RMA_EVENT, 0u);
 }

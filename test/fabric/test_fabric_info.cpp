@@ -21,8 +21,9 @@ TEST(FabricInfo, GetinfoFindsNicmrFabricAndDomain)
 	EXPECT_STREQ(info->fabric_attr->prov_name, "nicmr");
 	EXPECT_STREQ(info->fabric_attr->name, "nicmr");
 	EXPECT_STREQ(info->domain_attr->name, "emu0");
-	EXPECT_EQ(info->caps,
-		  FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+	EXPECT_EQ(info->caps, FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
+				      FI_REMOTE_WRITE | FI_MSG | FI_TAGGED | FI_SEND | FI_RECV |
+				      FI_MULTI_RECV)
 		<< "RDM endpoints: the application offers FI_MR_LOCAL";
 	EXPECT_EQ(info->mode, 0u);
 	EXPECT_EQ(info->ep_attr->type, FI_EP_RDM);
@@ -57,14 +58,40 @@ TEST(FabricInfo, NullHintsListNicmrWithItsDefaults)
 	EXPECT_EQ(found, 1);
 }
 
-TEST(FabricInfo, MessagesAreNotOfferedAndRmaIsWithOrWithoutMrLocal)
+TEST(FabricInfo, MessagesAreOfferedWithTheirAttributes)
 {
-	for (uint64_t caps : {FI_MSG, FI_TAGGED, FI_RMA | FI_SEND}) {
+	for (uint64_t caps :
+	     {FI_MSG, FI_TAGGED, FI_MSG | FI_TAGGED, FI_RMA | FI_SEND, FI_MSG | FI_MULTI_RECV}) {
+		for (int mode : {kAppMrMode, kAppMrMode & ~FI_MR_LOCAL}) {
+			Hints h(mode);
+			h->caps = caps;
+			Info info;
+			ASSERT_EQ(info.get(h), 0) << std::hex << caps;
+			EXPECT_EQ(info->caps & caps, caps);
+			EXPECT_EQ(info->tx_attr->caps & (FI_MSG | FI_TAGGED | FI_SEND),
+				  FI_MSG | FI_TAGGED | FI_SEND);
+			EXPECT_EQ(info->rx_attr->caps &
+					  (FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV),
+				  FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV);
+			EXPECT_EQ(info->tx_attr->inject_size, 972u) << "the inline WRITE's payload";
+			EXPECT_EQ(info->tx_attr->size, 64u);
+			EXPECT_EQ(info->rx_attr->size, 256u);
+			EXPECT_EQ(info->rx_attr->total_buffered_recv, size_t{512} * 8192);
+			EXPECT_EQ(info->ep_attr->mem_tag_format, ~uint64_t{0});
+			EXPECT_NE(info->tx_attr->msg_order & FI_ORDER_SAS, 0u);
+		}
+	}
+	/* Receives by source and FI_PEEK / FI_CLAIM are not offered. */
+	for (uint64_t caps : {FI_DIRECTED_RECV, FI_SOURCE, FI_MSG | FI_DIRECTED_RECV}) {
 		Hints h(kAppMrMode);
 		h->caps = caps;
 		Info info;
 		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << caps;
 	}
+}
+
+TEST(FabricInfo, RmaIsWithOrWithoutMrLocal)
+{
 	for (uint64_t caps : {FI_RMA, FI_ATOMIC}) {
 		/* Without FI_MR_LOCAL the provider registers local buffers itself. */
 		Hints h(kAppMrMode & ~FI_MR_LOCAL);
@@ -192,7 +219,7 @@ TEST(FabricInfo, OrderIsOneQpsAndHintsAskingMoreGiveNoData)
 {
 	constexpr uint64_t kKept = FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_RMA_RAR |
 				   FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
-				   FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+				   FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW | FI_ORDER_SAS;
 	{
 		Hints h(kAppMrMode);
 		h->tx_attr->msg_order = FI_ORDER_RAW | FI_ORDER_WAW;
@@ -204,9 +231,9 @@ TEST(FabricInfo, OrderIsOneQpsAndHintsAskingMoreGiveNoData)
 		EXPECT_EQ(info->tx_attr->comp_order, FI_ORDER_NONE);
 		EXPECT_EQ(info->rx_attr->comp_order, FI_ORDER_NONE);
 	}
-	/* A write after a read, sends after anything, completions in order across peers. */
+	/* A write after a read, sends after RMA, completions in order across peers. */
 	for (uint64_t order :
-	     std::initializer_list<uint64_t>{FI_ORDER_WAR, FI_ORDER_SAS, FI_ORDER_RMA_WAR,
+	     std::initializer_list<uint64_t>{FI_ORDER_WAR, FI_ORDER_SAW, FI_ORDER_RMA_WAR,
 					     FI_ORDER_ATOMIC_WAR, FI_ORDER_STRICT}) {
 		Hints h(kAppMrMode);
 		h->tx_attr->msg_order = order;

@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Conformance of nicmr's messages and tagged messages through the installed libfabric: two
+ * endpoints of one process, eager and rendezvous sizes (data checked byte by byte), tags with
+ * ignore bits, messages that come before their receive, truncation (FI_ETRUNC with olen),
+ * FI_MULTI_RECV, remote CQ data, inject, sends and receives without descriptors, more
+ * messages than the receive queue holds, and the error codes of bad input.
+ */
+#include <rdma/fi_cm.h>
+#include <rdma/fi_tagged.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "test_fabric_util.h"
+
+namespace nicmr::test {
+namespace {
+
+constexpr size_t kBounce = 8192; /* the eager limit (doc/libfabric.md, "Messages") */
+constexpr size_t kInject = 972;	 /* tx_attr->inject_size */
+
+/* An endpoint with a transmit and a receive CQ (FI_CQ_FORMAT_TAGGED) and send / receive
+ * counters. */
+struct MEp {
+	Fid<fid_av> av;
+	Fid<fid_cq> tx, rx;
+	Fid<fid_cntr> sc, rc;
+	Fid<fid_ep> ep;
+	fi_addr_t peer = FI_ADDR_NOTAVAIL, self = FI_ADDR_NOTAVAIL;
+	void close()
+	{
+		ep.reset();
+		sc.reset();
+		rc.reset();
+		tx.reset();
+		rx.reset();
+		av.reset();
+	}
+};
+
+class Msg : public FabricFixture {
+protected:
+	virtual int mode() const { return kAppMrMode; }
+	void SetUp() override
+	{
+		open(mode());
+		if (HasFatalFailure())
+			return;
+		ASSERT_EQ(info_->caps & (FI_MSG | FI_TAGGED), FI_MSG | FI_TAGGED);
+		open_ep(&a_);
+		open_ep(&b_);
+		join(&a_, &b_);
+		join(&b_, &a_);
+		ASSERT_NE(src_.get(), nullptr);
+		ASSERT_NE(dst_.get(), nullptr);
+		if (mode() & FI_MR_LOCAL) {
+			ASSERT_EQ(fi_mr_reg(domain_.get(), src_.get(), src_.len(), FI_SEND, 0, 0, 0,
+					    smr_.out(), nullptr),
+				  0);
+			ASSERT_EQ(fi_mr_reg(domain_.get(), dst_.get(), dst_.len(), FI_RECV, 0, 0, 0,
+					    dmr_.out(), nullptr),
+				  0);
+		}
+	}
+	void TearDown() override
+	{
+		smr_.reset();
+		dmr_.reset();
+		a_.close();
+		b_.close();
+		FabricFixture::TearDown();
+	}
+	void open_ep(MEp *e)
+	{
+		fi_av_attr av{};
+		av.type = FI_AV_TABLE;
+		ASSERT_EQ(fi_av_open(domain_.get(), &av, e->av.out(), nullptr), 0);
+		fi_cq_attr cq{};
+		cq.format = FI_CQ_FORMAT_TAGGED;
+		ASSERT_EQ(fi_cq_open(domain_.get(), &cq, e->tx.out(), nullptr), 0);
+		ASSERT_EQ(fi_cq_open(domain_.get(), &cq, e->rx.out(), nullptr), 0);
+		fi_cntr_attr ca{};
+		ca.events = FI_CNTR_EVENTS_COMP;
+		ASSERT_EQ(fi_cntr_open(domain_.get(), &ca, e->sc.out(), nullptr), 0);
+		ASSERT_EQ(fi_cntr_open(domain_.get(), &ca, e->rc.out(), nullptr), 0);
+		ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), e->ep.out(), nullptr), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->av->fid, 0), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->tx->fid, FI_TRANSMIT), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rx->fid, FI_RECV), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->sc->fid, FI_SEND), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rc->fid, FI_RECV), 0);
+		ASSERT_EQ(fi_enable(e->ep.get()), 0);
+	}
+	static void join(MEp *from, MEp *to)
+	{
+		char addr[64];
+		size_t len = sizeof(addr);
+		ASSERT_EQ(fi_getname(&to->ep->fid, addr, &len), 0);
+		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->peer, 0, nullptr), 1);
+		len = sizeof(addr);
+		ASSERT_EQ(fi_getname(&from->ep->fid, addr, &len), 0);
+		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->self, 0, nullptr), 1);
+	}
+	/* Moves both endpoints' completions along without taking any entry. */
+	void progress()
+	{
+		for (MEp *e : {&a_, &b_}) {
+			fi_cq_read(e->tx.get(), nullptr, 0);
+			fi_cq_read(e->rx.get(), nullptr, 0);
+		}
+	}
+	/* The next entry of cq (both endpoints progressed), or its error (-FI_EAVAIL): 5 s. */
+	ssize_t next(fid_cq *cq, fi_cq_tagged_entry *e)
+	{
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		ssize_t ret;
+		do {
+			progress();
+			ret = fi_cq_read(cq, e, 1);
+		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+		return ret;
+	}
+	/* Nothing in cq after both endpoints progressed a while. */
+	void expect_empty(fid_cq *cq)
+	{
+		for (int i = 0; i < 100; i++)
+			progress();
+		fi_cq_tagged_entry e{};
+		EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+	}
+	void *sdesc() const { return smr_.get() ? fi_mr_desc(smr_.get()) : nullptr; }
+	void *ddesc() const { return dmr_.get() ? fi_mr_desc(dmr_.get()) : nullptr; }
+	void fill(size_t len, uint32_t seed)
+	{
+		for (size_t i = 0; i < len; i++)
+			src_.get()[i] = static_cast<char>((i * 131 + seed) >> 3);
+	}
+	/* A message of len bytes from a to b (tagged or not), received at dst + off, every byte
+	 * checked and the bytes around it untouched. */
+	void round_trip(size_t len, bool tagged, size_t off = 0)
+	{
+		SCOPED_TRACE(testing::Message() << "len " << len << (tagged ? " tagged" : ""));
+		fill(len, static_cast<uint32_t>(len));
+		std::memset(dst_.get(), 0x5a, len + off + 1);
+		int rctx = 0, sctx = 0;
+		const uint64_t tag = 0x1234000000000000ull | len;
+		if (tagged)
+			ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get() + off, len, ddesc(),
+					   FI_ADDR_UNSPEC, tag, 0, &rctx),
+				  0);
+		else
+			ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get() + off, len, ddesc(),
+					  FI_ADDR_UNSPEC, &rctx),
+				  0);
+		if (tagged)
+			ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get(), len, sdesc(), a_.peer, tag,
+					   &sctx),
+				  0);
+		else
+			ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), len, sdesc(), a_.peer, &sctx),
+				  0);
+		fi_cq_tagged_entry e{};
+		ASSERT_EQ(next(b_.rx.get(), &e), 1);
+		EXPECT_EQ(e.op_context, &rctx);
+		EXPECT_EQ(e.flags, FI_RECV | (tagged ? FI_TAGGED : FI_MSG));
+		EXPECT_EQ(e.len, len);
+		EXPECT_EQ(e.buf, dst_.get() + off);
+		if (tagged) {
+			EXPECT_EQ(e.tag, tag);
+		}
+		ASSERT_EQ(next(a_.tx.get(), &e), 1);
+		EXPECT_EQ(e.op_context, &sctx);
+		EXPECT_EQ(e.flags, FI_SEND | (tagged ? FI_TAGGED : FI_MSG));
+		EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + off, len), 0);
+		EXPECT_EQ(static_cast<uint8_t>(dst_.get()[off + len]), 0x5a);
+		if (off) {
+			EXPECT_EQ(static_cast<uint8_t>(dst_.get()[off - 1]), 0x5a);
+		}
+	}
+	MEp a_, b_;
+	Buf src_{2 << 20}, dst_{2 << 20};
+	Fid<fid_mr> smr_, dmr_;
+};
+
+TEST_F(Msg, EagerAndRendezvousSizesArriveExact)
+{
+	for (size_t len : {size_t{0}, size_t{1}, size_t{8}, kInject, kBounce, kBounce + 1,
+			   size_t{64} << 10, size_t{1} << 20}) {
+		round_trip(len, false);
+		round_trip(len, true, 3);
+	}
+	EXPECT_EQ(fi_cntr_read(a_.sc.get()), 16u);
+	EXPECT_EQ(fi_cntr_read(b_.rc.get()), 16u);
+	EXPECT_EQ(fi_cntr_readerr(a_.sc.get()), 0u);
+	expect_empty(a_.rx.get());
+	expect_empty(b_.tx.get());
+}
+
+TEST_F(Msg, AnEndpointSendsToItself)
+{
+	fill(kBounce + 100, 7);
+	int r1 = 0, r2 = 0;
+	ASSERT_EQ(fi_recv(a_.ep.get(), dst_.get(), 100, ddesc(), FI_ADDR_UNSPEC, &r1), 0);
+	ASSERT_EQ(
+		fi_recv(a_.ep.get(), dst_.get() + 100, kBounce + 100, ddesc(), FI_ADDR_UNSPEC, &r2),
+		0);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), 100, sdesc(), a_.self, nullptr), 0);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), kBounce + 100, sdesc(), a_.self, nullptr), 0);
+	fi_cq_tagged_entry e{};
+	ASSERT_EQ(next(a_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &r1);
+	ASSERT_EQ(next(a_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &r2);
+	EXPECT_EQ(e.len, kBounce + 100);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), 100), 0);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 100, kBounce + 100), 0);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+}
+
+TEST_F(Msg, TagsMatchWithIgnoreBitsAndUntaggedStaysApart)
+{
+	int c1 = 0, c2 = 0, c3 = 0;
+	ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get(), 8, ddesc(), FI_ADDR_UNSPEC, 0x1200, 0xff, &c1),
+		  0);
+	ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get() + 8, 8, ddesc(), FI_ADDR_UNSPEC, 0x5, 0, &c2),
+		  0);
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get() + 16, 8, ddesc(), FI_ADDR_UNSPEC, &c3), 0);
+	std::memcpy(src_.get(), "ABCDEFGHIJKLMNOPQRSTUVWX", 24);
+	ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get(), 8, sdesc(), a_.peer, 0x5, nullptr), 0);
+	fi_cq_tagged_entry e{};
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &c2) << "tag 5 skips the receive of 0x12xx";
+	EXPECT_EQ(e.tag, 0x5u);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get() + 8, 8, sdesc(), a_.peer, nullptr), 0);
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &c3) << "an untagged message takes the untagged receive";
+	ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get() + 16, 8, sdesc(), a_.peer, 0x13ab, nullptr), 0);
+	expect_empty(b_.rx.get()); /* 0x13ab does not match 0x1200 / 0xff */
+	ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get() + 16, 8, sdesc(), a_.peer, 0x12ab, nullptr), 0);
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &c1);
+	EXPECT_EQ(e.tag, 0x12abu) << "the entry carries the message's tag";
+	EXPECT_EQ(std::memcmp(dst_.get(), "QRSTUVWXABCDEFGHIJKLMNOP", 24), 0);
+	/* The unmatched 0x13ab waits as unexpected: a receive posted now takes it. */
+	int c4 = 0;
+	ASSERT_EQ(
+		fi_trecv(b_.ep.get(), dst_.get() + 24, 8, ddesc(), FI_ADDR_UNSPEC, 0x13ab, 0, &c4),
+		0);
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &c4);
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(next(a_.tx.get(), &e), 1);
+}
+
+TEST_F(Msg, UnexpectedEagerAndRendezvousMessagesMatchInOrder)
+{
+	const size_t big = size_t{256} << 10;
+	fill(big + 300, 11);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), 100, sdesc(), a_.peer, nullptr), 0);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get() + 100, big, sdesc(), a_.peer, nullptr), 0);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get() + 100 + big, 200, sdesc(), a_.peer, nullptr), 0);
+	ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get(), big, sdesc(), a_.peer, 77, nullptr), 0);
+	expect_empty(b_.rx.get());
+	fi_cq_tagged_entry e{};
+	/* The eager sends are done once delivered; the rendezvous ones wait for the receiver. */
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	expect_empty(a_.tx.get());
+	std::memset(dst_.get(), 0, big * 2 + 300);
+	int c[4];
+	ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get() + big + 300, big, ddesc(), FI_ADDR_UNSPEC, 77, 0,
+			   &c[3]),
+		  0);
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), 100, ddesc(), FI_ADDR_UNSPEC, &c[0]), 0);
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get() + 100, big, ddesc(), FI_ADDR_UNSPEC, &c[1]), 0);
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get() + 100 + big, 200, ddesc(), FI_ADDR_UNSPEC, &c[2]),
+		  0);
+	int seen = 0;
+	for (int i = 0; i < 4; i++) {
+		ASSERT_EQ(next(b_.rx.get(), &e), 1);
+		for (int k = 0; k < 4; k++)
+			if (e.op_context == &c[k])
+				seen |= 1 << k;
+	}
+	EXPECT_EQ(seen, 15);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), big + 300), 0);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + big + 300, big), 0);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+}
+
+TEST_F(Msg, TruncationIsFiEtruncWithOlen)
+{
+	for (size_t len : {size_t{100}, size_t{20000}}) {
+		SCOPED_TRACE(len);
+		fill(len, 3);
+		std::memset(dst_.get(), 0, len);
+		int rc = 0;
+		ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), len / 2, ddesc(), FI_ADDR_UNSPEC, &rc),
+			  0);
+		ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), len, sdesc(), a_.peer, nullptr), 0);
+		fi_cq_tagged_entry e{};
+		ASSERT_EQ(next(b_.rx.get(), &e), -FI_EAVAIL);
+		fi_cq_err_entry err{};
+		ASSERT_EQ(fi_cq_readerr(b_.rx.get(), &err, 0), 1);
+		EXPECT_EQ(err.err, FI_ETRUNC);
+		EXPECT_EQ(err.op_context, &rc);
+		EXPECT_EQ(err.len, len / 2);
+		EXPECT_EQ(err.olen, len - len / 2);
+		EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), len / 2), 0);
+		EXPECT_EQ(dst_.get()[len / 2], 0);
+		ASSERT_EQ(next(a_.tx.get(), &e), 1) << "the send itself succeeded";
+	}
+	EXPECT_EQ(fi_cntr_readerr(b_.rc.get()), 2u);
+}
+
+TEST_F(Msg, MultiRecvBufferTakesMessagesUntilUnderTheMinimum)
+{
+	const size_t min = 4096;
+	ASSERT_EQ(fi_setopt(&b_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)),
+		  0);
+	size_t got = 0, glen = sizeof(got);
+	ASSERT_EQ(fi_getopt(&b_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &glen), 0);
+	EXPECT_EQ(got, min);
+	iovec iov{dst_.get(), 32000};
+	void *d = ddesc();
+	int ctx = 0;
+	fi_msg m{};
+	m.msg_iov = &iov;
+	m.desc = &d;
+	m.iov_count = 1;
+	m.addr = FI_ADDR_UNSPEC;
+	m.context = &ctx;
+	ASSERT_EQ(fi_recvmsg(b_.ep.get(), &m, FI_MULTI_RECV), 0);
+	fill(8000 * 4, 9);
+	/* One of them a rendezvous (10000 bytes) lands in the buffer too. */
+	const size_t lens[] = {8000, 10000, 6000, 7000};
+	size_t off = 0;
+	for (int i = 0; i < 4; i++) {
+		ASSERT_EQ(
+			fi_send(a_.ep.get(), src_.get() + off, lens[i], sdesc(), a_.peer, nullptr),
+			0);
+		fi_cq_tagged_entry e{};
+		ASSERT_EQ(next(b_.rx.get(), &e), 1) << i;
+		EXPECT_EQ(e.op_context, &ctx);
+		EXPECT_EQ(e.buf, dst_.get() + off);
+		EXPECT_EQ(e.len, lens[i]);
+		/* 32000 - 24000 >= 4096 before the last, 32000 - 31000 < 4096 after it: the
+		 * buffer is released with it. */
+		EXPECT_EQ(e.flags, FI_RECV | FI_MSG | (i == 3 ? FI_MULTI_RECV : 0)) << i;
+		off += lens[i];
+		ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	}
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), off), 0);
+	/* Released: the next message waits for a new receive. */
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), 10, sdesc(), a_.peer, nullptr), 0);
+	expect_empty(b_.rx.get());
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), 10, ddesc(), FI_ADDR_UNSPEC, nullptr), 0);
+	fi_cq_tagged_entry e{};
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	/* Bad multi-receive input. */
+	iov.iov_len = min - 1;
+	EXPECT_EQ(fi_recvmsg(b_.ep.get(), &m, FI_MULTI_RECV), -FI_EINVAL) << "under the minimum";
+	fi_msg_tagged tm{};
+	tm.msg_iov = &iov;
+	tm.iov_count = 1;
+	EXPECT_EQ(fi_trecvmsg(b_.ep.get(), &tm, FI_MULTI_RECV), -FI_EBADFLAGS);
+	size_t zero = 0;
+	EXPECT_EQ(
+		fi_setopt(&b_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &zero, sizeof(zero)),
+		-FI_EINVAL);
+	EXPECT_EQ(fi_setopt(&b_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &zero, 4),
+		  -FI_EINVAL);
+	EXPECT_EQ(fi_setopt(&b_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &zero, sizeof(zero)),
+		  -FI_ENOPROTOOPT);
+	glen = 1;
+	EXPECT_EQ(fi_getopt(&b_.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &glen),
+		  -FI_ETOOSMALL);
+}
+
+TEST_F(Msg, RemoteCqDataAndInject)
+{
+	fill(kBounce * 2, 1);
+	int c1 = 0, c2 = 0, c3 = 0;
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), 64, ddesc(), FI_ADDR_UNSPEC, &c1), 0);
+	ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get() + 64, kBounce * 2, ddesc(), FI_ADDR_UNSPEC, 9, 0,
+			   &c2),
+		  0);
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get() + 64 + 2 * kBounce, kInject, ddesc(),
+			  FI_ADDR_UNSPEC, &c3),
+		  0);
+	ASSERT_EQ(fi_senddata(a_.ep.get(), src_.get(), 64, sdesc(), 0xdeadbeefcafeull, a_.peer,
+			      nullptr),
+		  0);
+	ASSERT_EQ(fi_tsenddata(a_.ep.get(), src_.get(), kBounce * 2, sdesc(), 42, a_.peer, 9,
+			       nullptr),
+		  0);
+	ASSERT_EQ(fi_inject(a_.ep.get(), src_.get(), kInject, a_.peer), 0);
+	std::memset(src_.get(), 0, kInject); /* inject: the buffer is free at once */
+	/* The rendezvous completes when its READ is in: after the eager ones, maybe. */
+	fi_cq_tagged_entry e{};
+	int seen = 0;
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(next(b_.rx.get(), &e), 1);
+		if (e.op_context == &c1) {
+			seen |= 1;
+			EXPECT_EQ(e.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+			EXPECT_EQ(e.data, 0xdeadbeefcafeull);
+		} else if (e.op_context == &c2) {
+			seen |= 2;
+			EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA);
+			EXPECT_EQ(e.data, 42u);
+			EXPECT_EQ(e.tag, 9u);
+			EXPECT_EQ(e.len, kBounce * 2);
+		} else if (e.op_context == &c3) {
+			seen |= 4;
+			EXPECT_EQ(e.flags, FI_RECV | FI_MSG);
+			EXPECT_EQ(e.len, kInject);
+		}
+	}
+	EXPECT_EQ(seen, 7);
+	fill(kInject, 1);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 64 + 2 * kBounce, kInject), 0);
+	/* Two completions for the two sends, none for the inject. */
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	expect_empty(a_.tx.get());
+	/* The tagged inject with data. */
+	ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get(), 16, ddesc(), FI_ADDR_UNSPEC, 3, 0, &c1), 0);
+	ASSERT_EQ(fi_tinjectdata(a_.ep.get(), src_.get(), 16, 5, a_.peer, 3), 0);
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA);
+	EXPECT_EQ(e.data, 5u);
+	expect_empty(a_.tx.get());
+}
+
+TEST_F(Msg, BadInputGetsItsCode)
+{
+	iovec two[2] = {{src_.get(), 8}, {src_.get() + 8, 8}};
+	void *d[2] = {sdesc(), sdesc()};
+	EXPECT_EQ(fi_sendv(a_.ep.get(), two, d, 2, a_.peer, nullptr), -FI_EINVAL);
+	EXPECT_EQ(fi_recvv(b_.ep.get(), two, d, 2, FI_ADDR_UNSPEC, nullptr), -FI_EINVAL);
+	EXPECT_EQ(fi_tsendv(a_.ep.get(), two, d, 2, a_.peer, 1, nullptr), -FI_EINVAL);
+	EXPECT_EQ(fi_trecvv(b_.ep.get(), two, d, 2, FI_ADDR_UNSPEC, 1, 0, nullptr), -FI_EINVAL);
+	EXPECT_EQ(fi_inject(a_.ep.get(), src_.get(), kInject + 1, a_.peer), -FI_EMSGSIZE);
+	EXPECT_EQ(fi_tinject(a_.ep.get(), src_.get(), kInject + 1, a_.peer, 1), -FI_EMSGSIZE);
+	EXPECT_EQ(fi_send(a_.ep.get(), nullptr, 8, nullptr, a_.peer, nullptr), -FI_EINVAL);
+	EXPECT_EQ(fi_send(a_.ep.get(), src_.get(), 8, sdesc(), 99, nullptr), -FI_EINVAL)
+		<< "no such AV entry";
+	fi_msg m{};
+	m.msg_iov = two;
+	m.desc = d;
+	m.iov_count = 1;
+	m.addr = a_.peer;
+	EXPECT_EQ(fi_sendmsg(a_.ep.get(), &m, FI_MORE << 1), -FI_EBADFLAGS);
+	EXPECT_EQ(fi_recvmsg(b_.ep.get(), &m, FI_INJECT), -FI_EBADFLAGS);
+	EXPECT_EQ(fi_sendmsg(a_.ep.get(), nullptr, 0), -FI_EINVAL);
+	/* An endpoint not enabled. */
+	Fid<fid_ep> idle;
+	ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), idle.out(), nullptr), 0);
+	EXPECT_EQ(fi_send(idle.get(), src_.get(), 8, sdesc(), 0, nullptr), -FI_EOPBADSTATE);
+	EXPECT_EQ(fi_recv(idle.get(), dst_.get(), 8, ddesc(), 0, nullptr), -FI_EOPBADSTATE);
+}
+
+TEST_F(Msg, FullQueuesSayEagain)
+{
+	/* Rendezvous sends stay until their receiver reads them: tx_attr->size of them fill
+	 * the transmit queue. */
+	const size_t tx = info_->tx_attr->size;
+	size_t n = 0;
+	ssize_t ret = 0;
+	for (; n < tx + 1; n++) {
+		ret = fi_send(a_.ep.get(), src_.get(), kBounce + 1, sdesc(), a_.peer, nullptr);
+		if (ret != 0)
+			break;
+	}
+	EXPECT_EQ(ret, -FI_EAGAIN);
+	EXPECT_EQ(n, tx);
+	for (size_t i = 0; i < n; i++)
+		ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), kBounce + 1, ddesc(), FI_ADDR_UNSPEC,
+				  nullptr),
+			  0);
+	fi_cq_tagged_entry e{};
+	for (size_t i = 0; i < n; i++) {
+		ASSERT_EQ(next(b_.rx.get(), &e), 1) << i;
+		ASSERT_EQ(next(a_.tx.get(), &e), 1) << i;
+	}
+	/* rx_attr->size receives of each kind, then -FI_EAGAIN. */
+	const size_t rx = info_->rx_attr->size;
+	for (size_t i = 0; i < rx; i++)
+		ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get(), 8, ddesc(), FI_ADDR_UNSPEC, 1, 0,
+				   nullptr),
+			  0);
+	EXPECT_EQ(fi_trecv(b_.ep.get(), dst_.get(), 8, ddesc(), FI_ADDR_UNSPEC, 1, 0, nullptr),
+		  -FI_EAGAIN);
+}
+
+TEST_F(Msg, MoreMessagesThanTheReceiveQueueHoldsArriveInOrder)
+{
+	/* 2000 messages before most of their receives: the unexpected pool (256) and the SRQ's
+	 * buffers (256) fill, the sender's SENDs wait on RNR (retried without end) until the
+	 * receiver posts receives. */
+	constexpr uint32_t kN = 2000;
+	constexpr size_t kSz = 1000;
+	uint32_t sent = 0, posted = 0, done = 0, sdone = 0;
+	std::vector<char> msg(kSz);
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+	fi_cq_tagged_entry e{};
+	while (done < kN && std::chrono::steady_clock::now() < end) {
+		if (sent < kN) {
+			std::memset(src_.get() + (sent % 64) * kSz, static_cast<int>(sent & 0xff),
+				    kSz);
+			std::memcpy(src_.get() + (sent % 64) * kSz, &sent, sizeof(sent));
+			ssize_t r = fi_send(a_.ep.get(), src_.get() + (sent % 64) * kSz, kSz,
+					    sdesc(), a_.peer, nullptr);
+			if (r == 0)
+				sent++;
+			else
+				ASSERT_EQ(r, -FI_EAGAIN);
+		}
+		/* Receives start once 560 messages were sent (more than the SRQ's and the
+		 * pool's 512), then come one a turn. */
+		if (posted < kN && sent >= 560) {
+			if (posted == 0) {
+				/* The receiver's 512 buffers are full: the rest wait on RNR
+				 * (with the device on its thread the last may still be on
+				 * its way). */
+				while (fi_cq_read(a_.tx.get(), &e, 1) == 1)
+					sdone++;
+				EXPECT_LE(sdone, 512u);
+			}
+			char *at = dst_.get() + (posted % 1024) * kSz;
+			if (fi_recv(b_.ep.get(), at, kSz, ddesc(), FI_ADDR_UNSPEC, at) == 0)
+				posted++;
+		}
+		while (fi_cq_read(a_.tx.get(), &e, 1) == 1)
+			sdone++;
+		ssize_t r = fi_cq_read(b_.rx.get(), &e, 1);
+		if (r == 1) {
+			uint32_t id;
+			std::memcpy(&id, e.buf, sizeof(id));
+			ASSERT_EQ(id, done) << "messages of one sender match in order";
+			ASSERT_EQ(e.len, kSz);
+			ASSERT_EQ(static_cast<uint8_t>(static_cast<char *>(e.buf)[kSz - 1]),
+				  done & 0xff);
+			done++;
+		} else {
+			ASSERT_EQ(r, -FI_EAGAIN);
+		}
+	}
+	EXPECT_EQ(done, kN);
+	while (sdone < kN && std::chrono::steady_clock::now() < end)
+		if (fi_cq_read(a_.tx.get(), &e, 1) == 1)
+			sdone++;
+	EXPECT_EQ(sdone, kN);
+}
+
+/* Without FI_MR_LOCAL: sends and receives without descriptors, the provider registers the
+ * buffers (the rendezvous's READ goes through the cache's keys). */
+class MsgNoLocal : public Msg {
+protected:
+	int mode() const override { return kAppMrMode & ~FI_MR_LOCAL; }
+};
+
+TEST_F(MsgNoLocal, SendsWithoutDescriptors)
+{
+	ASSERT_EQ(info_->domain_attr->mr_mode & FI_MR_LOCAL, 0);
+	for (size_t len : {size_t{0}, size_t{8}, kBounce, kBounce + 1, size_t{1} << 20}) {
+		round_trip(len, false);
+		round_trip(len, true, 5);
+	}
+}
+
+} // namespace
+} // namespace nicmr::test
