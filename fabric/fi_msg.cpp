@@ -346,8 +346,10 @@ void rx_fail(const EpView &v, RxOp *x, int err)
 		x->multi->busy--;
 		flags |= posted_take(m, x->multi, 0, x->multi_tagged);
 	}
-	if (x->local)
+	if (x->local) {
 		nicmr_mr_cache_dereg(m->cache, x->local);
+		x->local = nullptr;
+	}
 	rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, 0, err);
 	m->rx.release(x);
 }

@@ -558,6 +558,46 @@ TEST_F(Msg, MoreMessagesThanTheReceiveQueueHoldsArriveInOrder)
 	EXPECT_EQ(sdone, kN);
 }
 
+TEST_F(Msg, RendezvousReadsThroughTheDescriptorsKeyOrTheCaches)
+{
+	const size_t len = size_t{1} << 20;
+	fill(len, 21);
+	/* smr_ grants FI_SEND only: the sender's buffer is exposed through a registration of the
+	 * domain's cache, which stays cached after the send. */
+	nicmr_device_stats before = stats(domain_.get());
+	round_trip(len, false);
+	EXPECT_EQ(stats(domain_.get()).mrs, before.mrs + 1) << "the cache's registration";
+	/* A descriptor that grants remote read is used as it is: no registration. */
+	Fid<fid_mr> rr;
+	ASSERT_EQ(fi_mr_reg(domain_.get(), src_.get(), src_.len(), FI_SEND | FI_REMOTE_READ, 0, 0,
+			    0, rr.out(), nullptr),
+		  0);
+	smr_.reset();
+	*smr_.out() = rr.get();
+	*rr.out() = nullptr;
+	before = stats(domain_.get());
+	round_trip(len, true);
+	EXPECT_EQ(stats(domain_.get()).mrs, before.mrs) << "the descriptor's key";
+}
+
+TEST_F(Msg, ARendezvousIntoABufferItsDescriptorDoesNotCoverFailsWithEacces)
+{
+	Buf other(kBounce * 4);
+	fill(kBounce * 2, 4);
+	int rc = 0;
+	ASSERT_EQ(fi_recv(b_.ep.get(), other.get(), kBounce * 2, ddesc(), FI_ADDR_UNSPEC, &rc), 0);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), kBounce * 2, sdesc(), a_.peer, nullptr), 0);
+	fi_cq_tagged_entry e{};
+	ASSERT_EQ(next(b_.rx.get(), &e), -FI_EAVAIL);
+	fi_cq_err_entry err{};
+	ASSERT_EQ(fi_cq_readerr(b_.rx.get(), &err, 0), 1);
+	EXPECT_EQ(err.err, FI_EACCES);
+	EXPECT_EQ(err.op_context, &rc);
+	EXPECT_EQ(err.len, 0u);
+	EXPECT_EQ(static_cast<uint8_t>(other.get()[0]), 0x3c) << "nothing landed";
+	EXPECT_EQ(fi_cntr_readerr(b_.rc.get()), 1u);
+}
+
 /* Without FI_MR_LOCAL: sends and receives without descriptors, the provider registers the
  * buffers (the rendezvous's READ goes through the cache's keys). */
 class MsgNoLocal : public Msg {
