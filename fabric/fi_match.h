@@ -177,6 +177,9 @@ struct Unexpected {
 	uint64_t src_device = 0;
 	uint32_t src_port = 0;
 	uint32_t src_qpn = 0;
+	/* FI_PEEK | FI_CLAIM: the context it is claimed for (only a FI_CLAIM receive with that
+	 * context takes it); null: unclaimed. */
+	void *claim = nullptr;
 };
 
 class Matcher {
@@ -206,7 +209,8 @@ public:
 	Unexpected *match_receive(bool tagged, uint64_t tag, uint64_t ignore) noexcept
 	{
 		return unexp_.take([=](const Unexpected &u) {
-			return u.tagged == tagged && (!tagged || tag_match(u.tag, tag, ignore));
+			return !u.claim && u.tagged == tagged &&
+			       (!tagged || tag_match(u.tag, tag, ignore));
 		});
 	}
 

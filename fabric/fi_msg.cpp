@@ -144,7 +144,8 @@ struct RxOp {
 	uint32_t id = 0;
 	EpAddr src{};
 	PeerRef peer{};
-	bool queued = false; /* in Msg::rx, waiting for room */
+	bool queued = false;  /* in Msg::rx, waiting for room */
+	bool discard = false; /* FI_DISCARD: no READ, no receive completion, only the FIN */
 };
 
 } // namespace
@@ -205,6 +206,8 @@ constexpr uint64_t kSendFlags = FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA |
 				FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE |
 				FI_FENCE;
 constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MULTI_RECV;
+/* fi_tagged(3)'s flags of fi_trecvmsg that look at unexpected messages. */
+constexpr uint64_t kPeekFlags = FI_PEEK | FI_CLAIM | FI_DISCARD;
 
 int code_of(int rc)
 {
@@ -412,8 +415,19 @@ bool rx_advance(Endpoint *ep, const EpView &v, RxOp *x)
 			return true;
 		}
 	}
-	if (x->state == RxOp::read_wait && x->len == 0)
-		x->state = RxOp::fin_wait; /* nothing to read (a receive of 0 bytes) */
+	if (x->state == RxOp::read_wait && x->len == 0) {
+		/* Nothing to read (a receive of 0 bytes, or a discarded message): the receive
+		 * completes now, and the FIN tells the sender. */
+		uint64_t flags = x->flags;
+		if (x->multi) {
+			x->multi->busy--;
+			flags |= posted_take(m, x->multi, 0, x->multi_tagged);
+			x->multi = nullptr;
+		}
+		if (!x->discard)
+			rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, x->mlen);
+		x->state = RxOp::fin_wait;
+	}
 	if (x->state == RxOp::read_wait) {
 		uint32_t lkey = 0;
 		uint64_t laddr = 0;
@@ -502,6 +516,37 @@ void rx_read_done(Endpoint *ep, const EpView &v, RxOp *x, const nicmr_wc &wc)
 	if (m->rx.size() != 0 || !rx_advance(ep, v, x)) {
 		x->state = RxOp::fin_wait;
 		rx_wait(m, x);
+	}
+}
+
+/* Drops an unexpected message (FI_DISCARD): its payload's room goes back; an RTS is answered
+ * with a FIN without a READ, so that its sender completes. u is unlinked. ep mu held. */
+void discard_unexpected(Endpoint *ep, const EpView &v, match::Unexpected *u)
+{
+	Msg *m = v.msg;
+	const match::Unexpected uc = *u;
+	m->m.unexpected().release(u);
+	if (!uc.rndv) {
+		if (uc.pool >= 0)
+			m->pool_free[m->npool++] = static_cast<uint32_t>(uc.pool);
+		else
+			repost(m, static_cast<uint32_t>(uc.bounce));
+		return;
+	}
+	RxOp *x = m->rx.alloc();
+	if (!x) {
+		FI_WARN(&provider, FI_LOG_EP_DATA, "discard: no room to answer RTS %u\n", uc.id);
+		return;
+	}
+	x->discard = true;
+	x->mlen = uc.len;
+	x->id = uc.id;
+	x->src = EpAddr{uc.src_device, uc.src_port, uc.src_qpn};
+	x->state = RxOp::read_wait;
+	rx_wait(m, x);
+	while (RxOp *w = m->rx.front()) {
+		if (!rx_advance(ep, v, w))
+			break;
 	}
 }
 
@@ -830,6 +875,58 @@ ssize_t do_send(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_
 	return 0;
 }
 
+/*
+ * fi_trecvmsg with FI_PEEK, FI_CLAIM or FI_DISCARD (fi_tagged(3)), on the unexpected messages:
+ *   FI_PEEK: the oldest unclaimed match completes the call with its length, tag and data (no
+ *     data moves); none: an FI_ENOMSG error entry. With FI_CLAIM it is claimed for context
+ *     (only a later FI_CLAIM receive with that context takes it), with FI_DISCARD dropped.
+ *   FI_CLAIM alone: 1 (the caller receives the claimed message into buf as any receive).
+ *   FI_CLAIM | FI_DISCARD: the claimed message is dropped; a completion of length 0.
+ * 0 when done, 1 to go on receiving, or a negative code. ep mu held.
+ */
+ssize_t peek_claim(Endpoint *ep, const EpView &v, void *, size_t, void *, uint64_t tag,
+		   uint64_t ignore, void *context, uint64_t flags)
+{
+	Msg *m = v.msg;
+	/* What has arrived by now is looked at (a peek is no receive that waits). */
+	ep_progress_locked(ep);
+	if (!cq_has_room(v.rx_cq))
+		return -FI_EAGAIN;
+	auto claimed = [context](const match::Unexpected &c) { return c.claim == context; };
+	if (!(flags & FI_PEEK)) {
+		if (!(flags & FI_DISCARD))
+			return 1;
+		match::Unexpected *u = m->m.unexpected().take(claimed);
+		if (!u)
+			return -FI_EINVAL; /* nothing claimed with this context */
+		const uint64_t utag = u->tag;
+		discard_unexpected(ep, v, u);
+		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, utag, 0);
+		return 0;
+	}
+	match::Unexpected *u = m->m.unexpected().find([=](const match::Unexpected &c) {
+		return !c.claim && c.tagged && match::tag_match(c.tag, tag, ignore);
+	});
+	if (!u) {
+		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, tag, 0, FI_ENOMSG);
+		return 0;
+	}
+	const uint64_t f = FI_RECV | FI_TAGGED | (u->has_data ? FI_REMOTE_CQ_DATA : 0);
+	CqEntry e{context, f, 0, 0};
+	e.len = u->len;
+	e.data = u->data;
+	e.tag = u->tag;
+	if (flags & FI_CLAIM)
+		u->claim = context;
+	else if (flags & FI_DISCARD) {
+		m->m.unexpected().unlink(u);
+		discard_unexpected(ep, v, u);
+	}
+	push(v.rx_cq, e);
+	count(v.recv_cntr, true);
+	return 0;
+}
+
 ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagged, uint64_t tag,
 		uint64_t ignore, void *context, uint64_t flags)
 {
@@ -837,9 +934,11 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 	Endpoint *ep = ep_msg_of(fep);
 	if (!ep)
 		return -FI_EINVAL;
-	if (flags & ~kRecvFlags)
+	if (flags & ~(kRecvFlags | (tagged ? kPeekFlags : 0)))
 		return -FI_EBADFLAGS;
-	if (len && !buf)
+	if ((flags & kPeekFlags) && ((flags & FI_MULTI_RECV) || !(flags & (FI_PEEK | FI_CLAIM))))
+		return -FI_EBADFLAGS; /* FI_DISCARD goes with FI_PEEK or FI_CLAIM */
+	if (len && !buf && !(flags & (FI_PEEK | FI_DISCARD)))
 		return -FI_EINVAL;
 	if ((flags & FI_MULTI_RECV) && tagged)
 		return -FI_EBADFLAGS; /* multi-receive buffers are untagged (doc) */
@@ -848,6 +947,12 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 	if (!v.enabled)
 		return -FI_EOPBADSTATE;
 	Msg *m = v.msg;
+	if (flags & kPeekFlags) {
+		ssize_t ret = peek_claim(ep, v, buf, len, desc, tag, ignore, context, flags);
+		if (ret != 1)
+			return ret;
+		/* FI_CLAIM: the claimed message goes into this receive as any other. */
+	}
 	auto &q = m->m.posted(tagged);
 	match::Posted *r = q.alloc();
 	if (!r)
@@ -884,9 +989,19 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 			break;
 		}
 		m->rx.release(spare);
-		match::Unexpected *u = m->m.match_receive(tagged, tag, ignore);
-		if (!u)
+		match::Unexpected *u =
+			(flags & FI_CLAIM)
+				? m->m.unexpected().take([context](const match::Unexpected &c) {
+					  return c.claim == context;
+				  })
+				: m->m.match_receive(tagged, tag, ignore);
+		if (!u) {
+			if (flags & FI_CLAIM) {
+				q.release(r);
+				return -FI_EINVAL; /* no message claimed with this context */
+			}
 			break;
+		}
 		match::Unexpected uc = *u;
 		m->m.unexpected().release(u);
 		bool gone; /* r was taken: finished, or released with its last completion */

@@ -314,7 +314,20 @@ TEST_F(Msg, TruncationIsFiEtruncWithOlen)
 		EXPECT_EQ(dst_.get()[len / 2], 0);
 		ASSERT_EQ(next(a_.tx.get(), &e), 1) << "the send itself succeeded";
 	}
-	EXPECT_EQ(fi_cntr_readerr(b_.rc.get()), 2u);
+	/* A rendezvous into a receive of 0 bytes: nothing read, FI_ETRUNC, the sender done. */
+	int rc = 0;
+	ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), 0, ddesc(), FI_ADDR_UNSPEC, &rc), 0);
+	ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), 20000, sdesc(), a_.peer, nullptr), 0);
+	fi_cq_tagged_entry e{};
+	ASSERT_EQ(next(b_.rx.get(), &e), -FI_EAVAIL);
+	fi_cq_err_entry err{};
+	ASSERT_EQ(fi_cq_readerr(b_.rx.get(), &err, 0), 1);
+	EXPECT_EQ(err.err, FI_ETRUNC);
+	EXPECT_EQ(err.op_context, &rc);
+	EXPECT_EQ(err.len, 0u);
+	EXPECT_EQ(err.olen, 20000u);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	EXPECT_EQ(fi_cntr_readerr(b_.rc.get()), 3u);
 }
 
 TEST_F(Msg, MultiRecvBufferTakesMessagesUntilUnderTheMinimum)
@@ -596,6 +609,103 @@ TEST_F(Msg, ARendezvousIntoABufferItsDescriptorDoesNotCoverFailsWithEacces)
 	EXPECT_EQ(err.len, 0u);
 	EXPECT_EQ(static_cast<uint8_t>(other.get()[0]), 0x3c) << "nothing landed";
 	EXPECT_EQ(fi_cntr_readerr(b_.rc.get()), 1u);
+}
+
+TEST_F(Msg, PeekClaimAndDiscard)
+{
+	fill(kBounce * 2, 8);
+	fi_context peek_ctx{}, claim_ctx{};
+	iovec iov{dst_.get(), kBounce * 2};
+	void *d = ddesc();
+	fi_msg_tagged tm{};
+	tm.msg_iov = &iov;
+	tm.desc = &d;
+	tm.iov_count = 1;
+	tm.addr = FI_ADDR_UNSPEC;
+	tm.tag = 0x70;
+	tm.ignore = 0xf;
+	tm.context = &peek_ctx;
+	/* A peek that finds a message, tried until the message has arrived (a miss is an
+	 * FI_ENOMSG error entry). */
+	auto peek = [&](uint64_t flags, fi_cq_tagged_entry *e) {
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		for (;;) {
+			EXPECT_EQ(fi_trecvmsg(b_.ep.get(), &tm, flags), 0);
+			ssize_t r = next(b_.rx.get(), e);
+			if (r != -FI_EAVAIL || std::chrono::steady_clock::now() > end)
+				return r;
+			fi_cq_err_entry x{};
+			EXPECT_EQ(fi_cq_readerr(b_.rx.get(), &x, 0), 1);
+			EXPECT_EQ(x.err, FI_ENOMSG);
+		}
+	};
+	/* Nothing there: FI_ENOMSG. */
+	ASSERT_EQ(fi_trecvmsg(b_.ep.get(), &tm, FI_PEEK), 0);
+	fi_cq_tagged_entry e{};
+	ASSERT_EQ(next(b_.rx.get(), &e), -FI_EAVAIL);
+	fi_cq_err_entry err{};
+	ASSERT_EQ(fi_cq_readerr(b_.rx.get(), &err, 0), 1);
+	EXPECT_EQ(err.err, FI_ENOMSG);
+	EXPECT_EQ(err.op_context, &peek_ctx);
+	/* An eager and a rendezvous message arrive; a peek sees the first, moves nothing. */
+	ASSERT_EQ(fi_tsenddata(a_.ep.get(), src_.get(), 100, sdesc(), 6, a_.peer, 0x71, nullptr),
+		  0);
+	ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get(), kBounce * 2, sdesc(), a_.peer, 0x72, nullptr),
+		  0);
+	expect_empty(b_.rx.get());
+	std::memset(dst_.get(), 0, kBounce * 2);
+	ASSERT_EQ(peek(FI_PEEK, &e), 1);
+	EXPECT_EQ(e.op_context, &peek_ctx);
+	EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA);
+	EXPECT_EQ(e.len, 100u);
+	EXPECT_EQ(e.tag, 0x71u);
+	EXPECT_EQ(e.data, 6u);
+	EXPECT_EQ(dst_.get()[0], 0) << "a peek moves no data";
+	/* Peek and claim it: a plain receive now passes it by and takes the rendezvous. */
+	tm.context = &claim_ctx;
+	ASSERT_EQ(peek(FI_PEEK | FI_CLAIM, &e), 1);
+	EXPECT_EQ(e.tag, 0x71u);
+	int plain = 0;
+	ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get() + 200, kBounce * 2, ddesc(), FI_ADDR_UNSPEC,
+			   0x70, 0xf, &plain),
+		  0);
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &plain);
+	EXPECT_EQ(e.tag, 0x72u);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get() + 200, kBounce * 2), 0);
+	/* The claimed one comes with a FI_CLAIM receive of its context. */
+	ASSERT_EQ(fi_trecvmsg(b_.ep.get(), &tm, FI_CLAIM), 0);
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &claim_ctx);
+	EXPECT_EQ(e.len, 100u);
+	EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), 100), 0);
+	EXPECT_EQ(fi_trecvmsg(b_.ep.get(), &tm, FI_CLAIM), -FI_EINVAL) << "nothing claimed now";
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(next(a_.tx.get(), &e), 1);
+	/* FI_PEEK | FI_DISCARD drops a rendezvous message: its sender completes all the same. */
+	ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get(), kBounce * 2, sdesc(), a_.peer, 0x73, nullptr),
+		  0);
+	ASSERT_EQ(peek(FI_PEEK | FI_DISCARD, &e), 1);
+	EXPECT_EQ(e.len, kBounce * 2);
+	ASSERT_EQ(next(a_.tx.get(), &e), 1) << "the FIN came without a READ";
+	/* FI_CLAIM | FI_DISCARD drops a claimed eager one. */
+	ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get(), 10, sdesc(), a_.peer, 0x74, nullptr), 0);
+	ASSERT_EQ(peek(FI_PEEK | FI_CLAIM, &e), 1);
+	EXPECT_EQ(e.tag, 0x74u);
+	ASSERT_EQ(fi_trecvmsg(b_.ep.get(), &tm, FI_CLAIM | FI_DISCARD), 0);
+	ASSERT_EQ(next(b_.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &claim_ctx);
+	EXPECT_EQ(e.len, 0u);
+	ASSERT_EQ(fi_trecvmsg(b_.ep.get(), &tm, FI_PEEK), 0);
+	ASSERT_EQ(next(b_.rx.get(), &e), -FI_EAVAIL) << "both dropped";
+	ASSERT_EQ(fi_cq_readerr(b_.rx.get(), &err, 0), 1);
+	EXPECT_EQ(err.err, FI_ENOMSG);
+	/* Bad combinations. */
+	EXPECT_EQ(fi_trecvmsg(b_.ep.get(), &tm, FI_DISCARD), -FI_EBADFLAGS);
+	fi_msg m{};
+	m.msg_iov = &iov;
+	m.iov_count = 1;
+	EXPECT_EQ(fi_recvmsg(b_.ep.get(), &m, FI_PEEK), -FI_EBADFLAGS) << "untagged";
 }
 
 /* Without FI_MR_LOCAL: sends and receives without descriptors, the provider registers the
