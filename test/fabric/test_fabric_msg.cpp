@@ -9,8 +9,10 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "test_fabric_util.h"
@@ -706,6 +708,80 @@ TEST_F(Msg, PeekClaimAndDiscard)
 	m.msg_iov = &iov;
 	m.iov_count = 1;
 	EXPECT_EQ(fi_recvmsg(b_.ep.get(), &m, FI_PEEK), -FI_EBADFLAGS) << "untagged";
+}
+
+TEST_F(Msg, ASenderAndAReceiverThreadEachOnItsEndpoint)
+{
+	/* FI_THREAD_SAFE: one thread sends (eager and rendezvous) and reaps a's transmit CQ,
+	 * another posts receives and reaps b's receive CQ; the pairs are made while the other
+	 * thread polls. Every message is checked for its number and its bytes. */
+	constexpr uint32_t kN = 400;
+	constexpr size_t kSlot = 3 * kBounce;
+	auto len_of = [](uint32_t i) { return i % 3 == 0 ? kBounce + 1 + i : 64 + i; };
+	for (uint32_t i = 0; i < 64; i++)
+		std::memset(src_.get() + i * kSlot, static_cast<int>(i), kSlot);
+	std::atomic<bool> failed{false};
+	std::thread sender([&] {
+		/* A buffer is reused once its send completed (the context names it: rendezvous
+		 * sends complete later than eager ones sent after them). */
+		bool busy[64] = {};
+		uint32_t sent = 0, done = 0;
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+		fi_cq_tagged_entry e{};
+		while (done < kN && std::chrono::steady_clock::now() < end) {
+			const uint32_t k = sent % 64;
+			if (sent < kN && !busy[k]) {
+				char *b = src_.get() + k * kSlot;
+				std::memcpy(b, &sent, sizeof(sent));
+				ssize_t r = fi_tsend(a_.ep.get(), b, len_of(sent), sdesc(), a_.peer,
+						     sent, &busy[k]);
+				if (r == 0) {
+					busy[k] = true;
+					sent++;
+				} else if (r != -FI_EAGAIN) {
+					failed = true;
+				}
+			}
+			ssize_t r = fi_cq_read(a_.tx.get(), &e, 1);
+			if (r == 1) {
+				*static_cast<bool *>(e.op_context) = false;
+				done++;
+			} else if (r != -FI_EAGAIN) {
+				failed = true;
+			}
+		}
+		if (done != kN)
+			failed = true;
+	});
+	bool busy[32] = {};
+	uint32_t posted = 0, got = 0;
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+	fi_cq_tagged_entry e{};
+	while (got < kN && std::chrono::steady_clock::now() < end && !failed) {
+		const uint32_t k = posted % 32;
+		if (posted < kN && !busy[k]) {
+			if (fi_trecv(b_.ep.get(), dst_.get() + k * kSlot, kSlot, ddesc(),
+				     FI_ADDR_UNSPEC, posted, 0, &busy[k]) == 0) {
+				busy[k] = true;
+				posted++;
+			}
+		}
+		ssize_t r = fi_cq_read(b_.rx.get(), &e, 1);
+		if (r != 1) {
+			ASSERT_EQ(r, -FI_EAGAIN);
+			continue;
+		}
+		uint32_t id;
+		std::memcpy(&id, e.buf, sizeof(id));
+		EXPECT_EQ(id, e.tag);
+		EXPECT_EQ(e.len, len_of(static_cast<uint32_t>(e.tag)));
+		EXPECT_EQ(static_cast<uint8_t>(static_cast<char *>(e.buf)[e.len - 1]), id % 64);
+		*static_cast<bool *>(e.op_context) = false;
+		got++;
+	}
+	sender.join();
+	EXPECT_FALSE(failed.load());
+	EXPECT_EQ(got, kN);
 }
 
 /* Without FI_MR_LOCAL: sends and receives without descriptors, the provider registers the
