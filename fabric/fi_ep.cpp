@@ -108,12 +108,16 @@ struct Endpoint {
 	/* Messages hook: the messaging state (fi_msg.cpp: the SRQ every QP receiving for this
 	 * endpoint takes its buffers from, the matching engine), the CQ and counters receives
 	 * and sends complete to, and the responder QPs other endpoints made to this one (they
-	 * receive into its SRQ and report to its CQ, so they go when it goes). */
+	 * receive into its SRQ and report to its CQ, so they go when it goes; one whose
+	 * initiator closed first waits in dead until this endpoint's progress destroys it:
+	 * only the thread that polls a QP's CQ may destroy the QP). */
 	Msg *msg = nullptr;
 	Cq *rcq = nullptr;		 /* FI_RECV */
 	Cntr *scntr = nullptr;		 /* FI_SEND */
 	Cntr *rvcntr = nullptr;		 /* FI_RECV */
 	std::vector<nicmr_qp *> inbound; /* fabric->mu */
+	std::vector<nicmr_qp *> dead;	 /* fabric->mu */
+	std::atomic<bool> has_dead{false};
 };
 
 namespace {
@@ -140,6 +144,8 @@ int err_of(uint8_t status)
 	}
 }
 
+void reap_dead(Endpoint *ep);
+
 void progress_locked(Endpoint *ep)
 {
 	/* Completion path, ep->mu held: no allocation, no system call; the native poll takes no
@@ -150,6 +156,10 @@ void progress_locked(Endpoint *ep)
 	 * most one entry in the transmit or the receive CQ, so no more are polled than both
 	 * have room for. */
 	nicmr_wc mwc[16];
+	/* Messages hook: responders whose initiator closed are destroyed here, on the thread
+	 * that polls their CQ (an atomic load when there are none). */
+	if (ep->has_dead.load(std::memory_order_acquire))
+		reap_dead(ep);
 	for (;;) {
 		int want = 16;
 		for (Cq *c : {ep->cq, ep->rcq}) {
@@ -218,30 +228,56 @@ void progress_locked(Endpoint *ep)
 	}
 }
 
-/* Whether p's responder QP is still in its target's inbound list, i.e. not destroyed by the
- * target's close (fab->mu held); erased from it with erase. */
-bool resp_live(Endpoint *ep, const Peer &p, bool erase)
+/* The target whose inbound list still holds p's responder QP (not destroyed by the target's
+ * close), or null (fab->mu held); erased from the list with erase. */
+Endpoint *resp_live(Endpoint *ep, const Peer &p, bool erase)
 {
 	auto t = ep->fabric->eps.find(p.qpn);
 	if (t == ep->fabric->eps.end())
-		return false;
+		return nullptr;
 	auto &in = t->second->inbound;
 	auto it = std::find(in.begin(), in.end(), p.resp);
 	if (it == in.end())
-		return false;
+		return nullptr;
 	if (erase)
 		in.erase(it);
-	return true;
+	return t->second;
 }
 
-/* Destroys a peer's QPs (the responder first: it never posts). A responder reports its
- * receives to the target's CQ: a target that closed first destroyed it already. */
+/* Hands a responder QP to its target to destroy (fab->mu held): it reports to the target's
+ * CQ, and a QP is destroyed by the thread that polls its CQ (nicmr_qp_destroy). */
+void resp_retire(Endpoint *target, nicmr_qp *q)
+{
+	try {
+		target->dead.push_back(q);
+	} catch (const std::bad_alloc &) {
+		nicmr_qp_destroy(q); /* no memory to defer it: at once */
+		return;
+	}
+	/* release: the list's new entry is seen by the progress that acquires the flag (it
+	 * then takes fab->mu anyway). */
+	target->has_dead.store(true, std::memory_order_release);
+}
+
+/* Destroys the responders handed over by initiators that closed (the endpoint's polling
+ * thread, ep->mu held). Slow path: only after an initiator's close. */
+void reap_dead(Endpoint *ep)
+{
+	std::lock_guard lk(ep->fabric->mu);
+	for (nicmr_qp *q : ep->dead)
+		nicmr_qp_destroy(q);
+	ep->dead.clear();
+	ep->has_dead.store(false, std::memory_order_relaxed);
+}
+
+/* Destroys a peer's QPs (the responder first: it never posts). A responder reports to the
+ * target's CQ: the target destroys it (resp_retire), or did at its close already. */
 void peer_destroy(Endpoint *ep, Peer &p)
 {
 	if (p.resp && p.resp != p.req && p.resp != ep->self) {
 		std::lock_guard lk(ep->fabric->mu);
-		if (resp_live(ep, p, true))
-			nicmr_qp_destroy(p.resp);
+		if (Endpoint *t = resp_live(ep, p, true))
+			resp_retire(t, p.resp);
 	}
 	if (p.req && p.req != ep->self)
 		nicmr_qp_destroy(p.req);
@@ -270,12 +306,14 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 	/* The wire joins port 1 and port 2: the responder sits on the other port. */
 	const uint32_t rport = 3 - ep->port;
 	/* Messages hook: the requester takes its receives from this endpoint's SRQ, the
-	 * responder (the QP a SEND to the target arrives on) from the target's, and reports
-	 * them to the target's CQ; it posts nothing, so its send CQ stays this endpoint's.
-	 * nicmr_qp_connect's RNR retry count is 7 (without end): a SEND that finds the SRQ
-	 * empty waits for a buffer, it does not fail. */
+	 * responder (the QP a SEND to the target arrives on) from the target's, and reports to
+	 * the target's CQ (it posts nothing: its sends report nowhere else either), so that it
+	 * is the target's QP: the target destroys it. It is published on that CQ while the
+	 * target may poll it (the native QP table's release store; every creation on a CQ is
+	 * under fab->mu). nicmr_qp_connect's RNR retry count is 7 (without end): a SEND that
+	 * finds the SRQ empty waits for a buffer, it does not fail. */
 	nicmr_qp_attr ra{ep->port, ep->ncq, kReqDepth, ep->ncq, 0, 0, msg_srq(ep->msg)};
-	nicmr_qp_attr ta{rport, ep->ncq, 2, target->ncq, 0, 0, msg_srq(target->msg)};
+	nicmr_qp_attr ta{rport, target->ncq, 2, target->ncq, 0, 0, msg_srq(target->msg)};
 	ret = nicmr_qp_create_attr(ep->domain->pd, &ra, &p.req);
 	if (ret == 0)
 		ret = nicmr_qp_create_attr(target->domain->pd, &ta, &p.resp);
@@ -285,7 +323,7 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 		ret = nicmr_qp_connect(p.resp, ep->port, nicmr_qp_num(p.req));
 	auto drop = [&] {
 		if (p.resp)
-			nicmr_qp_destroy(p.resp);
+			resp_retire(target, p.resp);
 		if (p.req)
 			nicmr_qp_destroy(p.req);
 	};
@@ -861,6 +899,9 @@ void ep_free(Endpoint *ep)
 		for (nicmr_qp *q : ep->inbound)
 			nicmr_qp_destroy(q);
 		ep->inbound.clear();
+		for (nicmr_qp *q : ep->dead)
+			nicmr_qp_destroy(q);
+		ep->dead.clear();
 	}
 	msg_close(ep->msg);
 	ep->msg = nullptr;

@@ -74,20 +74,22 @@ protected:
 		b_.close();
 		FabricFixture::TearDown();
 	}
-	void open_ep(MEp *e)
+	void open_ep(MEp *e, fid_domain *dom = nullptr)
 	{
+		if (!dom)
+			dom = domain_.get();
 		fi_av_attr av{};
 		av.type = FI_AV_TABLE;
-		ASSERT_EQ(fi_av_open(domain_.get(), &av, e->av.out(), nullptr), 0);
+		ASSERT_EQ(fi_av_open(dom, &av, e->av.out(), nullptr), 0);
 		fi_cq_attr cq{};
 		cq.format = FI_CQ_FORMAT_TAGGED;
-		ASSERT_EQ(fi_cq_open(domain_.get(), &cq, e->tx.out(), nullptr), 0);
-		ASSERT_EQ(fi_cq_open(domain_.get(), &cq, e->rx.out(), nullptr), 0);
+		ASSERT_EQ(fi_cq_open(dom, &cq, e->tx.out(), nullptr), 0);
+		ASSERT_EQ(fi_cq_open(dom, &cq, e->rx.out(), nullptr), 0);
 		fi_cntr_attr ca{};
 		ca.events = FI_CNTR_EVENTS_COMP;
-		ASSERT_EQ(fi_cntr_open(domain_.get(), &ca, e->sc.out(), nullptr), 0);
-		ASSERT_EQ(fi_cntr_open(domain_.get(), &ca, e->rc.out(), nullptr), 0);
-		ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), e->ep.out(), nullptr), 0);
+		ASSERT_EQ(fi_cntr_open(dom, &ca, e->sc.out(), nullptr), 0);
+		ASSERT_EQ(fi_cntr_open(dom, &ca, e->rc.out(), nullptr), 0);
+		ASSERT_EQ(fi_endpoint(dom, info_.p(), e->ep.out(), nullptr), 0);
 		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->av->fid, 0), 0);
 		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->tx->fid, FI_TRANSMIT), 0);
 		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rx->fid, FI_RECV), 0);
@@ -782,6 +784,39 @@ TEST_F(Msg, ASenderAndAReceiverThreadEachOnItsEndpoint)
 	sender.join();
 	EXPECT_FALSE(failed.load());
 	EXPECT_EQ(got, kN);
+}
+
+TEST_F(Msg, EndpointsCloseInEitherOrder)
+{
+	/* c (another domain) and b send to each other; c closes first: its responder on b's CQ
+	 * goes to b, whose progress destroys it, and b's responder on c's CQ goes with c, so
+	 * c's domain closes. b still talks to a after. */
+	Fid<fid_domain> d2;
+	ASSERT_EQ(fi_domain(fabric_.get(), info_.p(), d2.out(), nullptr), 0);
+	{
+		MEp c;
+		open_ep(&c, d2.get());
+		join(&c, &b_);
+		join(&b_, &c);
+		char buf[16] = "from c";
+		ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), 16, ddesc(), FI_ADDR_UNSPEC, nullptr),
+			  0);
+		ASSERT_EQ(fi_inject(c.ep.get(), buf, 7, c.peer), 0);
+		fi_cq_tagged_entry e{};
+		ASSERT_EQ(next(b_.rx.get(), &e), 1);
+		EXPECT_STREQ(dst_.get(), "from c");
+		ASSERT_EQ(fi_recv(c.ep.get(), buf, 16, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+		ASSERT_EQ(fi_inject(b_.ep.get(), "to c", 5, b_.peer), 0); /* b_.peer is c now */
+		for (int i = 0; i < 1000 && fi_cq_read(c.rx.get(), &e, 1) != 1; i++)
+			fi_cq_read(b_.tx.get(), nullptr, 0);
+		EXPECT_STREQ(buf, "to c");
+		c.close();
+	}
+	EXPECT_EQ(fi_close(&d2->fid), 0) << "c's responders went with c";
+	*d2.out() = nullptr;
+	progress(); /* b destroys the responder c made to it */
+	round_trip(100, true);
+	round_trip(kBounce * 3, false);
 }
 
 /* Without FI_MR_LOCAL: sends and receives without descriptors, the provider registers the
