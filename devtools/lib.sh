@@ -43,7 +43,7 @@ NICMR_BUILD_PACKAGES="meson ninja-build pkg-config g++ libhugetlbfs-dev libnuma-
  libfabric-dev libfabric-bin libibverbs-dev ibverbs-providers liburcu-dev googletest libgtest-dev
  libgmock-dev libbenchmark-dev zlib1g-dev"
 NICMR_TEST_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy qemu-system-x86
- busybox-static cpio kmod python3-scapy dpdk-dev ibverbs-utils tshark"
+ busybox-static cpio kmod python3-scapy dpdk-dev ibverbs-utils tshark openmpi-bin libopenmpi-dev"
 
 # install_packages PKG...: installs the ones not yet installed.
 install_packages() {
