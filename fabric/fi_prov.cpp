@@ -175,6 +175,9 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	int mr_mode = 0;
 	if (!hints_fit(hints, ds, &mr_mode))
 		return -FI_ENODATA;
+	if (ds.wire && hints && hints->domain_attr &&
+	    hints->domain_attr->data_progress == FI_PROGRESS_AUTO)
+		return -FI_ENODATA;
 
 	struct fi_info *fi = fi_allocinfo();
 	if (!fi)
@@ -229,6 +232,12 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	 * asks for it gets it (fi_domain(3): the answer is what the provider will do). */
 	fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
 	fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	/* On the wire (the spec's addr=) the first request to a peer of another process waits
+	 * for that peer's provider to answer the handshake, which it does only inside its
+	 * application's calls (fi_ep.cpp, "Connections across processes"): data progress is
+	 * FI_PROGRESS_MANUAL, and a hint that asks for AUTO is not answered. */
+	if (ds.wire)
+		fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	if (hints && hints->domain_attr) {
 		if (hints->domain_attr->control_progress == FI_PROGRESS_MANUAL)
 			fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
@@ -371,6 +380,7 @@ int device_spec(DeviceSpec *out)
 		}
 		mr_cnt = v;
 	}
+	out->wire = !spec_option(spec, "addr").empty();
 	out->requested_keys = byname == "1";
 	out->atomics = a != "big";
 	out->spec = spec;
@@ -378,6 +388,17 @@ int device_spec(DeviceSpec *out)
 	out->mr_cnt = mr_cnt;
 	out->ext = ext;
 	return 0;
+}
+
+void spec_udp_ports(const std::string &spec, uint16_t *udp_port, uint16_t *peer_udp_port)
+{
+	*udp_port = *peer_udp_port = 4791;
+	const std::string u = spec_option(spec, "udp_port"),
+			  pu = spec_option(spec, "peer_udp_port");
+	if (!u.empty())
+		*udp_port = static_cast<uint16_t>(std::strtoul(u.c_str(), nullptr, 10));
+	if (!pu.empty())
+		*peer_udp_port = static_cast<uint16_t>(std::strtoul(pu.c_str(), nullptr, 10));
 }
 
 int fi_code(int err)
