@@ -9,6 +9,8 @@
  * (fi_loader.cpp), which loads this module and calls it. While the provider is loaded,
  * libnicmr.so's log lines go to libfabric's log as the provider's, at FI_LOG_LEVEL.
  */
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -32,6 +34,7 @@ constexpr uint64_t kEmuDefaultExt = NICMR_EXT_SINGLE_USE | NICMR_EXT_RMA_EVENT;
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 	    const struct fi_info *hints, struct fi_info **info);
+std::string spec_option(const std::string &spec, const std::string &key);
 
 /* ---- nicmr's log lines through libfabric's log ---- */
 
@@ -159,18 +162,52 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	return true;
 }
 
+/* fi_getinfo's node and service (doc/libfabric.md, "Addresses"): with FI_SOURCE, node is the
+ * local address the application wants, which must be the wire port's (the spec's addr=; any
+ * address of 127.0.0.0/8 for addr=auto, which chooses one there when the fabric opens), and
+ * service a port number, which selects nothing: an endpoint is named by its handshake QP, known
+ * once it exists (fi_getname). Without FI_SOURCE node names a peer, which an IP address and a
+ * service cannot resolve to an endpoint: not answered. */
+bool source_fits(const DeviceSpec &ds, const char *node, const char *service, uint64_t flags)
+{
+	if (!(flags & FI_SOURCE) || !ds.wire) {
+		FI_INFO(&provider, FI_LOG_CORE,
+			"node/service: only FI_SOURCE with the wire port's address is answered\n");
+		return false;
+	}
+	if (service) {
+		char *end = nullptr;
+		const unsigned long v = std::strtoul(service, &end, 10);
+		if (!*service || !end || *end || v > 65535)
+			return false;
+	}
+	if (!node)
+		return true;
+	uint8_t want[16], got[16];
+	const bool v6 = std::strchr(node, ':') != nullptr;
+	if (inet_pton(v6 ? AF_INET6 : AF_INET, node, got) != 1)
+		return false;
+	const std::string addr = spec_option(ds.spec, "addr");
+	if (addr == "auto")
+		return !v6 && got[0] == 127;
+	const bool av6 = addr.find(':') != std::string::npos;
+	return av6 == v6 && inet_pton(v6 ? AF_INET6 : AF_INET, addr.c_str(), want) == 1 &&
+	       std::memcmp(want, got, v6 ? 16 : 4) == 0;
+}
+
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 	    const struct fi_info *hints, struct fi_info **info)
 {
-	(void)flags;
 	if (!info)
 		return -FI_EINVAL;
 	*info = nullptr;
-	/* mr_mode as a bit set is a 1.5 API; there are no addresses to resolve. */
-	if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || node || service)
+	/* mr_mode as a bit set is a 1.5 API. */
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
 		return -FI_ENODATA;
 	DeviceSpec ds;
 	if (device_spec(&ds) != 0)
+		return -FI_ENODATA;
+	if ((node || service) && !source_fits(ds, node, service, flags))
 		return -FI_ENODATA;
 	int mr_mode = 0;
 	if (!hints_fit(hints, ds, &mr_mode))

@@ -56,12 +56,12 @@ uint8_t pattern(int role, size_t i)
 }
 
 /* One side: 0 on success, else the line that failed (and why in *why). */
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			*why = std::string(#cond) + " (side " + std::to_string(role) + ")"; \
-			return __LINE__;                                               \
-		}                                                                      \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			*why = std::string(#cond) + " (side " + std::to_string(role) + ")";        \
+			return __LINE__;                                                           \
+		}                                                                                  \
 	} while (0)
 
 struct Stack {
@@ -165,8 +165,8 @@ int side(int fd, int role, const std::string &spec, size_t kWriteLen, size_t kRe
 	CHECK(hints);
 	hints->fabric_attr->prov_name = strdup("nicmr");
 	hints->caps = FI_RMA | FI_ATOMIC;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				      FI_MR_PROV_KEY;
+	hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->ep_attr->type = FI_EP_RDM;
 	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
 	fi_freeinfo(hints);
@@ -223,8 +223,8 @@ int side(int fd, int role, const std::string &spec, size_t kWriteLen, size_t kRe
 				      nullptr);
 	      }) == 0);
 	CHECK(post_retry(s.cq, &done, [&] {
-		      return fi_read(s.ep, &local[kReadAt], kReadLen, ld, to,
-				     peer.addr + kReadAt, peer.key, nullptr);
+		      return fi_read(s.ep, &local[kReadAt], kReadLen, ld, to, peer.addr + kReadAt,
+				     peer.key, nullptr);
 	      }) == 0);
 	const uint64_t add = 7 + role;
 	uint64_t *old = reinterpret_cast<uint64_t *>(&local[kWordAt]);
@@ -325,6 +325,76 @@ TEST(FabricWire, TheHandshakeConnectsUnderLossAndDuplication)
 		run_pair(std::string("emu:mkeys=1024,addr=auto,loss=10,dup=10,fault_seed=") + seed,
 			 1000, 1000);
 	}
+}
+
+} // namespace
+
+namespace {
+
+/* fi_getinfo under spec with node, service and flags: its return code, and the data progress
+ * it answered (0 when none). */
+int getinfo_with(const char *spec, const char *node, const char *service, uint64_t flags,
+		 fi_progress ask, fi_progress *data_progress)
+{
+	setenv("FI_NICMR_DEVICE", spec, 1);
+	fi_info *hints = fi_allocinfo();
+	hints->fabric_attr->prov_name = strdup("nicmr");
+	hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->domain_attr->data_progress = ask;
+	fi_info *info = nullptr;
+	const int ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, &info);
+	*data_progress = info ? info->domain_attr->data_progress : FI_PROGRESS_UNSPEC;
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	return ret;
+}
+
+/* On the wire the peer answers the handshake only inside its application's calls: data
+ * progress is MANUAL, and a request for AUTO is not answered; without a wire both hold. */
+TEST(FabricWireInfo, DataProgressIsManualOnTheWire)
+{
+	fi_progress p;
+	EXPECT_EQ(getinfo_with("emu:mkeys=1024,addr=auto", nullptr, nullptr, 0, FI_PROGRESS_UNSPEC,
+			       &p),
+		  0);
+	EXPECT_EQ(p, FI_PROGRESS_MANUAL);
+	EXPECT_EQ(getinfo_with("emu:mkeys=1024,addr=auto", nullptr, nullptr, 0, FI_PROGRESS_MANUAL,
+			       &p),
+		  0);
+	EXPECT_EQ(p, FI_PROGRESS_MANUAL);
+	EXPECT_EQ(
+		getinfo_with("emu:mkeys=1024,addr=auto", nullptr, nullptr, 0, FI_PROGRESS_AUTO, &p),
+		-FI_ENODATA);
+	EXPECT_EQ(getinfo_with("emu:mkeys=1024", nullptr, nullptr, 0, FI_PROGRESS_AUTO, &p), 0);
+	EXPECT_EQ(p, FI_PROGRESS_AUTO);
+}
+
+/* node and service with FI_SOURCE: the wire port's own address (any of 127.0.0.0/8 for
+ * addr=auto) and a port number; anything else, and a peer's address (no FI_SOURCE), is not
+ * answered. */
+TEST(FabricWireInfo, NodeAndServiceWithSourceNameTheWirePortsAddress)
+{
+	fi_progress p;
+	const char *fixed = "emu:mkeys=1024,addr=127.0.0.5";
+	EXPECT_EQ(getinfo_with(fixed, "127.0.0.5", "4711", FI_SOURCE, FI_PROGRESS_UNSPEC, &p), 0);
+	EXPECT_EQ(getinfo_with(fixed, "127.0.0.5", nullptr, FI_SOURCE, FI_PROGRESS_UNSPEC, &p), 0);
+	EXPECT_EQ(getinfo_with(fixed, nullptr, "4711", FI_SOURCE, FI_PROGRESS_UNSPEC, &p), 0);
+	EXPECT_EQ(getinfo_with(fixed, "127.0.0.6", "4711", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
+		  -FI_ENODATA);
+	EXPECT_EQ(getinfo_with(fixed, "::1", "4711", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
+		  -FI_ENODATA);
+	EXPECT_EQ(getinfo_with(fixed, "127.0.0.5", "http", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
+		  -FI_ENODATA);
+	EXPECT_EQ(getinfo_with(fixed, "127.0.0.5", "4711", 0, FI_PROGRESS_UNSPEC, &p), -FI_ENODATA);
+	const char *autos = "emu:mkeys=1024,addr=auto";
+	EXPECT_EQ(getinfo_with(autos, "127.3.2.1", "1", FI_SOURCE, FI_PROGRESS_UNSPEC, &p), 0);
+	EXPECT_EQ(getinfo_with(autos, "10.0.0.1", "1", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
+		  -FI_ENODATA);
+	EXPECT_EQ(
+		getinfo_with("emu:mkeys=1024", "127.0.0.1", "1", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
+		-FI_ENODATA)
+		<< "no wire";
 }
 
 } // namespace
