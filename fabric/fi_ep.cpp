@@ -17,6 +17,11 @@
  * port, other than a QP connected to itself). The peer's domain cannot close while E's responder QP
  * in its PD lives (the PD is busy).
  *
+ * A peer of another device (another process or host; the device's port 1 on the UDP wire) is
+ * different: each side makes its own end, connected by a handshake on the wire between the
+ * endpoints' UD QPs ("Connections across processes" below; doc/libfabric.md). E's name is then
+ * its UD QP's number with the wire port's GID and UDP port (struct fi_nicmr_name).
+ *
  * Every request is signalled: its completion (or error) reaches the bound CQ and counters when
  * someone progresses the endpoint (fi_cq_read, fi_cntr_read / wait, or a post that needs room).
  * A failed request puts its pair in ERR (both ends, for a remote access error); the pair is
