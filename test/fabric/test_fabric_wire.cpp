@@ -7,8 +7,10 @@
  * with data checked byte for byte; a wrong rkey is a remote access error completion and
  * writes nothing; and the same under injected loss and duplication of the wire's datagrams.
  */
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "fd_io.h"
+#include "netns.h"
 #include "nicmr/fi_nicmr.h"
 
 namespace {
@@ -156,8 +159,8 @@ bool barrier(int fd, fid_cq *cq)
 
 /* kWriteLen and kReadLen: the sizes of the write and the read (one packet each under loss, so
  * that the RC transport's 7 retries make a lost request's failure unlikely). */
-int side(int fd, int role, const std::string &spec, size_t kWriteLen, size_t kReadLen,
-	 std::string *why)
+int side(int fd, int role, const std::string &spec, const std::string &peer_prefix,
+	 size_t kWriteLen, size_t kReadLen, std::string *why)
 {
 	setenv("FI_NICMR_DEVICE", spec.c_str(), 1);
 	Stack s;
@@ -213,7 +216,7 @@ int side(int fd, int role, const std::string &spec, size_t kWriteLen, size_t kRe
 	char str[128];
 	size_t slen = sizeof(str);
 	CHECK(fi_av_straddr(s.av, peer.name, str, &slen) != nullptr);
-	CHECK(std::string(str).rfind("fi_nicmr://127.", 0) == 0);
+	CHECK(std::string(str).rfind("fi_nicmr://" + peer_prefix, 0) == 0);
 
 	/* Both ways at once: each side's first request starts its handshake. */
 	void *ld = fi_mr_desc(s.lmr);
@@ -283,14 +286,21 @@ int side(int fd, int role, const std::string &spec, size_t kWriteLen, size_t kRe
 	return 0;
 }
 
-void run_pair(const std::string &spec, size_t wlen, size_t rlen)
+/* Runs side 0 here and side 1 in a child, with their specs (spec1: spec0's), each expecting
+ * the other's address to start with prefix*. Between two namespaces when ns. */
+void run_pair(const std::string &spec, size_t wlen, size_t rlen, const std::string &spec1 = "",
+	      const std::string &prefix0 = "127.", const std::string &prefix1 = "127.",
+	      const nicmr::test::NetnsPair *ns = nullptr)
 {
+	const std::string s1 = spec1.empty() ? spec : spec1;
 	pid_t child = -1;
 	int fd = -1;
 	ASSERT_EQ(fork_peer(
 			  [&](int cfd) {
 				  std::string why;
-				  int line = side(cfd, 1, spec, wlen, rlen, &why);
+				  if (ns && !nicmr::test::enter_netns(ns->b))
+					  return 2;
+				  int line = side(cfd, 1, s1, prefix1, wlen, rlen, &why);
 				  if (line)
 					  std::fprintf(stderr, "child failed at %d: %s\n", line,
 						       why.c_str());
@@ -299,7 +309,13 @@ void run_pair(const std::string &spec, size_t wlen, size_t rlen)
 			  &child, &fd, 60),
 		  0);
 	std::string why;
-	const int line = side(fd, 0, spec, wlen, rlen, &why);
+	const int home = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(home, 0);
+	int line = -1;
+	if (!ns || nicmr::test::enter_netns(ns->a))
+		line = side(fd, 0, spec, prefix0, wlen, rlen, &why);
+	EXPECT_EQ(::setns(home, CLONE_NEWNET), 0);
+	::close(home);
 	EXPECT_EQ(line, 0) << why;
 	if (line)
 		::kill(child, SIGKILL);
@@ -312,6 +328,17 @@ void run_pair(const std::string &spec, size_t wlen, size_t rlen)
 TEST(FabricWire, TwoProcessesDoRmaAndAtomicsBothWaysWithExactBytes)
 {
 	run_pair("emu:mkeys=1024,addr=auto", 5000, 9000);
+}
+
+/* The same between two network namespaces joined by a veth pair (two hosts), each device at its
+ * veth address named in FI_NICMR_DEVICE. */
+TEST(FabricWire, TwoNamespacesDoRmaAndAtomicsBothWays)
+{
+	nicmr::test::NetnsPair ns(false);
+	if (!ns.ok())
+		GTEST_SKIP() << ns.why;
+	run_pair("emu:mkeys=1024,addr=" + ns.addr_a, 5000, 9000, "emu:mkeys=1024,addr=" + ns.addr_b,
+		 ns.addr_b + ":", ns.addr_a + ":", &ns);
 }
 
 TEST(FabricWire, TheHandshakeConnectsUnderLossAndDuplication)
