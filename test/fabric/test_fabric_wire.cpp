@@ -330,6 +330,156 @@ TEST(FabricWire, TwoProcessesDoRmaAndAtomicsBothWaysWithExactBytes)
 	run_pair("emu:mkeys=1024,addr=auto", 5000, 9000);
 }
 
+/* A target that posts nothing: its provider answers the handshake only inside its calls,
+ * here fi_cntr_read (mode 0) or a blocking fi_cq_sread on an FI_WAIT_UNSPEC CQ (mode 1), until
+ * the initiator says it is done; the initiator's write and read work and the data is exact. */
+int passive_target(int fd, int mode, std::string *why)
+{
+	const int role = 1;
+	setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
+	Stack s;
+	fid_cntr *cntr = nullptr;
+	fi_info *hints = fi_allocinfo();
+	CHECK(hints);
+	hints->fabric_attr->prov_name = strdup("nicmr");
+	hints->caps = FI_RMA;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY;
+	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
+	fi_freeinfo(hints);
+	CHECK(ret == 0);
+	CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
+	CHECK(fi_domain(s.fabric, s.info, &s.domain, nullptr) == 0);
+	fi_av_attr av{};
+	CHECK(fi_av_open(s.domain, &av, &s.av, nullptr) == 0);
+	fi_cq_attr cqa{};
+	cqa.format = FI_CQ_FORMAT_CONTEXT;
+	cqa.wait_obj = mode == 1 ? FI_WAIT_UNSPEC : FI_WAIT_NONE;
+	CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
+	fi_cntr_attr ca{};
+	ca.events = FI_CNTR_EVENTS_COMP;
+	CHECK(fi_cntr_open(s.domain, &ca, &cntr, nullptr) == 0);
+	CHECK(fi_endpoint(s.domain, s.info, &s.ep, nullptr) == 0);
+	CHECK(fi_ep_bind(s.ep, &s.av->fid, 0) == 0);
+	CHECK(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT) == 0);
+	CHECK(fi_ep_bind(s.ep, &cntr->fid, FI_WRITE) == 0);
+	CHECK(fi_enable(s.ep) == 0);
+	std::vector<uint8_t> mem(kBuf);
+	for (size_t i = 0; i < kBuf; i++)
+		mem[i] = pattern(role, i);
+	CHECK(fi_mr_reg(s.domain, mem.data(), kBuf, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0,
+			&s.mr, nullptr) == 0);
+	Card mine{};
+	size_t len = sizeof(mine.name);
+	CHECK(fi_getname(&s.ep->fid, mine.name, &len) == 0);
+	mine.addr = reinterpret_cast<uintptr_t>(mem.data());
+	mine.key = fi_mr_key(s.mr);
+	CHECK(full_write(fd, &mine, sizeof(mine)));
+	/* Only progress calls until the initiator is done. */
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+	bool done = false;
+	while (!done && std::chrono::steady_clock::now() < end) {
+		if (mode == 0) {
+			(void)fi_cntr_read(cntr);
+		} else {
+			fi_cq_entry e;
+			const ssize_t r = fi_cq_sread(s.cq, &e, 1, nullptr, 50);
+			CHECK(r == -FI_EAGAIN);
+		}
+		pollfd p{fd, POLLIN, 0};
+		done = ::poll(&p, 1, 0) == 1;
+	}
+	CHECK(done);
+	char c = 0;
+	CHECK(full_read(fd, &c, 1) && c == 'd');
+	for (size_t i = 0; i < kBuf; i++)
+		CHECK(mem[i] == (i < 3000 ? pattern(2, i) : pattern(role, i)));
+	fi_close(&s.ep->fid);
+	s.ep = nullptr;
+	fi_close(&cntr->fid);
+	return 0;
+}
+
+TEST(FabricWire, APassiveTargetAnswersInsideCntrReadAndCqSread)
+{
+	for (int mode : {0, 1}) {
+		SCOPED_TRACE(mode);
+		pid_t child = -1;
+		int fd = -1;
+		ASSERT_EQ(fork_peer(
+				  [&](int cfd) {
+					  std::string why;
+					  int line = passive_target(cfd, mode, &why);
+					  if (line)
+						  std::fprintf(stderr, "child failed at %d: %s\n",
+							       line, why.c_str());
+					  return line ? 1 : 0;
+				  },
+				  &child, &fd, 60),
+			  0);
+		std::string why_s;
+		std::string *why = &why_s;
+		auto initiator = [&]() -> int {
+			const int role = 0;
+			setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
+			Stack s;
+			fi_info *hints = fi_allocinfo();
+			CHECK(hints);
+			hints->fabric_attr->prov_name = strdup("nicmr");
+			hints->caps = FI_RMA;
+			hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+						      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+			int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
+			fi_freeinfo(hints);
+			CHECK(ret == 0);
+			CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
+			CHECK(fi_domain(s.fabric, s.info, &s.domain, nullptr) == 0);
+			fi_av_attr av{};
+			CHECK(fi_av_open(s.domain, &av, &s.av, nullptr) == 0);
+			fi_cq_attr cqa{};
+			cqa.format = FI_CQ_FORMAT_CONTEXT;
+			CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
+			CHECK(fi_endpoint(s.domain, s.info, &s.ep, nullptr) == 0);
+			CHECK(fi_ep_bind(s.ep, &s.av->fid, 0) == 0);
+			CHECK(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT) == 0);
+			CHECK(fi_enable(s.ep) == 0);
+			std::vector<uint8_t> local(kBuf);
+			for (size_t i = 0; i < kBuf; i++)
+				local[i] = pattern(2, i);
+			CHECK(fi_mr_reg(s.domain, local.data(), kBuf, FI_READ | FI_WRITE, 0, 0, 0,
+					&s.lmr, nullptr) == 0);
+			Card peer{};
+			CHECK(full_read(fd, &peer, sizeof(peer)));
+			fi_addr_t to = FI_ADDR_NOTAVAIL;
+			CHECK(fi_av_insert(s.av, peer.name, 1, &to, 0, nullptr) == 1);
+			void *ld = fi_mr_desc(s.lmr);
+			int done = 0;
+			CHECK(post_retry(s.cq, &done, [&] {
+				      return fi_write(s.ep, local.data(), 3000, ld, to, peer.addr,
+						      peer.key, nullptr);
+			      }) == 0);
+			CHECK(post_retry(s.cq, &done, [&] {
+				      return fi_read(s.ep, &local[kReadAt], 4000, ld, to,
+						     peer.addr + kReadAt, peer.key, nullptr);
+			      }) == 0);
+			CHECK(done + wait_cq(s.cq, 2 - done, nullptr) == 2);
+			for (size_t i = 0; i < 4000; i++)
+				CHECK(local[kReadAt + i] == pattern(1, kReadAt + i));
+			const char c = 'd';
+			CHECK(full_write(fd, &c, 1));
+			return 0;
+		};
+		const int line = initiator();
+		EXPECT_EQ(line, 0) << why_s;
+		if (line)
+			::kill(child, SIGKILL);
+		int st = 0;
+		ASSERT_EQ(::waitpid(child, &st, 0), child);
+		EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the target process failed";
+		::close(fd);
+	}
+}
+
 /* The same between two network namespaces joined by a veth pair (two hosts), each device at its
  * veth address named in FI_NICMR_DEVICE. */
 TEST(FabricWire, TwoNamespacesDoRmaAndAtomicsBothWays)
