@@ -7,6 +7,7 @@
  * with data checked byte for byte; a wrong rkey is a remote access error completion and
  * writes nothing; and the same under injected loss and duplication of the wire's datagrams.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -343,8 +344,8 @@ int passive_target(int fd, int mode, std::string *why)
 	CHECK(hints);
 	hints->fabric_attr->prov_name = strdup("nicmr");
 	hints->caps = FI_RMA;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				      FI_MR_PROV_KEY;
+	hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
 	fi_freeinfo(hints);
 	CHECK(ret == 0);
@@ -427,9 +428,10 @@ TEST(FabricWire, APassiveTargetAnswersInsideCntrReadAndCqSread)
 			CHECK(hints);
 			hints->fabric_attr->prov_name = strdup("nicmr");
 			hints->caps = FI_RMA;
-			hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-						      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-			int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
+			hints->domain_attr->mr_mode =
+				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+			int ret =
+				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
 			fi_freeinfo(hints);
 			CHECK(ret == 0);
 			CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
@@ -572,6 +574,72 @@ TEST(FabricWireInfo, NodeAndServiceWithSourceNameTheWirePortsAddress)
 		getinfo_with("emu:mkeys=1024", "127.0.0.1", "1", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
 		-FI_ENODATA)
 		<< "no wire";
+}
+
+} // namespace
+
+namespace {
+
+/* A wire name nobody answers at: the requests say -FI_EAGAIN while REQ is resent (20 ms
+ * doubling to 640 ms, 24 times: about 13 s), then -FI_ETIMEDOUT once, then the handshake
+ * starts again. A wire name at another UDP port than the device sends to: -FI_EADDRNOTAVAIL. */
+TEST(FabricWire, AHandshakeNobodyAnswersGivesUpWithEtimedout)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	auto run = [&]() -> int {
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
+		Stack s;
+		fi_info *hints = fi_allocinfo();
+		CHECK(hints);
+		hints->fabric_attr->prov_name = strdup("nicmr");
+		hints->caps = FI_RMA;
+		hints->domain_attr->mr_mode =
+			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
+		fi_freeinfo(hints);
+		CHECK(ret == 0);
+		CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
+		CHECK(fi_domain(s.fabric, s.info, &s.domain, nullptr) == 0);
+		fi_av_attr av{};
+		CHECK(fi_av_open(s.domain, &av, &s.av, nullptr) == 0);
+		fi_cq_attr cqa{};
+		CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
+		CHECK(fi_endpoint(s.domain, s.info, &s.ep, nullptr) == 0);
+		CHECK(fi_ep_bind(s.ep, &s.av->fid, 0) == 0);
+		CHECK(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT) == 0);
+		CHECK(fi_enable(s.ep) == 0);
+		fi_nicmr_name n{};
+		n.magic = htonl(FI_NICMR_NAME_MAGIC);
+		n.version = FI_NICMR_NAME_VERSION;
+		n.kind = FI_NICMR_NAME_WIRE;
+		n.udp_port = htons(4791);
+		const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 3};
+		std::memcpy(n.gid, gid, 16);
+		n.qpn = htonl(0x123);
+		n.port = htonl(1);
+		fi_addr_t nobody = FI_ADDR_NOTAVAIL, elsewhere = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(s.av, &n, 1, &nobody, 0, nullptr) == 1);
+		n.udp_port = htons(4792);
+		CHECK(fi_av_insert(s.av, &n, 1, &elsewhere, 0, nullptr) == 1);
+		uint8_t buf[8] = {};
+		CHECK(fi_write(s.ep, buf, 8, nullptr, elsewhere, 0x1000, 1, nullptr) ==
+		      -FI_EADDRNOTAVAIL);
+		const auto start = std::chrono::steady_clock::now();
+		ssize_t r;
+		do {
+			r = fi_write(s.ep, buf, 8, nullptr, nobody, 0x1000, 1, nullptr);
+			fi_cq_entry e;
+			(void)fi_cq_read(s.cq, &e, 1);
+		} while (r == -FI_EAGAIN &&
+			 std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+		CHECK(r == -FI_ETIMEDOUT);
+		CHECK(std::chrono::steady_clock::now() - start > std::chrono::seconds(5));
+		CHECK(fi_write(s.ep, buf, 8, nullptr, nobody, 0x1000, 1, nullptr) == -FI_EAGAIN);
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
 }
 
 } // namespace
