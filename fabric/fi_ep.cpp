@@ -113,8 +113,8 @@ PeerKey key_of(const uint8_t gid[16], uint16_t udp_port, uint32_t qpn)
 
 /* The handshake's datagram (one UD SEND, every multi-byte field in network order). The
  * messages follow the IBTA connection manager's three-way exchange (IBTA vol. 1 chapter 12:
- * REQ, REP, RTU, with retransmission of REQ and REP on a timeout, 12.9.5's "timer" rules) on
- * the endpoints' own UD QPs instead of QP1. */
+ * REQ, REP, RTU, REQ and REP retried on a timeout) on the endpoints' own UD QPs instead of
+ * QP1. */
 enum : uint8_t { kMsgReq = 1, kMsgRep = 2, kMsgRtu = 3 };
 constexpr uint32_t kHsMagic = 0x4e4d5248u; /* "NMRH" */
 struct HsMsg {
@@ -197,7 +197,7 @@ constexpr uint64_t kMsgFlags = FI_COMPLETION | FI_INJECT | FI_FENCE | FI_TRANSMI
  * send slots in the endpoint's scratch MR after the atomics' page; a receive slot holds the
  * GRH and the largest datagram, so no datagram puts the QP in ERR), its Q_Key, and the
  * retransmission of REQ and REP: every kHsFirstNs doubled up to kHsMaxNs, kHsTries times
- * (about 10 s) before the handshake gives up (doc/libfabric.md, "Connections"). */
+ * (about 13 s) before the handshake gives up (doc/libfabric.md, "Connections"). */
 constexpr uint32_t kWirePort = 1;
 constexpr uint32_t kUdRecv = 16;
 constexpr uint32_t kUdSend = 16;
@@ -250,13 +250,14 @@ int err_of(uint8_t status)
  * both sides: its requests and the peer's go on the same pair, each side's QP the responder of
  * the other's requests (in its own domain's PD: its keys are checked there). REQ and REP are
  * resent on a timer until REP or RTU arrive (UD loses datagrams); a duplicate REQ is answered
- * with the REP again and a duplicate REP with the RTU. This is the IBTA CM's REQ/REP/RTU
- * (IBTA vol. 1, 12.6 and 12.9) and where rxm keeps a connection per peer made on the first
- * transfer (libfabric prov/rxm/src/rxm_conn.c, rxm_get_conn / rxm_process_connreq), carried on
- * UD instead of rdma_cm.
+ * with the REP again and a duplicate REP with the RTU. This is the three-way exchange of the
+ * IBTA connection manager (IBTA vol. 1, chapter 12: REQ, REP, RTU, REQ and REP retried on a
+ * timeout), and the connection per peer made on the first transfer is what libfabric's rxm
+ * keeps in its connection map over verbs (prov/rxm/src/rxm_conn.c), carried here on UD
+ * datagrams instead of rdma_cm.
  *
- * Both sides connecting at once need no winner, unlike rxm (rxm_process_connreq compares the
- * two names and rejects one request) and the CM's peer-to-peer rule (12.9.8.3): each side
+ * Both sides connecting at once need no winner, unlike rxm (rxm_cmap_process_connreq, in
+ * state CONNREQ_SENT, compares the two names and rejects one of the two requests): each side
  * holds one QP per peer, made by its own REQ, and a REQ that meets it answers with it, so the
  * two REQs describe the same pair and each side connects its QP to the other's.
  *

@@ -254,8 +254,8 @@ int side(int fd, int role, const std::string &spec, const std::string &peer_pref
 		fi_cq_err_entry err{};
 		CHECK(wait_cq(s.cq, 1, &err) == -1);
 		/* Under loss the NAK may be lost, and the responder, in error since it sent it,
-		 * answers no retransmission (IBTA 9.9.3: a QP in ERR drops what it gets): the
-		 * requester's retries run out (FI_EIO, RETRY_EXC), as on any RoCE wire. */
+		 * answers no retransmission: the requester's retries run out (FI_EIO,
+		 * RETRY_EXC), as on any RoCE wire. */
 		const bool lossy = spec.find("loss=") != std::string::npos;
 		CHECK(err.err == FI_EACCES || (lossy && err.err == FI_EIO));
 	}
