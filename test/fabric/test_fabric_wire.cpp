@@ -643,3 +643,69 @@ TEST(FabricWire, AHandshakeNobodyAnswersGivesUpWithEtimedout)
 }
 
 } // namespace
+
+namespace {
+
+/* Two fabrics of one process, each its own device on the wire (addr=auto: two addresses):
+ * their endpoints meet as two processes' do, the handshake moving as either side is read. */
+TEST(FabricWire, TwoFabricsOfOneProcessMeetOverTheWire)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	auto run = [&]() -> int {
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
+		Stack a, b;
+		for (Stack *s : {&a, &b}) {
+			fi_info *hints = fi_allocinfo();
+			CHECK(hints);
+			hints->fabric_attr->prov_name = strdup("nicmr");
+			hints->caps = FI_RMA;
+			hints->domain_attr->mr_mode =
+				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+			int ret =
+				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s->info);
+			fi_freeinfo(hints);
+			CHECK(ret == 0);
+			CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0);
+			CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0);
+			fi_av_attr av{};
+			CHECK(fi_av_open(s->domain, &av, &s->av, nullptr) == 0);
+			fi_cq_attr cqa{};
+			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
+			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
+			CHECK(fi_enable(s->ep) == 0);
+		}
+		std::vector<uint8_t> src(4096), dst(4096, 0xee);
+		for (size_t i = 0; i < src.size(); i++)
+			src[i] = pattern(0, i);
+		CHECK(fi_mr_reg(a.domain, src.data(), src.size(), FI_WRITE, 0, 0, 0, &a.lmr,
+				nullptr) == 0);
+		CHECK(fi_mr_reg(b.domain, dst.data(), dst.size(), FI_REMOTE_WRITE, 0, 0, 0, &b.mr,
+				nullptr) == 0);
+		uint8_t name[sizeof(fi_nicmr_name)];
+		size_t len = sizeof(name);
+		CHECK(fi_getname(&b.ep->fid, name, &len) == 0);
+		fi_addr_t to = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(a.av, name, 1, &to, 0, nullptr) == 1);
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+		ssize_t r;
+		do {
+			r = fi_write(a.ep, src.data(), 3000, fi_mr_desc(a.lmr), to,
+				     reinterpret_cast<uintptr_t>(dst.data()) + 100, fi_mr_key(b.mr),
+				     nullptr);
+			fi_cq_entry e;
+			(void)fi_cq_read(b.cq, &e, 1); /* b answers the handshake */
+		} while (r == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+		CHECK(r == 0);
+		CHECK(wait_cq(a.cq, 1, nullptr) == 1);
+		for (size_t i = 0; i < dst.size(); i++)
+			CHECK(dst[i] == (i >= 100 && i < 3100 ? pattern(0, i - 100) : 0xee));
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
+}
+
+} // namespace
