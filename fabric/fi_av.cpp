@@ -4,7 +4,8 @@
  * order, what fi_getname gives; doc/libfabric.md, "Addresses"): on a device whose port is on
  * the UDP wire, the port's GID and UDP port and the endpoint's handshake UD QP, valid in any
  * process that reaches that address; on a device without a wire, the device and the
- * endpoint's own QP. FI_AV_TABLE and FI_AV_MAP both hand out the entry's index as its
+ * endpoint's own QP; in a domain opened with FI_ADDR_STR, its string form (name_to_str).
+ * FI_AV_TABLE and FI_AV_MAP both hand out the entry's index as its
  * fi_addr_t (FI_AV_MAP allows any value; the index is one). Inserts refuse a name that is not
  * one (-FI_EINVAL, nothing inserted) and mark a local name of another device FI_ADDR_NOTAVAIL;
  * whether an endpoint answers at an address is known only at the first request. The table is
@@ -15,6 +16,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -63,17 +65,26 @@ int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_
 		return -FI_EINVAL;
 	if (flags)
 		return -FI_EBADFLAGS;
-	/* Every name is checked before any is inserted: garbage inserts nothing. */
+	/* Every name is checked before any is inserted: garbage inserts nothing. Under
+	 * FI_ADDR_STR addr is an array of count string pointers (as psmx2 takes them). */
+	const bool str = av->domain->addr_str;
+	auto decode = [&](size_t i, EpAddr *a) {
+		if (str) {
+			const char *const *names = static_cast<const char *const *>(addr);
+			return names[i] ? name_from_str(names[i], a) : -FI_EINVAL;
+		}
+		return name_decode(static_cast<const uint8_t *>(addr) + i * kNameSize, a);
+	};
 	for (size_t i = 0; i < count; i++) {
 		EpAddr a;
-		if (name_decode(static_cast<const uint8_t *>(addr) + i * kNameSize, &a) != 0)
+		if (decode(i, &a) != 0)
 			return -FI_EINVAL;
 	}
 	std::lock_guard lk(av->mu);
 	int inserted = 0;
 	for (size_t i = 0; i < count; i++) {
 		EpAddr a;
-		(void)name_decode(static_cast<const uint8_t *>(addr) + i * kNameSize, &a);
+		(void)decode(i, &a);
 		if (!addr_ok(av, a)) {
 			if (fi_addr)
 				fi_addr[i] = FI_ADDR_NOTAVAIL;
@@ -121,20 +132,23 @@ int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *addrlen
 	int ret = av_lookup_addr(av, fi_addr, &a);
 	if (ret != 0)
 		return ret;
-	uint8_t name[kNameSize];
-	name_encode(a, name);
+	char name[kStrMax];
+	size_t whole = kNameSize;
+	if (av->domain->addr_str)
+		whole = name_to_str(a, name, sizeof(name)) + 1;
+	else
+		name_encode(a, name);
 	/* fi_av(3): a short buffer gets the start of the address; addrlen says the whole. */
-	const size_t n = *addrlen < kNameSize ? *addrlen : kNameSize;
+	const size_t n = *addrlen < whole ? *addrlen : whole;
 	if (n && !addr)
 		return -FI_EINVAL;
 	if (n)
 		std::memcpy(addr, name, n);
-	*addrlen = kNameSize;
+	*addrlen = whole;
 	return 0;
 }
 
-/* "fi_nicmr://<address>:<udp port>/<qpn>" for a wire name (the address as the GID's IPv4 or
- * IPv6 text), "fi_nicmr://local/<device id>/<port>/<qpn>" for a local one. */
+/* The string form of a name (name_to_str); null for a name that is none. */
 const char *av_straddr(struct fid_av *, const void *addr, char *buf, size_t *len)
 {
 	if (!addr || !buf || !len)
@@ -142,23 +156,7 @@ const char *av_straddr(struct fid_av *, const void *addr, char *buf, size_t *len
 	EpAddr a;
 	if (name_decode(addr, &a) != 0)
 		return nullptr;
-	char s[128];
-	int n;
-	if (a.kind == FI_NICMR_NAME_WIRE) {
-		static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-		char ip[INET6_ADDRSTRLEN] = "?";
-		const bool v4 = std::memcmp(a.gid, mapped, 12) == 0;
-		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? a.gid + 12 : a.gid, ip, sizeof(ip));
-		n = std::snprintf(s, sizeof(s),
-				  v4 ? "fi_nicmr://%s:%u/0x%06x" : "fi_nicmr://[%s]:%u/0x%06x", ip,
-				  a.udp_port, a.qpn);
-	} else {
-		n = std::snprintf(s, sizeof(s), "fi_nicmr://local/%016" PRIx64 "/%u/0x%06x",
-				  a.device_id, a.port, a.qpn);
-	}
-	if (*len > 0)
-		std::snprintf(buf, *len, "%s", s);
-	*len = static_cast<size_t>(n) + 1;
+	*len = name_to_str(a, buf, *len) + 1;
 	return buf;
 }
 
@@ -177,6 +175,87 @@ struct fi_ops_av av_ops = {
 };
 
 } // namespace
+
+size_t name_to_str(const EpAddr &a, char *buf, size_t len)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	char host[INET6_ADDRSTRLEN + 2] = "local";
+	if (a.kind == FI_NICMR_NAME_WIRE) {
+		char ip[INET6_ADDRSTRLEN] = "?";
+		const bool v4 = std::memcmp(a.gid, mapped, 12) == 0;
+		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? a.gid + 12 : a.gid, ip, sizeof(ip));
+		std::snprintf(host, sizeof(host), v4 ? "%s" : "[%s]", ip);
+	}
+	char s[kStrMax];
+	const int n = std::snprintf(s, sizeof(s), "fi_nicmr://%s:%u/0x%06x/%u/%016" PRIx64, host,
+				    a.udp_port, a.qpn, a.port, a.device_id);
+	if (len > 0)
+		std::snprintf(buf, len, "%s", s);
+	return static_cast<size_t>(n);
+}
+
+int name_from_str(const char *str, EpAddr *out)
+{
+	static const char prefix[] = "fi_nicmr://";
+	if (std::strncmp(str, prefix, sizeof(prefix) - 1) != 0 || std::strlen(str) >= kStrMax)
+		return -FI_EINVAL;
+	const char *p = str + sizeof(prefix) - 1;
+	EpAddr a{};
+	char host[INET6_ADDRSTRLEN + 1] = {};
+	const char *rest = nullptr;
+	if (*p == '[') {
+		const char *close = std::strchr(p, ']');
+		if (!close || close - p - 1 > INET6_ADDRSTRLEN || close[1] != ':')
+			return -FI_EINVAL;
+		std::memcpy(host, p + 1, static_cast<size_t>(close - p - 1));
+		if (inet_pton(AF_INET6, host, a.gid) != 1)
+			return -FI_EINVAL;
+		a.kind = FI_NICMR_NAME_WIRE;
+		rest = close + 2;
+	} else {
+		const char *colon = std::strchr(p, ':');
+		if (!colon || colon - p > INET6_ADDRSTRLEN)
+			return -FI_EINVAL;
+		std::memcpy(host, p, static_cast<size_t>(colon - p));
+		rest = colon + 1;
+		if (std::strcmp(host, "local") == 0) {
+			a.kind = FI_NICMR_NAME_LOCAL;
+		} else {
+			a.kind = FI_NICMR_NAME_WIRE;
+			a.gid[10] = a.gid[11] = 0xff;
+			if (inet_pton(AF_INET, host, a.gid + 12) != 1)
+				return -FI_EINVAL;
+		}
+	}
+	/* "<udp>/0x<qpn>/<port>/<device id>": each field digits only (no sign, no space, no
+	 * second prefix), so that one string has one reading. */
+	static const char dec[] = "0123456789", hex[] = "0123456789abcdefABCDEF";
+	auto field = [&](const char *&q, const char *digits, size_t max, char end, int base,
+			 unsigned long long *v) {
+		const size_t n = std::strspn(q, digits);
+		if (n == 0 || n > max || q[n] != end)
+			return false;
+		*v = std::strtoull(q, nullptr, base);
+		q += n + (end ? 1 : 0);
+		return true;
+	};
+	const char *q = rest;
+	unsigned long long udp = 0, qpn = 0, port = 0, dev = 0;
+	if (!field(q, dec, 5, '/', 10, &udp) || std::strncmp(q, "0x", 2) != 0)
+		return -FI_EINVAL;
+	q += 2;
+	if (!field(q, hex, 6, '/', 16, &qpn) || !field(q, dec, 1, '/', 10, &port) ||
+	    !field(q, hex, 16, '\0', 16, &dev) || udp > 65535)
+		return -FI_EINVAL;
+	a.udp_port = static_cast<uint16_t>(udp);
+	a.qpn = static_cast<uint32_t>(qpn);
+	a.port = static_cast<uint32_t>(port);
+	a.device_id = dev;
+	/* The binary form's checks, once. */
+	uint8_t name[kNameSize];
+	name_encode(a, name);
+	return name_decode(name, out);
+}
 
 void name_encode(const EpAddr &a, void *name)
 {

@@ -1126,9 +1126,6 @@ int ep_getname(fid_t fid, void *addr, size_t *addrlen)
 	if (!ep || !addrlen)
 		return -FI_EINVAL;
 	const size_t have = *addrlen;
-	*addrlen = kNameSize;
-	if (have < kNameSize || !addr)
-		return -FI_ETOOSMALL;
 	EpAddr a{};
 	a.kind = ep->wire ? FI_NICMR_NAME_WIRE : FI_NICMR_NAME_LOCAL;
 	a.udp_port = ep->udp_port;
@@ -1136,6 +1133,19 @@ int ep_getname(fid_t fid, void *addr, size_t *addrlen)
 	a.qpn = ep->name_qpn;
 	a.port = ep->port;
 	a.device_id = ep->device_id;
+	if (ep->domain->addr_str) {
+		/* FI_ADDR_STR: the string with its NUL; fi_cm(3): a short buffer gets
+		 * -FI_ETOOSMALL and the length needed. */
+		char str[kStrMax];
+		*addrlen = name_to_str(a, str, sizeof(str)) + 1;
+		if (have < *addrlen || !addr)
+			return -FI_ETOOSMALL;
+		std::memcpy(addr, str, *addrlen);
+		return 0;
+	}
+	*addrlen = kNameSize;
+	if (have < kNameSize || !addr)
+		return -FI_ETOOSMALL;
 	name_encode(a, addr);
 	return 0;
 }

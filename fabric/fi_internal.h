@@ -166,6 +166,9 @@ struct Domain {
 	/* The device's atomics work on host-order words (nicmr_device_attr.atomic_mode is
 	 * NICMR_ATOMIC_HOST): FI_ATOMIC is offered; else every atomic is -FI_EOPNOTSUPP. */
 	bool atomics = false;
+	/* The domain's names are strings (FI_ADDR_STR: fi_getname, fi_av_insert, fi_av_lookup
+	 * take and give "fi_nicmr://..."), else struct fi_nicmr_name. */
+	bool addr_str = false;
 	/* The device offers on-demand-paging MRs (nicmr_device_attr.odp): FI_NICMR_MR_ON_DEMAND
 	 * and the ops extension's advise; else both are -FI_EOPNOTSUPP. */
 	bool odp = false;
@@ -261,11 +264,19 @@ struct EpAddr {
 	uint64_t device_id;
 };
 inline constexpr size_t kNameSize = sizeof(struct fi_nicmr_name);
+/* The longest FI_ADDR_STR name with its NUL (an IPv6 address in brackets). */
+inline constexpr size_t kStrMax = 112;
 /* Encodes a into name (kNameSize bytes). */
 void name_encode(const EpAddr &a, void *name);
 /* Decodes a name: 0, or -FI_EINVAL (not a name of this version: magic, version, kind, port,
  * qpn, or a wire name without a GID). */
 int name_decode(const void *name, EpAddr *a);
+/* The FI_ADDR_STR form of a: "fi_nicmr://<IPv4>:<udp>/0x<qpn>/<port>/<device id>" (IPv6 in
+ * brackets; "local:0" for a local name), into buf of len bytes (cut, NUL-terminated, when
+ * short); returns the length of the whole string without its NUL. */
+size_t name_to_str(const EpAddr &a, char *buf, size_t len);
+/* Parses that form: 0, or -FI_EINVAL (not one, or a field name_decode refuses). */
+int name_from_str(const char *s, EpAddr *a);
 
 struct Av {
 	struct fid_av fid; /* first */

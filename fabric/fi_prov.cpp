@@ -124,7 +124,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	 * is checked against the mr_mode below. */
 	if (caps & ~(kEpCaps | FI_RMA_EVENT))
 		return false;
-	if (hints->addr_format != FI_FORMAT_UNSPEC)
+	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
 		return false;
 	/* An order the QPs do not keep, or completions in order across peers. */
 	auto order_fits = [](uint64_t msg_order, uint64_t comp_order) {
@@ -223,7 +223,9 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	 * nothing until an MR is registered with FI_RMA_EVENT. */
 	fi->caps = ep_caps_of(mr_mode, ds.atomics);
 	fi->mode = 0;
-	fi->addr_format = FI_FORMAT_UNSPEC; /* struct EpAddr, 16 bytes (doc/libfabric.md) */
+	/* struct fi_nicmr_name, 40 bytes, or its string form when asked (doc/libfabric.md). */
+	fi->addr_format =
+		hints && hints->addr_format == FI_ADDR_STR ? FI_ADDR_STR : FI_FORMAT_UNSPEC;
 	fi->ep_attr->type = FI_EP_RDM;
 	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
 	fi->ep_attr->max_msg_size = size_t{1} << 31;

@@ -668,7 +668,7 @@ TEST_F(Rma, AddressVectorsNameEndpointsAndRefuseForeignAddresses)
 	char str[128];
 	size_t slen = sizeof(str);
 	ASSERT_NE(fi_av_straddr(a_.av.get(), addr, str, &slen), nullptr);
-	EXPECT_EQ(std::string(str).rfind("fi_nicmr://local/", 0), 0u) << str;
+	EXPECT_EQ(std::string(str).rfind("fi_nicmr://local:0/0x", 0), 0u) << str;
 	EXPECT_EQ(slen, std::strlen(str) + 1);
 
 	/* Another device's local name is not inserted; a name that is none is refused. */

@@ -647,10 +647,14 @@ TEST(FabricWire, AHandshakeNobodyAnswersGivesUpWithEtimedout)
 namespace {
 
 /* Two fabrics of one process, each its own device on the wire (addr=auto: two addresses):
- * their endpoints meet as two processes' do, the handshake moving as either side is read. */
-TEST(FabricWire, TwoFabricsOfOneProcessMeetOverTheWire)
+ * their endpoints meet as two processes' do, the handshake moving as either side is read.
+ * With binary names and with FI_ADDR_STR ones (an array of string pointers to fi_av_insert). */
+class FabricWireFormat : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(FabricWireFormat, TwoFabricsOfOneProcessMeetOverTheWire)
 {
 	const int role = 0;
+	const uint32_t format = GetParam();
 	std::string why_s, *why = &why_s;
 	auto run = [&]() -> int {
 		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
@@ -660,12 +664,14 @@ TEST(FabricWire, TwoFabricsOfOneProcessMeetOverTheWire)
 			CHECK(hints);
 			hints->fabric_attr->prov_name = strdup("nicmr");
 			hints->caps = FI_RMA;
+			hints->addr_format = format;
 			hints->domain_attr->mr_mode =
 				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 			int ret =
 				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s->info);
 			fi_freeinfo(hints);
 			CHECK(ret == 0);
+			CHECK(s->info->addr_format == format);
 			CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0);
 			CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0);
 			fi_av_attr av{};
@@ -684,11 +690,38 @@ TEST(FabricWire, TwoFabricsOfOneProcessMeetOverTheWire)
 				nullptr) == 0);
 		CHECK(fi_mr_reg(b.domain, dst.data(), dst.size(), FI_REMOTE_WRITE, 0, 0, 0, &b.mr,
 				nullptr) == 0);
-		uint8_t name[sizeof(fi_nicmr_name)];
-		size_t len = sizeof(name);
+		char name[128];
+		size_t len = 4;
+		CHECK(fi_getname(&b.ep->fid, name, &len) == -FI_ETOOSMALL);
+		len = sizeof(name);
 		CHECK(fi_getname(&b.ep->fid, name, &len) == 0);
 		fi_addr_t to = FI_ADDR_NOTAVAIL;
-		CHECK(fi_av_insert(a.av, name, 1, &to, 0, nullptr) == 1);
+		if (format == FI_ADDR_STR) {
+			/* "fi_nicmr://127.h.m.l:4791/0x<qpn>/<port>/<device id>" */
+			CHECK(len == std::strlen(name) + 1);
+			CHECK(std::string(name).rfind("fi_nicmr://127.", 0) == 0);
+			for (const char *bad :
+			     {"fi_nicmr://127.0.0.1:4791", "nicmr://127.0.0.1:4791/0x000007/1/0",
+			      "fi_nicmr://127.0.0.1:4791/0x000007/3/0",
+			      "fi_nicmr://127.0.0.1:4791/0x000000/1/0",
+			      "fi_nicmr://127.0.0.1:70000/0x000007/1/0",
+			      "fi_nicmr://not-an-ip:4791/0x000007/1/0",
+			      "fi_nicmr://127.0.0.1:4791/0x000007/1/0x",
+			      "fi_nicmr://[::1:4791/0x7/1/0"}) {
+				const char *names[] = {name, bad};
+				fi_addr_t out[2] = {0, 0};
+				CHECK(fi_av_insert(a.av, names, 2, out, 0, nullptr) == -FI_EINVAL);
+			}
+			const char *names[] = {name};
+			CHECK(fi_av_insert(a.av, names, 1, &to, 0, nullptr) == 1);
+			char back[128];
+			size_t blen = sizeof(back);
+			CHECK(fi_av_lookup(a.av, to, back, &blen) == 0);
+			CHECK(blen == len && std::strcmp(back, name) == 0);
+		} else {
+			CHECK(len == sizeof(fi_nicmr_name));
+			CHECK(fi_av_insert(a.av, name, 1, &to, 0, nullptr) == 1);
+		}
 		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
 		ssize_t r;
 		do {
@@ -707,5 +740,8 @@ TEST(FabricWire, TwoFabricsOfOneProcessMeetOverTheWire)
 	const int line = run();
 	EXPECT_EQ(line, 0) << why_s;
 }
+
+INSTANTIATE_TEST_SUITE_P(Names, FabricWireFormat,
+			 ::testing::Values(uint32_t{FI_FORMAT_UNSPEC}, uint32_t{FI_ADDR_STR}));
 
 } // namespace
