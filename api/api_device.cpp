@@ -10,6 +10,7 @@
  */
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -463,6 +464,24 @@ int bring_up(nicmr_device *dev, bool umr, const PoolOptions &pool = {})
 	return mem::SlowMaps::create(*dev->space, dev->spec, &dev->slow_maps);
 }
 
+/* Candidates addr=auto tries before it gives up with -EADDRINUSE. */
+constexpr uint32_t kAutoAddrTries = 32;
+
+/* The loopback address addr=auto tries at attempt n for process pid: 127.0.0.0/8 outside
+ * 127.0.0.0/24 (127.0.0.1 and .2 are the ones tests and users name by hand), never a last
+ * byte of 0 or 255. */
+std::string auto_addr(uint32_t pid, uint32_t n)
+{
+	const uint32_t span = (1u << 24) - 256;
+	uint32_t h = 256 + (pid * 2654435761u + n * 40503u) % span;
+	if ((h & 0xff) == 0 || (h & 0xff) == 255)
+		h ^= 1u << 7;
+	char buf[20];
+	std::snprintf(buf, sizeof(buf), "127.%u.%u.%u", (h >> 16) & 0xff, (h >> 8) & 0xff,
+		      h & 0xff);
+	return buf;
+}
+
 int open_emu(nicmr_device *dev, std::string_view opts)
 {
 	EmuOptions o;
@@ -491,7 +510,21 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port, o.faults};
 			cfg.wire[p].gro = o.gro;
 		}
-	rc = emu::emu_mlx5_create(cfg, &dev->emu);
+	/* addr=auto (addr2=auto): a loopback address of this process's own, so that every
+	 * process of a host has its port on UDP 4791 without choosing one (doc/native-api.md,
+	 * "Remote QPs"): 127.h.m.l from the pid, the next candidate while the address is taken
+	 * (-EADDRINUSE: another device of this or another process bound it). */
+	const bool autos[2] = {o.addr[0] == "auto", o.addr[1] == "auto"};
+	for (uint32_t attempt = 0;; attempt++) {
+		for (size_t p = 0; p < 2; p++)
+			if (autos[p])
+				cfg.wire[p].addr =
+					auto_addr(static_cast<uint32_t>(getpid()),
+						  attempt * 2 + static_cast<uint32_t>(p));
+		rc = emu::emu_mlx5_create(cfg, &dev->emu);
+		if (rc != -EADDRINUSE || !(autos[0] || autos[1]) || attempt + 1 >= kAutoAddrTries)
+			break;
+	}
 	if (rc) {
 		NICMR_LOG(error, "api", "%s: emulated device failed: %d", dev->spec.c_str(), rc);
 		return rc;

@@ -41,9 +41,9 @@ as_root() {
 # dpdk-telemetry.py, which Debian ships there and not in the package dpdk).
 NICMR_BUILD_PACKAGES="meson ninja-build pkg-config g++ libhugetlbfs-dev libnuma-dev libdpdk-dev
  libfabric-dev libfabric-bin libibverbs-dev ibverbs-providers liburcu-dev googletest libgtest-dev
- libgmock-dev libbenchmark-dev zlib1g-dev"
+ libgmock-dev libbenchmark-dev zlib1g-dev libisal-dev"
 NICMR_TEST_PACKAGES="clang libclang-rt-14-dev clang-format clang-tidy qemu-system-x86
- busybox-static cpio kmod python3-scapy dpdk-dev ibverbs-utils tshark"
+ busybox-static cpio kmod python3-scapy dpdk-dev ibverbs-utils tshark openmpi-bin libopenmpi-dev"
 
 # install_packages PKG...: installs the ones not yet installed.
 install_packages() {

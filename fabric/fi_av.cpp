@@ -1,15 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Address vectors. An address names an endpoint: the device's id, the port and the number of
- * the endpoint's address QP (EpAddr, 16 bytes, what fi_getname gives). FI_AV_TABLE and
- * FI_AV_MAP both hand out the entry's index as its fi_addr_t (FI_AV_MAP allows any value;
- * the index is one). Inserts check the address names this fabric's device and a port of it;
- * whether an endpoint answers at it is known only at the first request (-FI_EADDRNOTAVAIL).
- * The table is guarded by a mutex: lookups happen at a request's first use of a peer and at
- * every post, uncontended unless the application shares the AV between threads.
+ * Address vectors. An address names an endpoint (struct fi_nicmr_name, 40 bytes in network
+ * order, what fi_getname gives; doc/libfabric.md, "Addresses"): on a device whose port is on
+ * the UDP wire, the port's GID and UDP port and the endpoint's handshake UD QP, valid in any
+ * process that reaches that address; on a device without a wire, the device and the
+ * endpoint's own QP; in a domain opened with FI_ADDR_STR, its string form (name_to_str).
+ * FI_AV_TABLE and FI_AV_MAP both hand out the entry's index as its
+ * fi_addr_t (FI_AV_MAP allows any value; the index is one). Inserts refuse a name that is not
+ * one (-FI_EINVAL, nothing inserted) and mark a local name of another device FI_ADDR_NOTAVAIL;
+ * whether an endpoint answers at an address is known only at the first request. The table is
+ * guarded by a mutex: lookups happen at every post, uncontended unless the application shares
+ * the AV between threads.
  */
+#include <arpa/inet.h>
+
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -43,10 +50,11 @@ struct fi_ops av_fi_ops = {
 	.ops_set = no_ops_set,
 };
 
+/* A decoded name this AV can use: a wire name, or a local name of this fabric's device. */
 bool addr_ok(const Av *av, const EpAddr &a)
 {
-	return a.device_id == nicmr_device_id(av->domain->fabric->dev) && a.port >= 1 &&
-	       a.port <= 2 && a.qpn != 0 && a.qpn <= 0xffffff;
+	return a.kind == FI_NICMR_NAME_WIRE ||
+	       a.device_id == nicmr_device_id(av->domain->fabric->dev);
 }
 
 int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_addr,
@@ -57,11 +65,26 @@ int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_
 		return -FI_EINVAL;
 	if (flags)
 		return -FI_EBADFLAGS;
+	/* Every name is checked before any is inserted: garbage inserts nothing. Under
+	 * FI_ADDR_STR addr is an array of count string pointers (as psmx2 takes them). */
+	const bool str = av->domain->addr_str;
+	auto decode = [&](size_t i, EpAddr *a) {
+		if (str) {
+			const char *const *names = static_cast<const char *const *>(addr);
+			return names[i] ? name_from_str(names[i], a) : -FI_EINVAL;
+		}
+		return name_decode(static_cast<const uint8_t *>(addr) + i * kNameSize, a);
+	};
+	for (size_t i = 0; i < count; i++) {
+		EpAddr a;
+		if (decode(i, &a) != 0)
+			return -FI_EINVAL;
+	}
 	std::lock_guard lk(av->mu);
 	int inserted = 0;
 	for (size_t i = 0; i < count; i++) {
 		EpAddr a;
-		std::memcpy(&a, static_cast<const uint8_t *>(addr) + i * sizeof(EpAddr), sizeof(a));
+		(void)decode(i, &a);
 		if (!addr_ok(av, a)) {
 			if (fi_addr)
 				fi_addr[i] = FI_ADDR_NOTAVAIL;
@@ -109,29 +132,31 @@ int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *addrlen
 	int ret = av_lookup_addr(av, fi_addr, &a);
 	if (ret != 0)
 		return ret;
+	char name[kStrMax];
+	size_t whole = kNameSize;
+	if (av->domain->addr_str)
+		whole = name_to_str(a, name, sizeof(name)) + 1;
+	else
+		name_encode(a, name);
 	/* fi_av(3): a short buffer gets the start of the address; addrlen says the whole. */
-	const size_t n = *addrlen < sizeof(a) ? *addrlen : sizeof(a);
+	const size_t n = *addrlen < whole ? *addrlen : whole;
 	if (n && !addr)
 		return -FI_EINVAL;
 	if (n)
-		std::memcpy(addr, &a, n);
-	*addrlen = sizeof(a);
+		std::memcpy(addr, name, n);
+	*addrlen = whole;
 	return 0;
 }
 
+/* The string form of a name (name_to_str); null for a name that is none. */
 const char *av_straddr(struct fid_av *, const void *addr, char *buf, size_t *len)
 {
 	if (!addr || !buf || !len)
 		return nullptr;
 	EpAddr a;
-	std::memcpy(&a, addr, sizeof(a));
-	char s[96];
-	int n = std::snprintf(s, sizeof(s), "nicmr://%016" PRIx64 "/%u/0x%06x", a.device_id, a.port,
-			      a.qpn);
-	if (*len > 0) {
-		std::snprintf(buf, *len, "%s", s);
-	}
-	*len = static_cast<size_t>(n) + 1;
+	if (name_decode(addr, &a) != 0)
+		return nullptr;
+	*len = name_to_str(a, buf, *len) + 1;
 	return buf;
 }
 
@@ -150,6 +175,124 @@ struct fi_ops_av av_ops = {
 };
 
 } // namespace
+
+size_t name_to_str(const EpAddr &a, char *buf, size_t len)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	char host[INET6_ADDRSTRLEN + 2] = "local";
+	if (a.kind == FI_NICMR_NAME_WIRE) {
+		char ip[INET6_ADDRSTRLEN] = "?";
+		const bool v4 = std::memcmp(a.gid, mapped, 12) == 0;
+		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? a.gid + 12 : a.gid, ip, sizeof(ip));
+		std::snprintf(host, sizeof(host), v4 ? "%s" : "[%s]", ip);
+	}
+	char s[kStrMax];
+	const int n = std::snprintf(s, sizeof(s), "fi_nicmr://%s:%u/0x%06x/%u/%016" PRIx64, host,
+				    a.udp_port, a.qpn, a.port, a.device_id);
+	if (len > 0)
+		std::snprintf(buf, len, "%s", s);
+	return static_cast<size_t>(n);
+}
+
+int name_from_str(const char *str, EpAddr *out)
+{
+	static const char prefix[] = "fi_nicmr://";
+	if (std::strncmp(str, prefix, sizeof(prefix) - 1) != 0 || std::strlen(str) >= kStrMax)
+		return -FI_EINVAL;
+	const char *p = str + sizeof(prefix) - 1;
+	EpAddr a{};
+	char host[INET6_ADDRSTRLEN + 1] = {};
+	const char *rest = nullptr;
+	if (*p == '[') {
+		const char *close = std::strchr(p, ']');
+		if (!close || close - p - 1 > INET6_ADDRSTRLEN || close[1] != ':')
+			return -FI_EINVAL;
+		std::memcpy(host, p + 1, static_cast<size_t>(close - p - 1));
+		if (inet_pton(AF_INET6, host, a.gid) != 1)
+			return -FI_EINVAL;
+		a.kind = FI_NICMR_NAME_WIRE;
+		rest = close + 2;
+	} else {
+		const char *colon = std::strchr(p, ':');
+		if (!colon || colon - p > INET6_ADDRSTRLEN)
+			return -FI_EINVAL;
+		std::memcpy(host, p, static_cast<size_t>(colon - p));
+		rest = colon + 1;
+		if (std::strcmp(host, "local") == 0) {
+			a.kind = FI_NICMR_NAME_LOCAL;
+		} else {
+			a.kind = FI_NICMR_NAME_WIRE;
+			a.gid[10] = a.gid[11] = 0xff;
+			if (inet_pton(AF_INET, host, a.gid + 12) != 1)
+				return -FI_EINVAL;
+		}
+	}
+	/* "<udp>/0x<qpn>/<port>/<device id>": each field digits only (no sign, no space, no
+	 * second prefix), so that one string has one reading. */
+	static const char dec[] = "0123456789", hex[] = "0123456789abcdefABCDEF";
+	auto field = [&](const char *&q, const char *digits, size_t max, char end, int base,
+			 unsigned long long *v) {
+		const size_t n = std::strspn(q, digits);
+		if (n == 0 || n > max || q[n] != end)
+			return false;
+		*v = std::strtoull(q, nullptr, base);
+		q += n + (end ? 1 : 0);
+		return true;
+	};
+	const char *q = rest;
+	unsigned long long udp = 0, qpn = 0, port = 0, dev = 0;
+	if (!field(q, dec, 5, '/', 10, &udp) || std::strncmp(q, "0x", 2) != 0)
+		return -FI_EINVAL;
+	q += 2;
+	if (!field(q, hex, 6, '/', 16, &qpn) || !field(q, dec, 1, '/', 10, &port) ||
+	    !field(q, hex, 16, '\0', 16, &dev) || udp > 65535)
+		return -FI_EINVAL;
+	a.udp_port = static_cast<uint16_t>(udp);
+	a.qpn = static_cast<uint32_t>(qpn);
+	a.port = static_cast<uint32_t>(port);
+	a.device_id = dev;
+	/* The binary form's checks, once. */
+	uint8_t name[kNameSize];
+	name_encode(a, name);
+	return name_decode(name, out);
+}
+
+void name_encode(const EpAddr &a, void *name)
+{
+	fi_nicmr_name n{};
+	n.magic = htonl(FI_NICMR_NAME_MAGIC);
+	n.version = FI_NICMR_NAME_VERSION;
+	n.kind = a.kind;
+	n.udp_port = htons(a.udp_port);
+	std::memcpy(n.gid, a.gid, 16);
+	n.qpn = htonl(a.qpn);
+	n.port = htonl(a.port);
+	n.device_id = htobe64(a.device_id);
+	std::memcpy(name, &n, sizeof(n));
+}
+
+int name_decode(const void *name, EpAddr *a)
+{
+	fi_nicmr_name n;
+	std::memcpy(&n, name, sizeof(n));
+	static const uint8_t zero[16] = {};
+	if (ntohl(n.magic) != FI_NICMR_NAME_MAGIC || n.version != FI_NICMR_NAME_VERSION)
+		return -FI_EINVAL;
+	if (n.kind != FI_NICMR_NAME_WIRE && n.kind != FI_NICMR_NAME_LOCAL)
+		return -FI_EINVAL;
+	a->kind = n.kind;
+	a->udp_port = ntohs(n.udp_port);
+	std::memcpy(a->gid, n.gid, 16);
+	a->qpn = ntohl(n.qpn);
+	a->port = ntohl(n.port);
+	a->device_id = be64toh(n.device_id);
+	if (a->qpn == 0 || a->qpn > 0xffffff || a->port < 1 || a->port > 2)
+		return -FI_EINVAL;
+	if (a->kind == FI_NICMR_NAME_WIRE &&
+	    (a->udp_port == 0 || std::memcmp(a->gid, zero, 16) == 0))
+		return -FI_EINVAL;
+	return 0;
+}
 
 Av *av_of(struct fid *fid)
 {

@@ -482,6 +482,7 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 		return fi_code(ret);
 	dom->fabric = fab;
 	dom->mr_mode = mr_mode;
+	dom->addr_str = info->addr_format == FI_ADDR_STR;
 	/* fi_domain(3): under FI_THREAD_DOMAIN the application serialises every call on the
 	 * domain's objects, under FI_THREAD_COMPLETION every call on objects that share a CQ or
 	 * counter; either way the provider's own locks have nothing to guard. */

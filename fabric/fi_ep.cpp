@@ -17,6 +17,11 @@
  * port, other than a QP connected to itself). The peer's domain cannot close while E's responder QP
  * in its PD lives (the PD is busy).
  *
+ * A peer of another device (another process or host; the device's port 1 on the UDP wire) is
+ * different: each side makes its own end, connected by a handshake on the wire between the
+ * endpoints' UD QPs ("Connections across processes" below; doc/libfabric.md). E's name is then
+ * its UD QP's number with the wire port's GID and UDP port (struct fi_nicmr_name).
+ *
  * Every request is signalled: its completion (or error) reaches the bound CQ and counters when
  * someone progresses the endpoint (fi_cq_read, fi_cntr_read / wait, or a post that needs room).
  * A failed request puts its pair in ERR (both ends, for a remote access error); the pair is
@@ -31,7 +36,10 @@
  * itself and the endpoint's, CQs' and counters' locks are no-ops (FiLock), the AV's too under
  * FI_THREAD_DOMAIN: posting and progress then take no lock once a peer's pair exists.
  */
+#include <arpa/inet.h>
+#include <endian.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstring>
@@ -55,13 +63,81 @@ enum class Kind : uint8_t { write, read, atomic, fetch };
  * (an RTS, a short eager send, an inline write) takes two of its 64-byte slots. */
 constexpr uint32_t kReqDepth = 4 * kEpDepth;
 
+/* A peer's connection state (the handshake, "Connections across processes" above). */
+enum class Conn : uint8_t {
+	up,	  /* requests may be posted */
+	req_sent, /* our REQ is out, no REP yet: resent on the timer */
+	rep_sent, /* the peer's REQ answered with REP, no RTU yet: REP resent on the timer */
+	failed	  /* the handshake gave up: the next post says -FI_ETIMEDOUT and forgets it */
+};
+
 struct Peer {
 	nicmr_qp *req = nullptr;
-	nicmr_qp *resp = nullptr; /* == req for the endpoint itself */
+	nicmr_qp *resp = nullptr; /* == req for the endpoint itself; null for a remote peer */
 	uint32_t qpn = 0;	  /* the peer's address QP (its key in Endpoint::peers) */
 	uint32_t inflight = 0;
 	bool broken = false;
+	/* A remote peer (another device, over the wire): its address, its RC QP and PSN. */
+	bool remote = false;
+	Conn conn = Conn::up;
+	uint8_t gid[16] = {};
+	uint16_t udp_port = 0;
+	uint32_t ud_qpn = 0;
+	uint32_t rqpn = 0; /* its RC QP, 0 until known */
+	uint32_t tries = 0;
+	uint64_t deadline_ns = 0;
+	uint64_t conn_id = 0;
 };
+
+/* A peer by its name: same-device peers and remote ones alike (GID 0 and UDP port 0 for a
+ * device without a wire). */
+struct PeerKey {
+	uint8_t gid[16];
+	uint32_t qpn;
+	uint16_t udp_port;
+	bool operator==(const PeerKey &o) const
+	{
+		return qpn == o.qpn && udp_port == o.udp_port && std::memcmp(gid, o.gid, 16) == 0;
+	}
+};
+struct PeerKeyHash {
+	size_t operator()(const PeerKey &k) const noexcept
+	{
+		uint64_t a, b;
+		std::memcpy(&a, k.gid, 8);
+		std::memcpy(&b, k.gid + 8, 8);
+		return std::hash<uint64_t>{}(a ^ (b * 0x9e3779b97f4a7c15ull) ^
+					     (uint64_t{k.qpn} << 16 | k.udp_port));
+	}
+};
+PeerKey key_of(const uint8_t gid[16], uint16_t udp_port, uint32_t qpn)
+{
+	PeerKey k{};
+	std::memcpy(k.gid, gid, 16);
+	k.qpn = qpn;
+	k.udp_port = udp_port;
+	return k;
+}
+
+/* The handshake's datagram (one UD SEND, every multi-byte field in network order). The
+ * messages follow the IBTA connection manager's three-way exchange (IBTA vol. 1 chapter 12:
+ * REQ, REP, RTU, REQ and REP retried on a timeout) on the endpoints' own UD QPs instead of
+ * QP1. */
+enum : uint8_t { kMsgReq = 1, kMsgRep = 2, kMsgRtu = 3 };
+constexpr uint32_t kHsMagic = 0x4e4d5248u; /* "NMRH" */
+struct HsMsg {
+	uint32_t magic;
+	uint8_t version; /* 1 */
+	uint8_t type;	 /* kMsgReq, kMsgRep, kMsgRtu */
+	uint16_t src_udp_port;
+	uint8_t src_gid[16];
+	uint32_t src_ud_qpn; /* the sender's address QP: with src_gid, its name */
+	uint32_t rc_qpn;     /* the sender's RC QP for the receiver */
+	uint32_t psn;	     /* its first send PSN */
+	uint32_t dst_rc_qpn; /* REP, RTU: the receiver's RC QP the message answers; REQ: 0 */
+	uint64_t conn_id;    /* the REQ's id, echoed by REP and RTU (logs) */
+};
+static_assert(sizeof(HsMsg) == 48);
 
 struct Op {
 	void *context = nullptr;
@@ -118,12 +194,52 @@ struct Endpoint {
 	std::vector<nicmr_qp *> inbound; /* fabric->mu */
 	std::vector<nicmr_qp *> dead;	 /* fabric->mu */
 	std::atomic<bool> has_dead{false};
+	/* The wire (a device whose port kWirePort has an address): the handshake's UD QP, the
+	 * endpoint's address; the port's GID and UDP port; handshakes in progress (timers run
+	 * only while there are some). */
+	bool wire = false;
+	nicmr_qp *ud = nullptr;
+	uint8_t gid[16] = {};
+	uint16_t udp_port = 0;
+	uint16_t peer_udp_port = 0; /* where the device sends: peers must listen there */
+	uint32_t name_qpn = 0;	    /* the name's qpn: the UD QP's, or self's without a wire */
+	uint32_t hs_pending = 0;
+	uint32_t ud_send_next = 0;
+	uint64_t conn_ids = 0;
+	std::unordered_map<PeerKey, Peer, PeerKeyHash> rpeers; /* mu; remote peers */
 };
 
 namespace {
 
 constexpr uint64_t kMsgFlags = FI_COMPLETION | FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE |
 			       FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
+
+/* The wire: the device port whose address names endpoints, the handshake's UD QP (receive and
+ * send slots in the endpoint's scratch MR after the atomics' page; a receive slot holds the
+ * GRH and the largest datagram, so no datagram puts the QP in ERR), its Q_Key, and the
+ * retransmission of REQ and REP: every kHsFirstNs doubled up to kHsMaxNs, kHsTries times
+ * (about 13 s) before the handshake gives up (doc/libfabric.md, "Connections"). */
+constexpr uint32_t kWirePort = 1;
+constexpr uint32_t kUdRecv = 16;
+constexpr uint32_t kUdSend = 16;
+constexpr size_t kUdSlot = NICMR_UD_GRH_BYTES + 4096 + 24; /* 4160: 64-byte aligned */
+constexpr size_t kUdSendSlot = 64;
+constexpr size_t kAtomicBytes = 4096;
+constexpr size_t kScratchBytes =
+	(kAtomicBytes + kUdRecv * kUdSlot + kUdSend * kUdSendSlot + 4095) & ~size_t{4095};
+constexpr uint32_t kQkey = 0x4e4d52; /* "NMR" */
+constexpr uint64_t kHsFirstNs = 20'000'000;
+constexpr uint64_t kHsMaxNs = 640'000'000;
+constexpr uint32_t kHsTries = 24;
+/* The native CQ of an endpoint on the wire: its requests (kEpDepth) and the UD QP's. */
+constexpr uint32_t kWireCqDepth = 2 * kEpDepth;
+
+uint64_t now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
 
 Endpoint *ep_of(struct fid_ep *fep);
 
@@ -145,6 +261,257 @@ int err_of(uint8_t status)
 }
 
 void reap_dead(Endpoint *ep);
+
+/* ---- Connections across processes ------------------------------------------------------
+ *
+ * A peer on another device is reached over the wire: the endpoint's first request to it makes
+ * one RC QP for it (peer_qp_create: the endpoint's PD and CQ) and sends a REQ datagram from its
+ * UD QP to the peer's (its name's qpn) with that QP's number and first PSN; the request itself
+ * returns -FI_EAGAIN. The peer, when the application next progresses it (a CQ or counter read,
+ * any post), makes its own QP for the endpoint, connects it (nicmr_qp_connect_remote) and
+ * answers REP with its QP and PSN; the requester connects, answers RTU and the peer is up on
+ * both sides: its requests and the peer's go on the same pair, each side's QP the responder of
+ * the other's requests (in its own domain's PD: its keys are checked there). REQ and REP are
+ * resent on a timer until REP or RTU arrive (UD loses datagrams); a duplicate REQ is answered
+ * with the REP again and a duplicate REP with the RTU. This is the three-way exchange of the
+ * IBTA connection manager (IBTA vol. 1, chapter 12: REQ, REP, RTU, REQ and REP retried on a
+ * timeout), and the connection per peer made on the first transfer is what libfabric's rxm
+ * keeps in its connection map over verbs (prov/rxm/src/rxm_conn.c), carried here on UD
+ * datagrams instead of rdma_cm.
+ *
+ * Both sides connecting at once need no winner, unlike rxm (rxm_cmap_process_connreq, in
+ * state CONNREQ_SENT, compares the two names and rejects one of the two requests): each side
+ * holds one QP per peer, made by its own REQ, and a REQ that meets it answers with it, so the
+ * two REQs describe the same pair and each side connects its QP to the other's.
+ *
+ * A REQ naming another RC QP than the one a peer is connected to (the peer replaced its QP
+ * after an error, or is a new endpoint at the same address) replaces ours once none of our
+ * requests is in flight on it. ep->mu held throughout; slow paths. */
+
+uint8_t *ud_recv_slot(Endpoint *ep, uint32_t i)
+{
+	return reinterpret_cast<uint8_t *>(ep->scratch) + kAtomicBytes + i * kUdSlot;
+}
+
+int ud_post_recv(Endpoint *ep, uint32_t i)
+{
+	nicmr_sge sge{};
+	sge.addr = reinterpret_cast<uintptr_t>(ud_recv_slot(ep, i));
+	sge.length = static_cast<uint32_t>(kUdSlot);
+	sge.lkey = nicmr_mr_key(ep->scratch_mr);
+	return nicmr_post_recv(ep->ud, &sge, 1, i);
+}
+
+/* Makes an RC QP of endpoint owner for a peer: in pd, on port, reporting its sends and
+ * receives to the owner's CQ and taking its receives from the owner's SRQ (messages,
+ * fi_msg.cpp). The one place peer QPs are made. */
+int peer_qp_create(Endpoint *owner, nicmr_pd *pd, uint32_t port, uint32_t depth, nicmr_qp **out)
+{
+	const nicmr_qp_attr a{port, owner->ncq, depth, owner->ncq, 0, 0, msg_srq(owner->msg)};
+	return nicmr_qp_create_attr(pd, &a, out);
+}
+
+/* Sends one handshake message to a remote peer. A full send queue drops it: the timer sends
+ * it again. */
+void hs_send(Endpoint *ep, Peer &p, uint8_t type)
+{
+	nicmr_qp_addr la{};
+	if (nicmr_qp_local(p.req, 0, &la) != 0)
+		return;
+	HsMsg m{};
+	m.magic = htonl(kHsMagic);
+	m.version = 1;
+	m.type = type;
+	m.src_udp_port = htons(ep->udp_port);
+	std::memcpy(m.src_gid, ep->gid, 16);
+	m.src_ud_qpn = htonl(nicmr_qp_num(ep->ud));
+	m.rc_qpn = htonl(nicmr_qp_num(p.req));
+	m.psn = htonl(la.psn);
+	m.dst_rc_qpn = htonl(type == kMsgReq ? 0 : p.rqpn);
+	m.conn_id = htobe64(p.conn_id);
+	const uint32_t slot = ep->ud_send_next++ % kUdSend;
+	uint8_t *buf = reinterpret_cast<uint8_t *>(ep->scratch) + kAtomicBytes + kUdRecv * kUdSlot +
+		       slot * kUdSendSlot;
+	std::memcpy(buf, &m, sizeof(m));
+	nicmr_ud_dest d{};
+	std::memcpy(d.gid, p.gid, 16);
+	d.qpn = p.ud_qpn;
+	d.q_key = kQkey;
+	int rc = nicmr_post_send_ud(ep->ud, reinterpret_cast<uintptr_t>(buf), sizeof(m),
+				    nicmr_mr_key(ep->scratch_mr), &d, 0, kUdRecv + slot,
+				    NICMR_SEND_SIGNALED);
+	if (rc != 0)
+		FI_INFO(&provider, FI_LOG_EP_CTRL, "handshake %u to QP 0x%x not sent: %d\n", type,
+			p.ud_qpn, rc);
+	else
+		FI_INFO(&provider, FI_LOG_EP_CTRL, "sent %u to QP 0x%x: RC QP 0x%x for 0x%x\n",
+			type, p.ud_qpn, nicmr_qp_num(p.req), p.rqpn);
+}
+
+void hs_arm(Peer &p, bool first)
+{
+	if (first)
+		p.tries = 0;
+	uint64_t wait = kHsFirstNs << (p.tries < 5 ? p.tries : 5);
+	if (wait > kHsMaxNs)
+		wait = kHsMaxNs;
+	p.deadline_ns = now_ns() + wait;
+}
+
+int hs_connect(Peer &p, uint32_t rqpn, uint32_t rpsn)
+{
+	nicmr_qp_remote r{};
+	r.size = sizeof(r);
+	r.qpn = rqpn;
+	std::memcpy(r.gid, p.gid, 16);
+	r.psn = rpsn;
+	int rc = nicmr_qp_connect_remote(p.req, &r);
+	if (rc == 0)
+		p.rqpn = rqpn;
+	return rc;
+}
+
+/* A remote peer's QP in RESET, made anew (its old one, if any, destroyed). */
+int hs_new_qp(Endpoint *ep, Peer &p)
+{
+	if (p.req) {
+		nicmr_qp_destroy(p.req);
+		p.req = nullptr;
+	}
+	p.rqpn = 0;
+	p.broken = false;
+	int rc = peer_qp_create(ep, ep->domain->pd, kWirePort, kReqDepth, &p.req);
+	if (rc != 0)
+		p.req = nullptr;
+	return rc;
+}
+
+void hs_set(Endpoint *ep, Peer &p, Conn c)
+{
+	const bool was = p.conn == Conn::req_sent || p.conn == Conn::rep_sent;
+	const bool is = c == Conn::req_sent || c == Conn::rep_sent;
+	if (was && !is)
+		ep->hs_pending--;
+	if (!was && is)
+		ep->hs_pending++;
+	p.conn = c;
+}
+
+void hs_receive(Endpoint *ep, const HsMsg &m)
+{
+	const uint32_t src_ud = ntohl(m.src_ud_qpn), rc = ntohl(m.rc_qpn), psn = ntohl(m.psn);
+	const uint32_t dst = ntohl(m.dst_rc_qpn);
+	static const uint8_t zero[16] = {};
+	if (ntohl(m.magic) != kHsMagic || m.version != 1 || src_ud == 0 || src_ud > 0xffffff ||
+	    rc == 0 || rc > 0xffffff || psn > 0xffffff || std::memcmp(m.src_gid, zero, 16) == 0) {
+		FI_INFO(&provider, FI_LOG_EP_CTRL, "handshake datagram refused\n");
+		return;
+	}
+	const PeerKey key = key_of(m.src_gid, ntohs(m.src_udp_port), src_ud);
+	auto it = ep->rpeers.find(key);
+	FI_INFO(&provider, FI_LOG_EP_CTRL, "got %u from QP 0x%x: RC QP 0x%x for 0x%x (state %d)\n",
+		m.type, src_ud, rc, dst,
+		it == ep->rpeers.end() ? -1 : static_cast<int>(it->second.conn));
+	if (m.type == kMsgReq) {
+		Peer *p = nullptr;
+		if (it == ep->rpeers.end()) {
+			try {
+				p = &ep->rpeers.emplace(key, Peer{}).first->second;
+			} catch (const std::bad_alloc &) {
+				return; /* the REQ comes again */
+			}
+			p->remote = true;
+			std::memcpy(p->gid, m.src_gid, 16);
+			p->udp_port = ntohs(m.src_udp_port);
+			p->ud_qpn = src_ud;
+			p->conn = Conn::up; /* not pending until hs_set below */
+			if (hs_new_qp(ep, *p) != 0) {
+				FI_WARN(&provider, FI_LOG_EP_CTRL, "no QP for peer QP 0x%x\n",
+					src_ud);
+				ep->rpeers.erase(key);
+				return;
+			}
+		} else {
+			p = &it->second;
+			if (p->conn != Conn::req_sent && p->rqpn == rc) {
+				hs_send(ep, *p, kMsgRep); /* a duplicate REQ: our REP was lost */
+				return;
+			}
+			if (p->conn != Conn::req_sent) {
+				/* A new connection from the peer: replace ours once idle. */
+				if (p->inflight != 0)
+					return; /* the REQ comes again */
+				if (hs_new_qp(ep, *p) != 0)
+					return;
+			}
+		}
+		p->conn_id = be64toh(m.conn_id);
+		int ret = hs_connect(*p, rc, psn);
+		if (ret != 0) {
+			FI_WARN(&provider, FI_LOG_EP_CTRL, "connect to QP 0x%x: %d\n", rc, ret);
+			hs_set(ep, *p, Conn::failed);
+			return;
+		}
+		hs_set(ep, *p, Conn::rep_sent);
+		hs_arm(*p, true);
+		hs_send(ep, *p, kMsgRep);
+		return;
+	}
+	if (it == ep->rpeers.end() || !it->second.req || nicmr_qp_num(it->second.req) != dst)
+		return; /* an answer to a QP we no longer have */
+	Peer &p = it->second;
+	if (m.type == kMsgRep) {
+		if (p.conn == Conn::req_sent) {
+			int ret = hs_connect(p, rc, psn);
+			if (ret != 0) {
+				FI_WARN(&provider, FI_LOG_EP_CTRL, "connect to QP 0x%x: %d\n", rc,
+					ret);
+				hs_set(ep, p, Conn::failed);
+				return;
+			}
+		} else if (p.rqpn != rc) {
+			return;
+		}
+		hs_set(ep, p, Conn::up);
+		hs_send(ep, p, kMsgRtu);
+	} else if (m.type == kMsgRtu) {
+		if (p.conn == Conn::rep_sent && p.rqpn == rc)
+			hs_set(ep, p, Conn::up);
+	}
+}
+
+void hs_completion(Endpoint *ep, const nicmr_wc &wc)
+{
+	const uint32_t slot = static_cast<uint32_t>(wc.wr_id);
+	if (wc.wr_id >= kUdRecv)
+		return; /* a send left (or failed: the timer sends again) */
+	if (wc.status == NICMR_WC_SUCCESS && wc.byte_len == NICMR_UD_GRH_BYTES + sizeof(HsMsg)) {
+		HsMsg m;
+		std::memcpy(&m, ud_recv_slot(ep, slot) + NICMR_UD_GRH_BYTES, sizeof(m));
+		hs_receive(ep, m);
+	}
+	if (wc.status == NICMR_WC_SUCCESS || wc.status == NICMR_WC_WR_FLUSH) {
+		if (ud_post_recv(ep, slot) != 0)
+			FI_WARN(&provider, FI_LOG_EP_CTRL, "handshake receive not reposted\n");
+	}
+}
+
+void hs_timers(Endpoint *ep)
+{
+	const uint64_t now = now_ns();
+	for (auto &kv : ep->rpeers) {
+		Peer &p = kv.second;
+		if ((p.conn != Conn::req_sent && p.conn != Conn::rep_sent) || now < p.deadline_ns)
+			continue;
+		if (++p.tries >= kHsTries) {
+			FI_WARN(&provider, FI_LOG_EP_CTRL, "no answer from QP 0x%x\n", p.ud_qpn);
+			hs_set(ep, p, Conn::failed);
+			continue;
+		}
+		hs_send(ep, p, p.conn == Conn::req_sent ? kMsgReq : kMsgRep);
+		hs_arm(p, false);
+	}
+}
 
 void progress_locked(Endpoint *ep)
 {
@@ -171,19 +538,24 @@ void progress_locked(Endpoint *ep)
 				want = static_cast<int>(room);
 		}
 		if (want == 0)
-			return;
+			break;
 		const int n = nicmr_cq_poll(ep->ncq, wc, want);
 		if (n <= 0) {
 			/* Messages hook: an empty turn (the RNR kick, fi_msg.cpp msg_idle). */
 			if (n == 0)
 				msg_idle(ep);
-			return;
+			break;
 		}
 		int nm = 0;
 		std::unique_lock<FiLock> lk;
 		if (ep->cq)
 			lk = std::unique_lock(ep->cq->mu);
 		for (int i = 0; i < n; i++) {
+			if (ep->ud && wc[i].qp_num == nicmr_qp_num(ep->ud)) {
+				/* A handshake datagram (slow path: it may make a QP). */
+				hs_completion(ep, wc[i]);
+				continue;
+			}
 			if (msg_wr(wc[i].wr_id)) {
 				mwc[nm++] = wc[i];
 				continue;
@@ -224,8 +596,10 @@ void progress_locked(Endpoint *ep)
 		if (nm)
 			msg_completions(ep, mwc, nm);
 		if (n < want)
-			return;
+			break;
 	}
+	if (ep->hs_pending)
+		hs_timers(ep);
 }
 
 /* The target whose inbound list still holds p's responder QP (not destroyed by the target's
@@ -284,10 +658,76 @@ void peer_destroy(Endpoint *ep, Peer &p)
 	p.req = p.resp = nullptr;
 }
 
-/* The peer at address a, made on first use (slow path). ep->mu held. */
+/* A peer on another device (over the wire), its handshake started on first use: 0 once it
+ * is up; -FI_EAGAIN while the handshake runs (it is progressed here); -FI_ETIMEDOUT once
+ * when it gave up (the next request starts again); -FI_EADDRNOTAVAIL when this endpoint has
+ * no wire or the name's UDP port is not the one the device sends to. ep->mu held. */
+int remote_peer_of(Endpoint *ep, const EpAddr &a, Peer **out)
+{
+	const PeerKey key = key_of(a.gid, a.udp_port, a.qpn);
+	auto it = ep->rpeers.find(key);
+	if (it != ep->rpeers.end()) {
+		Peer &p = it->second;
+		if (p.conn == Conn::up) {
+			*out = &p;
+			return 0;
+		}
+		if (p.conn == Conn::failed) {
+			if (p.req)
+				nicmr_qp_destroy(p.req);
+			ep->rpeers.erase(it);
+			return -FI_ETIMEDOUT;
+		}
+		progress_locked(ep);
+		if (p.conn == Conn::up) {
+			*out = &p;
+			return 0;
+		}
+		return -FI_EAGAIN;
+	}
+	if (!ep->wire || a.udp_port != ep->peer_udp_port)
+		return -FI_EADDRNOTAVAIL;
+	Peer *p = nullptr;
+	try {
+		p = &ep->rpeers.emplace(key, Peer{}).first->second;
+	} catch (const std::bad_alloc &) {
+		return -FI_ENOMEM;
+	}
+	p->remote = true;
+	std::memcpy(p->gid, a.gid, 16);
+	p->udp_port = a.udp_port;
+	p->ud_qpn = a.qpn;
+	p->conn = Conn::up; /* not pending until hs_set below */
+	int ret = hs_new_qp(ep, *p);
+	if (ret != 0) {
+		ep->rpeers.erase(key);
+		FI_WARN(&provider, FI_LOG_EP_DATA, "QP for peer QP 0x%x: %d\n", a.qpn, ret);
+		return fi_code(ret); /* -FI_ENOSPC: no QP left on the CQ or the device */
+	}
+	p->conn_id = ++ep->conn_ids;
+	hs_set(ep, *p, Conn::req_sent);
+	hs_arm(*p, true);
+	hs_send(ep, *p, kMsgReq);
+	progress_locked(ep);
+	if (p->conn == Conn::up) {
+		*out = p;
+		return 0;
+	}
+	return -FI_EAGAIN;
+}
+
+/* The peer at address a, made on first use (slow path): over the wire for another device's
+ * endpoint, else a pair on this device's loopback. ep->mu held. */
 int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 {
 	int ret = 0;
+	const bool same_device =
+		a.device_id == ep->device_id &&
+		(a.kind == FI_NICMR_NAME_LOCAL ? !ep->wire
+					       : ep->wire && a.udp_port == ep->udp_port &&
+							 std::memcmp(a.gid, ep->gid, 16) == 0);
+	if (!same_device)
+		return remote_peer_of(ep, a, out);
 	auto it = ep->peers.find(a.qpn);
 	if (it != ep->peers.end()) {
 		*out = &it->second;
@@ -298,25 +738,23 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 	 * finish closing (it leaves the registry first), so its domain stays open. */
 	std::lock_guard lk(fab->mu);
 	auto t = fab->eps.find(a.qpn);
-	if (a.device_id != ep->device_id || t == fab->eps.end() || t->second->port != a.port)
+	if (t == fab->eps.end() || t->second->port != a.port)
 		return -FI_EADDRNOTAVAIL;
 	Endpoint *target = t->second;
 	Peer p;
 	p.qpn = a.qpn;
-	/* The wire joins port 1 and port 2: the responder sits on the other port. */
-	const uint32_t rport = 3 - ep->port;
-	/* Messages hook: the requester takes its receives from this endpoint's SRQ, the
+	/* The loopback wire joins port 1 and port 2: the responder sits on the other port.
+	 * Messages hook: the requester takes its receives from this endpoint's SRQ, the
 	 * responder (the QP a SEND to the target arrives on) from the target's, and reports to
 	 * the target's CQ (it posts nothing: its sends report nowhere else either), so that it
 	 * is the target's QP: the target destroys it. It is published on that CQ while the
 	 * target may poll it (the native QP table's release store; every creation on a CQ is
 	 * under fab->mu). nicmr_qp_connect's RNR retry count is 7 (without end): a SEND that
 	 * finds the SRQ empty waits for a buffer, it does not fail. */
-	nicmr_qp_attr ra{ep->port, ep->ncq, kReqDepth, ep->ncq, 0, 0, msg_srq(ep->msg)};
-	nicmr_qp_attr ta{rport, target->ncq, 2, target->ncq, 0, 0, msg_srq(target->msg)};
-	ret = nicmr_qp_create_attr(ep->domain->pd, &ra, &p.req);
+	const uint32_t rport = 3 - ep->port;
+	ret = peer_qp_create(ep, ep->domain->pd, ep->port, kReqDepth, &p.req);
 	if (ret == 0)
-		ret = nicmr_qp_create_attr(target->domain->pd, &ta, &p.resp);
+		ret = peer_qp_create(target, target->domain->pd, rport, 2, &p.resp);
 	if (ret == 0)
 		ret = nicmr_qp_connect(p.req, rport, nicmr_qp_num(p.resp));
 	if (ret == 0)
@@ -365,6 +803,18 @@ int peer_ready(Endpoint *ep, Peer *p)
 	progress_locked(ep);
 	if (p->inflight)
 		return -FI_EAGAIN;
+	if (p->remote) {
+		/* The peer's QP went to ERR too (a remote access error) and only its owner can
+		 * bring it back: a new pair, by a new handshake (its REQ replaces the peer's QP).
+		 */
+		if (hs_new_qp(ep, *p) != 0)
+			return -FI_EAGAIN;
+		p->conn_id = ++ep->conn_ids;
+		hs_set(ep, *p, Conn::req_sent);
+		hs_arm(*p, true);
+		hs_send(ep, *p, kMsgReq);
+		return -FI_EAGAIN;
+	}
 	int ret = nicmr_qp_recover(p->req);
 	if (ret == 0 && p->resp != p->req) {
 		/* A target that closed took its responder with it: nothing to recover. */
@@ -434,6 +884,8 @@ ssize_t post(Endpoint *ep, const Req &r)
 	ssize_t ret = peer_of(ep, r.dest, &p);
 	if (ret == 0)
 		ret = peer_ready(ep, p);
+	if (ret == 0 && p->conn != Conn::up)
+		ret = -FI_EAGAIN; /* a remote pair being made anew */
 	if (ret != 0)
 		return ret;
 	if (ep->nfree == 0) {
@@ -796,17 +1248,40 @@ struct fi_ops_atomic atomic_ops = {
 
 /* ---- fi_ops_cm, fi_ops_ep, fi_ops (messages and tagged messages: fi_msg.cpp) -------------- */
 
+/* The endpoint's own address (its name). */
+EpAddr addr_of(const Endpoint *ep)
+{
+	EpAddr a{};
+	a.kind = ep->wire ? FI_NICMR_NAME_WIRE : FI_NICMR_NAME_LOCAL;
+	a.udp_port = ep->udp_port;
+	std::memcpy(a.gid, ep->gid, 16);
+	a.qpn = ep->name_qpn;
+	a.port = ep->port;
+	a.device_id = ep->device_id;
+	return a;
+}
+
 int ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	Endpoint *ep = ep_of(reinterpret_cast<struct fid_ep *>(fid));
 	if (!ep || !addrlen)
 		return -FI_EINVAL;
 	const size_t have = *addrlen;
-	*addrlen = sizeof(EpAddr);
-	if (have < sizeof(EpAddr) || !addr)
+	const EpAddr a = addr_of(ep);
+	if (ep->domain->addr_str) {
+		/* FI_ADDR_STR: the string with its NUL; fi_cm(3): a short buffer gets
+		 * -FI_ETOOSMALL and the length needed. */
+		char str[kStrMax];
+		*addrlen = name_to_str(a, str, sizeof(str)) + 1;
+		if (have < *addrlen || !addr)
+			return -FI_ETOOSMALL;
+		std::memcpy(addr, str, *addrlen);
+		return 0;
+	}
+	*addrlen = kNameSize;
+	if (have < kNameSize || !addr)
 		return -FI_ETOOSMALL;
-	EpAddr a{ep->device_id, ep->port, nicmr_qp_num(ep->self)};
-	std::memcpy(addr, &a, sizeof(a));
+	name_encode(a, addr);
 	return 0;
 }
 
@@ -890,6 +1365,12 @@ void ep_free(Endpoint *ep)
 	for (auto &kv : ep->peers)
 		peer_destroy(ep, kv.second);
 	ep->peers.clear();
+	for (auto &kv : ep->rpeers)
+		if (kv.second.req)
+			nicmr_qp_destroy(kv.second.req);
+	ep->rpeers.clear();
+	if (ep->ud)
+		nicmr_qp_destroy(ep->ud);
 	if (ep->self)
 		nicmr_qp_destroy(ep->self);
 	/* Messages hook: the responders other endpoints made to this one (they use its SRQ and
@@ -915,7 +1396,7 @@ void ep_free(Endpoint *ep)
 	if (ep->scratch_mr)
 		nicmr_mr_dereg(ep->scratch_mr);
 	if (ep->scratch)
-		munmap(ep->scratch, 4096);
+		munmap(ep->scratch, kScratchBytes);
 	delete ep;
 }
 
@@ -926,7 +1407,7 @@ int ep_close(struct fid *fid)
 	{
 		/* Out of the registry first: no endpoint makes a pair to this one from now on. */
 		std::lock_guard lk(fab->mu);
-		fab->eps.erase(nicmr_qp_num(ep->self));
+		fab->eps.erase(ep->name_qpn);
 	}
 	/* Unbound, nobody progresses it any more: its QPs and CQ can go. */
 	if (ep->cq)
@@ -1117,7 +1598,30 @@ EpView ep_view(Endpoint *ep)
 	return EpView{ep->domain,  ep->msg,
 		      ep->cq,	   ep->rcq,
 		      ep->scntr,   ep->rvcntr,
-		      ep->enabled, EpAddr{ep->device_id, ep->port, nicmr_qp_num(ep->self)}};
+		      ep->enabled, addr_of(ep)};
+}
+
+EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, uint32_t qpn)
+{
+	/* A remote sender's RC QP is this endpoint's QP for it (one per peer, both ways). */
+	for (const auto &kv : ep->rpeers) {
+		const Peer &p = kv.second;
+		if (p.req && nicmr_qp_num(p.req) == via_qpn) {
+			EpAddr a{};
+			a.kind = FI_NICMR_NAME_WIRE;
+			a.udp_port = p.udp_port;
+			std::memcpy(a.gid, p.gid, 16);
+			a.qpn = p.ud_qpn;
+			a.port = port;
+			a.device_id = device;
+			return a;
+		}
+	}
+	EpAddr a = addr_of(ep);
+	a.qpn = qpn;
+	a.port = port;
+	a.device_id = device;
+	return a;
 }
 
 namespace {
@@ -1204,7 +1708,14 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 		ep->port = 1 + static_cast<uint32_t>(fab->ep_count++ % 2);
 	}
 	int ret = 0;
-	void *s = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* A device whose port kWirePort has an address: names are wire names. */
+	ep->wire = nicmr_port_gid(fab->dev, kWirePort, 0, ep->gid) == 0;
+	if (ep->wire)
+		spec_udp_ports(fab->spec, &ep->udp_port, &ep->peer_udp_port);
+	else
+		std::memset(ep->gid, 0, 16);
+	void *s = mmap(nullptr, kScratchBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
 	if (s == MAP_FAILED)
 		return -FI_ENOMEM;
 	ep->scratch = static_cast<uint64_t *>(s);
@@ -1212,14 +1723,15 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 		ep_free(ep.release());
 		return r == -ENOSPC ? -FI_ENOSPC : fi_code(r);
 	};
-	ret = nicmr_mr_reg(dom->pd, ep->scratch, 4096, NICMR_ACCESS_LOCAL_WRITE, 0, 0,
+	ret = nicmr_mr_reg(dom->pd, ep->scratch, kScratchBytes, NICMR_ACCESS_LOCAL_WRITE, 0, 0,
 			   &ep->scratch_mr);
 	/* The native CQ takes the RMA requests, the protocol's requests (sends, rendezvous
 	 * READs and FINs, kicks) and the receives of every QP that receives for the endpoint
 	 * (its SRQ's depth): room for every completion that can be outstanding. */
 	if (ret == 0)
 		ret = nicmr_cq_create(fab->dev,
-				      kEpDepth + kMsgTxOps + kMsgSrqDepth + kMsgRxOps + kMsgNops,
+				      (ep->wire ? kWireCqDepth : kEpDepth) + kMsgTxOps +
+					      kMsgSrqDepth + kMsgRxOps + kMsgNops,
 				      &ep->ncq);
 	if (ret == 0 && events_add(fab, ep->ncq, ep.get()) != 0)
 		ret = -ENOMEM;
@@ -1232,22 +1744,35 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 			return mret;
 		}
 	}
-	nicmr_qp_attr sa{ep->port, ep->ncq, kReqDepth, ep->ncq, 0, 0, msg_srq(ep->msg)};
 	if (ret == 0)
-		ret = nicmr_qp_create_attr(dom->pd, &sa, &ep->self);
+		ret = peer_qp_create(ep.get(), dom->pd, ep->port, kReqDepth, &ep->self);
 	if (ret == 0)
 		ret = nicmr_qp_connect(ep->self, ep->port, nicmr_qp_num(ep->self));
+	if (ret == 0 && ep->wire) {
+		nicmr_ud_qp_attr ua{};
+		ua.size = sizeof(ua);
+		ua.q_key = kQkey;
+		ua.attr.port = kWirePort;
+		ua.attr.send_cq = ep->ncq;
+		ua.attr.depth = kUdSend;
+		ua.attr.recv_depth = kUdRecv;
+		ua.attr.max_recv_sge = 1;
+		ret = nicmr_qp_create_ud(dom->pd, &ua, &ep->ud);
+		for (uint32_t i = 0; ret == 0 && i < kUdRecv; i++)
+			ret = ud_post_recv(ep.get(), i);
+	}
 	if (ret != 0) {
 		FI_WARN(&provider, FI_LOG_EP_CTRL, "endpoint on port %u: %d\n", ep->port, ret);
 		return fail(ret);
 	}
+	ep->name_qpn = ep->wire ? nicmr_qp_num(ep->ud) : nicmr_qp_num(ep->self);
 	try {
 		Peer self;
 		self.req = self.resp = ep->self;
-		self.qpn = nicmr_qp_num(ep->self);
-		ep->peers.emplace(nicmr_qp_num(ep->self), self);
+		self.qpn = ep->name_qpn;
+		ep->peers.emplace(ep->name_qpn, self);
 		std::lock_guard lk(fab->mu);
-		fab->eps.emplace(nicmr_qp_num(ep->self), ep.get());
+		fab->eps.emplace(ep->name_qpn, ep.get());
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM);
 	}

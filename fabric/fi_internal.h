@@ -42,7 +42,7 @@ namespace nicmr::fabric {
 
 inline constexpr const char *kProvName = "nicmr";
 inline constexpr const char *kFabricName = "nicmr";
-inline constexpr const char *kDefaultSpec = "emu";
+inline constexpr const char *kDefaultSpec = "emu:addr=auto";
 
 /* The mr_mode bits nicmr acts on: ALLOCATED is required; the others are kept when offered.
  * FI_MR_RMA_EVENT is kept when offered too, but only on a device with the RMA-event extension
@@ -99,8 +99,13 @@ struct DeviceSpec {
 	/* The emu spec's mkey_by_name=1: requested keys (FI_MR_PROV_KEY optional); else
 	 * FI_MR_PROV_KEY is required. */
 	bool requested_keys;
+	/* The spec's addr= puts port 1 on the UDP wire: endpoints are named and reached across
+	 * processes (fi_ep.cpp). */
+	bool wire = false;
 };
 int device_spec(DeviceSpec *out);
+/* The emu spec's udp_port= and peer_udp_port= (4791 each by default). */
+void spec_udp_ports(const std::string &spec, uint16_t *udp_port, uint16_t *peer_udp_port);
 
 /* Negative errno of the native API to a libfabric code. */
 int fi_code(int native_err);
@@ -161,6 +166,9 @@ struct Domain {
 	/* The device's atomics work on host-order words (nicmr_device_attr.atomic_mode is
 	 * NICMR_ATOMIC_HOST): FI_ATOMIC is offered; else every atomic is -FI_EOPNOTSUPP. */
 	bool atomics = false;
+	/* The domain's names are strings (FI_ADDR_STR: fi_getname, fi_av_insert, fi_av_lookup
+	 * take and give "fi_nicmr://..."), else struct fi_nicmr_name. */
+	bool addr_str = false;
 	/* The device offers on-demand-paging MRs (nicmr_device_attr.odp): FI_NICMR_MR_ON_DEMAND
 	 * and the ops extension's advise; else both are -FI_EOPNOTSUPP. */
 	bool odp = false;
@@ -249,12 +257,31 @@ inline constexpr size_t kInjectSize = NICMR_MAX_INLINE;
 inline constexpr size_t kCqDefaultSize = 256;
 inline constexpr size_t kAvDefaultCount = 64;
 
-/* An endpoint's address: the device, the port and the number of its address QP. */
+/* An endpoint's address, decoded from its name (struct fi_nicmr_name, network order) into host
+ * order: on a wire device the wire port's GID and UDP port and the endpoint's handshake UD QP;
+ * the device, and the port of in-device pairs. */
 struct EpAddr {
-	uint64_t device_id;
-	uint32_t port;
+	uint8_t kind; /* FI_NICMR_NAME_WIRE or _LOCAL */
+	uint16_t udp_port;
+	uint8_t gid[16];
 	uint32_t qpn;
+	uint32_t port;
+	uint64_t device_id;
 };
+inline constexpr size_t kNameSize = sizeof(struct fi_nicmr_name);
+/* The longest FI_ADDR_STR name with its NUL (an IPv6 address in brackets). */
+inline constexpr size_t kStrMax = 112;
+/* Encodes a into name (kNameSize bytes). */
+void name_encode(const EpAddr &a, void *name);
+/* Decodes a name: 0, or -FI_EINVAL (not a name of this version: magic, version, kind, port,
+ * qpn, or a wire name without a GID). */
+int name_decode(const void *name, EpAddr *a);
+/* The FI_ADDR_STR form of a: "fi_nicmr://<IPv4>:<udp>/0x<qpn>/<port>/<device id>" (IPv6 in
+ * brackets; "local:0" for a local name), into buf of len bytes (cut, NUL-terminated, when
+ * short); returns the length of the whole string without its NUL. */
+size_t name_to_str(const EpAddr &a, char *buf, size_t len);
+/* Parses that form: 0, or -FI_EINVAL (not one, or a field name_decode refuses). */
+int name_from_str(const char *s, EpAddr *a);
 
 struct Av {
 	struct fid_av fid; /* first */

@@ -359,7 +359,8 @@ void rx_fail(const EpView &v, RxOp *x, int err)
 
 /* Starts a rendezvous for a matched RTS into receive r. ep mu held. */
 void start_rndv(Endpoint *ep, const EpView &v, match::Posted *r, bool tagged, uint64_t tag,
-		uint64_t data, bool has_data, const Rts &rts, uint32_t id, uint64_t mlen)
+		uint64_t data, bool has_data, const Rts &rts, uint32_t via_qpn, uint32_t id,
+		uint64_t mlen)
 {
 	Msg *m = v.msg;
 	RxOp *x = m->rx.alloc();
@@ -383,7 +384,7 @@ void start_rndv(Endpoint *ep, const EpView &v, match::Posted *r, bool tagged, ui
 	x->raddr = rts.addr;
 	x->rkey = rts.rkey;
 	x->id = id;
-	x->src = EpAddr{rts.device, rts.port, rts.qpn};
+	x->src = ep_src(ep, via_qpn, rts.device, rts.port, rts.qpn);
 	if (r->flags & FI_MULTI_RECV) {
 		r->busy++;
 		x->multi = r;
@@ -541,7 +542,7 @@ void discard_unexpected(Endpoint *ep, const EpView &v, match::Unexpected *u)
 	x->discard = true;
 	x->mlen = uc.len;
 	x->id = uc.id;
-	x->src = EpAddr{uc.src_device, uc.src_port, uc.src_qpn};
+	x->src = ep_src(ep, uc.src_via, uc.src_device, uc.src_port, uc.src_qpn);
 	x->state = RxOp::read_wait;
 	rx_wait(m, x);
 	while (RxOp *w = m->rx.front()) {
@@ -570,7 +571,7 @@ void tx_free(Msg *m, uint32_t idx)
 }
 
 /* A SEND that reached the SRQ: buffer slot holds byte_len bytes. */
-void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len)
+void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len, uint32_t via_qpn)
 {
 	Msg *m = v.msg;
 	const uint8_t *p = m->rx_slab + size_t{slot} * kSlot;
@@ -626,7 +627,8 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len)
 		const Rts rts = get_rts(p + kHdrLen);
 		repost(m, slot);
 		if (match::Posted *r = m->m.match_message(tagged, h.tag)) {
-			start_rndv(ep, v, r, tagged, h.tag, h.data, has_data, rts, h.id, h.len);
+			start_rndv(ep, v, r, tagged, h.tag, h.data, has_data, rts, via_qpn, h.id,
+				   h.len);
 			return;
 		}
 		match::Unexpected *u = m->m.unexpected().alloc();
@@ -647,6 +649,7 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len)
 		u->src_device = rts.device;
 		u->src_port = rts.port;
 		u->src_qpn = rts.qpn;
+		u->src_via = via_qpn;
 		m->m.unexpected().push_back(u);
 		return;
 	}
@@ -691,7 +694,7 @@ void msg_completions(Endpoint *ep, const nicmr_wc *wc, int n)
 				repost(m, slot);
 				continue;
 			}
-			on_recv(ep, v, slot, w.byte_len);
+			on_recv(ep, v, slot, w.byte_len, w.qp_num);
 			continue;
 		}
 		if (w.wr_id & kMsgRxOpWr) {
@@ -1007,8 +1010,8 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 		bool gone; /* r was taken: finished, or released with its last completion */
 		if (uc.rndv) {
 			Rts rts{uc.raddr, uc.rkey, uc.src_port, uc.src_device, uc.src_qpn, 0};
-			start_rndv(ep, v, r, tagged, uc.tag, uc.data, uc.has_data, rts, uc.id,
-				   uc.len);
+			start_rndv(ep, v, r, tagged, uc.tag, uc.data, uc.has_data, rts, uc.src_via,
+				   uc.id, uc.len);
 			/* A multi-receive buffer released here goes when its READs are in. */
 			gone = !multi || r->released;
 		} else {

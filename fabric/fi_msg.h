@@ -66,6 +66,10 @@ EpView ep_view(Endpoint *ep);
  * still draining), -FI_ENOSPC. */
 int ep_peer(Endpoint *ep, fi_addr_t dest, PeerRef *out);
 int ep_peer_at(Endpoint *ep, const EpAddr &a, PeerRef *out);
+/* The address of a rendezvous's sender, for ep_peer_at: the remote peer whose RC QP via_qpn
+ * the RTS arrived on, else the endpoint of this device its RTS names (device, port, qpn).
+ * ep mu held. */
+EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, uint32_t qpn);
 /* A request ep_peer counted completed (ok false: its pair is broken) or was not posted. */
 void ep_peer_done(void *peer, bool ok);
 /* Polls the endpoint's CQ (mu held). */

@@ -9,6 +9,8 @@
  * (fi_loader.cpp), which loads this module and calls it. While the provider is loaded,
  * libnicmr.so's log lines go to libfabric's log as the provider's, at FI_LOG_LEVEL.
  */
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -33,6 +35,7 @@ constexpr uint64_t kEmuDefaultExt = NICMR_EXT_SINGLE_USE | NICMR_EXT_RMA_EVENT;
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 	    const struct fi_info *hints, struct fi_info **info);
+std::string spec_option(const std::string &spec, const std::string &key);
 
 /* ---- nicmr's log lines through libfabric's log ---- */
 
@@ -122,7 +125,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	 * is checked against the mr_mode below. */
 	if (caps & ~(kEpCaps | kMsgCaps | FI_RMA_EVENT))
 		return false;
-	if (hints->addr_format != FI_FORMAT_UNSPEC)
+	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
 		return false;
 	/* An order the QPs do not keep, or completions in order across peers. */
 	auto order_fits = [](uint64_t msg_order, uint64_t comp_order) {
@@ -160,21 +163,58 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	return true;
 }
 
+/* fi_getinfo's node and service (doc/libfabric.md, "Addresses"): with FI_SOURCE, node is the
+ * local address the application wants, which must be the wire port's (the spec's addr=; any
+ * address of 127.0.0.0/8 for addr=auto, which chooses one there when the fabric opens), and
+ * service a port number, which selects nothing: an endpoint is named by its handshake QP, known
+ * once it exists (fi_getname). Without FI_SOURCE node names a peer, which an IP address and a
+ * service cannot resolve to an endpoint: not answered. */
+bool source_fits(const DeviceSpec &ds, const char *node, const char *service, uint64_t flags)
+{
+	if (!(flags & FI_SOURCE) || !ds.wire) {
+		FI_INFO(&provider, FI_LOG_CORE,
+			"node/service: only FI_SOURCE with the wire port's address is answered\n");
+		return false;
+	}
+	if (service) {
+		char *end = nullptr;
+		const unsigned long v = std::strtoul(service, &end, 10);
+		if (!*service || !end || *end || v > 65535)
+			return false;
+	}
+	if (!node)
+		return true;
+	uint8_t want[16], got[16];
+	const bool v6 = std::strchr(node, ':') != nullptr;
+	if (inet_pton(v6 ? AF_INET6 : AF_INET, node, got) != 1)
+		return false;
+	const std::string addr = spec_option(ds.spec, "addr");
+	if (addr == "auto")
+		return !v6 && got[0] == 127;
+	const bool av6 = addr.find(':') != std::string::npos;
+	return av6 == v6 && inet_pton(v6 ? AF_INET6 : AF_INET, addr.c_str(), want) == 1 &&
+	       std::memcmp(want, got, v6 ? 16 : 4) == 0;
+}
+
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 	    const struct fi_info *hints, struct fi_info **info)
 {
-	(void)flags;
 	if (!info)
 		return -FI_EINVAL;
 	*info = nullptr;
-	/* mr_mode as a bit set is a 1.5 API; there are no addresses to resolve. */
-	if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || node || service)
+	/* mr_mode as a bit set is a 1.5 API. */
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
 		return -FI_ENODATA;
 	DeviceSpec ds;
 	if (device_spec(&ds) != 0)
 		return -FI_ENODATA;
+	if ((node || service) && !source_fits(ds, node, service, flags))
+		return -FI_ENODATA;
 	int mr_mode = 0;
 	if (!hints_fit(hints, ds, &mr_mode))
+		return -FI_ENODATA;
+	if (ds.wire && hints && hints->domain_attr &&
+	    hints->domain_attr->data_progress == FI_PROGRESS_AUTO)
 		return -FI_ENODATA;
 
 	struct fi_info *fi = fi_allocinfo();
@@ -184,7 +224,9 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	 * nothing until an MR is registered with FI_RMA_EVENT. */
 	fi->caps = ep_caps_of(mr_mode, ds.atomics);
 	fi->mode = 0;
-	fi->addr_format = FI_FORMAT_UNSPEC; /* struct EpAddr, 16 bytes (doc/libfabric.md) */
+	/* struct fi_nicmr_name, 40 bytes, or its string form when asked (doc/libfabric.md). */
+	fi->addr_format =
+		hints && hints->addr_format == FI_ADDR_STR ? FI_ADDR_STR : FI_FORMAT_UNSPEC;
 	fi->ep_attr->type = FI_EP_RDM;
 	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
 	fi->ep_attr->max_msg_size = size_t{1} << 31;
@@ -240,6 +282,12 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	 * asks for it gets it (fi_domain(3): the answer is what the provider will do). */
 	fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
 	fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	/* On the wire (the spec's addr=) the first request to a peer of another process waits
+	 * for that peer's provider to answer the handshake, which it does only inside its
+	 * application's calls (fi_ep.cpp, "Connections across processes"): data progress is
+	 * FI_PROGRESS_MANUAL, and a hint that asks for AUTO is not answered. */
+	if (ds.wire)
+		fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	if (hints && hints->domain_attr) {
 		if (hints->domain_attr->control_progress == FI_PROGRESS_MANUAL)
 			fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
@@ -382,6 +430,7 @@ int device_spec(DeviceSpec *out)
 		}
 		mr_cnt = v;
 	}
+	out->wire = !spec_option(spec, "addr").empty();
 	out->requested_keys = byname == "1";
 	out->atomics = a != "big";
 	out->spec = spec;
@@ -389,6 +438,17 @@ int device_spec(DeviceSpec *out)
 	out->mr_cnt = mr_cnt;
 	out->ext = ext;
 	return 0;
+}
+
+void spec_udp_ports(const std::string &spec, uint16_t *udp_port, uint16_t *peer_udp_port)
+{
+	*udp_port = *peer_udp_port = 4791;
+	const std::string u = spec_option(spec, "udp_port"),
+			  pu = spec_option(spec, "peer_udp_port");
+	if (!u.empty())
+		*udp_port = static_cast<uint16_t>(std::strtoul(u.c_str(), nullptr, 10));
+	if (!pu.empty())
+		*peer_udp_port = static_cast<uint16_t>(std::strtoul(pu.c_str(), nullptr, 10));
 }
 
 int fi_code(int err)

@@ -180,6 +180,31 @@ struct fi_nicmr_mr_ops {
 		      size_t len);
 };
 
+/*
+ * An endpoint's name (fi_getname, fi_av_insert; addr_format FI_FORMAT_UNSPEC): 40 bytes, every
+ * multi-byte field in network order, valid in another process and on another host
+ * (doc/libfabric.md, "Addresses"). fi_av_insert refuses a name whose magic, version, kind,
+ * port or qpn is not one of these with -FI_EINVAL.
+ */
+#define FI_NICMR_NAME_MAGIC   0x4e4d5241u /* "NMRA" */
+#define FI_NICMR_NAME_VERSION 1
+/** kind: the device's port is on the UDP wire (gid, udp_port name it to any peer). */
+#define FI_NICMR_NAME_WIRE 1
+/** kind: a device without a wire; reachable only by endpoints of the same device. */
+#define FI_NICMR_NAME_LOCAL 2
+struct fi_nicmr_name {
+	uint32_t magic;	   /**< FI_NICMR_NAME_MAGIC */
+	uint8_t version;   /**< FI_NICMR_NAME_VERSION */
+	uint8_t kind;	   /**< FI_NICMR_NAME_WIRE or FI_NICMR_NAME_LOCAL */
+	uint16_t udp_port; /**< the wire port's UDP port (0 for LOCAL) */
+	uint8_t gid[16];   /**< the wire port's GID (IPv4-mapped for IPv4; 0 for LOCAL) */
+	uint32_t qpn;	   /**< the endpoint's address QP: its handshake UD QP (WIRE), its own
+				RC QP (LOCAL); 1 .. 2^24 - 1 */
+	uint32_t port;	   /**< the device port of the endpoint's in-device pairs, 1 or 2 */
+	uint64_t
+		device_id; /**< the device (nicmr_device_id): names of one device meet in-process */
+};
+
 #ifdef __cplusplus
 }
 #endif

@@ -330,22 +330,14 @@ protected:
 
 	void TearDown() override
 	{
-		if (fd_ >= 0) {
-			if (connected_) {
-				Req q{op_exit, 0, 0};
-				full_write(fd_, &q, sizeof(q));
-			}
-			::close(fd_);
-		}
+		const Req q{op_exit, 0, 0};
+		const int st = end_peer(child_, fd_, connected_, &q, sizeof(q));
 		if (child_ > 0) {
-			if (!connected_)
-				::kill(child_, SIGKILL);
-			int st = 0;
-			ASSERT_EQ(::waitpid(child_, &st, 0), child_);
-			if (connected_) {
-				EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-					<< "responder exit status " << st;
-			}
+			ASSERT_NE(st, -1) << "the peer could not be reaped";
+		}
+		if (connected_) {
+			EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				<< "responder exit status " << st;
 		}
 	}
 
@@ -877,6 +869,32 @@ TEST(ApiConnectOnePort, PortTwoOfAOnePortDeviceIsTheDevicesBadParam)
 	EXPECT_EQ(nicmr_port_gid(dev, 2, 0, gid), -EINVAL);
 	EXPECT_EQ(nicmr_port_gid(dev, 1, 0, gid), 0);
 	EXPECT_EQ(nicmr_device_close(dev), 0);
+}
+
+/* addr=auto: each device of the process gets a loopback address of its own outside
+ * 127.0.0.0/24 at the one UDP port, the second the next candidate (the first is taken). */
+TEST(ApiConnectAutoAddr, TwoDevicesGetTwoLoopbackAddressesOfTheirOwn)
+{
+	const std::string spec =
+		"emu:ports=1,mkeys=1024,addr=auto,udp_port=" + std::to_string(port_base() + 2010) +
+		",peer_udp_port=" + std::to_string(port_base() + 2010);
+	nicmr_device *a = nullptr, *b = nullptr;
+	ASSERT_EQ(nicmr_device_open(spec.c_str(), &a), 0);
+	ASSERT_EQ(nicmr_device_open(spec.c_str(), &b), 0);
+	uint8_t ga[16], gb[16];
+	ASSERT_EQ(nicmr_port_gid(a, 1, 0, ga), 0);
+	ASSERT_EQ(nicmr_port_gid(b, 1, 0, gb), 0);
+	const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	for (const uint8_t *g : {ga, gb}) {
+		EXPECT_EQ(std::memcmp(g, mapped, 12), 0);
+		EXPECT_EQ(g[12], 127);
+		EXPECT_FALSE(g[13] == 0 && g[14] == 0) << "127.0.0.0/24 is left to hand-made specs";
+		EXPECT_NE(g[15], 0);
+		EXPECT_NE(g[15], 255);
+	}
+	EXPECT_NE(std::memcmp(ga, gb, 16), 0);
+	EXPECT_EQ(nicmr_device_close(b), 0);
+	EXPECT_EQ(nicmr_device_close(a), 0);
 }
 
 TEST_F(ApiConnectArgs, QpLocalRefusals)

@@ -259,22 +259,14 @@ protected:
 	}
 	void TearDown() override
 	{
-		if (fd_ >= 0) {
-			if (connected_) {
-				Req q{op_exit, 0, 0};
-				full_write(fd_, &q, sizeof(q));
-			}
-			::close(fd_);
-		}
+		const Req q{op_exit, 0, 0};
+		const int st = end_peer(child_, fd_, connected_, &q, sizeof(q));
 		if (child_ > 0) {
-			if (!connected_)
-				::kill(child_, SIGKILL);
-			int st = 0;
-			ASSERT_EQ(::waitpid(child_, &st, 0), child_);
-			if (connected_) {
-				EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-					<< "receiver exit status " << st;
-			}
+			ASSERT_NE(st, -1) << "the peer could not be reaped";
+		}
+		if (connected_) {
+			EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				<< "receiver exit status " << st;
 		}
 	}
 	int ask(Op op, uint32_t off, uint32_t len)

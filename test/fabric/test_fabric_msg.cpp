@@ -807,7 +807,10 @@ TEST_F(Msg, EndpointsCloseInEitherOrder)
 		EXPECT_STREQ(dst_.get(), "from c");
 		ASSERT_EQ(fi_recv(c.ep.get(), buf, 16, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
 		ASSERT_EQ(fi_inject(b_.ep.get(), "to c", 5, b_.peer), 0); /* b_.peer is c now */
-		for (int i = 0; i < 1000 && fi_cq_read(c.rx.get(), &e, 1) != 1; i++)
+		/* Until c's receive completes (10 s at most: the device thread may be slow to
+		 * deliver on a loaded machine), b's progress turning too. */
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+		while (fi_cq_read(c.rx.get(), &e, 1) != 1 && std::chrono::steady_clock::now() < end)
 			fi_cq_read(b_.tx.get(), nullptr, 0);
 		EXPECT_STREQ(buf, "to c");
 		c.close();

@@ -4,6 +4,7 @@
  * two endpoints with valid keys (data checked) and invalid ones (an FI_EACCES error entry, the
  * target untouched), fi_cq_readerr's contents, counters, the AV, the EQ and bad input codes.
  */
+#include <arpa/inet.h>
 #include <endian.h>
 
 #include <rdma/fi_atomic.h>
@@ -13,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -642,39 +644,69 @@ TEST_F(Rma, CountersCountAndWait)
 
 TEST_F(Rma, AddressVectorsNameEndpointsAndRefuseForeignAddresses)
 {
-	char addr[16];
+	constexpr size_t kName = sizeof(fi_nicmr_name);
+	static_assert(kName == 40);
+	char addr[kName];
 	size_t len = 8;
 	EXPECT_EQ(fi_getname(&b_.ep->fid, addr, &len), -FI_ETOOSMALL);
-	EXPECT_EQ(len, 16u);
+	EXPECT_EQ(len, kName);
 	len = sizeof(addr);
 	ASSERT_EQ(fi_getname(&b_.ep->fid, addr, &len), 0);
+	fi_nicmr_name name;
+	std::memcpy(&name, addr, kName);
+	EXPECT_EQ(ntohl(name.magic), FI_NICMR_NAME_MAGIC);
+	EXPECT_EQ(name.version, FI_NICMR_NAME_VERSION);
+	EXPECT_EQ(name.kind, FI_NICMR_NAME_LOCAL) << "this suite's device has no wire";
 
-	char back[16];
+	char back[kName];
 	size_t blen = sizeof(back);
 	ASSERT_EQ(fi_av_lookup(a_.av.get(), a_.peer, back, &blen), 0);
-	EXPECT_EQ(blen, 16u);
-	EXPECT_EQ(std::memcmp(back, addr, 16), 0);
+	EXPECT_EQ(blen, kName);
+	EXPECT_EQ(std::memcmp(back, addr, kName), 0);
 	blen = 4;
 	ASSERT_EQ(fi_av_lookup(a_.av.get(), a_.peer, back, &blen), 0);
-	EXPECT_EQ(blen, 16u) << "the size needed";
+	EXPECT_EQ(blen, kName) << "the size needed";
 	EXPECT_EQ(fi_av_lookup(a_.av.get(), 12345, back, &blen), -FI_EINVAL);
 
 	char str[128];
 	size_t slen = sizeof(str);
 	ASSERT_NE(fi_av_straddr(a_.av.get(), addr, str, &slen), nullptr);
-	EXPECT_EQ(std::string(str).rfind("nicmr://", 0), 0u) << str;
+	EXPECT_EQ(std::string(str).rfind("fi_nicmr://local:0/0x", 0), 0u) << str;
 	EXPECT_EQ(slen, std::strlen(str) + 1);
 
-	/* Another device's address, or a port the device has not, is not inserted. */
-	char bad[2][16];
-	std::memcpy(bad[0], addr, 16);
-	std::memcpy(bad[1], addr, 16);
-	bad[0][0] ^= 1;		       /* device id */
-	std::memset(bad[1] + 8, 9, 4); /* port */
+	/* Another device's local name is not inserted; a name that is none is refused. */
+	char foreign[kName];
+	std::memcpy(foreign, addr, kName);
+	foreign[kName - 1] ^= 1; /* device id */
 	fi_addr_t out[2] = {0, 0};
-	EXPECT_EQ(fi_av_insert(a_.av.get(), bad, 2, out, 0, nullptr), 0);
+	EXPECT_EQ(fi_av_insert(a_.av.get(), foreign, 1, out, 0, nullptr), 0);
 	EXPECT_EQ(out[0], FI_ADDR_NOTAVAIL);
-	EXPECT_EQ(out[1], FI_ADDR_NOTAVAIL);
+	const size_t at_port = offsetof(fi_nicmr_name, port), at_qpn = offsetof(fi_nicmr_name, qpn);
+	for (auto [at, v] :
+	     {std::pair{size_t{0}, 0x55}, std::pair{size_t{4}, 2}, std::pair{size_t{5}, 7},
+	      std::pair{at_port + 3, 9}, std::pair{at_qpn, 1}}) {
+		char bad[2][kName];
+		std::memcpy(bad[0], addr, kName);
+		std::memcpy(bad[1], addr, kName);
+		bad[1][at] =
+			static_cast<char>(v); /* magic, version, kind, port, qpn above 24 bits */
+		out[0] = out[1] = 0;
+		EXPECT_EQ(fi_av_insert(a_.av.get(), bad, 2, out, 0, nullptr), -FI_EINVAL) << at;
+		EXPECT_EQ(out[0], 0u) << "nothing inserted";
+	}
+	fi_nicmr_name wire{};
+	wire.magic = htonl(FI_NICMR_NAME_MAGIC);
+	wire.version = FI_NICMR_NAME_VERSION;
+	wire.kind = FI_NICMR_NAME_WIRE;
+	wire.udp_port = htons(4791);
+	wire.qpn = htonl(0x123);
+	wire.port = htonl(1);
+	EXPECT_EQ(fi_av_insert(a_.av.get(), &wire, 1, out, 0, nullptr), -FI_EINVAL) << "no GID";
+	wire.gid[15] = 1;
+	ASSERT_EQ(fi_av_insert(a_.av.get(), &wire, 1, out, 0, nullptr), 1) << "any device's";
+	EXPECT_EQ(fi_write(a_.ep.get(), src_.get(), 64, desc(), out[0], raddr(0), rkey_, nullptr),
+		  -FI_EADDRNOTAVAIL)
+		<< "this endpoint has no wire";
 	EXPECT_EQ(fi_av_insert(a_.av.get(), addr, 1, out, FI_MORE, nullptr), -FI_EBADFLAGS);
 
 	/* Removed addresses are gone for lookups and requests. */
@@ -687,10 +719,10 @@ TEST_F(Rma, AddressVectorsNameEndpointsAndRefuseForeignAddresses)
 		  -FI_EINVAL);
 
 	/* An address nobody answers at: refused at the first request. */
-	char gone[16];
-	std::memcpy(gone, addr, 16);
-	uint32_t qpn = 0xfffff0;
-	std::memcpy(gone + 12, &qpn, 4);
+	char gone[kName];
+	std::memcpy(gone, addr, kName);
+	const uint32_t qpn = htonl(0xfffff0);
+	std::memcpy(gone + at_qpn, &qpn, 4);
 	fi_addr_t nobody = FI_ADDR_NOTAVAIL;
 	ASSERT_EQ(fi_av_insert(a_.av.get(), gone, 1, &nobody, 0, nullptr), 1);
 	EXPECT_EQ(fi_write(a_.ep.get(), src_.get(), 64, desc(), nobody, raddr(0), rkey_, nullptr),

@@ -300,7 +300,7 @@ inline void connect(Ep *from, Ep *to)
 	char addr[64];
 	size_t len = sizeof(addr);
 	ASSERT_EQ(fi_getname(&to->ep->fid, addr, &len), 0);
-	ASSERT_EQ(len, 16u);
+	ASSERT_EQ(len, sizeof(fi_nicmr_name));
 	ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->peer, 0, nullptr), 1);
 	len = sizeof(addr);
 	ASSERT_EQ(fi_getname(&from->ep->fid, addr, &len), 0);

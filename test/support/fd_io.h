@@ -2,16 +2,18 @@
 /*
  * Whole reads and writes on a socket or pipe, for the tests whose two processes (fork) trade
  * addresses, keys and requests over a socketpair: false when the peer is gone or the call
- * fails. fork_peer starts such a peer.
+ * fails. fork_peer starts such a peer and end_peer ends it.
  */
 #ifndef NICMR_TEST_SUPPORT_FD_IO_H
 #define NICMR_TEST_SUPPORT_FD_IO_H
 
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 
@@ -68,6 +70,25 @@ template <typename Body> int fork_peer(Body &&body, pid_t *child, int *fd, int t
 	*fd = sv[0];
 	const timeval tv{timeout_s, 0};
 	return ::setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 ? 0 : -errno;
+}
+
+/* Ends a peer fork_peer started (child > 0, fd >= 0 when there is one): a peer that is serving
+ * requests gets bye (its exit request, bye_len bytes) and finishes by itself; any other is
+ * killed. Closes fd and reaps the child. Its wait status, or -1 when there was no child or it
+ * could not be reaped. */
+inline int end_peer(pid_t child, int fd, bool serving, const void *bye, size_t bye_len)
+{
+	if (fd >= 0) {
+		if (serving)
+			(void)full_write(fd, bye, bye_len);
+		::close(fd);
+	}
+	if (child <= 0)
+		return -1;
+	if (!serving)
+		::kill(child, SIGKILL);
+	int st = 0;
+	return ::waitpid(child, &st, 0) == child ? st : -1;
 }
 
 } // namespace nicmr::test

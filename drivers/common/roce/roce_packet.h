@@ -5,8 +5,8 @@
  * The layouts come from roce_hdr.h; doc/roce.md lists every rule and error.
  *
  * Hot path: build(), parse(), icrc() and icrc_prefix() take no lock, allocate nothing and make
- * no system call (the CRC runs over static tables: nicmr's own below 256 bytes, zlib's crc32_z
- * above; roce_packet.cpp says why). Keep it so.
+ * no system call (the CRC is ISA-L's crc32_gzip_refl, carry-less multiplies over the caller's
+ * bytes; roce_packet.cpp says why). Keep it so.
  *
  * The ICRC covers the IP and UDP headers that carry the datagram, with their variant fields
  * masked. Over a kernel UDP socket nicmr does not write those headers, so the caller describes

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -601,6 +602,7 @@ void WirePort::recv_raw(WireRx &rx, int n) noexcept
 	static_assert(WireRx::kRawHdr == kRawHdr);
 	/* The headers land apart, the datagram in its slot: one recvmmsg, two iovecs a
 	 * datagram. No GRO here (gro_active): one datagram per message. */
+	rx.armed_ = rx.used_ = 0; /* recv_udp's set-up is overwritten */
 	for (int i = 0; i < n; i++) {
 		/* Zeroed: a datagram shorter than the headers leaves the rest as it was. */
 		std::memset(rx.hdr_[i], 0, kRawHdr);
@@ -643,7 +645,14 @@ void WirePort::recv_raw(WireRx &rx, int n) noexcept
 
 void WirePort::recv_udp(WireRx &rx, int n) noexcept
 {
-	for (int i = 0; i < n; i++) {
+	/* A message is set up once; the kernel writes back only the name and control lengths,
+	 * the flags and msg_len of the messages it filled (net/socket.c, ___sys_recvmsg: nothing
+	 * when that message's receive fails), so only those of the last call are set up again:
+	 * a poll that finds nothing, the common case, costs the system call alone. */
+	const auto un = static_cast<uint32_t>(n);
+	for (uint32_t i = 0; i < std::max(un, rx.used_); i++) {
+		if (i >= rx.used_ && i < rx.armed_)
+			continue; /* as set up, and untouched since */
 		rx.iov_[i][0] = {rx.buf_.get() + size_t(i) * rx.slot_, rx.slot_};
 		msghdr &h = rx.msgs_[i].msg_hdr;
 		h = {};
@@ -652,12 +661,15 @@ void WirePort::recv_udp(WireRx &rx, int n) noexcept
 		h.msg_name = &rx.peers_[i];
 		h.msg_namelen = sizeof(rx.peers_[i]);
 		if (gro_) {
-			/* The kernel sets msg_controllen to what it wrote: set again each call. */
+			/* The kernel sets msg_controllen to what it wrote. */
 			h.msg_control = rx.cmsg_[i];
 			h.msg_controllen = sizeof(rx.cmsg_[i]);
 		}
 	}
-	const int got = ::recvmmsg(fd_, rx.msgs_, static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
+	rx.armed_ = std::max(un, rx.armed_);
+	const int got = ::recvmmsg(fd_, rx.msgs_, un, MSG_DONTWAIT, nullptr);
+	/* The messages filled, and the one after them in case its failed receive wrote. */
+	rx.used_ = std::min(static_cast<uint32_t>(std::max(got, 0)) + 1, un);
 	if (got <= 0)
 		return;
 	uint64_t batches = 0, datagrams = 0;

@@ -207,6 +207,10 @@ private:
 	/* A raw socket's message: the IPv4 and UDP headers apart (recv_raw). */
 	static constexpr size_t kRawHdr = 28;
 	uint32_t n_ = 0;
+	/* recv_udp's messages: the first armed_ are set up for a UDP socket; the first used_
+	 * may have been changed by the last recvmmsg and are set up again before the next. */
+	uint32_t armed_ = 0;
+	uint32_t used_ = 0;
 	size_t slot_ = kSlot;
 	std::unique_ptr<uint8_t[]> buf_; /* kMessages slots */
 	size_t len_[kMessages] = {};

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""libfabric's own fi_pingpong (package libfabric-bin) between two processes over one provider:
+server and client, every transfer size it has (`-S all`), its data integrity check (`-c`), in
+each transmit mode given (msg, tagged), on one host or across two network namespaces joined by
+a veth pair.
+
+fi_pingpong exchanges the endpoints' names (fi_getname) over its own TCP control connection
+(port 47592 by default) and inserts the peer's into its AV, so the provider's names must be
+valid in another process. Each side gets its own device spec through FI_NICMR_DEVICE: --spec's
+{addr} is replaced by the side's address (127.0.0.11 / .12 on one host, 10.79.0.1 / .2 across
+the namespaces nicmr-pp-a and nicmr-pp-b, which the test makes and removes).
+
+It FAILS, saying why, when fi_pingpong or the namespaces cannot be had, when either side exits
+other than 0, or when either side's output lacks a row for a size.
+
+usage: run_fi_pingpong.py --provider NAME [--provider-path DIR] [--spec SPEC] [--ep rdm]
+                          [--mode msg] [--mode tagged] [--iters N] [--netns] [--timeout S]
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+NS = ["nicmr-pp-a", "nicmr-pp-b"]
+VETH = ["npp-a", "npp-b"]
+NS_ADDR = ["10.79.0.1", "10.79.0.2"]
+HOST_ADDR = ["127.0.0.11", "127.0.0.12"]
+# fi_pingpong -S all: 64 B .. 1 MiB by its own table; the rows its output must have.
+ROW = re.compile(r"^(\d+[km]?)\s+(\d+)\s+=(\d+)\s")
+
+
+def fail(msg):
+    print("fi_pingpong: FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def sh(*cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        fail("%s: %s" % (" ".join(cmd), (r.stderr or r.stdout).strip()))
+    return r
+
+
+def netns_up():
+    netns_down()
+    for ns in NS:
+        sh("ip", "netns", "add", ns)
+    sh("ip", "link", "add", VETH[0], "netns", NS[0], "type", "veth", "peer", "name", VETH[1],
+       "netns", NS[1])
+    for i, ns in enumerate(NS):
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "link", "set", VETH[i], "up")
+        sh("ip", "-n", ns, "addr", "add", NS_ADDR[i] + "/24", "dev", VETH[i])
+
+
+def netns_down():
+    for ns in NS:
+        sh("ip", "netns", "del", ns, check=False)
+
+
+def run_pair(a, mode, exe, addrs):
+    """Runs the server, then the client; returns both outputs."""
+    base = [exe, "-p", a.provider, "-e", a.ep, "-m", mode, "-I", str(a.iters), "-S", "all",
+            "-c"]
+    procs = []
+    for side in range(2):
+        env = dict(os.environ, FI_PROVIDER=a.provider)
+        if a.provider_path:
+            env["FI_PROVIDER_PATH"] = a.provider_path
+        if a.spec:
+            env["FI_NICMR_DEVICE"] = a.spec.replace("{addr}", addrs[side])
+        cmd = list(base)
+        if side == 1:
+            cmd.append(addrs[0])
+        if a.netns:
+            cmd = ["ip", "netns", "exec", NS[side]] + cmd
+        print("fi_pingpong: %s: %s" % ("server" if side == 0 else "client", " ".join(cmd)),
+              flush=True)
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+        if side == 0:
+            time.sleep(0.5)  # the server listens on its control port first
+    outs = []
+    deadline = time.monotonic() + a.timeout
+    for side, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            fail("%s mode: did not finish in %d s" % (mode, a.timeout))
+        outs.append(out)
+        name = "server" if side == 0 else "client"
+        if p.returncode != 0:
+            for q in procs:
+                q.kill()
+            fail("%s mode: the %s exited with %d:\n%s" % (mode, name, p.returncode, out))
+    return outs
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--provider", required=True)
+    p.add_argument("--provider-path")
+    p.add_argument("--spec")
+    p.add_argument("--ep", default="rdm")
+    p.add_argument("--mode", action="append", choices=["msg", "tagged"])
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--netns", action="store_true")
+    p.add_argument("--timeout", type=int, default=120)
+    a = p.parse_args()
+    exe = shutil.which("fi_pingpong")
+    if not exe:
+        fail("fi_pingpong not found (package libfabric-bin)")
+    addrs = HOST_ADDR
+    if a.netns:
+        if os.geteuid() != 0:
+            fail("--netns needs root (ip netns)")
+        netns_up()
+        addrs = NS_ADDR
+    try:
+        for mode in a.mode or ["msg", "tagged"]:
+            outs = run_pair(a, mode, exe, addrs)
+            for side, out in enumerate(outs):
+                rows = [m.groups() for m in map(ROW.match, out.splitlines()) if m]
+                if not rows:
+                    fail("%s mode: no result rows from the %s:\n%s" %
+                         (mode, "server" if side == 0 else "client", out))
+                for size, iters, done in rows:
+                    if iters != done:
+                        fail("%s mode: size %s: %s of %s iterations" %
+                             (mode, size, done, iters))
+            print("fi_pingpong: %s mode: %d sizes (%s .. %s), %d iterations each, data checked"
+                  % (mode, len(rows), rows[0][0], rows[-1][0], a.iters), flush=True)
+    finally:
+        if a.netns:
+            netns_down()
+    print("fi_pingpong: PASS: %s, %s endpoints%s" %
+          (a.provider, a.ep, " across two namespaces" if a.netns else ""))
+
+
+if __name__ == "__main__":
+    main()
