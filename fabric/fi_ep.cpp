@@ -1595,10 +1595,8 @@ FiLock &ep_mu(Endpoint *ep)
 
 EpView ep_view(Endpoint *ep)
 {
-	return EpView{ep->domain,  ep->msg,
-		      ep->cq,	   ep->rcq,
-		      ep->scntr,   ep->rvcntr,
-		      ep->enabled, addr_of(ep)};
+	return EpView{ep->domain, ep->msg,    ep->cq,	   ep->rcq,
+		      ep->scntr,  ep->rvcntr, ep->enabled, addr_of(ep)};
 }
 
 EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, uint32_t qpn)
