@@ -1605,11 +1605,12 @@ EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, ui
 	for (const auto &kv : ep->rpeers) {
 		const Peer &p = kv.second;
 		if (p.req && nicmr_qp_num(p.req) == via_qpn) {
+			/* Its name as rpeers keys it (remote_peer_of finds it so). */
 			EpAddr a{};
 			a.kind = FI_NICMR_NAME_WIRE;
-			a.udp_port = p.udp_port;
-			std::memcpy(a.gid, p.gid, 16);
-			a.qpn = p.ud_qpn;
+			a.udp_port = kv.first.udp_port;
+			std::memcpy(a.gid, kv.first.gid, 16);
+			a.qpn = kv.first.qpn;
 			a.port = port;
 			a.device_id = device;
 			return a;
@@ -1645,8 +1646,6 @@ int ep_peer(Endpoint *ep, fi_addr_t dest, PeerRef *out)
 int ep_peer_at(Endpoint *ep, const EpAddr &a, PeerRef *out)
 {
 	Peer *p = nullptr;
-	if (a.device_id != ep->device_id)
-		return -FI_EADDRNOTAVAIL;
 	int ret = peer_at(ep, a, &p);
 	return peer_ref(ep, p, ret, out);
 }

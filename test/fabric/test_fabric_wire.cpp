@@ -24,6 +24,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 
 #include <chrono>
 #include <cstdint>
@@ -743,5 +744,135 @@ TEST_P(FabricWireFormat, TwoFabricsOfOneProcessMeetOverTheWire)
 
 INSTANTIATE_TEST_SUITE_P(Names, FabricWireFormat,
 			 ::testing::Values(uint32_t{FI_FORMAT_UNSPEC}, uint32_t{FI_ADDR_STR}));
+
+} // namespace
+
+namespace {
+
+/* Tagged messages between two devices of one process over the wire: eager and rendezvous
+ * (the receiver READs the sender's buffer through the peer's QP the RTS came in on, then
+ * FINs back on it), every byte checked, and the sender's buffer with and without a
+ * descriptor. */
+TEST(FabricWireMsg, TaggedMessagesEagerAndRendezvousCrossTheWire)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	auto run = [&]() -> int {
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
+		Stack a, b;
+		fid_cq *rcq[2] = {nullptr, nullptr};
+		int k = 0;
+		for (Stack *s : {&a, &b}) {
+			fi_info *hints = fi_allocinfo();
+			CHECK(hints);
+			hints->fabric_attr->prov_name = strdup("nicmr");
+			hints->caps = FI_TAGGED | FI_MSG;
+			hints->domain_attr->mr_mode =
+				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+			int ret =
+				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s->info);
+			fi_freeinfo(hints);
+			CHECK(ret == 0);
+			CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0);
+			CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0);
+			fi_av_attr av{};
+			CHECK(fi_av_open(s->domain, &av, &s->av, nullptr) == 0);
+			fi_cq_attr cqa{};
+			cqa.format = FI_CQ_FORMAT_TAGGED;
+			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
+			CHECK(fi_cq_open(s->domain, &cqa, &rcq[k], nullptr) == 0);
+			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
+			CHECK(fi_ep_bind(s->ep, &rcq[k]->fid, FI_RECV) == 0);
+			CHECK(fi_enable(s->ep) == 0);
+			k++;
+		}
+		struct CloseCqs {
+			fid_cq **c;
+			~CloseCqs()
+			{
+				for (int i = 0; i < 2; i++)
+					if (c[i])
+						fi_close(&c[i]->fid);
+			}
+		};
+		char name[128];
+		size_t len = sizeof(name);
+		CHECK(fi_getname(&b.ep->fid, name, &len) == 0);
+		fi_addr_t to = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(a.av, name, 1, &to, 0, nullptr) == 1);
+		const size_t kMax = size_t{1} << 20;
+		std::vector<uint8_t> src(kMax), dst(kMax);
+		CHECK(fi_mr_reg(a.domain, src.data(), src.size(), FI_SEND, 0, 0, 0, &a.lmr,
+				nullptr) == 0);
+		CHECK(fi_mr_reg(b.domain, dst.data(), dst.size(), FI_RECV, 0, 0, 0, &b.mr,
+				nullptr) == 0);
+		uint64_t tag = 100;
+		for (size_t n : {size_t{8}, size_t{8192}, size_t{12288}, kMax}) {
+			for (size_t i = 0; i < n; i++)
+				src[i] = pattern(static_cast<int>(tag), i);
+			std::fill(dst.begin(), dst.end(), 0xee);
+			CHECK(fi_trecv(b.ep, dst.data(), n, fi_mr_desc(b.mr), FI_ADDR_UNSPEC, tag,
+				       0, nullptr) == 0);
+			const auto end =
+				std::chrono::steady_clock::now() + std::chrono::seconds(20);
+			ssize_t r;
+			for (;;) {
+				r = fi_tsend(a.ep, src.data(), n, fi_mr_desc(a.lmr), to, tag,
+					     nullptr);
+				if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > end)
+					break;
+				/* b answers the handshake (its receive is not in yet: no send). */
+				fi_cq_tagged_entry e;
+				CHECK(fi_cq_read(rcq[1], &e, 1) == -FI_EAGAIN);
+			}
+			CHECK(r == 0);
+			/* Both sides progress until b's receive and a's send completed. */
+			int got_r = 0, got_s = 0;
+			while ((got_r == 0 || got_s == 0) &&
+			       std::chrono::steady_clock::now() < end) {
+				fi_cq_tagged_entry e;
+				ssize_t x = fi_cq_read(rcq[1], &e, 1);
+				if (x == 1) {
+					CHECK(e.len == n && e.tag == tag);
+					got_r++;
+				} else if (x == -FI_EAVAIL) {
+					fi_cq_err_entry ee{};
+					CHECK(fi_cq_readerr(rcq[1], &ee, 0) == 1);
+					*why = "receive error " + std::to_string(ee.err) +
+					       " prov " + std::to_string(ee.prov_errno) + " size " +
+					       std::to_string(n);
+					return __LINE__;
+				}
+				x = fi_cq_read(a.cq, &e, 1);
+				if (x == 1)
+					got_s++;
+				else if (x == -FI_EAVAIL) {
+					fi_cq_err_entry ee{};
+					CHECK(fi_cq_readerr(a.cq, &ee, 0) == 1);
+					*why = "send error " + std::to_string(ee.err) + " prov " +
+					       std::to_string(ee.prov_errno) + " size " +
+					       std::to_string(n);
+					return __LINE__;
+				}
+			}
+			if (got_r != 1 || got_s != 1) {
+				*why = "size " + std::to_string(n) + ": " + std::to_string(got_r) +
+				       " receive and " + std::to_string(got_s) +
+				       " send completions";
+				return __LINE__;
+			}
+			for (size_t i = 0; i < kMax; i++)
+				CHECK(dst[i] == (i < n ? pattern(static_cast<int>(tag), i) : 0xee));
+			tag++;
+		}
+		CloseCqs closer{rcq};
+		(void)closer;
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
+}
 
 } // namespace
