@@ -486,6 +486,12 @@ private:
 	/* The ACKs poll_wire's last batch of port owes (rc_batch with defer_acks), sent at the
 	 * start of its next turn. Progress token held. */
 	void rc_owed_acks(WirePort &w, uint32_t port);
+	/* The coalesced ACK the QP still owes goes out now, before its wire state goes (2RST,
+	 * destroy): a NIC acknowledges what it executed whether or not its software polls
+	 * again (IBTA 9.7.5.1.1: the responder acknowledges the requests it executed), so a
+	 * peer must not time out on a request this side completed and then closed. Table lock
+	 * held exclusive. */
+	void rc_flush_ack(Qp &qp);
 	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
 		       std::span<const uint8_t> datagram, const sockaddr_storage &peer,
 		       const WireRxIp &ip, Qp **acks, int *nacks);

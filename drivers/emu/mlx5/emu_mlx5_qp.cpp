@@ -240,6 +240,10 @@ int EmuDataPath::destroy_qp(uint32_t qpn)
 	}
 	if (qp.srq != nullptr && qp.srq->users > 0)
 		qp.srq->users--;
+	{
+		std::lock_guard ql(qp.lock);
+		rc_flush_ack(qp);
+	}
 	/* The exclusive table lock waits for every data-path thread that could hold the QP. */
 	retire_qp(qp);
 	qp_index_[qpn] = nullptr;
@@ -338,6 +342,10 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 			const DmaSection dma(mmu_);
 			std::lock_guard rl(qp.rq_lock);
 			rq_flush(dma, qp);
+		}
+		{
+			std::lock_guard ql(qp.lock);
+			rc_flush_ack(qp);
 		}
 		qp.path = QpPath{};
 		qp.rc.reset();

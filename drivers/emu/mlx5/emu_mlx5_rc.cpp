@@ -613,6 +613,16 @@ void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each, bool 
 	}
 }
 
+void EmuDataPath::rc_flush_ack(Qp &qp)
+{
+	RcWire *r = qp.rc.get();
+	if (r == nullptr || !r->ack_due)
+		return;
+	r->ack_due = false;
+	rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
+	       (r->epsn - 1) & kPsnMask);
+}
+
 void EmuDataPath::rc_owed_acks(WirePort &w, uint32_t port)
 {
 	int &n = nowed_acks_[port - 1];
