@@ -578,13 +578,14 @@ struct LossParam {
 /*
  * The requester here, the responder in a child (wire_rig.h's responder), both on 127.0.0.1
  * with their own ports and each side's faults; 7 retries of a local ACK timeout of
- * 4.096 us * 2^12 = 17 ms: a loss the NAKs do not catch costs that much, and the retries
- * outlast a process descheduled for 100 ms on a loaded two-core machine (with 1 ms they did
- * not: three spinning threads on two cores).
+ * 4.096 us * 2^14 = 67 ms: a loss the NAKs do not catch costs that much, and the retries
+ * outlast a process descheduled for 400 ms on a loaded two-core machine (with 1 ms they did
+ * not: three spinning threads on two cores; with 17 ms the 300 us delay case ran out of
+ * retries at a load of 10).
  */
 class Lossy : public ::testing::TestWithParam<LossParam> {
 protected:
-	static constexpr uint32_t kAckTimeout = 12;
+	static constexpr uint32_t kAckTimeout = 14;
 	void start(const emu::WireFaults &mine_f, const emu::WireFaults &theirs_f,
 		   uint32_t retry_count = 7, uint32_t ack_timeout = 8, uint32_t rnr_retry = 7,
 		   uint32_t mtu = nicmr::mlx5::prm::qp_mtu::mtu_1024)
