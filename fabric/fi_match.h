@@ -10,7 +10,11 @@
  *    ignore); an untagged one the oldest untagged receive;
  *  - a receive posted matches the oldest unexpected message of its kind that fits it;
  *  - messages of one peer arrive in order (one RC QP), so sends to one peer match in order
- *    (FI_ORDER_SAS).
+ *    (FI_ORDER_SAS);
+ *  - a receive with a source (FI_DIRECTED_RECV: src != kAnySrc) matches only messages of that
+ *    source; kAnySrc (FI_ADDR_UNSPEC) matches any. A message's source is the sender's entry in
+ *    the receiver's AV, kAnySrc when it has none (FI_ADDR_NOTAVAIL, which is the same value):
+ *    only a receive of any source takes it.
  *
  * Storage is fixed at init (Queue::init): matching, posting and taking allocate nothing, take
  * no lock and make no system call (the endpoint's lock guards a Matcher). A full queue says so
@@ -31,6 +35,15 @@ namespace nicmr::fabric::match {
 inline bool tag_match(uint64_t tag, uint64_t recv_tag, uint64_t ignore) noexcept
 {
 	return (tag | ignore) == (recv_tag | ignore);
+}
+
+/* Any source: fi_msg(3)'s FI_ADDR_UNSPEC (== FI_ADDR_NOTAVAIL, a source not in the AV). */
+inline constexpr uint64_t kAnySrc = ~uint64_t{0};
+/* fi_msg(3) FI_DIRECTED_RECV: "src_addr ... only match messages from the specified source";
+ * FI_ADDR_UNSPEC takes any. */
+inline bool src_match(uint64_t src, uint64_t recv_src) noexcept
+{
+	return recv_src == kAnySrc || src == recv_src;
 }
 
 /*
@@ -151,7 +164,8 @@ struct Posted {
 	void *desc = nullptr; /* the application's descriptor (fid_mr), or null */
 	uint64_t tag = 0;
 	uint64_t ignore = 0;
-	uint64_t flags = 0; /* FI_MULTI_RECV, FI_COMPLETION */
+	uint64_t src = kAnySrc; /* FI_DIRECTED_RECV: the sender it takes messages of */
+	uint64_t flags = 0;	/* FI_MULTI_RECV, FI_COMPLETION */
 	bool tagged = false;
 	uint32_t busy = 0;     /* FI_MULTI_RECV: rendezvous reads still landing in buf */
 	bool released = false; /* FI_MULTI_RECV: no more matches (under min_multi_recv) */
@@ -165,7 +179,8 @@ struct Unexpected {
 	bool has_data = false;
 	uint64_t tag = 0;
 	uint64_t data = 0;
-	uint64_t len = 0; /* the message's length */
+	uint64_t len = 0;	/* the message's length */
+	uint64_t src = kAnySrc; /* its source (the sender's AV entry), kAnySrc: not known */
 	/* Eager: the payload, in the unexpected pool (pool >= 0) or still in its receive
 	 * buffer (bounce >= 0, reposted once matched). */
 	int32_t pool = -1;
@@ -197,20 +212,24 @@ public:
 
 	/* The receive an arriving message matches, left queued (a multi-receive buffer may take
 	 * more); nullptr when none. */
-	Posted *match_message(bool tagged, uint64_t tag) noexcept
+	Posted *match_message(bool tagged, uint64_t tag, uint64_t src = kAnySrc) noexcept
 	{
 		if (!tagged)
-			return posted_[0].find([](const Posted &p) { return !p.released; });
-		return posted_[1].find([tag](const Posted &p) {
-			return !p.released && tag_match(tag, p.tag, p.ignore);
+			return posted_[0].find([src](const Posted &p) {
+				return !p.released && src_match(src, p.src);
+			});
+		return posted_[1].find([tag, src](const Posted &p) {
+			return !p.released && src_match(src, p.src) &&
+			       tag_match(tag, p.tag, p.ignore);
 		});
 	}
 	/* The oldest unexpected message a receive being posted matches, unlinked; nullptr when
 	 * none. */
-	Unexpected *match_receive(bool tagged, uint64_t tag, uint64_t ignore) noexcept
+	Unexpected *match_receive(bool tagged, uint64_t tag, uint64_t ignore,
+				  uint64_t src = kAnySrc) noexcept
 	{
 		return unexp_.take([=](const Unexpected &u) {
-			return !u.claim && u.tagged == tagged &&
+			return !u.claim && u.tagged == tagged && src_match(u.src, src) &&
 			       (!tagged || tag_match(u.tag, tag, ignore));
 		});
 	}

@@ -129,5 +129,73 @@ TEST(Match, ReceivesTakeTheOldestUnexpectedOfTheirKind)
 	EXPECT_EQ(m.unexpected().size(), 0u);
 }
 
+/* FI_DIRECTED_RECV: a receive with a source takes only that source's messages, kAnySrc takes
+ * any, and a message without a known source (kAnySrc) only a receive of any source. */
+TEST(Match, DirectedReceivesTakeOnlyTheirSource)
+{
+	Matcher m;
+	ASSERT_EQ(m.init(8, 8), 0);
+	auto post = [&](bool tagged, uint64_t src, void *ctx) {
+		Posted *p = m.posted(tagged).alloc();
+		p->tagged = tagged;
+		p->tag = 5;
+		p->src = src;
+		p->context = ctx;
+		m.posted(tagged).push_back(p);
+		return p;
+	};
+	int from1, from2, any;
+	for (bool tagged : {false, true}) {
+		post(tagged, 1, &from1);
+		post(tagged, 2, &from2);
+		/* Source 2's message passes over the older receive of source 1. */
+		Posted *p = m.match_message(tagged, 5, 2);
+		ASSERT_NE(p, nullptr);
+		EXPECT_EQ(p->context, &from2);
+		m.posted(tagged).unlink(p);
+		m.posted(tagged).release(p);
+		EXPECT_EQ(m.match_message(tagged, 5, 3), nullptr) << "no receive of source 3";
+		EXPECT_EQ(m.match_message(tagged, 5, kAnySrc), nullptr) << "an unknown source";
+		post(tagged, kAnySrc, &any);
+		p = m.match_message(tagged, 5, 3);
+		ASSERT_NE(p, nullptr);
+		EXPECT_EQ(p->context, &any);
+		m.posted(tagged).unlink(p);
+		m.posted(tagged).release(p);
+		p = m.match_message(tagged, 5, kAnySrc);
+		EXPECT_EQ(p, nullptr) << "source 1's receive takes no unknown source";
+		p = m.match_message(tagged, 5, 1);
+		ASSERT_NE(p, nullptr);
+		EXPECT_EQ(p->context, &from1);
+		m.posted(tagged).unlink(p);
+		m.posted(tagged).release(p);
+	}
+	auto arrive = [&](uint64_t src, uint64_t data) {
+		Unexpected *u = m.unexpected().alloc();
+		u->tagged = true;
+		u->tag = 5;
+		u->src = src;
+		u->data = data;
+		m.unexpected().push_back(u);
+	};
+	arrive(1, 10);
+	arrive(kAnySrc, 11);
+	arrive(2, 12);
+	EXPECT_EQ(m.match_receive(true, 5, 0, 3), nullptr);
+	Unexpected *u = m.match_receive(true, 5, 0, 2);
+	ASSERT_NE(u, nullptr);
+	EXPECT_EQ(u->data, 12u) << "the older messages of others stay";
+	m.unexpected().release(u);
+	u = m.match_receive(true, 5, 0, kAnySrc);
+	ASSERT_NE(u, nullptr);
+	EXPECT_EQ(u->data, 10u);
+	m.unexpected().release(u);
+	EXPECT_EQ(m.match_receive(true, 5, 0, 1), nullptr);
+	u = m.match_receive(true, 5, 0, kAnySrc);
+	ASSERT_NE(u, nullptr);
+	EXPECT_EQ(u->data, 11u);
+	m.unexpected().release(u);
+}
+
 } // namespace
 } // namespace nicmr::fabric::match
