@@ -310,6 +310,36 @@ int av_lookup_addr(Av *av, fi_addr_t fi_addr, EpAddr *out)
 	return 0;
 }
 
+bool name_same(const EpAddr &a, const EpAddr &b)
+{
+	if (a.kind != b.kind || a.qpn != b.qpn)
+		return false;
+	if (a.kind == FI_NICMR_NAME_LOCAL)
+		return a.device_id == b.device_id && a.port == b.port;
+	return a.udp_port == b.udp_port && std::memcmp(a.gid, b.gid, 16) == 0;
+}
+
+fi_addr_t av_reverse(Av *av, const EpAddr &a)
+{
+	/* Receive path: the AV's lock and a walk of its table; no allocation, no system call.
+	 * The caller caches the answer (av_holds checks it still holds). */
+	if (!av)
+		return FI_ADDR_NOTAVAIL;
+	std::lock_guard lk(av->mu);
+	for (size_t i = 0; i < av->table.size(); i++)
+		if (av->live[i] && name_same(av->table[i], a))
+			return static_cast<fi_addr_t>(i);
+	return FI_ADDR_NOTAVAIL;
+}
+
+bool av_holds(Av *av, fi_addr_t fi_addr, const EpAddr &a)
+{
+	if (!av)
+		return false;
+	std::lock_guard lk(av->mu);
+	return fi_addr < av->table.size() && av->live[fi_addr] && name_same(av->table[fi_addr], a);
+}
+
 int av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **out, void *context)
 {
 	if (!domain || !attr || !out)

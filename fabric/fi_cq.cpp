@@ -74,7 +74,10 @@ void write_entry(Cq *cq, const CqEntry &e, void *out)
 	}
 }
 
-ssize_t cq_read(struct fid_cq *fcq, void *buf, size_t count)
+/* Reads up to count entries, and with src each one's source (fi_cq(3) fi_cq_readfrom: a
+ * receive's source with FI_SOURCE, else and for every initiator completion
+ * FI_ADDR_NOTAVAIL; fi_msg.cpp fills CqEntry::src so). */
+ssize_t cq_read_src(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 {
 	Cq *cq = cq_of(&fcq->fid);
 	if (!cq || (!buf && count))
@@ -88,6 +91,8 @@ ssize_t cq_read(struct fid_cq *fcq, void *buf, size_t count)
 		if (e.err)
 			break;
 		write_entry(cq, e, static_cast<uint8_t *>(buf) + n * sz);
+		if (src)
+			src[n] = e.src;
 		cq->head++;
 		n++;
 	}
@@ -98,13 +103,14 @@ ssize_t cq_read(struct fid_cq *fcq, void *buf, size_t count)
 	return -FI_EAGAIN;
 }
 
+ssize_t cq_read(struct fid_cq *fcq, void *buf, size_t count)
+{
+	return cq_read_src(fcq, buf, count, nullptr);
+}
+
 ssize_t cq_readfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src)
 {
-	ssize_t n = cq_read(fcq, buf, count);
-	/* Initiator completions have no source. */
-	for (ssize_t i = 0; src && i < n; i++)
-		src[i] = FI_ADDR_NOTAVAIL;
-	return n;
+	return cq_read_src(fcq, buf, count, src);
 }
 
 ssize_t cq_readerr(struct fid_cq *fcq, struct fi_cq_err_entry *buf, uint64_t flags)
@@ -144,14 +150,14 @@ int left_ms(int timeout, std::chrono::steady_clock::time_point end)
 	return ms.count() > 0 ? static_cast<int>(ms.count()) : 0;
 }
 
-ssize_t cq_sread(struct fid_cq *fcq, void *buf, size_t count, const void *, int timeout)
+ssize_t cq_sread_src(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src, int timeout)
 {
 	Cq *cq = cq_of(&fcq->fid);
 	if (!cq)
 		return -FI_EINVAL;
 	auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
 	for (;;) {
-		ssize_t n = cq_read(fcq, buf, count);
+		ssize_t n = cq_read_src(fcq, buf, count, src);
 		if (n != -FI_EAGAIN)
 			return n;
 		if (cq->signaled.exchange(false, std::memory_order_relaxed))
@@ -174,13 +180,15 @@ ssize_t cq_sread(struct fid_cq *fcq, void *buf, size_t count, const void *, int 
 	}
 }
 
-ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src, const void *cond,
+ssize_t cq_sread(struct fid_cq *fcq, void *buf, size_t count, const void *, int timeout)
+{
+	return cq_sread_src(fcq, buf, count, nullptr, timeout);
+}
+
+ssize_t cq_sreadfrom(struct fid_cq *fcq, void *buf, size_t count, fi_addr_t *src, const void *,
 		     int timeout)
 {
-	ssize_t n = cq_sread(fcq, buf, count, cond, timeout);
-	for (ssize_t i = 0; src && i < n; i++)
-		src[i] = FI_ADDR_NOTAVAIL;
-	return n;
+	return cq_sread_src(fcq, buf, count, src, timeout);
 }
 
 int cq_signal(struct fid_cq *fcq)

@@ -87,6 +87,9 @@ struct Peer {
 	uint32_t tries = 0;
 	uint64_t deadline_ns = 0;
 	uint64_t conn_id = 0;
+	/* Its entry in the endpoint's AV as a receive's source (ep_src_fi): FI_ADDR_NOTAVAIL
+	 * until found; checked against the AV at each use. */
+	fi_addr_t src = FI_ADDR_NOTAVAIL;
 };
 
 /* A peer by its name: same-device peers and remote ones alike (GID 0 and UDP port 0 for a
@@ -157,6 +160,15 @@ template <typename R, typename... A> struct Stub<R (*)(A...)> {
 	static R fn(A...) { return static_cast<R>(-FI_ENOSYS); }
 };
 
+/* A responder QP another endpoint of this device made to this one (the initiator's SENDs
+ * arrive on it), with that initiator's name and its entry in this endpoint's AV once found
+ * (ep_src_fi). */
+struct Inbound {
+	nicmr_qp *qp;
+	EpAddr from;
+	fi_addr_t src;
+};
+
 } // namespace
 
 struct Endpoint {
@@ -188,11 +200,11 @@ struct Endpoint {
 	 * initiator closed first waits in dead until this endpoint's progress destroys it:
 	 * only the thread that polls a QP's CQ may destroy the QP). */
 	Msg *msg = nullptr;
-	Cq *rcq = nullptr;		 /* FI_RECV */
-	Cntr *scntr = nullptr;		 /* FI_SEND */
-	Cntr *rvcntr = nullptr;		 /* FI_RECV */
-	std::vector<nicmr_qp *> inbound; /* fabric->mu */
-	std::vector<nicmr_qp *> dead;	 /* fabric->mu */
+	Cq *rcq = nullptr;	      /* FI_RECV */
+	Cntr *scntr = nullptr;	      /* FI_SEND */
+	Cntr *rvcntr = nullptr;	      /* FI_RECV */
+	std::vector<Inbound> inbound; /* fabric->mu */
+	std::vector<nicmr_qp *> dead; /* fabric->mu */
 	std::atomic<bool> has_dead{false};
 	/* The wire (a device whose port kWirePort has an address): the handshake's UD QP, the
 	 * endpoint's address; the port's GID and UDP port; handshakes in progress (timers run
@@ -207,6 +219,11 @@ struct Endpoint {
 	uint32_t ud_send_next = 0;
 	uint64_t conn_ids = 0;
 	std::unordered_map<PeerKey, Peer, PeerKeyHash> rpeers; /* mu; remote peers */
+	/* FI_DIRECTED_RECV and FI_SOURCE in the endpoint's caps (fi_msg.cpp looks up each
+	 * receive's source only with one of them); the AV entry of its own name (mu). */
+	bool directed = false;
+	bool source = false;
+	fi_addr_t self_src = FI_ADDR_NOTAVAIL;
 };
 
 namespace {
@@ -610,7 +627,8 @@ Endpoint *resp_live(Endpoint *ep, const Peer &p, bool erase)
 	if (t == ep->fabric->eps.end())
 		return nullptr;
 	auto &in = t->second->inbound;
-	auto it = std::find(in.begin(), in.end(), p.resp);
+	auto it = std::find_if(in.begin(), in.end(),
+			       [&p](const Inbound &i) { return i.qp == p.resp; });
 	if (it == in.end())
 		return nullptr;
 	if (erase)
@@ -716,6 +734,8 @@ int remote_peer_of(Endpoint *ep, const EpAddr &a, Peer **out)
 	return -FI_EAGAIN;
 }
 
+EpAddr addr_of(const Endpoint *ep);
+
 /* The peer at address a, made on first use (slow path): over the wire for another device's
  * endpoint, else a pair on this device's loopback. ep->mu held. */
 int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
@@ -771,7 +791,8 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 		return fi_code(ret); /* -FI_ENOSPC: no QP left on the CQ or the device */
 	}
 	try {
-		target->inbound.push_back(p.resp);
+		/* The initiator's name beside its responder: a receive's source (ep_src_fi). */
+		target->inbound.push_back(Inbound{p.resp, addr_of(ep), FI_ADDR_NOTAVAIL});
 		try {
 			*out = &ep->peers.emplace(a.qpn, p).first->second;
 		} catch (const std::bad_alloc &) {
@@ -1377,8 +1398,8 @@ void ep_free(Endpoint *ep)
 	 * CQ), then the messaging state, whose SRQ no QP uses any more. */
 	{
 		std::lock_guard lk(ep->fabric->mu);
-		for (nicmr_qp *q : ep->inbound)
-			nicmr_qp_destroy(q);
+		for (const Inbound &in : ep->inbound)
+			nicmr_qp_destroy(in.qp);
 		ep->inbound.clear();
 		for (nicmr_qp *q : ep->dead)
 			nicmr_qp_destroy(q);
@@ -1595,8 +1616,42 @@ FiLock &ep_mu(Endpoint *ep)
 
 EpView ep_view(Endpoint *ep)
 {
-	return EpView{ep->domain, ep->msg,    ep->cq,	   ep->rcq,
-		      ep->scntr,  ep->rvcntr, ep->enabled, addr_of(ep)};
+	return EpView{ep->domain, ep->msg,     ep->cq,	    ep->rcq,	  ep->scntr,
+		      ep->rvcntr, ep->enabled, addr_of(ep), ep->directed, ep->source};
+}
+
+fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn)
+{
+	/* Receive path (ep mu held): no allocation, no system call. It walks the endpoint's
+	 * remote peers, then (a sender of this device) its inbound list under fabric->mu, and
+	 * asks the AV (its lock) only when the entry cached beside the QP no longer holds the
+	 * name: a miss is asked again at the next receive, so that an entry inserted later is
+	 * found. */
+	auto cached = [ep](fi_addr_t &c, const EpAddr &a) {
+		if (c != FI_ADDR_NOTAVAIL && av_holds(ep->av, c, a))
+			return c;
+		c = av_reverse(ep->av, a);
+		return c;
+	};
+	if (ep->self && nicmr_qp_num(ep->self) == via_qpn)
+		return cached(ep->self_src, addr_of(ep));
+	for (auto &kv : ep->rpeers) {
+		Peer &p = kv.second;
+		if (p.req && nicmr_qp_num(p.req) == via_qpn) {
+			/* Its name as rpeers keys it. */
+			EpAddr a{};
+			a.kind = FI_NICMR_NAME_WIRE;
+			a.udp_port = kv.first.udp_port;
+			std::memcpy(a.gid, kv.first.gid, 16);
+			a.qpn = kv.first.qpn;
+			return cached(p.src, a);
+		}
+	}
+	std::lock_guard lk(ep->fabric->mu);
+	for (Inbound &in : ep->inbound)
+		if (nicmr_qp_num(in.qp) == via_qpn)
+			return cached(in.src, in.from);
+	return FI_ADDR_NOTAVAIL;
 }
 
 EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, uint32_t qpn)
@@ -1675,7 +1730,8 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	/* FI_RMA_EVENT goes with the domain's FI_MR_RMA_EVENT (the device counts into counters
 	 * bound to MRs; the endpoint itself has nothing to do for it). */
 	const uint64_t rma_event = (dom->mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0;
-	if (info->caps & ~(kEpCaps | kMsgCaps | rma_event))
+	const uint64_t caps = info->caps | (info->rx_attr ? info->rx_attr->caps : 0);
+	if (caps & ~(kEpCaps | kMsgCaps | kSrcCaps | rma_event))
 		return -FI_EINVAL;
 	/* FI_ATOMIC on a device without host-order atomics (fi_getinfo does not offer it). */
 	if ((info->caps & FI_ATOMIC) && !dom->atomics)
@@ -1694,6 +1750,8 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 		return -FI_ENOMEM;
 	ep->domain = dom;
 	ep->local_cache = local_cache;
+	ep->directed = caps & FI_DIRECTED_RECV;
+	ep->source = caps & FI_SOURCE;
 	ep->mu.set_noop(dom->serialized);
 	ep->fabric = fab;
 	ep->device_id = nicmr_device_id(fab->dev);

@@ -238,6 +238,10 @@ inline constexpr uint64_t kEpCaps =
 	FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /* Messages and tagged messages (fi_msg.cpp), both ways. */
 inline constexpr uint64_t kMsgCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV;
+/* Receives by source (fi_msg(3) FI_DIRECTED_RECV) and the source of each receive
+ * (fi_cq_readfrom, FI_SOURCE): secondary capabilities, given only when asked for (finding a
+ * receive's source costs a lookup per receive: doc/libfabric.md, "Messages"). */
+inline constexpr uint64_t kSrcCaps = FI_DIRECTED_RECV | FI_SOURCE;
 /* The order of an endpoint's RMA and atomics to one peer (fi_endpoint(3) msg_order): they go
  * out on that peer's one RC QP, whose responder executes requests in the order they were sent;
  * a WRITE after a READ is not promised (IBTA 10.8.3: a responder may run it before the READ's
@@ -294,6 +298,14 @@ struct Av {
 };
 /* The address behind fi_addr, or -FI_EINVAL (no such live entry). */
 int av_lookup_addr(Av *av, fi_addr_t fi_addr, EpAddr *out);
+/* Whether two names name one endpoint: a wire name by its GID, UDP port and address QP, a
+ * local name by its device, port and address QP. */
+bool name_same(const EpAddr &a, const EpAddr &b);
+/* The oldest live entry of av holding a's name, or FI_ADDR_NOTAVAIL (none, or av null).
+ * Receive path: the AV's lock, a walk of the table; no allocation, no system call. */
+fi_addr_t av_reverse(Av *av, const EpAddr &a);
+/* Whether entry fi_addr of av is live and holds a's name (a cached av_reverse still holds). */
+bool av_holds(Av *av, fi_addr_t fi_addr, const EpAddr &a);
 
 /* One completion as a CQ holds it until read. RMA and atomics fill the first four; a
  * received message (fi_msg.cpp) the rest too, for FI_CQ_FORMAT_MSG, _DATA and _TAGGED. */
@@ -306,7 +318,8 @@ struct CqEntry {
 	size_t len = 0;
 	uint64_t data = 0;
 	uint64_t tag = 0;
-	size_t olen = 0; /* FI_ETRUNC: the bytes that did not fit */
+	size_t olen = 0;		  /* FI_ETRUNC: the bytes that did not fit */
+	fi_addr_t src = FI_ADDR_NOTAVAIL; /* a receive's source (FI_SOURCE), for readfrom */
 };
 
 struct Cq {

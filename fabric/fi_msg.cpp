@@ -143,6 +143,7 @@ struct RxOp {
 	uint32_t rkey = 0;
 	uint32_t id = 0;
 	EpAddr src{};
+	uint64_t from = FI_ADDR_NOTAVAIL; /* the sender's AV entry (FI_SOURCE) */
 	PeerRef peer{};
 	bool queued = false;  /* in Msg::rx, waiting for room */
 	bool discard = false; /* FI_DISCARD: no READ, no receive completion, only the FIN */
@@ -281,11 +282,13 @@ void repost(Msg *m, uint32_t slot)
 		FI_WARN(&provider, FI_LOG_EP_DATA, "SRQ repost of buffer %u: %d\n", slot, rc);
 }
 
-/* A receive completion (olen > 0: truncated, FI_ETRUNC with olen). */
+/* A receive completion (olen > 0: truncated, FI_ETRUNC with olen) of a message from src (the
+ * sender's AV entry: fi_cq_readfrom's with FI_SOURCE). */
 void rx_done(const EpView &v, void *context, uint64_t flags, void *buf, size_t len, uint64_t data,
-	     uint64_t tag, size_t olen, int err = 0)
+	     uint64_t tag, size_t olen, uint64_t src, int err = 0)
 {
 	CqEntry e{context, flags, err ? err : (olen ? FI_ETRUNC : 0), 0};
+	e.src = v.source ? src : FI_ADDR_NOTAVAIL;
 	e.buf = buf;
 	e.len = len;
 	e.data = data;
@@ -320,7 +323,7 @@ uint64_t posted_take(Msg *m, match::Posted *r, size_t n, bool tagged)
 
 /* An eager message's payload into a receive. */
 uint64_t deliver_eager(const EpView &v, match::Posted *r, bool tagged, const Hdr &h,
-		       const uint8_t *payload, size_t plen)
+		       const uint8_t *payload, size_t plen, uint64_t src)
 {
 	Msg *m = v.msg;
 	const size_t room = r->len - r->off;
@@ -332,7 +335,7 @@ uint64_t deliver_eager(const EpView &v, match::Posted *r, bool tagged, const Hdr
 	uint64_t flags =
 		FI_RECV | kind_flag(tagged) | ((h.flags & kHdrData) ? FI_REMOTE_CQ_DATA : 0);
 	const uint64_t taken = posted_take(m, r, n, tagged);
-	rx_done(v, context, flags | taken, at, n, h.data, h.tag, plen - n);
+	rx_done(v, context, flags | taken, at, n, h.data, h.tag, plen - n, src);
 	return taken;
 }
 
@@ -353,14 +356,14 @@ void rx_fail(const EpView &v, RxOp *x, int err)
 		nicmr_mr_cache_dereg(m->cache, x->local);
 		x->local = nullptr;
 	}
-	rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, 0, err);
+	rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, 0, x->from, err);
 	m->rx.release(x);
 }
 
 /* Starts a rendezvous for a matched RTS into receive r. ep mu held. */
 void start_rndv(Endpoint *ep, const EpView &v, match::Posted *r, bool tagged, uint64_t tag,
 		uint64_t data, bool has_data, const Rts &rts, uint32_t via_qpn, uint32_t id,
-		uint64_t mlen)
+		uint64_t mlen, uint64_t from)
 {
 	Msg *m = v.msg;
 	RxOp *x = m->rx.alloc();
@@ -368,7 +371,7 @@ void start_rndv(Endpoint *ep, const EpView &v, match::Posted *r, bool tagged, ui
 		/* Room for kMsgRxOps rendezvous receives at once (doc/libfabric.md). */
 		void *context = r->context;
 		const uint64_t f = posted_take(m, r, 0, tagged);
-		rx_done(v, context, FI_RECV | kind_flag(tagged) | f, r->buf, 0, data, tag, 0,
+		rx_done(v, context, FI_RECV | kind_flag(tagged) | f, r->buf, 0, data, tag, 0, from,
 			FI_ENOSPC);
 		return;
 	}
@@ -385,6 +388,7 @@ void start_rndv(Endpoint *ep, const EpView &v, match::Posted *r, bool tagged, ui
 	x->rkey = rts.rkey;
 	x->id = id;
 	x->src = ep_src(ep, via_qpn, rts.device, rts.port, rts.qpn);
+	x->from = from;
 	if (r->flags & FI_MULTI_RECV) {
 		r->busy++;
 		x->multi = r;
@@ -426,7 +430,7 @@ bool rx_advance(Endpoint *ep, const EpView &v, RxOp *x)
 			x->multi = nullptr;
 		}
 		if (!x->discard)
-			rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, x->mlen);
+			rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, x->mlen, x->from);
 		x->state = RxOp::fin_wait;
 	}
 	if (x->state == RxOp::read_wait) {
@@ -506,11 +510,12 @@ void rx_read_done(Endpoint *ep, const EpView &v, RxOp *x, const nicmr_wc &wc)
 	if (wc.status != NICMR_WC_SUCCESS) {
 		/* The pair is broken: no FIN can go (the sender's request stays; doc). */
 		ep_peer_done(x->peer.peer, false);
-		rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, 0, err_of(wc.status));
+		rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, 0, x->from,
+			err_of(wc.status));
 		m->rx.release(x);
 		return;
 	}
-	rx_done(v, x->context, flags, x->dst, x->len, x->data, x->tag, x->mlen - x->len);
+	rx_done(v, x->context, flags, x->dst, x->len, x->data, x->tag, x->mlen - x->len, x->from);
 	x->state = RxOp::fin_wait;
 	x->multi = nullptr;
 	/* The FIN goes in order behind rendezvous receives still waiting. */
@@ -588,11 +593,16 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len, ui
 		repost(m, slot);
 		return;
 	}
+	/* The sender's AV entry, looked up only when a receive may select it or its completion
+	 * carries it (ep_src_fi: no allocation, no system call). */
+	const uint64_t src = (h.op == kOpEager || h.op == kOpRts) && (v.directed || v.source)
+				     ? ep_src_fi(ep, via_qpn)
+				     : FI_ADDR_NOTAVAIL;
 	switch (h.op) {
 	case kOpEager: {
 		const size_t plen = byte_len - kHdrLen;
-		if (match::Posted *r = m->m.match_message(tagged, h.tag)) {
-			deliver_eager(v, r, tagged, h, p + kHdrLen, plen);
+		if (match::Posted *r = m->m.match_message(tagged, h.tag, src)) {
+			deliver_eager(v, r, tagged, h, p + kHdrLen, plen, src);
 			repost(m, slot);
 			return;
 		}
@@ -608,6 +618,7 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len, ui
 		u->tag = h.tag;
 		u->data = h.data;
 		u->len = plen;
+		u->src = src;
 		if (m->npool) {
 			/* Copied out, so that the SRQ gets its buffer back at once. */
 			u->pool = static_cast<int32_t>(m->pool_free[--m->npool]);
@@ -626,9 +637,9 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len, ui
 		}
 		const Rts rts = get_rts(p + kHdrLen);
 		repost(m, slot);
-		if (match::Posted *r = m->m.match_message(tagged, h.tag)) {
+		if (match::Posted *r = m->m.match_message(tagged, h.tag, src)) {
 			start_rndv(ep, v, r, tagged, h.tag, h.data, has_data, rts, via_qpn, h.id,
-				   h.len);
+				   h.len, src);
 			return;
 		}
 		match::Unexpected *u = m->m.unexpected().alloc();
@@ -643,6 +654,7 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len, ui
 		u->tag = h.tag;
 		u->data = h.data;
 		u->len = h.len;
+		u->src = src;
 		u->raddr = rts.addr;
 		u->rkey = rts.rkey;
 		u->id = h.id;
@@ -888,7 +900,7 @@ ssize_t do_send(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_
  * 0 when done, 1 to go on receiving, or a negative code. ep mu held.
  */
 ssize_t peek_claim(Endpoint *ep, const EpView &v, void *, size_t, void *, uint64_t tag,
-		   uint64_t ignore, void *context, uint64_t flags)
+		   uint64_t ignore, uint64_t src, void *context, uint64_t flags)
 {
 	Msg *m = v.msg;
 	/* What has arrived by now is looked at (a peek is no receive that waits). */
@@ -903,19 +915,23 @@ ssize_t peek_claim(Endpoint *ep, const EpView &v, void *, size_t, void *, uint64
 		if (!u)
 			return -FI_EINVAL; /* nothing claimed with this context */
 		const uint64_t utag = u->tag;
+		const uint64_t u_src = u->src;
 		discard_unexpected(ep, v, u);
-		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, utag, 0);
+		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, utag, 0, u_src);
 		return 0;
 	}
 	match::Unexpected *u = m->m.unexpected().find([=](const match::Unexpected &c) {
-		return !c.claim && c.tagged && match::tag_match(c.tag, tag, ignore);
+		return !c.claim && c.tagged && match::src_match(c.src, src) &&
+		       match::tag_match(c.tag, tag, ignore);
 	});
 	if (!u) {
-		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, tag, 0, FI_ENOMSG);
+		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, tag, 0, FI_ADDR_NOTAVAIL,
+			FI_ENOMSG);
 		return 0;
 	}
 	const uint64_t f = FI_RECV | FI_TAGGED | (u->has_data ? FI_REMOTE_CQ_DATA : 0);
 	CqEntry e{context, f, 0, 0};
+	e.src = v.source ? u->src : FI_ADDR_NOTAVAIL;
 	e.len = u->len;
 	e.data = u->data;
 	e.tag = u->tag;
@@ -930,8 +946,8 @@ ssize_t peek_claim(Endpoint *ep, const EpView &v, void *, size_t, void *, uint64
 	return 0;
 }
 
-ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagged, uint64_t tag,
-		uint64_t ignore, void *context, uint64_t flags)
+ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t src_addr,
+		bool tagged, uint64_t tag, uint64_t ignore, void *context, uint64_t flags)
 {
 	/* Posting path as do_send; an unexpected message matched here completes at once. */
 	Endpoint *ep = ep_msg_of(fep);
@@ -950,8 +966,11 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 	if (!v.enabled)
 		return -FI_EOPBADSTATE;
 	Msg *m = v.msg;
+	/* fi_msg(3): src_addr selects the sender only with FI_DIRECTED_RECV; else it is
+	 * ignored. An fi_addr_t the AV does not hold matches nothing until such a message. */
+	const uint64_t src = v.directed ? src_addr : match::kAnySrc;
 	if (flags & kPeekFlags) {
-		ssize_t ret = peek_claim(ep, v, buf, len, desc, tag, ignore, context, flags);
+		ssize_t ret = peek_claim(ep, v, buf, len, desc, tag, ignore, src, context, flags);
 		if (ret != 1)
 			return ret;
 		/* FI_CLAIM: the claimed message goes into this receive as any other. */
@@ -966,6 +985,7 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 	r->desc = desc;
 	r->tag = tag;
 	r->ignore = ignore;
+	r->src = src;
 	r->flags = flags & FI_MULTI_RECV;
 	r->tagged = tagged;
 	const bool multi = flags & FI_MULTI_RECV;
@@ -997,7 +1017,7 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 				? m->m.unexpected().take([context](const match::Unexpected &c) {
 					  return c.claim == context;
 				  })
-				: m->m.match_receive(tagged, tag, ignore);
+				: m->m.match_receive(tagged, tag, ignore, src);
 		if (!u) {
 			if (flags & FI_CLAIM) {
 				q.release(r);
@@ -1011,7 +1031,7 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 		if (uc.rndv) {
 			Rts rts{uc.raddr, uc.rkey, uc.src_port, uc.src_device, uc.src_qpn, 0};
 			start_rndv(ep, v, r, tagged, uc.tag, uc.data, uc.has_data, rts, uc.src_via,
-				   uc.id, uc.len);
+				   uc.id, uc.len, uc.src);
 			/* A multi-receive buffer released here goes when its READs are in. */
 			gone = !multi || r->released;
 		} else {
@@ -1027,7 +1047,7 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, bool tagg
 			      uc.tag,
 			      uc.data,
 			      uc.len};
-			const uint64_t f = deliver_eager(v, r, tagged, h, payload, uc.len);
+			const uint64_t f = deliver_eager(v, r, tagged, h, payload, uc.len, uc.src);
 			gone = !multi || (f & FI_MULTI_RECV) || r->released;
 			if (uc.pool >= 0)
 				m->pool_free[m->npool++] = static_cast<uint32_t>(uc.pool);
@@ -1050,18 +1070,18 @@ bool iov_ok(const struct iovec *iov, size_t count)
 	return count == 0 || (iov && count == 1);
 }
 
-ssize_t m_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t, void *context)
+ssize_t m_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *context)
 {
-	return do_recv(ep, buf, len, desc, false, 0, 0, context, 0);
+	return do_recv(ep, buf, len, desc, src, false, 0, 0, context, 0);
 }
 
-ssize_t m_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t,
-		void *context)
+ssize_t m_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+		fi_addr_t src, void *context)
 {
 	if (!iov_ok(iov, count))
 		return -FI_EINVAL;
 	return do_recv(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0,
-		       desc && count ? desc[0] : nullptr, false, 0, 0, context, 0);
+		       desc && count ? desc[0] : nullptr, src, false, 0, 0, context, 0);
 }
 
 ssize_t m_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
@@ -1071,7 +1091,7 @@ ssize_t m_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
 	const bool one = msg->iov_count == 1;
 	return do_recv(ep, one ? msg->msg_iov[0].iov_base : nullptr,
 		       one ? msg->msg_iov[0].iov_len : 0, one && msg->desc ? msg->desc[0] : nullptr,
-		       false, 0, 0, msg->context, flags);
+		       msg->addr, false, 0, 0, msg->context, flags);
 }
 
 ssize_t m_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
@@ -1118,19 +1138,19 @@ ssize_t m_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t da
 
 /* ---- fi_ops_tagged */
 
-ssize_t t_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t, uint64_t tag,
+ssize_t t_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
 	       uint64_t ignore, void *context)
 {
-	return do_recv(ep, buf, len, desc, true, tag, ignore, context, 0);
+	return do_recv(ep, buf, len, desc, src, true, tag, ignore, context, 0);
 }
 
-ssize_t t_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count, fi_addr_t,
-		uint64_t tag, uint64_t ignore, void *context)
+ssize_t t_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+		fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
 {
 	if (!iov_ok(iov, count))
 		return -FI_EINVAL;
 	return do_recv(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0,
-		       desc && count ? desc[0] : nullptr, true, tag, ignore, context, 0);
+		       desc && count ? desc[0] : nullptr, src, true, tag, ignore, context, 0);
 }
 
 ssize_t t_recvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
@@ -1141,7 +1161,7 @@ ssize_t t_recvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t f
 	const bool one = msg->iov_count == 1;
 	return do_recv(ep, one ? msg->msg_iov[0].iov_base : nullptr,
 		       one ? msg->msg_iov[0].iov_len : 0, one && msg->desc ? msg->desc[0] : nullptr,
-		       true, msg->tag, msg->ignore, msg->context, flags);
+		       msg->addr, true, msg->tag, msg->ignore, msg->context, flags);
 }
 
 ssize_t t_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,

@@ -48,6 +48,8 @@ struct EpView {
 	Cntr *send_cntr, *recv_cntr;
 	bool enabled;
 	EpAddr addr;
+	bool directed; /* FI_DIRECTED_RECV: a receive's src_addr selects its sender */
+	bool source;   /* FI_SOURCE: receive completions carry their source */
 };
 /* A peer's QP as the protocol posts on it: peer is the endpoint's handle of it (its requests
  * in flight are counted for its recovery). */
@@ -70,6 +72,12 @@ int ep_peer_at(Endpoint *ep, const EpAddr &a, PeerRef *out);
  * the RTS arrived on, else the endpoint of this device its RTS names (device, port, qpn).
  * ep mu held. */
 EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, uint32_t qpn);
+/* The source of a message that arrived on the local QP via_qpn as an fi_addr_t of the
+ * endpoint's AV: the remote peer whose RC QP it is, the endpoint itself, or the endpoint of
+ * this device that made that responder QP; FI_ADDR_NOTAVAIL when the AV holds no entry of that
+ * name (or none is bound). Receive path, ep mu held: no allocation, no system call (locks:
+ * fabric->mu for a sender of this device, the AV's). */
+fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn);
 /* A request ep_peer counted completed (ok false: its pair is broken) or was not posted. */
 void ep_peer_done(void *peer, bool ok);
 /* Polls the endpoint's CQ (mu held). */

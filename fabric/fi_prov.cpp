@@ -123,7 +123,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 			      (hints->rx_attr ? hints->rx_attr->caps : 0);
 	/* FI_LOCAL_COMM / FI_REMOTE_COMM are kept out: the device is one node's. FI_RMA_EVENT
 	 * is checked against the mr_mode below. */
-	if (caps & ~(kEpCaps | kMsgCaps | FI_RMA_EVENT))
+	if (caps & ~(kEpCaps | kMsgCaps | kSrcCaps | FI_RMA_EVENT))
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
 		return false;
@@ -155,7 +155,7 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	/* RMA events need the device's extension and an application that allows
 	 * FI_MR_RMA_EVENT. */
-	if (caps & ~ep_caps_of(*mr_mode, ds.atomics))
+	if (caps & ~(ep_caps_of(*mr_mode, ds.atomics) | kSrcCaps))
 		return false;
 	const size_t key_size = (*mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
 	if (d->mr_key_size && d->mr_key_size < key_size)
@@ -223,6 +223,10 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	/* FI_RMA_EVENT whenever the domain has FI_MR_RMA_EVENT: a secondary capability that costs
 	 * nothing until an MR is registered with FI_RMA_EVENT. */
 	fi->caps = ep_caps_of(mr_mode, ds.atomics);
+	/* FI_DIRECTED_RECV and FI_SOURCE only when asked for (fi_getinfo(3): secondary
+	 * capabilities; each costs a source lookup per receive, doc/libfabric.md "Messages"). */
+	if (hints)
+		fi->caps |= (hints->caps | (hints->rx_attr ? hints->rx_attr->caps : 0)) & kSrcCaps;
 	fi->mode = 0;
 	/* struct fi_nicmr_name, 40 bytes, or its string form when asked (doc/libfabric.md). */
 	fi->addr_format =
@@ -243,7 +247,7 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->tx_attr->msg_order = kMsgOrder;
 	fi->tx_attr->comp_order = FI_ORDER_NONE;
 	fi->rx_attr->caps = (FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT |
-			     FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV) &
+			     FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | kSrcCaps) &
 			    fi->caps;
 	fi->rx_attr->iov_limit = 1;
 	/* Posted receives of each kind, and what holds unexpected eager payloads: the copies'

@@ -81,13 +81,27 @@ TEST(FabricInfo, MessagesAreOfferedWithTheirAttributes)
 			EXPECT_NE(info->tx_attr->msg_order & FI_ORDER_SAS, 0u);
 		}
 	}
-	/* Receives by source and FI_PEEK / FI_CLAIM are not offered. */
-	for (uint64_t caps : {FI_DIRECTED_RECV, FI_SOURCE, FI_MSG | FI_DIRECTED_RECV}) {
-		Hints h(kAppMrMode);
-		h->caps = caps;
-		Info info;
-		EXPECT_EQ(info.get(h), -FI_ENODATA) << std::hex << caps;
+	/* Receives by source and the source of receives: given when asked for (in caps or
+	 * rx_attr->caps), and only then. */
+	for (uint64_t caps : {FI_DIRECTED_RECV, FI_SOURCE, FI_MSG | FI_DIRECTED_RECV,
+			      FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE}) {
+		for (bool rx : {false, true}) {
+			Hints h(kAppMrMode);
+			(rx ? h->rx_attr->caps : h->caps) = caps;
+			Info info;
+			ASSERT_EQ(info.get(h), 0) << std::hex << caps;
+			const uint64_t src = caps & (FI_DIRECTED_RECV | FI_SOURCE);
+			EXPECT_EQ(info->caps & (FI_DIRECTED_RECV | FI_SOURCE), src)
+				<< std::hex << caps;
+			EXPECT_EQ(info->rx_attr->caps & (FI_DIRECTED_RECV | FI_SOURCE), src);
+			EXPECT_EQ(info->tx_attr->caps & (FI_DIRECTED_RECV | FI_SOURCE), 0u);
+		}
 	}
+	Hints plain(kAppMrMode);
+	plain->caps = FI_MSG | FI_TAGGED;
+	Info info;
+	ASSERT_EQ(info.get(plain), 0);
+	EXPECT_EQ(info->caps & (FI_DIRECTED_RECV | FI_SOURCE), 0u) << "not asked for";
 }
 
 TEST(FabricInfo, RmaIsWithOrWithoutMrLocal)

@@ -4,7 +4,8 @@
  * endpoints of one process, eager and rendezvous sizes (data checked byte by byte), tags with
  * ignore bits, messages that come before their receive, truncation (FI_ETRUNC with olen),
  * FI_MULTI_RECV, remote CQ data, inject, sends and receives without descriptors, more
- * messages than the receive queue holds, and the error codes of bad input.
+ * messages than the receive queue holds, receives by source (FI_DIRECTED_RECV) and the source
+ * of receives (FI_SOURCE, fi_cq_readfrom), and the error codes of bad input.
  */
 #include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
@@ -45,9 +46,10 @@ struct MEp {
 class Msg : public FabricFixture {
 protected:
 	virtual int mode() const { return kAppMrMode; }
+	virtual uint64_t caps() const { return 0; }
 	void SetUp() override
 	{
-		open(mode());
+		open(mode(), FI_THREAD_UNSPEC, caps());
 		if (HasFatalFailure())
 			return;
 		ASSERT_EQ(info_->caps & (FI_MSG | FI_TAGGED), FI_MSG | FI_TAGGED);
@@ -836,6 +838,326 @@ TEST_F(MsgNoLocal, SendsWithoutDescriptors)
 		round_trip(len, false);
 		round_trip(len, true, 5);
 	}
+}
+
+/* Without FI_DIRECTED_RECV a receive's src_addr is ignored (fi_msg(3)), and without
+ * FI_SOURCE fi_cq_readfrom says FI_ADDR_NOTAVAIL. */
+TEST_F(Msg, WithoutDirectedRecvTheSourceIsIgnored)
+{
+	ASSERT_EQ(info_->caps & (FI_DIRECTED_RECV | FI_SOURCE), 0u);
+	for (bool tagged : {false, true}) {
+		for (size_t len : {size_t{64}, kBounce * 2}) {
+			fill(len, 3);
+			int rctx = 0;
+			/* b.self is not the sender: the receive takes a's message all the same. */
+			if (tagged)
+				ASSERT_EQ(fi_trecv(b_.ep.get(), dst_.get(), len, ddesc(), b_.self,
+						   9, 0, &rctx),
+					  0);
+			else
+				ASSERT_EQ(fi_recv(b_.ep.get(), dst_.get(), len, ddesc(), b_.self,
+						  &rctx),
+					  0);
+			if (tagged)
+				ASSERT_EQ(fi_tsend(a_.ep.get(), src_.get(), len, sdesc(), a_.peer,
+						   9, nullptr),
+					  0);
+			else
+				ASSERT_EQ(fi_send(a_.ep.get(), src_.get(), len, sdesc(), a_.peer,
+						  nullptr),
+					  0);
+			fi_cq_tagged_entry e{};
+			fi_addr_t from = 0;
+			auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+			ssize_t ret;
+			do {
+				progress();
+				ret = fi_cq_readfrom(b_.rx.get(), &e, 1, &from);
+			} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+			ASSERT_EQ(ret, 1);
+			EXPECT_EQ(e.op_context, &rctx);
+			EXPECT_EQ(from, FI_ADDR_NOTAVAIL) << "no FI_SOURCE";
+			EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), len), 0);
+			ASSERT_EQ(next(a_.tx.get(), &e), 1);
+		}
+	}
+}
+
+/* FI_DIRECTED_RECV and FI_SOURCE: b receives from a and from c (both in b's AV) and from d
+ * (not in it). */
+class MsgDirected : public Msg {
+protected:
+	uint64_t caps() const override { return FI_DIRECTED_RECV | FI_SOURCE; }
+	void SetUp() override
+	{
+		Msg::SetUp();
+		if (HasFatalFailure())
+			return;
+		ASSERT_EQ(info_->caps & (FI_DIRECTED_RECV | FI_SOURCE),
+			  FI_DIRECTED_RECV | FI_SOURCE);
+		open_ep(&c_);
+		open_ep(&d_);
+		join(&c_, &b_);
+		join(&d_, &b_);
+		c_at_b_ = insert(&b_, &c_);
+	}
+	void TearDown() override
+	{
+		c_.close();
+		d_.close();
+		Msg::TearDown();
+	}
+	/* e's name into to's AV: its fi_addr_t. */
+	static fi_addr_t insert(MEp *to, MEp *e)
+	{
+		char addr[64];
+		size_t len = sizeof(addr);
+		fi_addr_t fa = FI_ADDR_NOTAVAIL;
+		EXPECT_EQ(fi_getname(&e->ep->fid, addr, &len), 0);
+		EXPECT_EQ(fi_av_insert(to->av.get(), addr, 1, &fa, 0, nullptr), 1);
+		return fa;
+	}
+	void progress_all()
+	{
+		progress();
+		for (MEp *e : {&c_, &d_}) {
+			fi_cq_read(e->tx.get(), nullptr, 0);
+			fi_cq_read(e->rx.get(), nullptr, 0);
+		}
+	}
+	/* The next entry of b's receive CQ with its source. */
+	ssize_t next_from(fi_cq_tagged_entry *e, fi_addr_t *from)
+	{
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		ssize_t ret;
+		do {
+			progress_all();
+			ret = fi_cq_readfrom(b_.rx.get(), e, 1, from);
+		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+		return ret;
+	}
+	ssize_t send(MEp *from, bool tagged, const char *buf, size_t len, void *ctx)
+	{
+		if (tagged)
+			return fi_tsend(from->ep.get(), buf, len, sdesc(), from->peer, 7, ctx);
+		return fi_send(from->ep.get(), buf, len, sdesc(), from->peer, ctx);
+	}
+	ssize_t recv(bool tagged, char *buf, size_t len, fi_addr_t src, void *ctx)
+	{
+		if (tagged)
+			return fi_trecv(b_.ep.get(), buf, len, ddesc(), src, 7, 0, ctx);
+		return fi_recv(b_.ep.get(), buf, len, ddesc(), src, ctx);
+	}
+	void fill_at(size_t at, size_t len, uint32_t seed)
+	{
+		for (size_t i = 0; i < len; i++)
+			src_.get()[at + i] = static_cast<char>((i * 131 + seed) >> 3);
+	}
+	/* The two receives of a's and c's messages (into dst_ at 0 and kHalf) completed with
+	 * their sender, each with its sender's bytes (a's at src_ 0, c's at kHalf). */
+	void expect_both(bool tagged, size_t len, int *ra, int *rc)
+	{
+		bool got_a = false, got_c = false;
+		for (int i = 0; i < 2; i++) {
+			fi_cq_tagged_entry e{};
+			fi_addr_t from = 0;
+			ASSERT_EQ(next_from(&e, &from), 1);
+			EXPECT_EQ(e.flags, FI_RECV | (tagged ? FI_TAGGED : FI_MSG));
+			EXPECT_EQ(e.len, len);
+			if (e.op_context == ra) {
+				got_a = true;
+				EXPECT_EQ(from, b_.peer);
+				EXPECT_EQ(e.buf, dst_.get());
+			} else {
+				ASSERT_EQ(e.op_context, rc);
+				got_c = true;
+				EXPECT_EQ(from, c_at_b_);
+				EXPECT_EQ(e.buf, dst_.get() + kHalf);
+			}
+		}
+		EXPECT_TRUE(got_a && got_c);
+		EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), len), 0);
+		EXPECT_EQ(std::memcmp(src_.get() + kHalf, dst_.get() + kHalf, len), 0);
+	}
+	static constexpr size_t kHalf = 1 << 20;
+	MEp c_, d_;
+	fi_addr_t c_at_b_ = FI_ADDR_NOTAVAIL;
+};
+
+TEST_F(MsgDirected, DirectedReceivesTakeOnlyTheirSendersMessages)
+{
+	for (bool tagged : {false, true}) {
+		for (size_t len : {size_t{100}, kBounce * 3}) {
+			for (bool expected : {true, false}) {
+				SCOPED_TRACE(testing::Message()
+					     << "len " << len << (tagged ? " tagged" : "")
+					     << (expected ? " expected" : " unexpected"));
+				fill_at(0, len, 1);
+				fill_at(kHalf, len, 2);
+				std::memset(dst_.get(), 0, len);
+				std::memset(dst_.get() + kHalf, 0, len);
+				int ra = 0, rc = 0, sa = 0, sc = 0;
+				if (expected) {
+					/* c's receive first: a's message passes over it. */
+					ASSERT_EQ(
+						recv(tagged, dst_.get() + kHalf, len, c_at_b_, &rc),
+						0);
+					ASSERT_EQ(recv(tagged, dst_.get(), len, b_.peer, &ra), 0);
+				}
+				ASSERT_EQ(send(&a_, tagged, src_.get(), len, &sa), 0);
+				if (!expected) {
+					/* a's message is in before c's is sent: the older one. */
+					for (int i = 0; i < 300; i++)
+						progress_all();
+				}
+				ASSERT_EQ(send(&c_, tagged, src_.get() + kHalf, len, &sc), 0);
+				if (!expected) {
+					for (int i = 0; i < 300; i++)
+						progress_all();
+					/* c's receive first: it takes c's message, not the older
+					 * one of a. */
+					ASSERT_EQ(
+						recv(tagged, dst_.get() + kHalf, len, c_at_b_, &rc),
+						0);
+					ASSERT_EQ(recv(tagged, dst_.get(), len, b_.peer, &ra), 0);
+				}
+				expect_both(tagged, len, &ra, &rc);
+				fi_cq_tagged_entry e{};
+				ASSERT_EQ(next(a_.tx.get(), &e), 1);
+				EXPECT_EQ(e.op_context, &sa);
+				auto end =
+					std::chrono::steady_clock::now() + std::chrono::seconds(5);
+				ssize_t ret;
+				do {
+					progress_all();
+					ret = fi_cq_read(c_.tx.get(), &e, 1);
+				} while (ret == -FI_EAGAIN &&
+					 std::chrono::steady_clock::now() < end);
+				ASSERT_EQ(ret, 1);
+				EXPECT_EQ(e.op_context, &sc);
+			}
+		}
+	}
+}
+
+TEST_F(MsgDirected, AnyReceiveTakesAnySenderAndReadfromNamesIt)
+{
+	for (size_t len : {size_t{8}, kBounce * 2}) {
+		fill_at(0, len, 4);
+		int r1 = 0, r2 = 0, r3 = 0;
+		ASSERT_EQ(recv(true, dst_.get(), len, FI_ADDR_UNSPEC, &r1), 0);
+		ASSERT_EQ(send(&c_, true, src_.get(), len, nullptr), 0);
+		fi_cq_tagged_entry e{};
+		fi_addr_t from = 0;
+		ASSERT_EQ(next_from(&e, &from), 1);
+		EXPECT_EQ(e.op_context, &r1);
+		EXPECT_EQ(from, c_at_b_);
+		EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), len), 0);
+		/* Unexpected first, then taken by a receive of any source. */
+		ASSERT_EQ(send(&a_, false, src_.get(), len, nullptr), 0);
+		for (int i = 0; i < 100; i++)
+			progress_all();
+		ASSERT_EQ(recv(false, dst_.get(), len, FI_ADDR_UNSPEC, &r2), 0);
+		ASSERT_EQ(next_from(&e, &from), 1);
+		EXPECT_EQ(e.op_context, &r2);
+		EXPECT_EQ(from, b_.peer);
+		/* An endpoint's message to itself names it. */
+		ASSERT_EQ(recv(false, dst_.get(), len, b_.self, &r3), 0);
+		ASSERT_EQ(fi_send(b_.ep.get(), src_.get(), len, sdesc(), b_.self, nullptr), 0);
+		ASSERT_EQ(next_from(&e, &from), 1);
+		EXPECT_EQ(e.op_context, &r3);
+		EXPECT_EQ(from, b_.self);
+		for (fid_cq *cq : {a_.tx.get(), b_.tx.get()})
+			ASSERT_EQ(next(cq, &e), 1);
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		ssize_t ret;
+		do {
+			progress_all();
+			ret = fi_cq_read(c_.tx.get(), &e, 1);
+		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+		ASSERT_EQ(ret, 1);
+	}
+}
+
+/* A sender the receiver's AV does not hold: FI_ADDR_NOTAVAIL, taken only by a receive of any
+ * source; once inserted, its entry (looked up again: the miss was not kept). */
+TEST_F(MsgDirected, ASenderNotInTheAvIsNotAvailUntilInserted)
+{
+	for (size_t len : {size_t{16}, kBounce * 2}) {
+		fill_at(0, len, 5);
+		int ra = 0, rany = 0;
+		/* A receive directed at a does not take d's message. */
+		ASSERT_EQ(recv(true, dst_.get() + kHalf, len, b_.peer, &ra), 0);
+		ASSERT_EQ(send(&d_, true, src_.get(), len, nullptr), 0);
+		for (int i = 0; i < 200; i++)
+			progress_all();
+		fi_cq_tagged_entry e{};
+		fi_addr_t from = 0;
+		EXPECT_EQ(fi_cq_readfrom(b_.rx.get(), &e, 1, &from), -FI_EAGAIN);
+		ASSERT_EQ(recv(true, dst_.get(), len, FI_ADDR_UNSPEC, &rany), 0);
+		ASSERT_EQ(next_from(&e, &from), 1);
+		EXPECT_EQ(e.op_context, &rany);
+		EXPECT_EQ(from, FI_ADDR_NOTAVAIL);
+		EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), len), 0);
+		/* a's message still finds its receive. */
+		ASSERT_EQ(send(&a_, true, src_.get(), len, nullptr), 0);
+		ASSERT_EQ(next_from(&e, &from), 1);
+		EXPECT_EQ(e.op_context, &ra);
+		EXPECT_EQ(from, b_.peer);
+		ASSERT_EQ(next(a_.tx.get(), &e), 1);
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		ssize_t ret;
+		do {
+			progress_all();
+			ret = fi_cq_read(d_.tx.get(), &e, 1);
+		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+		ASSERT_EQ(ret, 1);
+	}
+	/* Inserted now: d's next message names its new entry, and a receive directed at it
+	 * takes it. */
+	const fi_addr_t d_at_b = insert(&b_, &d_);
+	int rd = 0;
+	ASSERT_EQ(recv(false, dst_.get(), 32, d_at_b, &rd), 0);
+	ASSERT_EQ(send(&d_, false, src_.get(), 32, nullptr), 0);
+	fi_cq_tagged_entry e{};
+	fi_addr_t from = 0;
+	ASSERT_EQ(next_from(&e, &from), 1);
+	EXPECT_EQ(e.op_context, &rd);
+	EXPECT_EQ(from, d_at_b);
+	/* Removed again: FI_ADDR_NOTAVAIL, not the stale entry. */
+	fi_addr_t gone = d_at_b;
+	ASSERT_EQ(fi_av_remove(b_.av.get(), &gone, 1, 0), 0);
+	ASSERT_EQ(recv(false, dst_.get(), 32, FI_ADDR_UNSPEC, &rd), 0);
+	ASSERT_EQ(send(&d_, false, src_.get(), 32, nullptr), 0);
+	ASSERT_EQ(next_from(&e, &from), 1);
+	EXPECT_EQ(from, FI_ADDR_NOTAVAIL);
+}
+
+/* FI_PEEK with a source looks only at that sender's messages. */
+TEST_F(MsgDirected, PeekBySource)
+{
+	ASSERT_EQ(send(&c_, true, src_.get(), 40, nullptr), 0);
+	fi_cq_tagged_entry e{};
+	fi_addr_t from = 0;
+	iovec iov{dst_.get(), 40};
+	void *desc = ddesc();
+	int ctx = 0;
+	fi_msg_tagged m{&iov, &desc, 1, b_.peer, 7, 0, &ctx, 0};
+	for (int i = 0; i < 200; i++)
+		progress_all();
+	ASSERT_EQ(fi_trecvmsg(b_.ep.get(), &m, FI_PEEK), 0);
+	EXPECT_EQ(fi_cq_readfrom(b_.rx.get(), &e, 1, &from), -FI_EAVAIL) << "none of a";
+	fi_cq_err_entry err{};
+	ASSERT_EQ(fi_cq_readerr(b_.rx.get(), &err, 0), 1);
+	EXPECT_EQ(err.err, FI_ENOMSG);
+	m.addr = c_at_b_;
+	ASSERT_EQ(fi_trecvmsg(b_.ep.get(), &m, FI_PEEK), 0);
+	ASSERT_EQ(next_from(&e, &from), 1);
+	EXPECT_EQ(e.len, 40u);
+	EXPECT_EQ(from, c_at_b_);
+	ASSERT_EQ(recv(true, dst_.get(), 40, c_at_b_, &ctx), 0);
+	ASSERT_EQ(next_from(&e, &from), 1);
+	EXPECT_EQ(from, c_at_b_);
 }
 
 } // namespace

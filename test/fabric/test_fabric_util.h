@@ -223,11 +223,12 @@ private:
 /* A fabric and one domain opened with mr_mode. */
 class FabricFixture : public ::testing::Test {
 protected:
-	void open(int mr_mode, enum fi_threading threading = FI_THREAD_UNSPEC)
+	void open(int mr_mode, enum fi_threading threading = FI_THREAD_UNSPEC, uint64_t caps = 0)
 	{
 		Hints h(mr_mode);
 		ASSERT_NE(h.get(), nullptr);
 		h->domain_attr->threading = threading;
+		h->caps = caps;
 		ASSERT_EQ(info_.get(h), 0);
 		ASSERT_NE(info_.p(), nullptr);
 		ASSERT_EQ(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), 0);
