@@ -875,4 +875,211 @@ TEST(FabricWireMsg, TaggedMessagesEagerAndRendezvousCrossTheWire)
 	EXPECT_EQ(line, 0) << why_s;
 }
 
+/* FI_DIRECTED_RECV and FI_SOURCE over the wire: b receives from a and c (three devices of one
+ * process). A receive directed at a takes only a's messages (eager and rendezvous, posted
+ * before or after they came), fi_cq_readfrom names each sender by its entry in b's AV, and a
+ * sender b's AV does not hold yet is FI_ADDR_NOTAVAIL until it is inserted. */
+TEST(FabricWireMsg, DirectedReceivesAndReadfromNameTheSenderAcrossTheWire)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	auto run = [&]() -> int {
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
+		Stack a, b, c;
+		Stack *all[3] = {&a, &b, &c};
+		fid_cq *rcq[3] = {nullptr, nullptr, nullptr};
+		struct CloseCqs {
+			fid_cq **c;
+			~CloseCqs()
+			{
+				for (int i = 0; i < 3; i++)
+					if (c[i])
+						fi_close(&c[i]->fid);
+			}
+		};
+		for (int k = 0; k < 3; k++) {
+			Stack *s = all[k];
+			fi_info *hints = fi_allocinfo();
+			CHECK(hints);
+			hints->fabric_attr->prov_name = strdup("nicmr");
+			hints->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV | FI_SOURCE;
+			hints->domain_attr->mr_mode =
+				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+			int ret =
+				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s->info);
+			fi_freeinfo(hints);
+			CHECK(ret == 0);
+			CHECK((s->info->caps & (FI_DIRECTED_RECV | FI_SOURCE)) ==
+			      (FI_DIRECTED_RECV | FI_SOURCE));
+			CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0);
+			CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0);
+			fi_av_attr av{};
+			CHECK(fi_av_open(s->domain, &av, &s->av, nullptr) == 0);
+			fi_cq_attr cqa{};
+			cqa.format = FI_CQ_FORMAT_TAGGED;
+			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
+			CHECK(fi_cq_open(s->domain, &cqa, &rcq[k], nullptr) == 0);
+			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
+			CHECK(fi_ep_bind(s->ep, &rcq[k]->fid, FI_RECV) == 0);
+			CHECK(fi_enable(s->ep) == 0);
+		}
+		CloseCqs closer{rcq};
+		auto insert = [](Stack *into, Stack *e, fi_addr_t *fa) {
+			char name[128];
+			size_t len = sizeof(name);
+			return fi_getname(&e->ep->fid, name, &len) == 0 &&
+			       fi_av_insert(into->av, name, 1, fa, 0, nullptr) == 1;
+		};
+		fi_addr_t a_to_b, c_to_b, a_at_b, c_at_b = FI_ADDR_NOTAVAIL;
+		CHECK(insert(&a, &b, &a_to_b));
+		CHECK(insert(&c, &b, &c_to_b));
+		CHECK(insert(&b, &a, &a_at_b));
+		constexpr size_t kMax = 16384;
+		std::vector<uint8_t> sa(kMax), sc(kMax), dst(2 * kMax);
+		CHECK(fi_mr_reg(a.domain, sa.data(), kMax, FI_SEND, 0, 0, 0, &a.lmr, nullptr) == 0);
+		CHECK(fi_mr_reg(c.domain, sc.data(), kMax, FI_SEND, 0, 0, 0, &c.lmr, nullptr) == 0);
+		CHECK(fi_mr_reg(b.domain, dst.data(), dst.size(), FI_RECV, 0, 0, 0, &b.mr,
+				nullptr) == 0);
+		/* Every endpoint's progress, no entry taken. */
+		auto pump = [&] {
+			for (int k = 0; k < 3; k++) {
+				fi_cq_read(all[k]->cq, nullptr, 0);
+				fi_cq_read(rcq[k], nullptr, 0);
+			}
+		};
+		auto send = [&](Stack *s, std::vector<uint8_t> &buf, size_t n, fi_addr_t to,
+				uint64_t tag) {
+			const auto end =
+				std::chrono::steady_clock::now() + std::chrono::seconds(20);
+			ssize_t r;
+			while ((r = fi_tsend(s->ep, buf.data(), n, fi_mr_desc(s->lmr), to, tag,
+					     nullptr)) == -FI_EAGAIN &&
+			       std::chrono::steady_clock::now() < end)
+				pump(); /* the handshake */
+			return r;
+		};
+		auto recv = [&](size_t at, size_t n, fi_addr_t from, uint64_t tag, void *ctx) {
+			return fi_trecv(b.ep, dst.data() + at, n, fi_mr_desc(b.mr), from, tag, 0,
+					ctx);
+		};
+		/* The next receive completion of b with its source; 0, or -1 on an error or none
+		 * in 20 s. */
+		auto next_rx = [&](fi_cq_tagged_entry *e, fi_addr_t *from) {
+			const auto end =
+				std::chrono::steady_clock::now() + std::chrono::seconds(20);
+			while (std::chrono::steady_clock::now() < end) {
+				pump();
+				ssize_t x = fi_cq_readfrom(rcq[1], e, 1, from);
+				if (x == 1)
+					return 0;
+				if (x != -FI_EAGAIN)
+					return -1;
+			}
+			return -1;
+		};
+		/* n send completions of s. */
+		auto sent = [&](Stack *s, int n) {
+			const auto end =
+				std::chrono::steady_clock::now() + std::chrono::seconds(20);
+			while (n > 0 && std::chrono::steady_clock::now() < end) {
+				pump();
+				fi_cq_tagged_entry e;
+				ssize_t x = fi_cq_read(s->cq, &e, 1);
+				if (x == 1)
+					n--;
+				else if (x != -FI_EAGAIN)
+					return false;
+			}
+			return n == 0;
+		};
+		auto bytes_ok = [&](size_t at, const std::vector<uint8_t> &src, size_t n) {
+			return std::memcmp(dst.data() + at, src.data(), n) == 0;
+		};
+		uint64_t tag = 40;
+		for (size_t n : {size_t{8}, size_t{12288}}) {
+			for (size_t i = 0; i < n; i++) {
+				sa[i] = pattern(1, i);
+				sc[i] = pattern(3, i);
+			}
+			/* c is not in b's AV yet: a receive directed at a takes only a's
+			 * message, and c's waits for a receive of any source. */
+			int ra = 0, rany = 0;
+			std::fill(dst.begin(), dst.end(), 0xee);
+			CHECK(recv(0, n, a_at_b, tag, &ra) == 0);
+			CHECK(send(&c, sc, n, c_to_b, tag) == 0);
+			for (int i = 0; i < 500; i++)
+				pump();
+			CHECK(send(&a, sa, n, a_to_b, tag) == 0);
+			fi_cq_tagged_entry e{};
+			fi_addr_t from = 0;
+			CHECK(next_rx(&e, &from) == 0);
+			CHECK(e.op_context == &ra && e.len == n);
+			CHECK(from == a_at_b);
+			CHECK(bytes_ok(0, sa, n));
+			CHECK(sent(&a, 1));
+			CHECK(recv(kMax, n, FI_ADDR_UNSPEC, tag, &rany) == 0);
+			CHECK(next_rx(&e, &from) == 0);
+			CHECK(e.op_context == &rany && e.len == n);
+			CHECK(from == FI_ADDR_NOTAVAIL);
+			CHECK(bytes_ok(kMax, sc, n));
+			CHECK(sent(&c, 1));
+			tag++;
+		}
+		/* c inserted now: its messages name it, and receives directed at each sender
+		 * take their own, posted before or after the messages came. */
+		CHECK(insert(&b, &c, &c_at_b));
+		for (size_t n : {size_t{8}, size_t{12288}}) {
+			for (bool expected : {true, false}) {
+				for (size_t i = 0; i < n; i++) {
+					sa[i] = pattern(5, i + tag);
+					sc[i] = pattern(7, i + tag);
+				}
+				std::fill(dst.begin(), dst.end(), 0xee);
+				int ra = 0, rc = 0;
+				if (expected) {
+					CHECK(recv(kMax, n, c_at_b, tag, &rc) == 0);
+					CHECK(recv(0, n, a_at_b, tag, &ra) == 0);
+				}
+				CHECK(send(&a, sa, n, a_to_b, tag) == 0);
+				for (int i = 0; i < 500; i++)
+					pump();
+				CHECK(send(&c, sc, n, c_to_b, tag) == 0);
+				if (!expected) {
+					for (int i = 0; i < 500; i++)
+						pump();
+					/* c's first: it passes over a's older message. */
+					CHECK(recv(kMax, n, c_at_b, tag, &rc) == 0);
+					CHECK(recv(0, n, a_at_b, tag, &ra) == 0);
+				}
+				bool got_a = false, got_c = false;
+				for (int k = 0; k < 2; k++) {
+					fi_cq_tagged_entry e{};
+					fi_addr_t from = 0;
+					CHECK(next_rx(&e, &from) == 0);
+					CHECK(e.len == n);
+					if (e.op_context == &ra) {
+						CHECK(from == a_at_b);
+						got_a = true;
+					} else {
+						CHECK(e.op_context == &rc);
+						CHECK(from == c_at_b);
+						got_c = true;
+					}
+				}
+				CHECK(got_a && got_c);
+				CHECK(bytes_ok(0, sa, n));
+				CHECK(bytes_ok(kMax, sc, n));
+				CHECK(sent(&a, 1));
+				CHECK(sent(&c, 1));
+				tag++;
+			}
+		}
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
+}
+
 } // namespace
