@@ -70,6 +70,12 @@ int ep_peer_at(Endpoint *ep, const EpAddr &a, PeerRef *out);
  * the RTS arrived on, else the endpoint of this device its RTS names (device, port, qpn).
  * ep mu held. */
 EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, uint32_t qpn);
+/* The endpoint's op_flags for calls without a flags parameter (fi_endpoint(3): tx_attr's or
+ * rx_attr's, as the endpoint was opened), and whether its CQ was bound for that direction with
+ * FI_SELECTIVE_COMPLETION (then only operations with FI_COMPLETION make a CQ entry on
+ * success). Fixed once the endpoint is enabled: no lock. */
+uint64_t ep_op_flags(const Endpoint *ep, bool tx);
+bool ep_selective(const Endpoint *ep, bool tx);
 /* A request ep_peer counted completed (ok false: its pair is broken) or was not posted. */
 void ep_peer_done(void *peer, bool ok);
 /* Polls the endpoint's CQ (mu held). */
