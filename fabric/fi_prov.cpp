@@ -121,9 +121,11 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return true;
 	const uint64_t caps = hints->caps | (hints->tx_attr ? hints->tx_attr->caps : 0) |
 			      (hints->rx_attr ? hints->rx_attr->caps : 0);
-	/* FI_LOCAL_COMM / FI_REMOTE_COMM are kept out: the device is one node's. FI_RMA_EVENT
-	 * is checked against the mr_mode below. */
-	if (caps & ~(kEpCaps | kMsgCaps | FI_RMA_EVENT))
+	/* fi_getinfo(3) secondary capabilities: FI_LOCAL_COMM (endpoints of one device reach
+	 * each other), FI_REMOTE_COMM only on a device with a wire (another device, process or
+	 * host). FI_RMA_EVENT is checked against the mr_mode below. */
+	const uint64_t comm = FI_LOCAL_COMM | (ds.wire ? FI_REMOTE_COMM : 0);
+	if (caps & ~(kEpCaps | kMsgCaps | FI_RMA_EVENT | comm))
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
 		return false;
@@ -151,11 +153,11 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	if (d->mr_iov_limit > NICMR_MAX_IOV || d->mr_cnt > ds.mr_cnt)
 		return false;
-	if (mr_mode_of(d->mr_mode, ds.ext, ds.requested_keys, mr_mode) != 0)
+	if (mr_mode_of(mr_offered_for(d->mr_mode, caps), ds.ext, ds.requested_keys, mr_mode) != 0)
 		return false;
 	/* RMA events need the device's extension and an application that allows
 	 * FI_MR_RMA_EVENT. */
-	if (caps & ~ep_caps_of(*mr_mode, ds.atomics))
+	if (caps & ~(ep_caps_of(*mr_mode, ds.atomics) | comm))
 		return false;
 	const size_t key_size = (*mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
 	if (d->mr_key_size && d->mr_key_size < key_size)
@@ -222,7 +224,15 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		return -FI_ENOMEM;
 	/* FI_RMA_EVENT whenever the domain has FI_MR_RMA_EVENT: a secondary capability that costs
 	 * nothing until an MR is registered with FI_RMA_EVENT. */
-	fi->caps = ep_caps_of(mr_mode, ds.atomics);
+	/* The secondary FI_LOCAL_COMM / FI_REMOTE_COMM when the hints ask (hints_fit checked
+	 * them). */
+	fi->caps = ep_caps_of(mr_mode, ds.atomics) |
+		   (hints ? hints->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) : 0);
+	/* Hints that ask for messages only get an answer without RMA and atomics (its mr_mode
+	 * then speaks of local descriptors alone: mr_offered_for). */
+	if (hints && msg_only(hints->caps | (hints->tx_attr ? hints->tx_attr->caps : 0) |
+			      (hints->rx_attr ? hints->rx_attr->caps : 0)))
+		fi->caps &= ~kRmaCaps;
 	fi->mode = 0;
 	/* struct fi_nicmr_name, 40 bytes, or its string form when asked (doc/libfabric.md). */
 	fi->addr_format =
@@ -254,6 +264,13 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->ep_attr->mem_tag_format = ~uint64_t{0};
 	fi->rx_attr->msg_order = kMsgOrder;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
+	/* The default operation flags the hints ask for (fi_endpoint(3) op_flags): FI_COMPLETION
+	 * is the one nicmr acts on (calls without flags complete under FI_SELECTIVE_COMPLETION
+	 * when it is set); other bits are not kept. */
+	fi->tx_attr->op_flags =
+		hints && hints->tx_attr ? hints->tx_attr->op_flags & FI_COMPLETION : 0;
+	fi->rx_attr->op_flags =
+		hints && hints->rx_attr ? hints->rx_attr->op_flags & FI_COMPLETION : 0;
 	/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ
 	 * (firmware page requests) holds one, its completion EQ one
 	 * (mlx5::Device::comp_eqn) and the key programmer one. */
