@@ -1661,6 +1661,8 @@ EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, ui
 namespace {
 int peer_ref(Endpoint *ep, Peer *p, int ret, PeerRef *out)
 {
+	if (ret == 0 && p == nullptr)
+		ret = -FI_EADDRNOTAVAIL; /* every path that returns 0 names its peer */
 	if (ret == 0)
 		ret = peer_ready(ep, p);
 	if (ret != 0)
