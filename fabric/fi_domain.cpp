@@ -429,7 +429,8 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	/* The info is the application's own copy, possibly edited: FI_MR_ALLOCATED must stay;
 	 * the mode is checked again against the opened device below. */
 	/* FI_MR_PROV_KEY is checked below, once the device says whether it needs it. */
-	if (mr_mode_of(info->domain_attr->mr_mode, 0, true, &mr_mode) != 0)
+	if (mr_mode_of(mr_offered_for(info->domain_attr->mr_mode, info->caps), 0, true, &mr_mode) !=
+	    0)
 		return -FI_EINVAL;
 	int ret = 0;
 	{
@@ -470,8 +471,8 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	dom->odp = attr.odp != 0;
 	/* A device that chooses every mkey index takes no requested key: an info edited to
 	 * leave FI_MR_PROV_KEY out is refused, as fi_getinfo would not have offered it. */
-	if (mr_mode_of(info->domain_attr->mr_mode, dom->ext, attr.requested_keys != 0, &mr_mode) !=
-	    0) {
+	if (mr_mode_of(mr_offered_for(info->domain_attr->mr_mode, info->caps), dom->ext,
+		       attr.requested_keys != 0, &mr_mode) != 0) {
 		FI_WARN(&provider, FI_LOG_DOMAIN,
 			"%s: mr_mode without FI_MR_PROV_KEY, but the device chooses every key\n",
 			fab->spec.c_str());

@@ -181,6 +181,10 @@ struct Endpoint {
 	uint64_t device_id = 0;
 	Av *av = nullptr;
 	Cq *cq = nullptr;
+	/* fi_endpoint(3) op_flags of the calls without flags (the info's tx_attr / rx_attr),
+	 * and FI_SELECTIVE_COMPLETION of the CQ bound for each direction (ep_bind). */
+	uint64_t tx_op_flags = 0, rx_op_flags = 0;
+	bool selective_tx = false, selective_rx = false;
 	Cntr *wcntr = nullptr; /* FI_WRITE: writes and non-fetching atomics */
 	Cntr *rcntr = nullptr; /* FI_READ: reads and fetching atomics */
 	Eq *eq = nullptr;
@@ -920,7 +924,10 @@ ssize_t post(Endpoint *ep, const Req &r)
 	o.peer = p;
 	o.kind = r.kind;
 	o.result = r.result;
-	o.report = !(r.flags & FI_INJECT);
+	/* fi_cq(3), FI_SELECTIVE_COMPLETION: only a request with FI_COMPLETION (its own, or
+	 * the endpoint's op_flags for a call without flags) completes on success; errors always
+	 * do. */
+	o.report = !(r.flags & FI_INJECT) && (!ep->selective_tx || (r.flags & FI_COMPLETION));
 	/* A key that does not fit an mkey is no key: index 0 is never one, so the device
 	 * refuses it with an error completion rather than a silent truncation. */
 	const uint32_t rkey = r.key > UINT32_MAX ? 0 : static_cast<uint32_t>(r.key);
@@ -992,6 +999,14 @@ ssize_t post(Endpoint *ep, const Req &r)
 
 /* ---- fi_ops_rma ---------------------------------------------------------------------------- */
 
+/* The flags of an RMA or atomic call without a flags parameter: FI_COMPLETION when the
+ * endpoint's op_flags have it (fi_endpoint(3), op_flags). */
+uint64_t dflt_tx(struct fid_ep *fep)
+{
+	const Endpoint *ep = ep_of(fep);
+	return ep ? ep->tx_op_flags & FI_COMPLETION : 0;
+}
+
 Req rma_req(Kind kind, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t addr,
 	    uint64_t key, void *context, uint64_t flags)
 {
@@ -1014,7 +1029,8 @@ ssize_t rma_read(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_
 	Endpoint *ep = ep_of(fep);
 	if (!ep)
 		return -FI_EINVAL;
-	return post(ep, rma_req(Kind::read, buf, len, desc, src, addr, key, context, 0));
+	return post(ep, rma_req(Kind::read, buf, len, desc, src, addr, key, context,
+				ep->tx_op_flags & FI_COMPLETION));
 }
 
 ssize_t rma_readv(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
@@ -1049,7 +1065,8 @@ ssize_t rma_write(struct fid_ep *fep, const void *buf, size_t len, void *desc, f
 	Endpoint *ep = ep_of(fep);
 	if (!ep)
 		return -FI_EINVAL;
-	return post(ep, rma_req(Kind::write, buf, len, desc, dest, addr, key, context, 0));
+	return post(ep, rma_req(Kind::write, buf, len, desc, dest, addr, key, context,
+				ep->tx_op_flags & FI_COMPLETION));
 }
 
 ssize_t rma_writev(struct fid_ep *fep, const struct iovec *iov, void **desc, size_t count,
@@ -1126,7 +1143,7 @@ ssize_t at_write(struct fid_ep *fep, const void *buf, size_t count, void *, fi_a
 		 uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void *context)
 {
 	return atomic_post(ep_of(fep), 0, buf, count, nullptr, nullptr, dest, addr, key, dt, op,
-			   context, 0);
+			   context, dflt_tx(fep));
 }
 
 ssize_t at_writev(struct fid_ep *fep, const struct fi_ioc *iov, void **, size_t count,
@@ -1136,7 +1153,7 @@ ssize_t at_writev(struct fid_ep *fep, const struct fi_ioc *iov, void **, size_t 
 	if (!iov || count != 1)
 		return -FI_EINVAL;
 	return atomic_post(ep_of(fep), 0, iov[0].addr, iov[0].count, nullptr, nullptr, dest, addr,
-			   key, dt, op, context, 0);
+			   key, dt, op, context, dflt_tx(fep));
 }
 
 bool amsg_ok(const struct fi_msg_atomic *msg)
@@ -1166,7 +1183,7 @@ ssize_t at_readwrite(struct fid_ep *fep, const void *buf, size_t count, void *, 
 		     enum fi_op op, void *context)
 {
 	return atomic_post(ep_of(fep), FI_FETCH_ATOMIC, buf, count, nullptr, result, dest, addr,
-			   key, dt, op, context, 0);
+			   key, dt, op, context, dflt_tx(fep));
 }
 
 ssize_t at_readwritev(struct fid_ep *fep, const struct fi_ioc *iov, void **, size_t count,
@@ -1177,7 +1194,7 @@ ssize_t at_readwritev(struct fid_ep *fep, const struct fi_ioc *iov, void **, siz
 	if (!iov || count != 1 || !resultv || result_count != 1 || resultv[0].count != 1)
 		return -FI_EINVAL;
 	return atomic_post(ep_of(fep), FI_FETCH_ATOMIC, iov[0].addr, iov[0].count, nullptr,
-			   resultv[0].addr, dest, addr, key, dt, op, context, 0);
+			   resultv[0].addr, dest, addr, key, dt, op, context, dflt_tx(fep));
 }
 
 ssize_t at_readwritemsg(struct fid_ep *fep, const struct fi_msg_atomic *msg, struct fi_ioc *resultv,
@@ -1195,7 +1212,7 @@ ssize_t at_compwrite(struct fid_ep *fep, const void *buf, size_t count, void *, 
 		     enum fi_datatype dt, enum fi_op op, void *context)
 {
 	return atomic_post(ep_of(fep), FI_COMPARE_ATOMIC, buf, count, compare, result, dest, addr,
-			   key, dt, op, context, 0);
+			   key, dt, op, context, dflt_tx(fep));
 }
 
 ssize_t at_compwritev(struct fid_ep *fep, const struct fi_ioc *iov, void **, size_t count,
@@ -1482,7 +1499,10 @@ int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		Cq *cq = cq_of(bfid);
 		if (!cq || cq->domain != ep->domain)
 			return -FI_EINVAL;
-		if (!flags || (flags & ~(FI_TRANSMIT | FI_RECV)))
+		/* fi_endpoint(3): FI_TRANSMIT and/or FI_RECV, with FI_SELECTIVE_COMPLETION for
+		 * the directions whose operations complete only with FI_COMPLETION. */
+		if (!(flags & (FI_TRANSMIT | FI_RECV)) ||
+		    (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)))
 			return -FI_EBADFLAGS;
 		if (((flags & FI_TRANSMIT) && ep->cq) || ((flags & FI_RECV) && ep->rcq))
 			return -FI_EINVAL;
@@ -1492,10 +1512,15 @@ int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			if (ret != 0)
 				return ret;
 		}
-		if (flags & FI_TRANSMIT)
+		const bool selective = flags & FI_SELECTIVE_COMPLETION;
+		if (flags & FI_TRANSMIT) {
 			ep->cq = cq;
-		if (flags & FI_RECV)
+			ep->selective_tx = selective;
+		}
+		if (flags & FI_RECV) {
 			ep->rcq = cq;
+			ep->selective_rx = selective;
+		}
 		return 0;
 	}
 	case FI_CLASS_CNTR: {
@@ -1654,6 +1679,16 @@ fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn)
 	return FI_ADDR_NOTAVAIL;
 }
 
+uint64_t ep_op_flags(const Endpoint *ep, bool tx)
+{
+	return tx ? ep->tx_op_flags : ep->rx_op_flags;
+}
+
+bool ep_selective(const Endpoint *ep, bool tx)
+{
+	return tx ? ep->selective_tx : ep->selective_rx;
+}
+
 EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, uint32_t qpn)
 {
 	/* A remote sender's RC QP is this endpoint's QP for it (one per peer, both ways). */
@@ -1681,6 +1716,8 @@ EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, ui
 namespace {
 int peer_ref(Endpoint *ep, Peer *p, int ret, PeerRef *out)
 {
+	if (ret == 0 && p == nullptr)
+		ret = -FI_EADDRNOTAVAIL; /* every path that returns 0 names its peer */
 	if (ret == 0)
 		ret = peer_ready(ep, p);
 	if (ret != 0)
@@ -1730,8 +1767,10 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	/* FI_RMA_EVENT goes with the domain's FI_MR_RMA_EVENT (the device counts into counters
 	 * bound to MRs; the endpoint itself has nothing to do for it). */
 	const uint64_t rma_event = (dom->mr_mode & FI_MR_RMA_EVENT) ? FI_RMA_EVENT : 0;
+	/* FI_LOCAL_COMM / FI_REMOTE_COMM: secondary capabilities fi_getinfo answers (the latter
+	 * only for a device with a wire); the endpoint does nothing else for them. */
 	const uint64_t caps = info->caps | (info->rx_attr ? info->rx_attr->caps : 0);
-	if (caps & ~(kEpCaps | kMsgCaps | kSrcCaps | rma_event))
+	if (caps & ~(kEpCaps | kMsgCaps | kSrcCaps | rma_event | FI_LOCAL_COMM | FI_REMOTE_COMM))
 		return -FI_EINVAL;
 	/* FI_ATOMIC on a device without host-order atomics (fi_getinfo does not offer it). */
 	if ((info->caps & FI_ATOMIC) && !dom->atomics)
@@ -1831,6 +1870,8 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM);
 	}
+	ep->tx_op_flags = info && info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info && info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->fid.fid.fclass = FI_CLASS_EP;
 	ep->fid.fid.context = context;
 	ep->fid.fid.ops = &ep_fi_ops;

@@ -73,6 +73,25 @@ inline int mr_mode_of(int offered, uint64_t ext, bool requested_keys, int *out)
 	return 0;
 }
 
+/* The capabilities that expose memory to peers or reach theirs, and the mr_mode bits that only
+ * concern such memory (libfabric's util names them the RMA-target modes, ofi_check_mr_mode in
+ * prov/util/src/util_attr.c). An application that asks for messages only need not offer those
+ * bits nor FI_MR_ALLOCATED (Open MPI's OFI MTL offers mr_mode 0): nicmr then keeps its own
+ * (ALLOCATED | PROV_KEY | VIRT_ADDR) for the keys of its local descriptors, which no peer
+ * sees, and the answer has no RMA or atomic capability (doc/libfabric.md, "mr_mode"). */
+inline constexpr uint64_t kRmaCaps =
+	FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT;
+inline bool msg_only(uint64_t caps)
+{
+	return caps != 0 && !(caps & kRmaCaps);
+}
+inline int mr_offered_for(int offered, uint64_t caps)
+{
+	if (!msg_only(caps) || offered == FI_MR_BASIC || offered == FI_MR_SCALABLE)
+		return offered;
+	return offered | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+}
+
 /* libfabric 2.x's single-use registration flag, which means what FI_NICMR_MR_SINGLE_USE means
  * (fi_mr.cpp); 0 under 1.x headers, which lack it. */
 #ifdef FI_MR_SINGLE_USE

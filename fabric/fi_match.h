@@ -167,6 +167,9 @@ struct Posted {
 	uint64_t src = kAnySrc; /* FI_DIRECTED_RECV: the sender it takes messages of */
 	uint64_t flags = 0;	/* FI_MULTI_RECV, FI_COMPLETION */
 	bool tagged = false;
+	/* FI_SELECTIVE_COMPLETION without FI_COMPLETION: no CQ entry on success (errors and a
+	 * multi-receive buffer's release still make one; counters count it). */
+	bool quiet = false;
 	uint32_t busy = 0;     /* FI_MULTI_RECV: rendezvous reads still landing in buf */
 	bool released = false; /* FI_MULTI_RECV: no more matches (under min_multi_recv) */
 	bool queued = false;   /* in its posted queue (else being matched as it is posted) */

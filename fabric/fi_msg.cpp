@@ -147,6 +147,7 @@ struct RxOp {
 	PeerRef peer{};
 	bool queued = false;  /* in Msg::rx, waiting for room */
 	bool discard = false; /* FI_DISCARD: no READ, no receive completion, only the FIN */
+	bool quiet = false;   /* the receive's Posted::quiet */
 };
 
 } // namespace
@@ -284,8 +285,8 @@ void repost(Msg *m, uint32_t slot)
 
 /* A receive completion (olen > 0: truncated, FI_ETRUNC with olen) of a message from src (the
  * sender's AV entry: fi_cq_readfrom's with FI_SOURCE). */
-void rx_done(const EpView &v, void *context, uint64_t flags, void *buf, size_t len, uint64_t data,
-	     uint64_t tag, size_t olen, uint64_t src, int err = 0)
+void rx_done(const EpView &v, bool quiet, void *context, uint64_t flags, void *buf, size_t len,
+	     uint64_t data, uint64_t tag, size_t olen, uint64_t src, int err = 0)
 {
 	CqEntry e{context, flags, err ? err : (olen ? FI_ETRUNC : 0), 0};
 	e.src = v.source ? src : FI_ADDR_NOTAVAIL;
@@ -294,7 +295,10 @@ void rx_done(const EpView &v, void *context, uint64_t flags, void *buf, size_t l
 	e.data = data;
 	e.tag = tag;
 	e.olen = olen;
-	push(v.rx_cq, e);
+	/* fi_cq(3), FI_SELECTIVE_COMPLETION: a quiet receive makes an entry only for an error
+	 * (truncation included) or the release of its multi-receive buffer. */
+	if (!quiet || e.err || (flags & FI_MULTI_RECV))
+		push(v.rx_cq, e);
 	count(v.recv_cntr, e.err == 0);
 }
 
@@ -332,10 +336,11 @@ uint64_t deliver_eager(const EpView &v, match::Posted *r, bool tagged, const Hdr
 	if (n)
 		std::memcpy(at, payload, n);
 	void *context = r->context;
+	const bool quiet = r->quiet;
 	uint64_t flags =
 		FI_RECV | kind_flag(tagged) | ((h.flags & kHdrData) ? FI_REMOTE_CQ_DATA : 0);
 	const uint64_t taken = posted_take(m, r, n, tagged);
-	rx_done(v, context, flags | taken, at, n, h.data, h.tag, plen - n, src);
+	rx_done(v, quiet, context, flags | taken, at, n, h.data, h.tag, plen - n, src);
 	return taken;
 }
 
@@ -356,7 +361,7 @@ void rx_fail(const EpView &v, RxOp *x, int err)
 		nicmr_mr_cache_dereg(m->cache, x->local);
 		x->local = nullptr;
 	}
-	rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, 0, x->from, err);
+	rx_done(v, x->quiet, x->context, flags, x->dst, 0, x->data, x->tag, 0, x->from, err);
 	m->rx.release(x);
 }
 
@@ -370,13 +375,15 @@ void start_rndv(Endpoint *ep, const EpView &v, match::Posted *r, bool tagged, ui
 	if (!x) {
 		/* Room for kMsgRxOps rendezvous receives at once (doc/libfabric.md). */
 		void *context = r->context;
+		uint8_t *rbuf = r->buf;
 		const uint64_t f = posted_take(m, r, 0, tagged);
-		rx_done(v, context, FI_RECV | kind_flag(tagged) | f, r->buf, 0, data, tag, 0, from,
-			FI_ENOSPC);
+		rx_done(v, false, context, FI_RECV | kind_flag(tagged) | f, rbuf, 0, data, tag, 0,
+			from, FI_ENOSPC);
 		return;
 	}
 	const size_t room = r->len - r->off;
 	x->context = r->context;
+	x->quiet = r->quiet;
 	x->dst = r->buf + r->off;
 	x->len = static_cast<size_t>(std::min<uint64_t>(mlen, room));
 	x->mlen = mlen;
@@ -430,7 +437,8 @@ bool rx_advance(Endpoint *ep, const EpView &v, RxOp *x)
 			x->multi = nullptr;
 		}
 		if (!x->discard)
-			rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, x->mlen, x->from);
+			rx_done(v, x->quiet, x->context, flags, x->dst, 0, x->data, x->tag, x->mlen,
+				x->from);
 		x->state = RxOp::fin_wait;
 	}
 	if (x->state == RxOp::read_wait) {
@@ -510,12 +518,13 @@ void rx_read_done(Endpoint *ep, const EpView &v, RxOp *x, const nicmr_wc &wc)
 	if (wc.status != NICMR_WC_SUCCESS) {
 		/* The pair is broken: no FIN can go (the sender's request stays; doc). */
 		ep_peer_done(x->peer.peer, false);
-		rx_done(v, x->context, flags, x->dst, 0, x->data, x->tag, 0, x->from,
+		rx_done(v, x->quiet, x->context, flags, x->dst, 0, x->data, x->tag, 0, x->from,
 			err_of(wc.status));
 		m->rx.release(x);
 		return;
 	}
-	rx_done(v, x->context, flags, x->dst, x->len, x->data, x->tag, x->mlen - x->len, x->from);
+	rx_done(v, x->quiet, x->context, flags, x->dst, x->len, x->data, x->tag, x->mlen - x->len,
+		x->from);
 	x->state = RxOp::fin_wait;
 	x->multi = nullptr;
 	/* The FIN goes in order behind rendezvous receives still waiting. */
@@ -882,7 +891,9 @@ ssize_t do_send(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_
 		return code_of(rc);
 	}
 	o.busy = true;
-	o.report = !inject;
+	/* fi_cq(3): with FI_SELECTIVE_COMPLETION only a send with FI_COMPLETION completes on
+	 * success; errors always do (tx_done). */
+	o.report = !inject && (!ep_selective(ep, true) || (flags & FI_COMPLETION));
 	o.context = context;
 	o.flags = FI_SEND | kind_flag(tagged);
 	o.peer = pr;
@@ -917,7 +928,7 @@ ssize_t peek_claim(Endpoint *ep, const EpView &v, void *, size_t, void *, uint64
 		const uint64_t utag = u->tag;
 		const uint64_t u_src = u->src;
 		discard_unexpected(ep, v, u);
-		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, utag, 0, u_src);
+		rx_done(v, false, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, utag, 0, u_src);
 		return 0;
 	}
 	match::Unexpected *u = m->m.unexpected().find([=](const match::Unexpected &c) {
@@ -925,8 +936,8 @@ ssize_t peek_claim(Endpoint *ep, const EpView &v, void *, size_t, void *, uint64
 		       match::tag_match(c.tag, tag, ignore);
 	});
 	if (!u) {
-		rx_done(v, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, tag, 0, FI_ADDR_NOTAVAIL,
-			FI_ENOMSG);
+		rx_done(v, false, context, FI_RECV | FI_TAGGED, nullptr, 0, 0, tag, 0,
+			FI_ADDR_NOTAVAIL, FI_ENOMSG);
 		return 0;
 	}
 	const uint64_t f = FI_RECV | FI_TAGGED | (u->has_data ? FI_REMOTE_CQ_DATA : 0);
@@ -988,6 +999,7 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t
 	r->src = src;
 	r->flags = flags & FI_MULTI_RECV;
 	r->tagged = tagged;
+	r->quiet = ep_selective(ep, false) && !(flags & FI_COMPLETION);
 	const bool multi = flags & FI_MULTI_RECV;
 	if (multi && len < m->min_multi_recv) {
 		q.release(r);
@@ -1065,6 +1077,14 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t
 /* ---- fi_ops_msg */
 
 /* The one-segment vector forms: -FI_EINVAL for any other count (iov_limit 1). */
+/* The flags of a call without a flags parameter: FI_COMPLETION when the endpoint's op_flags
+ * have it (fi_endpoint(3), op_flags; what FI_SELECTIVE_COMPLETION looks at). */
+uint64_t dflt(struct fid_ep *fep, bool tx)
+{
+	const Endpoint *ep = ep_msg_of(fep);
+	return ep ? ep_op_flags(ep, tx) & FI_COMPLETION : 0;
+}
+
 bool iov_ok(const struct iovec *iov, size_t count)
 {
 	return count == 0 || (iov && count == 1);
@@ -1072,7 +1092,7 @@ bool iov_ok(const struct iovec *iov, size_t count)
 
 ssize_t m_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *context)
 {
-	return do_recv(ep, buf, len, desc, src, false, 0, 0, context, 0);
+	return do_recv(ep, buf, len, desc, src, false, 0, 0, context, dflt(ep, false));
 }
 
 ssize_t m_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
@@ -1081,7 +1101,8 @@ ssize_t m_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t 
 	if (!iov_ok(iov, count))
 		return -FI_EINVAL;
 	return do_recv(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0,
-		       desc && count ? desc[0] : nullptr, src, false, 0, 0, context, 0);
+		       desc && count ? desc[0] : nullptr, src, false, 0, 0, context,
+		       dflt(ep, false));
 }
 
 ssize_t m_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
@@ -1097,7 +1118,7 @@ ssize_t m_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
 ssize_t m_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
 	       void *context)
 {
-	return do_send(ep, buf, len, desc, dest, false, 0, false, 0, context, 0);
+	return do_send(ep, buf, len, desc, dest, false, 0, false, 0, context, dflt(ep, true));
 }
 
 ssize_t m_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
@@ -1106,7 +1127,8 @@ ssize_t m_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t 
 	if (!iov_ok(iov, count))
 		return -FI_EINVAL;
 	return do_send(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0,
-		       desc && count ? desc[0] : nullptr, dest, false, 0, false, 0, context, 0);
+		       desc && count ? desc[0] : nullptr, dest, false, 0, false, 0, context,
+		       dflt(ep, true));
 }
 
 ssize_t m_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
@@ -1128,7 +1150,7 @@ ssize_t m_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
 ssize_t m_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 		   fi_addr_t dest, void *context)
 {
-	return do_send(ep, buf, len, desc, dest, false, 0, true, data, context, 0);
+	return do_send(ep, buf, len, desc, dest, false, 0, true, data, context, dflt(ep, true));
 }
 
 ssize_t m_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
@@ -1141,7 +1163,7 @@ ssize_t m_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t da
 ssize_t t_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
 	       uint64_t ignore, void *context)
 {
-	return do_recv(ep, buf, len, desc, src, true, tag, ignore, context, 0);
+	return do_recv(ep, buf, len, desc, src, true, tag, ignore, context, dflt(ep, false));
 }
 
 ssize_t t_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
@@ -1150,7 +1172,8 @@ ssize_t t_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t 
 	if (!iov_ok(iov, count))
 		return -FI_EINVAL;
 	return do_recv(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0,
-		       desc && count ? desc[0] : nullptr, src, true, tag, ignore, context, 0);
+		       desc && count ? desc[0] : nullptr, src, true, tag, ignore, context,
+		       dflt(ep, false));
 }
 
 ssize_t t_recvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
@@ -1167,7 +1190,7 @@ ssize_t t_recvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t f
 ssize_t t_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
 	       uint64_t tag, void *context)
 {
-	return do_send(ep, buf, len, desc, dest, true, tag, false, 0, context, 0);
+	return do_send(ep, buf, len, desc, dest, true, tag, false, 0, context, dflt(ep, true));
 }
 
 ssize_t t_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
@@ -1176,7 +1199,8 @@ ssize_t t_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t 
 	if (!iov_ok(iov, count))
 		return -FI_EINVAL;
 	return do_send(ep, count ? iov[0].iov_base : nullptr, count ? iov[0].iov_len : 0,
-		       desc && count ? desc[0] : nullptr, dest, true, tag, false, 0, context, 0);
+		       desc && count ? desc[0] : nullptr, dest, true, tag, false, 0, context,
+		       dflt(ep, true));
 }
 
 ssize_t t_sendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
@@ -1198,7 +1222,7 @@ ssize_t t_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 ssize_t t_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 		   fi_addr_t dest, uint64_t tag, void *context)
 {
-	return do_send(ep, buf, len, desc, dest, true, tag, true, data, context, 0);
+	return do_send(ep, buf, len, desc, dest, true, tag, true, data, context, dflt(ep, true));
 }
 
 ssize_t t_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dest,

@@ -78,6 +78,12 @@ EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, ui
  * name (or none is bound). Receive path, ep mu held: no allocation, no system call (locks:
  * fabric->mu for a sender of this device, the AV's). */
 fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn);
+/* The endpoint's op_flags for calls without a flags parameter (fi_endpoint(3): tx_attr's or
+ * rx_attr's, as the endpoint was opened), and whether its CQ was bound for that direction with
+ * FI_SELECTIVE_COMPLETION (then only operations with FI_COMPLETION make a CQ entry on
+ * success). Fixed once the endpoint is enabled: no lock. */
+uint64_t ep_op_flags(const Endpoint *ep, bool tx);
+bool ep_selective(const Endpoint *ep, bool tx);
 /* A request ep_peer counted completed (ok false: its pair is broken) or was not posted. */
 void ep_peer_done(void *peer, bool ok);
 /* Polls the endpoint's CQ (mu held). */

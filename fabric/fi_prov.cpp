@@ -114,6 +114,9 @@ uint64_t ep_caps_of(int mr_mode, bool atomics)
 }
 
 /* Whether the hints ask for anything this version does not have (0) or not (1). */
+/* Bytes of remote CQ data a message carries (fi_senddata, FI_REMOTE_CQ_DATA). */
+constexpr size_t kCqDataSize = 8;
+
 bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 {
 	*mr_mode = kMrRequired | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
@@ -121,9 +124,11 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return true;
 	const uint64_t caps = hints->caps | (hints->tx_attr ? hints->tx_attr->caps : 0) |
 			      (hints->rx_attr ? hints->rx_attr->caps : 0);
-	/* FI_LOCAL_COMM / FI_REMOTE_COMM are kept out: the device is one node's. FI_RMA_EVENT
-	 * is checked against the mr_mode below. */
-	if (caps & ~(kEpCaps | kMsgCaps | kSrcCaps | FI_RMA_EVENT))
+	/* fi_getinfo(3) secondary capabilities: FI_LOCAL_COMM (endpoints of one device reach
+	 * each other), FI_REMOTE_COMM only on a device with a wire (another device, process or
+	 * host). FI_RMA_EVENT is checked against the mr_mode below. */
+	const uint64_t comm = FI_LOCAL_COMM | (ds.wire ? FI_REMOTE_COMM : 0);
+	if (caps & ~(kEpCaps | kMsgCaps | kSrcCaps | FI_RMA_EVENT | comm))
 		return false;
 	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
 		return false;
@@ -151,13 +156,17 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 		return false;
 	if (d->mr_iov_limit > NICMR_MAX_IOV || d->mr_cnt > ds.mr_cnt)
 		return false;
-	if (mr_mode_of(d->mr_mode, ds.ext, ds.requested_keys, mr_mode) != 0)
+	if (mr_mode_of(mr_offered_for(d->mr_mode, caps), ds.ext, ds.requested_keys, mr_mode) != 0)
 		return false;
 	/* RMA events need the device's extension and an application that allows
 	 * FI_MR_RMA_EVENT. */
-	if (caps & ~(ep_caps_of(*mr_mode, ds.atomics) | kSrcCaps))
+	if (caps & ~(ep_caps_of(*mr_mode, ds.atomics) | kSrcCaps | comm))
 		return false;
 	const size_t key_size = (*mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
+	/* Remote CQ data travels in the messages' 64-bit header field (doc/libfabric.md,
+	 * "Messages"): up to 8 bytes. */
+	if (d->cq_data_size > kCqDataSize)
+		return false;
 	if (d->mr_key_size && d->mr_key_size < key_size)
 		return false;
 	return true;
@@ -222,7 +231,15 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		return -FI_ENOMEM;
 	/* FI_RMA_EVENT whenever the domain has FI_MR_RMA_EVENT: a secondary capability that costs
 	 * nothing until an MR is registered with FI_RMA_EVENT. */
-	fi->caps = ep_caps_of(mr_mode, ds.atomics);
+	/* The secondary FI_LOCAL_COMM / FI_REMOTE_COMM when the hints ask (hints_fit checked
+	 * them). */
+	fi->caps = ep_caps_of(mr_mode, ds.atomics) |
+		   (hints ? hints->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) : 0);
+	/* Hints that ask for messages only get an answer without RMA and atomics (its mr_mode
+	 * then speaks of local descriptors alone: mr_offered_for). */
+	if (hints && msg_only(hints->caps | (hints->tx_attr ? hints->tx_attr->caps : 0) |
+			      (hints->rx_attr ? hints->rx_attr->caps : 0)))
+		fi->caps &= ~kRmaCaps;
 	/* FI_DIRECTED_RECV and FI_SOURCE only when asked for (fi_getinfo(3): secondary
 	 * capabilities; each costs a source lookup per receive, doc/libfabric.md "Messages"). */
 	if (hints)
@@ -258,6 +275,13 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	fi->ep_attr->mem_tag_format = ~uint64_t{0};
 	fi->rx_attr->msg_order = kMsgOrder;
 	fi->rx_attr->comp_order = FI_ORDER_NONE;
+	/* The default operation flags the hints ask for (fi_endpoint(3) op_flags): FI_COMPLETION
+	 * is the one nicmr acts on (calls without flags complete under FI_SELECTIVE_COMPLETION
+	 * when it is set); other bits are not kept. */
+	fi->tx_attr->op_flags =
+		hints && hints->tx_attr ? hints->tx_attr->op_flags & FI_COMPLETION : 0;
+	fi->rx_attr->op_flags =
+		hints && hints->rx_attr ? hints->rx_attr->op_flags & FI_COMPLETION : 0;
 	/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ
 	 * (firmware page requests) holds one, its completion EQ one
 	 * (mlx5::Device::comp_eqn) and the key programmer one. */
@@ -303,6 +327,7 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 		hints && hints->domain_attr ? hints->domain_attr->av_type : FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = mr_mode;
 	fi->domain_attr->mr_key_size = (mr_mode & FI_MR_RAW) ? kRawKeySize : kKeySize;
+	fi->domain_attr->cq_data_size = kCqDataSize;
 	fi->domain_attr->mr_iov_limit = NICMR_MAX_IOV; /* fi_mr_regv's segments */
 	fi->domain_attr->mr_cnt = ds.mr_cnt;
 	if (!fi->fabric_attr->name || !fi->domain_attr->name) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -76,7 +77,8 @@ protected:
 		b_.close();
 		FabricFixture::TearDown();
 	}
-	void open_ep(MEp *e, fid_domain *dom = nullptr)
+	void open_ep(MEp *e, fid_domain *dom = nullptr, uint64_t cq_flags = 0,
+		     fi_info *inf = nullptr)
 	{
 		if (!dom)
 			dom = domain_.get();
@@ -91,10 +93,10 @@ protected:
 		ca.events = FI_CNTR_EVENTS_COMP;
 		ASSERT_EQ(fi_cntr_open(dom, &ca, e->sc.out(), nullptr), 0);
 		ASSERT_EQ(fi_cntr_open(dom, &ca, e->rc.out(), nullptr), 0);
-		ASSERT_EQ(fi_endpoint(dom, info_.p(), e->ep.out(), nullptr), 0);
+		ASSERT_EQ(fi_endpoint(dom, inf ? inf : info_.p(), e->ep.out(), nullptr), 0);
 		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->av->fid, 0), 0);
-		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->tx->fid, FI_TRANSMIT), 0);
-		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rx->fid, FI_RECV), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->tx->fid, FI_TRANSMIT | cq_flags), 0);
+		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rx->fid, FI_RECV | cq_flags), 0);
 		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->sc->fid, FI_SEND), 0);
 		ASSERT_EQ(fi_ep_bind(e->ep.get(), &e->rc->fid, FI_RECV), 0);
 		ASSERT_EQ(fi_enable(e->ep.get()), 0);
@@ -786,6 +788,114 @@ TEST_F(Msg, ASenderAndAReceiverThreadEachOnItsEndpoint)
 	sender.join();
 	EXPECT_FALSE(failed.load());
 	EXPECT_EQ(got, kN);
+}
+
+/* fi_cq(3), FI_SELECTIVE_COMPLETION: only operations with FI_COMPLETION (their own flags, or
+ * the endpoint's op_flags for calls without flags) make a CQ entry on success; errors always
+ * do, and counters count everything. */
+TEST_F(Msg, SelectiveCompletionReportsOnlyWhatAsksForIt)
+{
+	MEp c, d;
+	open_ep(&c, nullptr, FI_SELECTIVE_COMPLETION);
+	open_ep(&d, nullptr, FI_SELECTIVE_COMPLETION);
+	join(&c, &d);
+	join(&d, &c);
+	auto msg_of = [](void *buf, size_t len, void *desc, fi_addr_t addr, void *context,
+			 iovec *iov, void **descs) {
+		iov->iov_base = buf;
+		iov->iov_len = len;
+		*descs = desc;
+		fi_msg m{};
+		m.msg_iov = iov;
+		m.desc = descs;
+		m.iov_count = 1;
+		m.addr = addr;
+		m.context = context;
+		return m;
+	};
+	auto quiet = [&](fid_cq *cq) {
+		for (int i = 0; i < 200; i++) {
+			fi_cq_read(c.tx.get(), nullptr, 0);
+			fi_cq_read(d.rx.get(), nullptr, 0);
+		}
+		fi_cq_tagged_entry e{};
+		return fi_cq_read(cq, &e, 1) == -FI_EAGAIN;
+	};
+	auto cntr_at = [](fid_cntr *k, uint64_t want) {
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (fi_cntr_read(k) < want && std::chrono::steady_clock::now() < end)
+			;
+		return fi_cntr_read(k);
+	};
+	iovec siov, riov;
+	void *sd, *rd;
+	/* 1. Neither side asks: nothing in either CQ, both counters count, the bytes land. */
+	std::memcpy(src_.get(), "quiet", 6);
+	fi_msg rm = msg_of(dst_.get(), 16, ddesc(), FI_ADDR_UNSPEC, nullptr, &riov, &rd);
+	ASSERT_EQ(fi_recvmsg(d.ep.get(), &rm, 0), 0);
+	fi_msg sm = msg_of(src_.get(), 6, sdesc(), c.peer, nullptr, &siov, &sd);
+	ASSERT_EQ(fi_sendmsg(c.ep.get(), &sm, 0), 0);
+	EXPECT_EQ(cntr_at(d.rc.get(), 1), 1u);
+	EXPECT_EQ(cntr_at(c.sc.get(), 1), 1u);
+	EXPECT_STREQ(dst_.get(), "quiet");
+	EXPECT_TRUE(quiet(c.tx.get()));
+	EXPECT_TRUE(quiet(d.rx.get()));
+	/* 2. Both ask with FI_COMPLETION: one entry each. */
+	int sctx = 0, rctx = 0;
+	std::memcpy(src_.get(), "loud", 5);
+	rm = msg_of(dst_.get(), 16, ddesc(), FI_ADDR_UNSPEC, &rctx, &riov, &rd);
+	ASSERT_EQ(fi_recvmsg(d.ep.get(), &rm, FI_COMPLETION), 0);
+	sm = msg_of(src_.get(), 5, sdesc(), c.peer, &sctx, &siov, &sd);
+	ASSERT_EQ(fi_sendmsg(c.ep.get(), &sm, FI_COMPLETION), 0);
+	fi_cq_tagged_entry e{};
+	ASSERT_EQ(next(d.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &rctx);
+	EXPECT_STREQ(dst_.get(), "loud");
+	ASSERT_EQ(next(c.tx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &sctx);
+	/* 3. Calls without flags follow op_flags, 0 in this info: quiet again. */
+	ASSERT_EQ(fi_recv(d.ep.get(), dst_.get(), 16, ddesc(), FI_ADDR_UNSPEC, &rctx), 0);
+	ASSERT_EQ(fi_send(c.ep.get(), src_.get(), 5, sdesc(), c.peer, &sctx), 0);
+	EXPECT_EQ(cntr_at(d.rc.get(), 3), 3u);
+	EXPECT_EQ(cntr_at(c.sc.get(), 3), 3u);
+	EXPECT_TRUE(quiet(c.tx.get()));
+	EXPECT_TRUE(quiet(d.rx.get()));
+	/* 4. A quiet receive that truncates still reports its error. */
+	rm = msg_of(dst_.get(), 2, ddesc(), FI_ADDR_UNSPEC, &rctx, &riov, &rd);
+	ASSERT_EQ(fi_recvmsg(d.ep.get(), &rm, 0), 0);
+	sm = msg_of(src_.get(), 5, sdesc(), c.peer, nullptr, &siov, &sd);
+	ASSERT_EQ(fi_sendmsg(c.ep.get(), &sm, 0), 0);
+	EXPECT_EQ(next(d.rx.get(), &e), -FI_EAVAIL);
+	fi_cq_err_entry ee{};
+	ASSERT_EQ(fi_cq_readerr(d.rx.get(), &ee, 0), 1);
+	EXPECT_EQ(ee.err, FI_ETRUNC);
+	EXPECT_EQ(ee.op_context, &rctx);
+	/* 5. With op_flags FI_COMPLETION, calls without flags complete. */
+	std::unique_ptr<fi_info, decltype(&fi_freeinfo)> loud(fi_dupinfo(info_.p()), fi_freeinfo);
+	ASSERT_NE(loud, nullptr);
+	loud->tx_attr->op_flags = FI_COMPLETION;
+	loud->rx_attr->op_flags = FI_COMPLETION;
+	MEp f, g;
+	open_ep(&f, nullptr, FI_SELECTIVE_COMPLETION, loud.get());
+	open_ep(&g, nullptr, FI_SELECTIVE_COMPLETION, loud.get());
+	join(&f, &g);
+	join(&g, &f);
+	ASSERT_EQ(fi_recv(g.ep.get(), dst_.get(), 16, ddesc(), FI_ADDR_UNSPEC, &rctx), 0);
+	ASSERT_EQ(fi_send(f.ep.get(), src_.get(), 5, sdesc(), f.peer, &sctx), 0);
+	ASSERT_EQ(next(g.rx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &rctx);
+	ASSERT_EQ(next(f.tx.get(), &e), 1);
+	EXPECT_EQ(e.op_context, &sctx);
+	/* 6. FI_SELECTIVE_COMPLETION alone names no direction. */
+	MEp h;
+	Fid<fid_cq> cq;
+	fi_cq_attr ca{};
+	ASSERT_EQ(fi_cq_open(domain_.get(), &ca, cq.out(), nullptr), 0);
+	ASSERT_EQ(fi_endpoint(domain_.get(), info_.p(), h.ep.out(), nullptr), 0);
+	EXPECT_EQ(fi_ep_bind(h.ep.get(), &cq->fid, FI_SELECTIVE_COMPLETION), -FI_EBADFLAGS);
+	h.ep.reset();
+	for (MEp *x : {&c, &d, &f, &g})
+		x->close();
 }
 
 TEST_F(Msg, EndpointsCloseInEitherOrder)

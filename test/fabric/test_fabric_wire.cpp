@@ -550,6 +550,72 @@ TEST(FabricWireInfo, DataProgressIsManualOnTheWire)
 	EXPECT_EQ(p, FI_PROGRESS_AUTO);
 }
 
+/* fi_getinfo(3)'s secondary capabilities FI_LOCAL_COMM (every device) and FI_REMOTE_COMM (a
+ * device with a wire), answered when asked; and the hints' op_flags, of which FI_COMPLETION is
+ * kept (fi_endpoint(3); what FI_SELECTIVE_COMPLETION looks at). */
+TEST(FabricWireInfo, LocalAndRemoteCommAndOpFlags)
+{
+	auto ask = [](const char *spec, uint64_t caps, fi_info **out) {
+		setenv("FI_NICMR_DEVICE", spec, 1);
+		fi_info *hints = fi_allocinfo();
+		hints->fabric_attr->prov_name = strdup("nicmr");
+		hints->caps = caps;
+		hints->domain_attr->mr_mode =
+			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		hints->tx_attr->op_flags = FI_COMPLETION | FI_INJECT;
+		hints->rx_attr->op_flags = FI_COMPLETION;
+		const int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, out);
+		fi_freeinfo(hints);
+		return ret;
+	};
+	fi_info *info = nullptr;
+	ASSERT_EQ(
+		ask("emu:mkeys=1024,addr=auto", FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM, &info),
+		0);
+	EXPECT_EQ(info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM), FI_LOCAL_COMM | FI_REMOTE_COMM);
+	EXPECT_EQ(info->tx_attr->op_flags, uint64_t{FI_COMPLETION});
+	EXPECT_EQ(info->rx_attr->op_flags, uint64_t{FI_COMPLETION});
+	fi_freeinfo(info);
+	info = nullptr;
+	ASSERT_EQ(ask("emu:mkeys=1024", FI_TAGGED | FI_LOCAL_COMM, &info), 0);
+	EXPECT_EQ(info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM), uint64_t{FI_LOCAL_COMM});
+	fi_freeinfo(info);
+	info = nullptr;
+	EXPECT_EQ(ask("emu:mkeys=1024", FI_TAGGED | FI_REMOTE_COMM, &info), -FI_ENODATA);
+	fi_freeinfo(info);
+}
+
+/* Hints for messages only need not offer the mr_mode bits of memory peers reach (Open MPI's
+ * OFI MTL offers mr_mode 0 at API 1.5): the answer keeps nicmr's own for its local
+ * descriptors, has no RMA or atomics, and its domain and endpoint open; with RMA asked for,
+ * mr_mode 0 is still not answered. */
+TEST(FabricWireInfo, MessagesOnlyNeedNoMrModeBits)
+{
+	setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
+	auto ask = [](uint64_t caps, fi_info **out) {
+		fi_info *hints = fi_allocinfo();
+		hints->fabric_attr->prov_name = strdup("nicmr");
+		hints->caps = caps;
+		hints->domain_attr->mr_mode = 0;
+		const int ret = fi_getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, hints, out);
+		fi_freeinfo(hints);
+		return ret;
+	};
+	fi_info *info = nullptr;
+	ASSERT_EQ(ask(FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM, &info), 0);
+	EXPECT_EQ(info->caps & (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE), 0u);
+	EXPECT_EQ(info->caps & FI_TAGGED, uint64_t{FI_TAGGED});
+	EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+	Stack s;
+	s.info = info;
+	ASSERT_EQ(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr), 0);
+	ASSERT_EQ(fi_domain(s.fabric, s.info, &s.domain, nullptr), 0);
+	ASSERT_EQ(fi_endpoint(s.domain, s.info, &s.ep, nullptr), 0);
+	fi_info *refused = nullptr;
+	EXPECT_EQ(ask(FI_TAGGED | FI_RMA, &refused), -FI_ENODATA);
+	fi_freeinfo(refused);
+}
+
 /* node and service with FI_SOURCE: the wire port's own address (any of 127.0.0.0/8 for
  * addr=auto) and a port number; anything else, and a peer's address (no FI_SOURCE), is not
  * answered. */

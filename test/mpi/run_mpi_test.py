@@ -121,7 +121,11 @@ def main():
     env = dict(os.environ)
     # Open MPI refuses to run as root unless told that it is meant.
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = [mpirun, "-np", str(a.np), "--oversubscribe", "--bind-to", "none",
+    # --mca rtc ^hwloc: the daemons' run-time control would share the hwloc topology through
+    # a shared-memory segment mapped at a fixed hole, which crashed an orted in
+    # hwloc_shmem_topology_write now and then (ranks are not bound here anyway).
+    cmd = [mpirun, "-np", str(a.np), "--oversubscribe", "--bind-to", "none", "--mca", "rtc",
+           "^hwloc",
            "--mca", "pml", "cm", "--mca", "mtl", "ofi",
            "--mca", "mtl_ofi_provider_include", a.provider,
            "-x", "FI_PROVIDER=" + a.provider]
