@@ -70,6 +70,33 @@ uint8_t pattern(int role, size_t i)
 	} while (0)
 
 struct Stack {
+	/* Hints for nicmr (caps, addr_format, mr_mode LOCAL | VIRT_ADDR | ALLOCATED | PROV_KEY,
+	 * RDM), fi_getinfo at API 1.17, then the fabric, the domain and an AV of av_type: nullptr,
+	 * or the name of the step that failed. */
+	const char *open(uint64_t caps, uint32_t addr_format = FI_FORMAT_UNSPEC,
+			 fi_av_type av_type = FI_AV_UNSPEC)
+	{
+		fi_info *hints = fi_allocinfo();
+		if (!hints)
+			return "fi_allocinfo";
+		hints->fabric_attr->prov_name = strdup("nicmr");
+		hints->caps = caps;
+		hints->addr_format = addr_format;
+		hints->domain_attr->mr_mode =
+			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		hints->ep_attr->type = FI_EP_RDM;
+		const int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+		fi_freeinfo(hints);
+		if (ret != 0)
+			return "fi_getinfo";
+		if (fi_fabric(info->fabric_attr, &fabric, nullptr) != 0)
+			return "fi_fabric";
+		if (fi_domain(fabric, info, &domain, nullptr) != 0)
+			return "fi_domain";
+		fi_av_attr attr{};
+		attr.type = av_type;
+		return fi_av_open(domain, &attr, &av, nullptr) == 0 ? nullptr : "fi_av_open";
+	}
 	fi_info *info = nullptr;
 	fid_fabric *fabric = nullptr;
 	fid_domain *domain = nullptr;
@@ -166,22 +193,8 @@ int side(int fd, int role, const std::string &spec, const std::string &peer_pref
 {
 	setenv("FI_NICMR_DEVICE", spec.c_str(), 1);
 	Stack s;
-	fi_info *hints = fi_allocinfo();
-	CHECK(hints);
-	hints->fabric_attr->prov_name = strdup("nicmr");
-	hints->caps = FI_RMA | FI_ATOMIC;
-	hints->domain_attr->mr_mode =
-		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->ep_attr->type = FI_EP_RDM;
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
-	fi_freeinfo(hints);
-	CHECK(ret == 0);
+	CHECK(s.open(FI_RMA | FI_ATOMIC, FI_FORMAT_UNSPEC, FI_AV_TABLE) == nullptr);
 	CHECK(s.info->domain_attr->data_progress == FI_PROGRESS_MANUAL);
-	CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
-	CHECK(fi_domain(s.fabric, s.info, &s.domain, nullptr) == 0);
-	fi_av_attr av{};
-	av.type = FI_AV_TABLE;
-	CHECK(fi_av_open(s.domain, &av, &s.av, nullptr) == 0);
 	fi_cq_attr cqa{};
 	cqa.format = FI_CQ_FORMAT_CONTEXT;
 	CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
@@ -341,19 +354,7 @@ int passive_target(int fd, int mode, std::string *why)
 	setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 	Stack s;
 	fid_cntr *cntr = nullptr;
-	fi_info *hints = fi_allocinfo();
-	CHECK(hints);
-	hints->fabric_attr->prov_name = strdup("nicmr");
-	hints->caps = FI_RMA;
-	hints->domain_attr->mr_mode =
-		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
-	fi_freeinfo(hints);
-	CHECK(ret == 0);
-	CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
-	CHECK(fi_domain(s.fabric, s.info, &s.domain, nullptr) == 0);
-	fi_av_attr av{};
-	CHECK(fi_av_open(s.domain, &av, &s.av, nullptr) == 0);
+	CHECK(s.open(FI_RMA) == nullptr);
 	fi_cq_attr cqa{};
 	cqa.format = FI_CQ_FORMAT_CONTEXT;
 	cqa.wait_obj = mode == 1 ? FI_WAIT_UNSPEC : FI_WAIT_NONE;
@@ -425,20 +426,7 @@ TEST(FabricWire, APassiveTargetAnswersInsideCntrReadAndCqSread)
 			const int role = 0;
 			setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 			Stack s;
-			fi_info *hints = fi_allocinfo();
-			CHECK(hints);
-			hints->fabric_attr->prov_name = strdup("nicmr");
-			hints->caps = FI_RMA;
-			hints->domain_attr->mr_mode =
-				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-			int ret =
-				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
-			fi_freeinfo(hints);
-			CHECK(ret == 0);
-			CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
-			CHECK(fi_domain(s.fabric, s.info, &s.domain, nullptr) == 0);
-			fi_av_attr av{};
-			CHECK(fi_av_open(s.domain, &av, &s.av, nullptr) == 0);
+			CHECK(s.open(FI_RMA) == nullptr);
 			fi_cq_attr cqa{};
 			cqa.format = FI_CQ_FORMAT_CONTEXT;
 			CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
@@ -657,19 +645,7 @@ TEST(FabricWire, AHandshakeNobodyAnswersGivesUpWithEtimedout)
 	auto run = [&]() -> int {
 		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 		Stack s;
-		fi_info *hints = fi_allocinfo();
-		CHECK(hints);
-		hints->fabric_attr->prov_name = strdup("nicmr");
-		hints->caps = FI_RMA;
-		hints->domain_attr->mr_mode =
-			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s.info);
-		fi_freeinfo(hints);
-		CHECK(ret == 0);
-		CHECK(fi_fabric(s.info->fabric_attr, &s.fabric, nullptr) == 0);
-		CHECK(fi_domain(s.fabric, s.info, &s.domain, nullptr) == 0);
-		fi_av_attr av{};
-		CHECK(fi_av_open(s.domain, &av, &s.av, nullptr) == 0);
+		CHECK(s.open(FI_RMA) == nullptr);
 		fi_cq_attr cqa{};
 		CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
 		CHECK(fi_endpoint(s.domain, s.info, &s.ep, nullptr) == 0);
@@ -727,22 +703,8 @@ TEST_P(FabricWireFormat, TwoFabricsOfOneProcessMeetOverTheWire)
 		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 		Stack a, b;
 		for (Stack *s : {&a, &b}) {
-			fi_info *hints = fi_allocinfo();
-			CHECK(hints);
-			hints->fabric_attr->prov_name = strdup("nicmr");
-			hints->caps = FI_RMA;
-			hints->addr_format = format;
-			hints->domain_attr->mr_mode =
-				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-			int ret =
-				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s->info);
-			fi_freeinfo(hints);
-			CHECK(ret == 0);
+			CHECK(s->open(FI_RMA, format) == nullptr);
 			CHECK(s->info->addr_format == format);
-			CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0);
-			CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0);
-			fi_av_attr av{};
-			CHECK(fi_av_open(s->domain, &av, &s->av, nullptr) == 0);
 			fi_cq_attr cqa{};
 			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
 			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
@@ -829,20 +791,7 @@ TEST(FabricWireMsg, TaggedMessagesEagerAndRendezvousCrossTheWire)
 		fid_cq *rcq[2] = {nullptr, nullptr};
 		int k = 0;
 		for (Stack *s : {&a, &b}) {
-			fi_info *hints = fi_allocinfo();
-			CHECK(hints);
-			hints->fabric_attr->prov_name = strdup("nicmr");
-			hints->caps = FI_TAGGED | FI_MSG;
-			hints->domain_attr->mr_mode =
-				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-			int ret =
-				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s->info);
-			fi_freeinfo(hints);
-			CHECK(ret == 0);
-			CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0);
-			CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0);
-			fi_av_attr av{};
-			CHECK(fi_av_open(s->domain, &av, &s->av, nullptr) == 0);
+			CHECK(s->open(FI_TAGGED | FI_MSG) == nullptr);
 			fi_cq_attr cqa{};
 			cqa.format = FI_CQ_FORMAT_TAGGED;
 			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
@@ -965,22 +914,10 @@ TEST(FabricWireMsg, DirectedReceivesAndReadfromNameTheSenderAcrossTheWire)
 		};
 		for (int k = 0; k < 3; k++) {
 			Stack *s = all[k];
-			fi_info *hints = fi_allocinfo();
-			CHECK(hints);
-			hints->fabric_attr->prov_name = strdup("nicmr");
-			hints->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV | FI_SOURCE;
-			hints->domain_attr->mr_mode =
-				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-			int ret =
-				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &s->info);
-			fi_freeinfo(hints);
-			CHECK(ret == 0);
+			CHECK(s->open(FI_TAGGED | FI_MSG | FI_DIRECTED_RECV | FI_SOURCE) ==
+			      nullptr);
 			CHECK((s->info->caps & (FI_DIRECTED_RECV | FI_SOURCE)) ==
 			      (FI_DIRECTED_RECV | FI_SOURCE));
-			CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, nullptr) == 0);
-			CHECK(fi_domain(s->fabric, s->info, &s->domain, nullptr) == 0);
-			fi_av_attr av{};
-			CHECK(fi_av_open(s->domain, &av, &s->av, nullptr) == 0);
 			fi_cq_attr cqa{};
 			cqa.format = FI_CQ_FORMAT_TAGGED;
 			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
