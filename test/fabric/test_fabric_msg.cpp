@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -112,13 +113,15 @@ protected:
 		ASSERT_EQ(fi_av_insert(from->av.get(), addr, 1, &from->self, 0, nullptr), 1);
 	}
 	/* Moves both endpoints' completions along without taking any entry. */
-	void progress()
+	/* One progress turn of each endpoint of eps (their CQs read, no entry taken). */
+	static void turn(std::initializer_list<MEp *> eps)
 	{
-		for (MEp *e : {&a_, &b_}) {
+		for (MEp *e : eps) {
 			fi_cq_read(e->tx.get(), nullptr, 0);
 			fi_cq_read(e->rx.get(), nullptr, 0);
 		}
 	}
+	void progress() { turn({&a_, &b_}); }
 	/* The next entry of cq (both endpoints progressed), or its error (-FI_EAVAIL): 5 s. */
 	ssize_t next(fid_cq *cq, fi_cq_tagged_entry *e)
 	{
@@ -1027,14 +1030,7 @@ protected:
 		EXPECT_EQ(fi_av_insert(to->av.get(), addr, 1, &fa, 0, nullptr), 1);
 		return fa;
 	}
-	void progress_all()
-	{
-		progress();
-		for (MEp *e : {&c_, &d_}) {
-			fi_cq_read(e->tx.get(), nullptr, 0);
-			fi_cq_read(e->rx.get(), nullptr, 0);
-		}
-	}
+	void progress_all() { turn({&a_, &b_, &c_, &d_}); }
 	/* The next entry of b's receive CQ with its source. */
 	ssize_t next_from(fi_cq_tagged_entry *e, fi_addr_t *from)
 	{
