@@ -25,6 +25,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import netns_pair  # noqa: E402
+
 NS = ["nicmr-pp-a", "nicmr-pp-b"]
 VETH = ["npp-a", "npp-b"]
 NS_ADDR = ["10.79.0.1", "10.79.0.2"]
@@ -38,28 +41,12 @@ def fail(msg):
     sys.exit(1)
 
 
-def sh(*cmd, check=True):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if check and r.returncode != 0:
-        fail("%s: %s" % (" ".join(cmd), (r.stderr or r.stdout).strip()))
-    return r
-
-
 def netns_up():
-    netns_down()
-    for ns in NS:
-        sh("ip", "netns", "add", ns)
-    sh("ip", "link", "add", VETH[0], "netns", NS[0], "type", "veth", "peer", "name", VETH[1],
-       "netns", NS[1])
-    for i, ns in enumerate(NS):
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", ns, "link", "set", VETH[i], "up")
-        sh("ip", "-n", ns, "addr", "add", NS_ADDR[i] + "/24", "dev", VETH[i])
+    netns_pair.up(NS, VETH, [[NS_ADDR[0] + "/24"], [NS_ADDR[1] + "/24"]], fail)
 
 
 def netns_down():
-    for ns in NS:
-        sh("ip", "netns", "del", ns, check=False)
+    netns_pair.down(NS)
 
 
 def run_pair(a, mode, exe, addrs):

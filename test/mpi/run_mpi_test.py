@@ -30,6 +30,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import netns_pair  # noqa: E402
+
 NS = ["nicmr-mpi-a", "nicmr-mpi-b"]
 VETH = ["nmpi-a", "nmpi-b"]
 NET = "10.78.0."
@@ -38,13 +41,6 @@ NET = "10.78.0."
 def fail(msg):
     print("mpi: FAIL: " + msg, flush=True)
     sys.exit(1)
-
-
-def sh(*cmd, check=True):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if check and r.returncode != 0:
-        fail("%s: %s" % (" ".join(cmd), (r.stderr or r.stdout).strip()))
-    return r
 
 
 def rank_addr(ns_index, local_rank):
@@ -79,21 +75,12 @@ def rank_exec(argv):
 
 
 def netns_up(per_ns):
-    netns_down()
-    for ns in NS:
-        sh("ip", "netns", "add", ns)
-    sh("ip", "link", "add", VETH[0], "netns", NS[0], "type", "veth", "peer", "name", VETH[1],
-       "netns", NS[1])
-    for i, ns in enumerate(NS):
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", ns, "link", "set", VETH[i], "up")
-        for local in range(per_ns):
-            sh("ip", "-n", ns, "addr", "add", rank_addr(i, local) + "/24", "dev", VETH[i])
+    netns_pair.up(NS, VETH, [[rank_addr(i, local) + "/24" for local in range(per_ns)]
+                             for i in range(len(NS))], fail)
 
 
 def netns_down():
-    for ns in NS:
-        sh("ip", "netns", "del", ns, check=False)
+    netns_pair.down(NS)
 
 
 def main():
