@@ -76,14 +76,14 @@ int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_
 		return name_decode(static_cast<const uint8_t *>(addr) + i * kNameSize, a);
 	};
 	for (size_t i = 0; i < count; i++) {
-		EpAddr a;
+		EpAddr a{};
 		if (decode(i, &a) != 0)
 			return -FI_EINVAL;
 	}
 	std::lock_guard lk(av->mu);
 	int inserted = 0;
 	for (size_t i = 0; i < count; i++) {
-		EpAddr a;
+		EpAddr a{};
 		(void)decode(i, &a);
 		if (!addr_ok(av, a)) {
 			if (fi_addr)
@@ -128,7 +128,7 @@ int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *addrlen
 	Av *av = av_of(&fav->fid);
 	if (!av || !addrlen)
 		return -FI_EINVAL;
-	EpAddr a;
+	EpAddr a{};
 	int ret = av_lookup_addr(av, fi_addr, &a);
 	if (ret != 0)
 		return ret;
@@ -153,7 +153,7 @@ const char *av_straddr(struct fid_av *, const void *addr, char *buf, size_t *len
 {
 	if (!addr || !buf || !len)
 		return nullptr;
-	EpAddr a;
+	EpAddr a{};
 	if (name_decode(addr, &a) != 0)
 		return nullptr;
 	*len = name_to_str(a, buf, *len) + 1;

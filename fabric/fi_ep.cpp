@@ -907,6 +907,8 @@ ssize_t post(Endpoint *ep, const Req &r)
 	std::lock_guard lk(ep->mu);
 	Peer *p = nullptr;
 	ssize_t ret = peer_of(ep, r.dest, &p);
+	if (ret == 0 && p == nullptr)
+		ret = -FI_EADDRNOTAVAIL; /* every path that returns 0 names its peer */
 	if (ret == 0)
 		ret = peer_ready(ep, p);
 	if (ret == 0 && p->conn != Conn::up)
