@@ -503,7 +503,11 @@ TEST_P(Wire, RemoteAccessErrorsAreNakedBeforeAByteMoves)
 	/* A misaligned atomic target is an invalid request (IBTA), not an access error. */
 	expect_refused(me_->qp->post_atomic_fa(sge(0, 8), raddr(4), peer_.keys[k_rw], 1, 1, 0),
 		       MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
-	EXPECT_EQ(peer_stats().naks_sent, 12u);
+	/* One NAK reached the requester per refusal. The responder may have sent one more: a
+	 * packet of a refused multi-packet WRITE, resent by the requester's timer before its NAK
+	 * came back on a loaded machine, can reach the responder once the pair is recovered, which
+	 * NAKs it as out of sequence (IBTA 9.7.5.1.2) and the requester drops as stale. */
+	EXPECT_GE(peer_stats().naks_sent, 12u);
 	EXPECT_EQ(me_->hw->device().data_path().wire_stats().naks_received, 12u);
 	/* After recovery the pair works again. */
 	const mlx5::Completion c =
