@@ -20,6 +20,11 @@ namespace {
 constexpr uint32_t kStateShift = 8;
 constexpr uint32_t kStateMask = 3u << kStateShift;
 constexpr uint32_t kGhost = 1u << 10;
+/* The same bit in the free state (no ghost there: a claim turns a free word into a binding
+ * one): the index is in the free structures. Without it a free index at variant 0 would read
+ * as zero, as one never used, and adopt would take it (a key index with two owners: the
+ * variants are a permutation of 0..255, so 1 index in 256 starts at 0). */
+constexpr uint32_t kPooled = kGhost;
 constexpr uint32_t kHoldShift = 11;
 constexpr uint32_t kHoldOne = 1u << kHoldShift;
 constexpr uint32_t kHoldMax = UINT32_MAX >> kHoldShift;
@@ -190,7 +195,8 @@ void KeySpace::enqueue_free(uint32_t *indices, uint32_t count) noexcept
 		/* Relaxed: the enqueue below (release, inside the ring) publishes the word to
 		 * whoever dequeues the index. */
 		slots_[indices[i]].compare_exchange_strong(
-			zero, slot_word(KeyState::free, first_variant(secret_, indices[i])),
+			zero,
+			slot_word(KeyState::free, first_variant(secret_, indices[i])) | kPooled,
 			std::memory_order_relaxed, std::memory_order_relaxed);
 	}
 	/* Fisher-Yates within each run, from draws of 64 bits: the modulo's bias is below
@@ -417,8 +423,9 @@ bool KeySpace::make_free(uint32_t index, uint8_t next) noexcept
 {
 	std::atomic<uint32_t> &slot = slots_[index];
 	uint32_t w = slot.load(std::memory_order_relaxed);
-	/* The ghost bit is dropped: a ghost copy, if any, becomes the real one. */
-	const uint32_t nw = slot_word(KeyState::free, next);
+	/* The ghost bit is dropped: a ghost copy, if any, becomes the real one (the free word's
+	 * same bit says pooled). */
+	const uint32_t nw = slot_word(KeyState::free, next) | kPooled;
 	/* Release: our writes to the entry happen before the next owner's (pairs with the
 	 * acquire in try_own and claim). */
 	while (!slot.compare_exchange_weak(w, nw, std::memory_order_release,

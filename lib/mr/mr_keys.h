@@ -7,7 +7,9 @@
  *
  *   per index: slot word   [ holds:21 | ghost:1 | state:2 | variant:8 ]   (4 bytes; zero = never
  *                          in the free structures; holds = live sub-MRs that keep a live key
- *                          from leaving)
+ *                          from leaving; in the free state, where no ghost can be, the ghost
+ *                          bit is set instead: "pooled", so that a free index whose variant is
+ *                          0 is not taken for one never used)
  *
  * The slot word also says who owns the index's table entry: the registering thread while it is
  * binding, the deregistering thread while it is retiring. One writer per entry follows.

@@ -112,6 +112,38 @@ TEST(MrKeys, VariantRunsThroughAll256ValuesBeforeAnyRepeats)
 	}
 }
 
+/* adopt takes only indices never in the free structures: a free index is refused at every
+ * variant, 0 included (a free word at variant 0 once read as zero, as a never-used one). */
+TEST(MrKeys, AdoptRefusesAFreeIndexAtEveryVariantZeroIncluded)
+{
+	/* Fresh: about 16 of 4095 indices start at variant 0. */
+	auto ks = make(4096);
+	uint32_t at_zero = 0;
+	for (uint32_t i = 1; i < 4096 && at_zero == 0; i++) {
+		uint8_t v = 1;
+		if (ks->state_of(i, &v) == KeyState::free && v == 0)
+			at_zero = i;
+	}
+	ASSERT_NE(at_zero, 0u) << "no index starts at variant 0 (odds about 1e-7)";
+	uint32_t k = 0;
+	EXPECT_EQ(ks->adopt(at_zero, &k), -EEXIST);
+	uint8_t v = 1;
+	EXPECT_EQ(ks->state_of(at_zero, &v), KeyState::free);
+	EXPECT_EQ(v, 0);
+
+	/* Freed again: index 1 of a two-index space, released until its next variant is 0. */
+	auto one = make(2);
+	for (int use = 0; use < 256; use++) {
+		ASSERT_EQ(one->alloc(nullptr, &k), 0);
+		one->release(nullptr, k);
+		EXPECT_EQ(one->adopt(1, &k), -EEXIST) << "use " << use;
+		ASSERT_EQ(one->state_of(1, &v), KeyState::free);
+	}
+	/* The 256 uses went through every variant (VariantRunsThroughAll256ValuesBeforeAnyRepeats),
+	 * 0 among them. That a never-used index is adopted: test_mr_segments,
+	 * MrOdpCache.AdoptTakesOnlyIndicesNeverUsed. */
+}
+
 TEST(MrVariant, PermutationIsABijectionWithItsInverse)
 {
 	/* For any tables u: P_u maps the 256 turns onto the 256 variants, P_u^-1 undoes it, and
