@@ -841,6 +841,18 @@ TEST(WireRawReceive, ReportsTheIpv4IdAndSender)
 			GTEST_SKIP() << "no raw receive socket (CAP_NET_RAW needed)";
 		EXPECT_EQ(port.raw_rx(), raw);
 		EXPECT_EQ(port.rx_fd() == port.fd(), !raw);
+		/* The socket that receives has the port's buffer (socket(7): the kernel doubles
+		 * what it was asked, capped at net.core.rmem_max). */
+		long rmem_max = 0;
+		if (FILE *f = std::fopen("/proc/sys/net/core/rmem_max", "r")) {
+			if (std::fscanf(f, "%ld", &rmem_max) != 1)
+				rmem_max = 0;
+			std::fclose(f);
+		}
+		int rcvbuf = 0;
+		socklen_t rl = sizeof(rcvbuf);
+		ASSERT_EQ(::getsockopt(port.rx_fd(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, &rl), 0);
+		EXPECT_GE(rcvbuf, 2 * std::min<long>(emu::WirePort::kSocketBuffer, rmem_max));
 		const uint8_t lo[4] = {127, 0, 0, 1};
 		const uint8_t data[5] = {1, 2, 3, 4, 5};
 		/* One to another UDP port first: the filter leaves it out. */

@@ -39,6 +39,17 @@ uint64_t mono_ns() noexcept
 	return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
+/* A receive buffer of WirePort::kSocketBuffer bytes: SO_RCVBUFFORCE where the process may
+ * (CAP_NET_ADMIN, socket(7)), so that net.core.rmem_max (208 KiB on a stock kernel) does not
+ * cap it, else SO_RCVBUF (capped there; a smaller buffer is no error: the RC transport resends
+ * what overflowed). */
+void ask_rcvbuf(int fd) noexcept
+{
+	const int sb = WirePort::kSocketBuffer;
+	if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sb, sizeof(sb)) != 0)
+		::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
+}
+
 } // namespace
 
 bool gid_is_ipv4(const Gid &g) noexcept
@@ -143,7 +154,7 @@ int WirePort::open(const WirePortConfig &cfg)
 	 * for kSocketBuffer bytes in both buffers (socket(7): the kernel caps it at rmem_max /
 	 * wmem_max, and a smaller buffer is no error: the RC transport resends what it lost). */
 	const int sb = kSocketBuffer;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
+	ask_rcvbuf(fd);
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 	fd_ = fd;
 	if (!v6_ && cfg.raw_rx) {
@@ -566,6 +577,11 @@ int WirePort::open_raw_rx() noexcept
 	sock_filter none[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
 	if (rc == 0)
 		rc = attach_filter(fd_, none, 1);
+	/* The raw socket is where the port's datagrams queue now: it needs the receive buffer
+	 * the UDP socket was given (open). With the default (net.core.rmem_default, 208 KiB) a
+	 * window of 64 KiB writes overflowed it and the RC transport resent after timeouts. */
+	if (rc == 0)
+		ask_rcvbuf(fd);
 	if (rc < 0) {
 		::close(fd);
 		return rc;
