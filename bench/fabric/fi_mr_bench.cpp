@@ -8,7 +8,8 @@
  * with another's rows. The floor and the native pair of the last lines run in a process of
  * their own too (`--child native`), with no provider loaded.
  *
- *   bench-fi-mr [--smoke] [--reps N] [--live N] [--ratios] [provider ...]  (default: nicmr tcp shm)
+ *   bench-fi-mr [--smoke] [--reps N] [--live N] [--ratios | --xp] [provider ...]
+ *   (default: nicmr tcp shm; --xp: the cross-process part alone)
  *
  * What it measures, per provider:
  *   - fi_mr_reg and fi_close of one MR (4 KiB and 2 MiB), timed apart and as the pair, median of
@@ -16,7 +17,11 @@
  *     other 4 KiB MRs registered first (default 100,000);
  *   - fi_mr_regv of four 4 KiB pages out of address order as one MR, and its fi_close, alone
  *     ("regv4x4KiB/alone"; a provider whose mr_iov_limit is below 4 says "unsupported");
- *   - fi_write of 64 KiB between two RDM endpoints of the process (16 in flight), median GB/s.
+ *   - fi_write of 64 KiB between two RDM endpoints of the process (16 in flight), median GB/s;
+ *   - the cross-process part (fi_xp_bench.h): a server and a client process per provider,
+ *     8-byte tagged ping-pong latency, fi_write 64 KiB bandwidth and 4 KiB latency, and
+ *     fi_mr_reg of a fresh buffer then fi_write (registration on the critical path), with
+ *     nicmr's ratios to tcp against the targets (latency <= tcp's, bandwidth >= 2x tcp's).
  * nicmr is measured twice: buffers from a nicmr pool (the fast path an application gets through
  * the ops extension) and plain mmap'd memory (the slow path: pin and DMA-map per MR). tcp (as
  * libfabric layers it for FI_EP_RDM, tcp;ofi_rxm, on the loopback interface) and shm register
@@ -50,6 +55,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -69,6 +75,8 @@
 #include "bench_cli.h"
 #include "bench_native.h"
 #include "bench_ratios.h"
+#include "fi_bench_util.h"
+#include "fi_xp_bench.h"
 #include "nicmr/fi_nicmr.h"
 
 #ifndef NICMR_FI_PROVIDER_DIR
@@ -77,8 +85,10 @@
 
 namespace {
 
-constexpr size_t kKiB = 1024;
-constexpr size_t kMiB = 1024 * kKiB;
+using nicmr::bench::fi_err;
+using nicmr::bench::kKiB;
+using nicmr::bench::kMiB;
+using nicmr::bench::MmapBuf;
 constexpr size_t kSizes[] = {4 * kKiB, 2 * kMiB};
 constexpr size_t kBgSlot = 4 * kKiB;	/* each background MR */
 constexpr size_t kBgArea = 16 * kMiB;	/* background MRs cycle over 4096 distinct pages */
@@ -91,7 +101,8 @@ constexpr uint32_t kApi = FI_VERSION(1, 17);
 
 struct Options {
 	bool smoke = false;
-	bool ratios = false; /* only what the last lines need */
+	bool ratios = false;  /* only what the last lines need */
+	bool xp_only = false; /* only the cross-process part */
 	int reps = 301;
 	size_t live = 100000;
 	int write_reps = 9;
@@ -101,37 +112,6 @@ struct Options {
 
 using nicmr::bench::median;
 using nicmr::bench::now_ns;
-
-/* Anonymous memory, 2 MiB-aligned and touched (mapped before any registration). */
-struct MmapBuf {
-	char *raw = nullptr;
-	char *p = nullptr;
-	size_t raw_len = 0;
-	explicit MmapBuf(size_t len)
-	{
-		raw_len = len + 2 * kMiB;
-		void *m = mmap(nullptr, raw_len, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED)
-			return;
-		raw = static_cast<char *>(m);
-		uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + 2 * kMiB - 1) & ~(2 * kMiB - 1);
-		p = reinterpret_cast<char *>(a);
-		std::memset(p, 0x5a, len);
-	}
-	~MmapBuf()
-	{
-		if (raw)
-			munmap(raw, raw_len);
-	}
-	MmapBuf(const MmapBuf &) = delete;
-	MmapBuf &operator=(const MmapBuf &) = delete;
-};
-
-std::string fi_err(int ret)
-{
-	return std::string(fi_strerror(-ret)) + " (" + std::to_string(ret) + ")";
-}
 
 /* One provider opened for FI_EP_RDM with RMA: its fabric and domain. */
 struct Ctx {
@@ -470,18 +450,22 @@ const char *const kRoles[] = {"native", "nicmr", "tcp", "shm"};
 void usage()
 {
 	std::printf(
-		"usage: bench-fi-mr [--smoke] [--reps N] [--live N] [--ratios] [provider ...]\n"
+		"usage: bench-fi-mr [--smoke] [--reps N] [--live N] [--ratios | --xp] "
+		"[provider ...]\n"
 		"fi_mr_reg / fi_close medians (4 KiB, 2 MiB; alone and with --live other MRs), "
 		"fi_mr_regv and\nfi_write 64 KiB through libfabric, per provider, each "
-		"provider in a process of its own;\nthen the floor (UMR bind + revoke), the "
+		"provider in a process of its own; the cross-process part (a server and a client "
+		"process per\nprovider: 8-byte tagged ping-pong, fi_write 64 KiB and 4 KiB, "
+		"fi_mr_reg then fi_write);\nthen the floor (UMR bind + revoke), the "
 		"native pair and the provider's against them.\n"
 		"  --smoke     tiny counts (5 repetitions, 1,000 live MRs, few writes)\n"
 		"  --reps N    repetitions of each timing, 1..%llu (default 301)\n"
 		"  --live N    MRs live during the /live cases, 1..%llu (default 100,000)\n"
 		"  --ratios    only what the last lines need: the floor, the native pair and "
 		"nicmr's 4 KiB\n              cases (no provider may be named)\n"
-		"  --child R   one process of a run (native, nicmr, tcp or shm); the parent runs "
-		"these\n"
+		"  --xp        only the cross-process part\n"
+		"  --child R   one process of a run (native, nicmr, tcp, shm, xp-server:P, "
+		"xp-client:P:ADDRESS);\n              the parent runs these\n"
 		"  providers:  nicmr tcp shm (default: all three)\n"
 		"Exit status: 0, 1 when a measurement failed, 2 for bad arguments.\n",
 		static_cast<unsigned long long>(kMaxReps),
@@ -627,13 +611,52 @@ struct Gathered {
 	std::map<std::string, std::map<std::string, Cell>> cells; /* row -> case -> figures */
 	std::map<std::string, std::string> prov_of;
 	std::map<std::string, double> write_gbps; /* -1: unsupported */
+	/* The cross-process part: row -> case -> figure (xp-lat8, xp-write4k, xp-regwrite4k and
+	 * xp-regclose4k in ns; xp-write64k in GB/s), why a row has none, and its processes. */
+	std::map<std::string, std::map<std::string, double>> xp;
+	std::map<std::string, std::string> xp_why;
+	std::map<std::string, std::string> xp_prov;
+	std::map<std::string, bool> xp_checked;
 	int errors = 0;
+
+	bool parse_xp(const std::string &line)
+	{
+		char row[64], cs[64], pv[64];
+		double a, b;
+		int off = 0;
+		if (std::sscanf(line.c_str(), "RESULT %63s xp-regwrite4k ns=%lf close=%lf", row, &a,
+				&b) == 3) {
+			xp[row]["xp-regwrite4k"] = a;
+			xp[row]["xp-regclose4k"] = b;
+		} else if (std::sscanf(line.c_str(), "RESULT %63s %63s %n", row, cs, &off) == 2 &&
+			   std::strncmp(cs, "xp-", 3) == 0) {
+			const char *v = std::strchr(line.c_str() + off, '=');
+			if (v)
+				xp[row][cs] = std::strtod(v + 1, nullptr);
+		} else if (std::sscanf(line.c_str(), "UNSUPPORTED %63s xp %n", row, &off) == 1 &&
+			   off > 0) {
+			std::string why = line.substr(size_t(off));
+			while (!why.empty() && why.back() == '\n')
+				why.pop_back();
+			if (xp_why[row].empty())
+				xp_why[row] = why;
+		} else if (std::sscanf(line.c_str(), "XPROC %63s %63s %63s", row, cs, pv) == 3) {
+			xp_prov[row] = pv;
+		} else if (std::sscanf(line.c_str(), "XPCHECK %63s ok", row) == 1) {
+			xp_checked[row] = true;
+		} else {
+			return false;
+		}
+		return true;
+	}
 
 	void parse(const std::string &line)
 	{
 		char row[64], cs[64];
 		double reg, close, pair, gbps;
 		int off = 0;
+		if (parse_xp(line))
+			return;
 		if (std::sscanf(line.c_str(), "RESULT %63s %63s reg=%lf close=%lf pair=%lf", row,
 				cs, &reg, &close, &pair) == 5) {
 			Cell &c = cells[row][cs];
@@ -674,41 +697,37 @@ struct Gathered {
 	}
 };
 
-/* Runs this program again as `--child role` with its output on a pipe; echoes each line and
- * hands it to g. Returns the child's wait status, or -1 when it could not be started. */
-int run_child(const char *self, const std::string &role, const Options &o, bool user_provider,
-	      Gathered *g)
+/* A process of the run: this program again, its output on a pipe. */
+struct Child {
+	pid_t pid = -1;
+	FILE *out = nullptr;
+};
+
+/* Starts this program again with args (argv[1] on) and the environment variables env set
+ * (name, value); its stdout is c.out. pid is -1 when it could not be started. */
+Child spawn(const char *self, const std::vector<std::string> &args,
+	    const std::vector<std::pair<std::string, std::string>> &env)
 {
+	Child c;
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0)
-		return -1;
+		return c;
 	std::fflush(stdout);
 	const pid_t pid = fork();
 	if (pid < 0) {
 		close(fds[0]);
 		close(fds[1]);
-		return -1;
+		return c;
 	}
 	if (pid == 0) {
 		if (dup2(fds[1], STDOUT_FILENO) < 0)
 			_exit(127);
-		/* One provider per process: libfabric loads only the providers FI_PROVIDER names,
-		 * so no other provider's progress thread runs beside this one's rows. */
-		if (!user_provider && role != "native")
-			setenv("FI_PROVIDER", provider_filter(role).c_str(), 1);
-		std::vector<std::string> args = {self,
-						 "--child",
-						 role,
-						 "--reps",
-						 std::to_string(o.reps),
-						 "--live",
-						 std::to_string(o.live)};
-		if (o.smoke)
-			args.insert(args.begin() + 1, "--smoke");
-		if (o.ratios)
-			args.push_back("--ratios");
+		for (const auto &[name, value] : env)
+			setenv(name.c_str(), value.c_str(), 1);
+		std::vector<std::string> all = {self};
+		all.insert(all.end(), args.begin(), args.end());
 		std::vector<char *> av;
-		for (auto &a : args)
+		for (auto &a : all)
 			av.push_back(a.data());
 		av.push_back(nullptr);
 		execv("/proc/self/exe", av.data());
@@ -717,24 +736,78 @@ int run_child(const char *self, const std::string &role, const Options &o, bool 
 		_exit(127);
 	}
 	close(fds[1]);
-	FILE *f = fdopen(fds[0], "r");
-	if (f == nullptr) {
+	c.out = fdopen(fds[0], "r");
+	if (c.out == nullptr)
 		close(fds[0]);
-	} else {
-		char *line = nullptr;
-		size_t cap = 0;
-		while (getline(&line, &cap, f) > 0) {
-			std::fputs(line, stdout);
-			g->parse(line);
+	c.pid = pid;
+	return c;
+}
+
+/* Echoes the child's lines and hands each to g, until one starts with `until` (then in *hit,
+ * and true) or the output ends (false). until null: to the end. */
+bool read_lines(Child &c, Gathered *g, const char *until = nullptr, std::string *hit = nullptr)
+{
+	if (c.out == nullptr)
+		return false;
+	char *line = nullptr;
+	size_t cap = 0;
+	bool found = false;
+	while (!found && getline(&line, &cap, c.out) > 0) {
+		std::fputs(line, stdout);
+		g->parse(line);
+		if (until && std::strncmp(line, until, std::strlen(until)) == 0) {
+			*hit = line;
+			found = true;
 		}
-		std::free(line);
-		std::fclose(f);
 	}
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-	}
+	std::free(line);
 	std::fflush(stdout);
+	return found;
+}
+
+/* Reads the rest of the child's output and waits for it: its wait status, or -1 when it was
+ * never started. */
+int finish(Child &c, Gathered *g)
+{
+	if (c.pid < 0)
+		return -1;
+	read_lines(c, g);
+	if (c.out)
+		std::fclose(c.out);
+	c.out = nullptr;
+	int status = 0;
+	while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+	}
 	return status;
+}
+
+/* The --smoke, --reps and --live a child gets. */
+std::vector<std::string> count_args(const Options &o)
+{
+	std::vector<std::string> a = {"--reps", std::to_string(o.reps), "--live",
+				      std::to_string(o.live)};
+	if (o.smoke)
+		a.insert(a.begin(), "--smoke");
+	return a;
+}
+
+/* Runs this program again as `--child role` with its output on a pipe; echoes each line and
+ * hands it to g. Returns the child's wait status, or -1 when it could not be started. */
+int run_child(const char *self, const std::string &role, const Options &o, bool user_provider,
+	      Gathered *g)
+{
+	std::vector<std::string> args = {"--child", role};
+	for (const auto &a : count_args(o))
+		args.push_back(a);
+	if (o.ratios)
+		args.push_back("--ratios");
+	std::vector<std::pair<std::string, std::string>> env;
+	/* One provider per process: libfabric loads only the providers FI_PROVIDER names, so no
+	 * other provider's progress thread runs beside this one's rows. */
+	if (!user_provider && role != "native")
+		env.emplace_back("FI_PROVIDER", provider_filter(role));
+	Child c = spawn(self, args, env);
+	return finish(c, g);
 }
 
 std::string ended(int status)
@@ -744,6 +817,158 @@ std::string ended(int status)
 	if (WIFSIGNALED(status))
 		return "its process was killed by signal " + std::to_string(WTERMSIG(status));
 	return "its process exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+/* The cross-process table: per provider its figures, then nicmr's against each other one, with
+ * the targets (latency at or below tcp's, bandwidth at least twice tcp's). */
+void print_xp_table(const Options &o, Gathered *g)
+{
+	const nicmr::bench::xp::Counts n =
+		o.smoke ? nicmr::bench::xp::Counts::smoke() : nicmr::bench::xp::Counts{};
+	std::printf(
+		"\ncross-process: a server and a client process per provider, FI_EP_RDM with "
+		"tagged messages and RMA\n  lat8: 8-byte tagged ping-pong, half the median "
+		"round trip of %d; write64k: fi_write 64 KiB, 16 in flight, median of %d x %d;\n"
+		"  write4k: fi_write 4 KiB to its completion; reg+write4k: fi_mr_reg of a fresh "
+		"4 KiB buffer, fi_write of it, to its completion; close: that MR's fi_close "
+		"(medians of %d)\n",
+		n.lat_iters, n.bw_reps, n.bw_writes, n.small_iters);
+	std::printf("%-6s %-15s %9s %14s %11s %15s %9s\n", "row", "provider", "lat8 ns",
+		    "write64k GB/s", "write4k ns", "reg+write4k ns", "close ns");
+	for (const auto &p : o.providers) {
+		auto &x = g->xp[p];
+		if (!x.count("xp-regwrite4k")) {
+			std::printf("%-6s %-15s unsupported: %s\n", p.c_str(),
+				    g->xp_prov[p].c_str(), g->xp_why[p].c_str());
+			continue;
+		}
+		std::printf("%-6s %-15s %9.0f %14.3f %11.0f %15.0f %9.0f%s\n", p.c_str(),
+			    g->xp_prov[p].c_str(), x["xp-lat8"], x["xp-write64k"], x["xp-write4k"],
+			    x["xp-regwrite4k"], x["xp-regclose4k"],
+			    g->xp_checked[p] ? "" : "  (bytes not confirmed)");
+	}
+	auto &nx = g->xp["nicmr"];
+	if (!nx.count("xp-regwrite4k"))
+		return;
+	for (const auto &p : o.providers) {
+		auto &x = g->xp[p];
+		if (p == "nicmr" || !x.count("xp-regwrite4k"))
+			continue;
+		const double lat = nx["xp-lat8"] / x["xp-lat8"];
+		const double bw = nx["xp-write64k"] / x["xp-write64k"];
+		const double rw = nx["xp-regwrite4k"] / x["xp-regwrite4k"];
+		if (p == "tcp")
+			std::printf(
+				"ratios nicmr/tcp: latency %.2f (target <= 1.00: %s), bandwidth "
+				"%.2f (target >= 2.00: %s), reg+write4k %.2f\n",
+				lat, lat <= 1.0 ? "met" : "MISSED", bw,
+				bw >= 2.0 ? "met" : "MISSED", rw);
+		else
+			std::printf("ratios nicmr/%s: latency %.2f, bandwidth %.2f, reg+write4k "
+				    "%.2f\n",
+				    p.c_str(), lat, bw, rw);
+	}
+}
+
+/* The device each nicmr process of the cross-process part opens unless FI_NICMR_DEVICE names
+ * one: a wire port of its own at a loopback address (the provider's default). */
+constexpr const char *kXpDevice = "emu:addr=auto";
+
+/* The cross-process part for provider p: its server process, then its client process, given
+ * the address the server printed; each process with p alone (FI_PROVIDER) and, for nicmr, a
+ * wire device of its own. A server left waiting by a client that stopped early is ended
+ * (SIGTERM). Returns the number of processes that did not end cleanly, each said in an ERROR
+ * line. */
+int run_xp(const char *self, const std::string &p, const Options &o, bool user_provider,
+	   bool user_device, Gathered *g)
+{
+	std::vector<std::pair<std::string, std::string>> env;
+	if (!user_provider)
+		env.emplace_back("FI_PROVIDER", provider_filter(p));
+	if (!user_device)
+		env.emplace_back("FI_NICMR_DEVICE", kXpDevice);
+	std::vector<std::string> args = {"--child", "xp-server:" + p};
+	if (o.smoke)
+		args.emplace_back("--smoke");
+	Child server = spawn(self, args, env);
+	Child client;
+	std::string line;
+	if (read_lines(server, g, "XPADDR ", &line)) {
+		char row[64], hex[1024];
+		if (std::sscanf(line.c_str(), "XPADDR %63s %1023s", row, hex) == 2) {
+			args[1] = "xp-client:" + p + ":" + hex;
+			client = spawn(self, args, env);
+		}
+	}
+	int bad = 0;
+	if (client.pid >= 0 || server.pid < 0) {
+		const int cs = finish(client, g);
+		if (cs != 0) {
+			std::printf("ERROR xp-client:%s: %s\n", p.c_str(), ended(cs).c_str());
+			bad++;
+		}
+	}
+	const bool complete = g->xp[p].count("xp-regwrite4k") != 0;
+	if (!complete && server.pid > 0)
+		kill(server.pid, SIGTERM);
+	const int ss = finish(server, g);
+	if (ss != 0 && complete) {
+		std::printf("ERROR xp-server:%s: %s\n", p.c_str(), ended(ss).c_str());
+		bad++;
+	}
+	if (g->xp_why[p].empty() && (!complete || !g->xp_checked[p]))
+		g->xp_why[p] = complete ? "the server did not confirm the bytes written"
+					: "the client stopped early";
+	std::fflush(stdout);
+	return bad;
+}
+
+/* What the run measures and where, before the first child's lines. */
+void print_header(const Options &o, bool user_provider)
+{
+	std::printf("fi_mr_bench: fi_mr_reg / fi_close through libfabric %u.%u, medians of %d "
+		    "repetitions (ns)\n",
+		    FI_MAJOR(fi_version()), FI_MINOR(fi_version()), o.reps);
+	std::printf("  alone: the timed MR is the only one live; live: %zu other 4 KiB MRs are "
+		    "registered first\n",
+		    o.live);
+	if (!o.ratios)
+		std::printf("  regv4x4KiB: fi_mr_regv of four 4 KiB pages out of address order "
+			    "(one MR), alone\n");
+	std::printf("  nicmr: buffers from a nicmr pool (ops extension, fast path); nicmr-mmap: "
+		    "plain mmap'd memory (slow path); others: plain mmap'd memory\n");
+	std::printf("  floor: UMR bind (reg) + revoke (close) of 4 KiB on a native device opened "
+		    "as FI_NICMR_DEVICE; native: nicmr_mr_reg + nicmr_mr_dereg of 4 KiB in a "
+		    "pool there\n");
+	std::printf("  each in a process of its own: the floor and native pair, then each "
+		    "provider (parent pid=%d); FI_PROVIDER=%s FI_NICMR_DEVICE=%s "
+		    "FI_TCP_IFACE=%s\n",
+		    int(getpid()),
+		    user_provider ? std::getenv("FI_PROVIDER") : "(the process's provider)",
+		    std::getenv("FI_NICMR_DEVICE"), std::getenv("FI_TCP_IFACE"));
+	if (!o.ratios)
+		std::printf(
+			"  then the cross-process part: per provider a server and a client "
+			"process (nicmr's each with a wire device of its own, FI_NICMR_DEVICE=%s "
+			"unless set)\n\n",
+			kXpDevice);
+}
+
+/* "xp-server:P" or "xp-client:P:HEX" with P a provider: its parts, or false. */
+bool xp_role(const std::string &role, bool *server, std::string *provider, std::string *hex)
+{
+	const bool is_server = role.rfind("xp-server:", 0) == 0;
+	if (!is_server && role.rfind("xp-client:", 0) != 0)
+		return false;
+	const std::string rest = role.substr(10);
+	const size_t colon = rest.find(':');
+	*server = is_server;
+	*provider = is_server ? rest : rest.substr(0, colon);
+	*hex = is_server || colon == std::string::npos ? "" : rest.substr(colon + 1);
+	if (std::find(std::begin(kProviders), std::end(kProviders), *provider) ==
+	    std::end(kProviders))
+		return false;
+	return is_server ? rest.find(':') == std::string::npos : !hex->empty();
 }
 
 } // namespace
@@ -766,16 +991,21 @@ int main(int argc, char **argv)
 			o.writes_per_rep = 4;
 		} else if (a == "--ratios") {
 			o.ratios = true;
+		} else if (a == "--xp") {
+			o.xp_only = true;
 		} else if (a == "--child") {
 			if (i + 1 == argc)
 				usage_error(prog, "--child needs a role");
 			child = argv[++i];
+			bool srv;
+			std::string pv, hex;
 			if (std::find(std::begin(kRoles), std::end(kRoles), child) ==
-			    std::end(kRoles))
-				usage_error(
-					prog,
-					"--child: unknown role '%s' (native, nicmr, tcp or shm)",
-					child.c_str());
+				    std::end(kRoles) &&
+			    !xp_role(child, &srv, &pv, &hex))
+				usage_error(prog,
+					    "--child: unknown role '%s' (native, nicmr, tcp, shm, "
+					    "xp-server:PROVIDER or xp-client:PROVIDER:ADDRESS)",
+					    child.c_str());
 		} else if (a == "--reps" || a == "--live") {
 			if (i + 1 == argc)
 				usage_error(prog, "%s needs a count", a.c_str());
@@ -807,16 +1037,27 @@ int main(int argc, char **argv)
 	}
 	if (o.ratios && !o.providers.empty())
 		usage_error(prog, "--ratios measures nicmr alone: name no provider with it");
+	if (o.ratios && o.xp_only)
+		usage_error(prog, "--ratios and --xp measure different things: name one");
 	if (o.providers.empty())
 		o.providers = o.ratios ? std::vector<std::string>{"nicmr"}
 				       : std::vector<std::string>{"nicmr", "tcp", "shm"};
 
 	const bool user_provider = std::getenv("FI_PROVIDER") != nullptr;
+	const bool user_device = std::getenv("FI_NICMR_DEVICE") != nullptr;
 	set_default_env("FI_PROVIDER_PATH", NICMR_FI_PROVIDER_DIR);
 	set_default_env("FI_TCP_IFACE", "lo");
 	set_default_env("FI_NICMR_DEVICE", "emu:mkeys=262144");
 
 	if (!child.empty()) {
+		bool server;
+		std::string pv, hex;
+		if (xp_role(child, &server, &pv, &hex))
+			return server ? nicmr::bench::xp::run_server(pv, pv)
+				      : nicmr::bench::xp::run_client(
+						pv, pv, hex,
+						o.smoke ? nicmr::bench::xp::Counts::smoke()
+							: nicmr::bench::xp::Counts{});
 		if (child == "native")
 			measure_native(o);
 		else
@@ -833,34 +1074,25 @@ int main(int argc, char **argv)
 	const bool nicmr =
 		std::find(o.providers.begin(), o.providers.end(), "nicmr") != o.providers.end();
 
-	std::printf("fi_mr_bench: fi_mr_reg / fi_close through libfabric %u.%u, medians of %d "
-		    "repetitions (ns)\n",
-		    FI_MAJOR(fi_version()), FI_MINOR(fi_version()), o.reps);
-	std::printf("  alone: the timed MR is the only one live; live: %zu other 4 KiB MRs are "
-		    "registered first\n",
-		    o.live);
-	if (!o.ratios)
-		std::printf("  regv4x4KiB: fi_mr_regv of four 4 KiB pages out of address order "
-			    "(one MR), alone\n");
-	std::printf("  nicmr: buffers from a nicmr pool (ops extension, fast path); nicmr-mmap: "
-		    "plain mmap'd memory (slow path); others: plain mmap'd memory\n");
-	std::printf("  floor: UMR bind (reg) + revoke (close) of 4 KiB on a native device opened "
-		    "as FI_NICMR_DEVICE; native: nicmr_mr_reg + nicmr_mr_dereg of 4 KiB in a "
-		    "pool there\n");
-	std::printf("  each in a process of its own: the floor and native pair, then each "
-		    "provider (parent pid=%d); FI_PROVIDER=%s FI_NICMR_DEVICE=%s "
-		    "FI_TCP_IFACE=%s\n\n",
-		    int(getpid()),
-		    user_provider ? std::getenv("FI_PROVIDER") : "(the process's provider)",
-		    std::getenv("FI_NICMR_DEVICE"), std::getenv("FI_TCP_IFACE"));
+	if (o.xp_only)
+		std::printf("fi_mr_bench --xp: the cross-process part alone, through libfabric "
+			    "%u.%u (parent pid=%d); FI_PROVIDER=%s FI_NICMR_DEVICE=%s "
+			    "FI_TCP_IFACE=%s\n\n",
+			    FI_MAJOR(fi_version()), FI_MINOR(fi_version()), int(getpid()),
+			    user_provider ? std::getenv("FI_PROVIDER") : "(the process's provider)",
+			    user_device ? std::getenv("FI_NICMR_DEVICE") : kXpDevice,
+			    std::getenv("FI_TCP_IFACE"));
+	else
+		print_header(o, user_provider);
 
 	Gathered g;
 	int failures = 0;
 	std::vector<std::string> roles;
-	if (nicmr)
+	if (nicmr && !o.xp_only)
 		roles.push_back("native");
 	for (const auto &p : o.providers)
-		roles.push_back(p);
+		if (!o.xp_only)
+			roles.push_back(p);
 	for (const std::string &role : roles) {
 		const int status = run_child(argv[0], role, o, user_provider, &g);
 		const bool clean = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -882,9 +1114,12 @@ int main(int argc, char **argv)
 				g.parse("UNSUPPORTED " + row.label + " write64k " + ended(status));
 		}
 	}
+	if (!o.ratios)
+		for (const auto &p : o.providers)
+			failures += run_xp(argv[0], p, o, user_provider, user_device, &g);
 	failures += g.errors;
 
-	if (!o.ratios) {
+	if (!o.ratios && !o.xp_only) {
 		/* The table: medians, then nicmr's (pool) ratio against each other provider. */
 		std::printf("\n%-11s %-15s %-16s %10s %10s %10s\n", "row", "provider", "case",
 			    "reg ns", "close ns", "pair ns");
@@ -904,7 +1139,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	if (!o.ratios && nicmr) {
+	if (!o.ratios && !o.xp_only && nicmr) {
 		std::printf("\nratios nicmr (pool) / baseline, time per call (< 1: nicmr faster). "
 			    "Targets: live: <= 0.50 for reg and close; alone: <= 1.50\n");
 		std::printf("%-18s %-11s %7s %7s %7s  %s\n", "baseline", "case", "reg", "close",
@@ -938,7 +1173,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	if (!o.ratios) {
+	if (!o.ratios && !o.xp_only) {
 		std::printf("\nfi_write 64 KiB between two RDM endpoints of one domain, %zu in "
 			    "flight, median of %d x %d writes\n",
 			    kWindow, o.write_reps, o.writes_per_rep);
@@ -959,19 +1194,30 @@ int main(int argc, char **argv)
 					std::printf("  ratio nicmr/%s bandwidth: %.2f\n",
 						    row.label.c_str(), w["nicmr"] / w[row.label]);
 	}
+	if (!o.ratios)
+		print_xp_table(o, &g);
 	/* nicmr's fast path must work: its failure is the program's failure. Other rows may be
 	 * unsupported here (said above), which is a figure, not an error: nicmr-mmap maps each MR
 	 * for DMA on its own and meets the IOMMU's mapping limit (65535) before 100,000 MRs. */
 	for (const Row &row : rows) {
-		if (!row.pool)
+		if (!row.pool || o.xp_only)
 			continue;
 		for (const std::string &cn : cases)
 			failures += g.cell(row.label, cn).ok ? 0 : 1;
 		if (!o.ratios && !(g.write_gbps.count(row.label) && g.write_gbps[row.label] > 0))
 			failures++;
 	}
-	if (nicmr && !(g.cell("floor", "umr/4KiB").ok && g.cell("native", "4KiB/alone").ok))
+	if (nicmr && !o.xp_only &&
+	    !(g.cell("floor", "umr/4KiB").ok && g.cell("native", "4KiB/alone").ok))
 		failures++;
+	/* And its cross-process part: every figure, and the bytes confirmed by its server. */
+	if (nicmr && !o.ratios) {
+		for (const char *cn : nicmr::bench::xp::kCases)
+			failures += g.xp["nicmr"].count(cn) ? 0 : 1;
+		failures += g.xp_checked["nicmr"] ? 0 : 1;
+	}
+	if (o.xp_only)
+		return failures ? 1 : 0;
 
 	/* The last lines (bench_ratios.h): the floor, the native pair's overhead over it, the
 	 * provider's over the native pair, and the provider's flatness in the live MRs. */

@@ -3,8 +3,10 @@
 """Smoke test of bench-fi-mr: runs it with tiny counts and checks its exit code, that every
 row (nicmr, nicmr-mmap, tcp, shm) gave figures or an explicit UNSUPPORTED line for every case,
 that nicmr, the floor and the native pair gave figures, that each provider ran in a process of
-its own, and that the four RATIOS lines are the last lines of the output and well-formed (their
-values are not checked: tiny counts on a shared machine say nothing)."""
+its own, that the cross-process part gave every provider's figures (or its UNSUPPORTED line)
+from a server and a client process of their own, with nicmr's bytes confirmed by its server, and
+that the four RATIOS lines are the last lines of the output and well-formed (their values are
+not checked: tiny counts on a shared machine say nothing)."""
 import re
 import subprocess
 import sys
@@ -38,6 +40,43 @@ def check_last_lines(out, errors):
         elif "n/a" in line:
             # The smoke run measures every figure: none may be missing.
             errors.append(f"last lines: a figure is missing in {line!r}")
+
+
+XP_CASES = {"xp-lat8": rf"ns={NUM}", "xp-write64k": rf"gbps={NUM}", "xp-write4k": rf"ns={NUM}",
+            "xp-regwrite4k": rf"ns={NUM} close={NUM}"}
+XP_FILTER = {"nicmr": "nicmr", "tcp": "tcp,ofi_rxm", "shm": "shm"}
+
+
+def check_cross_process(out, parent, errors):
+    """Each provider's cross-process figures, or an UNSUPPORTED line; nicmr's all present and
+    its bytes confirmed; server and client in processes of their own."""
+    seen = set([parent] if parent else [])
+    for row, filt in XP_FILTER.items():
+        unsupported = re.search(rf"^UNSUPPORTED {row} xp \S", out, re.M)
+        for case, value in XP_CASES.items():
+            figures = re.search(rf"^RESULT {row} {case} {value}$", out, re.M)
+            if row == "nicmr" and not figures:
+                errors.append(f"{row} {case}: no figures")
+            elif not figures and not unsupported:
+                errors.append(f"{row} {case}: neither figures nor an UNSUPPORTED line")
+        if row == "nicmr" and not re.search(r"^XPCHECK nicmr ok answered=[0-9]+$", out, re.M):
+            errors.append("nicmr cross-process: the server did not confirm the bytes")
+        pids = {}
+        for role, pid, got in re.findall(
+                rf"^XPROC {row} (server|client) \S+ pid=([0-9]+) FI_PROVIDER=(\S*)$", out, re.M):
+            pids[role] = pid
+            if got != filt:
+                errors.append(f"{row} cross-process {role}: FI_PROVIDER={got!r}, not {filt!r}")
+        if set(pids) != {"server", "client"}:
+            errors.append(f"{row} cross-process: XPROC lines for {sorted(pids)}")
+            continue
+        ids = set(pids.values())
+        if len(ids) != 2 or ids & seen:
+            errors.append(f"{row} cross-process: server and client not in processes of their own")
+        seen |= ids
+    if not re.search(r"^ratios nicmr/tcp: latency [0-9.]+ \(target <= 1.00: (met|MISSED)\), "
+                     r"bandwidth [0-9.]+ \(target >= 2.00: (met|MISSED)\)", out, re.M):
+        errors.append("no ratios nicmr/tcp line for the cross-process part")
 
 
 def main():
@@ -95,6 +134,7 @@ def main():
         elif ids & seen:
             errors.append(f"rows {group} shared a process with another row or the parent")
         seen |= ids
+    check_cross_process(out, parent.group(1) if parent else None, errors)
     # A child that did not end cleanly says ERROR.
     for line in re.findall(r"^ERROR .*$", out, re.M):
         errors.append(f"error line: {line}")

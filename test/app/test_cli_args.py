@@ -214,6 +214,11 @@ def benches(box, programs):
             check(box, [prog, "--child"], 2, "--child needs a role")
             check(box, [prog, "--child", "verbs"], 2, "--child: unknown role 'verbs'")
             check(box, [prog, "--ratios", "tcp"], 2, "--ratios measures nicmr alone")
+            check(box, [prog, "--ratios", "--xp"], 2, "--ratios and --xp measure different")
+            for role in ["xp-server:", "xp-server:verbs", "xp-server:tcp:00", "xp-client:tcp",
+                         "xp-client:tcp:", "xp-client:verbs:00"]:
+                check(box, [prog, "--child", role], 2,
+                      "--child: unknown role '%s'" % re.escape(role))
             # bench.sh no longer hands it Google Benchmark's flags; it takes none.
             check(box, [prog, "--benchmark_filter=x"], 2, "'--benchmark_filter=x'")
             continue
