@@ -30,11 +30,12 @@ struct Counts {
 
 /* The server's process: opens `provider` (row names the row, "nicmr" buffers from a nicmr
  * pool), prints "XPADDR <row> <its name in hex>", serves one client, checks the bytes it was
- * written and prints "XPCHECK <row> ok" or an ERROR line. Returns the exit status. */
+ * written and prints "XPCHECK <row> ok", or "UNSUPPORTED <row> xp server: <why>" where it
+ * cannot go on. Returns the exit status (0 either way). */
 int run_server(const std::string &row, const std::string &provider);
 
-/* The client's process: connects to the server named by peer_hex and prints the RESULT lines
- * (or UNSUPPORTED / ERROR lines). Returns the exit status. */
+/* The client's process: connects to the server named by peer_hex and prints the RESULT lines,
+ * or "UNSUPPORTED <row> xp client: <why>" where it cannot go on. Returns the exit status. */
 int run_client(const std::string &row, const std::string &provider, const std::string &peer_hex,
 	       const Counts &n);
 
