@@ -85,6 +85,7 @@
 
 namespace {
 
+using nicmr::bench::Ep;
 using nicmr::bench::fi_err;
 using nicmr::bench::kKiB;
 using nicmr::bench::kMiB;
@@ -97,7 +98,6 @@ constexpr size_t kBufLen = 32 * kMiB;
 constexpr size_t kWriteLen = 64 * kKiB;
 constexpr size_t kWindow = 16;
 constexpr uint64_t kAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-constexpr uint32_t kApi = FI_VERSION(1, 17);
 
 struct Options {
 	bool smoke = false;
@@ -124,23 +124,10 @@ struct Ctx {
 
 	int open(const std::string &name, std::string *err)
 	{
-		fi_info *hints = fi_allocinfo();
-		if (!hints) {
-			*err = "fi_allocinfo failed";
-			return -FI_ENOMEM;
-		}
-		hints->fabric_attr->prov_name = strdup(name.c_str());
-		hints->ep_attr->type = FI_EP_RDM;
-		hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
-		hints->mode = FI_CONTEXT | FI_CONTEXT2;
-		/* What a typical application accepts; each provider keeps what it needs. */
-		hints->domain_attr->mr_mode =
-			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		int ret = fi_getinfo(kApi, nullptr, nullptr, 0, hints, &info);
-		fi_freeinfo(hints);
+		int ret =
+			nicmr::bench::rdm_getinfo(name, FI_RMA | FI_WRITE | FI_REMOTE_WRITE, &info);
 		if (ret != 0) {
 			*err = "fi_getinfo(FI_EP_RDM, FI_RMA): " + fi_err(ret);
-			info = nullptr;
 			return ret;
 		}
 		prov = info->fabric_attr->prov_name;
@@ -259,65 +246,6 @@ int time_regv(Ctx &c, char *base, int reps, RegFigures *out, std::string *err)
 		out, err);
 }
 
-/* One RDM endpoint with its CQ and AV. */
-struct Ep {
-	fid_ep *ep = nullptr;
-	fid_cq *cq = nullptr;
-	fid_av *av = nullptr;
-	~Ep()
-	{
-		if (ep)
-			fi_close(&ep->fid);
-		if (av)
-			fi_close(&av->fid);
-		if (cq)
-			fi_close(&cq->fid);
-	}
-	int open(Ctx &c, std::string *err)
-	{
-		fi_cq_attr cqa{};
-		cqa.format = FI_CQ_FORMAT_CONTEXT;
-		cqa.size = 256;
-		fi_av_attr ava{};
-		ava.type = FI_AV_TABLE;
-		int ret = fi_endpoint(c.domain, c.info, &ep, nullptr);
-		if (ret != 0) {
-			*err = "fi_endpoint: " + fi_err(ret);
-			return ret;
-		}
-		if ((ret = fi_cq_open(c.domain, &cqa, &cq, nullptr)) != 0) {
-			*err = "fi_cq_open: " + fi_err(ret);
-			return ret;
-		}
-		if ((ret = fi_av_open(c.domain, &ava, &av, nullptr)) != 0) {
-			*err = "fi_av_open: " + fi_err(ret);
-			return ret;
-		}
-		if ((ret = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) != 0 ||
-		    (ret = fi_ep_bind(ep, &av->fid, 0)) != 0 || (ret = fi_enable(ep)) != 0) {
-			*err = "fi_ep_bind/fi_enable: " + fi_err(ret);
-			return ret;
-		}
-		return 0;
-	}
-	int insert(Ep &peer, fi_addr_t *out, std::string *err)
-	{
-		char name[256];
-		size_t len = sizeof(name);
-		int ret = fi_getname(&peer.ep->fid, name, &len);
-		if (ret != 0) {
-			*err = "fi_getname: " + fi_err(ret);
-			return ret;
-		}
-		ret = fi_av_insert(av, name, 1, out, 0, nullptr);
-		if (ret != 1) {
-			*err = "fi_av_insert: " + std::to_string(ret);
-			return ret < 0 ? ret : -FI_EINVAL;
-		}
-		return 0;
-	}
-};
-
 /* Reads a's CQ (b's too: some providers progress the target only when it is read). Returns the
  * number of completions of a, or a negative code. */
 int reap(Ep &a, Ep &b, std::string *err)
@@ -345,7 +273,8 @@ int time_write(Ctx &c, char *src, char *dst, const Options &o, double *gbps, std
 {
 	Ep a, b;
 	int ret;
-	if ((ret = a.open(c, err)) != 0 || (ret = b.open(c, err)) != 0)
+	if ((ret = a.open(c.domain, c.info, FI_CQ_FORMAT_CONTEXT, err)) != 0 ||
+	    (ret = b.open(c.domain, c.info, FI_CQ_FORMAT_CONTEXT, err)) != 0)
 		return ret;
 	fi_addr_t to_b = FI_ADDR_UNSPEC, to_a = FI_ADDR_UNSPEC;
 	if ((ret = a.insert(b, &to_b, err)) != 0 || (ret = b.insert(a, &to_a, err)) != 0)

@@ -38,7 +38,6 @@ namespace nicmr::bench::xp {
 
 namespace {
 
-constexpr uint32_t kApi = FI_VERSION(1, 17);
 constexpr uint64_t kTagHello = 1, kTagInfo = 2, kTagPing = 3, kTagDone = 4;
 
 /* Each process's area (a nicmr pool for nicmr, mmap'd memory otherwise). */
@@ -84,9 +83,10 @@ struct Side {
 	fi_info *info = nullptr;
 	fid_fabric *fabric = nullptr;
 	fid_domain *domain = nullptr;
-	fid_ep *ep = nullptr;
-	fid_cq *cq = nullptr;
-	fid_av *av = nullptr;
+	Ep e; /* its ep, cq and av */
+	fid_ep *&ep = e.ep;
+	fid_cq *&cq = e.cq;
+	fid_av *&av = e.av;
 	fid_mr *ctl_mr = nullptr;
 	fi_nicmr_pool_ops *ops = nullptr;
 	fi_nicmr_pool *pool = nullptr;
@@ -100,12 +100,7 @@ struct Side {
 	{
 		if (ctl_mr)
 			fi_close(&ctl_mr->fid);
-		if (ep)
-			fi_close(&ep->fid);
-		if (av)
-			fi_close(&av->fid);
-		if (cq)
-			fi_close(&cq->fid);
+		e.close();
 		if (pool)
 			ops->pool_destroy(pool);
 		if (domain)
@@ -127,21 +122,10 @@ struct Side {
 	{
 		if (!mbuf.p)
 			return fail("mmap", -FI_ENOMEM);
-		fi_info *hints = fi_allocinfo();
-		if (!hints)
-			return fail("fi_allocinfo", -FI_ENOMEM);
-		hints->fabric_attr->prov_name = strdup(provider.c_str());
-		hints->ep_attr->type = FI_EP_RDM;
-		hints->caps = FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
-		hints->mode = FI_CONTEXT | FI_CONTEXT2;
-		hints->domain_attr->mr_mode =
-			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-		int ret = fi_getinfo(kApi, nullptr, nullptr, 0, hints, &info);
-		fi_freeinfo(hints);
-		if (ret != 0) {
-			info = nullptr;
+		int ret = rdm_getinfo(provider, FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE,
+				      &info);
+		if (ret != 0)
 			return fail("fi_getinfo(FI_EP_RDM, FI_TAGGED | FI_RMA)", ret);
-		}
 		if ((ret = fi_fabric(info->fabric_attr, &fabric, nullptr)) != 0)
 			return fail("fi_fabric", ret);
 		if ((ret = fi_domain(fabric, info, &domain, nullptr)) != 0)
@@ -159,20 +143,8 @@ struct Side {
 				return fail("nicmr pool_create", ret);
 			base = static_cast<char *>(ops->pool_addr(pool));
 		}
-		fi_cq_attr cqa{};
-		cqa.format = FI_CQ_FORMAT_TAGGED;
-		cqa.size = 256;
-		fi_av_attr ava{};
-		ava.type = FI_AV_TABLE;
-		if ((ret = fi_endpoint(domain, info, &ep, nullptr)) != 0)
-			return fail("fi_endpoint", ret);
-		if ((ret = fi_cq_open(domain, &cqa, &cq, nullptr)) != 0)
-			return fail("fi_cq_open", ret);
-		if ((ret = fi_av_open(domain, &ava, &av, nullptr)) != 0)
-			return fail("fi_av_open", ret);
-		if ((ret = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV)) != 0 ||
-		    (ret = fi_ep_bind(ep, &av->fid, 0)) != 0 || (ret = fi_enable(ep)) != 0)
-			return fail("fi_ep_bind / fi_enable", ret);
+		if ((ret = e.open(domain, info, FI_CQ_FORMAT_TAGGED, &err)) != 0)
+			return ret;
 		if ((ret = reg(base, kCtlRegion, FI_SEND | FI_RECV, &ctl_mr)) != 0)
 			return fail("fi_mr_reg(control buffers)", ret);
 		return 0;
@@ -622,21 +594,27 @@ int run_client(const std::string &row, const std::string &provider, const std::s
 		std::fflush(stdout);
 	}
 
+	/* One 4 KiB write of buf (desc d) to the server's first slot, to its completion. */
+	auto write_small = [&](char *buf, void *d, const char *what) {
+		const int want = writes + 1;
+		int r = s.post(
+			[&] {
+				return fi_write(s.ep, buf, kSmallLen, d, server, info.addr,
+						info.key, &wctx[0]);
+			},
+			on, kIdleSeconds, what);
+		if (r == 0)
+			r = s.wait(
+				on, [&] { return writes == want; }, kIdleSeconds,
+				"fi_write's completion");
+		return r;
+	};
+
 	/* xp-write4k: one 4 KiB write from the registered source, to its completion. */
 	std::vector<double> wt;
 	for (int i = 0; i < n.small_warmup + n.small_iters && ret == 0; i++) {
-		const int want = writes + 1;
 		const double t0 = now_ns();
-		ret = s.post(
-			[&] {
-				return fi_write(s.ep, src, kSmallLen, sdesc, server, info.addr,
-						info.key, &wctx[0]);
-			},
-			on, kIdleSeconds, "fi_write(4 KiB)");
-		if (ret == 0)
-			ret = s.wait(
-				on, [&] { return writes == want; }, kIdleSeconds,
-				"fi_write's completion");
+		ret = write_small(src, sdesc, "fi_write(4 KiB)");
 		if (i >= n.small_warmup)
 			wt.push_back(now_ns() - t0);
 	}
@@ -653,24 +631,13 @@ int run_client(const std::string &row, const std::string &provider, const std::s
 	std::vector<double> rw, rc;
 	for (int i = 0; i < n.small_warmup + n.small_iters && ret == 0; i++) {
 		char *buf = fresh + size_t(i) % kFresh * kSmallLen;
-		const int want = writes + 1;
 		fid_mr *mr = nullptr;
 		const double t0 = now_ns();
 		if ((ret = s.reg(buf, kSmallLen, FI_WRITE, &mr)) != 0) {
 			s.fail("fi_mr_reg(fresh 4 KiB)", ret);
 			break;
 		}
-		void *d = fi_mr_desc(mr);
-		ret = s.post(
-			[&] {
-				return fi_write(s.ep, buf, kSmallLen, d, server, info.addr,
-						info.key, &wctx[0]);
-			},
-			on, kIdleSeconds, "fi_write(fresh 4 KiB)");
-		if (ret == 0)
-			ret = s.wait(
-				on, [&] { return writes == want; }, kIdleSeconds,
-				"fi_write's completion");
+		ret = write_small(buf, fi_mr_desc(mr), "fi_write(fresh 4 KiB)");
 		const double t1 = now_ns();
 		const int c = fi_close(&mr->fid);
 		const double t2 = now_ns();
