@@ -644,6 +644,31 @@ int nicmr_port_gid(struct nicmr_device *dev, uint32_t port, uint32_t index, uint
 	return port_gid(dev, port, index, gid);
 }
 
+int nicmr_port_mtu(struct nicmr_device *dev, uint32_t port, uint32_t *mtu)
+{
+	/* A port above the device's own (a one-port emu) is the device's BAD_PARAM: -EINVAL. */
+	if (dev == nullptr || mtu == nullptr || port < 1 || port > 2)
+		return -EINVAL;
+	mlx5::PortMtu m;
+	const int rc = dev->drv->query_pmtu(port, &m);
+	if (rc != 0)
+		return rc;
+	/* Linux's iboe_get_mtu (include/rdma/ib_addr.h) on the netdev MTU: 96 bytes of headers
+	 * (GRH 40, UDP 8, BTH 12, XRC 4, AtomicETH 28, ICRC 4) off first. */
+	const uint32_t netdev = m.oper > mlx5::prm::reg_pmtu::l2_overhead
+					? m.oper - mlx5::prm::reg_pmtu::l2_overhead
+					: 0;
+	const uint32_t room = netdev > 96 ? netdev - 96 : 0;
+	uint32_t active = 256;
+	for (uint32_t v : {4096u, 2048u, 1024u, 512u})
+		if (room >= v) {
+			active = v;
+			break;
+		}
+	*mtu = active;
+	return 0;
+}
+
 int nicmr_qp_local(struct nicmr_qp *qp, uint32_t gid_index, struct nicmr_qp_addr *out)
 {
 	if (qp == nullptr || out == nullptr)

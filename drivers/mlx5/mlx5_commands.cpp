@@ -324,6 +324,28 @@ int query_roce_address(CmdTransport &t, uint32_t port, uint32_t index, RoceAddre
 	return 0;
 }
 
+int query_pmtu(CmdTransport &t, uint32_t port, PortMtu *out)
+{
+	namespace m = prm::access_register_in;
+	namespace pm = prm::reg_pmtu;
+	if (out == nullptr || port < 1 || port > 0xff)
+		return -EINVAL;
+	uint8_t in[m::size + pm::size] = {};
+	prm::set(in, prm::cmd_hdr_in::opcode, prm::opcode::access_reg);
+	prm::set(in, prm::cmd_hdr_in::op_mod, prm::access_register_op_mod::read);
+	prm::set(in, m::register_id, prm::reg_id::pmtu);
+	prm::set(in + m::data_offset, pm::local_port, port);
+	uint8_t o[prm::access_register_out::size + pm::size] = {};
+	const int rc = t.exec(in, sizeof(in), o, sizeof(o));
+	if (rc != 0)
+		return rc;
+	const uint8_t *d = o + prm::access_register_out::data_offset;
+	out->max = static_cast<uint32_t>(prm::get(d, pm::max_mtu));
+	out->admin = static_cast<uint32_t>(prm::get(d, pm::admin_mtu));
+	out->oper = static_cast<uint32_t>(prm::get(d, pm::oper_mtu));
+	return 0;
+}
+
 int set_hca_cap(CmdTransport &t, uint16_t type, const void *cap)
 {
 	if (cap == nullptr)

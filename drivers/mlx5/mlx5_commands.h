@@ -117,6 +117,16 @@ struct RoceAddress {
  * (drivers/net/ethernet/mellanox/mlx5/core/steering/dr_cmd.c) reads it. -EINVAL: null out,
  * index above 16 bits or port above 15 (nothing sent); the device's errors. */
 int query_roce_address(CmdTransport &t, uint32_t port, uint32_t index, RoceAddress *out);
+/* A port's PMTU register (hardware MTUs in bytes: the netdev MTU + reg_pmtu::l2_overhead). */
+struct PortMtu {
+	uint32_t max = 0;
+	uint32_t admin = 0;
+	uint32_t oper = 0;
+};
+/* ACCESS_REG read of PMTU for port (1..255), as Linux's mlx5_query_port_mtu
+ * (drivers/net/ethernet/mellanox/mlx5/core/port.c) reads it. -EINVAL: null out or port out of
+ * range (nothing sent); the device's errors. */
+int query_pmtu(CmdTransport &t, uint32_t port, PortMtu *out);
 int alloc_pd(CmdTransport &t, uint32_t *pd);
 int dealloc_pd(CmdTransport &t, uint32_t pd);
 int create_mkey(CmdTransport &t, const MkeyCreate &c, uint32_t *index);

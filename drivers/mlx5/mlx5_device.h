@@ -214,6 +214,8 @@ public:
 	{
 		return mlx5::query_roce_address(*cmdq_, port, index, out);
 	}
+	/* port's PMTU register (ACCESS_REG). */
+	int query_pmtu(uint32_t port, PortMtu *out) { return mlx5::query_pmtu(*cmdq_, port, out); }
 	int dealloc_pd(uint32_t pd) { return mlx5::dealloc_pd(*cmdq_, pd); }
 	/* -EOPNOTSUPP (nothing sent) when c.index != 0 and the device lacks mkey_by_index. */
 	int create_mkey(const MkeyCreate &c, uint32_t *index);

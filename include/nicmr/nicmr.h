@@ -737,6 +737,21 @@ int nicmr_qp_connect(struct nicmr_qp *qp, uint32_t remote_port, uint32_t remote_
  */
 int nicmr_port_gid(struct nicmr_device *dev, uint32_t port, uint32_t index, uint8_t gid[16]);
 
+/**
+ * A port's active path MTU for RoCE (ibv_query_port's active_mtu): the largest of 256, 512,
+ * 1024, 2048 and 4096 bytes that fits the port's operational Ethernet MTU (its PMTU register,
+ * less the 22 bytes of Ethernet header, VLAN tag and FCS the register counts) after the 96
+ * bytes RoCE headers may take (GRH, UDP, BTH, XRC and AtomicETH, ICRC: Linux's iboe_get_mtu,
+ * include/rdma/ib_addr.h); 256 when not even that fits. On the device model a port on the UDP
+ * wire has its interface's MTU (a veth of 1500: 1024; the loopback: 4096) and a port on the
+ * in-process loopback 4096. Peers connect at the smaller of their two ports' figures
+ * (nicmr_qp_remote::mtu). Slow path (a device command); any thread.
+ * @param port 1 .. the device's ports
+ * @param[out] mtu bytes
+ * @return 0; -EINVAL (null dev or mtu, port out of range); the device's errors.
+ */
+int nicmr_port_mtu(struct nicmr_device *dev, uint32_t port, uint32_t *mtu);
+
 /** A QP's own address, what a peer needs to connect to it (nicmr_qp_local). */
 struct nicmr_qp_addr {
 	uint8_t gid[16]; /**< its port's GID table entry (nicmr_port_gid), network order */

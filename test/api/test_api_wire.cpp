@@ -19,6 +19,7 @@
  * and land once the child served it; into memory it unmapped, the receive completes in error.
  */
 #include <arpa/inet.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -29,6 +30,8 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -855,6 +858,76 @@ TEST_F(ApiConnectArgs, PortGidRefusals)
 	ASSERT_EQ(nicmr_port_gid(dev, 1, 0, gid), 0);
 	const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
 	EXPECT_EQ(std::memcmp(gid, want, 16), 0);
+}
+
+/* The loopback (MTU 65536) and the in-process port both give 4096; refusals say -EINVAL. */
+TEST_F(ApiConnectArgs, PortMtuOfTheLoopbackAndTheInProcessPortIs4096)
+{
+	uint32_t mtu = 0;
+	EXPECT_EQ(nicmr_port_mtu(nullptr, 1, &mtu), -EINVAL);
+	EXPECT_EQ(nicmr_port_mtu(dev, 1, nullptr), -EINVAL);
+	EXPECT_EQ(nicmr_port_mtu(dev, 0, &mtu), -EINVAL);
+	EXPECT_EQ(nicmr_port_mtu(dev, 3, &mtu), -EINVAL);
+	EXPECT_EQ(mtu, 0u) << "nothing written on a refusal";
+	ASSERT_EQ(nicmr_port_mtu(dev, 1, &mtu), 0); /* 127.0.0.1: lo */
+	EXPECT_EQ(mtu, 4096u);
+	mtu = 0;
+	ASSERT_EQ(nicmr_port_mtu(dev, 2, &mtu), 0); /* the in-process loopback */
+	EXPECT_EQ(mtu, 4096u);
+}
+
+/* A port's path MTU follows its interface's MTU (Linux's iboe_get_mtu: 96 bytes of RoCE
+ * headers off, then the largest IB MTU that fits). In a network namespace of its own (a child
+ * process, so nothing is left behind), one end of a veth pair at each MTU holds the port's
+ * address. */
+TEST(ApiPortMtu, FollowsTheInterfaceMtuAsIboeGetMtuDoes)
+{
+	if (geteuid() != 0)
+		GTEST_SKIP() << "needs root (a network namespace and a veth pair)";
+	const pid_t pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNET) != 0)
+			_exit(77);
+		if (std::system(
+			    "ip link add nicmrmtu0 type veth peer name nicmrmtu1 && ip addr add "
+			    "10.79.0.1/24 dev nicmrmtu0 && ip link set nicmrmtu0 up && ip link "
+			    "set nicmrmtu1 up") != 0)
+			_exit(78);
+		const struct {
+			int link;
+			uint32_t want;
+		} cases[] = {{1500, 1024}, {1120, 1024}, {1119, 512}, {4191, 2048},
+			     {4192, 4096}, {9000, 4096}, {600, 256},  {65535, 4096}};
+		int bad = 0;
+		for (const auto &c : cases) {
+			const std::string cmd =
+				"ip link set nicmrmtu0 mtu " + std::to_string(c.link);
+			if (std::system(cmd.c_str()) != 0)
+				_exit(79);
+			nicmr_device *dev = nullptr;
+			if (nicmr_device_open("emu:ports=1,mkeys=1024,addr=10.79.0.1", &dev) != 0)
+				_exit(80);
+			uint32_t mtu = 0;
+			const int rc = nicmr_port_mtu(dev, 1, &mtu);
+			if (rc != 0 || mtu != c.want) {
+				std::fprintf(stderr, "link MTU %d: rc %d, path MTU %u, want %u\n",
+					     c.link, rc, mtu, c.want);
+				bad++;
+			}
+			nicmr_device_close(dev);
+		}
+		_exit(bad == 0 ? 0 : 1);
+	}
+	int status = 0;
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT_TRUE(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		GTEST_SKIP() << "unshare(CLONE_NEWNET) refused";
+	ASSERT_NE(WEXITSTATUS(status), 78) << "ip could not make the veth pair";
+	ASSERT_NE(WEXITSTATUS(status), 79) << "ip could not set the MTU";
+	ASSERT_NE(WEXITSTATUS(status), 80) << "the device at 10.79.0.1 did not open";
+	EXPECT_EQ(WEXITSTATUS(status), 0) << "a path MTU differs (above)";
 }
 
 TEST(ApiConnectOnePort, PortTwoOfAOnePortDeviceIsTheDevicesBadParam)

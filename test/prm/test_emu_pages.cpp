@@ -172,6 +172,45 @@ TEST(EmuMlx5AccessReg, HostEndiannessIsKeptOtherRegistersAreRefused)
 	EXPECT_STATUS(h.run(bare), prm::status::bad_input_len, Syndrome::reg_data_short);
 }
 
+/* PMTU is read per port (Linux's mlx5_query_port_mtu): a port off the wire has the model's
+ * largest, 9216 + 22; writes (setting a port's MTU) and ports the device has not are refused. */
+TEST(EmuMlx5AccessReg, PmtuIsReadPerPortAndNotWritten)
+{
+	Harness h;
+	ASSERT_EQ(h.rc(), 0);
+	ASSERT_EQ(h.enable_hca(), prm::status::ok);
+	namespace m = prm::access_register_in;
+	namespace pm = prm::reg_pmtu;
+	auto pmtu = [](uint16_t op_mod, uint32_t port, size_t data = pm::size,
+		       size_t out_data = pm::size) {
+		Cmd c(prm::opcode::access_reg, m::size + data,
+		      prm::access_register_out::size + out_data, op_mod);
+		c.set(m::register_id, prm::reg_id::pmtu);
+		if (data >= pm::size)
+			c.set_at(m::data_offset, pm::local_port, port);
+		return c;
+	};
+	const size_t d = prm::access_register_out::data_offset;
+	for (uint32_t port : {1u, 2u}) {
+		Reply r = h.run(pmtu(prm::access_register_op_mod::read, port));
+		ASSERT_EQ(r.status(), prm::status::ok) << port;
+		EXPECT_EQ(r.get_at(d, pm::local_port), port);
+		EXPECT_EQ(r.get_at(d, pm::max_mtu), 9216u + 22u);
+		EXPECT_EQ(r.get_at(d, pm::admin_mtu), 9216u + 22u);
+		EXPECT_EQ(r.get_at(d, pm::oper_mtu), 9216u + 22u);
+	}
+	EXPECT_STATUS(h.run(pmtu(prm::access_register_op_mod::read, 0)), prm::status::bad_param,
+		      Syndrome::pmtu_port);
+	EXPECT_STATUS(h.run(pmtu(prm::access_register_op_mod::read, 3)), prm::status::bad_param,
+		      Syndrome::pmtu_port);
+	EXPECT_STATUS(h.run(pmtu(prm::access_register_op_mod::write, 1)), prm::status::bad_param,
+		      Syndrome::reg_unsupported);
+	EXPECT_STATUS(h.run(pmtu(prm::access_register_op_mod::read, 1, 0)),
+		      prm::status::bad_input_len, Syndrome::reg_data_short);
+	EXPECT_STATUS(h.run(pmtu(prm::access_register_op_mod::read, 1, pm::size, 0)),
+		      prm::status::bad_output_len, Syndrome::reg_data_short);
+}
+
 namespace {
 
 /* A bed with an async EQ of 2^log_size entries for page requests on a UAR of its own. */

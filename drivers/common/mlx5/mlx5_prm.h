@@ -1586,8 +1586,21 @@ inline constexpr uint16_t write = 0;
 inline constexpr uint16_t read = 1;
 } // namespace access_register_op_mod
 namespace reg_id {
+inline constexpr uint16_t pmtu = 0x5003; /* Linux MLX5_REG_PMTU */
 inline constexpr uint16_t host_endianness = 0x7004;
 } // namespace reg_id
+/* PMTU register (mlx5_ifc.h pmtu_reg_bits): a port's Ethernet MTU in bytes as the hardware
+ * counts it (the netdev's MTU + 22: Ethernet header, VLAN tag and FCS, Linux en.h
+ * MLX5E_SW2HW_MTU): the most it takes, what the driver set, what is in effect. */
+namespace reg_pmtu {
+inline constexpr size_t size = 16;
+inline constexpr Field local_port{0x08, 8};
+inline constexpr Field max_mtu{0x20, 16};
+inline constexpr Field admin_mtu{0x40, 16};
+inline constexpr Field oper_mtu{0x60, 16};
+/* What the hardware MTU adds to the netdev's (Ethernet 14 + VLAN 4 + FCS 4). */
+inline constexpr uint32_t l2_overhead = 22;
+} // namespace reg_pmtu
 /* HOST_ENDIANNESS register (struct mlx5_reg_host_endianness): 16 bytes, he in byte 0. */
 namespace reg_host_endianness {
 inline constexpr size_t size = 16;

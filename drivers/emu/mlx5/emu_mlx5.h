@@ -137,6 +137,7 @@ enum class Syndrome : uint32_t {
 	/* Bring-up (doc/device-model.md, "Bring-up"). */
 	reg_unsupported = 0x0e0000c0, /* BAD_PARAM: ACCESS_REG of a register the model lacks */
 	reg_data_short = 0x0e0000c1,  /* BAD_INPUT_LEN / BAD_OUTPUT_LEN: no room for the data */
+	pmtu_port = 0x0e0000c3,	      /* BAD_PARAM: PMTU of a port the device has not */
 	pages_refused = 0x0e0000c2,   /* NO_RESOURCES: the driver answered MANAGE_PAGES with
 					 alloc_fail while this command waited for pages */
 };
@@ -420,6 +421,11 @@ private:
 	/* Posts a PAGE_REQUEST for n pages (negative: take back); see request_pages. */
 	int post_page_request(int64_t n);
 	CmdResult cmd_access_reg(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_len);
+	CmdResult access_pmtu(uint16_t mod, const uint8_t *in, size_t in_len, uint8_t *out,
+			      size_t out_len);
+	/* The most a port's PMTU register says it takes: jumbo frames of 9216 bytes plus
+	 * reg_pmtu::l2_overhead (the model's choice; ConnectX generations differ). */
+	static constexpr uint32_t kPortMaxMtu = 9216 + 22;
 
 	/* One command fetched from its slot: what run_slot gathered, kept while it stalls. */
 	struct Fetched {

@@ -850,10 +850,14 @@ CmdResult EmuMlx5Device::cmd_query_mkey_ext(const uint8_t *in, size_t in_len, ui
 /* ---- Registers ---------------------------------------------------------------------------- */
 
 /*
- * ACCESS_REG of the one register bring-up needs: HOST_ENDIANNESS (0x7004), which rdma-core's
- * mlx5_vfio_set_hca_ctrl and Linux's set_hca_ctrl write after the boot pages. The model keeps
+ * ACCESS_REG of two registers. HOST_ENDIANNESS (0x7004), which rdma-core's
+ * mlx5_vfio_set_hca_ctrl and Linux's set_hca_ctrl write after the boot pages: the model keeps
  * the he byte (a little-endian host writes 0, the power-on value, so a driver that skips it
- * is not refused: there is nothing a ConnectX would refuse). Other registers: BAD_PARAM.
+ * is not refused: there is nothing a ConnectX would refuse). PMTU (0x5003), read only (Linux's
+ * mlx5_query_port_oper_mtu reads it; setting a port's MTU is not modelled: a write is
+ * BAD_PARAM): a wire port's MTU is its interface's (the netdev MTU of the address it is bound
+ * to, doc/device-model.md "Port MTU") plus reg_pmtu::l2_overhead, at most kPortMaxMtu; a port on
+ * the in-process loopback has kPortMaxMtu. Other registers: BAD_PARAM.
  */
 CmdResult EmuMlx5Device::cmd_access_reg(const uint8_t *in, size_t in_len, uint8_t *out,
 					size_t out_len)
@@ -868,6 +872,8 @@ CmdResult EmuMlx5Device::cmd_access_reg(const uint8_t *in, size_t in_len, uint8_
 	const uint16_t mod = op_mod(in);
 	if (mod != prm::access_register_op_mod::write && mod != prm::access_register_op_mod::read)
 		return fail(prm::status::bad_param, Syndrome::bad_op_mod);
+	if (prm::get(in, m::register_id) == prm::reg_id::pmtu)
+		return access_pmtu(mod, in, in_len, out, out_len);
 	if (prm::get(in, m::register_id) != prm::reg_id::host_endianness)
 		return fail(prm::status::bad_param, Syndrome::reg_unsupported);
 	namespace he = prm::reg_host_endianness;
@@ -880,6 +886,32 @@ CmdResult EmuMlx5Device::cmd_access_reg(const uint8_t *in, size_t in_len, uint8_
 	if (out_len < o::data_offset + he::size)
 		return fail(prm::status::bad_output_len, Syndrome::reg_data_short);
 	prm::set(out + o::data_offset, he::he, host_endianness_ < 0 ? 0 : host_endianness_);
+	return kOk;
+}
+
+CmdResult EmuMlx5Device::access_pmtu(uint16_t mod, const uint8_t *in, size_t in_len, uint8_t *out,
+				     size_t out_len)
+{
+	namespace m = prm::access_register_in;
+	namespace o = prm::access_register_out;
+	namespace pm = prm::reg_pmtu;
+	if (mod != prm::access_register_op_mod::read)
+		return fail(prm::status::bad_param, Syndrome::reg_unsupported);
+	if (in_len < m::data_offset + pm::size)
+		return fail(prm::status::bad_input_len, Syndrome::reg_data_short);
+	if (out_len < o::data_offset + pm::size)
+		return fail(prm::status::bad_output_len, Syndrome::reg_data_short);
+	const auto port = static_cast<uint32_t>(prm::get(in + m::data_offset, pm::local_port));
+	if (port < 1 || port > cfg_.ports)
+		return fail(prm::status::bad_param, Syndrome::pmtu_port);
+	uint32_t mtu = kPortMaxMtu;
+	if (const WirePort *w = dp_->wire_port(port); w != nullptr && w->link_mtu() != 0)
+		mtu = std::min<uint32_t>(kPortMaxMtu, w->link_mtu() + pm::l2_overhead);
+	uint8_t *d = out + o::data_offset;
+	prm::set(d, pm::local_port, port);
+	prm::set(d, pm::max_mtu, kPortMaxMtu);
+	prm::set(d, pm::admin_mtu, mtu);
+	prm::set(d, pm::oper_mtu, mtu);
 	return kOk;
 }
 

@@ -9,9 +9,12 @@
 #include "emu_mlx5_wire.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <linux/filter.h>
+#include <net/if.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,6 +51,50 @@ void ask_rcvbuf(int fd) noexcept
 	const int sb = WirePort::kSocketBuffer;
 	if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sb, sizeof(sb)) != 0)
 		::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
+}
+
+/* The MTU of the interface that holds the address local (4 bytes for IPv4, 16 for IPv6), or
+ * 0: getifaddrs(3) finds the interface (its own address, else the subnet it serves: lo
+ * serves all of 127.0.0.0/8 with 127.0.0.1/8), SIOCGIFMTU (netdevice(7)) on fd reads its MTU. */
+uint32_t interface_mtu(const uint8_t *local, bool v6, int fd) noexcept
+{
+	ifaddrs *list = nullptr;
+	if (::getifaddrs(&list) != 0)
+		return 0;
+	const size_t len = v6 ? 16 : 4;
+	auto bytes = [v6](const sockaddr *sa) {
+		return v6 ? reinterpret_cast<const uint8_t *>(
+				    &reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr)
+			  : reinterpret_cast<const uint8_t *>(
+				    &reinterpret_cast<const sockaddr_in *>(sa)->sin_addr);
+	};
+	const ifaddrs *exact = nullptr, *subnet = nullptr;
+	for (const ifaddrs *i = list; i != nullptr; i = i->ifa_next) {
+		if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != (v6 ? AF_INET6 : AF_INET))
+			continue;
+		const uint8_t *a = bytes(i->ifa_addr);
+		if (std::memcmp(a, local, len) == 0) {
+			exact = i;
+			break;
+		}
+		if (subnet == nullptr && i->ifa_netmask != nullptr) {
+			const uint8_t *m = bytes(i->ifa_netmask);
+			bool in = true;
+			for (size_t b = 0; b < len && in; b++)
+				in = (a[b] & m[b]) == (local[b] & m[b]);
+			if (in)
+				subnet = i;
+		}
+	}
+	uint32_t mtu = 0;
+	if (const ifaddrs *i = exact != nullptr ? exact : subnet) {
+		ifreq r{};
+		std::strncpy(r.ifr_name, i->ifa_name, IFNAMSIZ - 1);
+		if (::ioctl(fd, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0)
+			mtu = static_cast<uint32_t>(r.ifr_mtu);
+	}
+	::freeifaddrs(list);
+	return mtu;
 }
 
 } // namespace
@@ -157,6 +204,7 @@ int WirePort::open(const WirePortConfig &cfg)
 	ask_rcvbuf(fd);
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 	fd_ = fd;
+	link_mtu_ = interface_mtu(local_.data(), v6_, fd);
 	if (!v6_ && cfg.raw_rx) {
 		if (const int r = open_raw_rx(); r < 0)
 			NICMR_LOG(

@@ -320,6 +320,10 @@ public:
 	 * datagram, its segments' own headers (and IP IDs, which the ICRC covers) gone, and
 	 * gets no control message with the segment size. */
 	bool gro_active() const noexcept { return gro_; }
+	/* The MTU of the interface that holds the port's address (SIOCGIFMTU, read at open), the
+	 * netdev MTU a ConnectX port would have; 0 when no interface holds it (cannot happen
+	 * for a bound address unless it was removed meanwhile). */
+	uint32_t link_mtu() const noexcept { return link_mtu_; }
 	WireRxCounts rx_counts() const noexcept;
 
 private:
@@ -362,6 +366,7 @@ private:
 	uint16_t port_ = 0;
 	uint16_t peer_port_ = 0;
 	std::array<uint8_t, 16> local_{}; /* the bound address, IPv4 in the first 4 bytes */
+	uint32_t link_mtu_ = 0;
 	/* Fault injection: set at open, then guarded by lock_ (taken only when faults are on:
 	 * the ringing threads and the device thread send through one port). */
 	WireFaults faults_;
