@@ -130,7 +130,7 @@ enum : uint8_t { kMsgReq = 1, kMsgRep = 2, kMsgRtu = 3 };
 constexpr uint32_t kHsMagic = 0x4e4d5248u; /* "NMRH" */
 struct HsMsg {
 	uint32_t magic;
-	uint8_t version; /* 1 */
+	uint8_t version; /* 2 (1 had no mtu) */
 	uint8_t type;	 /* kMsgReq, kMsgRep, kMsgRtu */
 	uint16_t src_udp_port;
 	uint8_t src_gid[16];
@@ -139,8 +139,10 @@ struct HsMsg {
 	uint32_t psn;	     /* its first send PSN */
 	uint32_t dst_rc_qpn; /* REP, RTU: the receiver's RC QP the message answers; REQ: 0 */
 	uint64_t conn_id;    /* the REQ's id, echoed by REP and RTU (logs) */
+	uint32_t mtu;	     /* the sender's port's active path MTU (nicmr_port_mtu), bytes */
+	uint32_t reserved;   /* 0 */
 };
-static_assert(sizeof(HsMsg) == 48);
+static_assert(sizeof(HsMsg) == 56);
 
 struct Op {
 	void *context = nullptr;
@@ -218,7 +220,10 @@ struct Endpoint {
 	uint8_t gid[16] = {};
 	uint16_t udp_port = 0;
 	uint16_t peer_udp_port = 0; /* where the device sends: peers must listen there */
-	uint32_t name_qpn = 0;	    /* the name's qpn: the UD QP's, or self's without a wire */
+	/* The wire port's active path MTU (nicmr_port_mtu; 1024 where the device cannot say):
+	 * sent in REQ and REP, and each pair connects at the smaller of its two ends'. */
+	uint32_t mtu = 1024;
+	uint32_t name_qpn = 0; /* the name's qpn: the UD QP's, or self's without a wire */
 	uint32_t hs_pending = 0;
 	uint32_t ud_send_next = 0;
 	uint64_t conn_ids = 0;
@@ -341,7 +346,7 @@ void hs_send(Endpoint *ep, Peer &p, uint8_t type)
 		return;
 	HsMsg m{};
 	m.magic = htonl(kHsMagic);
-	m.version = 1;
+	m.version = 2;
 	m.type = type;
 	m.src_udp_port = htons(ep->udp_port);
 	std::memcpy(m.src_gid, ep->gid, 16);
@@ -350,6 +355,7 @@ void hs_send(Endpoint *ep, Peer &p, uint8_t type)
 	m.psn = htonl(la.psn);
 	m.dst_rc_qpn = htonl(type == kMsgReq ? 0 : p.rqpn);
 	m.conn_id = htobe64(p.conn_id);
+	m.mtu = htonl(ep->mtu);
 	const uint32_t slot = ep->ud_send_next++ % kUdSend;
 	uint8_t *buf = reinterpret_cast<uint8_t *>(ep->scratch) + kAtomicBytes + kUdRecv * kUdSlot +
 		       slot * kUdSendSlot;
@@ -379,13 +385,18 @@ void hs_arm(Peer &p, bool first)
 	p.deadline_ns = now_ns() + wait;
 }
 
-int hs_connect(Peer &p, uint32_t rqpn, uint32_t rpsn)
+/* Connects p's QP to the peer's RC QP rqpn at the smaller of the two ports' path MTUs, as the
+ * IBTA CM's REQ and REP agree on one (chapter 12): each end checks the other's packets
+ * against its own (IBTA 9.7.6.1.3: FIRST and MIDDLE carry exactly one PMTU), so the two must
+ * be the same, and neither may exceed what its link carries. */
+int hs_connect(Endpoint *ep, Peer &p, uint32_t rqpn, uint32_t rpsn, uint32_t peer_mtu)
 {
 	nicmr_qp_remote r{};
 	r.size = sizeof(r);
 	r.qpn = rqpn;
 	std::memcpy(r.gid, p.gid, 16);
 	r.psn = rpsn;
+	r.mtu = peer_mtu < ep->mtu ? peer_mtu : ep->mtu;
 	int rc = nicmr_qp_connect_remote(p.req, &r);
 	if (rc == 0)
 		p.rqpn = rqpn;
@@ -421,10 +432,12 @@ void hs_set(Endpoint *ep, Peer &p, Conn c)
 void hs_receive(Endpoint *ep, const HsMsg &m)
 {
 	const uint32_t src_ud = ntohl(m.src_ud_qpn), rc = ntohl(m.rc_qpn), psn = ntohl(m.psn);
-	const uint32_t dst = ntohl(m.dst_rc_qpn);
+	const uint32_t dst = ntohl(m.dst_rc_qpn), mtu = ntohl(m.mtu);
 	static const uint8_t zero[16] = {};
-	if (ntohl(m.magic) != kHsMagic || m.version != 1 || src_ud == 0 || src_ud > 0xffffff ||
-	    rc == 0 || rc > 0xffffff || psn > 0xffffff || std::memcmp(m.src_gid, zero, 16) == 0) {
+	const bool mtu_ok = mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
+	if (ntohl(m.magic) != kHsMagic || m.version != 2 || src_ud == 0 || src_ud > 0xffffff ||
+	    rc == 0 || rc > 0xffffff || psn > 0xffffff || std::memcmp(m.src_gid, zero, 16) == 0 ||
+	    !mtu_ok || m.reserved != 0) {
 		FI_INFO(&provider, FI_LOG_EP_CTRL, "handshake datagram refused\n");
 		return;
 	}
@@ -467,7 +480,7 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 			}
 		}
 		p->conn_id = be64toh(m.conn_id);
-		int ret = hs_connect(*p, rc, psn);
+		int ret = hs_connect(ep, *p, rc, psn, mtu);
 		if (ret != 0) {
 			FI_WARN(&provider, FI_LOG_EP_CTRL, "connect to QP 0x%x: %d\n", rc, ret);
 			hs_set(ep, *p, Conn::failed);
@@ -483,7 +496,7 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 	Peer &p = it->second;
 	if (m.type == kMsgRep) {
 		if (p.conn == Conn::req_sent) {
-			int ret = hs_connect(p, rc, psn);
+			int ret = hs_connect(ep, p, rc, psn, mtu);
 			if (ret != 0) {
 				FI_WARN(&provider, FI_LOG_EP_CTRL, "connect to QP 0x%x: %d\n", rc,
 					ret);
@@ -1806,9 +1819,12 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	int ret = 0;
 	/* A device whose port kWirePort has an address: names are wire names. */
 	ep->wire = nicmr_port_gid(fab->dev, kWirePort, 0, ep->gid) == 0;
-	if (ep->wire)
+	if (ep->wire) {
 		spec_udp_ports(fab->spec, &ep->udp_port, &ep->peer_udp_port);
-	else
+		uint32_t mtu = 0;
+		if (nicmr_port_mtu(fab->dev, kWirePort, &mtu) == 0)
+			ep->mtu = mtu;
+	} else
 		std::memset(ep->gid, 0, 16);
 	void *s = mmap(nullptr, kScratchBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
