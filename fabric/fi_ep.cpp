@@ -957,9 +957,12 @@ ssize_t post(Endpoint *ep, const Req &r)
 		/* The buffer's address in the key's space (a vectored MR's runs translate it). */
 		if (mr_local_addr(m, r.buf, r.len, &laddr) != 0)
 			return -FI_EACCES; /* the local descriptor does not cover the buffer */
-	} else if (!r.desc && ep->local_cache && (r.kind == Kind::read || !inject)) {
+	} else if (!r.desc && ep->local_cache &&
+		   (r.kind == Kind::read || (r.kind == Kind::write && !inject))) {
 		/* No FI_MR_LOCAL: the provider registers the buffer (fi_mr(3)). A hit takes the
-		 * cache's lock and makes no system call; a miss is the slow-path registration. */
+		 * cache's lock and makes no system call; a miss is the slow-path registration.
+		 * Atomics have no buffer of the caller's here: their operands travel in the WQE
+		 * and a fetched value lands in the endpoint's registered scratch. */
 		const uint64_t access =
 			r.kind == Kind::read ? NICMR_ACCESS_READ : NICMR_ACCESS_WRITE;
 		int rc = nicmr_mr_cache_reg(ep->local_cache, const_cast<void *>(r.buf), r.len,

@@ -8,6 +8,7 @@
  */
 #include <sys/mman.h>
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 
 #include <chrono>
@@ -145,6 +146,42 @@ TEST_F(NoMrLocal, WritesAndReadsWithoutDescriptorsMoveEveryByte)
 	EXPECT_EQ(back.get()[8193], 0);
 	EXPECT_EQ(fi_cntr_read(a_.wc.get()), 2u);
 	EXPECT_EQ(fi_cntr_read(a_.rc.get()), 1u);
+}
+
+/* Atomics carry their operands in the request and land a fetched value in the endpoint's own
+ * registered scratch: there is nothing of the caller's to register, so without FI_MR_LOCAL
+ * they take no descriptors and register nothing (the endpoint once asked its cache for a null
+ * buffer of 8 bytes: -FI_EFAULT, which Open MPI's OFI BTL met on its first compare-and-swap). */
+TEST_F(NoMrLocal, AtomicsWithoutDescriptorsRegisterNothing)
+{
+	ASSERT_EQ(info_->caps & FI_ATOMIC, FI_ATOMIC);
+	uint64_t word = 40;
+	std::memcpy(dst_.get() + 256, &word, 8);
+	const uint64_t add = 2;
+	ASSERT_EQ(fi_atomic(a_.ep.get(), &add, 1, nullptr, a_.peer, raddr(256), rkey_, FI_UINT64,
+			    FI_SUM, &ctx_),
+		  0);
+	done(FI_ATOMIC | FI_WRITE);
+	std::memcpy(&word, dst_.get() + 256, 8);
+	EXPECT_EQ(word, 42u);
+	uint64_t result = 0;
+	ASSERT_EQ(fi_fetch_atomic(a_.ep.get(), &add, 1, nullptr, &result, nullptr, a_.peer,
+				  raddr(256), rkey_, FI_UINT64, FI_SUM, &ctx_),
+		  0);
+	done(FI_ATOMIC | FI_READ);
+	EXPECT_EQ(result, 42u);
+	const uint64_t compare = 44, swap = 7;
+	ASSERT_EQ(fi_compare_atomic(a_.ep.get(), &swap, 1, nullptr, &compare, nullptr, &result,
+				    nullptr, a_.peer, raddr(256), rkey_, FI_UINT64, FI_CSWAP,
+				    &ctx_),
+		  0);
+	done(FI_ATOMIC | FI_READ);
+	EXPECT_EQ(result, 44u);
+	std::memcpy(&word, dst_.get() + 256, 8);
+	EXPECT_EQ(word, 7u);
+	const nicmr_device_stats after = stats(domain_.get());
+	EXPECT_EQ(after.mrs, before_.mrs);
+	EXPECT_EQ(after.slow_mappings, before_.slow_mappings);
 }
 
 TEST_F(NoMrLocal, ABufferUsedAgainReusesItsRegistration)
