@@ -9,7 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <string>
+#include <vector>
 
 #include <rdma/providers/fi_log.h>
 
@@ -19,6 +22,78 @@ namespace nicmr::fabric {
 
 namespace {
 
+/* The devices fabrics share (DeviceShare), by spec. Slow path: fi_domain and fi_close. */
+std::mutex g_shares_mu;
+std::vector<DeviceShare *> g_shares; /* g_shares_mu */
+
+/* Whether spec names one fixed address for its wire port (addr= other than auto): the one
+ * case where a second device of the spec in the process could not bind its port. */
+bool fixed_wire_address(const std::string &spec)
+{
+	for (size_t at = spec.find("addr="); at != std::string::npos;
+	     at = spec.find("addr=", at + 1)) {
+		if (at == 0 || (spec[at - 1] != ':' && spec[at - 1] != ','))
+			continue; /* another option's tail (addr2= has its own name) */
+		const size_t end = spec.find(',', at);
+		const std::string v = spec.substr(
+			at + 5, end == std::string::npos ? std::string::npos : end - at - 5);
+		return !v.empty() && v != "auto";
+	}
+	return false;
+}
+
+/* The device for spec: the process's open one when spec names a fixed wire address and a
+ * fabric opened it already, else one opened now; null with the native open's error in *rc. */
+DeviceShare *share_acquire(const std::string &spec, int *rc)
+{
+	const bool by_spec = fixed_wire_address(spec);
+	std::lock_guard lk(g_shares_mu);
+	if (by_spec)
+		for (DeviceShare *s : g_shares)
+			if (s->spec == spec) {
+				s->refs++;
+				return s;
+			}
+	*rc = -ENOMEM;
+	std::unique_ptr<DeviceShare> s(new (std::nothrow) DeviceShare);
+	if (!s)
+		return nullptr;
+	s->spec = spec;
+	if (by_spec) {
+		try {
+			g_shares.reserve(g_shares.size() + 1);
+		} catch (const std::bad_alloc &) {
+			return nullptr;
+		}
+	}
+	*rc = nicmr_device_open(spec.c_str(), &s->dev);
+	if (*rc != 0)
+		return nullptr;
+	s->refs = 1;
+	s->listed = by_spec;
+	if (by_spec)
+		g_shares.push_back(s.get()); /* reserved above: cannot throw */
+	return s.release();
+}
+
+/* A fabric is done with s: the last one closes the device. 0, or the native close's error
+ * (the fabric keeps its share then, as it kept its device before). */
+int share_release(DeviceShare *s)
+{
+	std::lock_guard lk(g_shares_mu);
+	if (s->refs > 1) {
+		s->refs--;
+		return 0;
+	}
+	const int rc = nicmr_device_close(s->dev);
+	if (rc != 0)
+		return rc;
+	if (s->listed)
+		std::erase(g_shares, s);
+	delete s;
+	return 0;
+}
+
 int fabric_close(struct fid *fid)
 {
 	Fabric *fab = reinterpret_cast<Fabric *>(fid);
@@ -26,8 +101,8 @@ int fabric_close(struct fid *fid)
 	if (fab->domains.load(std::memory_order_acquire) != 0 ||
 	    fab->eqs.load(std::memory_order_acquire) != 0)
 		return -FI_EBUSY;
-	if (fab->dev) {
-		int ret = nicmr_device_close(fab->dev);
+	if (fab->sh) {
+		int ret = share_release(fab->sh);
 		if (ret != 0)
 			return fi_code(ret);
 	}
@@ -435,14 +510,15 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	int ret = 0;
 	{
 		std::lock_guard<std::mutex> lock(fab->mu);
-		if (!fab->dev) {
-			ret = nicmr_device_open(fab->spec.c_str(), &fab->dev);
-			if (ret != 0) {
+		if (!fab->sh) {
+			DeviceShare *sh = share_acquire(fab->spec, &ret);
+			if (sh == nullptr) {
 				FI_WARN(&provider, FI_LOG_DOMAIN, "opening %s: %d\n",
 					fab->spec.c_str(), ret);
-				fab->dev = nullptr;
 				return fi_code(ret);
 			}
+			fab->sh = sh;
+			fab->dev = sh->dev;
 		}
 		if (!fab->mrs) {
 			/* The MR objects' table, one per mkey index (mr_slot). */

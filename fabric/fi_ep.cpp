@@ -209,8 +209,8 @@ struct Endpoint {
 	Cq *rcq = nullptr;	      /* FI_RECV */
 	Cntr *scntr = nullptr;	      /* FI_SEND */
 	Cntr *rvcntr = nullptr;	      /* FI_RECV */
-	std::vector<Inbound> inbound; /* fabric->mu */
-	std::vector<nicmr_qp *> dead; /* fabric->mu */
+	std::vector<Inbound> inbound; /* fabric->sh->mu */
+	std::vector<nicmr_qp *> dead; /* fabric->sh->mu */
 	std::atomic<bool> has_dead{false};
 	/* The wire (a device whose port kWirePort has an address): the handshake's UD QP, the
 	 * endpoint's address; the port's GID and UDP port; handshakes in progress (timers run
@@ -637,11 +637,11 @@ void progress_locked(Endpoint *ep)
 }
 
 /* The target whose inbound list still holds p's responder QP (not destroyed by the target's
- * close), or null (fab->mu held); erased from the list with erase. */
+ * close), or null (fab->sh->mu held); erased from the list with erase. */
 Endpoint *resp_live(Endpoint *ep, const Peer &p, bool erase)
 {
-	auto t = ep->fabric->eps.find(p.qpn);
-	if (t == ep->fabric->eps.end())
+	auto t = ep->fabric->sh->eps.find(p.qpn);
+	if (t == ep->fabric->sh->eps.end())
 		return nullptr;
 	auto &in = t->second->inbound;
 	auto it = std::find_if(in.begin(), in.end(),
@@ -653,7 +653,7 @@ Endpoint *resp_live(Endpoint *ep, const Peer &p, bool erase)
 	return t->second;
 }
 
-/* Hands a responder QP to its target to destroy (fab->mu held): it reports to the target's
+/* Hands a responder QP to its target to destroy (fab->sh->mu held): it reports to the target's
  * CQ, and a QP is destroyed by the thread that polls its CQ (nicmr_qp_destroy). */
 void resp_retire(Endpoint *target, nicmr_qp *q)
 {
@@ -664,7 +664,7 @@ void resp_retire(Endpoint *target, nicmr_qp *q)
 		return;
 	}
 	/* release: the list's new entry is seen by the progress that acquires the flag (it
-	 * then takes fab->mu anyway). */
+	 * then takes fab->sh->mu anyway). */
 	target->has_dead.store(true, std::memory_order_release);
 }
 
@@ -672,7 +672,7 @@ void resp_retire(Endpoint *target, nicmr_qp *q)
  * thread, ep->mu held). Slow path: only after an initiator's close. */
 void reap_dead(Endpoint *ep)
 {
-	std::lock_guard lk(ep->fabric->mu);
+	std::lock_guard lk(ep->fabric->sh->mu);
 	for (nicmr_qp *q : ep->dead)
 		nicmr_qp_destroy(q);
 	ep->dead.clear();
@@ -684,7 +684,7 @@ void reap_dead(Endpoint *ep)
 void peer_destroy(Endpoint *ep, Peer &p)
 {
 	if (p.resp && p.resp != p.req && p.resp != ep->self) {
-		std::lock_guard lk(ep->fabric->mu);
+		std::lock_guard lk(ep->fabric->sh->mu);
 		if (Endpoint *t = resp_live(ep, p, true))
 			resp_retire(t, p.resp);
 	}
@@ -773,9 +773,9 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 	Fabric *fab = ep->fabric;
 	/* Held while the responder QP is made in the peer's PD: the peer endpoint cannot
 	 * finish closing (it leaves the registry first), so its domain stays open. */
-	std::lock_guard lk(fab->mu);
-	auto t = fab->eps.find(a.qpn);
-	if (t == fab->eps.end() || t->second->port != a.port)
+	std::lock_guard lk(fab->sh->mu);
+	auto t = fab->sh->eps.find(a.qpn);
+	if (t == fab->sh->eps.end() || t->second->port != a.port)
 		return -FI_EADDRNOTAVAIL;
 	Endpoint *target = t->second;
 	Peer p;
@@ -786,7 +786,7 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 	 * the target's CQ (it posts nothing: its sends report nowhere else either), so that it
 	 * is the target's QP: the target destroys it. It is published on that CQ while the
 	 * target may poll it (the native QP table's release store; every creation on a CQ is
-	 * under fab->mu). nicmr_qp_connect's RNR retry count is 7 (without end): a SEND that
+	 * under fab->sh->mu). nicmr_qp_connect's RNR retry count is 7 (without end): a SEND that
 	 * finds the SRQ empty waits for a buffer, it does not fail. */
 	const uint32_t rport = 3 - ep->port;
 	ret = peer_qp_create(ep, ep->domain->pd, ep->port, kReqDepth, &p.req);
@@ -856,7 +856,7 @@ int peer_ready(Endpoint *ep, Peer *p)
 	int ret = nicmr_qp_recover(p->req);
 	if (ret == 0 && p->resp != p->req) {
 		/* A target that closed took its responder with it: nothing to recover. */
-		std::lock_guard lk(ep->fabric->mu);
+		std::lock_guard lk(ep->fabric->sh->mu);
 		if (!resp_live(ep, *p, false))
 			return -FI_EADDRNOTAVAIL;
 		ret = nicmr_qp_recover(p->resp);
@@ -1432,7 +1432,7 @@ void ep_free(Endpoint *ep)
 	/* Messages hook: the responders other endpoints made to this one (they use its SRQ and
 	 * CQ), then the messaging state, whose SRQ no QP uses any more. */
 	{
-		std::lock_guard lk(ep->fabric->mu);
+		std::lock_guard lk(ep->fabric->sh->mu);
 		for (const Inbound &in : ep->inbound)
 			nicmr_qp_destroy(in.qp);
 		ep->inbound.clear();
@@ -1445,8 +1445,8 @@ void ep_free(Endpoint *ep)
 	if (ep->ncq) {
 		/* Under ev_mu: no event of the CQ is taken and left unacknowledged between its
 		 * removal and its destruction (events_dispatch). */
-		std::lock_guard lk(ep->fabric->ev_mu);
-		ep->fabric->ev_eps.erase(ep->ncq);
+		std::lock_guard lk(ep->fabric->sh->ev_mu);
+		ep->fabric->sh->ev_eps.erase(ep->ncq);
 		nicmr_cq_destroy(ep->ncq);
 	}
 	if (ep->scratch_mr)
@@ -1462,8 +1462,8 @@ int ep_close(struct fid *fid)
 	Fabric *fab = ep->fabric;
 	{
 		/* Out of the registry first: no endpoint makes a pair to this one from now on. */
-		std::lock_guard lk(fab->mu);
-		fab->eps.erase(ep->name_qpn);
+		std::lock_guard lk(fab->sh->mu);
+		fab->sh->eps.erase(ep->name_qpn);
 	}
 	/* Unbound, nobody progresses it any more: its QPs and CQ can go. */
 	if (ep->cq)
@@ -1666,7 +1666,7 @@ EpView ep_view(Endpoint *ep)
 fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn)
 {
 	/* Receive path (ep mu held): no allocation, no system call. It walks the endpoint's
-	 * remote peers, then (a sender of this device) its inbound list under fabric->mu, and
+	 * remote peers, then (a sender of this device) its inbound list under fabric->sh->mu, and
 	 * asks the AV (its lock) only when the entry cached beside the QP no longer holds the
 	 * name: a miss is asked again at the next receive, so that an entry inserted later is
 	 * found. */
@@ -1690,7 +1690,7 @@ fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn)
 			return cached(p.src, a);
 		}
 	}
-	std::lock_guard lk(ep->fabric->mu);
+	std::lock_guard lk(ep->fabric->sh->mu);
 	for (Inbound &in : ep->inbound)
 		if (nicmr_qp_num(in.qp) == via_qpn)
 			return cached(in.src, in.from);
@@ -1816,8 +1816,8 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 		ep->free_ops[i] = kEpDepth - 1 - i;
 	ep->nfree = kEpDepth;
 	{
-		std::lock_guard lk(fab->mu);
-		ep->port = 1 + static_cast<uint32_t>(fab->ep_count++ % 2);
+		std::lock_guard lk(fab->sh->mu);
+		ep->port = 1 + static_cast<uint32_t>(fab->sh->ep_count++ % 2);
 	}
 	int ret = 0;
 	/* A device whose port kWirePort has an address: names are wire names. */
@@ -1886,8 +1886,8 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 		self.req = self.resp = ep->self;
 		self.qpn = ep->name_qpn;
 		ep->peers.emplace(ep->name_qpn, self);
-		std::lock_guard lk(fab->mu);
-		fab->eps.emplace(ep->name_qpn, ep.get());
+		std::lock_guard lk(fab->sh->mu);
+		fab->sh->eps.emplace(ep->name_qpn, ep.get());
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM);
 	}

@@ -136,28 +136,44 @@ struct Endpoint;
 inline constexpr size_t kMinPageSize = size_t{1} << 12;
 inline constexpr size_t kMaxPageSize = size_t{1} << 30;
 
-struct Fabric {
-	struct fid_fabric fid; /* first: &fid is the Fabric */
-	std::mutex mu;	       /* guards dev's first open, eps and ep_count */
+/*
+ * An opened device and what belongs to it rather than to one fabric (fi_domain.cpp,
+ * share_acquire). The fabrics of a process whose spec names one fixed wire address share one
+ * (a port is one address and one UDP port: a second device there could not bind; Open MPI's
+ * MTL and BTL each open a fabric), every other fabric has a device of its own.
+ */
+struct DeviceShare {
 	nicmr_device *dev = nullptr;
 	std::string spec;
-	std::string domain_name;
-	std::atomic<uint64_t> domains{0};
-	std::atomic<uint64_t> eqs{0};
-	/* Endpoints by the number of their address QP (fi_ep.cpp): how a peer is found. */
+	unsigned refs = 0;   /* the registry's lock: fabrics using it */
+	bool listed = false; /* in the registry (shared by spec) */
+	std::mutex mu;	     /* guards eps, ep_count and the endpoints' inbound lists */
+	/* Endpoints by the number of their address QP (fi_ep.cpp): how a peer on this device is
+	 * found, whichever fabric opened it. */
 	std::unordered_map<uint32_t, Endpoint *> eps; /* mu */
 	uint64_t ep_count = 0;			      /* mu: endpoints ever opened (ports) */
-	/* The provider's MR objects, one per mkey index of the device (mr_slot), as the native
-	 * API keeps its MR handles: mapped with the device (zero-filled, pages populated on
-	 * first use), unmapped with the fabric. */
-	struct Mr *mrs = nullptr;
-	size_t mr_slots = 0;
 	/* Completion events (fi_wait.cpp): the device has one event descriptor; ev_mu guards
 	 * taking its events and ev_eps, the endpoints by their native CQ, so that an event wakes
 	 * the CQ and counters of the endpoint it names. ev_mu is never held while an endpoint's
 	 * mu is taken. */
 	std::mutex ev_mu;
 	std::unordered_map<const nicmr_cq *, Endpoint *> ev_eps; /* ev_mu */
+};
+
+struct Fabric {
+	struct fid_fabric fid; /* first: &fid is the Fabric */
+	std::mutex mu;	       /* guards the device's first use (sh, dev, mrs) */
+	DeviceShare *sh = nullptr;
+	nicmr_device *dev = nullptr; /* sh->dev */
+	std::string spec;
+	std::string domain_name;
+	std::atomic<uint64_t> domains{0};
+	std::atomic<uint64_t> eqs{0};
+	/* The provider's MR objects, one per mkey index of the device (mr_slot), as the native
+	 * API keeps its MR handles: mapped with the device (zero-filled, pages populated on
+	 * first use), unmapped with the fabric. */
+	struct Mr *mrs = nullptr;
+	size_t mr_slots = 0;
 };
 
 struct Mr;

@@ -132,9 +132,9 @@ int waiter_block(Waiter *w, int timeout_ms)
 
 int events_add(Fabric *fab, const nicmr_cq *ncq, Endpoint *ep)
 {
-	std::lock_guard lk(fab->ev_mu);
+	std::lock_guard lk(fab->sh->ev_mu);
 	try {
-		fab->ev_eps.emplace(ncq, ep);
+		fab->sh->ev_eps.emplace(ncq, ep);
 	} catch (const std::bad_alloc &) {
 		return -FI_ENOMEM;
 	}
@@ -146,11 +146,11 @@ void events_dispatch(Fabric *fab)
 	/* ev_mu across take and acknowledge: an endpoint's close removes its CQ under ev_mu
 	 * before destroying it, so no event of it is taken and left unacknowledged (which would
 	 * make nicmr_cq_destroy -EBUSY). */
-	std::lock_guard lk(fab->ev_mu);
+	std::lock_guard lk(fab->sh->ev_mu);
 	nicmr_cq *ncq = nullptr;
 	while (nicmr_get_cq_event(fab->dev, &ncq) == 1) {
-		auto it = fab->ev_eps.find(ncq);
-		if (it != fab->ev_eps.end())
+		auto it = fab->sh->ev_eps.find(ncq);
+		if (it != fab->sh->ev_eps.end())
 			ep_wake(it->second);
 		nicmr_cq_ack_events(ncq, 1);
 	}

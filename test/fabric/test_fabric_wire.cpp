@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,11 +27,13 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -775,6 +778,79 @@ TEST_P(FabricWireFormat, TwoFabricsOfOneProcessMeetOverTheWire)
 
 INSTANTIATE_TEST_SUITE_P(Names, FabricWireFormat,
 			 ::testing::Values(uint32_t{FI_FORMAT_UNSPEC}, uint32_t{FI_ADDR_STR}));
+
+/* Two fabrics of one process whose spec names one fixed address share its device (Open MPI's
+ * MTL and BTL each open a fabric): both domains open where two devices could not both bind the
+ * address, the names differ only in their QP, an endpoint of one writes into memory of the
+ * other's domain, the device stays while one fabric is open, and the last close closes it
+ * (the address binds again). */
+TEST(FabricWireShare, TwoFabricsOfOneFixedAddressShareOneDevice)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	const char *spec = "emu:mkeys=1024,addr=127.0.0.78";
+	auto run = [&]() -> int {
+		setenv("FI_NICMR_DEVICE", spec, 1);
+		auto a = std::make_unique<Stack>(), b = std::make_unique<Stack>();
+		for (Stack *s : {a.get(), b.get()}) {
+			CHECK(s->open(FI_RMA) == nullptr);
+			fi_cq_attr cqa{};
+			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
+			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
+			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
+			CHECK(fi_enable(s->ep) == 0);
+		}
+		fi_nicmr_name na{}, nb{};
+		size_t len = sizeof(na);
+		CHECK(fi_getname(&a->ep->fid, &na, &len) == 0);
+		len = sizeof(nb);
+		CHECK(fi_getname(&b->ep->fid, &nb, &len) == 0);
+		CHECK(std::memcmp(na.gid, nb.gid, sizeof(na.gid)) == 0);
+		CHECK(na.udp_port == nb.udp_port && na.device_id == nb.device_id);
+		CHECK(na.qpn != nb.qpn);
+		std::vector<uint8_t> src(4096), dst(4096, 0xee);
+		for (size_t i = 0; i < src.size(); i++)
+			src[i] = pattern(1, i);
+		CHECK(fi_mr_reg(a->domain, src.data(), src.size(), FI_WRITE, 0, 0, 0, &a->lmr,
+				nullptr) == 0);
+		CHECK(fi_mr_reg(b->domain, dst.data(), dst.size(), FI_REMOTE_WRITE, 0, 0, 0, &b->mr,
+				nullptr) == 0);
+		fi_addr_t to = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(a->av, &nb, 1, &to, 0, nullptr) == 1);
+		int done = 0;
+		CHECK(post_retry(a->cq, &done, [&] {
+			      return fi_write(a->ep, src.data(), 2000, fi_mr_desc(a->lmr), to,
+					      reinterpret_cast<uintptr_t>(dst.data()) + 64,
+					      fi_mr_key(b->mr), nullptr);
+		      }) == 0);
+		CHECK(done + wait_cq(a->cq, 1 - done, nullptr) == 1);
+		for (size_t i = 0; i < dst.size(); i++)
+			CHECK(dst[i] == (i >= 64 && i < 2064 ? pattern(1, i - 64) : 0xee));
+		/* The device stays while b's fabric is open (its UDP port stays bound), and goes
+		 * with the last one. */
+		auto port_taken = [] {
+			const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+			sockaddr_in sa{};
+			sa.sin_family = AF_INET;
+			sa.sin_port = htons(4791);
+			inet_pton(AF_INET, "127.0.0.78", &sa.sin_addr);
+			const bool taken = ::bind(fd, reinterpret_cast<const sockaddr *>(&sa),
+						  sizeof(sa)) != 0 &&
+					   errno == EADDRINUSE;
+			::close(fd);
+			return taken;
+		};
+		CHECK(port_taken());
+		a.reset();
+		CHECK(port_taken());
+		b.reset();
+		CHECK(!port_taken());
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
+}
 
 } // namespace
 
