@@ -100,6 +100,21 @@ struct Stack {
 		attr.type = av_type;
 		return fi_av_open(domain, &attr, &av, nullptr) == 0 ? nullptr : "fi_av_open";
 	}
+	/* open, then a CQ (FI_TRANSMIT) and an enabled endpoint bound to it and the AV: nullptr,
+	 * or the name of the step that failed. */
+	const char *open_ep(uint64_t caps, uint32_t addr_format = FI_FORMAT_UNSPEC)
+	{
+		if (const char *failed = open(caps, addr_format))
+			return failed;
+		fi_cq_attr cqa{};
+		if (fi_cq_open(domain, &cqa, &cq, nullptr) != 0)
+			return "fi_cq_open";
+		if (fi_endpoint(domain, info, &ep, nullptr) != 0)
+			return "fi_endpoint";
+		if (fi_ep_bind(ep, &av->fid, 0) != 0 || fi_ep_bind(ep, &cq->fid, FI_TRANSMIT) != 0)
+			return "fi_ep_bind";
+		return fi_enable(ep) == 0 ? nullptr : "fi_enable";
+	}
 	fi_info *info = nullptr;
 	fid_fabric *fabric = nullptr;
 	fid_domain *domain = nullptr;
@@ -709,14 +724,8 @@ TEST_P(FabricWireFormat, TwoFabricsOfOneProcessMeetOverTheWire)
 		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 		Stack a, b;
 		for (Stack *s : {&a, &b}) {
-			CHECK(s->open(FI_RMA, format) == nullptr);
+			CHECK(s->open_ep(FI_RMA, format) == nullptr);
 			CHECK(s->info->addr_format == format);
-			fi_cq_attr cqa{};
-			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
-			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
-			CHECK(fi_enable(s->ep) == 0);
 		}
 		std::vector<uint8_t> src(4096), dst(4096, 0xee);
 		for (size_t i = 0; i < src.size(); i++)
@@ -792,15 +801,8 @@ TEST(FabricWireShare, TwoFabricsOfOneFixedAddressShareOneDevice)
 	auto run = [&]() -> int {
 		setenv("FI_NICMR_DEVICE", spec, 1);
 		auto a = std::make_unique<Stack>(), b = std::make_unique<Stack>();
-		for (Stack *s : {a.get(), b.get()}) {
-			CHECK(s->open(FI_RMA) == nullptr);
-			fi_cq_attr cqa{};
-			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
-			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
-			CHECK(fi_enable(s->ep) == 0);
-		}
+		for (Stack *s : {a.get(), b.get()})
+			CHECK(s->open_ep(FI_RMA) == nullptr);
 		fi_nicmr_name na{}, nb{};
 		size_t len = sizeof(na);
 		CHECK(fi_getname(&a->ep->fid, &na, &len) == 0);
