@@ -30,16 +30,8 @@ std::vector<DeviceShare *> g_shares; /* g_shares_mu */
  * case where a second device of the spec in the process could not bind its port. */
 bool fixed_wire_address(const std::string &spec)
 {
-	for (size_t at = spec.find("addr="); at != std::string::npos;
-	     at = spec.find("addr=", at + 1)) {
-		if (at == 0 || (spec[at - 1] != ':' && spec[at - 1] != ','))
-			continue; /* another option's tail (addr2= has its own name) */
-		const size_t end = spec.find(',', at);
-		const std::string v = spec.substr(
-			at + 5, end == std::string::npos ? std::string::npos : end - at - 5);
-		return !v.empty() && v != "auto";
-	}
-	return false;
+	const std::string v = spec_option(spec, "addr");
+	return !v.empty() && v != "auto";
 }
 
 /* The device for spec: the process's open one when spec names a fixed wire address and a

@@ -103,6 +103,18 @@ struct PeerKey {
 		return qpn == o.qpn && udp_port == o.udp_port && std::memcmp(gid, o.gid, 16) == 0;
 	}
 };
+/* A remote peer's wire name as rpeers keys it (remote_peer_of finds it so): the source a
+ * receive from the QP made for it names. */
+EpAddr name_of(const PeerKey &k)
+{
+	EpAddr a{};
+	a.kind = FI_NICMR_NAME_WIRE;
+	a.udp_port = k.udp_port;
+	std::memcpy(a.gid, k.gid, 16);
+	a.qpn = k.qpn;
+	return a;
+}
+
 struct PeerKeyHash {
 	size_t operator()(const PeerKey &k) const noexcept
 	{
@@ -1680,15 +1692,8 @@ fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn)
 		return cached(ep->self_src, addr_of(ep));
 	for (auto &kv : ep->rpeers) {
 		Peer &p = kv.second;
-		if (p.req && nicmr_qp_num(p.req) == via_qpn) {
-			/* Its name as rpeers keys it. */
-			EpAddr a{};
-			a.kind = FI_NICMR_NAME_WIRE;
-			a.udp_port = kv.first.udp_port;
-			std::memcpy(a.gid, kv.first.gid, 16);
-			a.qpn = kv.first.qpn;
-			return cached(p.src, a);
-		}
+		if (p.req && nicmr_qp_num(p.req) == via_qpn)
+			return cached(p.src, name_of(kv.first));
 	}
 	std::lock_guard lk(ep->fabric->sh->mu);
 	for (Inbound &in : ep->inbound)
@@ -1713,12 +1718,7 @@ EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, ui
 	for (const auto &kv : ep->rpeers) {
 		const Peer &p = kv.second;
 		if (p.req && nicmr_qp_num(p.req) == via_qpn) {
-			/* Its name as rpeers keys it (remote_peer_of finds it so). */
-			EpAddr a{};
-			a.kind = FI_NICMR_NAME_WIRE;
-			a.udp_port = kv.first.udp_port;
-			std::memcpy(a.gid, kv.first.gid, 16);
-			a.qpn = kv.first.qpn;
+			EpAddr a = name_of(kv.first);
 			a.port = port;
 			a.device_id = device;
 			return a;

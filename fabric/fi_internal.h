@@ -123,6 +123,8 @@ struct DeviceSpec {
 	bool wire = false;
 };
 int device_spec(DeviceSpec *out);
+/* The value of option key= in a device spec ("emu:ports=2,mkeys=1024"), or "". */
+std::string spec_option(const std::string &spec, const std::string &key);
 /* The emu spec's udp_port= and peer_udp_port= (4791 each by default). */
 void spec_udp_ports(const std::string &spec, uint16_t *udp_port, uint16_t *peer_udp_port);
 

@@ -35,8 +35,6 @@ constexpr uint64_t kEmuDefaultExt = NICMR_EXT_SINGLE_USE | NICMR_EXT_RMA_EVENT;
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 	    const struct fi_info *hints, struct fi_info **info);
-std::string spec_option(const std::string &spec, const std::string &key);
-
 /* ---- nicmr's log lines through libfabric's log ---- */
 
 /* The handler libnicmr.so had before the provider was loaded, given back at cleanup. */
@@ -338,6 +336,8 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	return 0;
 }
 
+} // namespace
+
 /* The value of option key= in an emu spec ("emu:ports=2,mkeys=1024"), or "" . */
 std::string spec_option(const std::string &spec, const std::string &key)
 {
@@ -358,8 +358,6 @@ std::string spec_option(const std::string &spec, const std::string &key)
 	}
 	return "";
 }
-
-} // namespace
 
 struct fi_provider provider = {
 	.version = kProvVersion,
