@@ -115,6 +115,25 @@ struct Stack {
 			return "fi_ep_bind";
 		return fi_enable(ep) == 0 ? nullptr : "fi_enable";
 	}
+	/* open, then two CQs of FI_CQ_FORMAT_TAGGED, cq for FI_TRANSMIT and rcq for FI_RECV,
+	 * and an enabled endpoint bound to them and the AV: nullptr, or the failed step. */
+	const char *open_msg_ep(uint64_t caps)
+	{
+		if (const char *failed = open(caps))
+			return failed;
+		fi_cq_attr cqa{};
+		cqa.format = FI_CQ_FORMAT_TAGGED;
+		if (fi_cq_open(domain, &cqa, &cq, nullptr) != 0 ||
+		    fi_cq_open(domain, &cqa, &rcq, nullptr) != 0)
+			return "fi_cq_open";
+		if (fi_endpoint(domain, info, &ep, nullptr) != 0)
+			return "fi_endpoint";
+		if (fi_ep_bind(ep, &av->fid, 0) != 0 ||
+		    fi_ep_bind(ep, &cq->fid, FI_TRANSMIT) != 0 ||
+		    fi_ep_bind(ep, &rcq->fid, FI_RECV) != 0)
+			return "fi_ep_bind";
+		return fi_enable(ep) == 0 ? nullptr : "fi_enable";
+	}
 	fi_info *info = nullptr;
 	fid_fabric *fabric = nullptr;
 	fid_domain *domain = nullptr;
@@ -869,22 +888,9 @@ TEST(FabricWireMsg, TaggedMessagesEagerAndRendezvousCrossTheWire)
 	auto run = [&]() -> int {
 		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 		Stack a, b;
-		fid_cq *rcq[2] = {nullptr, nullptr};
-		int k = 0;
-		for (Stack *s : {&a, &b}) {
-			CHECK(s->open(FI_TAGGED | FI_MSG) == nullptr);
-			fi_cq_attr cqa{};
-			cqa.format = FI_CQ_FORMAT_TAGGED;
-			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
-			CHECK(fi_cq_open(s->domain, &cqa, &rcq[k], nullptr) == 0);
-			s->rcq = rcq[k]; /* closed by the Stack, after its endpoint */
-			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
-			CHECK(fi_ep_bind(s->ep, &rcq[k]->fid, FI_RECV) == 0);
-			CHECK(fi_enable(s->ep) == 0);
-			k++;
-		}
+		for (Stack *s : {&a, &b})
+			CHECK(s->open_msg_ep(FI_TAGGED | FI_MSG) == nullptr);
+		fid_cq *const rcq[2] = {a.rcq, b.rcq};
 		char name[128];
 		size_t len = sizeof(name);
 		CHECK(fi_getname(&b.ep->fid, name, &len) == 0);
@@ -976,20 +982,11 @@ TEST(FabricWireMsg, DirectedReceivesAndReadfromNameTheSenderAcrossTheWire)
 		fid_cq *rcq[3] = {nullptr, nullptr, nullptr};
 		for (int k = 0; k < 3; k++) {
 			Stack *s = all[k];
-			CHECK(s->open(FI_TAGGED | FI_MSG | FI_DIRECTED_RECV | FI_SOURCE) ==
+			CHECK(s->open_msg_ep(FI_TAGGED | FI_MSG | FI_DIRECTED_RECV | FI_SOURCE) ==
 			      nullptr);
 			CHECK((s->info->caps & (FI_DIRECTED_RECV | FI_SOURCE)) ==
 			      (FI_DIRECTED_RECV | FI_SOURCE));
-			fi_cq_attr cqa{};
-			cqa.format = FI_CQ_FORMAT_TAGGED;
-			CHECK(fi_cq_open(s->domain, &cqa, &s->cq, nullptr) == 0);
-			CHECK(fi_cq_open(s->domain, &cqa, &rcq[k], nullptr) == 0);
-			s->rcq = rcq[k]; /* closed by the Stack, after its endpoint */
-			CHECK(fi_endpoint(s->domain, s->info, &s->ep, nullptr) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->av->fid, 0) == 0);
-			CHECK(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT) == 0);
-			CHECK(fi_ep_bind(s->ep, &rcq[k]->fid, FI_RECV) == 0);
-			CHECK(fi_enable(s->ep) == 0);
+			rcq[k] = s->rcq;
 		}
 		auto insert = [](Stack *into, Stack *e, fi_addr_t *fa) {
 			char name[128];
