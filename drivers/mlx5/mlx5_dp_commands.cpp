@@ -31,6 +31,12 @@ int run_vec(CmdTransport &t, const std::vector<uint8_t> &in, uint8_t (&out)[16])
 	return t.exec(in.data(), in.size(), out, sizeof(out));
 }
 
+/* qpc.st: the GSI QP's QP1 (a UD QP to the wire), UD or RC. */
+uint32_t qp_type(bool gsi, bool ud) noexcept
+{
+	return gsi ? prm::qp_st::qp1 : ud ? prm::qp_st::ud : prm::qp_st::rc;
+}
+
 /* Sizes the buffer and writes the page list after the context. */
 int with_pas(size_t fixed, const QueueMemory &m, std::vector<uint8_t> *in)
 {
@@ -169,7 +175,7 @@ int encode_create_qp(const QpCreate &c, std::vector<uint8_t> *in)
 	uint8_t *b = in->data();
 	header(b, prm::opcode::create_qp);
 	uint8_t *q = b + prm::create_qp_in::qpc_offset;
-	prm::set(q, prm::qpc::st, c.ud ? prm::qp_st::ud : prm::qp_st::rc);
+	prm::set(q, prm::qpc::st, qp_type(c.gsi, c.ud));
 	prm::set(q, prm::qpc::pm_state, prm::qp_pm_state::migrated);
 	prm::set(q, prm::qpc::pd, c.pd);
 	prm::set(q, prm::qpc::uar_page, c.uar);
@@ -238,7 +244,7 @@ int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector
 	prm::set(b, prm::modify_qp_in::qpn, qpn);
 	prm::set(b, prm::modify_qp_in::opt_param_mask, a.opt_param_mask);
 	uint8_t *c = b + prm::modify_qp_in::qpc_offset;
-	prm::set(c, q::st, a.ud ? prm::qp_st::ud : prm::qp_st::rc);
+	prm::set(c, q::st, qp_type(a.gsi, a.ud));
 	prm::set(c, q::pm_state, prm::qp_pm_state::migrated);
 	prm::set(c, q::q_key, a.q_key);
 	prm::set(c, q::pd, a.pd);

@@ -69,6 +69,8 @@ struct QpCreate {
 	uint32_t ts_format = prm::qp_ts_format::free_running;
 	/* qpc.st UD (unreliable datagram) instead of RC. */
 	bool ud = false;
+	/* qpc.st QP1: a UD QP that is its port's GSI QP (prm::gsi); ud is then not looked at. */
+	bool gsi = false;
 };
 
 /*
@@ -99,6 +101,7 @@ struct QpAttr {
 	uint32_t atomic_mode = 0;    /* prm::qp_atomic_mode, with rae */
 	uint32_t opt_param_mask = 0; /* prm::qp_optpar bits the transition changes */
 	bool ud = false;	     /* qpc.st UD, as the QP was created */
+	bool gsi = false;	     /* qpc.st QP1, as the QP was created */
 	uint32_t q_key = 0;	     /* UD: qpc.q_key */
 };
 

@@ -37,7 +37,7 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	    cq.size() < (1u << p.log_sq_size) || p.log_sra_max > 7 || p.log_rra_max > 7 ||
 	    !prm::fits(q::log_msg_max, p.log_msg_max) || !connection_ok(p) || p.max_recv_sge > 32 ||
 	    p.log_rq_size > 15 || (p.srq != nullptr && p.max_recv_sge != 0) ||
-	    (p.ud && (p.rre || p.rwe || p.rae || p.umr)))
+	    ((p.ud || p.gsi) && (p.rre || p.rwe || p.rae || p.umr)))
 		return -EINVAL;
 	/* The RQ's geometry as rdma-core's mlx5 provider sizes it (providers/mlx5/verbs.c,
 	 * mlx5_calc_rq_size): a slot of 16 bytes per SGE, rounded up to a power of two. */
@@ -88,8 +88,9 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	qp->attr_.rae = p.rae;
 	qp->attr_.log_sra_max = p.log_sra_max;
 	qp->attr_.log_rra_max = p.log_rra_max;
-	qp->attr_.ud = p.ud;
-	qp->attr_.q_key = p.q_key;
+	qp->attr_.ud = p.ud || p.gsi;
+	qp->attr_.gsi = p.gsi;
+	qp->attr_.q_key = p.gsi ? prm::gsi::q_key : p.q_key;
 	/* No more than the device carries: a larger log_msg_max is refused (BAD_PARAM). */
 	qp->attr_.log_msg_max = std::min(p.log_msg_max, caps.log_max_msg);
 	(void)qp->set_connection(p); /* checked above */
@@ -115,7 +116,8 @@ int Qp::create(Device &dev, Uar &uar, Cq &cq, const QpParams &p, std::unique_ptr
 	c.mem.pas = qp->ring_.pas();
 	c.fre = p.umr;
 	c.rlky = p.umr;
-	c.ud = p.ud;
+	c.ud = p.ud || p.gsi;
+	c.gsi = p.gsi;
 	c.ts_format = caps.roce_qp_ts_format == prm::ts_format_cap::free_running
 			      ? prm::qp_ts_format::free_running
 			      : prm::qp_ts_format::device_default;

@@ -110,6 +110,13 @@ struct QpParams {
 	 */
 	bool ud = false;
 	uint32_t q_key = 0;
+	/*
+	 * gsi (implies ud): the port's GSI QP, CREATE_QP with qpc.st QP1 (prm::gsi): the wire
+	 * knows it as QP 1 on `port`, its datagrams carry source QP 1, and its Q_Key is
+	 * prm::gsi::q_key whatever q_key says. The device has one per port: RST2INIT (connect)
+	 * of a second on a port refuses it (the device model: RESOURCE_BUSY, -EBUSY).
+	 */
+	bool gsi = false;
 };
 
 /* Where a UD send goes (post_ud_send). */
@@ -227,6 +234,8 @@ public:
 	int post_ud_send(std::span<const Sge> sgl, const UdDest &to, bool with_imm, uint32_t imm,
 			 uint64_t wr_id, unsigned flags) noexcept;
 	bool ud() const noexcept { return attr_.ud; }
+	/* The port's GSI QP (QpParams::gsi): peers send to prm::gsi::qpn, not qpn(). */
+	bool gsi() const noexcept { return attr_.gsi; }
 	/* The path MTU in bytes (QpParams::mtu): a UD QP's largest datagram. */
 	uint32_t mtu_bytes() const noexcept { return 128u << attr_.mtu; }
 	/* UD: data segments after the ctrl and datagram segments. */

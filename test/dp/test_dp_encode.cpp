@@ -210,6 +210,28 @@ TEST(DpEncode, CreateQpCarriesTheTimestampFormat)
 	EXPECT_EQ(t.calls, 1);
 }
 
+/* The GSI QP's context is st QP1 at create and at every transition (Linux qp.c to_mlx5_st). */
+TEST(DpEncode, GsiQpIsStQp1)
+{
+	FakeTransport t;
+	uint64_t pas[1] = {0x40000};
+	mlx5::QpCreate c;
+	c.mem.pas = pas;
+	c.gsi = true;
+	uint32_t qpn = 0;
+	ASSERT_EQ(mlx5::create_qp(t, c, &qpn), 0);
+	EXPECT_EQ(prm::get(t.last_in.data() + prm::create_qp_in::qpc_offset, prm::qpc::st),
+		  prm::qp_st::qp1);
+	std::vector<uint8_t> in;
+	mlx5::QpAttr a;
+	a.ud = a.gsi = true;
+	a.q_key = prm::gsi::q_key;
+	ASSERT_EQ(mlx5::encode_modify_qp(prm::opcode::rst2init_qp, qpn, a, &in), 0);
+	const uint8_t *q = in.data() + prm::modify_qp_in::qpc_offset;
+	EXPECT_EQ(prm::get(q, prm::qpc::st), prm::qp_st::qp1);
+	EXPECT_EQ(prm::get(q, prm::qpc::q_key), 0x80010000u);
+}
+
 TEST(DpEncode, RefusedArgumentsSendNothing)
 {
 	FakeTransport t;

@@ -5,7 +5,9 @@
  * CQE, a Q_Key other than the receiver's is dropped and counted, a bit-31 Q_Key means the
  * sender's own, a receive too small fails on the receiver only (LOCAL_LENGTH_ERR), no receive
  * posted drops the datagram, a datagram above the MTU is refused at posting (-EMSGSIZE) and,
- * posted anyway, completes with LOCAL_LENGTH_ERR, and RDMA opcodes on a UD QP fail.
+ * posted anyway, completes with LOCAL_LENGTH_ERR, and RDMA opcodes on a UD QP fail. GSI QPs
+ * (QpParams::gsi): QP 1 to each other with the well-known Q_Key, and the device's refusal of a
+ * second one on a port.
  */
 #include <cerrno>
 #include <cstring>
@@ -437,6 +439,70 @@ TEST_P(DpUd, Init2RtrChangesTheQkeyWithItsOptionalParameter)
 	EXPECT_TRUE(c.ok());
 	EXPECT_EQ(c.src_qpn, r.qp[0]->qpn());
 	q.reset();
+}
+
+/* A GSI QP of each port: datagrams to QP 1 arrive from source QP 1. A second GSI QP of a port
+ * is the device's to refuse (RESOURCE_BUSY at RST2INIT: -EBUSY); its destroy leaves nothing. */
+TEST_P(DpUd, GsiQpsAreQp1AndOnePerPort)
+{
+	UdRig r;
+	ASSERT_EQ(r.make_ud(opts()), 0);
+	std::unique_ptr<mlx5::Qp> g[2];
+	for (int i = 0; i < 2; i++) {
+		r.qp[i].reset(); /* the CQs now serve the GSI QPs */
+		mlx5::QpParams p;
+		p.pd = r.pd.pd();
+		p.port = static_cast<uint32_t>(i + 1);
+		p.log_sq_size = 6;
+		p.max_recv_sge = 1;
+		p.log_rq_size = 5;
+		p.recv_cq = r.rcq[i].get();
+		p.gsi = true;
+		p.q_key = 0x1234; /* not looked at: a GSI QP has the well-known one */
+		ASSERT_EQ(mlx5::Qp::create(*r.dev, *r.uar, *r.cq[i], p, &g[i]), 0);
+		ASSERT_EQ(g[i]->connect(0), 0);
+		EXPECT_TRUE(g[i]->ud());
+		EXPECT_TRUE(g[i]->gsi());
+		EXPECT_NE(g[i]->qpn(), prm::gsi::qpn);
+	}
+	Buf src, dst;
+	ASSERT_EQ(r.buf(256, &src), 0);
+	ASSERT_EQ(r.buf(512, &dst), 0);
+	const mlx5::Sge rs = dst.sge(0, 512), s = src.sge(0, 256);
+	ASSERT_EQ(g[1]->post_recv({&rs, 1}, 1), 0);
+	mlx5::UdDest d;
+	d.qpn = prm::gsi::qpn;
+	d.q_key = prm::gsi::q_key; /* bit 31: the sender's own, the same */
+	ASSERT_EQ(g[0]->post_ud_send({&s, 1}, d, false, 0, 2, mlx5::kSignaled), 0);
+	mlx5::Completion c;
+	const auto deadline = std::chrono::steady_clock::now() + 5s;
+	int got = 0;
+	while (got == 0 && std::chrono::steady_clock::now() < deadline)
+		got = g[1]->poll_recv(&c, 1);
+	ASSERT_EQ(got, 1);
+	EXPECT_TRUE(c.ok());
+	EXPECT_EQ(c.src_qpn, prm::gsi::qpn);
+	EXPECT_EQ(c.byte_len, 256 + kGrh);
+	EXPECT_EQ(std::memcmp(dst.p() + kGrh, src.p(), 256), 0);
+
+	emu::EmuDataPath &m = r.hw->device().data_path();
+	const size_t qps = m.qps();
+	mlx5::QpParams p;
+	p.pd = r.pd.pd();
+	p.port = 1;
+	p.log_sq_size = 6;
+	p.gsi = true;
+	std::unique_ptr<mlx5::Qp> second;
+	ASSERT_EQ(mlx5::Qp::create(*r.dev, *r.uar, *r.cq[0], p, &second), 0);
+	EXPECT_EQ(second->connect(0), -EBUSY);
+	uint32_t st = 0;
+	ASSERT_EQ(second->query_state(&st), 0);
+	EXPECT_EQ(st, prm::qp_state::rst);
+	second.reset();
+	EXPECT_EQ(m.qps(), qps);
+	EXPECT_TRUE(m.check_invariants());
+	for (auto &q : g)
+		q.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Delivery, DpUd,

@@ -1401,13 +1401,13 @@ TEST(EmuDpCmd, QueueMemoryMustBeMappedAndLargeEnough)
 TEST(EmuDpCmd, TablesAndReferencesHaveTheirStatuses)
 {
 	EmuConfig cfg;
-	cfg.log_max_qp = 1; /* QP 1 only */
+	cfg.log_max_qp = 2; /* QPs 2 and 3: 0 and 1 are the special QPs' numbers */
 	cfg.log_max_cq = 2; /* CQs 1..3 */
 	cfg.log_max_eq = 1; /* EQ 1 only */
 	DpBed b(cfg);
 	ASSERT_TRUE(b.ok());
 	TestCq c0, c1, c2, c3;
-	TestQp q0, q1;
+	TestQp q0, q1, q2;
 	ASSERT_EQ(b.create_eq(6, 0).status(), prm::status::ok); /* the CQs' EQ */
 	EXPECT_CMD(b.create_eq(6, 0), prm::status::exceed_lim, Syndrome::eq_table_full);
 	/* A QP needs an existing CQ and an allocated UAR. */
@@ -1420,7 +1420,10 @@ TEST(EmuDpCmd, TablesAndReferencesHaveTheirStatuses)
 		   Syndrome::pd_not_allocated);
 	const uint32_t uar = b.alloc_uar();
 	ASSERT_EQ(b.create_qp(&q0, 0, &c0, uar).status(), prm::status::ok);
-	EXPECT_CMD(b.create_qp(&q1, 1, &c0, uar), prm::status::exceed_lim, Syndrome::qp_table_full);
+	ASSERT_EQ(b.create_qp(&q1, 1, &c0, uar).status(), prm::status::ok);
+	EXPECT_EQ(q0.qpn, EmuDataPath::kFirstQpn);
+	EXPECT_EQ(q1.qpn, EmuDataPath::kFirstQpn + 1);
+	EXPECT_CMD(b.create_qp(&q2, 2, &c0, uar), prm::status::exceed_lim, Syndrome::qp_table_full);
 	ASSERT_EQ(b.create_cq(&c1, 1, 6).status(), prm::status::ok);
 	ASSERT_EQ(b.create_cq(&c2, 2, 6).status(), prm::status::ok);
 	EXPECT_CMD(b.create_cq(&c3, 3, 6), prm::status::exceed_lim, Syndrome::cq_table_full);
@@ -1431,6 +1434,65 @@ TEST(EmuDpCmd, TablesAndReferencesHaveTheirStatuses)
 	Cmd duar(prm::opcode::dealloc_uar, prm::dealloc_uar_in::size, prm::dealloc_uar_out::size);
 	duar.set(prm::dealloc_uar_in::uar, uar + 1);
 	EXPECT_CMD(b.h().run(duar), prm::status::bad_res_state, Syndrome::uar_not_allocated);
+	EXPECT_TRUE(b.dev().check_invariants());
+}
+
+/* A device with no QP number left over the special QPs' is no device. */
+TEST(EmuDpCmd, QpNumbersStartAfterTheSpecialQps)
+{
+	EmuConfig cfg;
+	cfg.log_max_qp = 1;
+	Harness h(cfg);
+	EXPECT_EQ(h.rc(), -EINVAL);
+}
+
+/* CREATE_QP st QP1: a UD QP that is its port's GSI QP from RST2INIT (Linux qp.h
+ * MLX5_QP_ST_QP1). One per port: a second's RST2INIT on that port is RESOURCE_BUSY until the
+ * first goes to RST or is destroyed; INIT2RTR cannot move it to the other port. */
+TEST(EmuDpCmd, GsiQpIsOnePerPortFromRst2InitToReset)
+{
+	DpBed b;
+	ASSERT_TRUE(b.ok());
+	b.uar = b.alloc_uar();
+	ASSERT_EQ(b.create_cq(&b.cqa, 0, 6).status(), prm::status::ok);
+	b.qp_st = prm::qp_st::qp1;
+	TestQp g[3];
+	for (uint32_t i = 0; i < 3; i++)
+		ASSERT_EQ(b.create_qp(&g[i], i, &b.cqa, b.uar).status(), prm::status::ok);
+	for (const TestQp &q : g)
+		EXPECT_NE(q.qpn, prm::gsi::qpn) << "QP 1 is the wire's name, never a QP's";
+	Cmd query(prm::opcode::query_qp, prm::query_qp_in::size, prm::query_qp_out::size);
+	query.set(prm::query_qp_in::qpn, g[0].qpn);
+	Reply r = b.h().run(query);
+	ASSERT_EQ(r.status(), prm::status::ok);
+	EXPECT_EQ(r.get_at(prm::query_qp_out::qpc_offset, prm::qpc::st), prm::qp_st::qp1);
+
+	const Perm none{false, false, false, false, false};
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, g[0].qpn, 1, 0, none), prm::status::ok,
+		   Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, g[1].qpn, 1, 0, none),
+		   prm::status::resource_busy, Syndrome::qp_gsi_busy);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, g[1].qpn, 2, 0, none), prm::status::ok,
+		   Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, g[2].qpn, 2, 0, none),
+		   prm::status::resource_busy, Syndrome::qp_gsi_busy);
+	/* INIT2RTR naming port 2 for port 1's GSI QP. */
+	Cmd rtr = b.modify_cmd(prm::opcode::init2rtr_qp, g[0].qpn, 2, 0, none);
+	EXPECT_CMD(b.h().run(rtr), prm::status::bad_param, Syndrome::qp_port);
+	EXPECT_TRUE(b.dev().check_invariants());
+	/* 2RST frees port 1; ERR keeps port 2's. */
+	EXPECT_CMD(b.modify(prm::opcode::qp_2rst, g[0].qpn), prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::qp_2err, g[1].qpn), prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, g[2].qpn, 2, 0, none),
+		   prm::status::resource_busy, Syndrome::qp_gsi_busy);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, g[2].qpn, 1, 0, none), prm::status::ok,
+		   Syndrome::none);
+	/* Destroyed, port 2's GSI QP frees its port. */
+	Cmd dqp(prm::opcode::destroy_qp, prm::destroy_qp_in::size, prm::destroy_qp_out::size);
+	dqp.set(prm::destroy_qp_in::qpn, g[1].qpn);
+	EXPECT_CMD(b.h().run(dqp), prm::status::ok, Syndrome::none);
+	EXPECT_CMD(b.modify(prm::opcode::rst2init_qp, g[0].qpn, 2, 0, none), prm::status::ok,
+		   Syndrome::none);
 	EXPECT_TRUE(b.dev().check_invariants());
 }
 

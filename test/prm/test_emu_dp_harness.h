@@ -169,6 +169,8 @@ public:
 	 * kernel sets them on its QPs: the UMR tests post on them). */
 	bool qp_fre = true;
 	bool qp_rlky = true;
+	/* qpc.st of the QPs create_qp makes from now on (prm::qp_st). */
+	uint32_t qp_st = prm::qp_st::rc;
 
 	/* QP number i (SQ at kSqOff + i * 256K, record at kDbrOff + 0x8000 + i * 64). */
 	Reply create_qp(TestQp *qp, uint32_t i, TestCq *cq, uint32_t uar, uint32_t log_sq = 6,
@@ -185,7 +187,7 @@ public:
 		Cmd c(prm::opcode::create_qp, prm::create_qp_in::size + 8 * pages,
 		      prm::create_qp_out::size);
 		const size_t q = prm::create_qp_in::qpc_offset;
-		c.set_at(q, prm::qpc::st, prm::qp_st::rc);
+		c.set_at(q, prm::qpc::st, qp_st);
 		c.set_at(q, prm::qpc::pd, qp_pd != 0 ? qp_pd : pd);
 		c.set_at(q, prm::qpc::cqn_snd, cq->cqn);
 		c.set_at(q, prm::qpc::uar_page, uar);

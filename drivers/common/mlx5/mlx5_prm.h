@@ -1124,7 +1124,24 @@ inline constexpr uint32_t rc = 0x0;
 inline constexpr uint32_t uc = 0x1;
 inline constexpr uint32_t ud = 0x2;
 inline constexpr uint32_t xrc = 0x3;
+/* The port's GSI QP (Linux include/linux/mlx5/qp.h MLX5_QP_ST_QP1; drivers/infiniband/hw/mlx5/
+ * qp.c to_mlx5_st maps IB_QPT_GSI to it): a UD QP that the wire knows as QP 1 (prm::gsi). */
+inline constexpr uint32_t qp1 = 0x8;
 } // namespace qp_st
+
+/*
+ * What a QP of st qp1 is on the wire: its port's general services interface QP. IBTA vol.1
+ * ch.13 (management model) gives QP0 to the SMI and QP1 to the GSI of every port; a datagram
+ * whose BTH destination QP is 1 goes to the receiving port's GSI QP, and one the GSI QP sends
+ * carries source QP 1 in its DETH. The QP has another number on the device (CREATE_QP's, the
+ * one its doorbells and CQEs name). Its Q_Key is the well-known one (Linux include/rdma/ib_mad.h
+ * IB_QP1_QKEY), whose bit 31 makes it a controlled Q_Key (IBTA 10.2.5): a UD QP that names it
+ * in a send sends its own Q_Key instead, so only a GSI QP reaches another.
+ */
+namespace gsi {
+inline constexpr uint32_t qpn = 1;
+inline constexpr uint32_t q_key = 0x80010000u;
+} // namespace gsi
 
 namespace qp_pm_state {
 inline constexpr uint32_t migrated = 0x3;

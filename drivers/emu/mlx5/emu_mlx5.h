@@ -105,8 +105,10 @@ enum class Syndrome : uint32_t {
 	qp_table_full = 0x0e0000a0, /* EXCEED_LIM */
 	qp_not_found = 0x0e0000a1,  /* BAD_RES_STATE */
 	qp_bad_state = 0x0e0000a2,  /* BAD_QP_STATE: transition not from this state */
-	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, or a UMEM */
-	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports */
+	qp_type = 0x0e0000a3,	    /* BAD_PARAM: not RC, UD or QP1, or a UMEM */
+	qp_port = 0x0e0000a4,	    /* BAD_PARAM: port not 1..ports; a GSI QP's moved */
+	qp_gsi_busy = 0x0e0000a6,   /* RESOURCE_BUSY: RST2INIT of a GSI QP (st QP1) on a port
+				       whose GSI QP is out of RST already */
 	/* Shared receive queues (emu_mlx5_srq.cpp). */
 	qp_srq_not_found = 0x0e0000a5, /* BAD_RESOURCE: CREATE_QP's srqn names no SRQ of its PD */
 	srq_table_full = 0x0e0000a8,   /* EXCEED_LIM */
@@ -223,7 +225,7 @@ struct EmuConfig {
 	 * EmuFunction::kMaxDoorbells - 2 (cmd_dbell and cmdq_addr_l take two), BAR 0 must hold uars
 	 * + 1 pages. */
 	uint32_t uars = 32;
-	uint32_t log_max_qp = 10;    /* 1..24 */
+	uint32_t log_max_qp = 10;    /* 2..24: QP numbers 2 .. 2^n - 1 (EmuDataPath::kFirstQpn) */
 	uint32_t log_max_cq = 10;    /* 1..24 */
 	uint32_t log_max_eq = 4;     /* 1..8 */
 	uint32_t log_max_qp_sz = 15; /* WQEBBs per SQ, 1..16 */

@@ -108,7 +108,7 @@ int EmuMlx5Device::create(EmuFunction &fn, const EmuConfig &cfg,
 	    uint64_t{cfg.boot_pages} + cfg.init_pages + cfg.regular_pages > cfg.max_pages ||
 	    2 + kDoorbellsPerUar * cfg.uars > EmuFunction::kMaxDoorbells ||
 	    cfg.cmdif_checksum > 3 ||
-	    (uint64_t{cfg.uars} + 1) * prm::uar::page_size > fn.bar0_size() || cfg.log_max_qp < 1 ||
+	    (uint64_t{cfg.uars} + 1) * prm::uar::page_size > fn.bar0_size() || cfg.log_max_qp < 2 ||
 	    cfg.log_max_qp > 24 || cfg.log_max_cq < 1 || cfg.log_max_cq > 24 ||
 	    cfg.log_max_eq < 1 || cfg.log_max_eq > 8 || cfg.log_max_qp_sz < 1 ||
 	    cfg.log_max_qp_sz > 16 || cfg.log_max_cq_sz < 1 || cfg.log_max_cq_sz > 22 ||

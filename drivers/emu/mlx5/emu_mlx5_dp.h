@@ -59,7 +59,7 @@ namespace nicmr::emu {
 /* Limits of the data path (EmuConfig carries the settable ones). */
 struct DpConfig {
 	uint32_t uars = 32;		/* UAR indices 1..uars with a pre-registered SQ doorbell */
-	uint32_t log_max_qp = 10;	/* QP numbers 1 .. 2^n - 1 */
+	uint32_t log_max_qp = 10;	/* QP numbers EmuDataPath::kFirstQpn .. 2^n - 1 */
 	uint32_t log_max_cq = 10;	/* CQ numbers 1 .. 2^n - 1 */
 	uint32_t log_max_eq = 4;	/* EQ numbers 1 .. 2^n - 1 (at most 255) */
 	uint32_t log_max_qp_sz = 15;	/* WQEBBs per SQ */
@@ -139,6 +139,9 @@ struct QpAttr {
 	uint32_t ts_format = 0; /* prm::qp_ts_format */
 	/* qpc.st UD (prm::qp_st::ud): an unreliable datagram QP (emu_mlx5_ud.cpp); else RC. */
 	bool ud = false;
+	/* qpc.st QP1 (prm::qp_st::qp1): a UD QP (ud is true too) that is its port's GSI QP,
+	 * QP 1 on the wire (prm::gsi), once RST2INIT gave it its port. */
+	bool gsi = false;
 
 	uint64_t rq_bytes() const noexcept
 	{
@@ -242,7 +245,8 @@ struct DpStats {
 	uint64_t ud_received = 0;     /* datagrams placed in a receive WQE */
 	uint64_t ud_qkey_dropped = 0; /* dropped: the DETH's Q_Key is not the QP's */
 	uint64_t ud_no_recv = 0;      /* dropped: no receive WQE posted */
-	uint64_t ud_dropped = 0;      /* dropped: no such UD QP, not in RTR or RTS, no RQ */
+	uint64_t ud_dropped = 0;      /* dropped: no such UD QP (QP 1: no GSI QP on the port),
+					 not in RTR or RTS, no RQ */
 };
 
 /*
@@ -299,6 +303,10 @@ struct WireStats {
 class EmuDataPath {
 public:
 	static constexpr uint32_t kMaxWqeBytes = 63 * 16; /* ds is 6 bits */
+	/* The first QP number CREATE_QP hands out: 0 and 1 are the special QPs' numbers on the
+	 * wire (IBTA vol.1 ch.13: QP0 the SMI's, QP1 the GSI's), never a QP's own, so that a
+	 * datagram to QP 1 can only mean the port's GSI QP. */
+	static constexpr uint32_t kFirstQpn = 2;
 
 	EmuDataPath(EmuIommu &mmu, MkeyTable &mkeys, const DpConfig &cfg);
 	~EmuDataPath();
@@ -317,7 +325,9 @@ public:
 	 * -ENOSPC (table full), -ENOENT (a named object does not exist), -EBUSY (still used),
 	 * -EFAULT (queue memory or record not reachable through the IOMMU), -EPERM (illegal QP
 	 * transition); create_qp: -ENOENT (no such CQ), -ENXIO (UAR not allocated); create_cq:
-	 * kNoSuchEq (c_eqn names no EQ). The caller has checked that PDs exist.
+	 * kNoSuchEq (c_eqn names no EQ); modify_qp of a GSI QP (QpAttr::gsi): RST2INIT -EBUSY
+	 * (its port has a GSI QP out of RST already: one per port), INIT2RTR -EINVAL (another
+	 * port than RST2INIT's). The caller has checked that PDs exist.
 	 */
 	int create_cq(const CqAttr &a, uint32_t *cqn);
 	int destroy_cq(uint32_t cqn);
@@ -617,6 +627,9 @@ private:
 	 * retry takes it again). rq_lock held. */
 	void rq_untake(Qp &qp);
 	Qp *find_qp(uint32_t qpn) const;
+	/* The QP a UD datagram to dqpn reaches on port: dqpn's own, or for QP 1 (prm::gsi::qpn)
+	 * the port's GSI QP; null when none. Table lock held (either way). */
+	Qp *find_ud_qp(uint32_t dqpn, uint32_t port) const;
 	void retire_qp(const Qp &qp);
 	void retire_cq(const Cq &cq);
 
@@ -634,7 +647,11 @@ private:
 	std::vector<std::vector<uint32_t>> uar_qps_; /* QPs bound to each UAR index */
 	std::vector<bool> uar_allocated_;
 	std::vector<Qp *> qp_index_; /* by QP number, for the doorbell path; as qps_ */
-	uint32_t next_qpn_ = 1, next_cqn_ = 1;
+	/* Each port's GSI QP by its device number (0: none), by port - 1: set at its RST2INIT,
+	 * cleared at its 2RST and destroy. Written with table_lock_ exclusive and read with it
+	 * shared (the datagram paths), so a plain word: the lock orders them. */
+	std::array<uint32_t, 2> gsi_qpn_{};
+	uint32_t next_qpn_ = kFirstQpn, next_cqn_ = 1;
 	uint64_t eq_created_ = 0; /* creation order, to find the first EQ */
 	std::atomic<bool> atomic_host_endianness_{false};
 	CmdTrace *trace_ = nullptr; /* set before any QP: read without ordering by the WQE engine */

@@ -197,10 +197,11 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	if (!dp_ready(in_len, m::size, out_len, prm::create_qp_out::size, &r))
 		return r;
 	const uint8_t *qpc = in + m::qpc_offset;
-	/* RC and UD (unreliable datagram, emu_mlx5_ud.cpp) transports. */
+	/* RC and UD (unreliable datagram, emu_mlx5_ud.cpp) transports, and QP1: a UD QP that
+	 * is its port's GSI QP (prm::gsi). */
 	const uint64_t st = prm::get(qpc, prm::qpc::st);
-	if ((st != prm::qp_st::rc && st != prm::qp_st::ud) || prm::get(in, m::wq_umem_valid) != 0 ||
-	    prm::get(qpc, prm::qpc::dbr_umem_valid) != 0)
+	if ((st != prm::qp_st::rc && st != prm::qp_st::ud && st != prm::qp_st::qp1) ||
+	    prm::get(in, m::wq_umem_valid) != 0 || prm::get(qpc, prm::qpc::dbr_umem_valid) != 0)
 		return fail(prm::status::bad_param, Syndrome::qp_type);
 	/* The QP's own RQ (rq_type regular), none (zero_len) or a shared one (srq, named by
 	 * srqn_rmpn_xrqn: emu_mlx5_srq.cpp); another kind is not modelled. */
@@ -228,7 +229,8 @@ CmdResult EmuMlx5Device::cmd_create_qp(const uint8_t *in, size_t in_len, uint8_t
 	if (!ts_ok)
 		return fail(prm::status::bad_param, Syndrome::qp_ts_format);
 	QpAttr a;
-	a.ud = st == prm::qp_st::ud;
+	a.gsi = st == prm::qp_st::qp1;
+	a.ud = st == prm::qp_st::ud || a.gsi;
 	a.ts_format = ts;
 	a.pd = static_cast<uint32_t>(pd);
 	a.cqn = static_cast<uint32_t>(prm::get(qpc, prm::qpc::cqn_snd));
@@ -393,6 +395,9 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 		return fail(prm::status::bad_qp_state, Syndrome::qp_bad_state);
 	if (rc == -EINVAL)
 		return fail(prm::status::bad_param, Syndrome::qp_port);
+	/* A second GSI QP on a port: the port's QP1 is taken, as an object in use. */
+	if (rc == -EBUSY)
+		return fail(prm::status::resource_busy, Syndrome::qp_gsi_busy);
 	/* A wire port's GID table has entry 0 only, and a path to another address family than
 	 * the port's cannot be sent. */
 	if (rc == -ENXIO)
@@ -415,7 +420,10 @@ CmdResult EmuMlx5Device::cmd_query_qp(const uint8_t *in, size_t in_len, uint8_t 
 		return fail(prm::status::bad_res_state, Syndrome::qp_not_found);
 	uint8_t *qpc = out + prm::query_qp_out::qpc_offset;
 	prm::set(qpc, prm::qpc::state, static_cast<uint32_t>(q.state));
-	prm::set(qpc, prm::qpc::st, q.attr.ud ? prm::qp_st::ud : prm::qp_st::rc);
+	prm::set(qpc, prm::qpc::st,
+		 q.attr.gsi  ? prm::qp_st::qp1
+		 : q.attr.ud ? prm::qp_st::ud
+			     : prm::qp_st::rc);
 	prm::set(qpc, prm::qpc::q_key, q.path.q_key);
 	prm::set(qpc, prm::qpc::pd, q.attr.pd);
 	prm::set(qpc, prm::qpc::log_sq_size, q.attr.log_sq_size);

@@ -194,12 +194,12 @@ int EmuDataPath::create_qp(const QpAttr &a, uint32_t *qpn)
 	if (a.uar == 0 || a.uar > cfg_.uars || !uar_allocated_[a.uar])
 		return -ENXIO;
 	const uint32_t cap = uint32_t{1} << cfg_.log_max_qp;
-	if (qps_.size() >= cap - 1)
+	if (qps_.size() >= cap - kFirstQpn)
 		return -ENOSPC;
 	uint32_t n = next_qpn_;
 	while (qps_.count(n) != 0)
-		n = n + 1 < cap ? n + 1 : 1;
-	next_qpn_ = n + 1 < cap ? n + 1 : 1;
+		n = n + 1 < cap ? n + 1 : kFirstQpn;
+	next_qpn_ = n + 1 < cap ? n + 1 : kFirstQpn;
 	auto qp = std::make_unique<Qp>();
 	qp->qpn = n;
 	qp->attr = a;
@@ -229,6 +229,9 @@ int EmuDataPath::destroy_qp(uint32_t qpn)
 	if (it == qps_.end())
 		return -ENOENT;
 	Qp &qp = *it->second;
+	for (uint32_t &g : gsi_qpn_)
+		if (g == qpn)
+			g = 0;
 	auto &users = uar_qps_[qp.attr.uar];
 	users.erase(std::remove(users.begin(), users.end(), qpn), users.end());
 	for (const bool recv : {false, true}) {
@@ -267,6 +270,14 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 			return -EPERM;
 		if (p.port < 1 || p.port > cfg_.ports)
 			return -EINVAL;
+		/* One GSI QP per port: a ConnectX has one QP1 per port, as the IBTA's Get
+		 * Special QP verb makes one per port. It is the port's from here to 2RST. */
+		if (qp.attr.gsi) {
+			uint32_t &g = gsi_qpn_[p.port - 1];
+			if (g != 0 && g != qpn)
+				return -EBUSY;
+			g = qpn;
+		}
 		qp.path.port = p.port;
 		qp.path.rre = p.rre;
 		qp.path.rwe = p.rwe;
@@ -278,6 +289,9 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 	case QpTransition::init2rtr: {
 		if (s != QpState::init)
 			return -EPERM;
+		/* A GSI QP stays the GSI QP of the port it took at RST2INIT. */
+		if (qp.attr.gsi && p.port != qp.path.port)
+			return -EINVAL;
 		/* A QP of a wire port without force loopback talks RoCEv2 to the GID its address
 		 * path names: that GID must be of the port's address family, and the port's GID
 		 * table has one entry (index 0). */
@@ -326,6 +340,9 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 	}
 	case QpTransition::to_rst:
 		qp.set_state(QpState::rst);
+		for (uint32_t &g : gsi_qpn_) /* a GSI QP's port is free for another */
+			if (g == qpn)
+				g = 0;
 		qp.ci = 0;
 		qp.rnr_tries = 0;
 		/* A fault still out names a WQE or request that is gone: its resume finds nothing
@@ -412,6 +429,7 @@ void EmuDataPath::clear()
 	for (const auto &[n, cq] : cqs_)
 		retire_cq(*cq);
 	std::fill(qp_index_.begin(), qp_index_.end(), nullptr);
+	gsi_qpn_ = {};
 	qps_.clear();
 	srqs_.clear();
 	cqs_.clear();
@@ -419,13 +437,22 @@ void EmuDataPath::clear()
 	for (auto &u : uar_qps_)
 		u.clear();
 	std::fill(uar_allocated_.begin(), uar_allocated_.end(), false);
-	next_qpn_ = next_cqn_ = next_srqn_ = 1;
+	next_qpn_ = kFirstQpn;
+	next_cqn_ = next_srqn_ = 1;
 }
 
 /* Table lock held (either way). A direct index: no search on the doorbell path. */
 EmuDataPath::Qp *EmuDataPath::find_qp(uint32_t qpn) const
 {
 	return qpn < qp_index_.size() ? qp_index_[qpn] : nullptr;
+}
+
+/* Table lock held (either way): gsi_qpn_ changes only under it exclusive. Device hot path. */
+EmuDataPath::Qp *EmuDataPath::find_ud_qp(uint32_t dqpn, uint32_t port) const
+{
+	if (dqpn != prm::gsi::qpn)
+		return find_qp(dqpn);
+	return port >= 1 && port <= gsi_qpn_.size() ? find_qp(gsi_qpn_[port - 1]) : nullptr;
 }
 
 /* Table lock held exclusive: a going QP's / CQ's statistics move to the device's totals. */
@@ -596,6 +623,14 @@ bool EmuDataPath::check_invariants() const
 		}
 		const auto &u = uar_qps_[qp->attr.uar];
 		if (std::count(u.begin(), u.end(), n) != 1)
+			return false;
+	}
+	/* A port's GSI QP is a live GSI QP of that port. */
+	for (uint32_t port = 1; port <= gsi_qpn_.size(); port++) {
+		const uint32_t g = gsi_qpn_[port - 1];
+		auto it = g != 0 ? qps_.find(g) : qps_.end();
+		if (g != 0 &&
+		    (it == qps_.end() || !it->second->attr.gsi || it->second->path.port != port))
 			return false;
 	}
 	for (const auto &u : uar_qps_)

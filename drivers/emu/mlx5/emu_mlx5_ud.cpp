@@ -13,6 +13,12 @@
  *       (BTH + DETH [+ ImmDt]) to the datagram segment's GID; the send completes at once
  *   otherwise (the loopback): the QP the segment names, on either port, receives it
  *
+ *   QP 1 (prm::gsi): the port's GSI QP (CREATE_QP st QP1, one per port from its RST2INIT to
+ *   its 2RST). A datagram to QP 1 goes to the GSI QP of the port it arrives at: the wire's
+ *   receiving port, or on the loopback the other port (the same on a one-port device); none
+ *   there: dropped (ud_dropped, the wire's rx_dropped). A GSI QP's datagrams carry source QP 1.
+ *   Its Q_Key 0x80010000 is checked as any other QP's.
+ *
  *   receive: UD QP in RTR or RTS with an RQ? --no--> dropped (ud_dropped)
  *            DETH Q_Key == the QP's q_key?   --no--> dropped (ud_qkey_dropped)
  *            a receive WQE posted?           --no--> dropped (ud_no_recv; no RNR in UD)
@@ -181,7 +187,9 @@ uint8_t EmuDataPath::Exec::ud_send()
 	h.se = (c.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) != 0;
 	h.dest_qp = dqpn;
 	h.psn = psn;
-	h.deth = {q_key, qp.qpn};
+	/* A GSI QP sends as QP 1: the number its peers answer to, not the device's. */
+	const uint32_t src_qpn = qp.attr.gsi ? prm::gsi::qpn : qp.qpn;
+	h.deth = {q_key, src_qpn};
 	h.imm = c.imm;
 	const size_t room = sizeof(buf);
 	WirePort *wp = qp.path.port >= 1 && qp.path.port <= dp.wire_.size()
@@ -203,9 +211,10 @@ uint8_t EmuDataPath::Exec::ud_send()
 		return kOk;
 	}
 	/* The loopback: the two ports are joined, so the QP the segment names receives it on
-	 * whichever port it is. Source GID: the sending port's entry 0 (zero on a loopback
-	 * port, whose GID table is empty). */
-	Qp *r = dp.find_qp(dqpn);
+	 * whichever port it is, and QP 1 is the GSI QP of the port across. Source GID: the
+	 * sending port's entry 0 (zero on a loopback port, whose GID table is empty). */
+	const uint32_t across = dp.cfg_.ports > 1 ? 3 - qp.path.port : qp.path.port;
+	Qp *r = dp.find_ud_qp(dqpn, across);
 	if (r == nullptr || !r->attr.ud) {
 		dp.ctr_.ud_dropped.fetch_add(1, std::memory_order_relaxed);
 		return kOk;
@@ -215,7 +224,7 @@ uint8_t EmuDataPath::Exec::ud_send()
 		sgid = wp->gid();
 	UdDatagram d;
 	d.q_key = q_key;
-	d.src_qpn = qp.qpn;
+	d.src_qpn = src_qpn;
 	d.has_imm = imm;
 	d.imm = c.imm;
 	d.payload = {payload, plen};
@@ -231,7 +240,7 @@ void EmuDataPath::ud_packet(const DmaSection &dma, const WirePort &, uint32_t po
 			    const roce::Parsed &pk, const roce::IpPath &from, size_t datagram_len)
 {
 	const auto dqp = static_cast<uint32_t>(prm::get(pk.bth, roce::bth::dest_qp));
-	Qp *qp = find_qp(dqp);
+	Qp *qp = find_ud_qp(dqp, port);
 	if (qp == nullptr || !qp->attr.ud || qp->path.port != port ||
 	    prm::get(pk.bth, roce::bth::p_key) != roce::default_p_key) {
 		wctr_.rx_dropped.fetch_add(1, std::memory_order_relaxed);
