@@ -523,9 +523,11 @@ int nicmr::api::qp_create(nicmr_pd *pd, const nicmr_qp_attr *attr, const UdQpPar
 	p.rre = p.rwe = p.rae = ud == nullptr;
 	if (ud != nullptr) {
 		p.ud = true;
+		p.gsi = ud->gsi;
 		p.q_key = ud->q_key;
 		p.mtu = ud->mtu;
 		qp->ud = true;
+		qp->gsi = ud->gsi;
 	}
 	if (rdepth != 0) {
 		p.max_recv_sge = attr->max_recv_sge;
@@ -593,6 +595,10 @@ int nicmr_qp_destroy(struct nicmr_qp *qp)
 				q.store(nullptr, std::memory_order_release);
 	}
 	qp->qp.reset();
+	if (qp->gsi) { /* after DESTROY_QP: the port's next GSI QP finds the device's free */
+		std::lock_guard lk(dev->dp_mu);
+		dev->gsi_taken[qp->port - 1] = false;
+	}
 	/* release: the QP is gone before pd_free or device close may see the counts drop. */
 	qp->pd->users.fetch_sub(1, std::memory_order_release);
 	if (qp->srq != nullptr) /* release: as the PD's, for nicmr_srq_destroy */
@@ -677,7 +683,7 @@ int nicmr_qp_local(struct nicmr_qp *qp, uint32_t gid_index, struct nicmr_qp_addr
 	int rc = port_gid(qp->pd->dev, qp->port, gid_index, a.gid);
 	if (rc != 0)
 		return rc;
-	a.qpn = qp->qpn;
+	a.qpn = qp->gsi ? NICMR_GSI_QPN : qp->qpn; /* a GSI QP is QP 1 to its peers */
 	a.psn = qp->local_psn;
 	*out = a;
 	return 0;

@@ -416,6 +416,9 @@ struct nicmr_device {
 	std::unique_ptr<nicmr::api::KeyViolations> violations;
 	std::mutex dp_mu;
 	std::unordered_map<uint32_t, struct nicmr_qp *> dp_qps; /* dp_mu */
+	/* Each port's GSI QP is taken (by port - 1): from before its creation until its destroy,
+	 * so that a second one is -EBUSY before anything is made (api_ud.cpp). dp_mu. */
+	bool gsi_taken[2] = {};
 	/* Shared receive queues by number (api_srq.cpp), for the page-fault service. */
 	std::unordered_map<uint32_t, struct nicmr_srq *> dp_srqs; /* dp_mu */
 
@@ -575,6 +578,7 @@ struct nicmr_qp {
 	uint32_t local_psn = 0;
 	bool connected = false;
 	bool ud = false;		  /* nicmr_qp_create_ud (api_ud.cpp): datagrams only */
+	bool gsi = false;		  /* ... its port's GSI QP (NICMR_UD_QP_GSI) */
 	std::vector<nicmr_dp_slot> slots; /* by post counter & mask */
 	uint32_t mask = 0;
 	uint64_t posted = 0;
@@ -604,6 +608,7 @@ namespace nicmr::api {
 struct UdQpParams {
 	uint32_t q_key = 0;
 	uint32_t mtu = 0; /* mlx5::prm::qp_mtu */
+	bool gsi = false; /* the port's GSI QP (the caller took the port's gsi_taken) */
 };
 /* nicmr_qp_create_attr's work; ud: a UD QP (null: RC). */
 int qp_create(nicmr_pd *pd, const nicmr_qp_attr *attr, const UdQpParams *ud, nicmr_qp **out);

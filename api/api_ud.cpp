@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UD QPs of the native API (include/nicmr/nicmr.h, "UD (unreliable datagram) QPs";
- * doc/native-api.md): creation straight to RTS, datagram sends, and the GRH's GIDs. Receives
- * and polling are api_dp.cpp's (nicmr_post_recv, nicmr_cq_poll_ud).
+ * doc/native-api.md): creation straight to RTS, a port's GSI QP (QP 1), datagram sends, and
+ * the GRH's GIDs. Receives and polling are api_dp.cpp's (nicmr_post_recv, nicmr_cq_poll_ud).
  */
 #include <cerrno>
 #include <cstring>
@@ -15,6 +15,8 @@ namespace prm = nicmr::mlx5::prm;
 
 /* nicmr_ud_info::net_type passes the CQE's L3 header type through (api_internal.h ud_info). */
 static_assert(NICMR_UD_NET_IPV4 == mlx5::kL3HdrIpv4 && NICMR_UD_NET_IPV6 == mlx5::kL3HdrIpv6);
+/* The GSI QP's number and Q_Key are the wire's (mlx5_prm.h, prm::gsi). */
+static_assert(NICMR_GSI_QPN == prm::gsi::qpn && NICMR_GSI_QKEY == prm::gsi::q_key);
 
 namespace {
 
@@ -49,24 +51,41 @@ int nicmr_qp_create_ud(struct nicmr_pd *pd, const struct nicmr_ud_qp_attr *attr,
 {
 	if (pd == nullptr || attr == nullptr || out == nullptr ||
 	    attr->size < sizeof(nicmr_ud_qp_attr) || (attr->q_key & NICMR_UD_QKEY_OWN) != 0 ||
-	    attr->reserved != 0)
+	    (attr->flags & ~NICMR_UD_QP_GSI) != 0)
 		return -EINVAL;
 	nicmr::api::UdQpParams ud;
-	ud.q_key = attr->q_key;
+	ud.gsi = (attr->flags & NICMR_UD_QP_GSI) != 0;
+	ud.q_key = ud.gsi ? NICMR_GSI_QKEY : attr->q_key;
 	ud.mtu = ud_mtu(attr->mtu);
-	if (ud.mtu == 0)
+	const uint32_t port = attr->attr.port;
+	if (ud.mtu == 0 || (ud.gsi && (attr->q_key != 0 || port < 1 || port > 2)))
 		return -EINVAL;
+	nicmr_device *dev = pd->dev;
+	/* One GSI QP per port, as the device has one QP1 per port: the port is taken before
+	 * anything is made, so a second one leaves nothing behind; nicmr_qp_destroy gives it
+	 * back (the device refuses a second GSI QP's RST2INIT too, on its own). */
+	if (ud.gsi) {
+		std::lock_guard lk(dev->dp_mu);
+		if (dev->gsi_taken[port - 1])
+			return -EBUSY;
+		dev->gsi_taken[port - 1] = true;
+	}
 	nicmr_qp *qp = nullptr;
 	int rc = nicmr::api::qp_create(pd, &attr->attr, &ud, &qp);
-	if (rc != 0)
+	if (rc != 0) {
+		if (ud.gsi) {
+			std::lock_guard lk(dev->dp_mu);
+			dev->gsi_taken[port - 1] = false;
+		}
 		return rc;
+	}
 	/* No peer: RESET -> INIT (q_key) -> RTR -> RTS at once (Linux's ib_modify_qp sequence
 	 * for a UD QP: RTR and RTS without an address path). */
 	rc = qp->qp->connect(0);
 	if (rc != 0) {
 		NICMR_LOG(warn, "api", "%s: UD QP 0x%x to RTS: %d", pd->dev->spec.c_str(), qp->qpn,
 			  rc);
-		nicmr_qp_destroy(qp);
+		nicmr_qp_destroy(qp); /* gives the GSI port back */
 		return rc;
 	}
 	qp->connected = true;

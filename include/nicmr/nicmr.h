@@ -755,7 +755,7 @@ int nicmr_port_mtu(struct nicmr_device *dev, uint32_t port, uint32_t *mtu);
 /** A QP's own address, what a peer needs to connect to it (nicmr_qp_local). */
 struct nicmr_qp_addr {
 	uint8_t gid[16]; /**< its port's GID table entry (nicmr_port_gid), network order */
-	uint32_t qpn;	 /**< its QP number, 24 bits */
+	uint32_t qpn;	 /**< its QP number, 24 bits (NICMR_GSI_QPN for a GSI QP) */
 	uint32_t psn;	 /**< the first PSN it sends once connected to a remote QP, 24 bits */
 };
 
@@ -1021,6 +1021,12 @@ int nicmr_post_write_imm(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32
  * receive needs 40 bytes more than the largest datagram: one too small completes with
  * NICMR_WC_LOCAL_LEN (the QP goes to ERR; the sender never hears of it). doc/native-api.md,
  * "UD QPs", has the details.
+ *
+ * A port's GSI QP (NICMR_UD_QP_GSI) is the UD QP its peers know as QP 1 (NICMR_GSI_QPN): the
+ * general services interface of IBTA vol.1 ch.13, where management datagrams such as the
+ * communication manager's SIDR_REQ / SIDR_REP (ch.12.11) arrive. One per port; its Q_Key is
+ * NICMR_GSI_QKEY. Because that Q_Key has bit 31 set, only a GSI QP can send it (naming it as
+ * NICMR_UD_QKEY_OWN does), so only a GSI QP reaches another (IBTA 10.2.5).
  */
 
 /** Bytes before the data of every UD receive. */
@@ -1028,13 +1034,23 @@ int nicmr_post_write_imm(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32
 /** A Q_Key with this bit set (nicmr_ud_dest::q_key) sends the sending QP's own (IBTA 10.2.5). */
 #define NICMR_UD_QKEY_OWN 0x80000000u
 
+/** nicmr_ud_qp_attr::flags: the QP is its port's GSI QP, QP 1 to its peers. */
+#define NICMR_UD_QP_GSI (1u << 0)
+/** The QP number datagrams to a port's GSI QP are sent to (nicmr_ud_dest::qpn), and the source
+ * QP (nicmr_ud_info::src_qp) of datagrams a GSI QP sent. */
+#define NICMR_GSI_QPN 1u
+/** The GSI QP's Q_Key (IBTA; Linux include/rdma/ib_mad.h IB_QP1_QKEY): what a GSI QP sends to
+ * another with (nicmr_ud_dest::q_key; bit 31 is set, so it is the sending GSI QP's own). */
+#define NICMR_GSI_QKEY 0x80010000u
+
 /** What nicmr_qp_create_ud makes. Zero it, set size to sizeof(struct nicmr_ud_qp_attr). */
 struct nicmr_ud_qp_attr {
 	uint32_t size;		   /**< sizeof(struct nicmr_ud_qp_attr) the caller knows */
-	uint32_t q_key;		   /**< the Q_Key datagrams to this QP must carry; bit 31 clear */
+	uint32_t q_key;		   /**< the Q_Key datagrams to this QP must carry; bit 31 clear;
+					0 with NICMR_UD_QP_GSI (the QP gets NICMR_GSI_QKEY) */
 	uint32_t mtu;		   /**< the largest datagram: 256, 512, 1024, 2048 or 4096 bytes;
 					0: 4096 (Linux mlx5's UD path MTU) */
-	uint32_t reserved;	   /**< 0 */
+	uint32_t flags;		   /**< 0 or NICMR_UD_QP_GSI */
 	struct nicmr_qp_attr attr; /**< port, CQs, depths as for nicmr_qp_create_attr;
 					recv_depth 0 makes a send-only UD QP */
 };
@@ -1044,9 +1060,18 @@ struct nicmr_ud_qp_attr {
  * send and receive at once. nicmr_qp_connect, nicmr_qp_connect_remote and the RDMA posting calls
  * refuse it; nicmr_qp_local gives its port GID and number, what a peer sends to; nicmr_post_recv
  * posts its receives. Slow path; any thread, not concurrently with polls of its CQs.
+ *
+ * With NICMR_UD_QP_GSI the QP is attr->attr.port's GSI QP: its Q_Key is NICMR_GSI_QKEY, its
+ * datagrams carry source QP NICMR_GSI_QPN, the datagrams a peer sends to QP NICMR_GSI_QPN of
+ * the port arrive there, and nicmr_qp_local reports NICMR_GSI_QPN. nicmr_qp_num keeps the QP's
+ * number on the device (what nicmr_wc::qp_num reports: the GSI QPs of the two ports differ
+ * there). A port has one GSI QP at a time; nicmr_qp_destroy frees the port for another.
  * @return 0; -EINVAL (null argument, size below sizeof(struct nicmr_ud_qp_attr), q_key with
- *   bit 31 set, mtu not one of the five, reserved not 0, an attr field as nicmr_qp_create_attr
- *   refuses it); -ENOSPC, -ENOMEM and the device's errors as nicmr_qp_create_attr.
+ *   bit 31 set, mtu not one of the five, a flag other than NICMR_UD_QP_GSI, NICMR_UD_QP_GSI with
+ *   q_key not 0, an attr field as nicmr_qp_create_attr refuses it); -EBUSY (NICMR_UD_QP_GSI and
+ *   the port has a GSI QP already: nothing is made); -ENOSPC, -ENOMEM and the device's errors as
+ *   nicmr_qp_create_attr. A failed call leaves nothing behind (no QP, no CQ slot, and the port
+ *   free for a GSI QP as before).
  */
 int nicmr_qp_create_ud(struct nicmr_pd *pd, const struct nicmr_ud_qp_attr *attr,
 		       struct nicmr_qp **out);
@@ -1054,8 +1079,9 @@ int nicmr_qp_create_ud(struct nicmr_pd *pd, const struct nicmr_ud_qp_attr *attr,
 /** Where a UD datagram goes (nicmr_post_send_ud). */
 struct nicmr_ud_dest {
 	uint8_t gid[16]; /**< the peer QP's port GID (nicmr_qp_local; IPv4-mapped for IPv4) */
-	uint32_t qpn;	 /**< the peer UD QP, 24 bits */
-	uint32_t q_key;	 /**< the peer QP's Q_Key, or NICMR_UD_QKEY_OWN for this QP's own */
+	uint32_t qpn;	 /**< the peer UD QP, 24 bits; NICMR_GSI_QPN: the peer port's GSI QP */
+	uint32_t q_key;	 /**< the peer QP's Q_Key, or NICMR_UD_QKEY_OWN for this QP's own
+			      (NICMR_GSI_QKEY from a GSI QP to another) */
 };
 
 /**
@@ -1079,7 +1105,7 @@ int nicmr_post_send_ud(struct nicmr_qp *qp, uint64_t laddr, size_t len, uint32_t
 
 /** The datagram side of a completion (nicmr_cq_poll_ud); all 0 for other completions. */
 struct nicmr_ud_info {
-	uint32_t src_qp;   /**< the QP that sent the datagram */
+	uint32_t src_qp;   /**< the QP that sent the datagram (NICMR_GSI_QPN: a GSI QP) */
 	uint32_t flags;	   /**< NICMR_UD_GRH */
 	uint32_t net_type; /**< NICMR_UD_NET_IPV4 or NICMR_UD_NET_IPV6 */
 	uint32_t reserved;

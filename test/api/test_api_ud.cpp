@@ -3,10 +3,14 @@
  * UD QPs through the native API on the device model's loopback (port 1 to port 2):
  * nicmr_qp_create_ud, nicmr_post_send_ud with and without immediate, nicmr_cq_poll_ud's source
  * QPN and GRH kind, nicmr_ud_grh_gids, a wrong Q_Key dropped, a receive too small, a datagram
- * above the MTU refused, and every refused argument with its code.
+ * above the MTU refused, and every refused argument with its code. The ports' GSI QPs
+ * (NICMR_UD_QP_GSI): QP 1 to each other, one per port, a refused one leaving nothing behind,
+ * QP 1 of a port without one dropped, and a UD QP's datagram to one dropped for its Q_Key.
  */
+#include <cstddef>
 #include <cstring>
 
+#include "api_wiring.h"
 #include "test_api_util.h"
 
 namespace nicmr::test {
@@ -15,6 +19,9 @@ namespace {
 constexpr size_t kLen = 64 << 10;
 constexpr uint32_t kQkeyA = 0x1000a, kQkeyB = 0x1000b;
 constexpr uint32_t kGrh = NICMR_UD_GRH_BYTES;
+
+/* flags took the place of a reserved word: the layout is the one callers were built with. */
+static_assert(offsetof(nicmr_ud_qp_attr, flags) == 12 && offsetof(nicmr_ud_qp_attr, attr) == 16);
 
 nicmr_ud_qp_attr ud_attr(uint32_t port, nicmr_cq *cq, uint32_t q_key, uint32_t mtu = 0)
 {
@@ -218,7 +225,7 @@ TEST_F(UdPath, RefusedArgumentsHaveTheirCodes)
 	at = ud_attr(1, cqa, 5, 1500);
 	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
 	at = ud_attr(1, cqa, 5);
-	at.reserved = 1;
+	at.flags = 2;
 	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
 	at = ud_attr(3, cqa, 5);
 	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
@@ -260,6 +267,203 @@ TEST_F(UdPath, RefusedArgumentsHaveTheirCodes)
 	EXPECT_EQ(nicmr_ud_grh_gids(grh, 3, g, nullptr), -EINVAL);
 	grh[0] = 0x60;
 	EXPECT_EQ(nicmr_ud_grh_gids(grh, NICMR_UD_NET_IPV6, g, nullptr), 0);
+}
+
+/* The GSI QPs of both ports (port 1: g1 on cq1, port 2: g2 on cq2) next to UdPath's QPs. */
+class GsiPath : public UdPath {
+protected:
+	void SetUp() override
+	{
+		UdPath::SetUp();
+		if (HasFatalFailure())
+			return;
+		ASSERT_EQ(nicmr_cq_create(dev, 64, &cq1), 0);
+		ASSERT_EQ(nicmr_cq_create(dev, 64, &cq2), 0);
+		nicmr_ud_qp_attr at = gsi_attr(1, cq1);
+		ASSERT_EQ(nicmr_qp_create_ud(pd, &at, &g1), 0);
+		at = gsi_attr(2, cq2);
+		ASSERT_EQ(nicmr_qp_create_ud(pd, &at, &g2), 0);
+		to_gsi.qpn = NICMR_GSI_QPN;
+		to_gsi.q_key = NICMR_GSI_QKEY;
+	}
+	void TearDown() override
+	{
+		destroy_queues({g1, g2}, {cq1, cq2});
+		UdPath::TearDown();
+	}
+	static nicmr_ud_qp_attr gsi_attr(uint32_t port, nicmr_cq *cq)
+	{
+		nicmr_ud_qp_attr a = ud_attr(port, cq, 0);
+		a.flags = NICMR_UD_QP_GSI;
+		return a;
+	}
+	emu::EmuDataPath &model() { return dev->emu->device().data_path(); }
+	nicmr_cq *cq1 = nullptr, *cq2 = nullptr;
+	nicmr_qp *g1 = nullptr, *g2 = nullptr;
+	nicmr_ud_dest to_gsi{};
+};
+
+TEST_F(GsiPath, GsiQpsReachEachOtherAsQp1WithTheirQkey)
+{
+	EXPECT_NE(nicmr_qp_num(g1), NICMR_GSI_QPN) << "the device's own number";
+	EXPECT_NE(nicmr_qp_num(g1), nicmr_qp_num(g2));
+	struct Way {
+		nicmr_qp *from, *to;
+		nicmr_cq *from_cq, *to_cq;
+		uint32_t q_key;
+	};
+	/* NICMR_GSI_QKEY and NICMR_UD_QKEY_OWN are the same to a GSI QP: its own. */
+	for (const Way &w :
+	     {Way{g1, g2, cq1, cq2, NICMR_GSI_QKEY}, Way{g2, g1, cq2, cq1, NICMR_UD_QKEY_OWN}}) {
+		SCOPED_TRACE(nicmr_qp_port(w.from));
+		std::memset(b, 0, 4096);
+		const nicmr_sge sg{u(b), 256 + kGrh, kb};
+		ASSERT_EQ(nicmr_post_recv(w.to, &sg, 1, 0x31), 0);
+		nicmr_ud_dest d = to_gsi;
+		d.q_key = w.q_key;
+		ASSERT_EQ(
+			nicmr_post_send_ud(w.from, u(a), 256, ka, &d, 0, 0x32, NICMR_SEND_SIGNALED),
+			0);
+		nicmr_wc wc{};
+		nicmr_ud_info ud{};
+		ASSERT_TRUE(wait_ud(w.to_cq, &wc, &ud));
+		EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+		EXPECT_EQ(wc.opcode, NICMR_WC_RECV);
+		EXPECT_EQ(wc.wr_id, 0x31u);
+		EXPECT_EQ(wc.qp_num, nicmr_qp_num(w.to));
+		EXPECT_EQ(wc.byte_len, 256 + kGrh);
+		EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN) << "a GSI QP sends as QP 1";
+		EXPECT_EQ(std::memcmp(b + kGrh, a, 256), 0);
+		ASSERT_TRUE(wait_ud(w.from_cq, &wc, &ud));
+		EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+		EXPECT_EQ(wc.opcode, NICMR_WC_SEND);
+		EXPECT_EQ(wc.wr_id, 0x32u);
+	}
+	/* A GSI QP sends to an ordinary UD QP too, with that QP's Q_Key: source QP 1. */
+	const nicmr_sge sg{u(b), 4096, kb};
+	ASSERT_EQ(nicmr_post_recv(qb, &sg, 1, 0x33), 0);
+	ASSERT_EQ(nicmr_post_send_ud(g1, u(a), 16, ka, &to_b, 0, 0x34, 0), 0);
+	nicmr_wc wc{};
+	nicmr_ud_info ud{};
+	ASSERT_TRUE(wait_ud(cqb, &wc, &ud));
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	EXPECT_EQ(model().stats().ud_received, 3u);
+}
+
+TEST_F(GsiPath, OneGsiQpPerPortAndARefusedOneLeavesNothing)
+{
+	emu::EmuDataPath &m = model();
+	const size_t qps = m.qps();
+	const uint64_t objs = dev->dp_objs.load();
+	nicmr_cq *cq = nullptr;
+	ASSERT_EQ(nicmr_cq_create(dev, 64, &cq), 0);
+	nicmr_qp *q = nullptr;
+	for (const uint32_t port : {1u, 2u}) {
+		nicmr_ud_qp_attr at = gsi_attr(port, cq);
+		EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EBUSY) << port;
+	}
+	/* Refused arguments of a GSI QP: a Q_Key of its own, an unknown flag, a bad port, and
+	 * what nicmr_qp_create_attr refuses (after the port was taken: given back). */
+	nicmr_ud_qp_attr at = gsi_attr(1, cq);
+	at.q_key = 5;
+	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
+	at = gsi_attr(1, cq);
+	at.flags |= 2;
+	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
+	at = gsi_attr(3, cq);
+	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
+	at = gsi_attr(0, cq);
+	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
+	EXPECT_EQ(q, nullptr);
+	EXPECT_EQ(m.qps(), qps) << "no QP on the device";
+	EXPECT_EQ(dev->dp_objs.load(), objs + 1) << "the CQ alone";
+	EXPECT_TRUE(m.check_invariants());
+
+	/* Destroyed, a GSI QP gives its port back; a refused create takes nothing from it. */
+	ASSERT_EQ(nicmr_qp_destroy(g1), 0);
+	g1 = nullptr;
+	at = gsi_attr(1, cq);
+	at.attr.depth = 1;
+	EXPECT_EQ(nicmr_qp_create_ud(pd, &at, &q), -EINVAL);
+	at = gsi_attr(1, cq);
+	ASSERT_EQ(nicmr_qp_create_ud(pd, &at, &g1), 0);
+	EXPECT_EQ(m.qps(), qps);
+	/* The new one is the port's QP 1. */
+	const nicmr_sge sg{u(b), 4096, kb};
+	ASSERT_EQ(nicmr_post_recv(g1, &sg, 1, 7), 0);
+	ASSERT_EQ(nicmr_post_send_ud(g2, u(a), 8, ka, &to_gsi, 0, 8, 0), 0);
+	nicmr_wc wc{};
+	nicmr_ud_info ud{};
+	ASSERT_TRUE(wait_ud(cq, &wc, &ud));
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.wr_id, 7u);
+	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	/* The CQ the refused creates named holds only g1: it goes once g1 does. */
+	ASSERT_EQ(nicmr_qp_destroy(g1), 0);
+	g1 = nullptr;
+	EXPECT_EQ(nicmr_cq_destroy(cq), 0);
+	EXPECT_EQ(dev->dp_objs.load(), objs - 1);
+	EXPECT_TRUE(m.check_invariants());
+}
+
+/* nicmr_qp_recover takes the GSI QP through RESET: it is still its port's QP 1 after. */
+TEST_F(GsiPath, RecoveredGsiQpIsStillQp1)
+{
+	ASSERT_EQ(nicmr_qp_recover(g2), 0);
+	const nicmr_sge sg{u(b), 4096, kb};
+	ASSERT_EQ(nicmr_post_recv(g2, &sg, 1, 1), 0);
+	ASSERT_EQ(nicmr_post_send_ud(g1, u(a), 8, ka, &to_gsi, 0, 2, 0), 0);
+	nicmr_wc wc{};
+	nicmr_ud_info ud{};
+	ASSERT_TRUE(wait_ud(cq2, &wc, &ud));
+	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+}
+
+TEST_F(UdPath, DatagramToQp1OfAPortWithoutAGsiQpIsDropped)
+{
+	emu::EmuDataPath &m = dev->emu->device().data_path();
+	const emu::DpStats before = m.stats();
+	const nicmr_sge sg{u(b), 4096, kb};
+	ASSERT_EQ(nicmr_post_recv(qb, &sg, 1, 1), 0);
+	nicmr_ud_dest d = to_b;
+	d.qpn = NICMR_GSI_QPN;
+	d.q_key = kQkeyB;
+	ASSERT_EQ(nicmr_post_send_ud(qa, u(a), 8, ka, &d, 0, 2, NICMR_SEND_SIGNALED), 0);
+	EXPECT_EQ(wait_wc(cqa).status, NICMR_WC_SUCCESS) << "a datagram's send completes anyway";
+	EXPECT_TRUE(quiet(cqb)) << "QP 1 is no other QP";
+	const emu::DpStats after = m.stats();
+	EXPECT_EQ(after.ud_dropped, before.ud_dropped + 1);
+	EXPECT_EQ(after.ud_received, before.ud_received);
+}
+
+/* NICMR_GSI_QKEY has bit 31 set: a UD QP that names it sends its own Q_Key, which the GSI QP
+ * drops (IBTA 10.2.5: a controlled Q_Key is the privileged QP's only). */
+TEST_F(GsiPath, UdQpsDatagramToAGsiQpIsDroppedForItsQkey)
+{
+	emu::EmuDataPath &m = model();
+	const nicmr_sge sg{u(b), 4096, kb};
+	ASSERT_EQ(nicmr_post_recv(g2, &sg, 1, 1), 0);
+	const emu::DpStats before = m.stats();
+	for (const uint32_t q_key : {NICMR_GSI_QKEY, NICMR_UD_QKEY_OWN, kQkeyA}) {
+		SCOPED_TRACE(q_key);
+		nicmr_ud_dest d = to_gsi;
+		d.q_key = q_key;
+		ASSERT_EQ(nicmr_post_send_ud(qa, u(a), 8, ka, &d, 0, 2, NICMR_SEND_SIGNALED), 0);
+		EXPECT_EQ(wait_wc(cqa).status, NICMR_WC_SUCCESS);
+	}
+	EXPECT_TRUE(quiet(cq2));
+	const emu::DpStats after = m.stats();
+	EXPECT_EQ(after.ud_qkey_dropped, before.ud_qkey_dropped + 3);
+	EXPECT_EQ(after.ud_received, before.ud_received);
+	/* The receive is still there for a GSI QP's datagram. */
+	ASSERT_EQ(nicmr_post_send_ud(g1, u(a), 8, ka, &to_gsi, 0, 3, 0), 0);
+	nicmr_wc wc{};
+	nicmr_ud_info ud{};
+	ASSERT_TRUE(wait_ud(cq2, &wc, &ud));
+	EXPECT_EQ(wc.wr_id, 1u);
+	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
 }
 
 } // namespace

@@ -6,6 +6,11 @@
  * GRH (nicmr_ud_grh_gids) and the QP nicmr_cq_poll_ud names, with that QP's number as the
  * immediate. The parent learns only the child's GID and QPN (nicmr_qp_local), and checks the
  * echoed bytes, the source QP, the GRH's GIDs both ways, and that a wrong Q_Key is not echoed.
+ *
+ * The GSI QPs (NICMR_UD_QP_GSI) of two devices of one process, each with port 1 on the wire:
+ * nicmr_qp_local names QP 1, a datagram to QP 1 with NICMR_GSI_QKEY arrives from source QP 1
+ * and is answered to the GID its GRH names (what a SIDR_REQ and its SIDR_REP do), and a
+ * datagram to QP 1 of a port without a GSI QP is dropped by the receiving device.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,6 +23,7 @@
 #include <cstring>
 #include <string>
 
+#include "api_wiring.h"
 #include "fd_io.h"
 #include "test_api_util.h"
 
@@ -79,7 +85,8 @@ struct Side {
 			nicmr_device_close(dev);
 	}
 
-	int open(const std::string &spec)
+	/* flags: nicmr_ud_qp_attr::flags (NICMR_UD_QP_GSI: the port's GSI QP, its own Q_Key). */
+	int open(const std::string &spec, uint32_t flags = 0)
 	{
 		int rc = nicmr_device_open(spec.c_str(), &dev);
 		if (rc == 0)
@@ -103,7 +110,8 @@ struct Side {
 		if (rc == 0) {
 			nicmr_ud_qp_attr at{};
 			at.size = sizeof(at);
-			at.q_key = kQkey;
+			at.q_key = (flags & NICMR_UD_QP_GSI) != 0 ? 0 : kQkey;
+			at.flags = flags;
 			at.attr.port = 1;
 			at.attr.send_cq = cq;
 			at.attr.depth = 16;
@@ -293,6 +301,109 @@ TEST_F(ApiWireUd, WrongQkeyIsNotEchoed)
 	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
 	round_trip(16);
 	EXPECT_EQ(stop().echoed, 1u) << "only the datagram with the right Q_Key came back";
+}
+
+/* Two devices of this process, port 1 of each on the wire at 127.0.0.1, each the other's peer:
+ * a is a GSI QP's side, b's QP is a GSI QP or an ordinary UD QP (b_flags). */
+class ApiWireGsi : public ::testing::Test {
+protected:
+	void open(uint32_t b_flags)
+	{
+		const uint16_t pa = free_port(), pb = free_port();
+		ASSERT_NE(pa, 0);
+		ASSERT_NE(pb, 0);
+		ASSERT_NE(pa, pb);
+		ASSERT_EQ(a_.open(wire_spec(pa, pb), NICMR_UD_QP_GSI), 0);
+		ASSERT_EQ(b_.open(wire_spec(pb, pa), b_flags), 0);
+		ASSERT_EQ(nicmr_qp_local(a_.qp, 0, &la_), 0);
+		ASSERT_EQ(nicmr_qp_local(b_.qp, 0, &lb_), 0);
+	}
+	/* One completion of s's CQ within 5 s; polling it also runs s's wire. */
+	static bool wait(Side &s, nicmr_wc *wc, nicmr_ud_info *ud)
+	{
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (std::chrono::steady_clock::now() < end)
+			if (nicmr_cq_poll_ud(s.cq, wc, ud, 1) == 1)
+				return true;
+		return false;
+	}
+	static emu::WireStats wire(Side &s)
+	{
+		return s.dev->emu->device().data_path().wire_stats();
+	}
+	/* A MAD's worth of bytes from `from` to QP 1 at gid; true once it left. */
+	static bool send_mad(Side &from, const uint8_t gid[16], uint8_t seed, uint64_t wr_id)
+	{
+		for (uint32_t i = 0; i < kMad; i++)
+			from.base[kOut + i] = static_cast<uint8_t>(i * 3 + seed);
+		nicmr_ud_dest d{};
+		std::memcpy(d.gid, gid, 16);
+		d.qpn = NICMR_GSI_QPN;
+		d.q_key = NICMR_GSI_QKEY;
+		if (nicmr_post_send_ud(from.qp, from.addr(kOut), kMad, from.key, &d, 0, wr_id,
+				       NICMR_SEND_SIGNALED) != 0)
+			return false;
+		nicmr_wc wc{};
+		nicmr_ud_info ud{};
+		return wait(from, &wc, &ud) && wc.status == NICMR_WC_SUCCESS &&
+		       wc.opcode == NICMR_WC_SEND && wc.wr_id == wr_id;
+	}
+	static constexpr uint32_t kMad = 256; /* IBTA 13.4: a MAD is 256 bytes */
+	static constexpr size_t kOut = kSlot * kSlots;
+	Side a_, b_;
+	nicmr_qp_addr la_{}, lb_{};
+};
+
+TEST_F(ApiWireGsi, GsiQpsOfTwoDevicesAnswerEachOtherAsQp1)
+{
+	open(NICMR_UD_QP_GSI);
+	ASSERT_FALSE(HasFatalFailure());
+	EXPECT_EQ(la_.qpn, NICMR_GSI_QPN);
+	EXPECT_EQ(lb_.qpn, NICMR_GSI_QPN);
+	EXPECT_NE(nicmr_qp_num(a_.qp), NICMR_GSI_QPN) << "the device's own number";
+	ASSERT_EQ(b_.post_slot(0), 0);
+	ASSERT_EQ(a_.post_slot(0), 0);
+	/* a -> b (the request): b learns a's GID from the GRH and a's QP from the CQE. */
+	ASSERT_TRUE(send_mad(a_, lb_.gid, 1, 0x51));
+	nicmr_wc wc{};
+	nicmr_ud_info ud{};
+	ASSERT_TRUE(wait(b_, &wc, &ud)) << "nothing reached b's QP 1";
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.opcode, NICMR_WC_RECV);
+	EXPECT_EQ(wc.byte_len, kMad + kGrh);
+	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	EXPECT_EQ(ud.net_type, NICMR_UD_NET_IPV4);
+	uint8_t src[16], dst[16];
+	ASSERT_EQ(nicmr_ud_grh_gids(b_.base, ud.net_type, src, dst), 0);
+	EXPECT_EQ(std::memcmp(src, la_.gid, 16), 0);
+	EXPECT_EQ(std::memcmp(dst, lb_.gid, 16), 0);
+	EXPECT_EQ(std::memcmp(b_.base + kGrh, a_.base + kOut, kMad), 0);
+	/* b -> a (the reply), to what the request's GRH and source QP named. */
+	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	ASSERT_TRUE(send_mad(b_, src, 2, 0x52));
+	ASSERT_TRUE(wait(a_, &wc, &ud)) << "nothing reached a's QP 1";
+	ASSERT_EQ(wc.status, NICMR_WC_SUCCESS);
+	EXPECT_EQ(wc.byte_len, kMad + kGrh);
+	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	EXPECT_EQ(std::memcmp(a_.base + kGrh, b_.base + kOut, kMad), 0);
+}
+
+TEST_F(ApiWireGsi, DatagramToQp1OfAPortWithoutAGsiQpIsDropped)
+{
+	open(0);
+	ASSERT_FALSE(HasFatalFailure());
+	EXPECT_NE(lb_.qpn, NICMR_GSI_QPN);
+	ASSERT_EQ(b_.post_slot(0), 0);
+	const uint64_t dropped = wire(b_).rx_dropped;
+	ASSERT_TRUE(send_mad(a_, lb_.gid, 3, 0x53));
+	/* b's wire runs while its CQ is polled: the datagram comes and goes nowhere. */
+	nicmr_wc wc{};
+	nicmr_ud_info ud{};
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (wire(b_).rx_dropped == dropped && std::chrono::steady_clock::now() < end)
+		EXPECT_EQ(nicmr_cq_poll_ud(b_.cq, &wc, &ud, 1), 0);
+	EXPECT_EQ(wire(b_).rx_dropped, dropped + 1);
+	EXPECT_EQ(nicmr_cq_poll_ud(b_.cq, &wc, &ud, 1), 0) << "b's UD QP is not QP 1";
 }
 
 } // namespace nicmr::test
