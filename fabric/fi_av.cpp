@@ -66,9 +66,20 @@ int av_insert(struct fid_av *fav, const void *addr, size_t count, fi_addr_t *fi_
 	if (flags)
 		return -FI_EBADFLAGS;
 	/* Every name is checked before any is inserted: garbage inserts nothing. Under
-	 * FI_ADDR_STR addr is an array of count string pointers (as psmx2 takes them). */
+	 * FI_ADDR_STR addr is an array of count string pointers (as psmx2 takes them); in a
+	 * sockaddr domain an array of count sockaddr_in or sockaddr_in6. */
 	const bool str = av->domain->addr_str;
+	const int sock = av->domain->sock;
+	uint16_t udp_port = 0, peer_udp_port = 0;
+	if (sock)
+		spec_udp_ports(av->domain->fabric->spec, &udp_port, &peer_udp_port);
 	auto decode = [&](size_t i, EpAddr *a) {
+		if (sock) {
+			const size_t each =
+				sock == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+			return sock_decode(sock, static_cast<const uint8_t *>(addr) + i * each,
+					   peer_udp_port, a);
+		}
 		if (str) {
 			const char *const *names = static_cast<const char *const *>(addr);
 			return names[i] ? name_from_str(names[i], a) : -FI_EINVAL;
@@ -134,7 +145,9 @@ int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *addrlen
 		return ret;
 	char name[kStrMax];
 	size_t whole = kNameSize;
-	if (av->domain->addr_str)
+	if (av->domain->sock)
+		whole = sock_encode(av->domain->sock, a, name);
+	else if (av->domain->addr_str)
 		whole = name_to_str(a, name, sizeof(name)) + 1;
 	else
 		name_encode(a, name);
@@ -148,12 +161,20 @@ int av_lookup(struct fid_av *fav, fi_addr_t fi_addr, void *addr, size_t *addrlen
 	return 0;
 }
 
-/* The string form of a name (name_to_str); null for a name that is none. */
-const char *av_straddr(struct fid_av *, const void *addr, char *buf, size_t *len)
+/* The string form of a name (name_to_str, or sock_to_str in a sockaddr domain); null for a
+ * name that is none. */
+const char *av_straddr(struct fid_av *fav, const void *addr, char *buf, size_t *len)
 {
-	if (!addr || !buf || !len)
+	Av *av = av_of(&fav->fid);
+	if (!av || !addr || !buf || !len)
 		return nullptr;
 	EpAddr a{};
+	if (const int sock = av->domain->sock) {
+		if (sock_decode(sock, addr, 0, &a) != 0)
+			return nullptr;
+		*len = sock_to_str(sock, a, buf, *len) + 1;
+		return buf;
+	}
 	if (name_decode(addr, &a) != 0)
 		return nullptr;
 	*len = name_to_str(a, buf, *len) + 1;
@@ -310,8 +331,19 @@ int av_lookup_addr(Av *av, fi_addr_t fi_addr, EpAddr *out)
 	return 0;
 }
 
+void av_resolved(Av *av, fi_addr_t fi_addr, uint32_t qpn)
+{
+	std::lock_guard lk(av->mu);
+	if (fi_addr < av->table.size() && av->live[fi_addr] && av->table[fi_addr].service)
+		av->table[fi_addr].qpn = qpn;
+}
+
 bool name_same(const EpAddr &a, const EpAddr &b)
 {
+	/* Sockaddr names: the address and the service (their QP may not be resolved yet). */
+	if (a.service || b.service)
+		return a.service == b.service && a.kind == b.kind &&
+		       std::memcmp(a.gid, b.gid, 16) == 0;
 	if (a.kind != b.kind || a.qpn != b.qpn)
 		return false;
 	if (a.kind == FI_NICMR_NAME_LOCAL)
@@ -373,6 +405,67 @@ int av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **
 	dom->children.fetch_add(1, std::memory_order_relaxed);
 	*out = &av.release()->fid;
 	return 0;
+}
+
+static const uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+int sock_decode(int sock, const void *sa, uint16_t udp_port, EpAddr *a)
+{
+	*a = EpAddr{};
+	a->kind = FI_NICMR_NAME_WIRE;
+	a->udp_port = udp_port;
+	a->port = 1;
+	if (sock == AF_INET) {
+		sockaddr_in in;
+		std::memcpy(&in, sa, sizeof(in));
+		if (in.sin_family != AF_INET || in.sin_port == 0 ||
+		    in.sin_addr.s_addr == INADDR_ANY)
+			return -FI_EINVAL;
+		std::memcpy(a->gid, kV4Mapped, 12);
+		std::memcpy(a->gid + 12, &in.sin_addr, 4);
+		a->service = ntohs(in.sin_port);
+		return 0;
+	}
+	sockaddr_in6 in6;
+	std::memcpy(&in6, sa, sizeof(in6));
+	if (sock != AF_INET6 || in6.sin6_family != AF_INET6 || in6.sin6_port == 0 ||
+	    IN6_IS_ADDR_UNSPECIFIED(&in6.sin6_addr))
+		return -FI_EINVAL;
+	std::memcpy(a->gid, &in6.sin6_addr, 16);
+	a->service = ntohs(in6.sin6_port);
+	return 0;
+}
+
+size_t sock_encode(int sock, const EpAddr &a, void *out)
+{
+	if (sock == AF_INET) {
+		sockaddr_in in{};
+		in.sin_family = AF_INET;
+		in.sin_port = htons(a.service);
+		std::memcpy(&in.sin_addr, a.gid + 12, 4);
+		std::memcpy(out, &in, sizeof(in));
+		return sizeof(in);
+	}
+	sockaddr_in6 in6{};
+	in6.sin6_family = AF_INET6;
+	in6.sin6_port = htons(a.service);
+	std::memcpy(&in6.sin6_addr, a.gid, 16);
+	std::memcpy(out, &in6, sizeof(in6));
+	return sizeof(in6);
+}
+
+size_t sock_to_str(int sock, const EpAddr &a, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	const bool v4 = sock == AF_INET;
+	inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? a.gid + 12 : a.gid, ip, sizeof(ip));
+	char s[kStrMax];
+	const int n = std::snprintf(s, sizeof(s),
+				    v4 ? "fi_sockaddr_in://%s:%u" : "fi_sockaddr_in6://[%s]:%u", ip,
+				    a.service);
+	if (len > 0)
+		std::snprintf(buf, len, "%s", s);
+	return static_cast<size_t>(n);
 }
 
 } // namespace nicmr::fabric

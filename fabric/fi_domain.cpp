@@ -5,6 +5,8 @@
  * domain is one PD of that device. Every call that makes an object checks its arguments
  * first and undoes what it made when a later step fails.
  */
+#include <netinet/in.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -77,6 +79,8 @@ int share_release(DeviceShare *s)
 		s->refs--;
 		return 0;
 	}
+	/* No endpoint is left (every domain closed): the GSI QP goes before the device. */
+	gsi_destroy(s);
 	const int rc = nicmr_device_close(s->dev);
 	if (rc != 0)
 		return rc;
@@ -483,6 +487,19 @@ int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *c
 	return 0;
 }
 
+namespace {
+/* The address family of the device's wire port (AF_INET for an IPv4-mapped GID), or 0
+ * without a wire. */
+int wire_family(nicmr_device *dev)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	uint8_t gid[16];
+	if (nicmr_port_gid(dev, 1, 0, gid) != 0)
+		return 0;
+	return std::memcmp(gid, mapped, 12) == 0 ? AF_INET : AF_INET6;
+}
+} // namespace
+
 int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **out,
 		void *context)
 {
@@ -545,6 +562,15 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 			"%s: mr_mode without FI_MR_PROV_KEY, but the device chooses every key\n",
 			fab->spec.c_str());
 		return -FI_EINVAL;
+	}
+	if (info->addr_format == FI_SOCKADDR || info->addr_format == FI_SOCKADDR_IN ||
+	    info->addr_format == FI_SOCKADDR_IN6) {
+		/* Sockaddr names need the wire port's address, of the family asked for. */
+		dom->sock = wire_family(fab->dev);
+		if (dom->sock == 0 ||
+		    (info->addr_format == FI_SOCKADDR_IN && dom->sock != AF_INET) ||
+		    (info->addr_format == FI_SOCKADDR_IN6 && dom->sock != AF_INET6))
+			return -FI_EINVAL;
 	}
 	ret = nicmr_pd_alloc(fab->dev, &dom->pd);
 	if (ret != 0)

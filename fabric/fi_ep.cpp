@@ -84,6 +84,9 @@ struct Peer {
 	uint16_t udp_port = 0;
 	uint32_t ud_qpn = 0;
 	uint32_t rqpn = 0; /* its RC QP, 0 until known */
+	/* Its endpoint's service when its domain names endpoints by sockaddrs (its REQ or REP
+	 * says so; 0 otherwise): what a receive's source is matched by (name_same). */
+	uint16_t service = 0;
 	uint32_t tries = 0;
 	uint64_t deadline_ns = 0;
 	uint64_t conn_id = 0;
@@ -103,15 +106,16 @@ struct PeerKey {
 		return qpn == o.qpn && udp_port == o.udp_port && std::memcmp(gid, o.gid, 16) == 0;
 	}
 };
-/* A remote peer's wire name as rpeers keys it (remote_peer_of finds it so): the source a
- * receive from the QP made for it names. */
-EpAddr name_of(const PeerKey &k)
+/* A remote peer's wire name as rpeers keys it (remote_peer_of finds it so), with the service
+ * its handshake named: the source a receive from the QP made for it names. */
+EpAddr name_of(const PeerKey &k, const Peer &p)
 {
 	EpAddr a{};
 	a.kind = FI_NICMR_NAME_WIRE;
 	a.udp_port = k.udp_port;
 	std::memcpy(a.gid, k.gid, 16);
 	a.qpn = k.qpn;
+	a.service = p.service;
 	return a;
 }
 
@@ -140,9 +144,10 @@ PeerKey key_of(const uint8_t gid[16], uint16_t udp_port, uint32_t qpn)
  * QP1. */
 enum : uint8_t { kMsgReq = 1, kMsgRep = 2, kMsgRtu = 3 };
 constexpr uint32_t kHsMagic = 0x4e4d5248u; /* "NMRH" */
+constexpr uint8_t kHsVersion = 3;
 struct HsMsg {
 	uint32_t magic;
-	uint8_t version; /* 2 (1 had no mtu) */
+	uint8_t version; /* 3 (2 had no service, 1 no mtu) */
 	uint8_t type;	 /* kMsgReq, kMsgRep, kMsgRtu */
 	uint16_t src_udp_port;
 	uint8_t src_gid[16];
@@ -152,7 +157,8 @@ struct HsMsg {
 	uint32_t dst_rc_qpn; /* REP, RTU: the receiver's RC QP the message answers; REQ: 0 */
 	uint64_t conn_id;    /* the REQ's id, echoed by REP and RTU (logs) */
 	uint32_t mtu;	     /* the sender's port's active path MTU (nicmr_port_mtu), bytes */
-	uint32_t reserved;   /* 0 */
+	uint16_t service;    /* the sender's service (a sockaddr domain's endpoint), else 0 */
+	uint16_t reserved;   /* 0 */
 };
 static_assert(sizeof(HsMsg) == 56);
 
@@ -236,6 +242,9 @@ struct Endpoint {
 	 * sent in REQ and REP, and each pair connects at the smaller of its two ends'. */
 	uint32_t mtu = 1024;
 	uint32_t name_qpn = 0; /* the name's qpn: the UD QP's, or self's without a wire */
+	/* In a sockaddr domain, the endpoint's service (the port of its name; fi_sidr.cpp
+	 * svc_bind), else 0. */
+	uint16_t service = 0;
 	uint32_t hs_pending = 0;
 	uint32_t ud_send_next = 0;
 	uint64_t conn_ids = 0;
@@ -265,7 +274,6 @@ constexpr size_t kUdSendSlot = 64;
 constexpr size_t kAtomicBytes = 4096;
 constexpr size_t kScratchBytes =
 	(kAtomicBytes + kUdRecv * kUdSlot + kUdSend * kUdSendSlot + 4095) & ~size_t{4095};
-constexpr uint32_t kQkey = 0x4e4d52; /* "NMR" */
 constexpr uint64_t kHsFirstNs = 20'000'000;
 constexpr uint64_t kHsMaxNs = 640'000'000;
 constexpr uint32_t kHsTries = 24;
@@ -358,7 +366,7 @@ void hs_send(Endpoint *ep, Peer &p, uint8_t type)
 		return;
 	HsMsg m{};
 	m.magic = htonl(kHsMagic);
-	m.version = 2;
+	m.version = kHsVersion;
 	m.type = type;
 	m.src_udp_port = htons(ep->udp_port);
 	std::memcpy(m.src_gid, ep->gid, 16);
@@ -368,6 +376,7 @@ void hs_send(Endpoint *ep, Peer &p, uint8_t type)
 	m.dst_rc_qpn = htonl(type == kMsgReq ? 0 : p.rqpn);
 	m.conn_id = htobe64(p.conn_id);
 	m.mtu = htonl(ep->mtu);
+	m.service = htons(ep->service);
 	const uint32_t slot = ep->ud_send_next++ % kUdSend;
 	uint8_t *buf = reinterpret_cast<uint8_t *>(ep->scratch) + kAtomicBytes + kUdRecv * kUdSlot +
 		       slot * kUdSendSlot;
@@ -375,7 +384,7 @@ void hs_send(Endpoint *ep, Peer &p, uint8_t type)
 	nicmr_ud_dest d{};
 	std::memcpy(d.gid, p.gid, 16);
 	d.qpn = p.ud_qpn;
-	d.q_key = kQkey;
+	d.q_key = kHsQkey;
 	int rc = nicmr_post_send_ud(ep->ud, reinterpret_cast<uintptr_t>(buf), sizeof(m),
 				    nicmr_mr_key(ep->scratch_mr), &d, 0, kUdRecv + slot,
 				    NICMR_SEND_SIGNALED);
@@ -447,9 +456,9 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 	const uint32_t dst = ntohl(m.dst_rc_qpn), mtu = ntohl(m.mtu);
 	static const uint8_t zero[16] = {};
 	const bool mtu_ok = mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
-	if (ntohl(m.magic) != kHsMagic || m.version != 2 || src_ud == 0 || src_ud > 0xffffff ||
-	    rc == 0 || rc > 0xffffff || psn > 0xffffff || std::memcmp(m.src_gid, zero, 16) == 0 ||
-	    !mtu_ok || m.reserved != 0) {
+	if (ntohl(m.magic) != kHsMagic || m.version != kHsVersion || src_ud == 0 ||
+	    src_ud > 0xffffff || rc == 0 || rc > 0xffffff || psn > 0xffffff ||
+	    std::memcmp(m.src_gid, zero, 16) == 0 || !mtu_ok || m.reserved != 0) {
 		FI_INFO(&provider, FI_LOG_EP_CTRL, "handshake datagram refused\n");
 		return;
 	}
@@ -470,6 +479,7 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 			std::memcpy(p->gid, m.src_gid, 16);
 			p->udp_port = ntohs(m.src_udp_port);
 			p->ud_qpn = src_ud;
+			p->service = ntohs(m.service);
 			p->conn = Conn::up; /* not pending until hs_set below */
 			if (hs_new_qp(ep, *p) != 0) {
 				FI_WARN(&provider, FI_LOG_EP_CTRL, "no QP for peer QP 0x%x\n",
@@ -507,6 +517,7 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 		return; /* an answer to a QP we no longer have */
 	Peer &p = it->second;
 	if (m.type == kMsgRep) {
+		p.service = ntohs(m.service);
 		if (p.conn == Conn::req_sent) {
 			int ret = hs_connect(ep, p, rc, psn, mtu);
 			if (ret != 0) {
@@ -562,7 +573,8 @@ void hs_timers(Endpoint *ep)
 void progress_locked(Endpoint *ep)
 {
 	/* Completion path, ep->mu held: no allocation, no system call; the native poll takes no
-	 * lock, the CQ ring's mutex is taken once per batch. */
+	 * lock, the CQ ring's mutex is taken once per batch. A sockaddr endpoint's empty turn
+	 * also tries the GSI QP's lock (never waits) to answer SIDR datagrams: a slow path. */
 	nicmr_wc wc[16];
 	/* Messages hook: the protocol's completions (receives of the SRQ, its SENDs, READs and
 	 * FINs: msg_wr) are handed to fi_msg.cpp after the CQ's lock is dropped; each makes at
@@ -587,9 +599,14 @@ void progress_locked(Endpoint *ep)
 			break;
 		const int n = nicmr_cq_poll(ep->ncq, wc, want);
 		if (n <= 0) {
-			/* Messages hook: an empty turn (the RNR kick, fi_msg.cpp msg_idle). */
-			if (n == 0)
+			/* Messages hook: an empty turn (the RNR kick, fi_msg.cpp msg_idle); a
+			 * sockaddr endpoint's also answers the device's SIDR datagrams (a try-lock
+			 * and a poll: fi_sidr.cpp). */
+			if (n == 0) {
 				msg_idle(ep);
+				if (ep->service)
+					gsi_poll(ep->fabric->sh);
+			}
 			break;
 		}
 		int nm = 0;
@@ -765,16 +782,35 @@ int remote_peer_of(Endpoint *ep, const EpAddr &a, Peer **out)
 
 EpAddr addr_of(const Endpoint *ep);
 
-/* The peer at address a, made on first use (slow path): over the wire for another device's
- * endpoint, else a pair on this device's loopback. ep->mu held. */
-int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
+/* The handshake QP behind a sockaddr name's service (slow path, ep->mu held): this device's
+ * registry for an address of this device, else the peer device's SIDR_REP (fi_sidr.cpp). */
+int svc_qpn(Endpoint *ep, const EpAddr &a, uint32_t *qpn)
 {
+	if (ep->wire && std::memcmp(a.gid, ep->gid, 16) == 0)
+		return svc_local(ep->fabric, a.service, qpn) ? 0 : -FI_EADDRNOTAVAIL;
+	return svc_resolve(ep->fabric, a.gid, a.service, ep->service, qpn);
+}
+
+/* The peer at address a, made on first use (slow path): over the wire for another device's
+ * endpoint, else a pair on this device's loopback. A sockaddr name is found by its service
+ * (svc_qpn) unless its QP is known already. ep->mu held. */
+int peer_at(Endpoint *ep, const EpAddr &named, Peer **out)
+{
+	EpAddr a = named;
 	int ret = 0;
+	if (a.service && a.qpn == 0) {
+		ret = svc_qpn(ep, a, &a.qpn);
+		if (ret != 0)
+			return ret;
+	}
+	/* A sockaddr name says nothing of the device but its address. */
 	const bool same_device =
-		a.device_id == ep->device_id &&
-		(a.kind == FI_NICMR_NAME_LOCAL ? !ep->wire
-					       : ep->wire && a.udp_port == ep->udp_port &&
-							 std::memcmp(a.gid, ep->gid, 16) == 0);
+		a.service ? ep->wire && std::memcmp(a.gid, ep->gid, 16) == 0
+			  : a.device_id == ep->device_id &&
+				    (a.kind == FI_NICMR_NAME_LOCAL
+					     ? !ep->wire
+					     : ep->wire && a.udp_port == ep->udp_port &&
+						       std::memcmp(a.gid, ep->gid, 16) == 0);
 	if (!same_device)
 		return remote_peer_of(ep, a, out);
 	auto it = ep->peers.find(a.qpn);
@@ -787,7 +823,7 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 	 * finish closing (it leaves the registry first), so its domain stays open. */
 	std::lock_guard lk(fab->sh->mu);
 	auto t = fab->sh->eps.find(a.qpn);
-	if (t == fab->sh->eps.end() || t->second->port != a.port)
+	if (t == fab->sh->eps.end() || (!a.service && t->second->port != a.port))
 		return -FI_EADDRNOTAVAIL;
 	Endpoint *target = t->second;
 	Peer p;
@@ -835,14 +871,27 @@ int peer_at(Endpoint *ep, const EpAddr &a, Peer **out)
 	return 0;
 }
 
-/* The peer for fi_addr, made on first use (slow path). ep->mu held. */
+/* The peer for fi_addr, made on first use (slow path). A sockaddr entry keeps the QP its
+ * service resolved to, and forgets it when the handshake to it fails (the endpoint there may
+ * have been replaced). ep->mu held. */
 int peer_of(Endpoint *ep, fi_addr_t fi_addr, Peer **out)
 {
 	EpAddr a;
 	int ret = av_lookup_addr(ep->av, fi_addr, &a);
 	if (ret != 0)
 		return ret;
-	return peer_at(ep, a, out);
+	if (a.service && a.qpn == 0) {
+		ret = svc_qpn(ep, a, &a.qpn);
+		if (ret != 0)
+			return ret;
+		av_resolved(ep->av, fi_addr, a.qpn);
+	}
+	ret = peer_at(ep, a, out);
+	if (ret == -FI_ETIMEDOUT && a.service) {
+		svc_forget(ep->fabric, a.gid, a.service);
+		av_resolved(ep->av, fi_addr, 0);
+	}
+	return ret;
 }
 
 /* Brings a broken pair back once its flushed requests are in. ep->mu held. */
@@ -1326,6 +1375,7 @@ EpAddr addr_of(const Endpoint *ep)
 	a.qpn = ep->name_qpn;
 	a.port = ep->port;
 	a.device_id = ep->device_id;
+	a.service = ep->service;
 	return a;
 }
 
@@ -1336,6 +1386,15 @@ int ep_getname(fid_t fid, void *addr, size_t *addrlen)
 		return -FI_EINVAL;
 	const size_t have = *addrlen;
 	const EpAddr a = addr_of(ep);
+	if (ep->domain->sock) {
+		/* FI_SOCKADDR_IN / _IN6: the port's address and the endpoint's service. */
+		sockaddr_in6 sa;
+		*addrlen = sock_encode(ep->domain->sock, a, &sa);
+		if (have < *addrlen || !addr)
+			return -FI_ETOOSMALL;
+		std::memcpy(addr, &sa, *addrlen);
+		return 0;
+	}
 	if (ep->domain->addr_str) {
 		/* FI_ADDR_STR: the string with its NUL; fi_cm(3): a short buffer gets
 		 * -FI_ETOOSMALL and the length needed. */
@@ -1424,6 +1483,8 @@ struct fi_ops_ep ep_ops = {
 /* Frees what an endpoint made, in reverse (also for a half-made one). */
 void ep_free(Endpoint *ep)
 {
+	if (ep->service)
+		svc_unbind(ep->fabric, ep->service);
 	/* Requests still in flight are forgotten with their QPs: their registrations go back. */
 	for (Op &o : ep->ops)
 		if (o.local) {
@@ -1476,6 +1537,11 @@ int ep_close(struct fid *fid)
 		/* Out of the registry first: no endpoint makes a pair to this one from now on. */
 		std::lock_guard lk(fab->sh->mu);
 		fab->sh->eps.erase(ep->name_qpn);
+	}
+	/* Its service too: no SIDR_REQ finds it, no GSI event wakes it. */
+	if (ep->service) {
+		svc_unbind(fab, ep->service);
+		ep->service = 0;
 	}
 	/* Unbound, nobody progresses it any more: its QPs and CQ can go. */
 	if (ep->cq)
@@ -1639,7 +1705,14 @@ int ep_arm(Endpoint *ep)
 	 * rules as the poll, nicmr.h). */
 	std::lock_guard lk(ep->mu);
 	const int ret = nicmr_cq_arm(ep->ncq, 0);
-	return ret == -ENOTSUP ? -FI_ENOSYS : fi_code(ret);
+	if (ret != 0 || !ep->service)
+		return ret == -ENOTSUP ? -FI_ENOSYS : fi_code(ret);
+	/* A sockaddr endpoint also waits for the device's SIDR datagrams: a peer resolving its
+	 * service must be answered while the application sleeps. Armed, then polled: what came
+	 * before the arm is answered now (verbs' rule, ibv_req_notify_cq(3)). */
+	const int aret = gsi_arm(ep->fabric->sh);
+	gsi_poll(ep->fabric->sh);
+	return aret;
 }
 
 void ep_wake(Endpoint *ep)
@@ -1693,7 +1766,7 @@ fi_addr_t ep_src_fi(Endpoint *ep, uint32_t via_qpn)
 	for (auto &kv : ep->rpeers) {
 		Peer &p = kv.second;
 		if (p.req && nicmr_qp_num(p.req) == via_qpn)
-			return cached(p.src, name_of(kv.first));
+			return cached(p.src, name_of(kv.first, p));
 	}
 	std::lock_guard lk(ep->fabric->sh->mu);
 	for (Inbound &in : ep->inbound)
@@ -1718,7 +1791,7 @@ EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, ui
 	for (const auto &kv : ep->rpeers) {
 		const Peer &p = kv.second;
 		if (p.req && nicmr_qp_num(p.req) == via_qpn) {
-			EpAddr a = name_of(kv.first);
+			EpAddr a = name_of(kv.first, p);
 			a.port = port;
 			a.device_id = device;
 			return a;
@@ -1728,6 +1801,7 @@ EpAddr ep_src(Endpoint *ep, uint32_t via_qpn, uint64_t device, uint32_t port, ui
 	a.qpn = qpn;
 	a.port = port;
 	a.device_id = device;
+	a.service = 0; /* an endpoint of this device, named by its QP */
 	return a;
 }
 
@@ -1866,7 +1940,7 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	if (ret == 0 && ep->wire) {
 		nicmr_ud_qp_attr ua{};
 		ua.size = sizeof(ua);
-		ua.q_key = kQkey;
+		ua.q_key = kHsQkey;
 		ua.attr.port = kWirePort;
 		ua.attr.send_cq = ep->ncq;
 		ua.attr.depth = kUdSend;
@@ -1881,6 +1955,26 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 		return fail(ret);
 	}
 	ep->name_qpn = ep->wire ? nicmr_qp_num(ep->ud) : nicmr_qp_num(ep->self);
+	if (dom->sock) {
+		/* The service src_addr names, else one of the device's ephemeral ones. */
+		uint16_t service = 0;
+		if (info->src_addr) {
+			const auto *sa = static_cast<const sockaddr *>(info->src_addr);
+			const bool v4 = dom->sock == AF_INET;
+			if (info->src_addrlen < (v4 ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)) ||
+			    sa->sa_family != dom->sock)
+				return fail(-EINVAL);
+			service = ntohs(v4 ? reinterpret_cast<const sockaddr_in *>(sa)->sin_port
+					   : reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_port);
+		}
+		ret = svc_bind(fab, ep.get(), kWirePort, ep->name_qpn, &service);
+		if (ret != 0) {
+			FI_WARN(&provider, FI_LOG_EP_CTRL, "service %u: %d\n", service, ret);
+			ep_free(ep.release());
+			return ret;
+		}
+		ep->service = service;
+	}
 	try {
 		Peer self;
 		self.req = self.resp = ep->self;

@@ -144,6 +144,8 @@ inline constexpr size_t kMaxPageSize = size_t{1} << 30;
  * (a port is one address and one UDP port: a second device there could not bind; Open MPI's
  * MTL and BTL each open a fabric), every other fabric has a device of its own.
  */
+struct Gsi; /* fi_sidr.cpp */
+
 struct DeviceShare {
 	nicmr_device *dev = nullptr;
 	std::string spec;
@@ -160,6 +162,10 @@ struct DeviceShare {
 	 * mu is taken. */
 	std::mutex ev_mu;
 	std::unordered_map<const nicmr_cq *, Endpoint *> ev_eps; /* ev_mu */
+	/* The wire port's GSI QP and the service registry (fi_sidr.cpp): made under mu by the
+	 * first endpoint of a domain whose names are sockaddrs (published with a release store:
+	 * other endpoints' progress reads it without mu), destroyed with the device. */
+	std::atomic<Gsi *> gsi{nullptr};
 };
 
 struct Fabric {
@@ -206,6 +212,10 @@ struct Domain {
 	/* The domain's names are strings (FI_ADDR_STR: fi_getname, fi_av_insert, fi_av_lookup
 	 * take and give "fi_nicmr://..."), else struct fi_nicmr_name. */
 	bool addr_str = false;
+	/* The domain's names are sockaddrs (FI_SOCKADDR_IN: AF_INET, FI_SOCKADDR_IN6: AF_INET6;
+	 * 0 otherwise): an address and a port, the port naming the endpoint's service on the
+	 * device that holds the address (fi_sidr.cpp). */
+	int sock = 0;
 	/* The device offers on-demand-paging MRs (nicmr_device_attr.odp): FI_NICMR_MR_ON_DEMAND
 	 * and the ops extension's advise; else both are -FI_EOPNOTSUPP. */
 	bool odp = false;
@@ -308,6 +318,10 @@ struct EpAddr {
 	uint32_t qpn;
 	uint32_t port;
 	uint64_t device_id;
+	/* A sockaddr name's port (a wire name): the endpoint's service on the device at gid,
+	 * by which it is known (name_same); its qpn is 0 until the service is resolved
+	 * (svc_resolve). 0: the name has no service. */
+	uint16_t service;
 };
 inline constexpr size_t kNameSize = sizeof(struct fi_nicmr_name);
 /* The longest FI_ADDR_STR name with its NUL (an IPv6 address in brackets). */
@@ -335,6 +349,19 @@ struct Av {
 };
 /* The address behind fi_addr, or -FI_EINVAL (no such live entry). */
 int av_lookup_addr(Av *av, fi_addr_t fi_addr, EpAddr *out);
+/* Records (or, with qpn 0, forgets) the handshake QP a sockaddr entry's service resolved to,
+ * so that later requests skip the resolution. */
+void av_resolved(Av *av, fi_addr_t fi_addr, uint32_t qpn);
+/* A sockaddr name of domain family sock (AF_INET or AF_INET6) decoded into a: its address as
+ * a GID, its port as the service, udp_port the device's peer UDP port. 0, or -FI_EINVAL (another
+ * family, port 0, the unspecified address). */
+int sock_decode(int sock, const void *sa, uint16_t udp_port, EpAddr *a);
+/* The sockaddr of a sockaddr name into out (room for a sockaddr_in6); returns its length. */
+size_t sock_encode(int sock, const EpAddr &a, void *out);
+/* Its string form, libfabric's own: "fi_sockaddr_in://<IPv4>:<port>" or
+ * "fi_sockaddr_in6://[<IPv6>]:<port>", into buf of len bytes (cut, NUL-terminated, when
+ * short); returns the length of the whole string without its NUL. */
+size_t sock_to_str(int sock, const EpAddr &a, char *buf, size_t len);
 /* Whether two names name one endpoint: a wire name by its GID, UDP port and address QP, a
  * local name by its device, port and address QP. */
 bool name_same(const EpAddr &a, const EpAddr &b);
@@ -427,6 +454,38 @@ void ep_progress(Endpoint *ep);
 int ep_arm(Endpoint *ep);
 /* Wakes the wait objects of the endpoint's CQ and counters (fabric ev_mu held). */
 void ep_wake(Endpoint *ep);
+
+/* ---- Service IDs (fi_sidr.cpp): sockaddr names to handshake QPs, through the device's GSI QP */
+
+/* The Q_Key of the endpoints' handshake UD QPs (fi_ep.cpp), which a SIDR_REP names. */
+inline constexpr uint32_t kHsQkey = 0x4e4d52; /* "NMR" */
+/* Binds endpoint ep (its handshake QP qpn) to *service on its device, the device's GSI QP on
+ * port made first if it has none; *service 0 takes the first free port from 49152 and says
+ * which. 0; -FI_EADDRINUSE (taken, or no port free); -FI_ENOMEM; -FI_ENOSPC and the native
+ * errors of the GSI QP's making. Slow path. */
+int svc_bind(Fabric *fab, Endpoint *ep, uint32_t port, uint32_t qpn, uint16_t *service);
+/* Gives the service back (the endpoint's close, before its CQs and counters go). */
+void svc_unbind(Fabric *fab, uint16_t service);
+/* The handshake QP bound to service on this device: true, or false (none). */
+bool svc_local(Fabric *fab, uint16_t service, uint32_t *qpn);
+/* The handshake QP of service on the device at gid: 0 with *qpn once its SIDR_REP came;
+ * -FI_EAGAIN while asked (SIDR_REQ sent, resent on a timer); -FI_ECONNREFUSED once when the
+ * peer's device has no endpoint there; -FI_ETIMEDOUT once when nobody answered (about 13 s);
+ * -FI_EADDRNOTAVAIL on a device without a GSI QP; -FI_ENOMEM. src_port: the asking endpoint's
+ * service. Slow path. */
+int svc_resolve(Fabric *fab, const uint8_t gid[16], uint16_t service, uint16_t src_port,
+		uint32_t *qpn);
+/* Forgets a resolution (its handshake failed: the endpoint may have gone). */
+void svc_forget(Fabric *fab, const uint8_t gid[16], uint16_t service);
+/* Answers the SIDR_REQs that came and takes the SIDR_REPs (an idle progress turn of a
+ * sockaddr endpoint): returns at once when another thread polls the GSI QP. */
+void gsi_poll(DeviceShare *sh);
+/* Arms the GSI QP's CQ for its next completion (a sockaddr endpoint's wait): 0 or FI_E*. */
+int gsi_arm(DeviceShare *sh);
+/* A completion event of the GSI QP's CQ (ev_mu held): wakes every bound endpoint's waiters. */
+void gsi_wake(DeviceShare *sh);
+/* Destroys the GSI QP and its resources (the device's last fabric closes it). */
+void gsi_destroy(DeviceShare *sh);
 
 /* Opens w for a CQ or counter of dom: 0; -FI_ENOSYS when the device has no completion events
  * and a descriptor was asked for (fd_required); -errno of eventfd/epoll. Without events and

@@ -115,6 +115,22 @@ uint64_t ep_caps_of(int mr_mode, bool atomics)
 /* Bytes of remote CQ data a message carries (fi_senddata, FI_REMOTE_CQ_DATA). */
 constexpr size_t kCqDataSize = 8;
 
+/* The address family of the spec's wire port (addr=auto takes an IPv4 loopback address). */
+int spec_family(const DeviceSpec &ds)
+{
+	return spec_option(ds.spec, "addr").find(':') != std::string::npos ? AF_INET6 : AF_INET;
+}
+
+/* Whether the hints ask for sockaddr names (FI_SOCKADDR, or the port's own family). */
+bool hints_sock(const struct fi_info *hints, const DeviceSpec &ds)
+{
+	if (!hints)
+		return false;
+	const uint32_t f = hints->addr_format;
+	return f == FI_SOCKADDR || (f == FI_SOCKADDR_IN && spec_family(ds) == AF_INET) ||
+	       (f == FI_SOCKADDR_IN6 && spec_family(ds) == AF_INET6);
+}
+
 bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 {
 	*mr_mode = kMrRequired | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
@@ -128,7 +144,8 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	const uint64_t comm = FI_LOCAL_COMM | (ds.wire ? FI_REMOTE_COMM : 0);
 	if (caps & ~(kEpCaps | kMsgCaps | kSrcCaps | FI_RMA_EVENT | comm))
 		return false;
-	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR)
+	if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_ADDR_STR &&
+	    !(ds.wire && hints_sock(hints, ds)))
 		return false;
 	/* An order the QPs do not keep, or completions in order across peers. */
 	auto order_fits = [](uint64_t msg_order, uint64_t comp_order) {
@@ -170,37 +187,100 @@ bool hints_fit(const struct fi_info *hints, const DeviceSpec &ds, int *mr_mode)
 	return true;
 }
 
-/* fi_getinfo's node and service (doc/libfabric.md, "Addresses"): with FI_SOURCE, node is the
- * local address the application wants, which must be the wire port's (the spec's addr=; any
- * address of 127.0.0.0/8 for addr=auto, which chooses one there when the fabric opens), and
- * service a port number, which selects nothing: an endpoint is named by its handshake QP, known
- * once it exists (fi_getname). Without FI_SOURCE node names a peer, which an IP address and a
- * service cannot resolve to an endpoint: not answered. */
-bool source_fits(const DeviceSpec &ds, const char *node, const char *service, uint64_t flags)
+/* What fi_getinfo's node and service say (doc/libfabric.md, "Addresses"). */
+struct Where {
+	bool sock = false; /* names are sockaddrs of the port's family */
+	bool has_src = false, has_dest = false;
+	sockaddr_in6 src{}, dest{}; /* a sockaddr_in in the first bytes for AF_INET */
+};
+
+/* Fills sa (the family's sockaddr) with ip (4 or 16 bytes, null: the wildcard) and port. */
+void sock_fill(int family, const uint8_t *ip, uint16_t port, sockaddr_in6 *sa)
 {
-	if (!(flags & FI_SOURCE) || !ds.wire) {
-		FI_INFO(&provider, FI_LOG_CORE,
-			"node/service: only FI_SOURCE with the wire port's address is answered\n");
+	*sa = sockaddr_in6{};
+	if (family == AF_INET) {
+		sockaddr_in in{};
+		in.sin_family = AF_INET;
+		in.sin_port = htons(port);
+		if (ip)
+			std::memcpy(&in.sin_addr, ip, 4);
+		std::memcpy(sa, &in, sizeof(in));
+		return;
+	}
+	sa->sin6_family = AF_INET6;
+	sa->sin6_port = htons(port);
+	if (ip)
+		std::memcpy(&sa->sin6_addr, ip, 16);
+}
+
+/*
+ * fi_getinfo's node and service. Without them (and without hints asking for sockaddrs) names
+ * are nicmr's own. With them, on a device with a wire, names are sockaddrs of the port's
+ * family (FI_SOCKADDR_IN for IPv4, _IN6 for IPv6), unless the hints ask for FI_ADDR_STR:
+ * - FI_SOURCE, or a service without a node: node is the local address the application wants,
+ *   which must be the wire port's (the spec's addr=; any address of 127.0.0.0/8 for
+ *   addr=auto, which chooses one there when the fabric opens), and service a decimal port
+ *   0..65535: src_addr is that address (the wildcard for addr=auto without a node) and port,
+ *   which fi_endpoint takes as the endpoint's service (0: one of the device's own);
+ * - otherwise node names a peer: a numeric address of the port's family (no name lookup),
+ *   and dest_addr is it with service's port (none without a service).
+ * Under FI_ADDR_STR only FI_SOURCE with the port's address is answered, and names stay
+ * nicmr's. false: not answered (-FI_ENODATA).
+ */
+bool where_of(const DeviceSpec &ds, const char *node, const char *service, uint64_t flags,
+	      const struct fi_info *hints, Where *w)
+{
+	const bool str = hints && hints->addr_format == FI_ADDR_STR;
+	w->sock = ds.wire && !str && (node || service || hints_sock(hints, ds));
+	if (!node && !service)
+		return true;
+	if (!ds.wire) {
+		FI_INFO(&provider, FI_LOG_CORE, "node/service: the device has no wire\n");
 		return false;
 	}
+	unsigned long port = 0;
 	if (service) {
 		char *end = nullptr;
-		const unsigned long v = std::strtoul(service, &end, 10);
-		if (!*service || !end || *end || v > 65535)
+		port = std::strtoul(service, &end, 10);
+		if (!*service || !end || *end || port > 65535)
 			return false;
 	}
-	if (!node)
-		return true;
-	uint8_t want[16], got[16];
-	const bool v6 = std::strchr(node, ':') != nullptr;
-	if (inet_pton(v6 ? AF_INET6 : AF_INET, node, got) != 1)
+	const int family = spec_family(ds);
+	uint8_t ip[16];
+	const bool v6 = node && std::strchr(node, ':') != nullptr;
+	if (node && inet_pton(v6 ? AF_INET6 : AF_INET, node, ip) != 1)
 		return false;
+	const bool source = (flags & FI_SOURCE) || !node;
+	if (!source) {
+		/* A peer: only in sockaddr names, of the port's family. */
+		if (str || v6 != (family == AF_INET6))
+			return false;
+		if (port != 0) {
+			sock_fill(family, ip, static_cast<uint16_t>(port), &w->dest);
+			w->has_dest = true;
+		}
+		return true;
+	}
 	const std::string addr = spec_option(ds.spec, "addr");
-	if (addr == "auto")
-		return !v6 && got[0] == 127;
-	const bool av6 = addr.find(':') != std::string::npos;
-	return av6 == v6 && inet_pton(v6 ? AF_INET6 : AF_INET, addr.c_str(), want) == 1 &&
-	       std::memcmp(want, got, v6 ? 16 : 4) == 0;
+	uint8_t want[16];
+	const bool fixed = addr != "auto" && inet_pton(family, addr.c_str(), want) == 1;
+	if (node) {
+		if (addr == "auto" ? v6 || ip[0] != 127
+				   : !fixed || v6 != (family == AF_INET6) ||
+					     std::memcmp(want, ip, v6 ? 16 : 4) != 0)
+			return false;
+	} else if (str && !(flags & FI_SOURCE)) {
+		return false;
+	}
+	if (w->sock) {
+		sock_fill(family,
+			  node	  ? ip
+			  : fixed ? want
+				  : nullptr,
+			  static_cast<uint16_t>(port), &w->src);
+		w->has_src = true;
+	}
+	return true;
 }
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
@@ -215,7 +295,8 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	DeviceSpec ds;
 	if (device_spec(&ds) != 0)
 		return -FI_ENODATA;
-	if ((node || service) && !source_fits(ds, node, service, flags))
+	Where where;
+	if (!where_of(ds, node, service, flags, hints, &where))
 		return -FI_ENODATA;
 	int mr_mode = 0;
 	if (!hints_fit(hints, ds, &mr_mode))
@@ -246,6 +327,24 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	/* struct fi_nicmr_name, 40 bytes, or its string form when asked (doc/libfabric.md). */
 	fi->addr_format =
 		hints && hints->addr_format == FI_ADDR_STR ? FI_ADDR_STR : FI_FORMAT_UNSPEC;
+	if (where.sock) {
+		const int family = spec_family(ds);
+		const size_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+		fi->addr_format = family == AF_INET ? FI_SOCKADDR_IN : FI_SOCKADDR_IN6;
+		auto copy = [len](const sockaddr_in6 &sa, void **to, size_t *to_len) {
+			*to = std::malloc(len);
+			if (*to) {
+				std::memcpy(*to, &sa, len);
+				*to_len = len;
+			}
+			return *to != nullptr;
+		};
+		if ((where.has_src && !copy(where.src, &fi->src_addr, &fi->src_addrlen)) ||
+		    (where.has_dest && !copy(where.dest, &fi->dest_addr, &fi->dest_addrlen))) {
+			fi_freeinfo(fi);
+			return -FI_ENOMEM;
+		}
+	}
 	fi->ep_attr->type = FI_EP_RDM;
 	fi->ep_attr->protocol = FI_PROTO_UNSPEC;
 	fi->ep_attr->max_msg_size = size_t{1} << 31;
@@ -283,9 +382,11 @@ int getinfo(uint32_t version, const char *node, const char *service, uint64_t fl
 	/* One UAR per endpoint's CQ: the device model has 32, the device's async EQ
 	 * (firmware page requests) holds one, its completion EQ one
 	 * (mlx5::Device::comp_eqn) and the key programmer one. */
-	fi->domain_attr->ep_cnt = 29;
-	fi->domain_attr->tx_ctx_cnt = 29;
-	fi->domain_attr->rx_ctx_cnt = 29;
+	/* In a sockaddr domain the device's GSI QP has a CQ too (fi_sidr.cpp): one fewer. */
+	const size_t eps = where.sock ? 28 : 29;
+	fi->domain_attr->ep_cnt = eps;
+	fi->domain_attr->tx_ctx_cnt = eps;
+	fi->domain_attr->rx_ctx_cnt = eps;
 	fi->domain_attr->max_ep_tx_ctx = 1;
 	fi->domain_attr->max_ep_rx_ctx = 1;
 	fi->fabric_attr->name = strdup(kFabricName);

@@ -150,8 +150,12 @@ void events_dispatch(Fabric *fab)
 	nicmr_cq *ncq = nullptr;
 	while (nicmr_get_cq_event(fab->dev, &ncq) == 1) {
 		auto it = fab->sh->ev_eps.find(ncq);
-		if (it != fab->sh->ev_eps.end())
-			ep_wake(it->second);
+		if (it != fab->sh->ev_eps.end()) {
+			if (it->second)
+				ep_wake(it->second);
+			else
+				gsi_wake(fab->sh); /* the GSI QP's: a SIDR datagram came */
+		}
 		nicmr_cq_ack_events(ncq, 1);
 	}
 }

@@ -77,7 +77,8 @@ struct Stack {
 	 * RDM), fi_getinfo at API 1.17, then the fabric, the domain and an AV of av_type: nullptr,
 	 * or the name of the step that failed. */
 	const char *open(uint64_t caps, uint32_t addr_format = FI_FORMAT_UNSPEC,
-			 fi_av_type av_type = FI_AV_UNSPEC)
+			 fi_av_type av_type = FI_AV_UNSPEC, const char *node = nullptr,
+			 const char *service = nullptr, uint64_t flags = 0)
 	{
 		fi_info *hints = fi_allocinfo();
 		if (!hints)
@@ -88,7 +89,7 @@ struct Stack {
 		hints->domain_attr->mr_mode =
 			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 		hints->ep_attr->type = FI_EP_RDM;
-		const int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+		const int ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, &info);
 		fi_freeinfo(hints);
 		if (ret != 0)
 			return "fi_getinfo";
@@ -117,9 +118,12 @@ struct Stack {
 	}
 	/* open, then two CQs of FI_CQ_FORMAT_TAGGED, cq for FI_TRANSMIT and rcq for FI_RECV,
 	 * and an enabled endpoint bound to them and the AV: nullptr, or the failed step. */
-	const char *open_msg_ep(uint64_t caps)
+	const char *open_msg_ep(uint64_t caps, uint32_t addr_format = FI_FORMAT_UNSPEC,
+				const char *node = nullptr, const char *service = nullptr,
+				uint64_t flags = 0)
 	{
-		if (const char *failed = open(caps))
+		if (const char *failed =
+			    open(caps, addr_format, FI_AV_UNSPEC, node, service, flags))
 			return failed;
 		fi_cq_attr cqa{};
 		cqa.format = FI_CQ_FORMAT_TAGGED;
@@ -386,18 +390,20 @@ TEST(FabricWire, TwoProcessesDoRmaAndAtomicsBothWaysWithExactBytes)
 }
 
 /* A target that posts nothing: its provider answers the handshake only inside its calls,
- * here fi_cntr_read (mode 0) or a blocking fi_cq_sread on an FI_WAIT_UNSPEC CQ (mode 1), until
- * the initiator says it is done; the initiator's write and read work and the data is exact. */
+ * here fi_cntr_read (mode 0) or a blocking fi_cq_sread on an FI_WAIT_UNSPEC CQ (mode 1; mode 2
+ * with sockaddr names, so that the sleeping target also answers the initiator's SIDR_REQ),
+ * until the initiator says it is done; the initiator's write and read work and the data is
+ * exact. */
 int passive_target(int fd, int mode, std::string *why)
 {
 	const int role = 1;
 	setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 	Stack s;
 	fid_cntr *cntr = nullptr;
-	CHECK(s.open(FI_RMA) == nullptr);
+	CHECK(s.open(FI_RMA, mode == 2 ? FI_SOCKADDR_IN : FI_FORMAT_UNSPEC) == nullptr);
 	fi_cq_attr cqa{};
 	cqa.format = FI_CQ_FORMAT_CONTEXT;
-	cqa.wait_obj = mode == 1 ? FI_WAIT_UNSPEC : FI_WAIT_NONE;
+	cqa.wait_obj = mode != 0 ? FI_WAIT_UNSPEC : FI_WAIT_NONE;
 	CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
 	fi_cntr_attr ca{};
 	ca.events = FI_CNTR_EVENTS_COMP;
@@ -426,7 +432,9 @@ int passive_target(int fd, int mode, std::string *why)
 			(void)fi_cntr_read(cntr);
 		} else {
 			fi_cq_entry e;
-			const ssize_t r = fi_cq_sread(s.cq, &e, 1, nullptr, 50);
+			/* Mode 2 sleeps longer than the initiator allows its first write
+			 * (below): only the GSI QP's event can wake it in time. */
+			const ssize_t r = fi_cq_sread(s.cq, &e, 1, nullptr, mode == 2 ? 3000 : 50);
 			CHECK(r == -FI_EAGAIN);
 		}
 		pollfd p{fd, POLLIN, 0};
@@ -445,7 +453,7 @@ int passive_target(int fd, int mode, std::string *why)
 
 TEST(FabricWire, APassiveTargetAnswersInsideCntrReadAndCqSread)
 {
-	for (int mode : {0, 1}) {
+	for (int mode : {0, 1, 2}) {
 		SCOPED_TRACE(mode);
 		pid_t child = -1;
 		int fd = -1;
@@ -466,7 +474,8 @@ TEST(FabricWire, APassiveTargetAnswersInsideCntrReadAndCqSread)
 			const int role = 0;
 			setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
 			Stack s;
-			CHECK(s.open(FI_RMA) == nullptr);
+			CHECK(s.open(FI_RMA, mode == 2 ? FI_SOCKADDR_IN : FI_FORMAT_UNSPEC) ==
+			      nullptr);
 			fi_cq_attr cqa{};
 			cqa.format = FI_CQ_FORMAT_CONTEXT;
 			CHECK(fi_cq_open(s.domain, &cqa, &s.cq, nullptr) == 0);
@@ -485,10 +494,12 @@ TEST(FabricWire, APassiveTargetAnswersInsideCntrReadAndCqSread)
 			CHECK(fi_av_insert(s.av, peer.name, 1, &to, 0, nullptr) == 1);
 			void *ld = fi_mr_desc(s.lmr);
 			int done = 0;
+			const auto t0 = std::chrono::steady_clock::now();
 			CHECK(post_retry(s.cq, &done, [&] {
 				      return fi_write(s.ep, local.data(), 3000, ld, to, peer.addr,
 						      peer.key, nullptr);
 			      }) == 0);
+			CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
 			CHECK(post_retry(s.cq, &done, [&] {
 				      return fi_read(s.ep, &local[kReadAt], 4000, ld, to,
 						     peer.addr + kReadAt, peer.key, nullptr);
@@ -647,7 +658,11 @@ TEST(FabricWireInfo, MessagesOnlyNeedNoMrModeBits)
 /* node and service with FI_SOURCE: the wire port's own address (any of 127.0.0.0/8 for
  * addr=auto) and a port number; anything else, and a peer's address (no FI_SOURCE), is not
  * answered. */
-TEST(FabricWireInfo, NodeAndServiceWithSourceNameTheWirePortsAddress)
+/* fi_getinfo's node and service: names become sockaddrs of the port's family. With FI_SOURCE
+ * (or a service alone) node must be the wire port's address and src_addr is it with the
+ * service; without, node is a peer's numeric address and dest_addr is it with the service.
+ * Hints asking for FI_ADDR_STR keep nicmr's names and only FI_SOURCE. */
+TEST(FabricWireInfo, NodeAndServiceGiveSockaddrs)
 {
 	fi_progress p;
 	const char *fixed = "emu:mkeys=1024,addr=127.0.0.5";
@@ -660,7 +675,12 @@ TEST(FabricWireInfo, NodeAndServiceWithSourceNameTheWirePortsAddress)
 		  -FI_ENODATA);
 	EXPECT_EQ(getinfo_with(fixed, "127.0.0.5", "http", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
 		  -FI_ENODATA);
-	EXPECT_EQ(getinfo_with(fixed, "127.0.0.5", "4711", 0, FI_PROGRESS_UNSPEC, &p), -FI_ENODATA);
+	EXPECT_EQ(getinfo_with(fixed, "127.0.0.5", "65536", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
+		  -FI_ENODATA);
+	EXPECT_EQ(getinfo_with(fixed, "::1", "4711", 0, FI_PROGRESS_UNSPEC, &p), -FI_ENODATA)
+		<< "a peer of another family";
+	EXPECT_EQ(getinfo_with(fixed, "localhost", "4711", 0, FI_PROGRESS_UNSPEC, &p), -FI_ENODATA)
+		<< "no name lookup";
 	const char *autos = "emu:mkeys=1024,addr=auto";
 	EXPECT_EQ(getinfo_with(autos, "127.3.2.1", "1", FI_SOURCE, FI_PROGRESS_UNSPEC, &p), 0);
 	EXPECT_EQ(getinfo_with(autos, "10.0.0.1", "1", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
@@ -669,6 +689,274 @@ TEST(FabricWireInfo, NodeAndServiceWithSourceNameTheWirePortsAddress)
 		getinfo_with("emu:mkeys=1024", "127.0.0.1", "1", FI_SOURCE, FI_PROGRESS_UNSPEC, &p),
 		-FI_ENODATA)
 		<< "no wire";
+
+	auto ask = [](const char *spec, const char *node, const char *service, uint64_t flags,
+		      uint32_t format, fi_info **out) {
+		setenv("FI_NICMR_DEVICE", spec, 1);
+		fi_info *hints = fi_allocinfo();
+		hints->fabric_attr->prov_name = strdup("nicmr");
+		hints->addr_format = format;
+		hints->domain_attr->mr_mode =
+			FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		const int ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, out);
+		fi_freeinfo(hints);
+		return ret;
+	};
+	auto sin_of = [](const void *sa, size_t len, std::string *ip) {
+		sockaddr_in in{};
+		if (!sa || len != sizeof(in))
+			return -1;
+		std::memcpy(&in, sa, sizeof(in));
+		char b[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &in.sin_addr, b, sizeof(b));
+		*ip = b;
+		return in.sin_family == AF_INET ? int{ntohs(in.sin_port)} : -1;
+	};
+	std::string ip;
+	fi_info *info = nullptr;
+	ASSERT_EQ(ask(fixed, nullptr, "4711", FI_SOURCE, FI_FORMAT_UNSPEC, &info), 0);
+	EXPECT_EQ(info->addr_format, uint32_t{FI_SOCKADDR_IN});
+	EXPECT_EQ(sin_of(info->src_addr, info->src_addrlen, &ip), 4711);
+	EXPECT_EQ(ip, "127.0.0.5");
+	EXPECT_EQ(info->dest_addr, nullptr);
+	EXPECT_EQ(info->domain_attr->ep_cnt, 28u) << "the GSI QP's CQ takes a UAR";
+	fi_freeinfo(info);
+	ASSERT_EQ(ask(fixed, "127.0.0.9", "4712", 0, FI_FORMAT_UNSPEC, &info), 0);
+	EXPECT_EQ(info->addr_format, uint32_t{FI_SOCKADDR_IN});
+	EXPECT_EQ(sin_of(info->dest_addr, info->dest_addrlen, &ip), 4712);
+	EXPECT_EQ(ip, "127.0.0.9");
+	EXPECT_EQ(info->src_addr, nullptr);
+	fi_freeinfo(info);
+	ASSERT_EQ(ask(autos, nullptr, "4713", 0, FI_FORMAT_UNSPEC, &info), 0)
+		<< "a service alone is the local one";
+	EXPECT_EQ(sin_of(info->src_addr, info->src_addrlen, &ip), 4713);
+	EXPECT_EQ(ip, "0.0.0.0") << "addr=auto chooses its address when the fabric opens";
+	fi_freeinfo(info);
+	ASSERT_EQ(ask(autos, nullptr, nullptr, 0, FI_SOCKADDR, &info), 0);
+	EXPECT_EQ(info->addr_format, uint32_t{FI_SOCKADDR_IN});
+	EXPECT_EQ(info->src_addr, nullptr);
+	fi_freeinfo(info);
+	ASSERT_EQ(ask("emu:mkeys=1024,addr=::1", nullptr, "9", FI_SOURCE, FI_SOCKADDR_IN6, &info),
+		  0);
+	EXPECT_EQ(info->addr_format, uint32_t{FI_SOCKADDR_IN6});
+	EXPECT_EQ(info->src_addrlen, sizeof(sockaddr_in6));
+	fi_freeinfo(info);
+	info = nullptr;
+	EXPECT_EQ(ask(autos, nullptr, nullptr, 0, FI_SOCKADDR_IN6, &info), -FI_ENODATA)
+		<< "an IPv4 port";
+	EXPECT_EQ(ask("emu:mkeys=1024", nullptr, nullptr, 0, FI_SOCKADDR_IN, &info), -FI_ENODATA)
+		<< "no wire";
+	EXPECT_EQ(ask(fixed, "127.0.0.9", "4712", 0, FI_ADDR_STR, &info), -FI_ENODATA)
+		<< "nicmr's string names cannot name a peer by its service";
+	ASSERT_EQ(ask(fixed, "127.0.0.5", "4711", FI_SOURCE, FI_ADDR_STR, &info), 0);
+	EXPECT_EQ(info->addr_format, uint32_t{FI_ADDR_STR});
+	EXPECT_EQ(info->src_addr, nullptr);
+	fi_freeinfo(info);
+}
+
+/* FI_SOCKADDR_IN6 on a port at ::1: two endpoints of one device name each other by
+ * [::1]:service, found through the device's own registry (no SIDR between them), and a write
+ * and a message move. A name of another family is refused by fi_av_insert. */
+TEST(FabricWireSock, Ipv6EndpointsOfOneDeviceMeetByTheirServices)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	auto run = [&]() -> int {
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=::1", 1);
+		Stack s;
+		CHECK(s.open_msg_ep(FI_RMA | FI_TAGGED | FI_SOURCE, FI_SOCKADDR_IN6) == nullptr);
+		CHECK(s.info->addr_format == FI_SOCKADDR_IN6);
+		fid_ep *b = nullptr;
+		CHECK(fi_endpoint(s.domain, s.info, &b, nullptr) == 0);
+		std::unique_ptr<fid_ep, int (*)(fid_ep *)> b_closer(
+			b, [](fid_ep *e) { return fi_close(&e->fid); });
+		CHECK(fi_ep_bind(b, &s.av->fid, 0) == 0 &&
+		      fi_ep_bind(b, &s.cq->fid, FI_TRANSMIT) == 0 &&
+		      fi_ep_bind(b, &s.rcq->fid, FI_RECV) == 0 && fi_enable(b) == 0);
+		sockaddr_in6 na{}, nb{};
+		size_t len = sizeof(na);
+		CHECK(fi_getname(&s.ep->fid, &na, &len) == 0 && len == sizeof(na));
+		len = sizeof(nb);
+		CHECK(fi_getname(&b->fid, &nb, &len) == 0);
+		CHECK(na.sin6_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&na.sin6_addr));
+		CHECK(na.sin6_port != nb.sin6_port);
+		sockaddr_in v4{};
+		v4.sin_family = AF_INET;
+		v4.sin_port = htons(1);
+		v4.sin_addr.s_addr = htonl(0x7f000001);
+		sockaddr_in6 as6{};
+		std::memcpy(&as6, &v4, sizeof(v4));
+		fi_addr_t bad = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL, to_b = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(s.av, &as6, 1, &bad, 0, nullptr) == -FI_EINVAL);
+		CHECK(fi_av_insert(s.av, &na, 1, &to_a, 0, nullptr) == 1);
+		/* A service of this device nobody holds. */
+		sockaddr_in6 none = na;
+		none.sin6_port = htons(1);
+		fi_addr_t to_none = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(s.av, &none, 1, &to_none, 0, nullptr) == 1);
+		uint8_t byte = 0;
+		CHECK(fi_inject_write(b, &byte, 1, to_none, 0, 1) == -FI_EADDRNOTAVAIL);
+		/* An endpoint whose src_addr is of the other family. */
+		fi_info *edited = fi_dupinfo(s.info);
+		CHECK(edited != nullptr);
+		std::free(edited->src_addr);
+		edited->src_addr = std::malloc(sizeof(v4));
+		std::memcpy(edited->src_addr, &v4, sizeof(v4));
+		edited->src_addrlen = sizeof(v4);
+		fid_ep *wrong = nullptr;
+		const int wrong_rc = fi_endpoint(s.domain, edited, &wrong, nullptr);
+		fi_freeinfo(edited);
+		CHECK(wrong_rc == -FI_EINVAL);
+		CHECK(fi_av_insert(s.av, &nb, 1, &to_b, 0, nullptr) == 1);
+		char str[80];
+		size_t slen = sizeof(str);
+		CHECK(fi_av_straddr(s.av, &nb, str, &slen) == str);
+		CHECK(std::string(str) ==
+		      "fi_sockaddr_in6://[::1]:" + std::to_string(ntohs(nb.sin6_port)));
+		std::vector<uint8_t> src(256, 0x5a), dst(256, 0);
+		CHECK(fi_mr_reg(s.domain, src.data(), src.size(), FI_WRITE | FI_SEND, 0, 0, 0,
+				&s.lmr, nullptr) == 0);
+		CHECK(fi_mr_reg(s.domain, dst.data(), dst.size(), FI_REMOTE_WRITE | FI_RECV, 0, 0,
+				0, &s.mr, nullptr) == 0);
+		int done = 0;
+		CHECK(post_retry(s.cq, &done, [&] {
+			      return fi_write(b, src.data(), 100, fi_mr_desc(s.lmr), to_a,
+					      reinterpret_cast<uintptr_t>(dst.data()),
+					      fi_mr_key(s.mr), nullptr);
+		      }) == 0);
+		CHECK(done + wait_cq(s.cq, 1 - done, nullptr) == 1);
+		for (size_t i = 0; i < dst.size(); i++)
+			CHECK(dst[i] == (i < 100 ? 0x5a : 0));
+		/* A message from b, whose source a's receive names by its sockaddr entry. */
+		CHECK(fi_trecv(s.ep, dst.data() + 128, 16, fi_mr_desc(s.mr), FI_ADDR_UNSPEC, 3, 0,
+			       nullptr) == 0);
+		done = 0;
+		CHECK(post_retry(s.cq, &done, [&] {
+			      return fi_tsend(b, src.data(), 16, fi_mr_desc(s.lmr), to_a, 3,
+					      nullptr);
+		      }) == 0);
+		fi_cq_tagged_entry e{};
+		fi_addr_t from = FI_ADDR_NOTAVAIL;
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+		ssize_t r = -FI_EAGAIN;
+		while (r == -FI_EAGAIN && std::chrono::steady_clock::now() < end) {
+			r = fi_cq_readfrom(s.rcq, &e, 1, &from);
+			fi_cq_read(s.cq, nullptr, 0);
+		}
+		CHECK(r == 1 && e.tag == 3 && from == to_b);
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
+}
+
+/* fi_domain refuses an info whose sockaddr format the device cannot give: the other family
+ * than its port's, or no wire at all (-FI_EINVAL, nothing left open). */
+TEST(FabricWireSock, ADomainOfAFormatTheDeviceCannotGiveIsRefused)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	auto run = [&]() -> int {
+		const std::pair<const char *, uint32_t> cases[] = {
+			{"emu:mkeys=1024,addr=auto", FI_SOCKADDR_IN6}, /* an IPv4 port */
+			{"emu:mkeys=1024", FI_SOCKADDR_IN},	       /* no wire */
+		};
+		for (const auto &[spec, format] : cases) {
+			setenv("FI_NICMR_DEVICE", spec, 1);
+			fi_info *hints = fi_allocinfo();
+			CHECK(hints != nullptr);
+			hints->fabric_attr->prov_name = strdup("nicmr");
+			hints->domain_attr->mr_mode =
+				FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+			fi_info *info = nullptr;
+			const int gi =
+				fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+			fi_freeinfo(hints);
+			CHECK(gi == 0);
+			fid_fabric *fabric = nullptr;
+			CHECK(fi_fabric(info->fabric_attr, &fabric, nullptr) == 0);
+			info->addr_format = format;
+			fid_domain *domain = nullptr;
+			const int rc = fi_domain(fabric, info, &domain, nullptr);
+			fi_freeinfo(info);
+			CHECK(rc == -FI_EINVAL);
+			CHECK(fi_close(&fabric->fid) == 0);
+		}
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
+}
+
+/* A peer named by node and service (fi_getinfo's dest_addr) is found by SIDR on the wire: the
+ * server's endpoint takes its service from src_addr, the client's gets an ephemeral one, both
+ * resolve each other and a tagged message goes each way. A second endpoint at a bound service
+ * is -FI_EADDRINUSE; a service nobody holds is -FI_ECONNREFUSED at the first request. */
+TEST(FabricWireSock, APeerNamedByNodeAndServiceIsResolvedOnTheWire)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	auto run = [&]() -> int {
+		constexpr uint64_t caps = FI_TAGGED | FI_MSG;
+		Stack srv, cli;
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=127.0.0.91", 1);
+		CHECK(srv.open_msg_ep(caps, FI_FORMAT_UNSPEC, nullptr, "7471", FI_SOURCE) ==
+		      nullptr);
+		sockaddr_in sn{};
+		size_t len = sizeof(sn);
+		CHECK(fi_getname(&srv.ep->fid, &sn, &len) == 0 && len == sizeof(sn));
+		CHECK(ntohs(sn.sin_port) == 7471 && ntohl(sn.sin_addr.s_addr) == 0x7f00005b);
+		fid_ep *twice = nullptr;
+		CHECK(fi_endpoint(srv.domain, srv.info, &twice, nullptr) == -FI_EADDRINUSE);
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=127.0.0.92", 1);
+		CHECK(cli.open_msg_ep(caps, FI_FORMAT_UNSPEC, "127.0.0.91", "7471") == nullptr);
+		CHECK(cli.info->dest_addr != nullptr);
+		fi_addr_t to_srv = FI_ADDR_NOTAVAIL, nobody = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(cli.av, cli.info->dest_addr, 1, &to_srv, 0, nullptr) == 1);
+		sockaddr_in other = sn;
+		other.sin_port = htons(7472);
+		CHECK(fi_av_insert(cli.av, &other, 1, &nobody, 0, nullptr) == 1);
+		sockaddr_in cn{};
+		len = sizeof(cn);
+		CHECK(fi_getname(&cli.ep->fid, &cn, &len) == 0);
+		CHECK(ntohs(cn.sin_port) >= 49152);
+		fi_addr_t to_cli = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(srv.av, &cn, 1, &to_cli, 0, nullptr) == 1);
+		auto pump = [&] {
+			for (Stack *s : {&srv, &cli}) {
+				fi_cq_read(s->cq, nullptr, 0);
+				fi_cq_read(s->rcq, nullptr, 0);
+			}
+		};
+		char m = 'm', got_s = 0, got_c = 0;
+		auto send = [&](Stack *s, fi_addr_t to, uint64_t tag) {
+			const auto end =
+				std::chrono::steady_clock::now() + std::chrono::seconds(20);
+			ssize_t r;
+			while ((r = fi_tinject(s->ep, &m, 1, to, tag)) == -FI_EAGAIN &&
+			       std::chrono::steady_clock::now() < end)
+				pump(); /* SIDR, then the handshake */
+			return r;
+		};
+		CHECK(send(&cli, nobody, 1) == -FI_ECONNREFUSED);
+		CHECK(fi_trecv(srv.ep, &got_s, 1, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr) == 0);
+		CHECK(fi_trecv(cli.ep, &got_c, 1, nullptr, FI_ADDR_UNSPEC, 8, 0, nullptr) == 0);
+		CHECK(send(&cli, to_srv, 7) == 0);
+		CHECK(send(&srv, to_cli, 8) == 0);
+		fi_cq_tagged_entry e{};
+		int n = 0;
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+		while (n < 2 && std::chrono::steady_clock::now() < end) {
+			for (Stack *s : {&srv, &cli})
+				if (fi_cq_read(s->rcq, &e, 1) == 1)
+					n++;
+			pump();
+		}
+		CHECK(n == 2 && got_s == 'm' && got_c == 'm');
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
 }
 
 } // namespace
@@ -677,7 +965,9 @@ namespace {
 
 /* A wire name nobody answers at: the requests say -FI_EAGAIN while REQ is resent (20 ms
  * doubling to 640 ms, 24 times: about 13 s), then -FI_ETIMEDOUT once, then the handshake
- * starts again. A wire name at another UDP port than the device sends to: -FI_EADDRNOTAVAIL. */
+ * starts again. A wire name at another UDP port than the device sends to: -FI_EADDRNOTAVAIL.
+ * Meanwhile a sockaddr nobody answers at: SIDR_REQ on the same schedule, then -FI_ETIMEDOUT
+ * once, then a new resolution. */
 TEST(FabricWire, AHandshakeNobodyAnswersGivesUpWithEtimedout)
 {
 	const int role = 0;
@@ -708,17 +998,32 @@ TEST(FabricWire, AHandshakeNobodyAnswersGivesUpWithEtimedout)
 		uint8_t buf[8] = {};
 		CHECK(fi_write(s.ep, buf, 8, nullptr, elsewhere, 0x1000, 1, nullptr) ==
 		      -FI_EADDRNOTAVAIL);
+		Stack t;
+		CHECK(t.open_ep(FI_RMA, FI_SOCKADDR_IN) == nullptr);
+		sockaddr_in sin{};
+		sin.sin_family = AF_INET;
+		sin.sin_port = htons(5000);
+		sin.sin_addr.s_addr = htonl(0x7f000003);
+		fi_addr_t unresolved = FI_ADDR_NOTAVAIL;
+		CHECK(fi_av_insert(t.av, &sin, 1, &unresolved, 0, nullptr) == 1);
 		const auto start = std::chrono::steady_clock::now();
-		ssize_t r;
+		ssize_t r = -FI_EAGAIN, q = -FI_EAGAIN;
 		do {
-			r = fi_write(s.ep, buf, 8, nullptr, nobody, 0x1000, 1, nullptr);
+			if (r == -FI_EAGAIN)
+				r = fi_write(s.ep, buf, 8, nullptr, nobody, 0x1000, 1, nullptr);
+			if (q == -FI_EAGAIN)
+				q = fi_write(t.ep, buf, 8, nullptr, unresolved, 0x1000, 1, nullptr);
 			fi_cq_entry e;
 			(void)fi_cq_read(s.cq, &e, 1);
-		} while (r == -FI_EAGAIN &&
+			(void)fi_cq_read(t.cq, &e, 1);
+		} while ((r == -FI_EAGAIN || q == -FI_EAGAIN) &&
 			 std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
 		CHECK(r == -FI_ETIMEDOUT);
+		CHECK(q == -FI_ETIMEDOUT);
 		CHECK(std::chrono::steady_clock::now() - start > std::chrono::seconds(5));
 		CHECK(fi_write(s.ep, buf, 8, nullptr, nobody, 0x1000, 1, nullptr) == -FI_EAGAIN);
+		CHECK(fi_write(t.ep, buf, 8, nullptr, unresolved, 0x1000, 1, nullptr) ==
+		      -FI_EAGAIN);
 		return 0;
 	};
 	const int line = run();
@@ -781,6 +1086,38 @@ TEST_P(FabricWireFormat, TwoFabricsOfOneProcessMeetOverTheWire)
 			size_t blen = sizeof(back);
 			CHECK(fi_av_lookup(a.av, to, back, &blen) == 0);
 			CHECK(blen == len && std::strcmp(back, name) == 0);
+		} else if (format == FI_SOCKADDR_IN) {
+			/* 127.h.m.l and one of the device's ephemeral services. */
+			sockaddr_in sin;
+			CHECK(len == sizeof(sin));
+			std::memcpy(&sin, name, sizeof(sin));
+			CHECK(sin.sin_family == AF_INET &&
+			      (ntohl(sin.sin_addr.s_addr) >> 24) == 127);
+			CHECK(ntohs(sin.sin_port) >= 49152);
+			/* Another family, port 0 or the wildcard: nothing inserted. */
+			for (int bad = 0; bad < 3; bad++) {
+				sockaddr_in two[2] = {sin, sin};
+				if (bad == 0)
+					two[1].sin_family = AF_INET6;
+				if (bad == 1)
+					two[1].sin_port = 0;
+				if (bad == 2)
+					two[1].sin_addr.s_addr = INADDR_ANY;
+				fi_addr_t out[2] = {0, 0};
+				CHECK(fi_av_insert(a.av, two, 2, out, 0, nullptr) == -FI_EINVAL);
+			}
+			CHECK(fi_av_insert(a.av, &sin, 1, &to, 0, nullptr) == 1);
+			sockaddr_in back{};
+			size_t blen = sizeof(back);
+			CHECK(fi_av_lookup(a.av, to, &back, &blen) == 0);
+			CHECK(blen == sizeof(sin) && std::memcmp(&back, &sin, sizeof(sin)) == 0);
+			char str[64], ip[INET_ADDRSTRLEN];
+			size_t slen = sizeof(str);
+			CHECK(fi_av_straddr(a.av, &sin, str, &slen) == str);
+			inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
+			const std::string want = std::string("fi_sockaddr_in://") + ip + ":" +
+						 std::to_string(ntohs(sin.sin_port));
+			CHECK(str == want && slen == want.size() + 1);
 		} else {
 			CHECK(len == sizeof(fi_nicmr_name));
 			CHECK(fi_av_insert(a.av, name, 1, &to, 0, nullptr) == 1);
@@ -805,7 +1142,8 @@ TEST_P(FabricWireFormat, TwoFabricsOfOneProcessMeetOverTheWire)
 }
 
 INSTANTIATE_TEST_SUITE_P(Names, FabricWireFormat,
-			 ::testing::Values(uint32_t{FI_FORMAT_UNSPEC}, uint32_t{FI_ADDR_STR}));
+			 ::testing::Values(uint32_t{FI_FORMAT_UNSPEC}, uint32_t{FI_ADDR_STR},
+					   uint32_t{FI_SOCKADDR_IN}));
 
 /* Two fabrics of one process whose spec names one fixed address share its device (Open MPI's
  * MTL and BTL each open a fabric): both domains open where two devices could not both bind the
@@ -970,10 +1308,15 @@ TEST(FabricWireMsg, TaggedMessagesEagerAndRendezvousCrossTheWire)
 /* FI_DIRECTED_RECV and FI_SOURCE over the wire: b receives from a and c (three devices of one
  * process). A receive directed at a takes only a's messages (eager and rendezvous, posted
  * before or after they came), fi_cq_readfrom names each sender by its entry in b's AV, and a
- * sender b's AV does not hold yet is FI_ADDR_NOTAVAIL until it is inserted. */
-TEST(FabricWireMsg, DirectedReceivesAndReadfromNameTheSenderAcrossTheWire)
+ * sender b's AV does not hold yet is FI_ADDR_NOTAVAIL until it is inserted. With nicmr's
+ * names and with sockaddrs (a sender is then known by its address and service, which its
+ * handshake carries, before b ever resolved it). */
+class FabricWireMsgNames : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(FabricWireMsgNames, DirectedReceivesAndReadfromNameTheSenderAcrossTheWire)
 {
 	const int role = 0;
+	const uint32_t format = GetParam();
 	std::string why_s, *why = &why_s;
 	auto run = [&]() -> int {
 		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=auto", 1);
@@ -982,8 +1325,9 @@ TEST(FabricWireMsg, DirectedReceivesAndReadfromNameTheSenderAcrossTheWire)
 		fid_cq *rcq[3] = {nullptr, nullptr, nullptr};
 		for (int k = 0; k < 3; k++) {
 			Stack *s = all[k];
-			CHECK(s->open_msg_ep(FI_TAGGED | FI_MSG | FI_DIRECTED_RECV | FI_SOURCE) ==
-			      nullptr);
+			CHECK(s->open_msg_ep(FI_TAGGED | FI_MSG | FI_DIRECTED_RECV | FI_SOURCE,
+					     format) == nullptr);
+			CHECK(s->info->addr_format == format);
 			CHECK((s->info->caps & (FI_DIRECTED_RECV | FI_SOURCE)) ==
 			      (FI_DIRECTED_RECV | FI_SOURCE));
 			rcq[k] = s->rcq;
@@ -1143,5 +1487,8 @@ TEST(FabricWireMsg, DirectedReceivesAndReadfromNameTheSenderAcrossTheWire)
 	const int line = run();
 	EXPECT_EQ(line, 0) << why_s;
 }
+
+INSTANTIATE_TEST_SUITE_P(Names, FabricWireMsgNames,
+			 ::testing::Values(uint32_t{FI_FORMAT_UNSPEC}, uint32_t{FI_SOCKADDR_IN}));
 
 } // namespace
