@@ -195,7 +195,7 @@ struct Unexpected {
 	uint64_t src_device = 0;
 	uint32_t src_port = 0;
 	uint32_t src_qpn = 0;
-	uint32_t src_via = 0; /* the local QP the RTS arrived on (a remote sender's QP) */
+	uint32_t src_via = 0; /* the local QP it arrived on (a remote sender's QP) */
 	/* FI_PEEK | FI_CLAIM: the context it is claimed for (only a FI_CLAIM receive with that
 	 * context takes it); null: unclaimed. */
 	void *claim = nullptr;

@@ -177,6 +177,10 @@ struct Msg {
 	uint32_t ntx = 0;
 	size_t min_multi_recv = kMsgBounce;
 	uint64_t dropped = 0; /* unexpected messages without room */
+	/* Unexpected messages queued while their sender was not in the AV (src
+	 * FI_ADDR_NOTAVAIL; at most this many are still queued): looked up again before a
+	 * receive is matched (resolve_sources). */
+	uint32_t unknown_src = 0;
 	/* The RNR kick (msg_idle): progress turns that found nothing while a SEND waited, the
 	 * turns the next kick waits for (doubling while nothing moves), NOPs in flight. */
 	uint32_t idle = 0;
@@ -628,6 +632,9 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len, ui
 		u->data = h.data;
 		u->len = plen;
 		u->src = src;
+		u->src_via = via_qpn;
+		if (src == FI_ADDR_NOTAVAIL && (v.directed || v.source))
+			m->unknown_src++;
 		if (m->npool) {
 			/* Copied out, so that the SRQ gets its buffer back at once. */
 			u->pool = static_cast<int32_t>(m->pool_free[--m->npool]);
@@ -664,6 +671,8 @@ void on_recv(Endpoint *ep, const EpView &v, uint32_t slot, uint32_t byte_len, ui
 		u->data = h.data;
 		u->len = h.len;
 		u->src = src;
+		if (src == FI_ADDR_NOTAVAIL && (v.directed || v.source))
+			m->unknown_src++;
 		u->raddr = rts.addr;
 		u->rkey = rts.rkey;
 		u->id = h.id;
@@ -910,6 +919,29 @@ ssize_t do_send(struct fid_ep *fep, const void *buf, size_t len, void *desc, fi_
  *   FI_CLAIM | FI_DISCARD: the claimed message is dropped; a completion of length 0.
  * 0 when done, 1 to go on receiving, or a negative code. ep mu held.
  */
+/*
+ * Looks up again the sender of each unexpected message that came before its sender was in the
+ * AV (an application may insert a peer's address after the peer's first message arrived, as
+ * Open MPI's ranks do while others already send): a receive directed at that sender must take
+ * it, and FI_SOURCE must name it. Posting path: a walk of the unexpected queue only while such
+ * messages are queued (m->unknown_src), no allocation, no system call.
+ */
+void resolve_sources(Endpoint *ep, const EpView &v)
+{
+	Msg *m = v.msg;
+	if (m->unknown_src == 0)
+		return;
+	uint32_t left = 0;
+	m->m.unexpected().find([&](match::Unexpected &u) {
+		if (u.src == FI_ADDR_NOTAVAIL) {
+			u.src = ep_src_fi(ep, u.src_via);
+			left += u.src == FI_ADDR_NOTAVAIL;
+		}
+		return false; /* every entry */
+	});
+	m->unknown_src = left;
+}
+
 ssize_t peek_claim(Endpoint *ep, const EpView &v, void *, size_t, void *, uint64_t tag,
 		   uint64_t ignore, uint64_t src, void *context, uint64_t flags)
 {
@@ -980,6 +1012,7 @@ ssize_t do_recv(struct fid_ep *fep, void *buf, size_t len, void *desc, fi_addr_t
 	/* fi_msg(3): src_addr selects the sender only with FI_DIRECTED_RECV; else it is
 	 * ignored. An fi_addr_t the AV does not hold matches nothing until such a message. */
 	const uint64_t src = v.directed ? src_addr : match::kAnySrc;
+	resolve_sources(ep, v);
 	if (flags & kPeekFlags) {
 		ssize_t ret = peek_claim(ep, v, buf, len, desc, tag, ignore, src, context, flags);
 		if (ret != 1)

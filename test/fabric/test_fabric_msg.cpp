@@ -1239,6 +1239,38 @@ TEST_F(MsgDirected, ASenderNotInTheAvIsNotAvailUntilInserted)
 	EXPECT_EQ(from, FI_ADDR_NOTAVAIL);
 }
 
+/* Messages of a sender that came before the receiver inserted it (an application inserts
+ * its peers while they already send, as Open MPI's ranks do): once inserted, a receive
+ * directed at it takes them, eager and rendezvous, and fi_cq_readfrom names its entry. */
+TEST_F(MsgDirected, MessagesThatCameBeforeTheirSenderWasInsertedAreItsOnceInserted)
+{
+	for (size_t len : {size_t{16}, kBounce * 2}) {
+		SCOPED_TRACE(len);
+		fill_at(0, len, 9);
+		ASSERT_EQ(send(&d_, true, src_.get(), len, nullptr), 0);
+		for (int i = 0; i < 200; i++)
+			progress_all();
+		const fi_addr_t d_at_b = insert(&b_, &d_);
+		int rd = 0;
+		ASSERT_EQ(recv(true, dst_.get(), len, d_at_b, &rd), 0);
+		fi_cq_tagged_entry e{};
+		fi_addr_t from = 0;
+		ASSERT_EQ(next_from(&e, &from), 1);
+		EXPECT_EQ(e.op_context, &rd);
+		EXPECT_EQ(from, d_at_b);
+		EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), len), 0);
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		ssize_t ret;
+		do {
+			progress_all();
+			ret = fi_cq_read(d_.tx.get(), &e, 1);
+		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+		ASSERT_EQ(ret, 1);
+		fi_addr_t gone = d_at_b;
+		ASSERT_EQ(fi_av_remove(b_.av.get(), &gone, 1, 0), 0);
+	}
+}
+
 /* FI_PEEK with a source looks only at that sender's messages. */
 TEST_F(MsgDirected, PeekBySource)
 {
