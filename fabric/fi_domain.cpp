@@ -36,11 +36,18 @@ bool fixed_wire_address(const std::string &spec)
 	return !v.empty() && v != "auto";
 }
 
+/* Whether the fabrics of spec share one device: a fixed wire address, or a device of the
+ * machine (vfio:, devx:), which one process opens once (a VFIO group has one container). */
+bool shared_by_spec(const std::string &spec)
+{
+	return fixed_wire_address(spec) || (spec != "emu" && spec.compare(0, 4, "emu:") != 0);
+}
+
 /* The device for spec: the process's open one when spec names a fixed wire address and a
  * fabric opened it already, else one opened now; null with the native open's error in *rc. */
 DeviceShare *share_acquire(const std::string &spec, int *rc)
 {
-	const bool by_spec = fixed_wire_address(spec);
+	const bool by_spec = shared_by_spec(spec);
 	std::lock_guard lk(g_shares_mu);
 	if (by_spec)
 		for (DeviceShare *s : g_shares)
@@ -593,6 +600,19 @@ int domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_doma
 	fab->domains.fetch_add(1, std::memory_order_relaxed);
 	*out = &dom.release()->fid;
 	return 0;
+}
+
+int device_query(const std::string &spec, nicmr_device_attr *attr, bool *wire)
+{
+	int rc = 0;
+	DeviceShare *sh = share_acquire(spec, &rc);
+	if (!sh)
+		return rc;
+	rc = nicmr_device_query(sh->dev, attr);
+	uint8_t gid[16];
+	*wire = nicmr_port_gid(sh->dev, 1, 0, gid) == 0;
+	const int closed = share_release(sh);
+	return rc != 0 ? rc : closed;
 }
 
 } // namespace nicmr::fabric

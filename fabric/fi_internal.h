@@ -123,6 +123,10 @@ struct DeviceSpec {
 	bool wire = false;
 };
 int device_spec(DeviceSpec *out);
+/* Opens the device of spec (or takes the process's open one: fi_domain.cpp share_acquire),
+ * queries its attributes and whether its port 1 is on a wire, and lets it go. 0 or the native
+ * open's or query's error. Slow path (a bring-up when no fabric holds the device). */
+int device_query(const std::string &spec, nicmr_device_attr *attr, bool *wire);
 /* The value of option key= in a device spec ("emu:ports=2,mkeys=1024"), or "". */
 std::string spec_option(const std::string &spec, const std::string &key);
 /* The emu spec's udp_port= and peer_udp_port= (4791 each by default). */

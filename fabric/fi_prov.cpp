@@ -12,6 +12,9 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <new>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -470,17 +473,63 @@ struct fi_provider provider = {
 	.cleanup = cleanup,
 };
 
+namespace {
+
+/* What fi_getinfo says of a device of the machine (vfio:, devx:), asked of the device itself
+ * (device_query: a bring-up when no fabric of the process holds it) once per spec and process:
+ * later calls take the answer kept here. A device that cannot be opened is asked again next
+ * time. */
+int device_spec_queried(const std::string &spec, DeviceSpec *out)
+{
+	static std::mutex mu;
+	static std::map<std::string, DeviceSpec> known;
+	std::lock_guard lk(mu);
+	if (auto it = known.find(spec); it != known.end()) {
+		*out = it->second;
+		return 0;
+	}
+	nicmr_device_attr a{};
+	bool wire = false;
+	const int rc = device_query(spec, &a, &wire);
+	if (rc != 0) {
+		FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: the device cannot be opened: %d\n",
+			spec.c_str(), rc);
+		return -FI_ENODATA;
+	}
+	DeviceSpec ds;
+	ds.spec = spec;
+	ds.domain_name = spec.substr(5); /* the PCI address or the RDMA device */
+	ds.mr_cnt = a.mkey_pool_max;
+	ds.ext = a.extensions ? a.ext_flags : 0;
+	ds.atomics = a.atomic_mode == NICMR_ATOMIC_HOST;
+	ds.requested_keys = a.requested_keys != 0;
+	ds.wire = wire;
+	try {
+		known.emplace(spec, ds);
+	} catch (const std::bad_alloc &) {
+		/* asked again next time */
+	}
+	*out = ds;
+	return 0;
+}
+
+} // namespace
+
 int device_spec(DeviceSpec *out)
 {
 	char *value = nullptr;
 	std::string spec = kDefaultSpec;
 	if (fi_param_get_str(&provider, "device", &value) == FI_SUCCESS && value && *value)
 		spec = value;
-	/* Only the emulated device is offered through libfabric in this version: its key count
-	 * is known from the spec without opening the device. */
+	/* The emulated device's attributes are known from its spec without opening it; a
+	 * device of the machine is asked. */
+	if (spec.compare(0, 5, "vfio:") == 0 || spec.compare(0, 5, "devx:") == 0)
+		return device_spec_queried(spec, out);
 	if (spec != "emu" && spec.compare(0, 4, "emu:") != 0) {
 		FI_WARN(&provider, FI_LOG_CORE,
-			"FI_NICMR_DEVICE=%s: only emu devices are offered\n", spec.c_str());
+			"FI_NICMR_DEVICE=%s: not a device spec (emu[:options], vfio:<PCI address>, "
+			"devx:<RDMA device>)\n",
+			spec.c_str());
 		return -FI_ENODATA;
 	}
 	size_t mkeys = kEmuDefaultMkeys;

@@ -13,6 +13,9 @@
 #   nicmr.hugepages=N    2 MiB hugepages to reserve (default 64)
 #   nicmr.dma_limit=N    vfio_iommu_type1 dma_entry_limit (default 256)
 #   nicmr.bench=PATH     a benchmark program to run after the test (prints BENCH lines)
+#   nicmr.fiprobe=PATH   a libfabric program (test/fabric/fabric_log_probe) to run with the
+#                        provider on the edu device
+#   nicmr.fiprov=DIR     the provider's directory (FI_PROVIDER_PATH) for it
 
 . /guest-lib.sh
 
@@ -21,6 +24,8 @@ devbind=
 hugepages=64
 dma_limit=256
 bench=
+fiprobe=
+fiprov=
 for word in $(cat /proc/cmdline); do
 	case "$word" in
 	nicmr.test=*) test_bin=${word#nicmr.test=} ;;
@@ -28,6 +33,8 @@ for word in $(cat /proc/cmdline); do
 	nicmr.hugepages=*) hugepages=${word#nicmr.hugepages=} ;;
 	nicmr.dma_limit=*) dma_limit=${word#nicmr.dma_limit=} ;;
 	nicmr.bench=*) bench=${word#nicmr.bench=} ;;
+	nicmr.fiprobe=*) fiprobe=${word#nicmr.fiprobe=} ;;
+	nicmr.fiprov=*) fiprov=${word#nicmr.fiprov=} ;;
 	esac
 done
 
@@ -40,7 +47,7 @@ mount_hostroot
 mkdir -p /hosttmp
 mount -o bind /hostroot/tmp /hosttmp
 mount -t tmpfs tmp /hostroot/tmp
-for p in "$test_bin" "$devbind" "$bench"; do
+for p in "$test_bin" "$devbind" "$bench" "$fiprobe" "$fiprov"; do
 	case "$p" in
 	/tmp/?*)
 		top=${p#/tmp/}
@@ -106,6 +113,21 @@ if [ -n "$test_bin" ]; then
 		result dmar-fault-logged PASS "$faults fault lines"
 	else
 		result dmar-fault-logged FAIL "no DMAR fault in dmesg"
+	fi
+fi
+if [ -n "$fiprobe" ]; then
+	# The provider through the system libfabric with FI_NICMR_DEVICE naming the edu: fi_getinfo
+	# opens the device over VFIO to ask its attributes, the driver refuses it (not a ConnectX),
+	# fi_getinfo answers -FI_ENODATA and the log names the device and why.
+	out=$(run env FI_PROVIDER=nicmr FI_PROVIDER_PATH="$fiprov" FI_NICMR_DEVICE="vfio:$edu" \
+		FI_LOG_LEVEL=warn "$fiprobe" 2>&1)
+	echo "$out" | grep ':nicmr:'
+	if echo "$out" | grep -q '^fi_getinfo: -61$' &&
+		echo "$out" | grep -q "nicmr:.*vfio:$edu.*not a ConnectX" &&
+		echo "$out" | grep -q "nicmr:core:.*FI_NICMR_DEVICE=vfio:$edu: the device cannot be opened: -19"; then
+		result fabric-vfio-refuses-edu PASS
+	else
+		result fabric-vfio-refuses-edu FAIL "$(echo "$out" | tail -n 3 | tr '\n' ' ')"
 	fi
 fi
 if [ -n "$bench" ]; then

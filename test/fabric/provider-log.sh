@@ -4,7 +4,8 @@
 #    fabric/fi_loader.cpp): a libnicmr.so.0 that is not nicmr's, and a missing one;
 #  - nicmr's own lines go through libfabric's log and follow FI_LOG_LEVEL: none at libfabric's
 #    default level (whatever NICMR_LOG_LEVEL says), errors at warn, the device's info lines at
-#    info and debug, and FI_LOG_SUBSYS filters them by subsystem.
+#    info and debug, and FI_LOG_SUBSYS filters them by subsystem;
+#  - a vfio: or devx: device that cannot be opened is named with the native error.
 #   provider-log.sh PROVIDER_DIR PROBE STUB_LIBRARY
 # PROBE is test/fabric/fabric_log_probe (opens and closes a domain); STUB_LIBRARY a shared
 # library that is not libnicmr.
@@ -103,4 +104,21 @@ done
 run 0 FI_NICMR_DEVICE=emu:mkeys=1024 FI_LOG_LEVEL=info FI_LOG_SUBSYS=mr
 grep -Eq "$(line_re mr info "$pool")" "$tmp/err" || fail "no mr line with FI_LOG_SUBSYS=mr"
 ! grep -Eq "$(line_re domain info "$opened")" "$tmp/err" || fail "a domain line with FI_LOG_SUBSYS=mr"
-echo "provider-log: load failures named at warn; nicmr's lines follow FI_LOG_LEVEL and FI_LOG_SUBSYS"
+# Devices of the machine: fi_getinfo opens the device to ask its attributes; one that cannot be
+# opened is -FI_ENODATA with the native error (the API's line, then the provider's), and a spec
+# that names no kind of device is refused before anything is opened.
+run 1 FI_NICMR_DEVICE=vfio:0000:ff:1f.7 FI_LOG_LEVEL=warn
+grep -q '^fi_getinfo: -61$' "$tmp/out" || fail "vfio: fi_getinfo did not answer -FI_ENODATA"
+grep -Eq "$(line_re domain warn 'api: vfio:0000:ff:1f\.7: ')" "$tmp/err" ||
+	fail "no warning of the API for the vfio device that cannot be opened"
+grep -Eq "$(line_re core warn 'FI_NICMR_DEVICE=vfio:0000:ff:1f\.7: the device cannot be opened: -[0-9]+$')" "$tmp/err" ||
+	fail "no warning of the provider for the vfio device that cannot be opened"
+run 1 FI_NICMR_DEVICE=devx:nicmr_none FI_LOG_LEVEL=warn
+grep -Eq "$(line_re core warn 'FI_NICMR_DEVICE=devx:nicmr_none: the device cannot be opened: -[0-9]+$')" "$tmp/err" ||
+	fail "no warning for the devx device that cannot be opened"
+run 1 FI_NICMR_DEVICE=ib0 FI_LOG_LEVEL=warn
+grep -Eq "$(line_re core warn 'FI_NICMR_DEVICE=ib0: not a device spec ')" "$tmp/err" ||
+	fail "no warning for a spec of no kind"
+! grep -q 'api:' "$tmp/err" || fail "a spec of no kind reached the API"
+echo "provider-log: load failures named at warn; nicmr's lines follow FI_LOG_LEVEL and FI_LOG_SUBSYS; devices that cannot be opened named"
+

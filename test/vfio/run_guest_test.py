@@ -33,6 +33,8 @@ EXPECTED = [
     "dma-revoked-after-unmap", "iova-outside-ranges-erange", "map-errors",
     "mapping-limit-enospc", "mlx5-refuses-edu", "guest-test-exit", "dmar-fault-logged",
 ]
+# With --fabric-probe: the provider through libfabric on the edu.
+EXPECTED_FABRIC = ["fabric-vfio-refuses-edu"]
 
 
 def fail(msg):
@@ -55,6 +57,9 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--test-bin", required=True)
     ap.add_argument("--bench")
+    ap.add_argument("--fabric-probe", help="test/fabric/fabric_log_probe, run in the guest with "
+                    "the provider of --fabric-dir and FI_NICMR_DEVICE=vfio:<edu>")
+    ap.add_argument("--fabric-dir")
     ap.add_argument("--timeout", type=seconds, default=300)
     ap.add_argument("--kernel-cache", default=os.environ.get("NICMR_KERNEL_CACHE",
                                                              "/var/cache/nicmr/kernel"))
@@ -89,6 +94,11 @@ def main():
 
     params = ["nicmr.test=" + test_bin,
               "nicmr.devbind=" + os.path.join(src, "devtools", "nicmr-devbind")]
+    expected = list(EXPECTED)
+    if args.fabric_probe and args.fabric_dir:
+        params += ["nicmr.fiprobe=" + os.path.abspath(args.fabric_probe),
+                   "nicmr.fiprov=" + os.path.abspath(args.fabric_dir)]
+        expected += EXPECTED_FABRIC
     if args.bench:
         # The 1 GiB pool of the benchmark needs 512 pages of 2 MiB besides the 2 MiB pools.
         params += ["nicmr.bench=" + os.path.abspath(args.bench), "nicmr.hugepages=600"]
@@ -114,7 +124,7 @@ def main():
     if args.bench:
         with open(os.path.join(work, "vfio-guest-bench.txt"), "w") as f:
             f.write("".join(b + "\n" for b in bench))
-    missing = [n for n in EXPECTED if n not in results]
+    missing = [n for n in expected if n not in results]
     failed = [n for n, (st, _) in results.items() if st != "PASS"]
     if "NICMR-GUEST-DONE" not in console:
         fail("the guest did not reach its end (QEMU exit %d)" % p.returncode)
