@@ -12,12 +12,12 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <new>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
 #include <utility>
 
 #include <rdma/providers/fi_log.h>
@@ -492,8 +492,8 @@ int device_spec_queried(const std::string &spec, DeviceSpec *out)
 	bool wire = false;
 	const int rc = device_query(spec, &a, &wire);
 	if (rc != 0) {
-		FI_WARN(&provider, FI_LOG_CORE, "FI_NICMR_DEVICE=%s: the device cannot be opened: %d\n",
-			spec.c_str(), rc);
+		FI_WARN(&provider, FI_LOG_CORE,
+			"FI_NICMR_DEVICE=%s: the device cannot be opened: %d\n", spec.c_str(), rc);
 		return -FI_ENODATA;
 	}
 	DeviceSpec ds;
