@@ -1938,14 +1938,8 @@ int endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 	if (ret == 0)
 		ret = nicmr_qp_connect(ep->self, ep->port, nicmr_qp_num(ep->self));
 	if (ret == 0 && ep->wire) {
-		nicmr_ud_qp_attr ua{};
-		ua.size = sizeof(ua);
+		nicmr_ud_qp_attr ua = ud_qp_attr(kWirePort, ep->ncq, kUdSend, kUdRecv);
 		ua.q_key = kHsQkey;
-		ua.attr.port = kWirePort;
-		ua.attr.send_cq = ep->ncq;
-		ua.attr.depth = kUdSend;
-		ua.attr.recv_depth = kUdRecv;
-		ua.attr.max_recv_sge = 1;
 		ret = nicmr_qp_create_ud(dom->pd, &ua, &ep->ud);
 		for (uint32_t i = 0; ret == 0 && i < kUdRecv; i++)
 			ret = ud_post_recv(ep.get(), i);

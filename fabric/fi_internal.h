@@ -459,6 +459,20 @@ int ep_arm(Endpoint *ep);
 /* Wakes the wait objects of the endpoint's CQ and counters (fabric ev_mu held). */
 void ep_wake(Endpoint *ep);
 
+/* The attributes of a UD QP on port whose sends and receives (send and recv of them, one
+ * scatter entry each) complete to cq: the handshake's (fi_ep.cpp) and the GSI QP (fi_sidr.cpp). */
+inline nicmr_ud_qp_attr ud_qp_attr(uint32_t port, nicmr_cq *cq, uint32_t send, uint32_t recv)
+{
+	nicmr_ud_qp_attr ua{};
+	ua.size = sizeof(ua);
+	ua.attr.port = port;
+	ua.attr.send_cq = cq;
+	ua.attr.depth = send;
+	ua.attr.recv_depth = recv;
+	ua.attr.max_recv_sge = 1;
+	return ua;
+}
+
 /* ---- Service IDs (fi_sidr.cpp): sockaddr names to handshake QPs, through the device's GSI QP */
 
 /* The Q_Key of the endpoints' handshake UD QPs (fi_ep.cpp), which a SIDR_REP names. */

@@ -260,14 +260,8 @@ int gsi_get(DeviceShare *sh, uint32_t port, Gsi **out)
 		}
 	}
 	if (ret == 0) {
-		nicmr_ud_qp_attr ua{};
-		ua.size = sizeof(ua);
+		nicmr_ud_qp_attr ua = ud_qp_attr(port, g->cq, kGsiSend, kGsiRecv);
 		ua.flags = NICMR_UD_QP_GSI;
-		ua.attr.port = port;
-		ua.attr.send_cq = g->cq;
-		ua.attr.depth = kGsiSend;
-		ua.attr.recv_depth = kGsiRecv;
-		ua.attr.max_recv_sge = 1;
 		ret = nicmr_qp_create_ud(g->pd, &ua, &g->qp);
 	}
 	for (uint32_t i = 0; ret == 0 && i < kGsiRecv; i++)

@@ -298,6 +298,19 @@ protected:
 		return a;
 	}
 	emu::EmuDataPath &model() { return dev->emu->device().data_path(); }
+	/* g1 sends len bytes to `to` through d (unsignaled); `to` receives them on its CQ from
+	 * source QP 1. */
+	void expect_from_gsi(nicmr_qp *to, nicmr_cq *to_cq, const nicmr_ud_dest &d, size_t len)
+	{
+		const nicmr_sge sg{u(b), 4096, kb};
+		ASSERT_EQ(nicmr_post_recv(to, &sg, 1, 0x33), 0);
+		ASSERT_EQ(nicmr_post_send_ud(g1, u(a), len, ka, &d, 0, 0x34, 0), 0);
+		nicmr_wc wc{};
+		nicmr_ud_info ud{};
+		ASSERT_TRUE(wait_ud(to_cq, &wc, &ud));
+		EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
+		EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	}
 	nicmr_cq *cq1 = nullptr, *cq2 = nullptr;
 	nicmr_qp *g1 = nullptr, *g2 = nullptr;
 	nicmr_ud_dest to_gsi{};
@@ -340,14 +353,7 @@ TEST_F(GsiPath, GsiQpsReachEachOtherAsQp1WithTheirQkey)
 		EXPECT_EQ(wc.wr_id, 0x32u);
 	}
 	/* A GSI QP sends to an ordinary UD QP too, with that QP's Q_Key: source QP 1. */
-	const nicmr_sge sg{u(b), 4096, kb};
-	ASSERT_EQ(nicmr_post_recv(qb, &sg, 1, 0x33), 0);
-	ASSERT_EQ(nicmr_post_send_ud(g1, u(a), 16, ka, &to_b, 0, 0x34, 0), 0);
-	nicmr_wc wc{};
-	nicmr_ud_info ud{};
-	ASSERT_TRUE(wait_ud(cqb, &wc, &ud));
-	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
-	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	expect_from_gsi(qb, cqb, to_b, 16);
 	EXPECT_EQ(model().stats().ud_received, 3u);
 }
 
@@ -411,14 +417,7 @@ TEST_F(GsiPath, OneGsiQpPerPortAndARefusedOneLeavesNothing)
 TEST_F(GsiPath, RecoveredGsiQpIsStillQp1)
 {
 	ASSERT_EQ(nicmr_qp_recover(g2), 0);
-	const nicmr_sge sg{u(b), 4096, kb};
-	ASSERT_EQ(nicmr_post_recv(g2, &sg, 1, 1), 0);
-	ASSERT_EQ(nicmr_post_send_ud(g1, u(a), 8, ka, &to_gsi, 0, 2, 0), 0);
-	nicmr_wc wc{};
-	nicmr_ud_info ud{};
-	ASSERT_TRUE(wait_ud(cq2, &wc, &ud));
-	EXPECT_EQ(wc.status, NICMR_WC_SUCCESS);
-	EXPECT_EQ(ud.src_qp, NICMR_GSI_QPN);
+	expect_from_gsi(g2, cq2, to_gsi, 8);
 }
 
 TEST_F(UdPath, DatagramToQp1OfAPortWithoutAGsiQpIsDropped)

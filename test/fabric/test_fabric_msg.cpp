@@ -1042,6 +1042,18 @@ protected:
 		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
 		return ret;
 	}
+	/* The next entry of a sender's transmit CQ, everyone progressing. */
+	ssize_t next_sent(MEp *sender)
+	{
+		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		fi_cq_tagged_entry e{};
+		ssize_t ret;
+		do {
+			progress_all();
+			ret = fi_cq_read(sender->tx.get(), &e, 1);
+		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+		return ret;
+	}
 	ssize_t send(MEp *from, bool tagged, const char *buf, size_t len, void *ctx)
 	{
 		if (tagged)
@@ -1175,13 +1187,7 @@ TEST_F(MsgDirected, AnyReceiveTakesAnySenderAndReadfromNamesIt)
 		EXPECT_EQ(from, b_.self);
 		for (fid_cq *cq : {a_.tx.get(), b_.tx.get()})
 			ASSERT_EQ(next(cq, &e), 1);
-		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-		ssize_t ret;
-		do {
-			progress_all();
-			ret = fi_cq_read(c_.tx.get(), &e, 1);
-		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
-		ASSERT_EQ(ret, 1);
+		ASSERT_EQ(next_sent(&c_), 1);
 	}
 }
 
@@ -1211,13 +1217,7 @@ TEST_F(MsgDirected, ASenderNotInTheAvIsNotAvailUntilInserted)
 		EXPECT_EQ(e.op_context, &ra);
 		EXPECT_EQ(from, b_.peer);
 		ASSERT_EQ(next(a_.tx.get(), &e), 1);
-		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-		ssize_t ret;
-		do {
-			progress_all();
-			ret = fi_cq_read(d_.tx.get(), &e, 1);
-		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
-		ASSERT_EQ(ret, 1);
+		ASSERT_EQ(next_sent(&d_), 1);
 	}
 	/* Inserted now: d's next message names its new entry, and a receive directed at it
 	 * takes it. */
@@ -1259,13 +1259,7 @@ TEST_F(MsgDirected, MessagesThatCameBeforeTheirSenderWasInsertedAreItsOnceInsert
 		EXPECT_EQ(e.op_context, &rd);
 		EXPECT_EQ(from, d_at_b);
 		EXPECT_EQ(std::memcmp(src_.get(), dst_.get(), len), 0);
-		auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-		ssize_t ret;
-		do {
-			progress_all();
-			ret = fi_cq_read(d_.tx.get(), &e, 1);
-		} while (ret == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
-		ASSERT_EQ(ret, 1);
+		ASSERT_EQ(next_sent(&d_), 1);
 		fi_addr_t gone = d_at_b;
 		ASSERT_EQ(fi_av_remove(b_.av.get(), &gone, 1, 0), 0);
 	}
