@@ -14,8 +14,13 @@ the namespaces nicmr-pp-a and nicmr-pp-b, which the test makes and removes).
 It FAILS, saying why, when fi_pingpong or the namespaces cannot be had, when either side exits
 other than 0, or when either side's output lacks a row for a size.
 
+Then a tagged pass of 64 KiB with fi_pingpong's other options: -d (the domain by name,
+--domain), -B and -P (a control port of the test's own), -v, and on one host -6 (the control
+connection over IPv6).
+
 usage: run_fi_pingpong.py --provider NAME [--provider-path DIR] [--spec SPEC] [--ep rdm]
                           [--mode msg] [--mode tagged] [--iters N] [--netns] [--timeout S]
+                          [--domain NAME]
 """
 import argparse
 import os
@@ -23,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -32,6 +38,8 @@ NS = ["nicmr-pp-a", "nicmr-pp-b"]
 VETH = ["npp-a", "npp-b"]
 NS_ADDR = ["10.79.0.1", "10.79.0.2"]
 HOST_ADDR = ["127.0.0.11", "127.0.0.12"]
+# The control port of the options pass (fi_pingpong's default is 47592).
+CTRL_PORT = 47611
 # fi_pingpong -S all: 64 B .. 1 MiB by its own table; the rows its output must have.
 ROW = re.compile(r"^(\d+[km]?)\s+(\d+)\s+=(\d+)\s")
 
@@ -49,11 +57,25 @@ def netns_down():
     netns_pair.down(NS)
 
 
-def run_pair(a, mode, exe, addrs):
-    """Runs the server, then the client; returns both outputs."""
+def run_pair(a, mode, exe, addrs, options=False):
+    """Runs the server, then the client; returns both outputs. options: fi_pingpong's other
+    options too: the domain by name (-d, with --domain), its control connection over IPv6 (-6:
+    the client reaches the server at ::1, one host only) on a port of the test's own (-B, -P),
+    and its debugging output (-v), with one size of 64 KiB."""
     base = [exe, "-p", a.provider, "-e", a.ep, "-m", mode, "-I", str(a.iters), "-S", "all",
             "-c"]
+    server_addr = addrs[0]
+    if options:
+        # -v prints lines per transfer: one size (a rendezvous one for nicmr), not all.
+        base[base.index("all")] = "65536"
+        base += ["-v"]
+        if a.domain:
+            base += ["-d", a.domain]
+        if not a.netns:
+            base += ["-6"]
+            server_addr = "::1"
     procs = []
+    logs = []
     for side in range(2):
         env = dict(os.environ, FI_PROVIDER=a.provider)
         if a.provider_path:
@@ -61,13 +83,18 @@ def run_pair(a, mode, exe, addrs):
         if a.spec:
             env["FI_NICMR_DEVICE"] = a.spec.replace("{addr}", addrs[side])
         cmd = list(base)
+        if options:
+            cmd += ["-B", str(CTRL_PORT)] if side == 0 else ["-P", str(CTRL_PORT)]
         if side == 1:
-            cmd.append(addrs[0])
+            cmd.append(server_addr)
         if a.netns:
             cmd = ["ip", "netns", "exec", NS[side]] + cmd
         print("fi_pingpong: %s: %s" % ("server" if side == 0 else "client", " ".join(cmd)),
               flush=True)
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+        # Each side's output into a file of its own: a pipe read only after the other side
+        # ended would fill with -v's lines and stop the writer.
+        logs.append(tempfile.TemporaryFile(mode="w+"))
+        procs.append(subprocess.Popen(cmd, env=env, stdout=logs[-1],
                                       stderr=subprocess.STDOUT, text=True))
         if side == 0:
             time.sleep(0.5)  # the server listens on its control port first
@@ -75,11 +102,14 @@ def run_pair(a, mode, exe, addrs):
     deadline = time.monotonic() + a.timeout
     for side, p in enumerate(procs):
         try:
-            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            p.wait(timeout=max(1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
             fail("%s mode: did not finish in %d s" % (mode, a.timeout))
+        logs[side].seek(0)
+        out = logs[side].read()
+        logs[side].close()
         outs.append(out)
         name = "server" if side == 0 else "client"
         if p.returncode != 0:
@@ -99,6 +129,7 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--netns", action="store_true")
     p.add_argument("--timeout", type=int, default=120)
+    p.add_argument("--domain", help="the provider's domain name, for the options pass's -d")
     a = p.parse_args()
     exe = shutil.which("fi_pingpong")
     if not exe:
@@ -110,8 +141,9 @@ def main():
         netns_up()
         addrs = NS_ADDR
     try:
-        for mode in a.mode or ["msg", "tagged"]:
-            outs = run_pair(a, mode, exe, addrs)
+        passes = [(m, False) for m in a.mode or ["msg", "tagged"]] + [("tagged", True)]
+        for mode, options in passes:
+            outs = run_pair(a, mode, exe, addrs, options)
             for side, out in enumerate(outs):
                 rows = [m.groups() for m in map(ROW.match, out.splitlines()) if m]
                 if not rows:
@@ -121,8 +153,10 @@ def main():
                     if iters != done:
                         fail("%s mode: size %s: %s of %s iterations" %
                              (mode, size, done, iters))
-            print("fi_pingpong: %s mode: %d sizes (%s .. %s), %d iterations each, data checked"
-                  % (mode, len(rows), rows[0][0], rows[-1][0], a.iters), flush=True)
+            print("fi_pingpong: %s mode%s: %d sizes (%s .. %s), %d iterations each, data "
+                  "checked" % (mode, " with -v -B -P" + (" -d" if a.domain else "") +
+                               ("" if a.netns else " -6") if options else "",
+                               len(rows), rows[0][0], rows[-1][0], a.iters), flush=True)
     finally:
         if a.netns:
             netns_down()
