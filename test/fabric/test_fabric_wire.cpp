@@ -170,7 +170,8 @@ struct Stack {
 };
 
 /* Posts with fn until it is not -FI_EAGAIN, reading the CQ meanwhile (the handshake moves in
- * the provider's progress); completions read meanwhile are counted in *done. */
+ * the provider's progress); completions read meanwhile are counted in *done. Any CQ format:
+ * entries are read into room for the largest. */
 template <typename F> ssize_t post_retry(fid_cq *cq, int *done, F &&fn)
 {
 	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -178,20 +179,21 @@ template <typename F> ssize_t post_retry(fid_cq *cq, int *done, F &&fn)
 		ssize_t r = fn();
 		if (r != -FI_EAGAIN || std::chrono::steady_clock::now() > end)
 			return r;
-		fi_cq_entry e[4];
+		fi_cq_tagged_entry e[4];
 		ssize_t n = fi_cq_read(cq, e, 4);
 		if (n > 0)
 			*done += static_cast<int>(n);
 	}
 }
 
-/* Reads n completions (errors are returned as -1 with the entry in *err). */
+/* Reads n completions (errors are returned as -1 with the entry in *err), of a CQ of any
+ * format. */
 int wait_cq(fid_cq *cq, int n, fi_cq_err_entry *err)
 {
 	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
 	int got = 0;
 	while (got < n && std::chrono::steady_clock::now() < end) {
-		fi_cq_entry e[4];
+		fi_cq_tagged_entry e[4];
 		ssize_t r = fi_cq_read(cq, e, 4);
 		if (r > 0)
 			got += static_cast<int>(r);
