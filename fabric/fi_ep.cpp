@@ -29,9 +29,11 @@
  * have completed. Atomics fetch into a per-endpoint scratch MR (a slot per request) and the
  * result is copied, in host order, to the application's buffer at completion.
  *
- * Locks: Fabric::mu (slow: peers and the endpoint registry) before Endpoint::mu (posting and
- * progress: uncontended unless the application shares the endpoint between threads, which
- * FI_THREAD_SAFE allows) before Cq::mu. The native calls under them take no lock. In a domain
+ * Locks: Endpoint::mu (posting and progress: uncontended unless the application shares the
+ * endpoint between threads, which FI_THREAD_SAFE allows) before Cq::mu, and before the device's
+ * DeviceShare::mu (slow: the endpoint registry, and every QP made on an endpoint's CQ, since
+ * two creations on one CQ must not meet) and the GSI QP's mu (fi_sidr.cpp). The native calls
+ * under them take no lock. In a domain
  * opened with FI_THREAD_DOMAIN or FI_THREAD_COMPLETION the application serialises those calls
  * itself and the endpoint's, CQs' and counters' locks are no-ops (FiLock), the AV's too under
  * FI_THREAD_DOMAIN: posting and progress then take no lock once a peer's pair exists.
@@ -433,7 +435,15 @@ int hs_new_qp(Endpoint *ep, Peer &p)
 	}
 	p.rqpn = 0;
 	p.broken = false;
-	int rc = peer_qp_create(ep, ep->domain->pd, kWirePort, kReqDepth, &p.req);
+	int rc;
+	{
+		/* Every QP made on an endpoint's CQ is made under the device's mu: an endpoint of
+		 * this device may be making a responder on this CQ now (peer_at), and two
+		 * creations on one CQ would take the same slot of its QP table
+		 * (nicmr_qp_create_attr is not safe against another on the same CQ). */
+		std::lock_guard lk(ep->fabric->sh->mu);
+		rc = peer_qp_create(ep, ep->domain->pd, kWirePort, kReqDepth, &p.req);
+	}
 	if (rc != 0)
 		p.req = nullptr;
 	return rc;

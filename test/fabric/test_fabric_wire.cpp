@@ -27,6 +27,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -35,6 +36,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fd_io.h"
@@ -888,6 +890,110 @@ TEST(FabricWireSock, ADomainOfAFormatTheDeviceCannotGiveIsRefused)
 	};
 	const int line = run();
 	EXPECT_EQ(line, 0) << why_s;
+}
+
+/* Four threads, each with an endpoint of its own (two devices, two endpoints each, sockaddr
+ * names), open them at once (the device's GSI QP and service registry made and taken
+ * concurrently), then each sends a tagged message to every other and receives one from each,
+ * progressing only its own CQs: resolutions by SIDR and by the device's registry, and the GSI
+ * polls of idle turns, run on four threads at once (in the stress suite for ThreadSanitizer).
+ * It found two endpoints making QPs on one CQ at once (a remote peer's, and a responder of
+ * an endpoint of the same device), which lost a QP from the CQ's table and its messages. */
+TEST(FabricWireSock, FourThreadsResolveAndTalkAtOnce)
+{
+	constexpr int kThreads = 4;
+	const char *specs[2] = {"emu:mkeys=1024,addr=127.0.0.93", "emu:mkeys=1024,addr=127.0.0.94"};
+	Stack dev[2];
+	for (int d = 0; d < 2; d++) {
+		setenv("FI_NICMR_DEVICE", specs[d], 1);
+		ASSERT_EQ(dev[d].open(FI_TAGGED | FI_MSG, FI_SOCKADDR_IN), nullptr);
+	}
+	std::atomic<int> published{0}, finished{0};
+	sockaddr_in names[kThreads]{};
+	std::string why[kThreads];
+	auto run = [&](int t, std::string *w) -> int {
+		const int role = t;
+		std::string *why = w;
+		Stack &d = dev[t % 2];
+		fi_cq_attr cqa{};
+		cqa.format = FI_CQ_FORMAT_TAGGED;
+		fid_cq *cq = nullptr;
+		fid_av *av = nullptr;
+		fid_ep *ep = nullptr;
+		CHECK(fi_cq_open(d.domain, &cqa, &cq, nullptr) == 0);
+		std::unique_ptr<fid_cq, int (*)(fid_cq *)> cq_closer(
+			cq, [](fid_cq *c) { return fi_close(&c->fid); });
+		fi_av_attr ava{};
+		CHECK(fi_av_open(d.domain, &ava, &av, nullptr) == 0);
+		std::unique_ptr<fid_av, int (*)(fid_av *)> av_closer(
+			av, [](fid_av *a) { return fi_close(&a->fid); });
+		CHECK(fi_endpoint(d.domain, d.info, &ep, nullptr) == 0);
+		std::unique_ptr<fid_ep, int (*)(fid_ep *)> ep_closer(
+			ep, [](fid_ep *e) { return fi_close(&e->fid); });
+		CHECK(fi_ep_bind(ep, &av->fid, 0) == 0);
+		CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+		CHECK(fi_enable(ep) == 0);
+		size_t len = sizeof(names[t]);
+		CHECK(fi_getname(&ep->fid, &names[t], &len) == 0);
+		published.fetch_add(1);
+		fi_cq_tagged_entry e[4];
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+		while (published.load() < kThreads && std::chrono::steady_clock::now() < end)
+			(void)fi_cq_read(cq, e, 0);
+		CHECK(published.load() == kThreads);
+		fi_addr_t to[kThreads];
+		for (int o = 0; o < kThreads; o++)
+			CHECK(fi_av_insert(av, &names[o], 1, &to[o], 0, nullptr) == 1);
+		uint64_t got[kThreads] = {};
+		for (int o = 0; o < kThreads; o++)
+			CHECK(fi_trecv(ep, &got[o], 8, nullptr, FI_ADDR_UNSPEC, 100 + o, 0,
+				       nullptr) == 0);
+		int sent = 0, received = 0, completions = 0;
+		uint64_t out[kThreads];
+		for (int o = 0; o < kThreads; o++) {
+			if (o == t)
+				continue;
+			out[o] = uint64_t(t) << 32 | uint64_t(o);
+			ssize_t r;
+			while ((r = fi_tsend(ep, &out[o], 8, nullptr, to[o], 100 + t, nullptr)) ==
+				       -FI_EAGAIN &&
+			       std::chrono::steady_clock::now() < end) {
+				const ssize_t n = fi_cq_read(cq, e, 4);
+				for (ssize_t i = 0; i < n; i++)
+					(e[i].flags & FI_RECV ? received : completions)++;
+			}
+			CHECK(r == 0);
+			sent++;
+		}
+		while ((received < kThreads - 1 || completions < sent) &&
+		       std::chrono::steady_clock::now() < end) {
+			const ssize_t n = fi_cq_read(cq, e, 4);
+			for (ssize_t i = 0; i < n; i++)
+				(e[i].flags & FI_RECV ? received : completions)++;
+		}
+		if (received != kThreads - 1 || completions != sent) {
+			*why = "side " + std::to_string(role) + ": received " +
+			       std::to_string(received) + ", completions " +
+			       std::to_string(completions) + " of " + std::to_string(sent);
+			return __LINE__;
+		}
+		for (int o = 0; o < kThreads; o++)
+			if (o != t)
+				CHECK(got[o] == (uint64_t(o) << 32 | uint64_t(t)));
+		/* Stay until everyone is done: the others may still resolve this one. */
+		finished.fetch_add(1);
+		while (finished.load() < kThreads && std::chrono::steady_clock::now() < end)
+			(void)fi_cq_read(cq, e, 0);
+		return 0;
+	};
+	int lines[kThreads] = {};
+	std::vector<std::thread> threads;
+	for (int t = 0; t < kThreads; t++)
+		threads.emplace_back([&, t] { lines[t] = run(t, &why[t]); });
+	for (auto &th : threads)
+		th.join();
+	for (int t = 0; t < kThreads; t++)
+		EXPECT_EQ(lines[t], 0) << why[t];
 }
 
 /* A peer named by node and service (fi_getinfo's dest_addr) is found by SIDR on the wire: the
