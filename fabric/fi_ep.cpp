@@ -343,11 +343,7 @@ uint8_t *ud_recv_slot(Endpoint *ep, uint32_t i)
 
 int ud_post_recv(Endpoint *ep, uint32_t i)
 {
-	nicmr_sge sge{};
-	sge.addr = reinterpret_cast<uintptr_t>(ud_recv_slot(ep, i));
-	sge.length = static_cast<uint32_t>(kUdSlot);
-	sge.lkey = nicmr_mr_key(ep->scratch_mr);
-	return nicmr_post_recv(ep->ud, &sge, 1, i);
+	return ud_post_slot(ep->ud, ep->scratch_mr, ud_recv_slot(ep, i), kUdSlot, i);
 }
 
 /* Makes an RC QP of endpoint owner for a peer: in pd, on port, reporting its sends and

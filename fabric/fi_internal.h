@@ -473,6 +473,16 @@ inline nicmr_ud_qp_attr ud_qp_attr(uint32_t port, nicmr_cq *cq, uint32_t send, u
 	return ua;
 }
 
+/* Posts one receive of len bytes at slot, inside mr, on a UD QP, with wr_id. */
+inline int ud_post_slot(nicmr_qp *qp, nicmr_mr *mr, const void *slot, size_t len, uint64_t wr_id)
+{
+	nicmr_sge sge{};
+	sge.addr = reinterpret_cast<uintptr_t>(slot);
+	sge.length = static_cast<uint32_t>(len);
+	sge.lkey = nicmr_mr_key(mr);
+	return nicmr_post_recv(qp, &sge, 1, wr_id);
+}
+
 /* ---- Service IDs (fi_sidr.cpp): sockaddr names to handshake QPs, through the device's GSI QP */
 
 /* The Q_Key of the endpoints' handshake UD QPs (fi_ep.cpp), which a SIDR_REP names. */

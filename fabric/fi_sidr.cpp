@@ -194,11 +194,7 @@ uint8_t *send_slot(Gsi *g, uint32_t i)
 
 int post_recv(Gsi *g, uint32_t i)
 {
-	nicmr_sge sge{};
-	sge.addr = reinterpret_cast<uintptr_t>(recv_slot(g, i));
-	sge.length = static_cast<uint32_t>(kRecvSlot);
-	sge.lkey = nicmr_mr_key(g->mr);
-	return nicmr_post_recv(g->qp, &sge, 1, i);
+	return ud_post_slot(g->qp, g->mr, recv_slot(g, i), kRecvSlot, i);
 }
 
 void gsi_free(DeviceShare *sh, Gsi *g)
