@@ -199,11 +199,10 @@ struct fi_ops_av av_ops = {
 
 size_t name_to_str(const EpAddr &a, char *buf, size_t len)
 {
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	char host[INET6_ADDRSTRLEN + 2] = "local";
 	if (a.kind == FI_NICMR_NAME_WIRE) {
 		char ip[INET6_ADDRSTRLEN] = "?";
-		const bool v4 = std::memcmp(a.gid, mapped, 12) == 0;
+		const bool v4 = gid_is_v4(a.gid);
 		inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? a.gid + 12 : a.gid, ip, sizeof(ip));
 		std::snprintf(host, sizeof(host), v4 ? "%s" : "[%s]", ip);
 	}
@@ -407,8 +406,6 @@ int av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **
 	return 0;
 }
 
-static const uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
 int sock_decode(int sock, const void *sa, uint16_t udp_port, EpAddr *a)
 {
 	*a = EpAddr{};
@@ -421,7 +418,7 @@ int sock_decode(int sock, const void *sa, uint16_t udp_port, EpAddr *a)
 		if (in.sin_family != AF_INET || in.sin_port == 0 ||
 		    in.sin_addr.s_addr == INADDR_ANY)
 			return -FI_EINVAL;
-		std::memcpy(a->gid, kV4Mapped, 12);
+		std::memcpy(a->gid, kV4MappedPrefix, sizeof(kV4MappedPrefix));
 		std::memcpy(a->gid + 12, &in.sin_addr, 4);
 		a->service = ntohs(in.sin_port);
 		return 0;

@@ -499,11 +499,10 @@ namespace {
  * without a wire. */
 int wire_family(nicmr_device *dev)
 {
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	uint8_t gid[16];
 	if (nicmr_port_gid(dev, 1, 0, gid) != 0)
 		return 0;
-	return std::memcmp(gid, mapped, 12) == 0 ? AF_INET : AF_INET6;
+	return gid_is_v4(gid) ? AF_INET : AF_INET6;
 }
 } // namespace
 

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -458,6 +459,15 @@ void ep_progress(Endpoint *ep);
 int ep_arm(Endpoint *ep);
 /* Wakes the wait objects of the endpoint's CQ and counters (fabric ev_mu held). */
 void ep_wake(Endpoint *ep);
+
+/* The first 12 bytes of an IPv4-mapped GID (::ffff:a.b.c.d, RFC 4291 2.5.5.2): the RoCEv2
+ * GID of an IPv4 address, whose last 4 bytes are the address. */
+inline constexpr uint8_t kV4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+/* Whether a GID is an IPv4 address's (IPv4-mapped) rather than an IPv6 one. */
+inline bool gid_is_v4(const uint8_t gid[16])
+{
+	return std::memcmp(gid, kV4MappedPrefix, sizeof(kV4MappedPrefix)) == 0;
+}
 
 /* The attributes of a UD QP on port whose sends and receives (send and recv of them, one
  * scatter entry each) complete to cq: the handshake's (fi_ep.cpp) and the GSI QP (fi_sidr.cpp). */

@@ -299,14 +299,6 @@ void mad_hdr(MadHdr *h, uint16_t attr, uint64_t tid)
 	h->attr_id = htons(attr);
 }
 
-/* The v4-mapped GID's address, or the IPv6 one (rdma_cm's cma_ip_addr holds an IPv4 address
- * in its last four bytes either way). */
-bool gid_v4(const uint8_t gid[16])
-{
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	return std::memcmp(gid, mapped, 12) == 0;
-}
-
 void sidr_req_send(Gsi *g, const SvcKey &k, const Resolution &r)
 {
 	SidrReq m{};
@@ -316,7 +308,8 @@ void sidr_req_send(Gsi *g, const SvcKey &k, const Resolution &r)
 	const uint16_t service = static_cast<uint16_t>(k[16] << 8 | k[17]);
 	m.service_id = htobe64(kPsUdp | service);
 	m.cma_version = 0;
-	m.ip_version = gid_v4(k.data()) ? 4 << 4 : 6 << 4;
+	/* rdma_cm's cma_ip_addr holds an IPv4 address in its last four bytes, as the GID does. */
+	m.ip_version = gid_is_v4(k.data()) ? 4 << 4 : 6 << 4;
 	m.src_port = htons(r.src_port);
 	std::memcpy(m.src_addr, g->gid, 16);
 	std::memcpy(m.dst_addr, k.data(), 16);
