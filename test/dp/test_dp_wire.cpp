@@ -947,8 +947,6 @@ TEST(WireConfig, Init2RtrNeedsEntryZeroAndTheSameFamily)
 	}
 }
 
-} // namespace
-
 /* A device whose QP is connected to a peer that does not exist (127.0.0.2), reached through
  * EmuDataPath::wire_inject: packets "from" the peer without a socket. */
 struct InjectRig {
@@ -1151,3 +1149,82 @@ TEST(WireConfig, PortZeroTakesTheKernelsPortOnEveryReceivePath)
 		EXPECT_EQ(port.rx_path(peer).dst_port, kernel);
 	}
 }
+
+/* Two sides in this process, each running its own progress work (function().progress(), as a
+ * run-to-completion caller does): a WRITE into B; B's turn that receives it owes the ACK until
+ * its next turn; B's answering WRITE takes that ACK along, both datagrams in one send system
+ * call (EmuDataPath::rc_owed_ack); A receives both and completes its WRITE. */
+TEST(WireAckAlong, TheAnswersRequestCarriesTheOwedAckInOneSendCall)
+{
+	const auto base = static_cast<uint16_t>(20000 + (getpid() % 15000) * 2);
+	WireOptions oa{"127.0.0.1", base, static_cast<uint16_t>(base + 1)};
+	WireOptions ob{"127.0.0.1", static_cast<uint16_t>(base + 1), base};
+	/* The device threads nap 200 ms (and longer) once the test polls: the test's turns
+	 * alone move the packets. */
+	oa.idle_sleep = ob.idle_sleep = std::chrono::milliseconds(200);
+	Side a, b;
+	ASSERT_EQ(a.open(oa), 0);
+	ASSERT_EQ(b.open(ob), 0);
+	ASSERT_EQ(a.make_qp(b.gid.gid.data()), 0);
+	ASSERT_EQ(b.make_qp(a.gid.gid.data()), 0);
+	ASSERT_EQ(a.qp->connect(b.qp->qpn()), 0);
+	ASSERT_EQ(b.qp->connect(a.qp->qpn()), 0);
+	uint32_t ka = 0, kb = 0;
+	ASSERT_EQ(a.mr(0, kRegion, true, true, true, true, false, false, &ka), 0);
+	ASSERT_EQ(b.mr(0, kRegion, true, true, true, true, false, false, &kb), 0);
+	const auto stats = [](Side &s) { return s.hw->device().data_path().wire_stats(); };
+	const auto turn = [](Side &s) { (void)s.hw->function().progress(); };
+	/* Until pred holds, each side running its turns; false after 5 s. */
+	const auto until = [&](auto &&pred) {
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (!pred()) {
+			turn(a);
+			turn(b);
+			if (std::chrono::steady_clock::now() > end)
+				return false;
+		}
+		return true;
+	};
+	std::atomic_ref<uint64_t> word_a(*reinterpret_cast<uint64_t *>(a.region()));
+	std::atomic_ref<uint64_t> word_b(*reinterpret_cast<uint64_t *>(b.region()));
+	std::memset(a.region(), 0, 64);
+	std::memset(b.region(), 0, 64);
+	turn(a);
+	turn(b);
+
+	/* A -> B; B's turns receive it (and nothing else runs B's work). */
+	std::memcpy(a.region() + 4096, "\x11\x22\x33\x44\x55\x66\x77\x01", 8);
+	const emu::WireStats b0 = stats(b);
+	const mlx5::Sge sa{a.addr(4096), 8, ka};
+	ASSERT_EQ(a.qp->post_write({&sa, 1}, b.addr(0), kb, 1, mlx5::kSignaled), 0);
+	ASSERT_TRUE(until([&] { return word_b.load(std::memory_order_acquire) != 0; }));
+	const emu::WireStats b1 = stats(b);
+	EXPECT_EQ(b1.rx_packets - b0.rx_packets, 1u);
+	EXPECT_EQ(b1.acks_sent, b0.acks_sent) << "the ACK is owed until B's next turn";
+
+	/* B -> A before B's next turn: the request and the owed ACK, one sendmmsg. */
+	std::memcpy(b.region() + 4096, "\x99\x88\x77\x66\x55\x44\x33\x02", 8);
+	const mlx5::Sge sb{b.addr(4096), 8, kb};
+	ASSERT_EQ(b.qp->post_write({&sb, 1}, a.addr(0), ka, 2, mlx5::kSignaled), 0);
+	const emu::WireStats b2 = stats(b);
+	EXPECT_EQ(b2.tx_packets - b1.tx_packets, 2u);
+	EXPECT_EQ(b2.tx_syscalls - b1.tx_syscalls, 1u);
+	EXPECT_EQ(b2.acks_sent - b1.acks_sent, 1u);
+
+	/* A: B's WRITE lands and the ACK completes A's WRITE; then B's completes too. */
+	mlx5::Completion c;
+	ASSERT_TRUE(until([&] { return a.qp->poll(&c, 1) == 1; }));
+	EXPECT_TRUE(c.ok()) << "syndrome " << int(c.syndrome);
+	EXPECT_EQ(c.wr_id, 1u);
+	ASSERT_TRUE(until([&] { return word_a.load(std::memory_order_acquire) != 0; }));
+	EXPECT_EQ(std::memcmp(a.region(), b.region() + 4096, 8), 0);
+	EXPECT_EQ(std::memcmp(b.region(), a.region() + 4096, 8), 0);
+	ASSERT_TRUE(until([&] { return b.qp->poll(&c, 1) == 1; }));
+	EXPECT_TRUE(c.ok()) << "syndrome " << int(c.syndrome);
+	EXPECT_EQ(c.wr_id, 2u);
+	/* Nothing was sent again: the ACK arrived in time. */
+	EXPECT_EQ(stats(a).retransmits, 0u);
+	EXPECT_EQ(stats(b).retransmits, 0u);
+}
+
+} // namespace

@@ -120,6 +120,10 @@ struct WireOptions {
 	/* The QP's READ/atomic limits: as requester (2^log_sra_max in flight) and as
 	 * responder (2^log_rra_max resources). */
 	uint32_t log_sra_max = 3, log_rra_max = 3;
+	/* The device thread's first idle nap (EmuConfig::poll_idle_sleep): a test that runs
+	 * the progress work itself (function().progress()) makes it long, so that the thread
+	 * does not take the work back between two of the test's calls. */
+	std::chrono::microseconds idle_sleep{50};
 };
 
 /* One side: a device with port 1 on the wire, a PD, one RC QP (with a receive queue when the
@@ -164,6 +168,7 @@ struct Side {
 		emu::EmuConfig cfg;
 		cfg.ports = 1;
 		cfg.delivery = o.delivery;
+		cfg.poll_idle_sleep = o.idle_sleep;
 		cfg.wire[0] = {o.addr, o.port, o.peer_port, o.faults};
 		cfg.wire[0].gso = o.gso;
 		cfg.wire[0].test_gso_errno = o.test_gso_errno;

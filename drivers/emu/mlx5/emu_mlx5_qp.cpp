@@ -245,7 +245,7 @@ int EmuDataPath::destroy_qp(uint32_t qpn)
 		qp.srq->users--;
 	{
 		std::lock_guard ql(qp.lock);
-		rc_flush_ack(qp);
+		rc_owed_ack(qp);
 	}
 	/* The exclusive table lock waits for every data-path thread that could hold the QP. */
 	retire_qp(qp);
@@ -362,7 +362,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		}
 		{
 			std::lock_guard ql(qp.lock);
-			rc_flush_ack(qp);
+			rc_owed_ack(qp);
 		}
 		qp.path = QpPath{};
 		qp.rc.reset();

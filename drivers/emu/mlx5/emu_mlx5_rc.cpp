@@ -22,8 +22,9 @@
  * from the WQEs still in the SQ (rc_resend), counting retry_count / rnr_retry; the responder
  * answers duplicates without executing them again (ACK, READ responses from memory, atomics
  * from the ring of saved results). SEND and WRITE with immediate take the responder's receive
- * WQEs (emu_mlx5_recv.cpp); an empty RQ answers an RNR NAK. doc/device-model.md ("The UDP
- * wire").
+ * WQEs (emu_mlx5_recv.cpp); an empty RQ answers an RNR NAK. A batch's ACKs go at the next
+ * progress turn, or earlier with the QP's next request packets, in their sendmmsg
+ * (rc_owed_ack). doc/device-model.md ("The UDP wire").
  *
  * Locks: poll_wire holds the object table shared for a receive batch and each packet's QP lock
  * while it runs; the requester runs under its QP's lock as every WQE does. Device side: the
@@ -175,6 +176,22 @@ static bool read_wqe(const DmaSection &dma, const QpAttr &qa, uint16_t index, ui
 	return true;
 }
 
+/* One header-only request packet (a READ REQUEST, an atomic), with the ACK the QP owes in
+ * the same sendmmsg (rc_owed_ack). QP lock held. */
+uint8_t EmuDataPath::rc_request_out(Qp &qp, const roce::Headers &h)
+{
+	RcWire &r = *qp.rc;
+	TxBatch tx(*this, *r.port);
+	constexpr size_t room = roce::max_header_length + roce::icrc_size;
+	uint8_t *pkt = tx.room(room);
+	size_t out = 0;
+	if (roce::build(r.tx, h, {}, {pkt, room}, &out) != roce::Error::ok)
+		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+	tx.add(r.remote, out);
+	rc_owed_ack(qp, &tx);
+	return kOk;
+}
+
 void EmuDataPath::rc_send(const RcWire &r, const uint8_t *pkt, size_t len)
 {
 	if (r.port->send(r.remote, pkt, len) < 0)
@@ -280,12 +297,7 @@ uint8_t EmuDataPath::Exec::read_request(const Raddr &ra, uint64_t total, uint32_
 	h.psn = (first_psn + k0) & kPsnMask;
 	h.ack_req = true;
 	h.reth = {ra.addr + off, ra.rkey, static_cast<uint32_t>(total - off)};
-	uint8_t pkt[roce::max_header_length + roce::icrc_size];
-	size_t out = 0;
-	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
-		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	dp.rc_send(r, pkt, out);
-	return kOk;
+	return dp.rc_request_out(qp, h);
 }
 
 uint8_t EmuDataPath::Exec::wire_atomic()
@@ -325,12 +337,7 @@ uint8_t EmuDataPath::Exec::atomic_request(uint32_t psn)
 	h.ack_req = true;
 	h.atomic = {ra.addr, ra.rkey, prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::swap_add),
 		    prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::compare)};
-	uint8_t pkt[roce::max_header_length + roce::icrc_size];
-	size_t out = 0;
-	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
-		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	dp.rc_send(r, pkt, out);
-	return kOk;
+	return dp.rc_request_out(qp, h);
 }
 
 /* The WQE read back from the SQ (it stays there until its CQE), its packets again from k0.
@@ -603,24 +610,18 @@ void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each, bool 
 	TxBatch tx(*this, w);
 	for (int i = from; i < nacks; i++) {
 		std::lock_guard ql(acks[i]->lock);
-		RcWire *r = acks[i]->rc.get();
-		if (r == nullptr || !r->ack_due)
-			continue;
-		r->ack_due = false;
-		rc_ack(*acks[i],
-		       roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
-		       (r->epsn - 1) & kPsnMask, &tx);
+		rc_owed_ack(*acks[i], &tx);
 	}
 }
 
-void EmuDataPath::rc_flush_ack(Qp &qp)
+void EmuDataPath::rc_owed_ack(Qp &qp, TxBatch *tx)
 {
 	RcWire *r = qp.rc.get();
 	if (r == nullptr || !r->ack_due)
-		return;
+		return; /* reset since, or its ACK went (a NAK, a response, a request's batch) */
 	r->ack_due = false;
 	rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
-	       (r->epsn - 1) & kPsnMask);
+	       (r->epsn - 1) & kPsnMask, tx);
 }
 
 void EmuDataPath::rc_owed_acks(WirePort &w, uint32_t port)
@@ -635,13 +636,7 @@ void EmuDataPath::rc_owed_acks(WirePort &w, uint32_t port)
 		if (qp == nullptr)
 			continue; /* destroyed since */
 		std::lock_guard ql(qp->lock);
-		RcWire *r = qp->rc.get();
-		if (r == nullptr || !r->ack_due)
-			continue; /* reset since, or its ACK went (a NAK, a response) */
-		r->ack_due = false;
-		rc_ack(*qp,
-		       roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
-		       (r->epsn - 1) & kPsnMask, &tx);
+		rc_owed_ack(*qp, &tx);
 	}
 	n = 0;
 }
