@@ -23,8 +23,8 @@
  * answers duplicates without executing them again (ACK, READ responses from memory, atomics
  * from the ring of saved results). SEND and WRITE with immediate take the responder's receive
  * WQEs (emu_mlx5_recv.cpp); an empty RQ answers an RNR NAK. A batch's ACKs go at the next
- * progress turn, or earlier with the QP's next request packets, in their sendmmsg
- * (rc_owed_ack). doc/device-model.md ("The UDP wire").
+ * progress turn (rc_owed_ack), after any request the application answered with.
+ * doc/device-model.md ("The UDP wire").
  *
  * Locks: poll_wire holds the object table shared for a receive batch and each packet's QP lock
  * while it runs; the requester runs under its QP's lock as every WQE does. Device side: the
@@ -176,19 +176,15 @@ static bool read_wqe(const DmaSection &dma, const QpAttr &qa, uint16_t index, ui
 	return true;
 }
 
-/* One header-only request packet (a READ REQUEST, an atomic), with the ACK the QP owes in
- * the same sendmmsg (rc_owed_ack). QP lock held. */
-uint8_t EmuDataPath::rc_request_out(Qp &qp, const roce::Headers &h)
+/* One packet without payload (a READ REQUEST, an atomic request, an ATOMIC ACK), sent at
+ * once; MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR when the headers do not build. QP lock held. */
+uint8_t EmuDataPath::rc_send_headers(const RcWire &r, const roce::Headers &h)
 {
-	RcWire &r = *qp.rc;
-	TxBatch tx(*this, *r.port);
-	constexpr size_t room = roce::max_header_length + roce::icrc_size;
-	uint8_t *pkt = tx.room(room);
+	uint8_t pkt[roce::max_header_length + roce::icrc_size];
 	size_t out = 0;
-	if (roce::build(r.tx, h, {}, {pkt, room}, &out) != roce::Error::ok)
+	if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) != roce::Error::ok)
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
-	tx.add(r.remote, out);
-	rc_owed_ack(qp, &tx);
+	rc_send(r, pkt, out);
 	return kOk;
 }
 
@@ -297,7 +293,7 @@ uint8_t EmuDataPath::Exec::read_request(const Raddr &ra, uint64_t total, uint32_
 	h.psn = (first_psn + k0) & kPsnMask;
 	h.ack_req = true;
 	h.reth = {ra.addr + off, ra.rkey, static_cast<uint32_t>(total - off)};
-	return dp.rc_request_out(qp, h);
+	return dp.rc_send_headers(r, h);
 }
 
 uint8_t EmuDataPath::Exec::wire_atomic()
@@ -337,7 +333,7 @@ uint8_t EmuDataPath::Exec::atomic_request(uint32_t psn)
 	h.ack_req = true;
 	h.atomic = {ra.addr, ra.rkey, prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::swap_add),
 		    prm::get(w + kCtrl + kRaddr, prm::wqe_atomic::compare)};
-	return dp.rc_request_out(qp, h);
+	return dp.rc_send_headers(r, h);
 }
 
 /* The WQE read back from the SQ (it stays there until its CQE), its packets again from k0.
@@ -909,10 +905,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 							    roce::aeth::credit_invalid),
 				  r.msn & kPsnMask};
 			h.atomic_orig = saved->orig;
-			uint8_t pkt[roce::max_header_length + roce::icrc_size];
-			size_t out = 0;
-			if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) == roce::Error::ok)
-				rc_send(r, pkt, out);
+			(void)rc_send_headers(r, h);
 		} else {
 			owe_ack();
 		}
@@ -1223,10 +1216,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 						    roce::aeth::credit_invalid),
 			  r.msn};
 		h.atomic_orig = old;
-		uint8_t pkt[roce::max_header_length + roce::icrc_size];
-		size_t out = 0;
-		if (roce::build(r.tx, h, {}, {pkt, sizeof(pkt)}, &out) == roce::Error::ok)
-			rc_send(r, pkt, out);
+		(void)rc_send_headers(r, h);
 		return;
 	}
 	invalid(); /* an opcode RC does not carry here */

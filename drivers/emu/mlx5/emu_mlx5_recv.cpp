@@ -539,7 +539,6 @@ uint8_t EmuDataPath::Exec::message_packets(const WriteSource &src, const Transla
 		}
 		tx.add(r.remote, out);
 	}
-	dp.rc_owed_ack(qp, &tx); /* in the same sendmmsg as the message */
 	return kOk;
 }
 
