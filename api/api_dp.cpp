@@ -32,8 +32,8 @@ constexpr unsigned kKnownGiven = NICMR_QP_REMOTE_ACK_TIMEOUT | NICMR_QP_REMOTE_R
 				 NICMR_QP_REMOTE_RNR_RETRY | NICMR_QP_REMOTE_MIN_RNR_TIMER |
 				 NICMR_QP_REMOTE_LOCAL_PSN;
 constexpr uint32_t kPsnMask = 0xffffff; /* PSNs and QPNs are 24 bits (IBTA BTH) */
-static_assert(sizeof(nicmr_qp_remote) == NICMR_QP_REMOTE_SIZE_V1,
-	      "a new field of nicmr_qp_remote needs its NICMR_QP_REMOTE_SIZE_V2");
+static_assert(sizeof(nicmr_qp_remote) == NICMR_QP_REMOTE_SIZE_V2,
+	      "a new field of nicmr_qp_remote needs its NICMR_QP_REMOTE_SIZE_V3");
 /* nicmr_post_send takes two more. */
 constexpr unsigned kSendFlags = kKnownFlags | NICMR_SEND_IMM | NICMR_SEND_INVALIDATE;
 /* A CQE batch taken from the driver per loop of nicmr_cq_poll: on the stack. */
@@ -719,9 +719,13 @@ int nicmr_qp_connect_remote(struct nicmr_qp *qp, const struct nicmr_qp_remote *r
 	p.rnr_retry = pick(r->rnr_retry, NICMR_QP_REMOTE_RNR_RETRY, defaults.rnr_retry);
 	p.min_rnr_timer =
 		pick(r->min_rnr_timer, NICMR_QP_REMOTE_MIN_RNR_TIMER, defaults.min_rnr_timer);
+	/* A first-layout caller's struct ends before it: not read. */
+	p.log_ack_req_freq = r->size >= NICMR_QP_REMOTE_SIZE_V2 ? r->log_ack_req_freq
+								: defaults.log_ack_req_freq;
 	if (p.mtu == 0 || all_zero(r->gid, sizeof(r->gid)) || (r->qpn & ~kPsnMask) ||
 	    (p.rq_psn & ~kPsnMask) || (p.sq_psn & ~kPsnMask) || p.ack_timeout > 31 ||
-	    p.min_rnr_timer > 31 || p.retry_count > 7 || p.rnr_retry > 7 || (given & ~kKnownGiven))
+	    p.min_rnr_timer > 31 || p.retry_count > 7 || p.rnr_retry > 7 ||
+	    p.log_ack_req_freq > 15 || (given & ~kKnownGiven))
 		return -EINVAL;
 	if (qp->connected)
 		return -EISCONN;

@@ -4,7 +4,9 @@
  * UDP transport under it, in one run. The program forks a peer; each process opens its own
  * emulated device with port 1 on the wire (`emu:addr=::1` or 127.0.0.1 with --ipv4, inline
  * doorbells), one RC QP connected to the other's through the native API (nicmr_qp_local,
- * nicmr_qp_connect_remote), path MTU 4096, and a UDP socket of its own for the floor. Each
+ * nicmr_qp_connect_remote), path MTU 4096, asking for an ACK every 32 packets and on every
+ * signalled WQE (log_ack_req_freq 5, as the loops below signal every 32nd WQE; with
+ * --ack-every-message, 0: every message asks), and a UDP socket of its own for the floor. Each
  * process is pinned to a core of its own when the machine has two (its device thread shares it;
  * --no-pin leaves them to the scheduler).
  *
@@ -54,8 +56,10 @@ namespace {
 
 constexpr uint32_t kMtu = 4096;
 constexpr size_t k64K = 64 << 10;
-constexpr uint32_t kWindow = 4;	      /* 64 KiB WRITEs or GSO messages in flight */
-constexpr uint32_t kSignalEvery = 32; /* a completion every 32 small WRITEs */
+constexpr uint32_t kWindow = 4;	       /* 64 KiB WRITEs or GSO messages in flight */
+constexpr uint32_t kSignalEvery = 32;  /* a completion every 32 small WRITEs */
+constexpr uint32_t kLogAckReqFreq = 5; /* and an ACK asked for every 32 packets */
+static_assert(uint32_t{1} << kLogAckReqFreq == kSignalEvery);
 constexpr uint64_t kStop = ~uint64_t{0};
 /* Offsets in each process's registered pool. */
 constexpr size_t kPingOff = 0;	     /* the word the other side writes into */
@@ -73,7 +77,8 @@ struct Options {
 	bool smoke = false;
 	bool ipv4 = false;
 	bool no_pin = false;
-	bool no_gro = false; /* the wire ports receive without UDP GRO (gro=0) */
+	bool no_gro = false;		/* the wire ports receive without UDP GRO (gro=0) */
+	bool ack_every_message = false; /* log_ack_req_freq 0 instead of kLogAckReqFreq */
 	/* progress=thread: the device threads receive, the polling loops only poll */
 	bool thread_progress = false;
 };
@@ -250,6 +255,7 @@ struct Side {
 		std::memcpy(r.gid, peer.addr.gid, sizeof(r.gid));
 		r.psn = peer.addr.psn;
 		r.mtu = kMtu;
+		r.log_ack_req_freq = g_opt.ack_every_message ? 0 : kLogAckReqFreq;
 		return nicmr_qp_connect_remote(qp, &r);
 	}
 
@@ -876,6 +882,8 @@ int main(int argc, char **argv)
 			g_opt.no_pin = true;
 		else if (std::strcmp(argv[i], "--no-gro") == 0)
 			g_opt.no_gro = true;
+		else if (std::strcmp(argv[i], "--ack-every-message") == 0)
+			g_opt.ack_every_message = true;
 		else if (std::strcmp(argv[i], "--thread-progress") == 0)
 			g_opt.thread_progress = true;
 		else
@@ -909,6 +917,8 @@ int main(int argc, char **argv)
 		"against a UDP GSO stream, 8-byte WRITE rate. Medians of 10 repetitions, ratio\n"
 		"lines at the end. Options: --ipv4; --no-pin (leave both processes to the\n"
 		"scheduler); --no-gro (the wire ports receive without UDP GRO);\n"
+		"--ack-every-message (the QPs ask for an ACK on every message, log_ack_req_freq\n"
+		"0, instead of every 32 packets and every signalled WQE);\n"
 		"--thread-progress (progress=thread: the device threads receive, not the\n"
 		"polling loops); --smoke (few iterations, for CI).");
 
@@ -983,8 +993,9 @@ int main(int argc, char **argv)
 		const auto gbps = [](double ns) { return ns > 0 ? k64K * 8 / ns : 0.0; };
 		std::printf("RATIOS medians udp_pingpong_ns=%.0f write_pingpong_ns=%.0f "
 			    "send_pingpong_ns=%.0f udp_gso_gbps=%.2f write64k_gbps=%.2f "
-			    "write8_mps=%.3f\n",
-			    udp, wpp, spp, gbps(gso), gbps(w64), w8 > 0 ? 1e3 / w8 : 0.0);
+			    "write8_mps=%.3f log_ack_req_freq=%u\n",
+			    udp, wpp, spp, gbps(gso), gbps(w64), w8 > 0 ? 1e3 / w8 : 0.0,
+			    g_opt.ack_every_message ? 0 : kLogAckReqFreq);
 		print_ratio("write_pingpong_over_udp", wpp, udp, "<=1.3", true, 1.3);
 		print_ratio("send_pingpong_over_udp", spp, udp, "<=1.3", true, 1.3);
 		print_ratio("write64k_over_udp_gso", gso, w64, ">=0.7", false, 0.7);

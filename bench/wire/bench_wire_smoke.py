@@ -15,7 +15,7 @@ RATIO = r"[0-9]+\.[0-9]{3}"
 VERDICT = r"(met|MISSED)"
 LAST = [
     rf"RATIOS medians udp_pingpong_ns={NUM} write_pingpong_ns={NUM} send_pingpong_ns={NUM} "
-    rf"udp_gso_gbps={NUM} write64k_gbps={NUM} write8_mps={NUM}",
+    rf"udp_gso_gbps={NUM} write64k_gbps={NUM} write8_mps={NUM} log_ack_req_freq=5",
     rf"RATIOS write_pingpong_over_udp={RATIO} target<=1.3 {VERDICT}",
     rf"RATIOS send_pingpong_over_udp={RATIO} target<=1.3 {VERDICT}",
     rf"RATIOS write64k_over_udp_gso={RATIO} target>=0.7 {VERDICT}",

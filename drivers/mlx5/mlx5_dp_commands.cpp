@@ -232,7 +232,9 @@ int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector
 	    !prm::fits(q::next_rcv_psn, a.next_rcv_psn) ||
 	    !prm::fits(q::retry_count, a.retry_count) || !prm::fits(q::rnr_retry, a.rnr_retry) ||
 	    !prm::fits(q::primary_ack_timeout, a.ack_timeout) ||
-	    !prm::fits(q::min_rnr_nak, a.min_rnr_nak) || !prm::fits(q::atomic_mode, a.atomic_mode))
+	    !prm::fits(q::min_rnr_nak, a.min_rnr_nak) ||
+	    !prm::fits(q::atomic_mode, a.atomic_mode) ||
+	    !prm::fits(q::log_ack_req_freq, a.log_ack_req_freq))
 		return -EINVAL;
 	try {
 		in->assign(prm::modify_qp_in::size, 0);
@@ -271,8 +273,9 @@ int encode_modify_qp(uint16_t opcode, uint32_t qpn, const QpAttr &a, std::vector
 		prm::set(c, q::primary_src_addr_index, a.gid_index);
 		std::memcpy(c + q::primary_rgid_rip_offset, a.remote_gid.data(), q::rgid_size);
 	}
-	/* RTR2RTS's part: send PSN, retries and the ACK timeout. */
+	/* RTR2RTS's part: send PSN, retries, the ACK timeout and how often to ask for ACKs. */
 	prm::set(c, q::next_send_psn, a.next_send_psn);
+	prm::set(c, q::log_ack_req_freq, a.log_ack_req_freq);
 	prm::set(c, q::retry_count, a.retry_count);
 	prm::set(c, q::rnr_retry, a.rnr_retry);
 	prm::set(c, q::primary_ack_timeout, a.ack_timeout);

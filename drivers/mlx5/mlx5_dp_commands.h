@@ -96,13 +96,14 @@ struct QpAttr {
 	uint32_t next_rcv_psn = 0;			       /* 24 bits */
 	uint32_t retry_count = 0;			       /* 0..7 */
 	uint32_t rnr_retry = 0;				       /* 0..7 */
-	uint32_t ack_timeout = 0;    /* primary_address_path.ack_timeout, 0..31 */
-	uint32_t min_rnr_nak = 0;    /* 0..31 */
-	uint32_t atomic_mode = 0;    /* prm::qp_atomic_mode, with rae */
-	uint32_t opt_param_mask = 0; /* prm::qp_optpar bits the transition changes */
-	bool ud = false;	     /* qpc.st UD, as the QP was created */
-	bool gsi = false;	     /* qpc.st QP1, as the QP was created */
-	uint32_t q_key = 0;	     /* UD: qpc.q_key */
+	uint32_t ack_timeout = 0;      /* primary_address_path.ack_timeout, 0..31 */
+	uint32_t min_rnr_nak = 0;      /* 0..31 */
+	uint32_t log_ack_req_freq = 0; /* 0..15 */
+	uint32_t atomic_mode = 0;      /* prm::qp_atomic_mode, with rae */
+	uint32_t opt_param_mask = 0;   /* prm::qp_optpar bits the transition changes */
+	bool ud = false;	       /* qpc.st UD, as the QP was created */
+	bool gsi = false;	       /* qpc.st QP1, as the QP was created */
+	uint32_t q_key = 0;	       /* UD: qpc.q_key */
 };
 
 int alloc_uar(CmdTransport &t, uint32_t *uar);

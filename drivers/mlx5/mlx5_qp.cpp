@@ -25,7 +25,8 @@ bool connection_ok(const QpParams &p)
 	       prm::fits(q::next_send_psn, p.sq_psn) && prm::fits(q::next_rcv_psn, p.rq_psn) &&
 	       prm::fits(q::retry_count, p.retry_count) && prm::fits(q::rnr_retry, p.rnr_retry) &&
 	       prm::fits(q::primary_ack_timeout, p.ack_timeout) &&
-	       prm::fits(q::min_rnr_nak, p.min_rnr_timer);
+	       prm::fits(q::min_rnr_nak, p.min_rnr_timer) &&
+	       prm::fits(q::log_ack_req_freq, p.log_ack_req_freq);
 }
 
 } // namespace
@@ -195,6 +196,7 @@ int Qp::set_connection(const QpParams &p)
 	attr_.rnr_retry = p.rnr_retry;
 	attr_.ack_timeout = p.ack_timeout;
 	attr_.min_rnr_nak = p.min_rnr_timer;
+	attr_.log_ack_req_freq = p.log_ack_req_freq;
 	return 0;
 }
 

@@ -101,6 +101,11 @@ struct QpParams {
 	uint32_t ack_timeout =
 		14; /* local ACK timeout 4.096 us * 2^n, 0..31 (0: none); 14 = 67 ms */
 	uint32_t min_rnr_timer = 12; /* min_rnr_nak, IB encoding 0..31; 12 = 0.64 ms */
+	/* qpc.log_ack_req_freq (RTR2RTS), 0..15: the QP sets BTH AckReq on the last packet of a
+	 * message when 2^n packets went out since the last one that did, and on every message
+	 * whose WQE asks for a CQE; 0: on every message. Linux's mlx5 FPGA connection
+	 * (drivers/net/ethernet/mellanox/mlx5/core/fpga/conn.c, mlx5_fpga_conn_rts_qp) sets 8. */
+	uint32_t log_ack_req_freq = 0;
 	/*
 	 * UD (unreliable datagram, mlx5_qp_ud.cpp): ud makes qpc.st UD. q_key: the Q_Key its
 	 * receives must carry (IBTA 10.2.5), set at RST2INIT. A UD QP has no connection: connect()

@@ -802,9 +802,18 @@ struct nicmr_qp_remote {
 	uint32_t local_psn;	/**< with NICMR_QP_REMOTE_LOCAL_PSN: the first PSN this QP sends,
 				     24 bits, instead of the one nicmr_qp_local reported */
 	uint32_t given;		/**< NICMR_QP_REMOTE_* bits */
+	/* NICMR_QP_REMOTE_SIZE_V2 */
+	uint32_t log_ack_req_freq; /**< how often this QP asks for an ACK (qpc.log_ack_req_freq),
+					0..15: the last packet of a message asks when 2^n packets
+					went out since the last that asked, and whenever the WQE is
+					signalled; the responder acknowledges the others within 1 ms
+					(doc/native-api.md, "Connecting"); default 0: every message
+				    */
 };
-/** The size of the first layout of struct nicmr_qp_remote (every field above). */
+/** The size of the first layout of struct nicmr_qp_remote (up to given). */
 #define NICMR_QP_REMOTE_SIZE_V1 60u
+/** The size of the second layout (up to log_ack_req_freq). */
+#define NICMR_QP_REMOTE_SIZE_V2 64u
 
 /**
  * Connects qp to a QP of another device (another process, another host) over its port's wire:
@@ -817,7 +826,8 @@ struct nicmr_qp_remote {
  * @return 0;
  *   -EINVAL (null qp or r, r->size below NICMR_QP_REMOTE_SIZE_V1, mtu not one of the five,
  *   gid all zero, qpn, psn or local_psn above 24 bits, ack_timeout or min_rnr_timer above 31,
- *   retry_count or rnr_retry above 7, an unknown bit in given, gid_index at or above the
+ *   retry_count or rnr_retry above 7, log_ack_req_freq above 15 (read only when size is at
+ *   least NICMR_QP_REMOTE_SIZE_V2), an unknown bit in given, gid_index at or above the
  *   device's GID table size, gid of another address family (IPv4-mapped or not) than the
  *   local entry's);
  *   -E2BIG (r->size above this library's struct with a byte it does not know set);

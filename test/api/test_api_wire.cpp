@@ -1028,6 +1028,9 @@ TEST_F(ApiConnectArgs, EveryBadFieldIsRefusedWithItsCode)
 	b.rnr_retry = 8;
 	refused(b, -EINVAL);
 	b = r;
+	b.log_ack_req_freq = 16;
+	refused(b, -EINVAL);
+	b = r;
 	b.given = 1u << 5;
 	refused(b, -EINVAL);
 	b = r;
@@ -1064,8 +1067,19 @@ TEST_F(ApiConnectArgs, LayoutSizesOlderAndNewer)
 	n.extra[2] = 0;
 	ASSERT_EQ(nicmr_qp_connect_remote(qp, &n.r), 0);
 	EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RTS});
-	/* The first layout's size is this header's size. */
-	EXPECT_EQ(sizeof(nicmr_qp_remote), size_t{NICMR_QP_REMOTE_SIZE_V1});
+	/* The second layout's size is this header's size. */
+	EXPECT_EQ(sizeof(nicmr_qp_remote), size_t{NICMR_QP_REMOTE_SIZE_V2});
+	EXPECT_EQ(offsetof(nicmr_qp_remote, log_ack_req_freq), size_t{NICMR_QP_REMOTE_SIZE_V1});
+}
+
+TEST_F(ApiConnectArgs, AFirstLayoutCallersStructEndsBeforeLogAckReqFreq)
+{
+	/* Whatever lies past a first-layout struct is not read: it connects with the default. */
+	nicmr_qp_remote b = r;
+	b.size = NICMR_QP_REMOTE_SIZE_V1;
+	b.log_ack_req_freq = 99;
+	ASSERT_EQ(nicmr_qp_connect_remote(qp, &b), 0);
+	EXPECT_EQ(state(qp), uint32_t{NICMR_QP_RTS});
 }
 
 TEST_F(ApiConnectArgs, ZeroFieldsTakeTheDefaultsAndGivenBitsTakeZero)

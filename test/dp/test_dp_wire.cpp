@@ -1231,4 +1231,93 @@ TEST(WireAckOrder, TheAnswerLeavesBeforeTheOwedAck)
 	EXPECT_EQ(stats(b).retransmits, 0u);
 }
 
+/* log_ack_req_freq: A (2: every 4 packets) asks for an ACK on the 4th of six unsignalled
+ * one-packet WRITEs and on a signalled one; B (0, the default) on each of its own. B
+ * acknowledges what A did not ask for within 1 ms (rc_lazy_ack): A's ACK timer (67 ms) never
+ * runs out, nothing is sent again. */
+TEST(WireAckReqFreq, TheRequesterAsksEveryNPacketsAndTheRestIsAcknowledgedLazily)
+{
+	const auto base = static_cast<uint16_t>(20000 + (getpid() % 15000) * 2);
+	WireOptions oa{"127.0.0.1", base, static_cast<uint16_t>(base + 1)};
+	WireOptions ob{"127.0.0.1", static_cast<uint16_t>(base + 1), base};
+	oa.idle_sleep = ob.idle_sleep = std::chrono::milliseconds(200);
+	oa.log_ack_req_freq = 2;
+	Side a, b;
+	ASSERT_EQ(a.open(oa), 0);
+	ASSERT_EQ(b.open(ob), 0);
+	ASSERT_EQ(a.make_qp(b.gid.gid.data()), 0);
+	ASSERT_EQ(b.make_qp(a.gid.gid.data()), 0);
+	ASSERT_EQ(a.qp->connect(b.qp->qpn()), 0);
+	ASSERT_EQ(b.qp->connect(a.qp->qpn()), 0);
+	uint32_t ka = 0, kb = 0;
+	ASSERT_EQ(a.mr(0, kRegion, true, true, true, true, false, false, &ka), 0);
+	ASSERT_EQ(b.mr(0, kRegion, true, true, true, true, false, false, &kb), 0);
+	const auto stats = [](Side &s) { return s.hw->device().data_path().wire_stats(); };
+	const auto turn = [](Side &s) { (void)s.hw->function().progress(); };
+	const auto until = [&](auto &&pred) {
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (!pred()) {
+			turn(a);
+			turn(b);
+			if (std::chrono::steady_clock::now() > end)
+				return false;
+		}
+		return true;
+	};
+	std::memset(a.region(), 0, 4096);
+	std::memset(b.region(), 0, 4096);
+	for (uint64_t i = 0; i < 16; i++) {
+		const uint64_t v = 0x1000 + i;
+		std::memcpy(a.region() + 4096 + i * 8, &v, 8);
+		std::memcpy(b.region() + 4096 + i * 8, &v, 8);
+	}
+	const auto word = [](Side &s, size_t i) {
+		return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(s.region() + i * 8))
+			.load(std::memory_order_acquire);
+	};
+	const auto write = [](Side &from, uint32_t lkey, Side &to, uint32_t rkey, size_t i,
+			      unsigned flags) {
+		const mlx5::Sge s{from.addr(4096 + i * 8), 8, lkey};
+		return from.qp->post_write({&s, 1}, to.addr(i * 8), rkey, i + 1, flags);
+	};
+	const emu::WireStats a0 = stats(a);
+
+	/* Six unsignalled WRITEs: the 4th asks. */
+	for (size_t i = 0; i < 6; i++)
+		ASSERT_EQ(write(a, ka, b, kb, i, 0), 0);
+	EXPECT_EQ(stats(a).ack_requests - a0.ack_requests, 1u);
+	ASSERT_TRUE(until([&] { return word(b, 5) == 0x1005; }));
+	/* A signalled one asks; its completion comes with the ACK that covers all seven. */
+	ASSERT_EQ(write(a, ka, b, kb, 6, mlx5::kSignaled), 0);
+	EXPECT_EQ(stats(a).ack_requests - a0.ack_requests, 2u);
+	mlx5::Completion c;
+	ASSERT_TRUE(until([&] { return a.qp->poll(&c, 1) == 1; }));
+	EXPECT_TRUE(c.ok()) << "syndrome " << int(c.syndrome);
+	EXPECT_EQ(c.wr_id, 7u);
+	for (size_t i = 0; i < 7; i++)
+		EXPECT_EQ(word(b, i), 0x1000 + i) << "word " << i;
+
+	/* Two more that do not ask: B acknowledges them lazily, within 1 ms. */
+	const emu::WireStats b1 = stats(b);
+	ASSERT_EQ(write(a, ka, b, kb, 7, 0), 0);
+	ASSERT_EQ(write(a, ka, b, kb, 8, 0), 0);
+	EXPECT_EQ(stats(a).ack_requests - a0.ack_requests, 2u);
+	ASSERT_TRUE(until([&] { return stats(b).lazy_acks > b1.lazy_acks; }));
+	EXPECT_EQ(stats(b).lazy_acks - b1.lazy_acks, 1u);
+	EXPECT_EQ(word(b, 8), 0x1008u);
+
+	/* B, at the default, asks on each message. */
+	const emu::WireStats b2 = stats(b);
+	for (size_t i = 0; i < 3; i++)
+		ASSERT_EQ(write(b, kb, a, ka, i, 0), 0);
+	EXPECT_EQ(stats(b).ack_requests - b2.ack_requests, 3u);
+	ASSERT_TRUE(until([&] { return word(a, 2) == 0x1002; }));
+
+	/* Nothing was sent again and no ACK timer ran out. */
+	for (Side *s : {&a, &b}) {
+		EXPECT_EQ(stats(*s).retransmits, 0u);
+		EXPECT_EQ(stats(*s).timeouts, 0u);
+	}
+}
+
 } // namespace

@@ -120,6 +120,8 @@ struct WireOptions {
 	/* The QP's READ/atomic limits: as requester (2^log_sra_max in flight) and as
 	 * responder (2^log_rra_max resources). */
 	uint32_t log_sra_max = 3, log_rra_max = 3;
+	/* How often the QP asks for ACKs (QpParams::log_ack_req_freq). */
+	uint32_t log_ack_req_freq = 0;
 	/* The device thread's first idle nap (EmuConfig::poll_idle_sleep): a test that runs
 	 * the progress work itself (function().progress()) makes it long, so that the thread
 	 * does not take the work back between two of the test's calls. */
@@ -226,6 +228,7 @@ struct Side {
 		q.min_rnr_timer = o.min_rnr_timer;
 		q.log_sra_max = o.log_sra_max;
 		q.log_rra_max = o.log_rra_max;
+		q.log_ack_req_freq = o.log_ack_req_freq;
 		q.max_recv_sge = o.max_recv_sge;
 		q.log_rq_size = o.log_rq_size;
 		q.recv_cq = rcq.get();

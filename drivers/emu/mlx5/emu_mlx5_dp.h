@@ -202,6 +202,7 @@ struct QpPath {
 	uint32_t retry_count = 0;
 	uint32_t rnr_retry = 0;
 	uint32_t ack_timeout = 0;
+	uint32_t log_ack_req_freq = 0; /* AckReq every 2^n packets (emu_mlx5_rc.cpp, ack_wanted) */
 	/* UD: qpc.q_key (RST2INIT, and INIT2RTR / RTR2RTS with opt_param_mask Q_KEY). */
 	uint32_t q_key = 0;
 };
@@ -276,6 +277,8 @@ struct WireStats {
 				       response nothing waits for */
 	uint64_t duplicates = 0;    /* requests with a PSN already executed (answered again) */
 	uint64_t acks_sent = 0;	    /* ACKNOWLEDGE packets with an ACK */
+	uint64_t lazy_acks = 0;	    /* ... of them for messages that did not ask (rc_lazy_ack) */
+	uint64_t ack_requests = 0;  /* WRITE and SEND-family messages sent with AckReq */
 	uint64_t naks_sent = 0;	    /* ... with a NAK */
 	uint64_t naks_received = 0; /* NAKs that completed a request in error */
 	uint64_t rra_exceeded = 0;  /* READ/atomic requests beyond the responder's resources
@@ -502,11 +505,11 @@ private:
 	 * - 2RST and destroy, before the QP's wire state goes (table lock held exclusive): a
 	 *   NIC acknowledges what it executed whether or not its software polls again (IBTA
 	 *   9.7.5.1.1), so a peer must not time out on a request this side completed and then
-	 *   closed.
+	 *   closed; lazy_too: the ACK of messages that did not ask for one too.
 	 * Not the requester: an owed ACK sent with the QP's own next request (same sendmmsg,
 	 * or one GSO message) made bench-wire's ping-pong 0.4 to 0.7 us slower, since the
 	 * peer then receives and executes the ACK before it sees the request. */
-	void rc_owed_ack(Qp &qp, TxBatch *tx = nullptr);
+	void rc_owed_ack(Qp &qp, TxBatch *tx = nullptr, bool lazy_too = false);
 	void rc_packet(const DmaSection &dma, const WirePort &w, uint32_t port,
 		       std::span<const uint8_t> datagram, const sockaddr_storage &peer,
 		       const WireRxIp &ip, Qp **acks, int *nacks);
@@ -527,6 +530,9 @@ private:
 	 * turn's clock; every outstanding request again from PSN from; the oldest outstanding
 	 * request fails with syndrome (a retry counter exceeded). */
 	void rc_timers(const DmaSection &dma, Qp &qp, uint64_t now_ns);
+	/* Responder, QP lock held: the ACK of messages that did not ask for one (lazy_ack),
+	 * lazy_ack_ns after the scan that first saw it. */
+	void rc_lazy_ack(Qp &qp, uint64_t now_ns);
 	void rc_resend(const DmaSection &dma, Qp &qp, uint32_t from);
 	void rc_give_up(const DmaSection &dma, Qp &qp, uint8_t syndrome);
 	/* Whether a WQE of opcode must wait before it is sent: 2^log_sra_max READs and atomics
@@ -675,9 +681,10 @@ private:
 	static constexpr uint64_t kTimerScanNs = 20000; /* the timers' granularity: 20 us */
 	struct WireCounters {
 		std::atomic<uint64_t> tx_packets{0}, tx_errors{0}, rx_packets{0}, rx_bad_icrc{0},
-			rx_malformed{0}, rx_dropped{0}, duplicates{0}, acks_sent{0}, naks_sent{0},
-			naks_received{0}, retransmits{0}, timeouts{0}, seq_naks_received{0},
-			rnr_naks_received{0}, retry_exceeded{0}, rra_exceeded{0};
+			rx_malformed{0}, rx_dropped{0}, duplicates{0}, acks_sent{0}, lazy_acks{0},
+			ack_requests{0}, naks_sent{0}, naks_received{0}, retransmits{0},
+			timeouts{0}, seq_naks_received{0}, rnr_naks_received{0}, retry_exceeded{0},
+			rra_exceeded{0};
 	};
 	mutable WireCounters wctr_;
 	/* The wire responder's refusals (emu_mlx5_refusals.cpp): refusal_mu_ guards them; taken

@@ -365,6 +365,8 @@ CmdResult EmuMlx5Device::cmd_modify_qp(const uint8_t *in, size_t in_len, uint8_t
 			p.rnr_retry = static_cast<uint32_t>(prm::get(qpc, q::rnr_retry));
 			p.ack_timeout =
 				static_cast<uint32_t>(prm::get(qpc, q::primary_ack_timeout));
+			p.log_ack_req_freq =
+				static_cast<uint32_t>(prm::get(qpc, q::log_ack_req_freq));
 		}
 		/* RST2INIT sets the port and the remote access enables; the later transitions
 		 * change the enables only where opt_param_mask says so. */

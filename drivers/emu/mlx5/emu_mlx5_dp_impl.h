@@ -319,11 +319,17 @@ struct EmuDataPath::RcWire {
 	uint32_t seq_psn = 0;
 	bool gap_retried = false; /* a READ response beyond gap_psn re-requested from it already */
 	uint32_t gap_psn = 0;
+	uint32_t unasked = 0; /* packets sent since the last with AckReq (ack_wanted) */
 	/* Responder. */
 	uint32_t epsn = 0;     /* next PSN expected */
 	uint32_t msn = 0;      /* messages completed (24 bits) */
 	bool nak_sent = false; /* a PSN sequence error NAK went out for epsn */
 	bool ack_due = false;  /* an ACK of epsn - 1 is owed at the end of the batch */
+	/* A message completed without AckReq and no ACK sent since: one goes lazy_ack_ns after
+	 * the timer scan that first saw it (rc_lazy_ack), unless an ACK leaves before;
+	 * lazy_since_ns 0: that scan has not run yet. */
+	bool lazy_ack = false;
+	uint64_t lazy_since_ns = 0;
 	/* The RDMA WRITE in progress (FIRST seen, LAST not yet). */
 	bool w_active = false;
 	uint64_t w_va = 0;
@@ -526,9 +532,13 @@ struct EmuDataPath::Exec {
 	/* The source of a SEND-family WQE or a WRITE with immediate (emu_mlx5_recv.cpp). */
 	uint8_t send_source(WriteSource *src);
 	/* Packets k0 .. n - 1, from first_psn, of the message of an RDMA WRITE (with immediate)
-	 * or SEND-family WQE (n: the message's count); the first send and the resend share it. */
+	 * or SEND-family WQE (n: the message's count); the first send and the resend (resend
+	 * true: its last packet always asks for an ACK) share it. */
 	uint8_t message_packets(const WriteSource &src, const Translator &local, uint32_t first_psn,
-				uint32_t k0, uint32_t *n);
+				uint32_t k0, uint32_t *n, bool resend);
+	/* Whether the last packet of this message of n packets carries AckReq (qpc
+	 * log_ack_req_freq; emu_mlx5_rc.cpp). */
+	bool ack_wanted(uint32_t n) noexcept;
 	/* A UD QP's SEND or SEND with immediate (emu_mlx5_ud.cpp): the datagram segment's
 	 * destination, on the loopback or as one packet on the wire. */
 	uint8_t ud_send();

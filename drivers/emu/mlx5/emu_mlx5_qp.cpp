@@ -245,7 +245,7 @@ int EmuDataPath::destroy_qp(uint32_t qpn)
 		qp.srq->users--;
 	{
 		std::lock_guard ql(qp.lock);
-		rc_owed_ack(qp);
+		rc_owed_ack(qp, nullptr, true);
 	}
 	/* The exclusive table lock waits for every data-path thread that could hold the QP. */
 	retire_qp(qp);
@@ -362,7 +362,7 @@ int EmuDataPath::modify_qp(uint32_t qpn, QpTransition t, const QpPath &p)
 		}
 		{
 			std::lock_guard ql(qp.lock);
-			rc_owed_ack(qp);
+			rc_owed_ack(qp, nullptr, true);
 		}
 		qp.path = QpPath{};
 		qp.rc.reset();
@@ -573,6 +573,8 @@ WireStats EmuDataPath::wire_stats() const
 	s.rx_dropped = wctr_.rx_dropped.load(std::memory_order_relaxed);
 	s.duplicates = wctr_.duplicates.load(std::memory_order_relaxed);
 	s.acks_sent = wctr_.acks_sent.load(std::memory_order_relaxed);
+	s.lazy_acks = wctr_.lazy_acks.load(std::memory_order_relaxed);
+	s.ack_requests = wctr_.ack_requests.load(std::memory_order_relaxed);
 	s.naks_sent = wctr_.naks_sent.load(std::memory_order_relaxed);
 	s.naks_received = wctr_.naks_received.load(std::memory_order_relaxed);
 	s.rra_exceeded = wctr_.rra_exceeded.load(std::memory_order_relaxed);

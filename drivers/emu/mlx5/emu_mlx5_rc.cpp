@@ -239,7 +239,7 @@ uint8_t EmuDataPath::Exec::wire_write()
 	if (uint8_t s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
 		return local_fault(s, Access::local_read);
 	uint32_t n = 0;
-	if (uint8_t s = message_packets(src, local, r.next_psn, 0, &n); s != kOk)
+	if (uint8_t s = message_packets(src, local, r.next_psn, 0, &n, false); s != kOk)
 		return s;
 	first_psn = r.next_psn;
 	npsn = n;
@@ -348,7 +348,7 @@ uint8_t EmuDataPath::Exec::wire_resend(uint32_t first, uint32_t k0)
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
 		uint32_t n = 0;
-		return message_packets(src, local, first, k0, &n);
+		return message_packets(src, local, first, k0, &n, true);
 	}
 	case MLX5_OPCODE_RDMA_READ: {
 		DataSeg segs[EmuDataPath::kMaxWqeBytes / kData];
@@ -375,7 +375,7 @@ uint8_t EmuDataPath::Exec::wire_resend(uint32_t first, uint32_t k0)
 		MkeyTable::Hold keys(dp.mkeys_, qp.held);
 		Translator local(keys, dma, qp.attr.pd, qp.qpn);
 		uint32_t n = 0;
-		return message_packets(src, local, first, k0, &n);
+		return message_packets(src, local, first, k0, &n, true);
 	}
 	default:
 		return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
@@ -610,11 +610,11 @@ void EmuDataPath::rc_batch(WirePort &w, uint32_t port, ForEach &&for_each, bool 
 	}
 }
 
-void EmuDataPath::rc_owed_ack(Qp &qp, TxBatch *tx)
+void EmuDataPath::rc_owed_ack(Qp &qp, TxBatch *tx, bool lazy_too)
 {
 	RcWire *r = qp.rc.get();
-	if (r == nullptr || !r->ack_due)
-		return; /* reset since, or its ACK went (a NAK, a response, a request's batch) */
+	if (r == nullptr || !(r->ack_due || (lazy_too && r->lazy_ack)))
+		return; /* reset since, or its ACK went (a NAK, a response) */
 	r->ack_due = false;
 	rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
 	       (r->epsn - 1) & kPsnMask, tx);
@@ -635,6 +635,55 @@ void EmuDataPath::rc_owed_acks(WirePort &w, uint32_t port)
 		rc_owed_ack(*qp, &tx);
 	}
 	n = 0;
+}
+
+/*
+ * The requester's AckReq (IBTA vol. 1, 9.2: the BTH's AckReq bit asks the responder to
+ * acknowledge the packet; without it the responder may coalesce). A ConnectX requester sets it
+ * every 2^qpc.log_ack_req_freq packets (Linux's mlx5 FPGA connection sets 8,
+ * drivers/net/ethernet/mellanox/mlx5/core/fpga/conn.c, mlx5_fpga_conn_rts_qp); here the last
+ * packet of a message asks when 2^log_ack_req_freq packets went out since the last that
+ * asked (0, the default: every message), when the WQE asks for a CQE (its completion waits for
+ * the ACK), and when the send queue is half full of WQEs owed a response (their WQEBBs come
+ * back with the ACK). READ and atomic requests always ask; resent messages too.
+ */
+bool EmuDataPath::Exec::ack_wanted(uint32_t n) noexcept
+{
+	RcWire &r = *qp.rc;
+	r.unasked += n;
+	const bool ask = (c.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0 ||
+			 r.unasked >= (uint32_t{1} << qp.path.log_ack_req_freq) ||
+			 2 * (r.outstanding() + 1) >= r.pend.size();
+	if (ask)
+		r.unasked = 0;
+	return ask;
+}
+
+/*
+ * A message that did not ask for an ACK still gets one: a responder must not leave the
+ * requester's ACK timer to expire on requests it executed. The ACK goes lazy_ack_ns after the
+ * timer scan that first saw it owed, unless one left before (any ACK covers every earlier
+ * PSN): an eighth of this QP's own local ACK timeout (the peer's is not known here; both
+ * sides of a connection are usually set alike), at most 1 ms, 1 ms when it has none. A steady
+ * stream of messages that ask now and then never waits for it.
+ */
+void EmuDataPath::rc_lazy_ack(Qp &qp, uint64_t now)
+{
+	RcWire &r = *qp.rc;
+	if (!r.lazy_ack || r.ack_due)
+		return; /* nothing owed, or an ACK leaves at the next turn anyway */
+	if (r.lazy_since_ns == 0) {
+		r.lazy_since_ns = now;
+		return;
+	}
+	constexpr uint64_t kMaxNs = 1000000;
+	const uint32_t to = qp.path.ack_timeout;
+	const uint64_t wait = to == 0 ? kMaxNs : std::min(kMaxNs, (uint64_t{4096} << to) / 8);
+	if (now - r.lazy_since_ns < wait)
+		return;
+	wctr_.lazy_acks.fetch_add(1, std::memory_order_relaxed);
+	rc_ack(qp, roce::aeth::make_syndrome(roce::aeth::type::ack, roce::aeth::credit_invalid),
+	       (r.epsn - 1) & kPsnMask);
 }
 
 /* The progress token's holder (the device thread or a polling caller): one batch per wire
@@ -685,8 +734,10 @@ bool EmuDataPath::poll_wire()
 			if (!qp->rc)
 				continue;
 			std::lock_guard ql(qp->lock);
-			if (qp->rc)
+			if (qp->rc) {
+				rc_lazy_ack(*qp, now);
 				rc_timers(dma, *qp, now);
+			}
 		}
 	}
 	return any;
@@ -778,6 +829,11 @@ void EmuDataPath::rc_ack(Qp &qp, uint8_t syndrome, uint32_t psn, TxBatch *tx)
 		rc_send(r, pkt, out);
 	const bool nak = roce::aeth::syndrome_type_of(syndrome) != roce::aeth::type::ack;
 	(nak ? wctr_.naks_sent : wctr_.acks_sent).fetch_add(1, std::memory_order_relaxed);
+	if (!nak) {
+		/* An ACK acknowledges every PSN up to its own: nothing is owed lazily now. */
+		r.lazy_ack = false;
+		r.lazy_since_ns = 0;
+	}
 }
 
 void EmuDataPath::rc_nak(const DmaSection &dma, Qp &qp, uint8_t code, uint32_t psn, uint8_t event)
@@ -1096,8 +1152,12 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 				    static_cast<uint32_t>(r.w_total),
 				    static_cast<uint32_t>(prm::get(pk.immdt, roce::immdt::imm)),
 				    kOk);
-		if (last || prm::get(pk.bth, roce::bth::ack_req) != 0)
+		/* An ACK for AckReq; a last packet without it (the requester's log_ack_req_freq)
+		 * gets one when the QP's receive side goes idle (rc_lazy_ack). */
+		if (prm::get(pk.bth, roce::bth::ack_req) != 0)
 			owe_ack();
+		else if (last)
+			r.lazy_ack = true;
 		return;
 	}
 	if (r.w_active) {

@@ -459,7 +459,7 @@ uint8_t EmuDataPath::Exec::wire_send()
 	if (s = validate_list(local, src.segs, src.nseg, Access::local_read); s != kOk)
 		return local_fault(s, Access::local_read);
 	uint32_t n = 0;
-	if (s = message_packets(src, local, r.next_psn, 0, &n); s != kOk)
+	if (s = message_packets(src, local, r.next_psn, 0, &n, false); s != kOk)
 		return s;
 	first_psn = r.next_psn;
 	npsn = n;
@@ -470,7 +470,8 @@ uint8_t EmuDataPath::Exec::wire_send()
 }
 
 uint8_t EmuDataPath::Exec::message_packets(const WriteSource &src, const Translator &local,
-					   uint32_t first_psn, uint32_t k0, uint32_t *n_out)
+					   uint32_t first_psn, uint32_t k0, uint32_t *n_out,
+					   bool resend)
 {
 	const bool write =
 		c.opcode == MLX5_OPCODE_RDMA_WRITE || c.opcode == MLX5_OPCODE_RDMA_WRITE_IMM;
@@ -503,6 +504,9 @@ uint8_t EmuDataPath::Exec::message_packets(const WriteSource &src, const Transla
 	RcWire &r = *qp.rc;
 	const uint32_t n = packets_of(src.total, r.mtu);
 	*n_out = n;
+	const bool ask = resend || ack_wanted(n);
+	if (ask)
+		dp.wctr_.ack_requests.fetch_add(1, std::memory_order_relaxed);
 	/* The message's packets in few system calls (emu_mlx5_rc.cpp's send batch: a sendmmsg,
 	 * and GSO runs of the equal MIDDLE packets). */
 	TxBatch tx(dp, *r.port);
@@ -513,7 +517,7 @@ uint8_t EmuDataPath::Exec::message_packets(const WriteSource &src, const Transla
 		h.opcode = n == 1 ? only : k == 0 ? first : k + 1 == n ? last : middle;
 		h.dest_qp = qp.path.remote_qpn;
 		h.psn = (first_psn + k) & kPsnMask;
-		h.ack_req = k + 1 == n;
+		h.ack_req = k + 1 == n && ask;
 		/* Solicited events are for SENDs and WRITEs with immediate (IBTA 9.2.3). */
 		h.se = k + 1 == n && c.opcode != MLX5_OPCODE_RDMA_WRITE &&
 		       (c.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) != 0;
@@ -669,7 +673,9 @@ void EmuDataPath::rc_recv_send(const DmaSection &dma, Qp &qp, const roce::Parsed
 	}
 	r.msn = (r.msn + 1) & kPsnMask;
 	rq_complete(dma, qp, rw.index, cqe_op, static_cast<uint32_t>(r.s_off), imm, kOk);
-	*ack = true;
+	/* The requester asked (AckReq) or not (log_ack_req_freq): then a lazy ACK later. */
+	*ack = prm::get(pk.bth, roce::bth::ack_req) != 0;
+	r.lazy_ack = r.lazy_ack || !*ack;
 }
 
 } // namespace nicmr::emu

@@ -134,6 +134,9 @@ void decode_qpc_transition(TraceEntry &e, uint16_t op, const uint8_t *in)
 		e.add("rnr_retry", get(qpc, q::rnr_retry));
 		e.add("next_send_psn", get(qpc, q::next_send_psn));
 		e.add("log_sra_max", get(qpc, q::log_sra_max));
+		/* Only when set: the bring-up reference transcript predates it. */
+		if (get(qpc, q::log_ack_req_freq) != 0)
+			e.add("log_ack_req_freq", get(qpc, q::log_ack_req_freq));
 	}
 }
 
