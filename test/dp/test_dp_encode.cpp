@@ -142,6 +142,7 @@ TEST(DpEncode, ModifyQpCarriesTheConnection)
 	a.rnr_retry = 6;
 	a.ack_timeout = 14;
 	a.min_rnr_nak = 12;
+	a.log_ack_req_freq = 5;
 	a.atomic_mode = prm::qp_atomic_mode::ib_comp;
 	a.opt_param_mask = prm::qp_optpar::rre;
 	ASSERT_EQ(mlx5::encode_modify_qp(prm::opcode::init2rtr_qp, 0x56, a, &in), 0);
@@ -156,6 +157,7 @@ TEST(DpEncode, ModifyQpCarriesTheConnection)
 	EXPECT_EQ(prm::get(q, prm::qpc::rnr_retry), 6u);
 	EXPECT_EQ(prm::get(q, prm::qpc::primary_ack_timeout), 14u);
 	EXPECT_EQ(prm::get(q, prm::qpc::min_rnr_nak), 12u);
+	EXPECT_EQ(prm::get(q, prm::qpc::log_ack_req_freq), 5u);
 	EXPECT_EQ(prm::get(q, prm::qpc::atomic_mode), prm::qp_atomic_mode::ib_comp);
 	/* fl: no GID in the path. */
 	for (size_t i = 0; i < prm::qpc::rgid_size; i++)
@@ -191,6 +193,7 @@ TEST(DpEncode, ConnectionValuesWiderThanTheirFieldsSendNothing)
 	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.ack_timeout = 32; }));
 	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.min_rnr_nak = 32; }));
 	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.atomic_mode = 16; }));
+	EXPECT_TRUE(refused([](mlx5::QpAttr &a) { a.log_ack_req_freq = 16; }));
 	EXPECT_EQ(t.calls, 0);
 }
 

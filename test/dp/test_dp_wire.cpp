@@ -923,6 +923,25 @@ TEST(WireConfig, Init2RtrNeedsEntryZeroAndTheSameFamily)
 	EXPECT_EQ(mlx5::query_roce_address(s.dev->cmdq(), 1, 0, nullptr), -EINVAL);
 	EXPECT_EQ(mlx5::query_roce_address(s.dev->cmdq(), 1, 0x10000, &a), -EINVAL);
 	EXPECT_EQ(mlx5::query_roce_address(s.dev->cmdq(), 16, 0, &a), -EINVAL);
+	/* The PMTU register read: nothing sent for a null out or a port outside 1..255. */
+	mlx5::PortMtu m;
+	EXPECT_EQ(mlx5::query_pmtu(s.dev->cmdq(), 1, nullptr), -EINVAL);
+	EXPECT_EQ(mlx5::query_pmtu(s.dev->cmdq(), 0, &m), -EINVAL);
+	EXPECT_EQ(mlx5::query_pmtu(s.dev->cmdq(), 256, &m), -EINVAL);
+	ASSERT_EQ(mlx5::query_pmtu(s.dev->cmdq(), 1, &m), 0);
+	EXPECT_GT(m.oper, 0u);
+	/* log_ack_req_freq is a 4-bit qpc field: 16 is refused before a command goes. */
+	{
+		mlx5::QpParams q;
+		q.pd = s.pd.pd();
+		q.log_ack_req_freq = 16;
+		std::unique_ptr<mlx5::Qp> qp;
+		EXPECT_EQ(mlx5::Qp::create(*s.dev, *s.uar, *s.cq, q, &qp), -EINVAL);
+		q.log_ack_req_freq = 15;
+		EXPECT_EQ(mlx5::Qp::create(*s.dev, *s.uar, *s.cq, q, &qp), 0);
+		q.log_ack_req_freq = 16;
+		EXPECT_EQ(qp->set_connection(q), -EINVAL);
+	}
 	const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
 	const uint8_t v6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
 	struct Case {
