@@ -51,6 +51,7 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
 
+#include "fi_handshake.h"
 #include "fi_internal.h"
 #include "fi_msg.h"
 
@@ -139,30 +140,6 @@ PeerKey key_of(const uint8_t gid[16], uint16_t udp_port, uint32_t qpn)
 	k.udp_port = udp_port;
 	return k;
 }
-
-/* The handshake's datagram (one UD SEND, every multi-byte field in network order). The
- * messages follow the IBTA connection manager's three-way exchange (IBTA vol. 1 chapter 12:
- * REQ, REP, RTU, REQ and REP retried on a timeout) on the endpoints' own UD QPs instead of
- * QP1. */
-enum : uint8_t { kMsgReq = 1, kMsgRep = 2, kMsgRtu = 3 };
-constexpr uint32_t kHsMagic = 0x4e4d5248u; /* "NMRH" */
-constexpr uint8_t kHsVersion = 3;
-struct HsMsg {
-	uint32_t magic;
-	uint8_t version; /* 3 (2 had no service, 1 no mtu) */
-	uint8_t type;	 /* kMsgReq, kMsgRep, kMsgRtu */
-	uint16_t src_udp_port;
-	uint8_t src_gid[16];
-	uint32_t src_ud_qpn; /* the sender's address QP: with src_gid, its name */
-	uint32_t rc_qpn;     /* the sender's RC QP for the receiver */
-	uint32_t psn;	     /* its first send PSN */
-	uint32_t dst_rc_qpn; /* REP, RTU: the receiver's RC QP the message answers; REQ: 0 */
-	uint64_t conn_id;    /* the REQ's id, echoed by REP and RTU (logs) */
-	uint32_t mtu;	     /* the sender's port's active path MTU (nicmr_port_mtu), bytes */
-	uint16_t service;    /* the sender's service (a sockaddr domain's endpoint), else 0 */
-	uint16_t reserved;   /* 0 */
-};
-static_assert(sizeof(HsMsg) == 56);
 
 struct Op {
 	void *context = nullptr;
@@ -362,19 +339,18 @@ void hs_send(Endpoint *ep, Peer &p, uint8_t type)
 	nicmr_qp_addr la{};
 	if (nicmr_qp_local(p.req, 0, &la) != 0)
 		return;
-	HsMsg m{};
-	m.magic = htonl(kHsMagic);
-	m.version = kHsVersion;
-	m.type = type;
-	m.src_udp_port = htons(ep->udp_port);
-	std::memcpy(m.src_gid, ep->gid, 16);
-	m.src_ud_qpn = htonl(nicmr_qp_num(ep->ud));
-	m.rc_qpn = htonl(nicmr_qp_num(p.req));
-	m.psn = htonl(la.psn);
-	m.dst_rc_qpn = htonl(type == kMsgReq ? 0 : p.rqpn);
-	m.conn_id = htobe64(p.conn_id);
-	m.mtu = htonl(ep->mtu);
-	m.service = htons(ep->service);
+	HsFields f;
+	f.type = type;
+	f.src_udp_port = ep->udp_port;
+	std::memcpy(f.src_gid, ep->gid, 16);
+	f.src_ud_qpn = nicmr_qp_num(ep->ud);
+	f.rc_qpn = nicmr_qp_num(p.req);
+	f.psn = la.psn;
+	f.dst_rc_qpn = type == kMsgReq ? 0 : p.rqpn;
+	f.conn_id = p.conn_id;
+	f.mtu = ep->mtu;
+	f.service = ep->service;
+	const HsMsg m = hs_encode(f);
 	const uint32_t slot = ep->ud_send_next++ % kUdSend;
 	uint8_t *buf = reinterpret_cast<uint8_t *>(ep->scratch) + kAtomicBytes + kUdRecv * kUdSlot +
 		       slot * kUdSendSlot;
@@ -456,19 +432,12 @@ void hs_set(Endpoint *ep, Peer &p, Conn c)
 	p.conn = c;
 }
 
-void hs_receive(Endpoint *ep, const HsMsg &m)
+/* A handshake message hs_decode accepted. */
+void hs_receive(Endpoint *ep, const HsFields &m)
 {
-	const uint32_t src_ud = ntohl(m.src_ud_qpn), rc = ntohl(m.rc_qpn), psn = ntohl(m.psn);
-	const uint32_t dst = ntohl(m.dst_rc_qpn), mtu = ntohl(m.mtu);
-	static const uint8_t zero[16] = {};
-	const bool mtu_ok = mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
-	if (ntohl(m.magic) != kHsMagic || m.version != kHsVersion || src_ud == 0 ||
-	    src_ud > 0xffffff || rc == 0 || rc > 0xffffff || psn > 0xffffff ||
-	    std::memcmp(m.src_gid, zero, 16) == 0 || !mtu_ok || m.reserved != 0) {
-		FI_INFO(&provider, FI_LOG_EP_CTRL, "handshake datagram refused\n");
-		return;
-	}
-	const PeerKey key = key_of(m.src_gid, ntohs(m.src_udp_port), src_ud);
+	const uint32_t src_ud = m.src_ud_qpn, rc = m.rc_qpn, psn = m.psn;
+	const uint32_t dst = m.dst_rc_qpn, mtu = m.mtu;
+	const PeerKey key = key_of(m.src_gid, m.src_udp_port, src_ud);
 	auto it = ep->rpeers.find(key);
 	FI_INFO(&provider, FI_LOG_EP_CTRL, "got %u from QP 0x%x: RC QP 0x%x for 0x%x (state %d)\n",
 		m.type, src_ud, rc, dst,
@@ -483,9 +452,9 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 			}
 			p->remote = true;
 			std::memcpy(p->gid, m.src_gid, 16);
-			p->udp_port = ntohs(m.src_udp_port);
+			p->udp_port = m.src_udp_port;
 			p->ud_qpn = src_ud;
-			p->service = ntohs(m.service);
+			p->service = m.service;
 			p->conn = Conn::up; /* not pending until hs_set below */
 			if (hs_new_qp(ep, *p) != 0) {
 				FI_WARN(&provider, FI_LOG_EP_CTRL, "no QP for peer QP 0x%x\n",
@@ -507,7 +476,7 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 					return;
 			}
 		}
-		p->conn_id = be64toh(m.conn_id);
+		p->conn_id = m.conn_id;
 		int ret = hs_connect(ep, *p, rc, psn, mtu);
 		if (ret != 0) {
 			FI_WARN(&provider, FI_LOG_EP_CTRL, "connect to QP 0x%x: %d\n", rc, ret);
@@ -523,7 +492,7 @@ void hs_receive(Endpoint *ep, const HsMsg &m)
 		return; /* an answer to a QP we no longer have */
 	Peer &p = it->second;
 	if (m.type == kMsgRep) {
-		p.service = ntohs(m.service);
+		p.service = m.service;
 		if (p.conn == Conn::req_sent) {
 			int ret = hs_connect(ep, p, rc, psn, mtu);
 			if (ret != 0) {
@@ -548,10 +517,15 @@ void hs_completion(Endpoint *ep, const nicmr_wc &wc)
 	const uint32_t slot = static_cast<uint32_t>(wc.wr_id);
 	if (wc.wr_id >= kUdRecv)
 		return; /* a send left (or failed: the timer sends again) */
-	if (wc.status == NICMR_WC_SUCCESS && wc.byte_len == NICMR_UD_GRH_BYTES + sizeof(HsMsg)) {
-		HsMsg m;
-		std::memcpy(&m, ud_recv_slot(ep, slot) + NICMR_UD_GRH_BYTES, sizeof(m));
-		hs_receive(ep, m);
+	if (wc.status == NICMR_WC_SUCCESS && wc.byte_len >= NICMR_UD_GRH_BYTES) {
+		HsFields m;
+		const HsRefusal why = hs_decode(ud_recv_slot(ep, slot) + NICMR_UD_GRH_BYTES,
+						wc.byte_len - NICMR_UD_GRH_BYTES, &m);
+		if (why == HsRefusal::none)
+			hs_receive(ep, m);
+		else
+			FI_INFO(&provider, FI_LOG_EP_CTRL, "handshake datagram refused (%u)\n",
+				static_cast<unsigned>(why));
 	}
 	if (wc.status == NICMR_WC_SUCCESS || wc.status == NICMR_WC_WR_FLUSH) {
 		if (ud_post_recv(ep, slot) != 0)
