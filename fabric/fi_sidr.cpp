@@ -25,10 +25,8 @@
  * a lock that progress only tries (a busy GSI is someone else's to poll). Slow paths
  * throughout: nothing here runs per request once a peer is known.
  *
- * The MAD layouts are IBTA vol. 1 §13.4.2 (the common MAD header) and §12.6.13 / §12.6.14
- * (Tables 117 and 118: SIDR_REQ and SIDR_REP); Linux drivers/infiniband/core/cm_msgs.h has the
- * same. The service ID is rdma_cm's for a UDP port (Linux drivers/infiniband/core/cma.c,
- * cma_get_service_id: RDMA_PS_UDP 0x0111 << 16 plus the port), and SIDR_REQ's private data
+ * The MAD layouts and their decoder are in fi_sidr_mad.h (IBTA vol. 1 §13.4.2, §12.6.13 and
+ * §12.6.14; rdma_cm's UDP service IDs), and SIDR_REQ's private data
  * starts with rdma_cm's address header (cma.c struct cma_hdr: version 0, the IP version in the
  * high nibble, the source port, then the source and destination addresses), so that an
  * rdma_cm UDP listener could answer it as well.
@@ -48,68 +46,11 @@
 #include <rdma/providers/fi_log.h>
 
 #include "fi_internal.h"
+#include "fi_sidr_mad.h"
 
 namespace nicmr::fabric {
 
 namespace {
-
-/* The MAD (256 bytes, every multi-byte field big-endian). */
-constexpr size_t kMadSize = 256;
-constexpr uint8_t kMadBaseVersion = 1;
-constexpr uint8_t kMgmtClassCm = 0x07;	  /* IBTA Table 110: Communication Management */
-constexpr uint8_t kCmClassVersion = 2;	  /* IBTA 1.2 and later */
-constexpr uint8_t kMethodSend = 0x03;	  /* CM MADs are SENDs (IBTA §12.6) */
-constexpr uint16_t kAttrSidrReq = 0x0017; /* IBTA Table 111 */
-constexpr uint16_t kAttrSidrRep = 0x0018;
-/* SIDR_REP status (IBTA Table 119). */
-constexpr uint8_t kSidrOk = 0;		/* the QPN and Q_Key are valid */
-constexpr uint8_t kSidrUnsupported = 1; /* service ID not supported */
-/* rdma_cm's service ID of a UDP port (cma.c, RDMA_PS_UDP). */
-constexpr uint64_t kPsUdp = 0x0000000001110000ull;
-
-struct MadHdr {
-	uint8_t base_version;
-	uint8_t mgmt_class;
-	uint8_t class_version;
-	uint8_t method;
-	uint16_t status;
-	uint16_t class_specific;
-	uint64_t tid;
-	uint16_t attr_id;
-	uint16_t reserved;
-	uint32_t attr_mod;
-};
-static_assert(sizeof(MadHdr) == 24);
-
-struct SidrReq {
-	MadHdr hdr;
-	uint32_t request_id;
-	uint16_t p_key;
-	uint16_t reserved;
-	uint64_t service_id;
-	/* private data (216 bytes): rdma_cm's address header first */
-	uint8_t cma_version;
-	uint8_t ip_version; /* 4 or 6 in the high nibble */
-	uint16_t src_port;
-	uint8_t src_addr[16];
-	uint8_t dst_addr[16];
-	uint8_t private_rest[216 - 36];
-};
-static_assert(sizeof(SidrReq) == kMadSize);
-
-struct SidrRep {
-	MadHdr hdr;
-	uint32_t request_id;
-	uint8_t status;
-	uint8_t info_length;
-	uint16_t reserved;
-	uint32_t qpn_rsvd;	/* QPN in the upper 24 bits */
-	uint32_t service_id[2]; /* 64 bits at byte 36: two words */
-	uint32_t q_key;
-	uint8_t info[72];
-	uint8_t private_data[136];
-};
-static_assert(sizeof(SidrRep) == kMadSize);
 
 constexpr uint16_t kDefaultPKey = 0xffff;
 
@@ -289,16 +230,6 @@ void mad_send(Gsi *g, const uint8_t gid[16], const void *mad)
 		FI_INFO(&provider, FI_LOG_EP_CTRL, "MAD not sent: %d\n", rc);
 }
 
-void mad_hdr(MadHdr *h, uint16_t attr, uint64_t tid)
-{
-	h->base_version = kMadBaseVersion;
-	h->mgmt_class = kMgmtClassCm;
-	h->class_version = kCmClassVersion;
-	h->method = kMethodSend;
-	h->tid = htobe64(tid);
-	h->attr_id = htons(attr);
-}
-
 void sidr_req_send(Gsi *g, const SvcKey &k, const Resolution &r)
 {
 	SidrReq m{};
@@ -326,16 +257,16 @@ void arm_timer(Resolution &r)
 }
 
 /* A SIDR_REQ: the answer for the service it names (g->mu held). */
-void on_sidr_req(Gsi *g, const uint8_t *src_gid, const SidrReq &m)
+void on_sidr_req(Gsi *g, const uint8_t *src_gid, const SidrFields &m)
 {
 	SidrRep rep{};
-	mad_hdr(&rep.hdr, kAttrSidrRep, be64toh(m.hdr.tid));
-	rep.request_id = m.request_id;
-	std::memcpy(rep.service_id, &m.service_id, 8);
-	const uint64_t sid = be64toh(m.service_id);
-	auto it = (sid & ~uint64_t{0xffff}) == kPsUdp
-			  ? g->services.find(static_cast<uint16_t>(sid & 0xffff))
-			  : g->services.end();
+	mad_hdr(&rep.hdr, kAttrSidrRep, m.tid);
+	rep.request_id = htonl(m.request_id);
+	const uint64_t sid = m.service_id;
+	const uint64_t sid_be = htobe64(sid);
+	std::memcpy(rep.service_id, &sid_be, 8);
+	uint16_t service = 0;
+	auto it = udp_service(sid, &service) ? g->services.find(service) : g->services.end();
 	if (it == g->services.end()) {
 		rep.status = kSidrUnsupported;
 	} else {
@@ -349,22 +280,20 @@ void on_sidr_req(Gsi *g, const uint8_t *src_gid, const SidrReq &m)
 }
 
 /* A SIDR_REP: the resolution it answers, by transaction and request ID (g->mu held). */
-void on_sidr_rep(Gsi *g, const uint8_t *src_gid, const SidrRep &m)
+void on_sidr_rep(Gsi *g, const uint8_t *src_gid, const SidrFields &m)
 {
-	uint64_t sid;
-	std::memcpy(&sid, m.service_id, 8);
-	sid = be64toh(sid);
-	if ((sid & ~uint64_t{0xffff}) != kPsUdp)
+	const uint64_t sid = m.service_id;
+	uint16_t service = 0;
+	if (!udp_service(sid, &service))
 		return;
-	auto it = g->resolutions.find(svc_key(src_gid, static_cast<uint16_t>(sid & 0xffff)));
+	auto it = g->resolutions.find(svc_key(src_gid, service));
 	if (it == g->resolutions.end())
 		return;
 	Resolution &r = it->second;
-	if (r.state != Resolution::asked || r.tid != be64toh(m.hdr.tid) ||
-	    r.request_id != ntohl(m.request_id))
+	if (r.state != Resolution::asked || r.tid != m.tid || r.request_id != m.request_id)
 		return; /* a late answer to an earlier request */
-	const uint32_t qpn = ntohl(m.qpn_rsvd) >> 8;
-	if (m.status == kSidrOk && qpn != 0 && ntohl(m.q_key) == kHsQkey) {
+	const uint32_t qpn = m.qpn;
+	if (m.status == kSidrOk && qpn != 0 && m.q_key == kHsQkey) {
 		r.state = Resolution::known;
 		r.qpn = qpn;
 	} else {
@@ -377,26 +306,19 @@ void on_sidr_rep(Gsi *g, const uint8_t *src_gid, const SidrRep &m)
 
 void on_mad(Gsi *g, const uint8_t *slot, uint32_t len, const nicmr_ud_info &ud)
 {
-	if (len < NICMR_UD_GRH_BYTES + kMadSize)
+	if (len < NICMR_UD_GRH_BYTES)
 		return;
 	uint8_t src[16];
 	if (nicmr_ud_grh_gids(slot, ud.net_type, src, nullptr) != 0)
 		return;
-	const uint8_t *mad = slot + NICMR_UD_GRH_BYTES;
-	MadHdr h;
-	std::memcpy(&h, mad, sizeof(h));
-	if (h.base_version != kMadBaseVersion || h.mgmt_class != kMgmtClassCm ||
-	    h.class_version != kCmClassVersion || h.method != kMethodSend)
-		return; /* not a CM SEND of this version: not for this provider */
-	if (ntohs(h.attr_id) == kAttrSidrReq) {
-		SidrReq m;
-		std::memcpy(&m, mad, sizeof(m));
+	SidrFields m;
+	if (sidr_decode(slot + NICMR_UD_GRH_BYTES, len - NICMR_UD_GRH_BYTES, &m) !=
+	    SidrRefusal::none)
+		return; /* not a SIDR MAD of this version: not for this provider */
+	if (m.attr == kAttrSidrReq)
 		on_sidr_req(g, src, m);
-	} else if (ntohs(h.attr_id) == kAttrSidrRep) {
-		SidrRep m;
-		std::memcpy(&m, mad, sizeof(m));
+	else
 		on_sidr_rep(g, src, m);
-	}
 }
 
 /* Takes the GSI's completions and runs the resolutions' timers (g->mu held). */
