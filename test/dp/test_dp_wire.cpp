@@ -1169,32 +1169,36 @@ TEST(WireConfig, PortZeroTakesTheKernelsPortOnEveryReceivePath)
 	}
 }
 
-/* Two sides in this process, each running its own progress work (function().progress(), as a
- * run-to-completion caller does): a WRITE into B; B's turn that receives it owes the ACK until
- * its next turn. B's answering WRITE leaves alone, before that ACK (one datagram, one call),
- * so that A sees the answer without receiving the ACK first; B's next turn sends the ACK. */
-TEST(WireAckOrder, TheAnswerLeavesBeforeTheOwedAck)
-{
-	const auto base = static_cast<uint16_t>(20000 + (getpid() % 15000) * 2);
-	WireOptions oa{"127.0.0.1", base, static_cast<uint16_t>(base + 1)};
-	WireOptions ob{"127.0.0.1", static_cast<uint16_t>(base + 1), base};
-	/* The device threads nap 200 ms (and longer) once the test polls: the test's turns
-	 * alone move the packets. */
-	oa.idle_sleep = ob.idle_sleep = std::chrono::milliseconds(200);
+/* Two sides in this process on 127.0.0.1, their QPs connected to each other, an MTT key over
+ * each region (ka, kb); the test runs their progress work itself (turn: function().progress(),
+ * as a run-to-completion caller does) and their device threads nap 200 ms and longer once it
+ * does, so that the test's turns alone move the packets. A asks for ACKs every 2^a_freq
+ * packets. */
+struct LocalPair {
 	Side a, b;
-	ASSERT_EQ(a.open(oa), 0);
-	ASSERT_EQ(b.open(ob), 0);
-	ASSERT_EQ(a.make_qp(b.gid.gid.data()), 0);
-	ASSERT_EQ(b.make_qp(a.gid.gid.data()), 0);
-	ASSERT_EQ(a.qp->connect(b.qp->qpn()), 0);
-	ASSERT_EQ(b.qp->connect(a.qp->qpn()), 0);
 	uint32_t ka = 0, kb = 0;
-	ASSERT_EQ(a.mr(0, kRegion, true, true, true, true, false, false, &ka), 0);
-	ASSERT_EQ(b.mr(0, kRegion, true, true, true, true, false, false, &kb), 0);
-	const auto stats = [](Side &s) { return s.hw->device().data_path().wire_stats(); };
-	const auto turn = [](Side &s) { (void)s.hw->function().progress(); };
+
+	void open(uint32_t a_freq)
+	{
+		const auto base = static_cast<uint16_t>(20000 + (getpid() % 15000) * 2);
+		WireOptions oa{"127.0.0.1", base, static_cast<uint16_t>(base + 1)};
+		WireOptions ob{"127.0.0.1", static_cast<uint16_t>(base + 1), base};
+		oa.idle_sleep = ob.idle_sleep = std::chrono::milliseconds(200);
+		oa.log_ack_req_freq = a_freq;
+		ASSERT_EQ(a.open(oa), 0);
+		ASSERT_EQ(b.open(ob), 0);
+		ASSERT_EQ(a.make_qp(b.gid.gid.data()), 0);
+		ASSERT_EQ(b.make_qp(a.gid.gid.data()), 0);
+		ASSERT_EQ(a.qp->connect(b.qp->qpn()), 0);
+		ASSERT_EQ(b.qp->connect(a.qp->qpn()), 0);
+		ASSERT_EQ(a.mr(0, kRegion, true, true, true, true, false, false, &ka), 0);
+		ASSERT_EQ(b.mr(0, kRegion, true, true, true, true, false, false, &kb), 0);
+	}
+	static emu::WireStats stats(Side &s) { return s.hw->device().data_path().wire_stats(); }
+	static void turn(Side &s) { (void)s.hw->function().progress(); }
 	/* Until pred holds, each side running its turns; false after 5 s. */
-	const auto until = [&](auto &&pred) {
+	template <typename Pred> bool until(Pred &&pred)
+	{
 		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
 		while (!pred()) {
 			turn(a);
@@ -1203,7 +1207,22 @@ TEST(WireAckOrder, TheAnswerLeavesBeforeTheOwedAck)
 				return false;
 		}
 		return true;
-	};
+	}
+};
+
+/* Two sides in this process, each running its own progress work (function().progress(), as a
+ * run-to-completion caller does): a WRITE into B; B's turn that receives it owes the ACK until
+ * its next turn. B's answering WRITE leaves alone, before that ACK (one datagram, one call),
+ * so that A sees the answer without receiving the ACK first; B's next turn sends the ACK. */
+TEST(WireAckOrder, TheAnswerLeavesBeforeTheOwedAck)
+{
+	LocalPair pair;
+	ASSERT_NO_FATAL_FAILURE(pair.open(0));
+	Side &a = pair.a, &b = pair.b;
+	const uint32_t ka = pair.ka, kb = pair.kb;
+	const auto stats = LocalPair::stats;
+	const auto turn = LocalPair::turn;
+	const auto until = [&](auto &&pred) { return pair.until(pred); };
 	std::atomic_ref<uint64_t> word_a(*reinterpret_cast<uint64_t *>(a.region()));
 	std::atomic_ref<uint64_t> word_b(*reinterpret_cast<uint64_t *>(b.region()));
 	std::memset(a.region(), 0, 64);
@@ -1256,33 +1275,12 @@ TEST(WireAckOrder, TheAnswerLeavesBeforeTheOwedAck)
  * runs out, nothing is sent again. */
 TEST(WireAckReqFreq, TheRequesterAsksEveryNPacketsAndTheRestIsAcknowledgedLazily)
 {
-	const auto base = static_cast<uint16_t>(20000 + (getpid() % 15000) * 2);
-	WireOptions oa{"127.0.0.1", base, static_cast<uint16_t>(base + 1)};
-	WireOptions ob{"127.0.0.1", static_cast<uint16_t>(base + 1), base};
-	oa.idle_sleep = ob.idle_sleep = std::chrono::milliseconds(200);
-	oa.log_ack_req_freq = 2;
-	Side a, b;
-	ASSERT_EQ(a.open(oa), 0);
-	ASSERT_EQ(b.open(ob), 0);
-	ASSERT_EQ(a.make_qp(b.gid.gid.data()), 0);
-	ASSERT_EQ(b.make_qp(a.gid.gid.data()), 0);
-	ASSERT_EQ(a.qp->connect(b.qp->qpn()), 0);
-	ASSERT_EQ(b.qp->connect(a.qp->qpn()), 0);
-	uint32_t ka = 0, kb = 0;
-	ASSERT_EQ(a.mr(0, kRegion, true, true, true, true, false, false, &ka), 0);
-	ASSERT_EQ(b.mr(0, kRegion, true, true, true, true, false, false, &kb), 0);
-	const auto stats = [](Side &s) { return s.hw->device().data_path().wire_stats(); };
-	const auto turn = [](Side &s) { (void)s.hw->function().progress(); };
-	const auto until = [&](auto &&pred) {
-		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-		while (!pred()) {
-			turn(a);
-			turn(b);
-			if (std::chrono::steady_clock::now() > end)
-				return false;
-		}
-		return true;
-	};
+	LocalPair pair;
+	ASSERT_NO_FATAL_FAILURE(pair.open(2));
+	Side &a = pair.a, &b = pair.b;
+	const uint32_t ka = pair.ka, kb = pair.kb;
+	const auto stats = LocalPair::stats;
+	const auto until = [&](auto &&pred) { return pair.until(pred); };
 	std::memset(a.region(), 0, 4096);
 	std::memset(b.region(), 0, 4096);
 	for (uint64_t i = 0; i < 16; i++) {
