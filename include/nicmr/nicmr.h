@@ -802,13 +802,12 @@ struct nicmr_qp_remote {
 	uint32_t local_psn;	/**< with NICMR_QP_REMOTE_LOCAL_PSN: the first PSN this QP sends,
 				     24 bits, instead of the one nicmr_qp_local reported */
 	uint32_t given;		/**< NICMR_QP_REMOTE_* bits */
-	/* NICMR_QP_REMOTE_SIZE_V2 */
-	uint32_t log_ack_req_freq; /**< how often this QP asks for an ACK (qpc.log_ack_req_freq),
-					0..15: the last packet of a message asks when 2^n packets
-					went out since the last that asked, and whenever the WQE is
-					signalled; the responder acknowledges the others within 1 ms
-					(doc/native-api.md, "Connecting"); default 0: every message
-				    */
+	/** (from NICMR_QP_REMOTE_SIZE_V2) How often this QP asks for an ACK (qpc.log_ack_req_freq),
+	 * 0..15: the last packet of a message asks when 2^n packets went out since the last that
+	 * asked, and whenever the WQE is signalled; a device-model responder acknowledges the
+	 * others within 1 ms (doc/native-api.md, "Connecting to another process or host"); default
+	 * 0: every message */
+	uint32_t log_ack_req_freq;
 };
 /** The size of the first layout of struct nicmr_qp_remote (up to given). */
 #define NICMR_QP_REMOTE_SIZE_V1 60u

@@ -279,7 +279,7 @@ struct WireStats {
 	uint64_t acks_sent = 0;	    /* ACKNOWLEDGE packets with an ACK */
 	uint64_t lazy_acks = 0;	    /* ... of them for messages that did not ask (rc_lazy_ack) */
 	uint64_t ack_requests = 0;  /* WRITE and SEND-family messages sent with AckReq */
-	uint64_t naks_sent = 0;	    /* ... with a NAK */
+	uint64_t naks_sent = 0;	    /* ACKNOWLEDGE packets with a NAK */
 	uint64_t naks_received = 0; /* NAKs that completed a request in error */
 	uint64_t rra_exceeded = 0;  /* READ/atomic requests beyond the responder's resources
 				       (2^log_rra_max), NAKed as invalid requests */
@@ -531,7 +531,7 @@ private:
 	 * request fails with syndrome (a retry counter exceeded). */
 	void rc_timers(const DmaSection &dma, Qp &qp, uint64_t now_ns);
 	/* Responder, QP lock held: the ACK of messages that did not ask for one (lazy_ack),
-	 * lazy_ack_ns after the scan that first saw it. */
+	 * an eighth of the QP's ACK timeout (1 ms at most) after the scan that first saw it. */
 	void rc_lazy_ack(Qp &qp, uint64_t now_ns);
 	void rc_resend(const DmaSection &dma, Qp &qp, uint32_t from);
 	void rc_give_up(const DmaSection &dma, Qp &qp, uint8_t syndrome);

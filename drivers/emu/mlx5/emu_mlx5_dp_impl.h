@@ -325,8 +325,8 @@ struct EmuDataPath::RcWire {
 	uint32_t msn = 0;      /* messages completed (24 bits) */
 	bool nak_sent = false; /* a PSN sequence error NAK went out for epsn */
 	bool ack_due = false;  /* an ACK of epsn - 1 is owed at the end of the batch */
-	/* A message completed without AckReq and no ACK sent since: one goes lazy_ack_ns after
-	 * the timer scan that first saw it (rc_lazy_ack), unless an ACK leaves before;
+	/* A message completed without AckReq and no ACK sent since: one goes at the timer scan
+	 * rc_lazy_ack's wait after the scan that first saw it, unless an ACK leaves before;
 	 * lazy_since_ns 0: that scan has not run yet. */
 	bool lazy_ack = false;
 	uint64_t lazy_since_ns = 0;

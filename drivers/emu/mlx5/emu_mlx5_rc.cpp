@@ -660,12 +660,13 @@ bool EmuDataPath::Exec::ack_wanted(uint32_t n) noexcept
 }
 
 /*
- * A message that did not ask for an ACK still gets one: a responder must not leave the
- * requester's ACK timer to expire on requests it executed. The ACK goes lazy_ack_ns after the
- * timer scan that first saw it owed, unless one left before (any ACK covers every earlier
- * PSN): an eighth of this QP's own local ACK timeout (the peer's is not known here; both
- * sides of a connection are usually set alike), at most 1 ms, 1 ms when it has none. A steady
- * stream of messages that ask now and then never waits for it.
+ * A message that did not ask for an ACK still gets one: a responder acknowledges the requests
+ * it executed (IBTA vol. 1, 9.7.5.1.1, as rc_owed_ack), so the requester's ACK timer must not
+ * run out on them. The ACK goes a wait after the timer scan that first saw it owed, unless one
+ * left before (any ACK covers every earlier PSN): an eighth of this QP's own local ACK timeout
+ * (the peer's is not known here; both sides of a connection are usually set alike), at most
+ * 1 ms, and 1 ms when it has none. A steady stream of messages that ask now and then never
+ * waits for it.
  */
 void EmuDataPath::rc_lazy_ack(Qp &qp, uint64_t now)
 {
@@ -1153,7 +1154,7 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 				    static_cast<uint32_t>(prm::get(pk.immdt, roce::immdt::imm)),
 				    kOk);
 		/* An ACK for AckReq; a last packet without it (the requester's log_ack_req_freq)
-		 * gets one when the QP's receive side goes idle (rc_lazy_ack). */
+		 * gets a lazy one from the timer scan (rc_lazy_ack). */
 		if (prm::get(pk.bth, roce::bth::ack_req) != 0)
 			owe_ack();
 		else if (last)
