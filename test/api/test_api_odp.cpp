@@ -150,8 +150,16 @@ TEST_F(Odp, MemoryNotMappedYetRegisters)
 		GTEST_SKIP()
 			<< "AddressSanitizer's allocator maps its own memory into the freed range "
 			   "before the advice, so the range cannot be kept unmapped";
-	void *p = mmap(nullptr, 8 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	/* A range that stays unmapped: the kernel places new mappings top-down below the stack,
+	 * so a range freed up there is where the next small mapping of any thread (the device's
+	 * included) lands, and the advice then finds memory. 16 TiB is far below all of them;
+	 * where it cannot be had, any free range. */
+	void *p = mmap(reinterpret_cast<void *>(uintptr_t{1} << 44), 8 * kPage,
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		p = mmap(nullptr, 8 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
 	ASSERT_NE(p, MAP_FAILED);
 	ASSERT_EQ(munmap(p, 8 * kPage), 0);
 	ASSERT_EQ(nicmr_mr_reg(pd, p, 8 * kPage, kAll | NICMR_ACCESS_ON_DEMAND, 0, 0, &odp), 0);
