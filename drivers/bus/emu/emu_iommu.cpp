@@ -25,8 +25,9 @@ bool is_pow2(size_t v)
 	return v != 0 && (v & (v - 1)) == 0;
 }
 
-/* Sections this thread holds, on any IOMMU (map/unmap refuse to wait for themselves). */
-thread_local int tl_sections = 0;
+/* Sections this thread holds, on any IOMMU (map/unmap refuse to wait for themselves). Read on
+ * every DMA section: initial-exec (nicmr_thread.h). */
+NICMR_TLS_HOT thread_local int tl_sections = 0;
 
 /* The reader slot of this thread (nicmr_thread.h): its own, or the shared one. The sections
  * count with read-modify-writes either way. */
