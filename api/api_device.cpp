@@ -91,6 +91,9 @@ struct EmuOptions {
 	/* gro=0: the wire ports receive one datagram per message, without UDP GRO
 	 * (emu::WirePortConfig::gro). */
 	bool gro = true;
+	/* rx_batch=N: messages a wire port's receive call takes, 1..32; 0 (default) adapts
+	 * (emu::WirePortConfig::rx_batch). */
+	uint32_t rx_batch = 0;
 	bool caller_progress = true; /* progress=caller|thread */
 };
 
@@ -240,6 +243,14 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			o->gro = v == "1";
+		} else if (k == "rx_batch") {
+			uint32_t x = 0;
+			if (!parse_u32(v, &x) || x > uint32_t(emu::WireRx::kMessages)) {
+				NICMR_LOG(error, "api", "emu rx_batch=%.*s: 0 (adapt) to %d",
+					  int(v.size()), v.data(), emu::WireRx::kMessages);
+				return -EINVAL;
+			}
+			o->rx_batch = x;
 		} else if (k == "odp_prefill") {
 			uint32_t x = 0;
 			if (!parse_u32(v, &x) || x > mr::OdpCacheConfig{}.bucket_max) {
@@ -509,6 +520,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 		if (!o.addr[p].empty()) {
 			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port, o.faults};
 			cfg.wire[p].gro = o.gro;
+			cfg.wire[p].rx_batch = o.rx_batch;
 		}
 	/* addr=auto (addr2=auto): a loopback address of this process's own, so that every
 	 * process of a host has its port on UDP 4791 without choosing one (doc/native-api.md,

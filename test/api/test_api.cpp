@@ -86,7 +86,8 @@ TEST(ApiDevice, WireAddressIsBoundAtOpen)
 	/* Closed, the address is free again; fault injection is a part of the spec. */
 	ASSERT_EQ(
 		nicmr_device_open(
-			(spec + ",loss=5,dup=100,reorder=0,delay_us=1000000,fault_seed=0x17,gro=0")
+			(spec + ",loss=5,dup=100,reorder=0,delay_us=1000000,fault_seed=0x17,gro=0,"
+				"rx_batch=32")
 				.c_str(),
 			&dev),
 		0);
@@ -136,6 +137,8 @@ TEST(ApiDevice, BadSpecsAreEinval)
 			      "emu:fault_seed=x",
 			      "emu:gro=2",
 			      "emu:gro=",
+			      "emu:rx_batch=33",
+			      "emu:rx_batch=x",
 			      "emu:msix_vectors=257",
 			      "emu:msix_vectors=x"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;

@@ -705,6 +705,9 @@ protected:
 	{
 		mine->log_sra_max = 3;
 		theirs->log_rra_max = 1;
+		/* The responder counts its resources per receive batch: it takes what waits
+		 * in its socket together, as a NIC sees what arrived together. */
+		theirs->rx_batch = emu::WireRx::kMessages;
 	}
 	/* Posts the WQEs that post() posts with the responder stopped, waits until their
 	 * count of datagrams left this side, then lets the responder run. */
@@ -813,6 +816,10 @@ TEST(WireConfig, RefusedAddresses)
 	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EINVAL);
 	cfg.wire[0].addr = "192.0.2.1"; /* TEST-NET-1: not this host's */
 	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EADDRNOTAVAIL);
+	cfg.wire[0].addr = "127.0.0.1";
+	cfg.wire[0].rx_batch = emu::WireRx::kMessages + 1;
+	EXPECT_EQ(emu::emu_mlx5_create(cfg, &hw), -EINVAL);
+	cfg.wire[0].rx_batch = 0;
 	cfg.wire[0].addr.clear();
 	cfg.ports = 1;
 	cfg.wire[1].addr = "127.0.0.1";

@@ -239,7 +239,8 @@ struct BatchPair {
 	emu::Gid to{};
 	bool v6 = false;
 	/* 0, or the skip reason's code 1 (no ::1). */
-	int open(bool ipv6, const emu::WireFaults &f = {}, int gso_errno = 0, bool rx_gro = true)
+	int open(bool ipv6, const emu::WireFaults &f = {}, int gso_errno = 0, bool rx_gro = true,
+		 uint32_t rx_batch = 0)
 	{
 		v6 = ipv6;
 		const uint16_t pa = free_port_of(v6), pb = free_port_of(v6, pa);
@@ -250,6 +251,7 @@ struct BatchPair {
 		a.test_gso_errno = gso_errno;
 		emu::WirePortConfig b{addr, pb, pa, {}};
 		b.gro = rx_gro;
+		b.rx_batch = rx_batch;
 		int rc = tx.open(a);
 		if (rc == 0)
 			rc = rx.open(b);
@@ -425,6 +427,49 @@ TEST(WireReceive, GsoSendArrivesCoalescedWithGroAndAsDatagramsWithout)
 		EXPECT_EQ(bp.received(100ms).size(), 4u);
 		EXPECT_EQ(bp.rx.rx_counts().gro_batches, c.gro_batches);
 	}
+}
+
+/* One message per receive call while they come one at a time; doubling while they come back
+ * to back; sized to the last call that got fewer than it asked for. A fixed batch
+ * (WirePortConfig::rx_batch) takes what is queued, up to its size. */
+TEST(WireRecv, TheBatchFollowsWhatComesBackToBackUnlessFixed)
+{
+	for (const uint32_t fixed : {0u, 32u, 3u}) {
+		SCOPED_TRACE(fixed);
+		BatchPair bp;
+		const int rc = bp.open(true, {}, 0, false, fixed);
+		SKIP_WITHOUT_IPV6(rc);
+		ASSERT_EQ(rc, 0);
+		/* Queued in rx's socket before the first call that finds them. */
+		const auto sizes = [&bp](size_t datagrams, size_t calls) {
+			uint32_t sent = 0, errors = 0;
+			bp.send(std::vector<size_t>(datagrams, 64), &sent, &errors);
+			EXPECT_EQ(sent, datagrams);
+			std::this_thread::sleep_for(20ms);
+			std::vector<uint32_t> got;
+			for (size_t i = 0; i < calls; i++)
+				got.push_back(bp.rx.recv().size());
+			return got;
+		};
+		EXPECT_EQ(bp.rx.recv().size(), 0u);
+		using V = std::vector<uint32_t>;
+		if (fixed == 0) {
+			EXPECT_EQ(sizes(8, 5), (V{1, 1, 2, 4, 0}));
+			EXPECT_EQ(sizes(3, 2), (V{3, 0})) << "8 asked for, 3 got";
+			EXPECT_EQ(sizes(1, 2), (V{1, 0})) << "3 asked for, 1 got";
+			EXPECT_EQ(sizes(2, 3), (V{1, 1, 0}));
+		} else if (fixed == 32) {
+			EXPECT_EQ(sizes(8, 2), (V{8, 0}));
+			EXPECT_EQ(sizes(1, 2), (V{1, 0}));
+			EXPECT_EQ(sizes(40, 3), (V{32, 8, 0}));
+		} else {
+			EXPECT_EQ(sizes(8, 4), (V{3, 3, 2, 0}));
+		}
+	}
+	emu::WirePort p;
+	emu::WirePortConfig c{"::1", 0, 0, {}};
+	c.rx_batch = emu::WireRx::kMessages + 1;
+	EXPECT_EQ(p.open(c), -EINVAL);
 }
 
 TEST(WireSend, GsoRunsStopAtTheSegmentAndByteLimitsAndALongerDatagram)

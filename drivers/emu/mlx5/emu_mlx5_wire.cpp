@@ -115,7 +115,8 @@ WirePort::~WirePort()
 int WirePort::open(const WirePortConfig &cfg)
 {
 	const WireFaults &f = cfg.faults;
-	if (f.loss > 100 || f.dup > 100 || f.reorder > 100 || f.delay_us > WireFaults::kMaxDelayUs)
+	if (f.loss > 100 || f.dup > 100 || f.reorder > 100 || f.delay_us > WireFaults::kMaxDelayUs ||
+	    cfg.rx_batch > uint32_t(WireRx::kMessages))
 		return -EINVAL;
 	faults_ = f;
 	faulty_ = f.any();
@@ -236,6 +237,8 @@ int WirePort::open(const WirePortConfig &cfg)
 	if (!rx_)
 		return -ENOMEM;
 	rx_->slot_ = gro_ ? WireRx::kGroSlot : WireRx::kSlot;
+	rx_->fixed_ = cfg.rx_batch;
+	rx_->want_ = cfg.rx_batch != 0 ? cfg.rx_batch : 1;
 	rx_->buf_.reset(new (std::nothrow) uint8_t[WireRx::kMessages * rx_->slot_]);
 	if (!rx_->buf_)
 		return -ENOMEM;
@@ -648,10 +651,25 @@ const WireRx &WirePort::recv(int n) noexcept
 		n = WireRx::kMessages;
 	if (n <= 0)
 		return rx;
+	/* A batch as large as what comes back to back (unless WirePortConfig::rx_batch fixes
+	 * it): recvmmsg tries for one more message after the last it fills, and that failed try
+	 * cost about 100 ns a receive here (a 48-byte datagram over ::1: 412 ns for vlen 32
+	 * against 312 ns for vlen 1). Messages that come one at a time (a ping-pong: an empty
+	 * poll between them) are taken one per call; a call that fills its batch right after
+	 * one that received doubles it, up to n; one that receives fewer than it asked for sizes
+	 * the next to what it got. */
+	const auto want = static_cast<uint32_t>(std::min<int>(n, int(rx.want_)));
 	if (raw_fd_ >= 0)
-		recv_raw(rx, n);
+		recv_raw(rx, int(want));
 	else
-		recv_udp(rx, n);
+		recv_udp(rx, int(want));
+	if (rx.fixed_ != 0)
+		return rx;
+	if (rx.n_ == want && rx.last_ != 0)
+		rx.want_ = std::min(2 * want, uint32_t(WireRx::kMessages));
+	else if (rx.n_ != 0 && rx.n_ < want)
+		rx.want_ = rx.n_;
+	rx.last_ = rx.n_;
 	return rx;
 }
 

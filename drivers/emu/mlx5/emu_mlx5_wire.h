@@ -69,6 +69,11 @@ struct WirePortConfig {
 	 * split before parsing. Not on the raw IPv4 receive path (WirePort::gro_active). Off:
 	 * one datagram per message, in slots of roce::max_datagram + 1 bytes. */
 	bool gro = true;
+	/* Messages one receive call takes (WirePort::recv): 0 (the default) adapts, one while
+	 * they come one at a time and doubling while they come back to back; 1..WireRx::kMessages
+	 * takes that many whenever they are queued (what arrives together is seen together:
+	 * the responder's resource check counts per receive batch). */
+	uint32_t rx_batch = 0;
 	/* Tests only: a GSO send answers this errno (EIO, EINVAL) as a kernel that refuses GSO
 	 * does, instead of reaching the kernel; 0 (the default) reaches it. */
 	int test_gso_errno = 0;
@@ -207,6 +212,11 @@ private:
 	/* A raw socket's message: the IPv4 and UDP headers apart (recv_raw). */
 	static constexpr size_t kRawHdr = 28;
 	uint32_t n_ = 0;
+	/* The next call's batch (WirePort::recv), what the last call received, and the batch
+	 * WirePortConfig::rx_batch fixes (0: none, want_ adapts). */
+	uint32_t want_ = 1;
+	uint32_t last_ = 0;
+	uint32_t fixed_ = 0;
 	/* recv_udp's messages: the first armed_ are set up for a UDP socket; the first used_
 	 * may have been changed by the last recvmmsg and are set up again before the next. */
 	uint32_t armed_ = 0;
@@ -231,7 +241,7 @@ public:
 	WirePort &operator=(const WirePort &) = delete;
 
 	/* Opens and binds the socket. -EINVAL (not a numeric address, a fault percentage above
-	 * 100, a delay above WireFaults::kMaxDelayUs), -ENOMEM (the held-datagram ring), the
+	 * 100, a delay above WireFaults::kMaxDelayUs, rx_batch above WireRx::kMessages), -ENOMEM (the held-datagram ring), the
 	 * socket calls' -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
 	int open(const WirePortConfig &cfg);
 	bool ipv6() const noexcept { return v6_; }
@@ -310,7 +320,9 @@ public:
 	static constexpr uint32_t kReorderHoldUs = 200;
 
 	/* Receives up to n (at most WireRx::kMessages) messages without blocking, with one
-	 * recvmmsg, into the port's receive batch, and returns it (size 0: none). A coalesced
+	 * recvmmsg, into the port's receive batch, and returns it (size 0: none). The batch
+	 * adapts (emu_mlx5_wire.cpp): one message while they come one at a time, doubling while
+	 * they come back to back; so a call may return fewer than are queued. A coalesced
 	 * message (UDP GRO) is counted in rx_counts(). No allocation; one caller at a time (the
 	 * device thread). */
 	const WireRx &recv(int n = WireRx::kMessages) noexcept;
