@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import netns_pair  # noqa: E402
@@ -128,6 +129,12 @@ def main():
     else:
         # One-sided as messages over the MTL: every byte still crosses the provider.
         cmd += ["--mca", "osc", "pt2pt", "--mca", "btl", "self"]
+    # A session directory base of this run's own: Open MPI names its session directories by
+    # host name and a job family hashed from mpirun's pid, and one left behind by a killed run
+    # (or another run's, with the same family) made an orted's mkdir fail with "File exists".
+    # Both namespaces' daemons share this host's /tmp and name.
+    tmpbase = tempfile.mkdtemp(prefix="nicmr-mpi-session-")
+    cmd += ["--mca", "orte_tmpdir_base", tmpbase]
     if a.netns:
         if os.geteuid() != 0:
             fail("--netns needs root (ip netns)")
@@ -152,6 +159,7 @@ def main():
     except subprocess.TimeoutExpired:
         fail("mpirun did not finish in %d s" % a.timeout)
     finally:
+        shutil.rmtree(tmpbase, ignore_errors=True)
         if a.netns:
             netns_down()
             os.unlink(hostfile)
