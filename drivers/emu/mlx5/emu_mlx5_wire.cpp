@@ -115,8 +115,8 @@ WirePort::~WirePort()
 int WirePort::open(const WirePortConfig &cfg)
 {
 	const WireFaults &f = cfg.faults;
-	if (f.loss > 100 || f.dup > 100 || f.reorder > 100 || f.delay_us > WireFaults::kMaxDelayUs ||
-	    cfg.rx_batch > uint32_t(WireRx::kMessages))
+	if (f.loss > 100 || f.dup > 100 || f.reorder > 100 ||
+	    f.delay_us > WireFaults::kMaxDelayUs || cfg.rx_batch > uint32_t(WireRx::kMessages))
 		return -EINVAL;
 	faults_ = f;
 	faulty_ = f.any();

@@ -241,8 +241,9 @@ public:
 	WirePort &operator=(const WirePort &) = delete;
 
 	/* Opens and binds the socket. -EINVAL (not a numeric address, a fault percentage above
-	 * 100, a delay above WireFaults::kMaxDelayUs, rx_batch above WireRx::kMessages), -ENOMEM (the held-datagram ring), the
-	 * socket calls' -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...). */
+	 * 100, a delay above WireFaults::kMaxDelayUs, rx_batch above WireRx::kMessages),
+	 * -ENOMEM (the held-datagram ring), the socket calls' -errno (-EADDRINUSE,
+	 * -EADDRNOTAVAIL, ...). */
 	int open(const WirePortConfig &cfg);
 	bool ipv6() const noexcept { return v6_; }
 	/* The UDP socket: what the port sends from. */
