@@ -67,6 +67,9 @@ struct EmuOptions {
 	/* msix_vectors=N: the function's MSI-X table, 0 to 256 (0: a bus without interrupts, so
 	 * no completion events; doc/device-model.md). */
 	unsigned msix_vectors = 64;
+	/* log_max_qp=N: the device's QP table, 2^N entries (QP numbers 2 .. 2^N - 1, shared by
+	 * the UMR lanes and the application's QPs), 2 to 24 (emu::EmuConfig::log_max_qp). */
+	uint32_t log_max_qp = emu::EmuConfig{}.log_max_qp;
 	/* odp_prefill=N: on-demand mkeys the engine makes per small bucket at open
 	 * (mr::OdpCacheConfig::prefill, doc/odp.md); odp_cache=0: no on-demand mkey cache (ODP
 	 * MRs then need mkey_by_name=1, as requested keys always do). */
@@ -229,6 +232,14 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				return -EINVAL;
 			}
 			o->msix_vectors = x;
+		} else if (k == "log_max_qp") {
+			uint32_t x = 0;
+			if (!parse_u32(v, &x) || x < 2 || x > 24) {
+				NICMR_LOG(error, "api", "emu log_max_qp=%.*s: 2 to 24",
+					  int(v.size()), v.data());
+				return -EINVAL;
+			}
+			o->log_max_qp = x;
 		} else if (k == "odp_cache") {
 			if (v != "0" && v != "1") {
 				NICMR_LOG(error, "api", "emu odp_cache=%.*s: 0 or 1", int(v.size()),
@@ -362,7 +373,7 @@ int parse_emu(std::string_view opts, EmuOptions *o)
 				  "mkey_by_name, odp, "
 				  "msix_vectors, odp_cache, odp_prefill, mkey_pool, "
 				  "mkey_max, key_seed, addr, addr2, udp_port, peer_udp_port, loss, "
-				  "dup, reorder, delay_us, fault_seed, gro)",
+				  "dup, reorder, delay_us, fault_seed, gro, rx_batch, log_max_qp)",
 				  int(k.size()), k.data());
 			return -EINVAL;
 		}
@@ -516,6 +527,7 @@ int open_emu(nicmr_device *dev, std::string_view opts)
 	cfg.mkey_by_name = o.mkey_by_name;
 	cfg.odp = o.odp;
 	cfg.msix_vectors = o.msix_vectors;
+	cfg.log_max_qp = o.log_max_qp;
 	for (size_t p = 0; p < 2; p++)
 		if (!o.addr[p].empty()) {
 			cfg.wire[p] = {o.addr[p], o.udp_port, o.peer_udp_port, o.faults};

@@ -139,12 +139,27 @@ TEST(ApiDevice, BadSpecsAreEinval)
 			      "emu:gro=",
 			      "emu:rx_batch=33",
 			      "emu:rx_batch=x",
+			      "emu:log_max_qp=1",
+			      "emu:log_max_qp=25",
+			      "emu:log_max_qp=x",
 			      "emu:msix_vectors=257",
 			      "emu:msix_vectors=x"})
 		EXPECT_EQ(nicmr_device_open(s, &dev), -EINVAL) << s;
 	EXPECT_EQ(nicmr_device_open(nullptr, &dev), -EINVAL);
 	EXPECT_EQ(nicmr_device_open("emu", nullptr), -EINVAL);
 	EXPECT_EQ(dev, nullptr);
+}
+
+/* log_max_qp sizes the QP table the UMR lanes share with the application's QPs: 2 (QP numbers
+ * 2 and 3) has no room for the five lanes, and the open fails as CREATE_QP's EXCEED_LIM does;
+ * 3 opens with one QP number to spare. */
+TEST(ApiDevice, AQpTableWithoutRoomForTheUmrLanesIsEnomem)
+{
+	nicmr_device *dev = nullptr;
+	EXPECT_EQ(nicmr_device_open("emu:log_max_qp=2", &dev), -ENOMEM);
+	EXPECT_EQ(dev, nullptr);
+	ASSERT_EQ(nicmr_device_open("emu:log_max_qp=3", &dev), 0);
+	EXPECT_EQ(nicmr_device_close(dev), 0);
 }
 
 /* progress=caller (the default) and progress=thread open (doc/native-api.md, "Progress");

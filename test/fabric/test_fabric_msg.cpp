@@ -1303,5 +1303,38 @@ TEST_F(MsgDirected, PeekBySource)
 	EXPECT_EQ(from, c_at_b_);
 }
 
+/* A device whose QP table is full (log_max_qp=3: QP numbers 2 to 7, five of them its UMR
+ * lanes'): an endpoint beyond it is -FI_ENOMEM and takes nothing (a second try fails the same
+ * way, not worse); the QP a closed endpoint gave back serves the next, and everything closes. */
+TEST(FabricEndpointLimits, AFullQpTableIsEnomemAndLeavesNothing)
+{
+	const char *before = std::getenv("FI_NICMR_DEVICE");
+	const std::string saved = before ? before : "";
+	setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,log_max_qp=3", 1);
+	Hints h(kAppMrMode);
+	h->caps = FI_MSG | FI_TAGGED;
+	h->ep_attr->type = FI_EP_RDM;
+	Info info;
+	Fid<fid_fabric> fab;
+	Fid<fid_domain> dom;
+	const int got = info.get(h);
+	if (got == 0 && fi_fabric(info->fabric_attr, fab.out(), nullptr) == 0) {
+		EXPECT_EQ(fi_domain(fab.get(), info.p(), dom.out(), nullptr), 0);
+	}
+	if (before)
+		setenv("FI_NICMR_DEVICE", saved.c_str(), 1);
+	else
+		unsetenv("FI_NICMR_DEVICE");
+	ASSERT_EQ(got, 0);
+	ASSERT_NE(dom.get(), nullptr);
+	Fid<fid_ep> a, b;
+	ASSERT_EQ(fi_endpoint(dom.get(), info.p(), a.out(), nullptr), 0);
+	EXPECT_EQ(fi_endpoint(dom.get(), info.p(), b.out(), nullptr), -FI_ENOMEM);
+	EXPECT_EQ(fi_endpoint(dom.get(), info.p(), b.out(), nullptr), -FI_ENOMEM);
+	EXPECT_EQ(b.get(), nullptr);
+	a.reset();
+	ASSERT_EQ(fi_endpoint(dom.get(), info.p(), b.out(), nullptr), 0);
+}
+
 } // namespace
 } // namespace nicmr::test
