@@ -988,14 +988,13 @@ void EmuDataPath::rc_request(const DmaSection &dma, Qp &qp, const roce::Parsed &
 	 * batch: request N + 1 goes only once the response to request 1 arrived, which leaves after
 	 * the whole batch was received. (A port whose batch adapts, WirePortConfig::rx_batch 0,
 	 * may take a burst one request at a time and answer each before it sees the next: that
-	 * responder never runs short, and only a fixed batch sees a burst together.) One more is
-	 * the error IBTA's responder error behaviour
-	 * (vol. 1, chapter 9, responder class B errors) calls "too many RDMA READ or ATOMIC
-	 * requests": an Invalid Request NAK (NAK code 1, 9.7.5.2.4's table of NAK codes),
-	 * nothing executed, the QP to ERR (as a ConnectX does: spdk/spdk issue 2261 shows the
-	 * NAK on the ninth READ against eight resources; Linux rxe, rxe_resp.c check_resource,
-	 * NAKs only with no resource at all and otherwise recycles its queue). Duplicates
-	 * replay a resource and take none.
+	 * responder never runs short, and only a fixed batch sees a burst together.) One more
+	 * is the error IBTA's responder error behaviour (vol. 1, chapter 9, responder class B
+	 * errors) calls "too many RDMA READ or ATOMIC requests": an Invalid Request NAK (NAK
+	 * code 1, 9.7.5.2.4's table of NAK codes), nothing executed, the QP to ERR (as a
+	 * ConnectX does: spdk/spdk issue 2261 shows the NAK on the ninth READ against eight
+	 * resources; Linux rxe, rxe_resp.c check_resource, NAKs only with no resource at all and
+	 * otherwise recycles its queue). Duplicates replay a resource and take none.
 	 */
 	const auto no_resource = [&] {
 		if (r.rra_batch != rx_batch_) {
