@@ -117,8 +117,10 @@ struct WireOptions {
 	 * fail as a refusing kernel's do (WirePortConfig::test_gso_errno). */
 	bool gso = true;
 	int test_gso_errno = 0;
-	/* Messages the port's receive call takes (WirePortConfig::rx_batch; 0 adapts). */
+	/* Messages the port's receive call takes (WirePortConfig::rx_batch; 0 adapts), and
+	 * whether its UDP socket asks for GRO (WirePortConfig::gro). */
 	uint32_t rx_batch = 0;
+	bool gro = true;
 	/* The QP's READ/atomic limits: as requester (2^log_sra_max in flight) and as
 	 * responder (2^log_rra_max resources). */
 	uint32_t log_sra_max = 3, log_rra_max = 3;
@@ -177,6 +179,7 @@ struct Side {
 		cfg.wire[0].gso = o.gso;
 		cfg.wire[0].test_gso_errno = o.test_gso_errno;
 		cfg.wire[0].rx_batch = o.rx_batch;
+		cfg.wire[0].gro = o.gro;
 		int rc = emu::emu_mlx5_create(cfg, &hw);
 		if (rc != 0)
 			return rc;

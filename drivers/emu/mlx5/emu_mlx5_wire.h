@@ -345,6 +345,10 @@ private:
 	int open_raw_rx() noexcept;
 	void recv_udp(WireRx &rx, int n) noexcept;
 	void recv_raw(WireRx &rx, int n) noexcept;
+	/* Receives up to n of rx's messages (as set up) from fd without waiting: recvmmsg's
+	 * count and -1 (errno), filling msg_len and what the kernel writes back. plain: the
+	 * messages ask for no control data and have one iovec. */
+	static int recv_messages(int fd, WireRx &rx, uint32_t n, bool plain) noexcept;
 	int raw_send(const Gid &remote, const uint8_t *data, size_t len) const noexcept;
 	/* tx_flush's messages for datagrams from..: GSO runs when gso; their count. */
 	uint32_t tx_messages(WireTx &b, uint32_t from, bool gso) const noexcept;
