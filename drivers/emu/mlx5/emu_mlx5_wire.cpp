@@ -543,7 +543,7 @@ void WirePort::tx_flush(WireTx &b, uint32_t *sent, uint32_t *errors) noexcept
 				/* One datagram alone (a ping-pong's): sendto, which copies no
 				 * message header or iovec from the caller; about 65 ns less than
 				 * sendmmsg of one over ::1 here (a 60-byte datagram and its recv:
-				 * 1116-1178 against 1209-1226 ns). */
+				 * 1114-1178 against 1209-1226 ns). */
 				const msghdr &h = b.msgs_[done].msg_hdr;
 				r = ::sendto(fd_, h.msg_iov->iov_base, h.msg_iov->iov_len, 0,
 					     static_cast<const sockaddr *>(h.msg_name),
