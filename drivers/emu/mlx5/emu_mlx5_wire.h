@@ -218,7 +218,7 @@ private:
 	uint32_t last_ = 0;
 	uint32_t fixed_ = 0;
 	/* recv_udp's messages: the first armed_ are set up for a UDP socket; the first used_
-	 * may have been changed by the last recvmmsg and are set up again before the next. */
+	 * may have been changed by the last receive call and are set up again before the next. */
 	uint32_t armed_ = 0;
 	uint32_t used_ = 0;
 	size_t slot_ = kSlot;
@@ -321,11 +321,11 @@ public:
 	static constexpr uint32_t kReorderHoldUs = 200;
 
 	/* Receives up to n (at most WireRx::kMessages) messages without blocking, with one
-	 * recvmmsg, into the port's receive batch, and returns it (size 0: none). The batch
-	 * adapts (emu_mlx5_wire.cpp): one message while they come one at a time, doubling while
-	 * they come back to back; so a call may return fewer than are queued. A coalesced
-	 * message (UDP GRO) is counted in rx_counts(). No allocation; one caller at a time (the
-	 * device thread). */
+	 * system call (recv_messages), into the port's receive batch, and returns it (size 0:
+	 * none). The batch adapts (emu_mlx5_wire.cpp): one message while they come one at a time,
+	 * doubling while they come back to back; so a call may return fewer than are queued. A
+	 * coalesced message (UDP GRO) is counted in rx_counts(). No allocation; one caller at a
+	 * time (the device thread). */
 	const WireRx &recv(int n = WireRx::kMessages) noexcept;
 	/* Whether the port asked the kernel for UDP GRO: it receives through its UDP socket
 	 * (IPv6, or IPv4 without the raw socket), WirePortConfig::gro is on and setsockopt
