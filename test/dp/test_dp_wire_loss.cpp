@@ -581,6 +581,12 @@ TEST(WireSend, RefusedDatagramIsCountedAndTheRestGoes)
 	EXPECT_EQ(bp.received(100ms), want);
 	/* The first went, the second failed alone, the third in a call of its own. */
 	EXPECT_EQ(bp.tx.tx_counts().syscalls, 3u);
+	/* A batch of that one datagram alone goes through sendto: refused the same way. */
+	bp.send({65600}, &sent, &errors);
+	EXPECT_EQ(sent, 0u);
+	EXPECT_EQ(errors, 1u);
+	EXPECT_TRUE(bp.received(50ms).empty());
+	EXPECT_EQ(bp.tx.tx_counts().syscalls, 4u);
 }
 
 TEST(WireSend, EveryBatchLeasedGivesNullUntilOneIsReleased)
