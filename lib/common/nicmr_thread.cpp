@@ -65,6 +65,11 @@ struct SlotRelease {
 
 } // namespace
 
+uint64_t thread_slots_owned() noexcept
+{
+	return g_owned.load(std::memory_order_seq_cst);
+}
+
 bool membarrier_ready() noexcept
 {
 	/* Once per process: the registration must precede every expedited call. */
@@ -92,9 +97,10 @@ void detail::claim_thread_slot(uintptr_t *claim) noexcept
 		if (free == 0)
 			break; /* every slot has an owner: share the last */
 		const auto bit = static_cast<unsigned>(__builtin_ctzll(free));
-		/* Acquire: the slot's last owner's stores (its release at exit). */
+		/* Acquire: the slot's last owner's stores (its release at exit). seq_cst: the
+		 * order thread_slots_owned() promises its scanning writers. */
 		if (g_owned.compare_exchange_weak(owned, owned | (uint64_t{1} << bit),
-						  std::memory_order_acquire,
+						  std::memory_order_seq_cst,
 						  std::memory_order_relaxed)) {
 			word = bit | SlotClaim::kOwn |
 			       (membarrier_ready() ? SlotClaim::kFenceFree : 0);

@@ -87,6 +87,17 @@ inline size_t thread_slot() noexcept
 	return thread_claim().slot();
 }
 
+/*
+ * The slots that have an owner now: bit i for slot i (kSharedSlot's bit is never set; the shared
+ * slot may have users at any time). A writer that publishes with a seq_cst store and then scans
+ * per-slot reader marks may skip the slots outside this mask, taken (seq_cst) after its store:
+ * a claim this load misses comes after it in the single total order of seq_cst operations (a
+ * claim is a seq_cst read-modify-write), and so do that thread's seq_cst marks and loads, which
+ * therefore see the publication. A slot given back had no mark left (a thread's sections end
+ * before it does). Any thread; one load.
+ */
+uint64_t thread_slots_owned() noexcept;
+
 /* Whether writers fence readers with membarrier: registered once per process. */
 bool membarrier_ready() noexcept;
 /* A full barrier on every CPU running one of the process's threads; nothing when

@@ -42,6 +42,26 @@ TEST(EmuSlots, AnExitingThreadGivesItsSlotBack)
 	EXPECT_TRUE(second.own());
 }
 
+/* The owned mask (what the emulated IOMMU's grace period scans): a live thread's own slot is in
+ * it, and leaves it when the thread exits; the shared slot's bit is never set. */
+TEST(EmuSlots, TheOwnedMaskHasEveryLiveThreadsSlot)
+{
+	const SlotClaim mine = thread_claim();
+	ASSERT_TRUE(mine.own());
+	EXPECT_NE(thread_slots_owned() & uint64_t{1} << mine.slot(), 0u);
+	size_t other = kThreadSlots;
+	uint64_t while_alive = 0;
+	std::thread([&] {
+		other = thread_slot();
+		while_alive = thread_slots_owned();
+	}).join();
+	ASSERT_LT(other, kSharedSlot);
+	EXPECT_NE(while_alive & uint64_t{1} << other, 0u);
+	EXPECT_NE(while_alive & uint64_t{1} << mine.slot(), 0u);
+	EXPECT_EQ(thread_slots_owned() & uint64_t{1} << other, 0u) << "given back at exit";
+	EXPECT_EQ(thread_slots_owned() & uint64_t{1} << kSharedSlot, 0u);
+}
+
 /* More live threads than slots: the first kSharedSlot own one each, the rest share the last
  * and count with read-modify-writes, so no add is lost either way. */
 TEST(EmuSlots, ManyThreadsBeyondTheSlotsShareTheLastOne)
