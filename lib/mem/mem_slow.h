@@ -130,8 +130,9 @@ public:
 
 private:
 	SlowMaps(DmaSpace &space, std::string name, IovaRange window);
-	/* Counts [va, va + len) (pages outside pools) into m->pinned and locks them; under mu_. */
-	int pin(uintptr_t va, size_t len, SlowMap *m);
+	/* Counts [va, va + len) (pages outside pools) into m->pinned and locks them (resident:
+	 * every page is present already, lock_pages in mem_slow.cpp); under mu_. */
+	int pin(uintptr_t va, size_t len, SlowMap *m, bool resident);
 	void unpin(const std::vector<std::pair<uintptr_t, size_t>> &runs); /* under mu_ */
 
 	DmaSpace &space_;

@@ -31,18 +31,6 @@ namespace {
 
 constexpr size_t kP = 4096;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kMlockCounts = false; /* AddressSanitizer's mlock locks nothing */
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kMlockCounts = false;
-#else
-constexpr bool kMlockCounts = true;
-#endif
-#else
-constexpr bool kMlockCounts = true;
-#endif
-
 /* The process's locked memory in KiB (VmLck of /proc/self/status), or -1. */
 long locked_kib()
 {
@@ -148,13 +136,13 @@ TEST(SlowMaps, MapPinsPlacesAndMapsThenUnmapUndoesAll)
 	EXPECT_EQ(r.slow->pinned_pages(), 4u);
 	EXPECT_EQ(r.slow->iova_bytes(), 4 * kP);
 	EXPECT_EQ(r.mapper.live_mappings(), 1u);
-	if (kMlockCounts && lck0 >= 0) {
+	if (lck0 >= 0) {
 		EXPECT_EQ(locked_kib(), lck0 + 16);
 	}
 	r.slow->unmap(std::move(m));
 	r.expect_empty();
 	EXPECT_EQ(r.mapper.count(false), 1u);
-	if (kMlockCounts && lck0 >= 0) {
+	if (lck0 >= 0) {
 		EXPECT_EQ(locked_kib(), lck0);
 	}
 }
@@ -264,7 +252,7 @@ TEST(SlowMaps, OverlappingMapsShareThePinOfTheirCommonPage)
 	EXPECT_EQ(r.slow->pins_of(addr(mem)), 0u);
 	EXPECT_EQ(r.slow->pins_of(addr(mem, kP)), 1u) << "page 1 stays pinned for b";
 	EXPECT_EQ(r.slow->pinned_pages(), 3u);
-	if (kMlockCounts && lck0 >= 0) {
+	if (lck0 >= 0) {
 		EXPECT_EQ(locked_kib(), lck0 + 12) << "page 1 is still locked";
 	}
 	r.slow->unmap(std::move(b));
@@ -303,8 +291,6 @@ TEST(SlowMaps, PagesOfAPoolAreNotPinned)
  */
 TEST(SlowMaps, MlockRefusedIsItsErrnoAndLeavesNothing)
 {
-	if (!kMlockCounts)
-		GTEST_SKIP() << "AddressSanitizer's mlock locks nothing and never fails";
 	Rig r;
 	ASSERT_EQ(r.open(), 0);
 	AnonMemory mem(3 * kP);
