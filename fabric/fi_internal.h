@@ -498,9 +498,10 @@ inline int ud_post_slot(nicmr_qp *qp, nicmr_mr *mr, const void *slot, size_t len
 /* The Q_Key of the endpoints' handshake UD QPs (fi_ep.cpp), which a SIDR_REP names. */
 inline constexpr uint32_t kHsQkey = 0x4e4d52; /* "NMR" */
 /* Binds endpoint ep (its handshake QP qpn) to *service on its device, the device's GSI QP on
- * port made first if it has none; *service 0 takes the first free port from 49152 and says
- * which. 0; -FI_EADDRINUSE (taken, or no port free); -FI_ENOMEM; -FI_ENOSPC and the native
- * errors of the GSI QP's making. Slow path. */
+ * port made first if it has none; *service 0 takes the first free port of the ephemeral range
+ * (FI_NICMR_PORT_LOW_RANGE..FI_NICMR_PORT_HIGH_RANGE, 49152..65535 by default) and says which.
+ * 0; -FI_EADDRINUSE (taken, or no port of the range free); -FI_EINVAL (the range is not one of
+ * 1..65535); -FI_ENOMEM; -FI_ENOSPC and the native errors of the GSI QP's making. Slow path. */
 int svc_bind(Fabric *fab, Endpoint *ep, uint32_t port, uint32_t qpn, uint16_t *service);
 /* Gives the service back (the endpoint's close, before its CQs and counters go). */
 void svc_unbind(Fabric *fab, uint16_t service);

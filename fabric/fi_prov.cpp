@@ -682,6 +682,13 @@ extern "C" __attribute__((visibility("default"))) struct fi_provider *nicmr_fi_i
 	fi_param_define(&provider, "device", FI_PARAM_STRING,
 			"nicmr device spec to open for the domain (default: emu; "
 			"e.g. emu:mkeys=4096)");
+	/* The tcp provider's FI_TCP_PORT_LOW_RANGE / FI_TCP_PORT_HIGH_RANGE, for the services of
+	 * sockaddr endpoints (fi_sidr.cpp, svc_bind). */
+	fi_param_define(&provider, "port_low_range", FI_PARAM_INT,
+			"lowest service a sockaddr endpoint without one is given (default: 49152)");
+	fi_param_define(
+		&provider, "port_high_range", FI_PARAM_INT,
+		"highest service a sockaddr endpoint without one is given (default: 65535)");
 	nicmr::fabric::route_log();
 	return &provider;
 }

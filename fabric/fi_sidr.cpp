@@ -60,9 +60,10 @@ constexpr uint32_t kGsiSend = 16;
 constexpr size_t kRecvSlot = 320; /* 40 + 256, 64-byte aligned */
 constexpr size_t kBufBytes = 16384;
 static_assert(kGsiRecv * kRecvSlot + kGsiSend * kMadSize <= kBufBytes);
-/* The first ephemeral service (IANA's dynamic ports, as Linux's default local port range
- * starts lower but ends at 65535). */
-constexpr uint16_t kEphemeralFirst = 49152;
+/* The default range of ephemeral services: IANA's dynamic ports (Linux's default local port
+ * range starts lower but ends at 65535 too). */
+constexpr int kEphemeralFirst = 49152;
+constexpr int kEphemeralLast = 65535;
 /* SIDR_REQ resent every kFirstNs doubled up to kMaxNs, kTries times (about 13 s, the
  * handshake's schedule) before the resolution gives up. */
 constexpr uint64_t kFirstNs = 20'000'000;
@@ -356,6 +357,30 @@ void poll_locked(Gsi *g)
 
 } // namespace
 
+namespace {
+
+/* The services an endpoint without one is given: FI_NICMR_PORT_LOW_RANGE to
+ * FI_NICMR_PORT_HIGH_RANGE, read at each call (slow path); 0 or -FI_EINVAL for a range outside
+ * 1..65535 or upside down (a value that is no number is not set: libfabric's fi_param_get). */
+int ephemeral_range(uint16_t *first, uint16_t *last)
+{
+	int lo = kEphemeralFirst, hi = kEphemeralLast;
+	fi_param_get_int(&provider, "port_low_range", &lo);
+	fi_param_get_int(&provider, "port_high_range", &hi);
+	if (lo < 1 || hi > 65535 || lo > hi) {
+		FI_WARN(&provider, FI_LOG_EP_CTRL,
+			"FI_NICMR_PORT_LOW_RANGE %d to FI_NICMR_PORT_HIGH_RANGE %d: not a range of "
+			"1..65535\n",
+			lo, hi);
+		return -FI_EINVAL;
+	}
+	*first = static_cast<uint16_t>(lo);
+	*last = static_cast<uint16_t>(hi);
+	return 0;
+}
+
+} // namespace
+
 int svc_bind(Fabric *fab, Endpoint *ep, uint32_t port, uint32_t qpn, uint16_t *service)
 {
 	DeviceShare *sh = fab->sh;
@@ -370,11 +395,14 @@ int svc_bind(Fabric *fab, Endpoint *ep, uint32_t port, uint32_t qpn, uint16_t *s
 	uint16_t s = *service;
 	if (s == 0) {
 		/* The first free ephemeral port. */
-		for (uint32_t p = kEphemeralFirst; p <= 65535 && s == 0; p++)
+		uint16_t first = 0, last = 0;
+		if (int ret = ephemeral_range(&first, &last); ret != 0)
+			return ret;
+		for (uint32_t p = first; p <= last && s == 0; p++)
 			if (!g->services.count(static_cast<uint16_t>(p)))
 				s = static_cast<uint16_t>(p);
 		if (s == 0)
-			return -FI_EADDRINUSE;
+			return -FI_EADDRINUSE; /* every service of the range is held */
 	} else if (g->services.count(s)) {
 		return -FI_EADDRINUSE;
 	}

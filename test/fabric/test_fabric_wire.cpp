@@ -758,6 +758,65 @@ TEST(FabricWireInfo, NodeAndServiceGiveSockaddrs)
 	fi_freeinfo(info);
 }
 
+/* FI_NICMR_PORT_LOW_RANGE and FI_NICMR_PORT_HIGH_RANGE bound the services endpoints without
+ * one are given: with a range of two, two endpoints take them in order, a third is
+ * -FI_EADDRINUSE, and a closed one gives its service back. A range upside down or outside
+ * 1..65535 is -FI_EINVAL. */
+TEST(FabricWireSock, EphemeralServicesComeFromTheConfiguredRange)
+{
+	const int role = 0;
+	std::string why_s, *why = &why_s;
+	struct Unset {
+		~Unset()
+		{
+			unsetenv("FI_NICMR_PORT_LOW_RANGE");
+			unsetenv("FI_NICMR_PORT_HIGH_RANGE");
+		}
+	} unset;
+	auto run = [&]() -> int {
+		setenv("FI_NICMR_DEVICE", "emu:mkeys=1024,addr=127.0.0.94", 1);
+		setenv("FI_NICMR_PORT_LOW_RANGE", "50001", 1);
+		setenv("FI_NICMR_PORT_HIGH_RANGE", "50002", 1);
+		Stack s;
+		CHECK(s.open_msg_ep(FI_TAGGED | FI_SOURCE, FI_SOCKADDR_IN) == nullptr);
+		const auto service = [&](fid_ep *e) {
+			sockaddr_in sa{};
+			size_t len = sizeof(sa);
+			return fi_getname(&e->fid, &sa, &len) == 0 ? ntohs(sa.sin_port) : 0;
+		};
+		CHECK(service(s.ep) == 50001);
+		const auto close = [](fid_ep *e) { return fi_close(&e->fid); };
+		fid_ep *b = nullptr, *c = nullptr;
+		CHECK(fi_endpoint(s.domain, s.info, &b, nullptr) == 0);
+		std::unique_ptr<fid_ep, decltype(close)> b_closer(b, close);
+		CHECK(service(b) == 50002);
+		CHECK(fi_endpoint(s.domain, s.info, &c, nullptr) == -FI_EADDRINUSE);
+		CHECK(c == nullptr);
+		CHECK(fi_close(&b_closer.release()->fid) == 0);
+		CHECK(fi_endpoint(s.domain, s.info, &c, nullptr) == 0);
+		std::unique_ptr<fid_ep, decltype(close)> c_closer(c, close);
+		CHECK(service(c) == 50002);
+		c_closer.reset();
+		const char *bad[][2] = {{"50003", "50002"}, {"0", "50002"}, {"50001", "65536"}};
+		for (const auto &r : bad) {
+			setenv("FI_NICMR_PORT_LOW_RANGE", r[0], 1);
+			setenv("FI_NICMR_PORT_HIGH_RANGE", r[1], 1);
+			fid_ep *d = nullptr;
+			CHECK(fi_endpoint(s.domain, s.info, &d, nullptr) == -FI_EINVAL);
+			CHECK(d == nullptr);
+		}
+		/* The range back: the freed service is there again. */
+		setenv("FI_NICMR_PORT_LOW_RANGE", "50001", 1);
+		setenv("FI_NICMR_PORT_HIGH_RANGE", "50002", 1);
+		CHECK(fi_endpoint(s.domain, s.info, &c, nullptr) == 0);
+		c_closer.reset(c);
+		CHECK(service(c) == 50002);
+		return 0;
+	};
+	const int line = run();
+	EXPECT_EQ(line, 0) << why_s;
+}
+
 /* FI_SOCKADDR_IN6 on a port at ::1: two endpoints of one device name each other by
  * [::1]:service, found through the device's own registry (no SIDR between them), and a write
  * and a message move. A name of another family is refused by fi_av_insert. */
