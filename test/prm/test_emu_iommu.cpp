@@ -353,6 +353,43 @@ TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapReturnsConcurrent)
 		t.join();
 }
 
+/* The same with writers that come and go: each a new thread, which claims a thread slot (its
+ * own, or the shared one) while unmaps scan only the slots with an owner (nicmr_thread.h,
+ * thread_slots_owned), and gives it back at its exit. */
+TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapConcurrentWithWritersThatComeAndGo)
+{
+	HostMem mem(2 * 4096);
+	auto m = make();
+	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
+	std::atomic<bool> stop{false};
+	std::vector<std::thread> spawners;
+	spawners.reserve(2);
+	for (int i = 0; i < 2; i++)
+		spawners.emplace_back([&, i] {
+			while (!stop.load(std::memory_order_relaxed))
+				std::thread([&, i] {
+					uint8_t v[256];
+					std::memset(v, 0x40 + i, sizeof(v));
+					for (int k = 0; k < 8; k++) {
+						DmaSection s(*m);
+						(void)s.write(0x101000 + i * 0x400, v, sizeof(v));
+					}
+				}).join();
+		});
+	for (int round = 0; round < 200; round++) {
+		ASSERT_EQ(m->dma_map(mem.data() + 4096, 0x101000, 4096), 0);
+		std::this_thread::yield();
+		ASSERT_EQ(m->dma_unmap(0x101000, 4096), 0);
+		std::memset(mem.data() + 4096, 0, 4096);
+		std::this_thread::yield();
+		for (size_t i = 0; i < 4096; i++)
+			ASSERT_EQ(mem.data()[4096 + i], 0) << "round " << round << " byte " << i;
+	}
+	stop = true;
+	for (auto &t : spawners)
+		t.join();
+}
+
 TEST(EmuIommu, BusMasteringOffRefusesEveryAccessWithoutAFault)
 {
 	HostMem mem(8192);
