@@ -317,32 +317,27 @@ TEST(EmuIommu, SectionAccessorsCheckWholeRangesLikeTheOneShotOnes)
 	EXPECT_EQ(m->dma_faults(), 6u);
 }
 
-TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapReturnsConcurrent)
+/* Maps the second page of mem at 0x101000 and unmaps it, rounds times, while writer(i, m),
+ * i = 0 .. nwriters - 1, each on a thread of its own until the rounds end, write into it
+ * through sections of m. Once an unmap has returned the page is the driver's again: no write
+ * may land in it. */
+template <class Writer>
+void expect_no_write_after_unmap(HostMem &mem, int nwriters, int rounds, Writer writer)
 {
-	HostMem mem(2 * 4096);
 	auto m = make();
 	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
 	std::atomic<bool> stop{false};
 	std::vector<std::thread> writers;
-	writers.reserve(3);
-	for (int i = 0; i < 3; i++)
+	writers.reserve(nwriters);
+	for (int i = 0; i < nwriters; i++)
 		writers.emplace_back([&, i] {
-			uint8_t v[256];
-			std::memset(v, 0x40 + i, sizeof(v));
-			while (!stop.load(std::memory_order_relaxed)) {
-				DmaSection s(*m);
-				/* Several accesses in one section, as the device model makes
-				 * them; each thread its own bytes (only the driver's reuse of the
-				 * page after the unmap is under test). */
-				(void)s.write(0x101000 + i * 0x400, v, sizeof(v));
-				(void)s.write(0x101200 + i * 0x400, v, sizeof(v));
-			}
+			while (!stop.load(std::memory_order_relaxed))
+				writer(i, *m);
 		});
-	for (int round = 0; round < 100; round++) {
+	for (int round = 0; round < rounds; round++) {
 		ASSERT_EQ(m->dma_map(mem.data() + 4096, 0x101000, 4096), 0);
 		std::this_thread::yield();
 		ASSERT_EQ(m->dma_unmap(0x101000, 4096), 0);
-		/* The unmap has returned: the page is the driver's again; no write may land. */
 		std::memset(mem.data() + 4096, 0, 4096);
 		std::this_thread::yield();
 		for (size_t i = 0; i < 4096; i++)
@@ -353,41 +348,37 @@ TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapReturnsConcurrent)
 		t.join();
 }
 
-/* The same with writers that come and go: each a new thread, which claims a thread slot (its
- * own, or the shared one) while unmaps scan only the slots with an owner (nicmr_thread.h,
- * thread_slots_owned), and gives it back at its exit. */
+TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapReturnsConcurrent)
+{
+	HostMem mem(2 * 4096);
+	expect_no_write_after_unmap(mem, 3, 100, [](int i, EmuIommu &m) {
+		uint8_t v[256];
+		std::memset(v, 0x40 + i, sizeof(v));
+		DmaSection s(m);
+		/* Several accesses in one section, as the device model makes them; each thread
+		 * its own bytes (only the driver's reuse of the page after the unmap is under
+		 * test). */
+		(void)s.write(0x101000 + i * 0x400, v, sizeof(v));
+		(void)s.write(0x101200 + i * 0x400, v, sizeof(v));
+	});
+}
+
+/* The same with writers that come and go: each write from a new thread, which claims a thread
+ * slot (its own, or the shared one) while unmaps scan only the slots with an owner
+ * (nicmr_thread.h, thread_slots_owned), and gives it back at its exit. */
 TEST(EmuIommu, NoDeviceWriteLandsAfterUnmapConcurrentWithWritersThatComeAndGo)
 {
 	HostMem mem(2 * 4096);
-	auto m = make();
-	ASSERT_EQ(m->dma_map(mem.data(), 0x100000, 4096), 0);
-	std::atomic<bool> stop{false};
-	std::vector<std::thread> spawners;
-	spawners.reserve(2);
-	for (int i = 0; i < 2; i++)
-		spawners.emplace_back([&, i] {
-			while (!stop.load(std::memory_order_relaxed))
-				std::thread([&, i] {
-					uint8_t v[256];
-					std::memset(v, 0x40 + i, sizeof(v));
-					for (int k = 0; k < 8; k++) {
-						DmaSection s(*m);
-						(void)s.write(0x101000 + i * 0x400, v, sizeof(v));
-					}
-				}).join();
-		});
-	for (int round = 0; round < 200; round++) {
-		ASSERT_EQ(m->dma_map(mem.data() + 4096, 0x101000, 4096), 0);
-		std::this_thread::yield();
-		ASSERT_EQ(m->dma_unmap(0x101000, 4096), 0);
-		std::memset(mem.data() + 4096, 0, 4096);
-		std::this_thread::yield();
-		for (size_t i = 0; i < 4096; i++)
-			ASSERT_EQ(mem.data()[4096 + i], 0) << "round " << round << " byte " << i;
-	}
-	stop = true;
-	for (auto &t : spawners)
-		t.join();
+	expect_no_write_after_unmap(mem, 2, 200, [](int i, EmuIommu &m) {
+		std::thread([&m, i] {
+			uint8_t v[256];
+			std::memset(v, 0x40 + i, sizeof(v));
+			for (int k = 0; k < 8; k++) {
+				DmaSection s(m);
+				(void)s.write(0x101000 + i * 0x400, v, sizeof(v));
+			}
+		}).join();
+	});
 }
 
 TEST(EmuIommu, BusMasteringOffRefusesEveryAccessWithoutAFault)
