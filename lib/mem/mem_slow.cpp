@@ -265,7 +265,8 @@ int SlowMaps::map(uintptr_t addr, size_t len, bool write, std::unique_ptr<SlowMa
 
 	std::lock_guard lk(mu_);
 	try {
-		/* Populated by check_backed when the kernel can. */
+		/* Populated by check_backed when the kernel can (but for a mapping that cannot be
+		 * populated, I/O memory, which mlock does not fault in either). */
 		int rc = pin(va, n, m.get(), populate_supported());
 		if (rc) {
 			unpin(m->pinned);
