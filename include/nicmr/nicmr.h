@@ -265,7 +265,8 @@ struct nicmr_pd;
 
 /**
  * Allocates a PD (ALLOC_PD). Slow path; any thread.
- * @return 0; -EINVAL (null argument); the device's errors (-ENOSPC: PD table full).
+ * @return 0; -EINVAL (null argument); -ENOMEM (no memory, or the device's PD table is full: its
+ *   EXCEED_LIM status, as Linux's mlx5 maps it); the device's errors.
  */
 int nicmr_pd_alloc(struct nicmr_device *dev, struct nicmr_pd **out);
 /**
@@ -695,8 +696,9 @@ const char *nicmr_wc_syndrome_str(uint8_t syndrome);
  * polls of send_cq.
  * @param depth 2 .. NICMR_MAX_QP_DEPTH, at most send_cq's depth
  * @return 0; -EINVAL (null argument, port not 1 or 2, depth out of range or above the CQ's,
- *   CQ of another device); -ENOSPC (NICMR_MAX_QPS_PER_CQ QPs report
- *   to send_cq already, or the device has no QP left); -ENOMEM; the device's errors.
+ *   CQ of another device); -ENOSPC (NICMR_MAX_QPS_PER_CQ QPs report to send_cq already);
+ *   -ENOMEM (no memory, or the device has no QP left: CREATE_QP's EXCEED_LIM status, as Linux's
+ *   mlx5 maps it); the device's errors.
  */
 int nicmr_qp_create(struct nicmr_pd *pd, uint32_t port, struct nicmr_cq *send_cq, uint32_t depth,
 		    struct nicmr_qp **out);
@@ -934,8 +936,9 @@ struct nicmr_qp_attr {
  * Creates an RC QP as nicmr_qp_create does, with the receive queue attr asks for. Slow path;
  * any thread, not concurrently with polls of its CQs.
  * @return 0; -EINVAL (null argument, a field out of range, a CQ of another device, recv_depth
- *   above what recv_cq holds); -ENOSPC (NICMR_MAX_QPS_PER_CQ QPs report to a CQ already, or the
- *   device has no QP left); -ENOMEM; the device's errors.
+ *   above what recv_cq holds); -ENOSPC (NICMR_MAX_QPS_PER_CQ QPs report to a CQ already);
+ *   -ENOMEM (no memory, or the device has no QP left, as nicmr_qp_create); the device's
+ *   errors.
  */
 int nicmr_qp_create_attr(struct nicmr_pd *pd, const struct nicmr_qp_attr *attr,
 			 struct nicmr_qp **out);
