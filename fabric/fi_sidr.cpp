@@ -355,10 +355,6 @@ void poll_locked(Gsi *g)
 	}
 }
 
-} // namespace
-
-namespace {
-
 /* The services an endpoint without one is given: FI_NICMR_PORT_LOW_RANGE to
  * FI_NICMR_PORT_HIGH_RANGE, read at each call (slow path); 0 or -FI_EINVAL for a range outside
  * 1..65535 or upside down (a value that is no number is not set: libfabric's fi_param_get). */
