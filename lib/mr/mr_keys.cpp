@@ -38,6 +38,22 @@ constexpr KeyState slot_state(uint32_t w) noexcept
 	return static_cast<KeyState>((w & kStateMask) >> kStateShift);
 }
 
+/*
+ * Whether the owner of a binding or retiring index is the only thread that may write its slot
+ * word: true when the word has no ghost bit. The other writers are each ruled out there:
+ *   - a ghost copy's taker (try_own) clears the ghost bit: with none set there is no copy in
+ *     the free structures to take, and a claim sets one only on a free word;
+ *   - claim writes only a free word, hold only a live one (unhold only after a hold), adopt
+ *     only a zero one;
+ *   - begin_retire, abort_retire, recycle and make_free are the owner's.
+ * So activate and make_free may store instead of compare-and-swap there: the word cannot
+ * change between their load and their store. On a claimed index (ghost set) they keep the CAS.
+ */
+constexpr bool sole_writer(uint32_t w) noexcept
+{
+	return (w & kGhost) == 0;
+}
+
 void *map_zeroed(size_t len) noexcept
 {
 	/* Anonymous and lazily populated: pages appear as indices are first used. */
@@ -427,7 +443,12 @@ bool KeySpace::make_free(uint32_t index, uint8_t next) noexcept
 	 * same bit says pooled). */
 	const uint32_t nw = slot_word(KeyState::free, next) | kPooled;
 	/* Release: our writes to the entry happen before the next owner's (pairs with the
-	 * acquire in try_own and claim). */
+	 * acquire in try_own and claim). Without a ghost bit no other thread writes this word
+	 * until it is free (sole_writer): a store. */
+	if (sole_writer(w)) {
+		slot.store(nw, std::memory_order_release);
+		return true;
+	}
 	while (!slot.compare_exchange_weak(w, nw, std::memory_order_release,
 					   std::memory_order_relaxed))
 		;
@@ -438,8 +459,14 @@ void KeySpace::activate(uint32_t mkey) noexcept
 {
 	std::atomic<uint32_t> &slot = slots_[mkey_index(mkey)];
 	uint32_t w = slot.load(std::memory_order_relaxed);
-	/* Release: pairs with the acquire in begin_retire (see mr_keys.h). A CAS, not a store:
-	 * the ghost bit may change under us. */
+	const uint32_t live = (w & ~kStateMask) | slot_word(KeyState::live, 0);
+	/* Release: pairs with the acquire in begin_retire (see mr_keys.h). A store when no
+	 * other thread can write the word (sole_writer); else a CAS, as the ghost bit may
+	 * change under us. */
+	if (sole_writer(w)) {
+		slot.store(live, std::memory_order_release);
+		return;
+	}
 	while (!slot.compare_exchange_weak(w, (w & ~kStateMask) | slot_word(KeyState::live, 0),
 					   std::memory_order_release, std::memory_order_relaxed))
 		;

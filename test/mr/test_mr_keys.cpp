@@ -332,6 +332,51 @@ TEST(MrKeys, GhostIsDroppedAndIndexReturnsOnceWhenFreedLater)
 	EXPECT_EQ(ks->alloc(nullptr, &o), -ENOSPC);
 }
 
+/* activate and make_free store the word when it has no ghost bit and compare-and-swap when it
+ * has one (mr_keys.cpp, sole_writer): either way the claimed index is handed out once after its
+ * key is retired, whether its ghost copy was dropped before or becomes the real one. */
+TEST(MrKeys, AClaimedKeyIsLiveThenFreeOnceWithOrWithoutItsGhost)
+{
+	for (const bool drop_first : {true, false}) {
+		SCOPED_TRACE(drop_first ? "ghost dropped before activate"
+					: "ghost kept to the end");
+		/* Two indices in rings with room to spare: a second copy of an index would show
+		 * in the count. */
+		KeySpaceConfig cfg;
+		cfg.index_count = 9;
+		cfg.capacity = 8;
+		cfg.all_free = false;
+		std::unique_ptr<KeySpace> ks;
+		ASSERT_EQ(KeySpace::create(cfg, &ks), 0);
+		const uint32_t both[] = {1, 2};
+		ASSERT_EQ(ks->add_free(both, 2), 0);
+		uint32_t k, o;
+		uint8_t v1, v;
+		ks->state_of(1, &v1);
+		ASSERT_EQ(ks->claim(make_mkey(2, 0x31), &k), 0);
+		std::multiset<uint32_t> got;
+		if (drop_first) {
+			while (ks->alloc(nullptr, &o) == 0)
+				got.insert(o);
+			EXPECT_EQ(got, std::multiset<uint32_t>{make_mkey(1, v1)})
+				<< "ghost dropped";
+		}
+		ks->activate(k);
+		EXPECT_EQ(ks->state_of(2, &v), KeyState::live);
+		EXPECT_EQ(v, 0x31);
+		ASSERT_EQ(ks->begin_retire(k), 0);
+		ks->retire(nullptr, k);
+		EXPECT_EQ(ks->state_of(2, &v), KeyState::free) << "no reader: freed at once";
+		EXPECT_EQ(v, ks->next_variant_of(2, 0x31));
+		EXPECT_EQ(ks->ring_free_count(), drop_first ? 1u : 2u)
+			<< "put back when its ghost was dropped; else the ghost is the copy";
+		while (ks->alloc(nullptr, &o) == 0)
+			got.insert(o);
+		EXPECT_EQ(got, (std::multiset<uint32_t>{make_mkey(1, v1), make_mkey(2, v)}))
+			<< "each index once";
+	}
+}
+
 TEST(MrKeys, RetiredIndexWaitsForEveryOnlineReader)
 {
 	auto ks = make(4);
