@@ -6,6 +6,8 @@
  *                          (at 1,000,000 the 64 MiB table no longer fits in any cache)
  *   BM_KeyAllocRelease     alloc + release through a per-thread KeyCache
  *   BM_KeyAllocRetire      alloc + activate + retire through the grace period (no readers)
+ *   BM_VariantNext         next_variant of one index (SipHash-1-3 and 16 Feistel rounds), the
+ *                          step every index takes when it becomes free again (mr_variant.h)
  *   BM_RegDereg            Engine::reg + Engine::dereg with a no-op programmer
  *   BM_HostMemoryPerLiveMr registers 1,000,000 regions and reports bytes per live region
  *   BM_RawKeyEncode        encode_raw_key of one key (layout and CRC32C)
@@ -131,6 +133,19 @@ void BM_KeyAllocRetire(benchmark::State &st)
 	}
 }
 
+void BM_VariantNext(benchmark::State &st)
+{
+	const VariantSecret secret{0x0123456789abcdefull, 0xfedcba9876543210ull};
+	uint32_t index = 1;
+	for (auto _ : st) {
+		/* Indices in turn, each from a variant of its own: the calls overlap, as the ones
+		 * of a retire batch do (KeySpace::free_batch). */
+		const uint8_t v = next_variant(secret, index, static_cast<uint8_t>(index * 7));
+		index = index == 0xffffff ? 1 : index + 1;
+		benchmark::DoNotOptimize(v);
+	}
+}
+
 void BM_RegDereg(benchmark::State &st)
 {
 	NullProgrammer prog;
@@ -240,6 +255,7 @@ BENCHMARK(BM_LookupSpread)
 	->ReportAggregatesOnly(true);
 BENCHMARK(BM_KeyAllocRelease)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_KeyAllocRetire)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_VariantNext)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_RegDereg)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_RawKeyEncode)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_RawKeyDecode)->Repetitions(5)->ReportAggregatesOnly(true);
@@ -255,8 +271,10 @@ int main(int argc, char **argv)
 		&argc, argv, "bench-mr-core",
 		"The device-independent costs of registration: key lookups with N live "
 		"keys\n(same key, and spread in random order), key alloc + release and "
-		"alloc + retire,\nEngine::reg + dereg with a no-op programmer, host bytes "
-		"per live region,\nraw key encode and decode. Read the medians of 5 repetitions.");
+		"alloc + retire,\nthe variant step of a freed index, Engine::reg + dereg with a "
+		"no-op programmer,\nhost bytes per live region, raw key encode and decode. Read "
+		"the "
+		"medians of 5\nrepetitions.");
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	return 0;
