@@ -273,8 +273,7 @@ int main(int argc, char **argv)
 		"keys\n(same key, and spread in random order), key alloc + release and "
 		"alloc + retire,\nthe variant step of a freed index, Engine::reg + dereg with a "
 		"no-op programmer,\nhost bytes per live region, raw key encode and decode. Read "
-		"the "
-		"medians of 5\nrepetitions.");
+		"the medians of 5\nrepetitions.");
 	benchmark::RunSpecifiedBenchmarks();
 	benchmark::Shutdown();
 	return 0;

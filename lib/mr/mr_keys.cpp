@@ -459,12 +459,12 @@ void KeySpace::activate(uint32_t mkey) noexcept
 {
 	std::atomic<uint32_t> &slot = slots_[mkey_index(mkey)];
 	uint32_t w = slot.load(std::memory_order_relaxed);
-	const uint32_t live = (w & ~kStateMask) | slot_word(KeyState::live, 0);
 	/* Release: pairs with the acquire in begin_retire (see mr_keys.h). A store when no
 	 * other thread can write the word (sole_writer); else a CAS, as the ghost bit may
 	 * change under us. */
 	if (sole_writer(w)) {
-		slot.store(live, std::memory_order_release);
+		slot.store((w & ~kStateMask) | slot_word(KeyState::live, 0),
+			   std::memory_order_release);
 		return;
 	}
 	while (!slot.compare_exchange_weak(w, (w & ~kStateMask) | slot_word(KeyState::live, 0),
